@@ -1,0 +1,42 @@
+# The two commands a new user types: `make run` and `make test`. Both build .venv by themselves.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+CODE   := kernel workers protocol
+export HF_HUB_OFFLINE := 1
+
+.PHONY: run test lint typecheck pytest bench install clean
+
+# The venv is rebuilt when pyproject.toml changes. pip + venv (not uv) so that torch, when a later
+# worker needs it, resolves from the machine's local wheel cache instead of a multi-GB CUDA build.
+$(BIN)/.deps: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=68" wheel
+	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	touch $@
+
+# Strict editable mode links every source file into build/; new files need this cheap re-link,
+# and it is what lets mypy see the `foldermind.*` names (an import-hook editable install hides them).
+install: $(BIN)/.deps
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
+
+run: install
+	$(BIN)/foldermind start --foreground
+
+lint: install
+	$(BIN)/ruff check $(CODE) tests
+	$(BIN)/ruff format --check $(CODE) tests
+
+typecheck: install
+	$(BIN)/mypy -p foldermind.kernel -p foldermind.workers -p foldermind.protocol
+
+pytest: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+bench: install
+	$(BIN)/python -m tests.bench.run_all
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,353 @@
+"""The broker: routes requests to workers by service name and fails callers fast.
+
+The Majordomo idea from the ZeroMQ Guide (a ROUTER that knows which workers serve which service),
+plus a table of jobs in flight: every request handed to a worker is remembered with its caller and
+deadline, so when the worker dies, misses heartbeats or overruns the deadline, the caller gets
+``worker_lost`` / ``deadline_exceeded`` at once instead of waiting forever.
+
+The broker reads only envelopes; bodies and buffer frames are forwarded untouched.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import zmq
+from foldermind.kernel.config import BusPolicy
+from foldermind.protocol import frames
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
+from foldermind.protocol.messages import Disconnect, Envelope, Heartbeat, WorkerReady
+
+log = logging.getLogger("foldermind.broker")
+
+HB_SUFFIX = b"/hb"
+
+
+class Membership(Protocol):
+    """What the broker asks of the supervisor."""
+
+    def accept_ready(self, name: str, service: str, pid: int) -> bool: ...
+
+    def worker_gone(self, name: str, pid: int, reason: str, kill: bool) -> None: ...
+
+    def may_serve(self, target: str) -> bool: ...
+
+
+@dataclass(eq=False, slots=True)
+class Peer:
+    """A worker that sent READY and has not been lost."""
+
+    name: str
+    service: str
+    pid: int
+    ident: bytes
+    capacity: int
+    last_seen: float
+    jobs: set[str] = field(default_factory=set)
+
+    @property
+    def free(self) -> bool:
+        return len(self.jobs) < self.capacity
+
+
+@dataclass(eq=False, slots=True)
+class Job:
+    """A request accepted from a caller and not yet answered."""
+
+    env: Envelope
+    client: bytes
+    packet: frames.Packet
+    target: str
+    deadline: float  # monotonic
+    worker: Peer | None = None
+    done: bool = False
+
+
+class _RateLimitedLog:
+    """Garbage can arrive by the thousand: log the first few per minute, then count."""
+
+    def __init__(self, per_minute: int = 20) -> None:
+        self.per_minute, self.window_start, self.count, self.suppressed = per_minute, 0.0, 0, 0
+
+    def warn(self, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self.window_start > 60:
+            if self.suppressed:
+                log.warning("%d more bad messages were dropped in the last minute", self.suppressed)
+            self.window_start, self.count, self.suppressed = now, 0, 0
+        self.count += 1
+        if self.count <= self.per_minute:
+            log.warning(msg, *args)
+        else:
+            self.suppressed += 1
+
+
+ControlHandler = Callable[[bytes, frames.Packet], None]
+
+
+class Broker:
+    def __init__(self, sock: zmq.Socket[Any], policy: BusPolicy, membership: Membership) -> None:
+        self.sock = sock
+        self.policy = policy
+        self.membership = membership
+        self.control: ControlHandler | None = None
+        self.peers: dict[bytes, Peer] = {}
+        self.by_name: dict[str, Peer] = {}
+        self.jobs: dict[str, Job] = {}
+        self.queues: dict[str, deque[Job]] = {}
+        self._deadlines: list[tuple[float, str]] = []
+        self._next_liveness_check = 0.0
+        self._bad = _RateLimitedLog()
+        self.accepting = True
+        self.stats = {"routed": 0, "dropped_bad": 0}
+
+    # ---------------------------------------------------------------------------------------
+    # incoming
+
+    def on_readable(self) -> None:
+        """Drain the bus socket."""
+        while True:
+            try:
+                raw = frames.recv_frames(self.sock, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                packet = frames.parse(raw, 1, self.policy.max_message_bytes)
+            except ProtocolError as exc:
+                self.stats["dropped_bad"] += 1
+                sender = frames.identity_of(raw[0]) if raw else b"?"
+                self._bad.warn("dropped a bad message from %r: %s", sender, exc)
+                continue
+            self._dispatch(frames.identity_of(packet.route[0]), packet)
+
+    def _dispatch(self, ident: bytes, packet: frames.Packet) -> None:
+        env = packet.env
+        kind = env.kind
+        if ident.endswith(HB_SUFFIX):
+            self._on_heartbeat(ident, env)
+            return
+        peer = self.peers.get(ident)
+        if peer is not None:
+            peer.last_seen = time.monotonic()
+        if kind == WorkerReady.KIND:
+            self._on_ready(ident, packet)
+        elif kind == Disconnect.KIND:
+            if peer is not None:
+                self.drop(peer, "disconnected", ErrorCode.WORKER_LOST)
+                self.membership.worker_gone(peer.name, peer.pid, "disconnected", kill=False)
+        elif kind.endswith(".reply"):
+            self._on_reply(peer, packet)
+        elif env.to == "kernel":
+            if self.control is not None:
+                self.control(ident, packet)
+        else:
+            self._on_request(ident, packet)
+
+    def _on_heartbeat(self, hb_ident: bytes, env: Envelope) -> None:
+        peer = self.peers.get(hb_ident[: -len(HB_SUFFIX)])
+        if peer is not None:
+            peer.last_seen = time.monotonic()
+        # Answer every heartbeat, READY or not yet: a worker still in setup() must not think the
+        # kernel has died. A worker the broker has dropped is told so in the worker loop.
+        reply = Envelope(kind=Heartbeat.KIND, src="kernel", cid=env.id)
+        frames.send(self.sock, reply, Heartbeat("kernel", 0), route=[hb_ident])
+
+    def _on_ready(self, ident: bytes, packet: frames.Packet) -> None:
+        try:
+            body = packet.body()
+        except ProtocolError as exc:
+            self._bad.warn("bad READY from %r: %s", ident, exc)
+            return
+        assert isinstance(body, WorkerReady)
+        if not self.membership.accept_ready(body.name, body.service, body.pid):
+            log.warning("refused READY from %s (pid %d): not a slot the supervisor runs", body.name, body.pid)
+            self._send_disconnect(ident, body.name, "refused")
+            return
+        old = self.by_name.get(body.name)
+        if old is not None:
+            self.drop(old, "replaced by a new READY", ErrorCode.WORKER_LOST)
+        peer = Peer(body.name, body.service, body.pid, ident, max(1, body.capacity), time.monotonic())
+        self.peers[ident] = peer
+        self.by_name[peer.name] = peer
+        log.info("%s ready (pid %d, service %s)", peer.name, peer.pid, peer.service)
+        self._pump(peer.service)
+        self._pump(peer.name)
+
+    def _on_reply(self, peer: Peer | None, packet: frames.Packet) -> None:
+        env = packet.env
+        job = self.jobs.get(env.cid)
+        if job is None or job.done or peer is None or job.worker is not peer:
+            return  # answered after its deadline, or by a worker already declared lost
+        frames.forward(self.sock, [job.client], packet)
+        self.stats["routed"] += 1
+        if env.status == "partial":
+            return
+        self._finish(job)
+        self._pump(peer.service)
+        self._pump(peer.name)
+
+    def _on_request(self, client: bytes, packet: frames.Packet) -> None:
+        env = packet.env
+        now = time.monotonic()
+        if not self.accepting:
+            self.reply_error(client, env, ErrorInfo(ErrorCode.SHUTTING_DOWN, "foldermind is stopping"))
+            return
+        target = env.to
+        if not target or not self.membership.may_serve(target):
+            self.reply_error(
+                client,
+                env,
+                ErrorInfo(ErrorCode.SERVICE_UNAVAILABLE, f"no worker serves {target!r}", retryable=False),
+            )
+            return
+        budget = env.deadline - time.time() if env.deadline else self.policy.default_deadline_s
+        job = Job(env=env, client=client, packet=packet, target=target, deadline=now + budget)
+        if budget <= 0:
+            self.reply_error(client, env, ErrorInfo(ErrorCode.DEADLINE_EXCEEDED, "deadline already passed"))
+            return
+        self.jobs[env.id] = job
+        heapq.heappush(self._deadlines, (job.deadline, env.id))
+        self.queues.setdefault(target, deque()).append(job)
+        self._pump(target)
+
+    # ---------------------------------------------------------------------------------------
+    # routing
+
+    def _candidates(self, target: str) -> list[Peer]:
+        peer = self.by_name.get(target)
+        if peer is not None:
+            return [peer]
+        return [p for p in self.by_name.values() if p.service == target]
+
+    def _pump(self, target: str) -> None:
+        """Hand queued jobs for ``target`` to free workers, least-loaded first."""
+        queue = self.queues.get(target)
+        if not queue:
+            return
+        candidates = self._candidates(target)
+        while queue:
+            if queue[0].done:
+                queue.popleft()
+                continue
+            free = [p for p in candidates if p.free]
+            if not free:
+                return
+            peer = min(free, key=lambda p: len(p.jobs))
+            job = queue.popleft()
+            job.worker = peer
+            peer.jobs.add(job.env.id)
+            frames.forward(self.sock, [peer.ident], job.packet)
+
+    def _finish(self, job: Job) -> None:
+        job.done = True
+        self.jobs.pop(job.env.id, None)
+        if job.worker is not None:
+            job.worker.jobs.discard(job.env.id)
+
+    def reply_error(self, client: bytes, env: Envelope, info: ErrorInfo) -> None:
+        frames.send(self.sock, env.reply("kernel", status="error", error=info), {}, route=[client])
+
+    def reply(self, client: bytes, env: Envelope, body: Any) -> None:
+        reply = env.reply("kernel")
+        reply.kind = body.KIND
+        frames.send(self.sock, reply, body, route=[client])
+
+    def _send_disconnect(self, ident: bytes, name: str, reason: str) -> None:
+        env = Envelope(kind=Disconnect.KIND, src="kernel")
+        frames.send(self.sock, env, Disconnect(name, reason), route=[ident])
+        frames.send(self.sock, env, Disconnect(name, reason), route=[ident + HB_SUFFIX])
+
+    # ---------------------------------------------------------------------------------------
+    # losing workers
+
+    def drop(self, peer: Peer, reason: str, code: ErrorCode) -> None:
+        """Forget ``peer``; every job it held fails with ``code`` at once."""
+        if self.peers.get(peer.ident) is not peer:
+            return
+        del self.peers[peer.ident]
+        if self.by_name.get(peer.name) is peer:
+            del self.by_name[peer.name]
+        for job_id in list(peer.jobs):
+            job = self.jobs.get(job_id)
+            if job is not None:
+                retryable = code == ErrorCode.WORKER_LOST
+                self.reply_error(
+                    job.client,
+                    job.env,
+                    ErrorInfo(code, f"{peer.name} {reason} during {job.env.kind}", retryable),
+                )
+                self._finish(job)
+        log.info("%s dropped from routing: %s", peer.name, reason)
+
+    def drop_name(self, name: str, pid: int, reason: str) -> None:
+        peer = self.by_name.get(name)
+        if peer is not None and peer.pid == pid:
+            self.drop(peer, reason, ErrorCode.WORKER_LOST)
+
+    def dismiss(self, name: str, reason: str) -> None:
+        """Drop ``name`` and tell its process to go (it may not be our child: ``worker run``)."""
+        peer = self.by_name.get(name)
+        if peer is not None:
+            self.drop(peer, reason, ErrorCode.WORKER_LOST)
+            self._send_disconnect(peer.ident, name, reason)
+
+    def fail_unservable(self) -> None:
+        """Fail queued jobs whose target can no longer be served (all its workers FAILED/stopped)."""
+        for target, queue in self.queues.items():
+            if queue and not self.membership.may_serve(target):
+                while queue:
+                    job = queue.popleft()
+                    if not job.done:
+                        self.reply_error(
+                            job.client,
+                            job.env,
+                            ErrorInfo(ErrorCode.SERVICE_UNAVAILABLE, f"no worker serves {target!r}"),
+                        )
+                        self._finish(job)
+
+    def in_flight(self, name: str) -> int:
+        peer = self.by_name.get(name)
+        return len(peer.jobs) if peer is not None else 0
+
+    # ---------------------------------------------------------------------------------------
+    # timers
+
+    def next_due(self) -> float:
+        due = self._next_liveness_check
+        while self._deadlines and self._deadlines[0][1] not in self.jobs:
+            heapq.heappop(self._deadlines)
+        if self._deadlines:
+            due = min(due, self._deadlines[0][0])
+        return due
+
+    def tick(self, now: float) -> None:
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, job_id = heapq.heappop(self._deadlines)
+            job = self.jobs.get(job_id)
+            if job is None or job.done:
+                continue
+            worker = job.worker
+            where = f"at {worker.name}" if worker else "waiting for a free worker"
+            self.reply_error(
+                job.client,
+                job.env,
+                ErrorInfo(ErrorCode.DEADLINE_EXCEEDED, f"{job.env.kind} missed its deadline {where}"),
+            )
+            self._finish(job)
+            if worker is not None:
+                # A worker that overran a deadline is presumed stuck: replace it.
+                self.drop(worker, "missed a job deadline", ErrorCode.WORKER_LOST)
+                self.membership.worker_gone(worker.name, worker.pid, "missed a job deadline", kill=True)
+        if now >= self._next_liveness_check:
+            self._next_liveness_check = now + self.policy.heartbeat_interval_s / 2
+            limit = now - self.policy.liveness_s
+            for peer in [p for p in self.peers.values() if p.last_seen < limit]:
+                reason = f"missed {self.policy.heartbeat_liveness} heartbeats"
+                self.drop(peer, reason, ErrorCode.WORKER_LOST)
+                self.membership.worker_gone(peer.name, peer.pid, reason, kill=True)

@@ -1,0 +1,408 @@
+"""The ``foldermind`` command line (SPEC section 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import psutil
+from foldermind.kernel import __version__, logs
+from foldermind.kernel.config import ConfigError, SupervisorConfig, load
+from foldermind.kernel.home import Home, KernelLock
+from foldermind.protocol.client import BusClient
+from foldermind.protocol.errors import BusError, KernelUnavailable, RemoteError
+from foldermind.protocol.messages import (
+    AttachReply,
+    AttachRequest,
+    PingReply,
+    PingRequest,
+    RestartReply,
+    RestartRequest,
+    StatusReply,
+    StatusRequest,
+    StopReply,
+    StopRequest,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+NOT_RUNNING_EXIT = 3
+
+
+def home_option(func: F) -> F:
+    """``--home`` on the group and on every command (``foldermind status --home X`` reads naturally)."""
+
+    def remember(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is not None:
+            ctx.meta["foldermind.home"] = value
+        return value
+
+    return click.option(
+        "--home",
+        type=click.Path(file_okay=False),
+        default=None,
+        expose_value=False,
+        callback=remember,
+        is_eager=True,
+        help="Folder for config, data, logs and sockets (default: platform dirs; env FOLDERMIND_HOME).",
+    )(func)
+
+
+def current_home() -> Home:
+    ctx = click.get_current_context()
+    return Home.resolve(ctx.meta.get("foldermind.home") or os.environ.get("FOLDERMIND_HOME") or None)
+
+
+def current_config(home: Home) -> SupervisorConfig:
+    try:
+        return load(home.supervisor_override)
+    except ConfigError as exc:
+        raise click.ClickException(f"invalid supervisor config: {exc}") from exc
+
+
+@contextmanager
+def connect(home: Home) -> Iterator[BusClient]:
+    client = BusClient(home.bus_endpoint, name="cli")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def kernel_running(home: Home) -> bool:
+    return home.running_pid() is not None
+
+
+def require_running(home: Home) -> None:
+    if not kernel_running(home):
+        raise click.ClickException(f"foldermind is not running (home: {home.root or 'platform default'})")
+
+
+@click.group()
+@click.version_option(__version__, prog_name="foldermind")
+@home_option
+def cli() -> None:
+    """foldermind: search and chat with your folders from any MCP client, locally."""
+
+
+# ------------------------------------------------------------------------------------------
+# start / stop
+
+
+@cli.command()
+@home_option
+@click.option(
+    "--foreground", is_flag=True, help="Run the kernel in this terminal (service managers, debugging)."
+)
+@click.option("--port", type=int, default=None, help="MCP port (default 53827; env FOLDERMIND_MCP_PORT).")
+def start(foreground: bool, port: int | None) -> None:
+    """Start the supervisor and every worker."""
+    home = current_home()
+    home.ensure()
+    config = current_config(home)
+    if port is not None:
+        os.environ["FOLDERMIND_MCP_PORT"] = str(port)
+    pid = home.running_pid()
+    if pid is not None:
+        click.echo(f"foldermind is already running (pid {pid}).")
+        return
+    if foreground:
+        sys.exit(_run_foreground(home, config))
+    _start_background(home, config)
+
+
+def _run_foreground(home: Home, config: SupervisorConfig) -> int:
+    from foldermind.kernel.kernel import Kernel
+
+    lock = KernelLock(home)
+    if not lock.acquire():
+        click.echo(f"foldermind is already running (pid {home.running_pid()}).")
+        return 0
+    logs.setup(home.log_file("kernel"), config.kernel.log_max_mb, config.kernel.log_backups, also_stderr=True)
+    try:
+        kernel = Kernel(home, config)
+        click.echo(
+            f"foldermind {__version__} running in the foreground (pid {os.getpid()}); Ctrl-C stops it."
+        )
+        click.echo("MCP: the front door is not serving yet in this version.")
+        return kernel.run()
+    finally:
+        lock.release()
+
+
+def _start_background(home: Home, config: SupervisorConfig) -> None:
+    args = [sys.executable, "-m", "foldermind.kernel.cli"]
+    if home.root is not None:
+        args += ["--home", str(home.root)]
+    args += ["start", "--foreground"]
+    with open(home.log_dir / "kernel.stderr.log", "ab") as out:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True
+        )
+    give_up = time.monotonic() + config.kernel.start_wait_s
+    with connect(home) as client:
+        while time.monotonic() < give_up:
+            if proc.poll() is not None:
+                raise click.ClickException(
+                    f"the kernel exited with status {proc.returncode}; see {home.log_dir / 'kernel.log'}"
+                )
+            try:
+                client.request("kernel", PingRequest(), PingReply, timeout=0.5)
+            except KernelUnavailable:
+                continue
+            click.echo(f"foldermind started (pid {proc.pid}).")
+            click.echo(f"home: {home.root or 'platform default'}; logs: {home.log_dir}")
+            click.echo("MCP: the front door is not serving yet in this version.")
+            return
+    raise click.ClickException(f"the kernel did not answer within {config.kernel.start_wait_s:g} s")
+
+
+@cli.command()
+@home_option
+def stop() -> None:
+    """Stop every worker, then the kernel (SIGTERM, a grace period, then SIGKILL)."""
+    home = current_home()
+    pid = home.running_pid()
+    if pid is None:
+        click.echo("foldermind is not running.")
+        return
+    config = current_config(home)
+    grace = max(
+        config.restart.stop_grace_s, *(config.restart_policy_for(s).stop_grace_s for s in config.workers)
+    )
+    report: dict[str, str] | None = None
+    with connect(home) as client:
+        try:
+            report = client.request("kernel", StopRequest(), StopReply, timeout=grace + 10).body.report
+        except BusError as exc:
+            click.echo(f"the kernel did not report back ({exc}); signalling it directly", err=True)
+    if report is not None:
+        for name, how in report.items():
+            click.echo(f"  {name:<14} {how}")
+    if not _wait_gone(pid, grace + 5):
+        _signal(pid, signal.SIGTERM)
+        if not _wait_gone(pid, grace + 5):
+            _signal(pid, signal.SIGKILL)
+            _wait_gone(pid, 5)
+            click.echo(f"kernel pid {pid} killed")
+    click.echo("foldermind stopped.")
+
+
+def _signal(pid: int, sig: int) -> None:
+    with suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    if pid <= 0:
+        return True
+    try:
+        psutil.Process(pid).wait(timeout=seconds)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.TimeoutExpired:
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------
+# status / restart / logs
+
+
+def fetch_status(home: Home) -> StatusReply | None:
+    if not kernel_running(home):
+        return None
+    with connect(home) as client:
+        try:
+            return client.request("kernel", StatusRequest(), StatusReply, timeout=5).body
+        except KernelUnavailable:
+            return None
+
+
+def _fmt_bytes(n: int | None) -> str:
+    return "-" if n is None else f"{n / 1048576:.0f} MiB"
+
+
+def _fmt_uptime(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+@cli.command()
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(as_json: bool) -> None:
+    """Every worker's state, pid, uptime, restarts, jobs in flight and last error."""
+    home = current_home()
+    st = fetch_status(home)
+    if st is None:
+        if as_json:
+            click.echo(json.dumps({"kernel": None, "workers": [], "mcp": None, "folders": []}))
+        else:
+            click.echo("foldermind is not running.")
+        sys.exit(NOT_RUNNING_EXIT)
+    if as_json:
+        click.echo(json.dumps(st.to_body(), indent=2))
+        return
+    k = st.kernel
+    uptime, rss = _fmt_uptime(k["uptime_s"]), _fmt_bytes(k["rss_bytes"])
+    click.echo(f"kernel  pid {k['pid']}  up {uptime}  v{k['version']}  {rss}")
+    click.echo(
+        f"{'WORKER':<14}{'STATE':<10}{'PID':>8}{'UPTIME':>9}{'RESTARTS':>10}{'JOBS':>6}{'RSS':>9}  LAST ERROR"
+    )
+    for w in st.workers:
+        click.echo(
+            f"{w['name']:<14}{w['state']:<10}{w['pid'] or '-':>8}{_fmt_uptime(w['uptime_s']):>9}"
+            f"{w['restarts']:>10}{w['in_flight']:>6}{_fmt_bytes(w['rss_bytes']):>9}  {w['last_error'] or ''}"
+        )
+    mcp = st.mcp
+    click.echo(f"mcp     {mcp['state']}" + (f"  {mcp['url']}" if mcp["url"] else ""))
+
+
+@cli.command()
+@home_option
+@click.argument("worker")
+def restart(worker: str) -> None:
+    """Restart one worker (parser#2) or a pool (parser) while the rest keep serving."""
+    home = current_home()
+    require_running(home)
+    with connect(home) as client:
+        try:
+            names = client.request("kernel", RestartRequest(worker), RestartReply, timeout=10).body.restarted
+        except RemoteError as exc:
+            raise click.ClickException(exc.info.message) from exc
+    click.echo(f"restarting {', '.join(names)}")
+
+
+def _log_files(home: Home, worker: str) -> list[Path]:
+    if worker == "kernel":
+        return [home.log_file("kernel")]
+    config = current_config(home)
+    names = [name for name, service in config.instances() if worker in (name, service)]
+    if not names:
+        known = ", ".join(["kernel", *(n for n, _ in config.instances())])
+        raise click.ClickException(f"no worker named {worker!r} (known: {known})")
+    return [home.log_file(name) for name in names]
+
+
+@cli.command(name="logs")
+@home_option
+@click.argument("worker")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines.")
+@click.option("-n", "--lines", default=200, show_default=True, help="How many last lines to show first.")
+def logs_cmd(worker: str, follow: bool, lines: int) -> None:
+    """Show a worker's log (WORKER, a pool name, or `kernel`)."""
+    home = current_home()
+    files = _log_files(home, worker)
+    positions: dict[Path, int] = {}
+    for path in files:
+        if len(files) > 1:
+            click.echo(f"==> {path.name} <==")
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            click.echo(f"(no log yet: {path})", err=True)
+            positions[path] = 0
+            continue
+        for line in data.decode("utf-8", "replace").splitlines()[-lines:]:
+            click.echo(line)
+        positions[path] = len(data)
+    while follow:
+        for path in files:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            if size < positions[path]:  # rotated
+                positions[path] = 0
+            if size > positions[path]:
+                with open(path, "rb") as fh:
+                    fh.seek(positions[path])
+                    chunk = fh.read()
+                positions[path] += len(chunk)
+                prefix = f"[{path.stem}] " if len(files) > 1 else ""
+                for line in chunk.decode("utf-8", "replace").splitlines():
+                    click.echo(prefix + line)
+        time.sleep(0.25)
+
+
+# ------------------------------------------------------------------------------------------
+# worker run
+
+
+@cli.group()
+def worker() -> None:
+    """Developer commands for single workers."""
+
+
+@worker.command("run")
+@home_option
+@click.argument("name")
+def worker_run(name: str) -> None:
+    """Run worker NAME in this terminal against the running kernel (for a debugger or profiler).
+
+    The supervisor stands its own copy down meanwhile and takes the worker back when this exits.
+    """
+    from foldermind.workers.__main__ import load_worker_class
+    from foldermind.workers.base import WorkerContext, run
+
+    home = current_home()
+    require_running(home)
+    config = current_config(home)
+    services = dict(config.instances())
+    if name not in services:
+        raise click.ClickException(f"no worker named {name!r} (known: {', '.join(services)})")
+    spec = config.workers[services[name]]
+    worker_cls = load_worker_class(spec.module)
+    with connect(home) as client:
+        try:
+            client.request("kernel", AttachRequest(name, os.getpid()), AttachReply, timeout=10)
+        except RemoteError as exc:
+            raise click.ClickException(exc.info.message) from exc
+        # Wait until the supervisor's copy has gone, so our READY is the only one for this name.
+        give_up = time.monotonic() + config.restart_policy_for(services[name]).stop_grace_s + 10
+        while time.monotonic() < give_up:
+            st = client.request("kernel", StatusRequest(), StatusReply, timeout=5).body
+            if any(
+                w["name"] == name and w["pid"] == os.getpid() and w["state"] == "STARTING" for w in st.workers
+            ):
+                break
+            time.sleep(0.1)
+        else:
+            raise click.ClickException(f"the supervisor's copy of {name} did not stand down")
+    os.environ.update(spec.env)
+    logs.setup(home.log_file(name), config.kernel.log_max_mb, config.kernel.log_backups, also_stderr=True)
+    click.echo(
+        f"{name} running in the foreground (pid {os.getpid()}); Ctrl-C hands it back to the supervisor."
+    )
+    ctx = WorkerContext(
+        name=name,
+        service=services[name],
+        bus_endpoint=home.bus_endpoint,
+        heartbeat_interval_s=config.bus.heartbeat_interval_s,
+        heartbeat_liveness=config.bus.heartbeat_liveness,
+        max_message_bytes=config.bus.max_message_bytes,
+        kernel_pid=0,
+        log_file=str(home.log_file(name)),
+        home=str(home.root or ""),
+    )
+    sys.exit(run(worker_cls, ctx, configure_logging=False))
+
+
+def main() -> None:
+    cli(prog_name="foldermind")
+
+
+if __name__ == "__main__":
+    main()

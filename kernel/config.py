@@ -1,0 +1,115 @@
+"""Supervisor policy: ``supervisor.toml`` (packaged defaults) merged with the home's override."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BusPolicy(_Strict):
+    heartbeat_interval_s: float = Field(1.0, gt=0)
+    heartbeat_liveness: int = Field(3, ge=1)
+    default_deadline_s: float = Field(30.0, gt=0)
+    max_message_mb: int = Field(64, ge=1)
+    tcp_debug_endpoint: str = ""
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.max_message_mb * 1024 * 1024
+
+    @property
+    def liveness_s(self) -> float:
+        return self.heartbeat_interval_s * self.heartbeat_liveness
+
+
+class RestartPolicy(_Strict):
+    policy: Literal["always", "on-failure", "never"] = "always"
+    backoff_initial_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(30.0, ge=0)
+    backoff_jitter: float = Field(0.2, ge=0, lt=1)
+    stable_after_s: float = Field(10.0, ge=0)
+    max_restarts: int = Field(5, ge=0)
+    window_s: float = Field(60.0, gt=0)
+    start_timeout_s: float = Field(30.0, gt=0)
+    stop_grace_s: float = Field(5.0, ge=0)
+
+
+class KernelPolicy(_Strict):
+    start_wait_s: float = Field(30.0, gt=0)
+    log_max_mb: int = Field(10, ge=1)
+    log_backups: int = Field(3, ge=0)
+
+
+class WorkerSpec(_Strict):
+    module: str
+    count: int = Field(1, ge=1, le=64)
+    enabled: bool = True
+    env: dict[str, str] = Field(default_factory=dict)
+    restart: dict[str, Any] = Field(default_factory=dict)
+
+
+class SupervisorConfig(_Strict):
+    bus: BusPolicy = BusPolicy()
+    restart: RestartPolicy = RestartPolicy()
+    kernel: KernelPolicy = KernelPolicy()
+    workers: dict[str, WorkerSpec] = Field(default_factory=dict)
+
+    def restart_policy_for(self, worker: str) -> RestartPolicy:
+        """The [restart] table with that worker's own overrides applied."""
+        overrides = self.workers[worker].restart
+        if not overrides:
+            return self.restart
+        return RestartPolicy.model_validate({**self.restart.model_dump(), **overrides})
+
+    def instances(self) -> list[tuple[str, str]]:
+        """(worker name, service) for every process to run, in declaration order."""
+        out: list[tuple[str, str]] = []
+        for service, spec in self.workers.items():
+            if not spec.enabled:
+                continue
+            if spec.count == 1:
+                out.append((service, service))
+            else:
+                out.extend((f"{service}#{i}", service) for i in range(1, spec.count + 1))
+        return out
+
+
+class ConfigError(Exception):
+    """supervisor.toml is unreadable or holds an invalid value; the message says which."""
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def default_text() -> str:
+    return (resources.files("foldermind.kernel") / "supervisor.toml").read_text(encoding="utf-8")
+
+
+def load(override: Path | None = None) -> SupervisorConfig:
+    """The packaged defaults, with ``override`` (a home's supervisor.toml) merged over them."""
+    data = tomllib.loads(default_text())
+    if override is not None and override.exists():
+        try:
+            data = _merge(data, tomllib.loads(override.read_text(encoding="utf-8")))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{override}: {exc}") from exc
+    try:
+        return SupervisorConfig.model_validate(data)
+    except ValidationError as exc:
+        where = override if override is not None else "supervisor.toml"
+        raise ConfigError(f"{where}: {exc}") from exc

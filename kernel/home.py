@@ -1,0 +1,133 @@
+"""Where one foldermind instance keeps everything: config, data, logs and runtime sockets.
+
+``--home DIR`` (or ``FOLDERMIND_HOME``) puts all four under DIR, so tests and several instances
+never collide; without it the platform's directories are used (platformdirs conventions).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+APP = "foldermind"
+# sockaddr_un.sun_path holds 108 bytes on Linux (104 on macOS); keep room for the socket file name.
+_MAX_SOCKET_DIR = 90
+
+
+@dataclass(frozen=True, slots=True)
+class Home:
+    root: Path | None
+    config_dir: Path
+    data_dir: Path
+    log_dir: Path
+    runtime_dir: Path
+
+    @classmethod
+    def resolve(cls, home: str | os.PathLike[str] | None = None) -> Home:
+        if home is None:
+            home = os.environ.get("FOLDERMIND_HOME") or None
+        if home is not None:
+            root = Path(home).expanduser().resolve()
+            return cls(root, root / "config", root / "data", root / "logs", _runtime_dir(root / "run", root))
+        dirs = platformdirs.PlatformDirs(APP, appauthor=False)
+        runtime = Path(dirs.user_runtime_dir)
+        return cls(
+            None,
+            Path(dirs.user_config_dir),
+            Path(dirs.user_data_dir),
+            Path(dirs.user_log_dir),
+            _runtime_dir(runtime, runtime),
+        )
+
+    def ensure(self) -> None:
+        for path in (self.config_dir, self.data_dir, self.log_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        self.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # mkdir's mode is masked by the umask and ignored for an existing folder: enforce it.
+        os.chmod(self.runtime_dir, 0o700)
+
+    @property
+    def bus_endpoint(self) -> str:
+        return f"ipc://{self.runtime_dir / 'bus.sock'}"
+
+    @property
+    def events_endpoint(self) -> str:
+        return f"ipc://{self.runtime_dir / 'events.sock'}"
+
+    @property
+    def socket_files(self) -> list[Path]:
+        return [self.runtime_dir / "bus.sock", self.runtime_dir / "events.sock"]
+
+    @property
+    def pid_file(self) -> Path:
+        return self.runtime_dir / "kernel.pid"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.runtime_dir / "kernel.lock"
+
+    @property
+    def supervisor_override(self) -> Path:
+        return self.config_dir / "supervisor.toml"
+
+    def log_file(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+    def running_pid(self) -> int | None:
+        """The pid of the kernel that holds this home's lock, or None when none does."""
+        if not self.lock_file.exists():
+            return None
+        with open(self.lock_file, "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    return int(self.pid_file.read_text().strip())
+                except (OSError, ValueError):
+                    return -1  # locked by a kernel still writing its pid file
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            return None
+
+
+def _runtime_dir(preferred: Path, key: Path) -> Path:
+    """``preferred`` unless its socket paths would exceed the unix-socket path limit."""
+    if len(str(preferred)) <= _MAX_SOCKET_DIR:
+        return preferred
+    digest = hashlib.sha256(str(key).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"{APP}-{os.getuid()}-{digest}"
+
+
+class KernelLock:
+    """An exclusive lock on the home, held for the kernel's whole life.
+
+    The OS drops it when the kernel dies, however it dies, so a leftover pid file or socket from a
+    crash is recognised as stale by the next start instead of blocking it.
+    """
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self._fh = open(home.lock_file, "a+")  # noqa: SIM115 - held open for the kernel's life
+
+    def acquire(self) -> bool:
+        try:
+            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        for stale in [*self.home.socket_files, self.home.pid_file]:
+            stale.unlink(missing_ok=True)
+        tmp = self.home.pid_file.with_suffix(".tmp")
+        tmp.write_text(str(os.getpid()))
+        tmp.replace(self.home.pid_file)
+        return True
+
+    def release(self) -> None:
+        for path in [*self.home.socket_files, self.home.pid_file]:
+            path.unlink(missing_ok=True)
+        fcntl.flock(self._fh, fcntl.LOCK_UN)
+        self._fh.close()

@@ -1,0 +1,218 @@
+"""The kernel process: one event loop driving the broker, the supervisor and the control API.
+
+Single-threaded on purpose: every table (workers, jobs, slots) is touched by this loop only, so
+there are no locks. The loop sleeps in ``zmq.Poller.poll`` until a message arrives, a child exits
+(its pidfd becomes readable) or the nearest timer is due, which keeps an idle kernel idle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import time
+from typing import Any
+
+import psutil
+import zmq
+from foldermind.kernel import __version__
+from foldermind.kernel.broker import Broker
+from foldermind.kernel.config import SupervisorConfig
+from foldermind.kernel.home import Home
+from foldermind.kernel.supervisor import Slot, State, Supervisor
+from foldermind.protocol import frames
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
+from foldermind.protocol.messages import (
+    AttachReply,
+    AttachRequest,
+    Envelope,
+    KernelInfo,
+    McpInfo,
+    PingReply,
+    PingRequest,
+    RestartReply,
+    RestartRequest,
+    StatusReply,
+    StatusRequest,
+    StopReply,
+    StopRequest,
+    WorkerInfo,
+    WorkerStateEvent,
+)
+
+log = logging.getLogger("foldermind.kernel")
+
+
+class Kernel:
+    def __init__(self, home: Home, config: SupervisorConfig) -> None:
+        self.home = home
+        self.config = config
+        self.started = time.monotonic()
+        self.ctx: zmq.Context[Any] = zmq.Context()
+        self.bus = self._bind(zmq.ROUTER, home.bus_endpoint)
+        self.bus.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        if config.bus.tcp_debug_endpoint:
+            self.bus.bind(f"tcp://{config.bus.tcp_debug_endpoint}")
+        self.events = self._bind(zmq.PUB, home.events_endpoint)
+        self.poller = zmq.Poller()
+        self.poller.register(self.bus, zmq.POLLIN)
+        self.supervisor = Supervisor(home, config, self._publish_state)
+        self.broker = Broker(self.bus, config.bus, self.supervisor)
+        self.broker.control = self._on_control
+        self.supervisor.on_gone = self.broker.drop_name
+        self.supervisor.on_fd_change = self._watch_fd
+        self._stop_waiters: list[tuple[bytes, Envelope]] = []
+        self._stopping = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.poller.register(self._wake_r.fileno(), zmq.POLLIN)
+
+    def _bind(self, kind: int, endpoint: str) -> zmq.Socket[Any]:
+        sock: zmq.Socket[Any] = self.ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 500)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.config.bus.max_message_bytes)
+        # Create the socket file already restricted to this user (the folder is 0700 as well).
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(endpoint)
+        finally:
+            os.umask(old_umask)
+        return sock
+
+    def _watch_fd(self, fd: int, add: bool) -> None:
+        if add:
+            self.poller.register(fd, zmq.POLLIN)
+        else:
+            self.poller.unregister(fd)
+
+    # ---------------------------------------------------------------------------------------
+
+    def _publish_state(self, slot: Slot, old: State, reason: str) -> None:
+        event = WorkerStateEvent(slot.name, slot.service, str(old), str(slot.state), slot.pid, reason)
+        env = Envelope(kind=WorkerStateEvent.KIND, src="kernel")
+        frames.send(self.events, env, event, route=[WorkerStateEvent.KIND.encode()])
+        if slot.state is State.FAILED:
+            self.broker.fail_unservable()
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self._begin_stop()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def _begin_stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        log.info("stopping every worker")
+        self.broker.accepting = False
+        self.supervisor.stop_all()
+        self.broker.fail_unservable()
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        log.info("kernel %s started (pid %d), bus %s", __version__, os.getpid(), self.home.bus_endpoint)
+        self.supervisor.start_all()
+        while not (self._stopping and self.supervisor.all_stopped):
+            now = time.monotonic()
+            due = min(self.broker.next_due(), self.supervisor.next_due())
+            timeout_ms = max(0, min(int((due - now) * 1000) + 1, 5000))
+            for sock, _ in self.poller.poll(timeout_ms):
+                if sock is self.bus:
+                    self.broker.on_readable()
+                elif sock == self._wake_r.fileno():
+                    self._drain_wake()
+                elif isinstance(sock, int):
+                    slot = self.supervisor.slot_for_fd(sock)
+                    if slot is not None:
+                        self.supervisor.reap(slot)
+            now = time.monotonic()
+            self.broker.tick(now)
+            self.supervisor.tick(now)
+        report = self.supervisor.report()
+        for client, env in self._stop_waiters:
+            self.broker.reply(client, env, StopReply(report))
+        log.info("kernel stopped: %s", report)
+        self.bus.close(linger=500)
+        self.events.close(linger=0)
+        self.ctx.term()
+        return 0
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(64):
+                pass
+        except OSError:
+            pass
+
+    # ---------------------------------------------------------------------------------------
+    # control API: requests addressed to "kernel"
+
+    def _on_control(self, client: bytes, packet: frames.Packet) -> None:
+        env = packet.env
+        try:
+            body = packet.body()
+        except ProtocolError as exc:
+            self.broker.reply_error(client, env, ErrorInfo(ErrorCode.BAD_REQUEST, str(exc)))
+            return
+        if isinstance(body, PingRequest):
+            self.broker.reply(client, env, PingReply("kernel", os.getpid(), time.monotonic() - self.started))
+        elif isinstance(body, StatusRequest):
+            self.broker.reply(client, env, self.status())
+        elif isinstance(body, RestartRequest):
+            if not self.supervisor.targets(body.target):
+                self.broker.reply_error(
+                    client, env, ErrorInfo("unknown_worker", f"no worker named {body.target!r}")
+                )
+                return
+            self.broker.reply(client, env, RestartReply(self.supervisor.restart(body.target)))
+        elif isinstance(body, StopRequest):
+            self._stop_waiters.append((client, env))
+            self._begin_stop()
+        elif isinstance(body, AttachRequest):
+            slot = self.supervisor.attach(body.name, body.pid)
+            if slot is None:
+                self.broker.reply_error(
+                    client,
+                    env,
+                    ErrorInfo("unknown_worker", f"no worker {body.name!r}, or it is already attached"),
+                )
+                return
+            self.broker.reply(client, env, AttachReply(slot.name, slot.service))
+        else:
+            self.broker.reply_error(
+                client, env, ErrorInfo(ErrorCode.UNKNOWN_KIND, f"kernel does not handle {env.kind}")
+            )
+
+    def status(self) -> StatusReply:
+        now = time.monotonic()
+        workers: list[WorkerInfo] = []
+        for slot in self.supervisor.slots.values():
+            running = slot.state is State.RUNNING and slot.running_since is not None
+            workers.append(
+                WorkerInfo(
+                    name=slot.name,
+                    service=slot.service,
+                    state=str(slot.state),
+                    pid=slot.pid,
+                    uptime_s=round(now - slot.running_since, 3) if running and slot.running_since else None,
+                    restarts=slot.restarts,
+                    in_flight=self.broker.in_flight(slot.name),
+                    last_error=slot.last_error,
+                    rss_bytes=self.supervisor.rss(slot),
+                )
+            )
+        kernel = KernelInfo(
+            pid=os.getpid(),
+            uptime_s=round(now - self.started, 3),
+            version=__version__,
+            rss_bytes=int(psutil.Process().memory_info().rss),
+        )
+        # The front door serves MCP from its own issue on; until then there is no URL to report.
+        mcp = McpInfo(url=None, port=None, state="not_serving")
+        return StatusReply(kernel=kernel, workers=workers, mcp=mcp, folders=[])

@@ -1,0 +1,397 @@
+"""The supervisor: one OS process per worker slot, explicit states, a named restart policy.
+
+States (supervisord's, made explicit)::
+
+    STARTING --READY--> RUNNING --exit/lost--> BACKOFF --delay--> STARTING
+        |                  |                       \\--too many restarts--> FAILED
+        |                  \\--stop/restart--> STOPPING --exit--> EXITED (or STARTING again)
+        \\--no READY within start_timeout_s: killed, counted as a failure
+
+FAILED stays FAILED until ``foldermind restart``. Every change is published as an
+``event.worker_state``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import IO
+
+import psutil
+from foldermind.kernel.config import RestartPolicy, SupervisorConfig, WorkerSpec
+from foldermind.kernel.home import Home
+from foldermind.workers.base import WorkerContext
+
+log = logging.getLogger("foldermind.supervisor")
+
+
+class State(StrEnum):
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    BACKOFF = "BACKOFF"
+    STOPPING = "STOPPING"
+    EXITED = "EXITED"
+    FAILED = "FAILED"
+
+
+# What to do once a STOPPING worker is gone.
+_AFTER_STOP_REST = "rest"  # stay EXITED
+_AFTER_STOP_RESPAWN = "respawn"  # `foldermind restart`
+_AFTER_STOP_EXTERNAL = "external"  # `foldermind worker run`
+
+
+@dataclass(eq=False)
+class Slot:
+    """One worker name (``parser#2``) and the process currently filling it."""
+
+    name: str
+    service: str
+    spec: WorkerSpec
+    policy: RestartPolicy
+    state: State = State.EXITED
+    proc: subprocess.Popen[bytes] | None = None
+    pidfd: int | None = None
+    external_pid: int | None = None
+    started_at: float = 0.0
+    running_since: float | None = None
+    restarts: int = 0
+    recent_restarts: deque[float] = field(default_factory=deque)
+    consecutive_failures: int = 0
+    due: float | None = None
+    after_stop: str = _AFTER_STOP_REST
+    last_error: str | None = None
+    kill_reason: str | None = None
+    stop_report: str = ""
+
+    @property
+    def pid(self) -> int | None:
+        if self.external_pid is not None:
+            return self.external_pid
+        return self.proc.pid if self.proc is not None and self.proc.returncode is None else None
+
+
+StateListener = Callable[[Slot, State, str], None]
+
+
+class Supervisor:
+    def __init__(self, home: Home, config: SupervisorConfig, on_state: StateListener) -> None:
+        self.home = home
+        self.config = config
+        self.on_state = on_state
+        self.slots: dict[str, Slot] = {}
+        for name, service in config.instances():
+            self.slots[name] = Slot(
+                name, service, config.workers[service], config.restart_policy_for(service)
+            )
+        self.services = {slot.service for slot in self.slots.values()}
+        self.stopping_all = False
+        # Set by the kernel: drop a worker from routing, failing its jobs at once.
+        self.on_gone: Callable[[str, int, str], None] = lambda name, pid, reason: None
+        self.on_fd_change: Callable[[int, bool], None] = lambda fd, add: None
+
+    # ---------------------------------------------------------------------------------------
+    # state changes
+
+    def _set(self, slot: Slot, new: State, reason: str) -> None:
+        old = slot.state
+        slot.state = new
+        level = logging.WARNING if new in (State.BACKOFF, State.FAILED) else logging.INFO
+        log.log(level, "%s: %s -> %s (%s)", slot.name, old, new, reason)
+        self.on_state(slot, old, reason)
+
+    def start_all(self) -> None:
+        for slot in self.slots.values():
+            self.spawn(slot)
+
+    def spawn(self, slot: Slot) -> None:
+        ctx = WorkerContext(
+            name=slot.name,
+            service=slot.service,
+            bus_endpoint=self.home.bus_endpoint,
+            heartbeat_interval_s=self.config.bus.heartbeat_interval_s,
+            heartbeat_liveness=self.config.bus.heartbeat_liveness,
+            max_message_bytes=self.config.bus.max_message_bytes,
+            kernel_pid=os.getpid(),
+            log_file=str(self.home.log_file(slot.name)),
+            home=str(self.home.root or ""),
+        )
+        env = {**os.environ, **slot.spec.env, **ctx.to_env()}
+        if not self.home.root:
+            env.pop("FOLDERMIND_HOME", None)
+        stderr_log = self._stderr_file(slot.name)
+        try:
+            slot.proc = subprocess.Popen(
+                [sys.executable, "-m", "foldermind.workers", slot.spec.module],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr_log,
+                stderr=stderr_log,
+                close_fds=True,
+            )
+        except OSError as exc:
+            slot.last_error = f"could not start: {exc}"
+            self._failed_exit(slot, time.monotonic())
+            return
+        finally:
+            stderr_log.close()
+        slot.external_pid = None
+        slot.started_at = time.monotonic()
+        slot.running_since = None
+        slot.due = slot.started_at + slot.policy.start_timeout_s
+        slot.after_stop = _AFTER_STOP_REST
+        slot.stop_report = ""
+        slot.kill_reason = None
+        self._watch(slot)
+        self._set(slot, State.STARTING, f"spawned pid {slot.proc.pid}")
+
+    def _stderr_file(self, name: str) -> IO[bytes]:
+        # Anything a worker prints outside logging (an interpreter crash, a C library abort) lands here.
+        return open(self.home.log_dir / f"{name}.stderr.log", "ab")
+
+    def _watch(self, slot: Slot) -> None:
+        """Get a pidfd so the event loop hears of the exit at once instead of polling for it."""
+        slot.pidfd = None
+        if slot.proc is None or not hasattr(os, "pidfd_open"):
+            return
+        try:
+            slot.pidfd = os.pidfd_open(slot.proc.pid)
+        except OSError:
+            return
+        self.on_fd_change(slot.pidfd, True)
+
+    def _unwatch(self, slot: Slot) -> None:
+        if slot.pidfd is not None:
+            self.on_fd_change(slot.pidfd, False)
+            os.close(slot.pidfd)
+            slot.pidfd = None
+
+    def slot_for_fd(self, fd: int) -> Slot | None:
+        for slot in self.slots.values():
+            if slot.pidfd == fd:
+                return slot
+        return None
+
+    # ---------------------------------------------------------------------------------------
+    # answers to the broker (Membership)
+
+    def accept_ready(self, name: str, service: str, pid: int) -> bool:
+        slot = self.slots.get(name)
+        if slot is None or slot.service != service or slot.pid != pid:
+            return False
+        if slot.state is not State.STARTING:
+            return False
+        slot.running_since = time.monotonic()
+        slot.due = None
+        self._set(slot, State.RUNNING, "ready")
+        return True
+
+    def may_serve(self, target: str) -> bool:
+        if self.stopping_all:
+            return False
+        live = (State.STARTING, State.RUNNING, State.BACKOFF)
+        slot = self.slots.get(target)
+        if slot is not None:
+            return slot.state in live or slot.external_pid is not None
+        return any(
+            s.service == target
+            and (s.state in live or (s.state is State.STOPPING and s.after_stop != _AFTER_STOP_REST))
+            for s in self.slots.values()
+        )
+
+    def worker_gone(self, name: str, pid: int, reason: str, kill: bool) -> None:
+        slot = self.slots.get(name)
+        if slot is None or slot.pid != pid:
+            return
+        if slot.external_pid is not None:
+            slot.last_error = reason
+            self._external_ended(slot, reason)
+        elif slot.proc is not None and slot.proc.returncode is None:
+            slot.kill_reason = reason
+            if kill:
+                slot.proc.kill()  # the exit is handled when the pidfd fires (or on the next poll)
+
+    # ---------------------------------------------------------------------------------------
+    # exits
+
+    def reap(self, slot: Slot) -> None:
+        """Handle the exit of ``slot``'s process, if it has exited."""
+        proc = slot.proc
+        if proc is None or proc.poll() is None:
+            return
+        self._unwatch(slot)
+        code = proc.returncode
+        how = (
+            "exited 0"
+            if code == 0
+            else (f"killed by signal {-code}" if code < 0 else f"exited with status {code}")
+        )
+        now = time.monotonic()
+        slot.proc = None
+        self.on_gone(slot.name, proc.pid, how)
+        if slot.state is State.STOPPING:
+            slot.stop_report = slot.stop_report or how
+            if slot.after_stop == _AFTER_STOP_RESPAWN and not self.stopping_all:
+                self.spawn(slot)
+            elif slot.after_stop == _AFTER_STOP_EXTERNAL and not self.stopping_all:
+                slot.due = now + slot.policy.start_timeout_s
+                self._set(slot, State.STARTING, f"stood down for `worker run` pid {slot.external_pid}")
+            else:
+                self._set(slot, State.EXITED, slot.stop_report)
+            return
+        slot.last_error = f"{slot.kill_reason} ({how})" if slot.kill_reason else how
+        if (
+            self.stopping_all
+            or slot.policy.policy == "never"
+            or (code == 0 and slot.policy.policy == "on-failure")
+        ):
+            self._set(slot, State.EXITED, slot.last_error)
+            return
+        self._failed_exit(slot, now)
+
+    def _failed_exit(self, slot: Slot, now: float) -> None:
+        policy = slot.policy
+        if slot.running_since is not None and now - slot.running_since >= policy.stable_after_s:
+            slot.consecutive_failures = 0
+        slot.running_since = None
+        slot.recent_restarts.append(now)
+        while slot.recent_restarts and now - slot.recent_restarts[0] > policy.window_s:
+            slot.recent_restarts.popleft()
+        if len(slot.recent_restarts) > policy.max_restarts:
+            slot.due = None
+            self._set(
+                slot,
+                State.FAILED,
+                f"restart limit: {len(slot.recent_restarts)} exits in {policy.window_s:g} s; "
+                f"last: {slot.last_error}",
+            )
+            return
+        delay = min(policy.backoff_initial_s * 2**slot.consecutive_failures, policy.backoff_max_s)
+        delay *= 1 + random.uniform(-policy.backoff_jitter, policy.backoff_jitter)
+        slot.consecutive_failures += 1
+        slot.due = now + delay
+        self._set(slot, State.BACKOFF, f"{slot.last_error}; restarting in {delay:.2f} s")
+
+    # ---------------------------------------------------------------------------------------
+    # timers
+
+    def next_due(self) -> float:
+        dues = [s.due for s in self.slots.values() if s.due is not None]
+        # Without pidfds, poll for exits twice a second.
+        poll_exits = time.monotonic() + 0.5 if not hasattr(os, "pidfd_open") else float("inf")
+        return min([*dues, poll_exits])
+
+    def tick(self, now: float) -> None:
+        for slot in self.slots.values():
+            if slot.pidfd is None:
+                self.reap(slot)
+            if slot.due is None or slot.due > now:
+                continue
+            slot.due = None
+            if slot.state is State.BACKOFF:
+                slot.restarts += 1
+                self.spawn(slot)
+            elif slot.state is State.STARTING:
+                reason = f"no READY within {slot.policy.start_timeout_s:g} s"
+                if slot.external_pid is not None:
+                    slot.last_error = reason
+                    self._external_ended(slot, reason)
+                elif slot.proc is not None:
+                    slot.kill_reason = reason
+                    slot.proc.kill()
+            elif slot.state is State.STOPPING and slot.proc is not None:
+                slot.stop_report = f"killed after {slot.policy.stop_grace_s:g} s grace"
+                slot.proc.kill()
+
+    # ---------------------------------------------------------------------------------------
+    # commands
+
+    def _terminate(self, slot: Slot, after: str, reason: str) -> None:
+        slot.after_stop = after
+        if slot.proc is None or slot.proc.returncode is not None:
+            return
+        slot.proc.send_signal(signal.SIGTERM)
+        slot.due = time.monotonic() + slot.policy.stop_grace_s
+        self._set(slot, State.STOPPING, reason)
+
+    def targets(self, target: str) -> list[Slot]:
+        if target in self.slots:
+            return [self.slots[target]]
+        return [s for s in self.slots.values() if s.service == target]
+
+    def restart(self, target: str) -> list[str]:
+        """Restart a worker or a pool, FAILED ones included; returns the names restarted."""
+        slots = self.targets(target)
+        for slot in slots:
+            slot.recent_restarts.clear()
+            slot.consecutive_failures = 0
+            slot.last_error = None
+            if slot.external_pid is not None:
+                continue  # a `worker run` copy is the developer's to stop
+            slot.restarts += 1
+            if slot.proc is not None and slot.proc.returncode is None:
+                self.on_gone(slot.name, slot.proc.pid, "restarted by request")
+                self._terminate(slot, _AFTER_STOP_RESPAWN, "restart requested")
+            else:
+                self.spawn(slot)
+        return [s.name for s in slots]
+
+    def attach(self, name: str, pid: int) -> Slot | None:
+        """Stand our copy of ``name`` down for a foreground ``worker run`` process ``pid``."""
+        slot = self.slots.get(name)
+        if slot is None or slot.external_pid is not None:
+            return None
+        slot.external_pid = pid
+        if slot.proc is not None and slot.proc.returncode is None:
+            self.on_gone(name, slot.proc.pid, "stood down for `worker run`")
+            self._terminate(slot, _AFTER_STOP_EXTERNAL, f"stood down for `worker run` pid {pid}")
+        else:
+            slot.due = time.monotonic() + slot.policy.start_timeout_s
+            self._set(slot, State.STARTING, f"waiting for `worker run` pid {pid}")
+        return slot
+
+    def _external_ended(self, slot: Slot, reason: str) -> None:
+        log.info("%s: `worker run` copy ended (%s); taking it back", slot.name, reason)
+        slot.external_pid = None
+        if not self.stopping_all:
+            self.spawn(slot)
+
+    def external_gone(self, pid: int) -> None:
+        for slot in self.slots.values():
+            if slot.external_pid == pid:
+                self._external_ended(slot, "process ended")
+
+    def stop_all(self) -> None:
+        self.stopping_all = True
+        for slot in self.slots.values():
+            slot.due = None if slot.state is not State.STOPPING else slot.due
+            if slot.proc is not None and slot.proc.returncode is None:
+                self._terminate(slot, _AFTER_STOP_REST, "stop requested")
+            elif slot.state is not State.EXITED:
+                slot.stop_report = slot.stop_report or f"was {slot.state}"
+                slot.external_pid = None
+                self._set(slot, State.EXITED, "stop requested")
+
+    @property
+    def all_stopped(self) -> bool:
+        return all(s.proc is None or s.proc.returncode is not None for s in self.slots.values())
+
+    def report(self) -> dict[str, str]:
+        return {s.name: s.stop_report or "not running" for s in self.slots.values()}
+
+    def rss(self, slot: Slot) -> int | None:
+        pid = slot.pid
+        if pid is None:
+            return None
+        try:
+            return int(psutil.Process(pid).memory_info().rss)
+        except psutil.Error:
+            return None

@@ -1,0 +1,34 @@
+"""foldermind's internal bus protocol: msgpack messages over ZeroMQ.
+
+Every message kind is declared once, in :mod:`foldermind.protocol.messages`; the wire layout lives
+in :mod:`foldermind.protocol.frames`, the only module that builds or parses ZeroMQ frames.
+"""
+
+from foldermind.protocol.errors import (
+    BusError,
+    DeadlineExceeded,
+    ErrorCode,
+    ErrorInfo,
+    KernelUnavailable,
+    ProtocolError,
+    RemoteError,
+    ServiceUnavailable,
+    WorkerLost,
+)
+from foldermind.protocol.messages import PROTOCOL_VERSION, REGISTRY, Envelope, Message
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "REGISTRY",
+    "BusError",
+    "DeadlineExceeded",
+    "Envelope",
+    "ErrorCode",
+    "ErrorInfo",
+    "KernelUnavailable",
+    "Message",
+    "ProtocolError",
+    "RemoteError",
+    "ServiceUnavailable",
+    "WorkerLost",
+]

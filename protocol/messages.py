@@ -1,0 +1,430 @@
+"""Every message kind of the bus, declared once.
+
+A message on the wire is an :class:`Envelope` (routing and bookkeeping) plus a body (the fields of
+one :class:`Message` subclass) plus zero or more raw buffer frames for bulk numeric data. Each kind
+below is a dataclass whose docstring is its specification; ``docs/protocol.md`` documents every
+kind and a test fails when one is missing there.
+
+Decoding ignores fields it does not know (a newer peer may add some) but a missing required field
+is a ``bad_request``. Requests end in ``.request`` and their answer has the same stem with
+``.reply``; ``event.*`` kinds are published, never answered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Self, TypedDict, TypeVar, cast
+
+from foldermind.protocol.errors import ErrorInfo, ProtocolError
+
+PROTOCOL_VERSION = 1
+"""Bumped on any change an older peer would misread; a peer rejects other versions."""
+
+Status = Literal["ok", "error", "partial"]
+
+_ID_PREFIX = os.urandom(6).hex()
+_ID_COUNTER = itertools.count(1)
+
+
+def new_id() -> str:
+    """A message id unique across processes: a random per-process prefix plus a counter."""
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):x}"
+
+
+def reply_kind(kind: str) -> str:
+    """The kind that answers ``kind`` (``ping.request`` -> ``ping.reply``)."""
+    stem = kind.removesuffix(".request")
+    return f"{stem}.reply"
+
+
+@dataclass(slots=True)
+class Envelope:
+    """Routing and bookkeeping of one message, the header frame on the wire.
+
+    - ``v``: protocol version; any other value is rejected.
+    - ``kind``: the message kind (see the classes below).
+    - ``id``: unique id of this message.
+    - ``cid``: correlation id: on a reply, the ``id`` of the request it answers.
+    - ``src``: the sending worker's name (``parser#2``), or the client's name (``cli``).
+    - ``to``: a request's target, a service (``parser``) or one worker (``parser#2``) or ``kernel``.
+    - ``ts``: send time, seconds since the epoch.
+    - ``deadline``: absolute time (epoch seconds) after which the caller no longer waits; 0 = none.
+    - ``attempt``: 1 for a first try, 2 for the first retry, and so on.
+    - ``status``: ``ok``, ``error`` (then ``error`` is set) or ``partial`` (more replies follow).
+    - ``error``: ``{code, message, retryable}`` on an error reply.
+    """
+
+    kind: str
+    id: str = field(default_factory=new_id)
+    cid: str = ""
+    src: str = ""
+    to: str = ""
+    ts: float = field(default_factory=time.time)
+    deadline: float = 0.0
+    attempt: int = 1
+    status: Status = "ok"
+    error: ErrorInfo | None = None
+    v: int = PROTOCOL_VERSION
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "v": self.v,
+            "kind": self.kind,
+            "id": self.id,
+            "cid": self.cid,
+            "src": self.src,
+            "to": self.to,
+            "ts": self.ts,
+            "deadline": self.deadline,
+            "attempt": self.attempt,
+            "status": self.status,
+        }
+        if self.error is not None:
+            wire["error"] = self.error.to_wire()
+        return wire
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> Envelope:
+        if not isinstance(raw, dict):
+            raise ProtocolError("header is not a map")
+        version = raw.get("v")
+        if version != PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"unsupported protocol version {version!r} (this peer speaks {PROTOCOL_VERSION})"
+            )
+        kind, mid = raw.get("kind"), raw.get("id")
+        if not isinstance(kind, str) or not kind or not isinstance(mid, str) or not mid:
+            raise ProtocolError("header lacks kind or id")
+        status = raw.get("status", "ok")
+        if status not in ("ok", "error", "partial"):
+            raise ProtocolError(f"unknown status {status!r}")
+        error = raw.get("error")
+        try:
+            return cls(
+                kind=kind,
+                id=mid,
+                cid=str(raw.get("cid") or ""),
+                src=str(raw.get("src") or ""),
+                to=str(raw.get("to") or ""),
+                ts=float(raw.get("ts") or 0.0),
+                deadline=float(raw.get("deadline") or 0.0),
+                attempt=int(raw.get("attempt") or 1),
+                status=status,
+                error=ErrorInfo.from_wire(error) if error is not None else None,
+            )
+        except (TypeError, ValueError) as exc:
+            raise ProtocolError(f"malformed header field: {exc}") from exc
+
+    def reply(self, src: str, status: Status = "ok", error: ErrorInfo | None = None) -> Envelope:
+        """The envelope of a reply to this request."""
+        return Envelope(kind=reply_kind(self.kind), cid=self.id, src=src, status=status, error=error)
+
+
+class Message:
+    """Base of every message body. Subclasses are dataclasses registered with :func:`message`."""
+
+    KIND: ClassVar[str] = ""
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+    _REQUIRED: ClassVar[frozenset[str]] = frozenset()
+
+    def to_body(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._FIELDS}
+
+    @classmethod
+    def from_body(cls, body: Any) -> Self:
+        if not isinstance(body, dict):
+            raise ProtocolError(f"{cls.KIND}: body is not a map")
+        missing = cls._REQUIRED - body.keys()
+        if missing:
+            raise ProtocolError(f"{cls.KIND}: missing field(s) {', '.join(sorted(missing))}")
+        return cls(**{name: body[name] for name in cls._FIELDS if name in body})
+
+
+REGISTRY: dict[str, type[Message]] = {}
+"""Every declared kind, by name."""
+
+M = TypeVar("M", bound=type[Message])
+
+
+def message(kind: str) -> Callable[[M], M]:
+    """Declare ``cls`` as the body of ``kind`` (one class per kind, one kind per class)."""
+
+    def register(cls: M) -> M:
+        if kind in REGISTRY:
+            raise ValueError(f"message kind {kind!r} declared twice")
+        cls.KIND = kind
+        flds = dataclasses.fields(cast(Any, cls))
+        cls._FIELDS = tuple(f.name for f in flds)
+        cls._REQUIRED = frozenset(
+            f.name
+            for f in flds
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
+        REGISTRY[kind] = cls
+        return cls
+
+    return register
+
+
+# --------------------------------------------------------------------------------------------
+# Worker lifecycle (worker <-> kernel)
+
+
+@message("worker.ready")
+@dataclass(slots=True)
+class WorkerReady(Message):
+    """Sent once by a worker on its job socket when it can take jobs.
+
+    ``name`` is the worker's slot (``parser#2``), ``service`` the name requests are routed by
+    (``parser``), ``capacity`` how many jobs it may hold at once (1 unless the worker serves
+    concurrently). The kernel answers nothing; from then on it routes requests and heartbeats.
+    A READY from a name the supervisor did not start (and did not hand to ``worker run``) is refused
+    with a ``worker.disconnect``.
+    """
+
+    name: str
+    service: str
+    pid: int
+    capacity: int = 1
+    kinds: list[str] = field(default_factory=list)
+
+
+@message("worker.heartbeat")
+@dataclass(slots=True)
+class Heartbeat(Message):
+    """Liveness, both ways, every ``bus.heartbeat_interval_s``, on the worker's heartbeat socket.
+
+    A worker's heartbeat comes from its own thread, so a long job does not look dead; a worker that
+    misses ``bus.heartbeat_liveness`` intervals is declared lost (its jobs fail with ``worker_lost``
+    and it is killed and restarted). A worker that hears no kernel heartbeat for as long exits, so
+    no worker outlives its kernel.
+    """
+
+    name: str
+    pid: int
+    busy: int = 0
+
+
+@message("worker.disconnect")
+@dataclass(slots=True)
+class Disconnect(Message):
+    """Either side says goodbye: a worker stopping cleanly, or the kernel refusing/dismissing one."""
+
+    name: str
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# Requests every worker answers
+
+
+@message("ping.request")
+@dataclass(slots=True)
+class PingRequest(Message):
+    """Are you there? Any worker (and the kernel, ``to="kernel"``) answers with ``ping.reply``."""
+
+
+@message("ping.reply")
+@dataclass(slots=True)
+class PingReply(Message):
+    """The answering process's name, pid and seconds since it started."""
+
+    name: str
+    pid: int
+    uptime_s: float
+
+
+@message("describe.request")
+@dataclass(slots=True)
+class DescribeRequest(Message):
+    """Ask a worker what it is and what it handles."""
+
+
+@message("describe.reply")
+@dataclass(slots=True)
+class DescribeReply(Message):
+    """Name, service, pid, the kinds it handles, its RSS and worker-specific ``details``."""
+
+    name: str
+    service: str
+    pid: int
+    kinds: list[str]
+    rss_bytes: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@message("echo.request")
+@dataclass(slots=True)
+class EchoRequest(Message):
+    """Send ``data`` and every buffer frame straight back (benchmarks and tests)."""
+
+    data: bytes = b""
+
+
+@message("echo.reply")
+@dataclass(slots=True)
+class EchoReply(Message):
+    """The request's ``data``; the request's buffer frames follow unchanged."""
+
+    data: bytes = b""
+
+
+@message("fault.request")
+@dataclass(slots=True)
+class FaultRequest(Message):
+    """Test worker only: misbehave on purpose.
+
+    ``action``: ``crash`` (SIGKILL itself mid-job), ``hang_gil`` (block ``seconds`` in C code that
+    holds the GIL, so even its heartbeat thread stops), ``hang_sleep`` (sleep ``seconds``; the
+    heartbeat goes on), ``garbage`` (send non-protocol frames and a wrong-version message, then
+    answer), ``exit`` (answer, then stop gracefully with status 0).
+    """
+
+    action: str
+    seconds: float = 0.0
+
+
+@message("fault.reply")
+@dataclass(slots=True)
+class FaultReply(Message):
+    """The action the test worker performed (only when it survives it)."""
+
+    action: str
+    pid: int
+
+
+# --------------------------------------------------------------------------------------------
+# Control API (CLI -> kernel, ``to="kernel"``)
+
+
+class KernelInfo(TypedDict):
+    pid: int
+    uptime_s: float
+    version: str
+    rss_bytes: int
+
+
+class WorkerInfo(TypedDict):
+    name: str
+    service: str
+    state: str
+    pid: int | None
+    uptime_s: float | None
+    restarts: int
+    in_flight: int
+    last_error: str | None
+    rss_bytes: int | None
+
+
+class McpInfo(TypedDict):
+    url: str | None
+    port: int | None
+    state: str
+
+
+@message("ctl.status.request")
+@dataclass(slots=True)
+class StatusRequest(Message):
+    """The whole process map, as ``foldermind status`` prints it."""
+
+
+@message("ctl.status.reply")
+@dataclass(slots=True)
+class StatusReply(Message):
+    """``kernel``, ``workers`` (name, service, state, pid, uptime_s, restarts, in_flight,
+    last_error, rss_bytes), ``mcp`` (url, port, state) and ``folders`` (per-folder progress)."""
+
+    kernel: KernelInfo
+    workers: list[WorkerInfo]
+    mcp: McpInfo
+    folders: list[dict[str, Any]] = field(default_factory=list)
+
+
+@message("ctl.restart.request")
+@dataclass(slots=True)
+class RestartRequest(Message):
+    """Restart one worker (``parser#2``) or a whole pool (``parser``), FAILED ones included.
+
+    The others keep serving. Jobs held by a restarted worker fail with ``worker_lost``.
+    """
+
+    target: str
+
+
+@message("ctl.restart.reply")
+@dataclass(slots=True)
+class RestartReply(Message):
+    """The worker names being restarted."""
+
+    restarted: list[str]
+
+
+@message("ctl.stop.request")
+@dataclass(slots=True)
+class StopRequest(Message):
+    """Stop every worker (SIGTERM, a grace period, then SIGKILL), then the kernel itself."""
+
+
+@message("ctl.stop.reply")
+@dataclass(slots=True)
+class StopReply(Message):
+    """Sent once every worker is gone: ``report`` maps worker name to how it ended
+    (``exited 0``, ``terminated``, ``killed after grace``, ...)."""
+
+    report: dict[str, str]
+
+
+@message("ctl.attach.request")
+@dataclass(slots=True)
+class AttachRequest(Message):
+    """``foldermind worker run NAME``: stand the supervisor's copy of ``name`` down and accept a
+    READY for that name from the foreground process ``pid`` instead. When that process goes away
+    (disconnect or missed heartbeats) the supervisor starts its own copy again."""
+
+    name: str
+    pid: int
+
+
+@message("ctl.attach.reply")
+@dataclass(slots=True)
+class AttachReply(Message):
+    """The worker was stood down; ``service`` is the service name the foreground copy must use."""
+
+    name: str
+    service: str
+
+
+# --------------------------------------------------------------------------------------------
+# Events (kernel PUB socket; the topic frame is the kind)
+
+
+@message("event.worker_state")
+@dataclass(slots=True)
+class WorkerStateEvent(Message):
+    """A worker changed state (STARTING, RUNNING, BACKOFF, STOPPING, EXITED, FAILED).
+
+    ``reason`` says why (``spawned``, ``ready``, ``exited with status -9``, ``restart limit``...).
+    """
+
+    name: str
+    service: str
+    old: str
+    new: str
+    pid: int | None
+    reason: str = ""
+
+
+def decode_body(env: Envelope, body: Any) -> Message:
+    """The typed body of ``env.kind``; raises ProtocolError for unknown kinds or bad bodies."""
+    cls = REGISTRY.get(env.kind)
+    if cls is None:
+        raise ProtocolError(f"unknown message kind {env.kind!r}")
+    try:
+        return cls.from_body(body)
+    except TypeError as exc:
+        raise ProtocolError(f"{env.kind}: {exc}") from exc

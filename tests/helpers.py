@@ -1,0 +1,184 @@
+"""Shared test helpers: a real kernel in a throw-away home, and polling instead of sleeping."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+import zmq
+
+from foldermind.kernel.home import Home
+from foldermind.protocol import frames
+from foldermind.protocol.client import BusClient
+from foldermind.protocol.messages import StatusReply, StatusRequest, WorkerStateEvent
+
+T = TypeVar("T")
+
+# Quick restarts so fault tests do not wait on production backoff; every other policy is the default.
+FAST_RESTART = """
+[restart]
+backoff_initial_s = 0.1
+backoff_max_s = 1.0
+stable_after_s = 5.0
+start_timeout_s = 20.0
+stop_grace_s = 3.0
+"""
+
+TESTWORKER = """
+[workers.testworker]
+module = "foldermind.workers.testworker"
+"""
+
+
+def wait_for(cond: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, what: str = "") -> T:
+    """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    give_up = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < give_up:
+        last = cond()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what or cond} (last: {last!r})")
+
+
+def cli(home: Path, *args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"foldermind {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+class RunningKernel:
+    """A kernel started with `foldermind start` in its own home, torn down however the test ended."""
+
+    def __init__(self, root: Path, config: str = "") -> None:
+        self.root = root
+        self.home = Home.resolve(root)
+        self.home.ensure()
+        self.home.supervisor_override.write_text(config)
+        self._clients: list[BusClient] = []
+        self.events: list[WorkerStateEvent] = []
+        self._sub: zmq.Socket[bytes] | None = None
+
+    def start(self) -> RunningKernel:
+        cli(self.root, "start")
+        self.kernel_pid = int(self.home.pid_file.read_text())
+        self.connect_events()
+        self.wait_all_running()
+        return self
+
+    def connect_events(self) -> None:
+        # Subscribed after start, so the first STARTING events may be missed; tests look for later ones.
+        self._sub = zmq.Context.instance().socket(zmq.SUB)
+        self._sub.setsockopt(zmq.LINGER, 0)
+        self._sub.setsockopt(zmq.SUBSCRIBE, b"event.")
+        self._sub.connect(self.home.events_endpoint)
+
+    def collect_reason(self, name: str, state: str, timeout: float = 10.0) -> str:
+        """The reason of the published event that moved ``name`` to ``state``."""
+
+        def found() -> str | None:
+            for ev in self.collect_events():
+                if ev.name == name and ev.new == state:
+                    return ev.reason
+            return None
+
+        return wait_for(found, timeout, 0.05, f"event {name} -> {state}")
+
+    def client(self, name: str = "test") -> BusClient:
+        client = BusClient(self.home.bus_endpoint, name=name)
+        self._clients.append(client)
+        return client
+
+    def status(self) -> StatusReply:
+        with BusClient(self.home.bus_endpoint, name="status") as client:
+            return client.request("kernel", StatusRequest(), StatusReply, timeout=10).body
+
+    def worker(self, name: str) -> dict[str, Any]:
+        for w in self.status().workers:
+            if w["name"] == name:
+                return dict(w)
+        raise KeyError(name)
+
+    def pids(self) -> dict[str, int | None]:
+        return {w["name"]: w["pid"] for w in self.status().workers}
+
+    def wait_all_running(self, timeout: float = 30.0) -> StatusReply:
+        def all_running() -> StatusReply | None:
+            st = self.status()
+            return st if all(w["state"] == "RUNNING" for w in st.workers) else None
+
+        return wait_for(all_running, timeout, 0.1, "every worker RUNNING")
+
+    def wait_state(self, name: str, state: str, timeout: float = 20.0, other_pid_than: int | None = None) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            w = self.worker(name)
+            if w["state"] == state and (other_pid_than is None or w["pid"] != other_pid_than):
+                return w
+            return None
+
+        return wait_for(reached, timeout, 0.05, f"{name} {state}")
+
+    def collect_events(self) -> list[WorkerStateEvent]:
+        assert self._sub is not None
+        while self._sub.poll(0):
+            packet = frames.recv(self._sub, route_frames=1)
+            body = packet.body()
+            assert isinstance(body, WorkerStateEvent)
+            self.events.append(body)
+        return self.events
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.kernel_pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self) -> None:
+        for client in self._clients:
+            client.close()
+        if self._sub is not None:
+            self._sub.close(0)
+        procs = self.descendants()
+        if psutil.pid_exists(self.kernel_pid):
+            cli(self.root, "stop", check=False, timeout=60)
+        for proc in procs:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+def status_json(home: Path) -> dict[str, Any]:
+    out = cli(home, "status", "--json", check=False)
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
+def short_tmpdir(prefix: str = "fm-") -> Path:
+    """A home with a short path (unix socket paths are limited to ~100 bytes)."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def kill9(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,177 @@
+"""Fault injection against real processes: the kernel keeps serving whatever a worker does."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+from pathlib import Path
+
+from foldermind.protocol import frames
+from foldermind.protocol.errors import DeadlineExceeded, RemoteError, ServiceUnavailable, WorkerLost
+from foldermind.protocol.messages import FaultReply, FaultRequest, PingReply, PingRequest
+from tests.helpers import FAST_RESTART, TESTWORKER, RunningKernel, cli, kill9, wait_for
+
+
+def ping(kernel: RunningKernel, target: str, timeout: float = 5.0) -> PingReply:
+    with kernel.client() as client:
+        return client.request(target, PingRequest(), PingReply, timeout=timeout).body
+
+
+def test_kill9_mid_job_fails_the_caller_at_once_and_the_worker_comes_back(kernel: RunningKernel) -> None:
+    before = kernel.pids()
+    old_pid = before["testworker"]
+    client = kernel.client()
+    t0 = time.monotonic()
+    with pytest.raises(WorkerLost) as err:
+        client.request("testworker", FaultRequest("crash"), PingReply, timeout=30)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 3.0, f"worker_lost took {elapsed:.2f} s"
+    assert err.value.retryable
+    w = kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
+    assert w["pid"] != old_pid and w["restarts"] == 1
+    assert "signal 9" in (w["last_error"] or "")
+    assert ping(kernel, "testworker").pid == w["pid"]
+    after = kernel.pids()
+    others = {n: p for n, p in before.items() if n != "testworker"}
+    assert {n: after[n] for n in others} == others, "other workers were disturbed"
+    assert all(w["restarts"] == 0 for w in kernel.status().workers if w["name"] != "testworker")
+
+
+def test_hang_sleeping_gets_deadline_exceeded_and_is_replaced(kernel: RunningKernel) -> None:
+    old_pid = kernel.worker("testworker")["pid"]
+    client = kernel.client()
+    t0 = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        client.request("testworker", FaultRequest("hang_sleep", seconds=60), PingReply, timeout=1.5)
+    assert time.monotonic() - t0 < 2.5
+    w = kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
+    assert "deadline" in (w["last_error"] or "")
+    assert not psutil.pid_exists(old_pid) or psutil.Process(old_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_hang_holding_the_gil_is_detected_and_replaced(kernel: RunningKernel) -> None:
+    """The heartbeat thread cannot run either: the deadline (or the missed heartbeats) catch it."""
+    old_pid = kernel.worker("testworker")["pid"]
+    client = kernel.client()
+    with pytest.raises((DeadlineExceeded, WorkerLost)):
+        client.request("testworker", FaultRequest("hang_gil", seconds=120), PingReply, timeout=2)
+    kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
+    assert ping(kernel, "testworker").pid != old_pid
+
+
+def test_gil_hang_without_deadline_pressure_is_caught_by_missed_heartbeats(kernel: RunningKernel) -> None:
+    old_pid = kernel.worker("testworker")["pid"]
+    client = kernel.client()
+    t0 = time.monotonic()
+    with pytest.raises(WorkerLost) as err:
+        client.request("testworker", FaultRequest("hang_gil", seconds=120), PingReply, timeout=30)
+    assert time.monotonic() - t0 < 6.0
+    assert "heartbeat" in str(err.value)
+    kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
+
+
+def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: RunningKernel) -> None:
+    client = kernel.client()
+    # From inside a worker (junk, truncated, undecodable, wrong version, no id, unknown kind) ...
+    assert client.request("testworker", FaultRequest("garbage"), FaultReply, timeout=10).body.action == "garbage"
+    # ... and from a raw client on the bus.
+    frames.send_raw_for_tests(client.sock, [b"\x00" * 10])
+    frames.send_raw_for_tests(client.sock, [b"XY", b"\x00", b"\x00", b"\x00"])
+    wrong_version = frames.raw_header(v=2, kind="ping.request", id="z", to="kernel")
+    frames.send_raw_for_tests(client.sock, [frames.MAGIC, wrong_version, b"\x80"])
+    frames.send_raw_for_tests(client.sock, [frames.MAGIC, b"\xff" * 100, b"\x80"])
+    # Oversized as a whole (each frame under ZeroMQ's per-frame cap): parsed, measured, refused.
+    header = frames.raw_header(v=1, kind="ping.request", id="big", to="kernel", src="t")
+    big = b"\x00" * (40 * 1024 * 1024)
+    frames.send_raw_for_tests(client.sock, [frames.MAGIC, header, b"\x80", big, big])
+    # One frame over the cap: ZeroMQ drops that connection; the broker never sees it.
+    with kernel.client("huge") as huge:
+        frames.send_raw_for_tests(huge.sock, [frames.MAGIC, header, b"\x80", b"\x00" * (65 * 1024 * 1024)])
+    assert ping(kernel, "kernel").name == "kernel"
+    assert ping(kernel, "parser").name.startswith("parser#")
+    assert ping(kernel, "testworker").pid == kernel.worker("testworker")["pid"]
+    log_file = kernel.home.log_dir / "kernel.log"
+    wait_for(lambda: "oversized message" in log_file.read_text(), 10, what="oversize logged")
+    log = log_file.read_text()
+    assert "unsupported protocol version 2" in log
+    assert "bad magic" in log
+    assert "undecodable msgpack" in log
+    assert "truncated message" in log
+    assert all(w["state"] == "RUNNING" for w in kernel.status().workers)
+
+
+def test_unknown_service_and_unknown_kind_fail_fast_with_typed_errors(kernel: RunningKernel) -> None:
+    client = kernel.client()
+    t0 = time.monotonic()
+    with pytest.raises(ServiceUnavailable):
+        client.request("no-such-service", PingRequest(), PingReply, timeout=30)
+    assert time.monotonic() - t0 < 1.0
+    with pytest.raises(RemoteError) as err:
+        client.request("parser", FaultRequest("crash"), FaultReply, timeout=5)  # parsers have no fault handler
+    assert err.value.code == "unknown_kind"
+    assert all(w["restarts"] == 0 for w in kernel.status().workers)
+
+
+def test_crash_loop_ends_failed_with_an_event_and_restart_brings_it_back(home_dir: Path) -> None:
+    switch = home_dir / "crash-switch"
+    switch.write_text("on")
+    config = FAST_RESTART + """
+[workers.flaky]
+module = "foldermind.workers.testworker"
+restart = { max_restarts = 3, window_s = 60.0 }
+env = { FOLDERMIND_FAULT = "crash_on_start", FOLDERMIND_FAULT_WHILE = "%s" }
+""" % switch
+    k = RunningKernel(home_dir, config)
+    try:
+        cli(home_dir, "start")
+        k.kernel_pid = int(k.home.pid_file.read_text())
+        k.connect_events()
+        w = k.wait_state("flaky", "FAILED", timeout=30)
+        assert "restart limit" in k.collect_reason("flaky", "FAILED")
+        assert "status 3" in (w["last_error"] or "")
+        assert w["pid"] is None and w["restarts"] == 3
+        with k.client() as client, pytest.raises(ServiceUnavailable):
+            client.request("flaky", PingRequest(), PingReply, timeout=5)
+        k.wait_state("parser#1", "RUNNING")  # the rest of the map is unaffected
+        switch.unlink()
+        out = cli(home_dir, "restart", "flaky").stdout
+        assert "flaky" in out
+        w = k.wait_state("flaky", "RUNNING")
+        assert ping(k, "flaky").pid == w["pid"]
+    finally:
+        k.stop()
+
+
+def test_restart_parser_changes_only_the_parser_pids(kernel: RunningKernel) -> None:
+    before = kernel.pids()
+    cli(kernel.root, "restart", "parser")
+    for name in ("parser#1", "parser#2"):
+        kernel.wait_state(name, "RUNNING", other_pid_than=before[name])
+    after = kernel.pids()
+    assert after["parser#1"] != before["parser#1"] and after["parser#2"] != before["parser#2"]
+    assert {n: p for n, p in after.items() if not n.startswith("parser")} == {
+        n: p for n, p in before.items() if not n.startswith("parser")
+    }
+    cli(kernel.root, "restart", "parser#2")
+    kernel.wait_state("parser#2", "RUNNING", other_pid_than=after["parser#2"])
+    assert kernel.pids()["parser#1"] == after["parser#1"]
+    assert "no worker named" in cli(kernel.root, "restart", "nope", check=False).stderr
+
+
+def test_kill9_of_the_kernel_takes_every_worker_with_it(kernel: RunningKernel) -> None:
+    workers = kernel.descendants()
+    assert len(workers) == len(kernel.status().workers)
+    kill9(kernel.kernel_pid)
+    wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers), 10,
+             what="every worker gone")
+    # The stale pid file and sockets are recognised and cleaned by the next start.
+    assert kernel.home.pid_file.exists()
+    k2 = RunningKernel(kernel.root, FAST_RESTART + TESTWORKER).start()
+    try:
+        assert k2.kernel_pid != kernel.kernel_pid
+        assert ping(k2, "testworker").name == "testworker"
+    finally:
+        k2.stop()

@@ -1,0 +1,348 @@
+"""The skeleton every worker shares, so each worker module is only its job.
+
+A worker process has two DEALER sockets to the kernel's bus:
+
+- the *job socket*, owned by the main thread: READY, then requests in and replies out, one job
+  at a time (``capacity`` > 1 lets the broker queue more at the worker);
+- the *heartbeat socket*, owned by its own thread, so a long job does not look dead; if the kernel
+  stops answering for ``liveness`` intervals the process exits, so no worker outlives its kernel.
+
+SIGTERM asks for a graceful stop: the job in hand finishes, a ``worker.disconnect`` is sent, then
+``teardown()`` runs. Subclasses declare ``service`` and add handlers in ``handlers()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psutil
+import zmq
+from foldermind.protocol import frames
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
+from foldermind.protocol.messages import (
+    DescribeReply,
+    DescribeRequest,
+    Disconnect,
+    EchoReply,
+    EchoRequest,
+    Envelope,
+    Heartbeat,
+    Message,
+    PingReply,
+    PingRequest,
+    WorkerReady,
+)
+
+log = logging.getLogger("foldermind.worker")
+
+Result = Message | tuple[Message, Sequence[frames.Buffer]]
+Handler = Callable[["Request"], Result]
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerContext:
+    """What a worker process is told by whoever starts it (the supervisor or ``worker run``)."""
+
+    name: str
+    service: str
+    bus_endpoint: str
+    heartbeat_interval_s: float = 1.0
+    heartbeat_liveness: int = 3
+    max_message_bytes: int = frames.DEFAULT_MAX_BYTES
+    kernel_pid: int = 0
+    log_file: str = ""
+    home: str = ""
+
+    ENV: ClassVar[dict[str, str]] = {
+        "name": "FOLDERMIND_WORKER_NAME",
+        "service": "FOLDERMIND_WORKER_SERVICE",
+        "bus_endpoint": "FOLDERMIND_BUS",
+        "heartbeat_interval_s": "FOLDERMIND_HEARTBEAT_INTERVAL_S",
+        "heartbeat_liveness": "FOLDERMIND_HEARTBEAT_LIVENESS",
+        "max_message_bytes": "FOLDERMIND_MAX_MESSAGE_BYTES",
+        "kernel_pid": "FOLDERMIND_KERNEL_PID",
+        "log_file": "FOLDERMIND_LOG_FILE",
+        "home": "FOLDERMIND_HOME",
+    }
+
+    def to_env(self) -> dict[str, str]:
+        return {var: str(getattr(self, attr)) for attr, var in self.ENV.items()}
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> WorkerContext:
+        env = dict(os.environ) if env is None else env
+        try:
+            return cls(
+                name=env[cls.ENV["name"]],
+                service=env[cls.ENV["service"]],
+                bus_endpoint=env[cls.ENV["bus_endpoint"]],
+                heartbeat_interval_s=float(env.get(cls.ENV["heartbeat_interval_s"], 1.0)),
+                heartbeat_liveness=int(env.get(cls.ENV["heartbeat_liveness"], 3)),
+                max_message_bytes=int(env.get(cls.ENV["max_message_bytes"], frames.DEFAULT_MAX_BYTES)),
+                kernel_pid=int(env.get(cls.ENV["kernel_pid"], 0)),
+                log_file=env.get(cls.ENV["log_file"], ""),
+                home=env.get(cls.ENV["home"], ""),
+            )
+        except KeyError as exc:
+            raise SystemExit(f"worker started without {exc.args[0]}: start workers with foldermind") from exc
+
+
+@dataclass(slots=True)
+class Request:
+    """One job: its envelope, typed body and raw buffer frames."""
+
+    env: Envelope
+    body: Message
+    buffers: list[Any]
+
+
+class JobError(Exception):
+    """Raise from a handler to answer with a typed error instead of a result."""
+
+    def __init__(self, code: str, message: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.info = ErrorInfo(code, message, retryable)
+
+
+class Worker:
+    """Base class: override ``service``, ``setup``, ``handlers`` and ``teardown`` as needed."""
+
+    service: ClassVar[str] = ""
+    capacity: int = 1
+    """How many jobs the broker may hand this worker at once (1 = strictly one after another)."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
+        self.started = time.monotonic()
+
+    def setup(self) -> None:
+        """Runs before READY: keep it quick (load heavy things lazily, after READY)."""
+
+    def teardown(self) -> None:
+        """Runs after the last job on a graceful stop."""
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            PingRequest.KIND: self.on_ping,
+            DescribeRequest.KIND: self.on_describe,
+            EchoRequest.KIND: self.on_echo,
+        }
+
+    def details(self) -> dict[str, Any]:
+        """Worker-specific facts for ``describe`` (model state, queue sizes, ...)."""
+        return {}
+
+    def on_ping(self, req: Request) -> Result:
+        return PingReply(name=self.ctx.name, pid=os.getpid(), uptime_s=time.monotonic() - self.started)
+
+    def on_describe(self, req: Request) -> Result:
+        return DescribeReply(
+            name=self.ctx.name,
+            service=self.ctx.service,
+            pid=os.getpid(),
+            kinds=sorted(self.handlers()),
+            rss_bytes=psutil.Process().memory_info().rss,
+            details=self.details(),
+        )
+
+    def on_echo(self, req: Request) -> Result:
+        assert isinstance(req.body, EchoRequest)
+        return EchoReply(data=req.body.data), req.buffers
+
+
+class _Heartbeat(threading.Thread):
+    """Sends heartbeats on a socket of its own and exits the process if the kernel goes silent."""
+
+    def __init__(self, zctx: zmq.Context[Any], ctx: WorkerContext, identity: bytes, runner: _Runner) -> None:
+        super().__init__(name="heartbeat", daemon=True)
+        self.ctx, self.runner = ctx, runner
+        self.sock: zmq.Socket[Any] = zctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.IDENTITY, identity)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, ctx.max_message_bytes)
+        self.sock.connect(ctx.bus_endpoint)
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        interval = self.ctx.heartbeat_interval_s
+        last_heard = time.monotonic()
+        next_beat = 0.0
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            if now >= next_beat:
+                env = Envelope(kind=Heartbeat.KIND, src=self.ctx.name, to="kernel")
+                frames.send(self.sock, env, Heartbeat(self.ctx.name, os.getpid(), self.runner.busy))
+                next_beat = now + interval
+            if self.sock.poll(int(max(next_beat - time.monotonic(), 0) * 1000) + 1):
+                try:
+                    packet = frames.recv(self.sock, 0, self.ctx.max_message_bytes)
+                except ProtocolError as exc:
+                    log.warning("dropped a bad frame on the heartbeat socket: %s", exc)
+                    continue
+                last_heard = time.monotonic()
+                if packet.env.kind == Disconnect.KIND:
+                    log.warning("the kernel dismissed this worker; stopping")
+                    self.runner.request_stop()
+            if time.monotonic() - last_heard > self.ctx.heartbeat_interval_s * self.ctx.heartbeat_liveness:
+                log.error("no heartbeat from the kernel for %.1f s: exiting", time.monotonic() - last_heard)
+                logging.shutdown()
+                os._exit(0)
+        self.sock.close(0)
+
+
+class _Runner:
+    """Owns the job socket and runs the serve loop in the main thread."""
+
+    def __init__(self, worker: Worker, ctx: WorkerContext) -> None:
+        self.worker, self.ctx = worker, ctx
+        self.busy = 0
+        self.stop_requested = False
+        self.zctx: zmq.Context[Any] = zmq.Context()
+        self.identity = f"{ctx.name}.{os.getpid()}.{os.urandom(3).hex()}".encode()
+        self.sock: zmq.Socket[Any] = self.zctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 1000)
+        self.sock.setsockopt(zmq.IDENTITY, self.identity)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, ctx.max_message_bytes)
+        self.sock.connect(ctx.bus_endpoint)
+        # A signal only sets a flag; the wake-up pipe makes the blocking poll return to see it.
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.request_stop()
+
+    def serve(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        heartbeat = _Heartbeat(self.zctx, self.ctx, self.identity + b"/hb", self)
+        heartbeat.start()
+        handlers = self.worker.handlers()
+        self.worker.setup()
+        ready = WorkerReady(
+            name=self.ctx.name,
+            service=self.ctx.service,
+            pid=os.getpid(),
+            capacity=self.worker.capacity,
+            kinds=sorted(handlers),
+        )
+        frames.send(self.sock, Envelope(kind=WorkerReady.KIND, src=self.ctx.name, to="kernel"), ready)
+        log.info("%s READY (service %s, pid %d)", self.ctx.name, self.ctx.service, os.getpid())
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self._wake_r.fileno(), zmq.POLLIN)
+        while not self.stop_requested:
+            events = dict(poller.poll())
+            if self._wake_r.fileno() in events:
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(64)
+            if self.sock in events:
+                self._serve_available(handlers)
+        frames.send(
+            self.sock,
+            Envelope(kind=Disconnect.KIND, src=self.ctx.name, to="kernel"),
+            Disconnect(self.ctx.name, "stopping"),
+        )
+        self.worker.teardown()
+        heartbeat.stopping.set()
+        heartbeat.join(timeout=self.ctx.heartbeat_interval_s * 2)
+        self.sock.close()
+        log.info("%s stopped cleanly", self.ctx.name)
+        return 0
+
+    def _serve_available(self, handlers: dict[str, Handler]) -> None:
+        while not self.stop_requested:
+            try:
+                raw = frames.recv_frames(self.sock, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                packet = frames.parse(raw, 0, self.ctx.max_message_bytes)
+            except ProtocolError as exc:
+                log.warning("dropped a bad message: %s", exc)
+                continue
+            env = packet.env
+            if env.kind == Disconnect.KIND:
+                log.warning("the kernel dismissed this worker; stopping")
+                self.stop_requested = True
+                return
+            if env.kind.endswith(".reply") or env.kind.startswith("event."):
+                continue
+            self._run_job(packet, handlers)
+
+    def _run_job(self, packet: frames.Packet, handlers: dict[str, Handler]) -> None:
+        env = packet.env
+        handler = handlers.get(env.kind)
+        if handler is None:
+            self._reply_error(
+                env, ErrorInfo(ErrorCode.UNKNOWN_KIND, f"{self.ctx.name} does not handle {env.kind}")
+            )
+            return
+        try:
+            body = packet.body()
+        except ProtocolError as exc:
+            self._reply_error(env, ErrorInfo(ErrorCode.BAD_REQUEST, str(exc)))
+            return
+        self.busy += 1
+        try:
+            result = handler(Request(env, body, packet.buffers))
+        except JobError as exc:
+            self._reply_error(env, exc.info)
+            return
+        except Exception:
+            # The traceback stays in this worker's log; callers get a typed error without it.
+            log.exception("%s failed", env.kind)
+            self._reply_error(env, ErrorInfo(ErrorCode.INTERNAL, f"{env.kind} failed in {self.ctx.name}"))
+            return
+        finally:
+            self.busy -= 1
+        msg, buffers = result if isinstance(result, tuple) else (result, ())
+        reply = env.reply(self.ctx.name)
+        reply.kind = msg.KIND
+        frames.send(self.sock, reply, msg, buffers)
+
+    def _reply_error(self, env: Envelope, info: ErrorInfo) -> None:
+        frames.send(self.sock, env.reply(self.ctx.name, status="error", error=info), {})
+
+
+def _die_with_parent(kernel_pid: int) -> None:
+    """Ask Linux to SIGKILL us when the kernel dies (heartbeats remain the portable backstop)."""
+    if not sys.platform.startswith("linux") or not kernel_pid:
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != kernel_pid:  # the kernel died before prctl took effect
+        os._exit(0)
+
+
+def run(worker_cls: type[Worker], ctx: WorkerContext, configure_logging: bool = True) -> int:
+    """Serve as ``ctx.name`` until stopped; returns the process exit status."""
+    if configure_logging and ctx.log_file:
+        from foldermind.kernel import logs
+
+        logs.setup(Path(ctx.log_file))
+    _die_with_parent(ctx.kernel_pid)
+    return _Runner(worker_cls(ctx), ctx).serve()

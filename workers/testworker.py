@@ -1,0 +1,97 @@
+"""A worker that misbehaves on request: the fault-injection worker of the kernel's tests.
+
+Like jupyter_client's test kernel, its faults are switched on by environment variables (at start)
+or by a ``fault.request`` (mid-job). Never part of the default process map; tests and benchmarks
+add it through a home's ``supervisor.toml``.
+
+Environment:
+
+- ``FOLDERMIND_FAULT=crash_on_start``: exit with status 3 before READY (a crash loop).
+- ``FOLDERMIND_FAULT=no_ready``: never send READY (the start timeout fires).
+- ``FOLDERMIND_FAULT_WHILE=PATH``: apply ``FOLDERMIND_FAULT`` only while PATH exists, so a test
+  can end a crash loop by deleting the file and then ``foldermind restart`` the worker.
+- ``FOLDERMIND_CAPACITY=N``: take up to N jobs at once (benchmarks pipeline requests).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import time
+from typing import Any
+
+from foldermind.protocol import frames
+from foldermind.protocol.messages import FaultReply, FaultRequest
+from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+
+log = logging.getLogger("foldermind.testworker")
+
+
+class TestWorker(Worker):
+    service = "testworker"
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        super().__init__(ctx)
+        self.capacity = int(os.environ.get("FOLDERMIND_CAPACITY", "1"))
+
+    def setup(self) -> None:
+        fault = os.environ.get("FOLDERMIND_FAULT", "")
+        switch = os.environ.get("FOLDERMIND_FAULT_WHILE")
+        if switch and not os.path.exists(switch):
+            fault = ""
+        if fault == "crash_on_start":
+            log.error("FOLDERMIND_FAULT=crash_on_start: exiting before READY")
+            os._exit(3)
+        if fault == "no_ready":
+            log.error("FOLDERMIND_FAULT=no_ready: never sending READY")
+            while True:
+                time.sleep(3600)
+
+    def handlers(self) -> dict[str, Handler]:
+        return {**super().handlers(), FaultRequest.KIND: self.on_fault}
+
+    def details(self) -> dict[str, Any]:
+        return {"fault": os.environ.get("FOLDERMIND_FAULT", "")}
+
+    def on_fault(self, req: Request) -> Result:
+        assert isinstance(req.body, FaultRequest)
+        action, seconds = req.body.action, req.body.seconds
+        log.warning("fault requested: %s", action)
+        if action == "crash":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif action == "hang_gil":
+            # PyDLL calls keep the GIL held, so the heartbeat thread cannot run either.
+            ctypes.PyDLL(None).sleep(int(seconds))
+        elif action == "hang_sleep":
+            time.sleep(seconds)
+        elif action == "garbage":
+            self._send_garbage()
+        elif action == "exit":
+            signal.raise_signal(signal.SIGTERM)
+        else:
+            raise JobError("bad_request", f"unknown fault action {action!r}")
+        return FaultReply(action=action, pid=os.getpid())
+
+    def _send_garbage(self) -> None:
+        """Junk straight onto the bus from a socket of our own: the broker must shrug it off."""
+        import zmq
+
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 1000)
+        sock.connect(self.ctx.bus_endpoint)
+        for junk in (
+            [b"not a foldermind message"],
+            [b"three", b"junk", b"frames"],
+            [frames.MAGIC],
+            [frames.MAGIC, b"\xc1\xc1\xc1", b"\x80"],
+            [frames.MAGIC, frames.raw_header(v=99, kind="ping.request", id="x1", to="kernel"), b"\x80"],
+            [frames.MAGIC, frames.raw_header(v=1, kind="ping.request"), b"\x80"],
+            [frames.MAGIC, frames.raw_header(v=1, kind="no.such.request", id="x2", to="kernel"), b"\x80"],
+        ):
+            frames.send_raw_for_tests(sock, junk)
+        sock.close()
+
+
+WORKER = TestWorker
