@@ -128,9 +128,7 @@ class Kernel:
                 elif sock == self._wake_r.fileno():
                     self._drain_wake()
                 elif isinstance(sock, int):
-                    slot = self.supervisor.slot_for_fd(sock)
-                    if slot is not None:
-                        self.supervisor.reap(slot)
+                    self.supervisor.on_fd(sock)
             now = time.monotonic()
             self.broker.tick(now)
             self.supervisor.tick(now)

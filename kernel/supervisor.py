@@ -72,11 +72,14 @@ class Slot:
     kill_reason: str | None = None
     stop_report: str = ""
 
+    ext_pidfd: int | None = None
+
     @property
     def pid(self) -> int | None:
-        if self.external_pid is not None:
-            return self.external_pid
-        return self.proc.pid if self.proc is not None and self.proc.returncode is None else None
+        """The process filling the slot now: our child while it lives, else a `worker run` one."""
+        if self.proc is not None and self.proc.returncode is None:
+            return self.proc.pid
+        return self.external_pid
 
 
 StateListener = Callable[[Slot, State, str], None]
@@ -174,11 +177,13 @@ class Supervisor:
             os.close(slot.pidfd)
             slot.pidfd = None
 
-    def slot_for_fd(self, fd: int) -> Slot | None:
+    def on_fd(self, fd: int) -> None:
+        """A pidfd became readable: that process has exited."""
         for slot in self.slots.values():
             if slot.pidfd == fd:
-                return slot
-        return None
+                self.reap(slot)
+            elif slot.ext_pidfd == fd:
+                self._external_ended(slot, "process ended")
 
     # ---------------------------------------------------------------------------------------
     # answers to the broker (Membership)
@@ -238,7 +243,9 @@ class Supervisor:
         slot.proc = None
         self.on_gone(slot.name, proc.pid, how)
         if slot.state is State.STOPPING:
-            slot.stop_report = slot.stop_report or how
+            slot.stop_report = slot.stop_report or (
+                f"{slot.kill_reason} ({how})" if slot.kill_reason else how
+            )
             if slot.after_stop == _AFTER_STOP_RESPAWN and not self.stopping_all:
                 self.spawn(slot)
             elif slot.after_stop == _AFTER_STOP_EXTERNAL and not self.stopping_all:
@@ -350,6 +357,13 @@ class Supervisor:
         if slot is None or slot.external_pid is not None:
             return None
         slot.external_pid = pid
+        if hasattr(os, "pidfd_open"):
+            # Not our child, but a pidfd still tells us the moment it exits (even by kill -9).
+            try:
+                slot.ext_pidfd = os.pidfd_open(pid)
+                self.on_fd_change(slot.ext_pidfd, True)
+            except OSError:
+                slot.ext_pidfd = None
         if slot.proc is not None and slot.proc.returncode is None:
             self.on_gone(name, slot.proc.pid, "stood down for `worker run`")
             self._terminate(slot, _AFTER_STOP_EXTERNAL, f"stood down for `worker run` pid {pid}")
@@ -359,15 +373,17 @@ class Supervisor:
         return slot
 
     def _external_ended(self, slot: Slot, reason: str) -> None:
+        if slot.external_pid is None:
+            return
         log.info("%s: `worker run` copy ended (%s); taking it back", slot.name, reason)
+        self.on_gone(slot.name, slot.external_pid, reason)
         slot.external_pid = None
+        if slot.ext_pidfd is not None:
+            self.on_fd_change(slot.ext_pidfd, False)
+            os.close(slot.ext_pidfd)
+            slot.ext_pidfd = None
         if not self.stopping_all:
             self.spawn(slot)
-
-    def external_gone(self, pid: int) -> None:
-        for slot in self.slots.values():
-            if slot.external_pid == pid:
-                self._external_ended(slot, "process ended")
 
     def stop_all(self) -> None:
         self.stopping_all = True

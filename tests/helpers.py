@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,7 +17,6 @@ from typing import Any, TypeVar
 
 import psutil
 import zmq
-
 from foldermind.kernel.home import Home
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
@@ -40,7 +40,9 @@ module = "foldermind.workers.testworker"
 """
 
 
-def wait_for(cond: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, what: str = "") -> T:
+def wait_for(
+    cond: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, what: str = ""
+) -> T:
     """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout``."""
     give_up = time.monotonic() + timeout
     last: Any = None
@@ -60,7 +62,9 @@ def cli(home: Path, *args: str, timeout: float = 60, check: bool = True) -> subp
         timeout=timeout,
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"foldermind {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"foldermind {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc
 
 
@@ -126,7 +130,9 @@ class RunningKernel:
 
         return wait_for(all_running, timeout, 0.1, "every worker RUNNING")
 
-    def wait_state(self, name: str, state: str, timeout: float = 20.0, other_pid_than: int | None = None) -> dict[str, Any]:
+    def wait_state(
+        self, name: str, state: str, timeout: float = 20.0, other_pid_than: int | None = None
+    ) -> dict[str, Any]:
         def reached() -> dict[str, Any] | None:
             w = self.worker(name)
             if w["state"] == state and (other_pid_than is None or w["pid"] != other_pid_than):
@@ -159,10 +165,8 @@ class RunningKernel:
         if psutil.pid_exists(self.kernel_pid):
             cli(self.root, "stop", check=False, timeout=60)
         for proc in procs:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
-            except psutil.NoSuchProcess:
-                pass
 
 
 def status_json(home: Path) -> dict[str, Any]:

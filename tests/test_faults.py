@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import psutil
 import pytest
-
-from pathlib import Path
-
 from foldermind.protocol import frames
 from foldermind.protocol.errors import DeadlineExceeded, RemoteError, ServiceUnavailable, WorkerLost
 from foldermind.protocol.messages import FaultReply, FaultRequest, PingReply, PingRequest
+
 from tests.helpers import FAST_RESTART, TESTWORKER, RunningKernel, cli, kill9, wait_for
 
 
@@ -76,7 +75,9 @@ def test_gil_hang_without_deadline_pressure_is_caught_by_missed_heartbeats(kerne
 def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: RunningKernel) -> None:
     client = kernel.client()
     # From inside a worker (junk, truncated, undecodable, wrong version, no id, unknown kind) ...
-    assert client.request("testworker", FaultRequest("garbage"), FaultReply, timeout=10).body.action == "garbage"
+    assert (
+        client.request("testworker", FaultRequest("garbage"), FaultReply, timeout=10).body.action == "garbage"
+    )
     # ... and from a raw client on the bus.
     frames.send_raw_for_tests(client.sock, [b"\x00" * 10])
     frames.send_raw_for_tests(client.sock, [b"XY", b"\x00", b"\x00", b"\x00"])
@@ -109,8 +110,8 @@ def test_unknown_service_and_unknown_kind_fail_fast_with_typed_errors(kernel: Ru
     with pytest.raises(ServiceUnavailable):
         client.request("no-such-service", PingRequest(), PingReply, timeout=30)
     assert time.monotonic() - t0 < 1.0
-    with pytest.raises(RemoteError) as err:
-        client.request("parser", FaultRequest("crash"), FaultReply, timeout=5)  # parsers have no fault handler
+    with pytest.raises(RemoteError) as err:  # parsers have no fault handler
+        client.request("parser", FaultRequest("crash"), FaultReply, timeout=5)
     assert err.value.code == "unknown_kind"
     assert all(w["restarts"] == 0 for w in kernel.status().workers)
 
@@ -118,12 +119,15 @@ def test_unknown_service_and_unknown_kind_fail_fast_with_typed_errors(kernel: Ru
 def test_crash_loop_ends_failed_with_an_event_and_restart_brings_it_back(home_dir: Path) -> None:
     switch = home_dir / "crash-switch"
     switch.write_text("on")
-    config = FAST_RESTART + """
+    config = (
+        FAST_RESTART
+        + f"""
 [workers.flaky]
 module = "foldermind.workers.testworker"
-restart = { max_restarts = 3, window_s = 60.0 }
-env = { FOLDERMIND_FAULT = "crash_on_start", FOLDERMIND_FAULT_WHILE = "%s" }
-""" % switch
+restart = {{ max_restarts = 3, window_s = 60.0 }}
+env = {{ FOLDERMIND_FAULT = "crash_on_start", FOLDERMIND_FAULT_WHILE = "{switch}" }}
+"""
+    )
     k = RunningKernel(home_dir, config)
     try:
         cli(home_dir, "start")
@@ -165,8 +169,11 @@ def test_kill9_of_the_kernel_takes_every_worker_with_it(kernel: RunningKernel) -
     workers = kernel.descendants()
     assert len(workers) == len(kernel.status().workers)
     kill9(kernel.kernel_pid)
-    wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers), 10,
-             what="every worker gone")
+    wait_for(
+        lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers),
+        10,
+        what="every worker gone",
+    )
     # The stale pid file and sockets are recognised and cleaned by the next start.
     assert kernel.home.pid_file.exists()
     k2 = RunningKernel(kernel.root, FAST_RESTART + TESTWORKER).start()

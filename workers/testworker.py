@@ -62,8 +62,12 @@ class TestWorker(Worker):
         if action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
         elif action == "hang_gil":
-            # PyDLL calls keep the GIL held, so the heartbeat thread cannot run either.
-            ctypes.PyDLL(None).sleep(int(seconds))
+            # PyDLL calls keep the GIL held, so the heartbeat thread cannot run either; a signal
+            # interrupts sleep(3), so sleep again: this worker also ignores SIGTERM, as a hung one would.
+            libc_sleep = ctypes.PyDLL(None).sleep
+            until = time.monotonic() + seconds
+            while (left := until - time.monotonic()) > 0:
+                libc_sleep(max(1, int(left)))
         elif action == "hang_sleep":
             time.sleep(seconds)
         elif action == "garbage":

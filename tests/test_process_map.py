@@ -1,0 +1,216 @@
+"""The whole process map started by the CLI, as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+from foldermind.protocol.messages import DescribeReply, DescribeRequest, FaultRequest, PingReply, PingRequest
+
+from tests.helpers import (
+    FAST_RESTART,
+    TESTWORKER,
+    RunningKernel,
+    cli,
+    remove_tree,
+    short_tmpdir,
+    status_json,
+    wait_for,
+)
+
+DEFAULT_MAP = ["watcher", "parser#1", "parser#2", "embedder", "indexer", "llm", "frontdoor"]
+
+
+def test_status_json_has_the_spec_shape_and_every_worker_answers(kernel: RunningKernel) -> None:
+    data = status_json(kernel.root)
+    assert set(data) == {"kernel", "workers", "mcp", "folders"}
+    assert {"pid", "uptime_s", "version"} <= set(data["kernel"])
+    assert data["kernel"]["pid"] == kernel.kernel_pid
+    assert [w["name"] for w in data["workers"]] == [*DEFAULT_MAP, "testworker"]
+    spec_fields = {"name", "state", "pid", "uptime_s", "restarts", "in_flight", "last_error"}
+    for w in data["workers"]:
+        assert spec_fields <= set(w), w
+        assert w["state"] == "RUNNING" and w["restarts"] == 0 and w["in_flight"] == 0
+        assert psutil.Process(w["pid"]).ppid() == kernel.kernel_pid
+        assert w["rss_bytes"] > 1_000_000
+    assert {"url", "port", "state"} <= set(data["mcp"])
+    assert data["folders"] == []
+    with kernel.client() as client:
+        for w in data["workers"]:
+            assert client.request(w["name"], PingRequest(), PingReply, timeout=5).body.pid == w["pid"]
+            described = client.request(w["name"], DescribeRequest(), DescribeReply, timeout=5).body
+            assert described.name == w["name"] and "ping.request" in described.kinds
+        # A pool name reaches one of its members.
+        assert client.request("parser", PingRequest(), PingReply, timeout=5).body.name in (
+            "parser#1",
+            "parser#2",
+        )
+    text = cli(kernel.root, "status").stdout
+    for name in DEFAULT_MAP:
+        assert name in text
+
+
+def test_second_start_refuses_a_twin(kernel: RunningKernel) -> None:
+    out = cli(kernel.root, "start").stdout
+    assert f"already running (pid {kernel.kernel_pid})" in out
+    assert kernel.status().kernel["pid"] == kernel.kernel_pid
+    assert len(kernel.descendants()) == len(kernel.status().workers)
+
+
+def test_runtime_folder_and_sockets_are_private_and_no_tcp_port_is_open(kernel: RunningKernel) -> None:
+    run_dir = kernel.home.runtime_dir
+    assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
+    for sock in kernel.home.socket_files:
+        mode = sock.stat().st_mode
+        assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) & 0o077 == 0, oct(mode)
+    for proc in [psutil.Process(kernel.kernel_pid), *kernel.descendants()]:
+        inet = [c for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+        assert not inet, f"{proc.pid} listens on {inet}"
+
+
+def test_stop_is_orderly_and_reports_every_worker(home_dir: Path) -> None:
+    k = RunningKernel(home_dir, FAST_RESTART).start()
+    procs = [psutil.Process(k.kernel_pid), *k.descendants()]
+    out = cli(home_dir, "stop").stdout
+    for name in DEFAULT_MAP:
+        assert f"{name}" in out and "exited 0" in out
+    assert "foldermind stopped." in out
+    wait_for(
+        lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs),
+        10,
+        what="all processes gone",
+    )
+    assert not k.home.pid_file.exists() and not any(p.exists() for p in k.home.socket_files)
+    assert cli(home_dir, "status", check=False).returncode == 3
+    assert "not running" in cli(home_dir, "stop").stdout
+
+
+def test_stop_kills_a_worker_that_ignores_sigterm(home_dir: Path) -> None:
+    """The grace period ends in SIGKILL: a worker hung in C code cannot hold the stop up."""
+    grace = "restart = { stop_grace_s = 1.0 }\n"  # shorter than heartbeat liveness (3 s)
+    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + grace).start()
+    with k.client() as client:
+        client.send("testworker", FaultRequest("hang_gil", seconds=300), timeout=120)
+        wait_for(lambda: k.worker("testworker")["in_flight"] == 1, 5, what="job in flight")
+    out = cli(home_dir, "stop").stdout
+    assert "testworker" in out and "killed after 1 s grace" in out
+    assert "parser#1" in out
+
+
+def test_two_homes_run_side_by_side(kernel: RunningKernel) -> None:
+    other_root = short_tmpdir()
+    other = RunningKernel(other_root, FAST_RESTART)
+    try:
+        other.start()
+        assert other.kernel_pid != kernel.kernel_pid
+        mine, theirs = kernel.pids(), other.pids()
+        assert not set(mine.values()) & set(theirs.values())
+        with other.client() as client:
+            assert client.request("kernel", PingRequest(), PingReply, timeout=5).body.pid == other.kernel_pid
+        other.stop()
+        assert kernel.pids() == mine
+    finally:
+        other.stop()
+        remove_tree(other_root)
+
+
+def test_logs_show_each_worker_and_pool_members(kernel: RunningKernel) -> None:
+    out = cli(kernel.root, "logs", "parser").stdout
+    assert "parser#1.log" in out and "parser#2.log" in out and "parser#2 READY" in out
+    assert "kernel" in cli(kernel.root, "logs", "kernel").stdout
+    assert "no worker named" in cli(kernel.root, "logs", "nope", check=False).stderr
+    follow = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "foldermind.kernel.cli",
+            "--home",
+            str(kernel.root),
+            "logs",
+            "testworker",
+            "-f",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        cli(kernel.root, "restart", "testworker")
+        assert follow.stdout is not None
+        wait_for(lambda: "stopped cleanly" in (follow.stdout.readline() or ""), 15, 0, "followed log line")
+    finally:
+        follow.kill()
+        follow.wait()
+
+
+def test_worker_run_takes_a_worker_into_the_foreground_and_gives_it_back(kernel: RunningKernel) -> None:
+    old_pid = kernel.worker("testworker")["pid"]
+    fg = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "foldermind.kernel.cli",
+            "--home",
+            str(kernel.root),
+            "worker",
+            "run",
+            "testworker",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        w = kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
+        assert w["pid"] == fg.pid
+        wait_for(
+            lambda: (
+                not psutil.pid_exists(old_pid) or psutil.Process(old_pid).status() == psutil.STATUS_ZOMBIE
+            ),
+            10,
+            what="supervisor's copy gone",
+        )
+        with kernel.client() as client:
+            assert client.request("testworker", PingRequest(), PingReply, timeout=5).body.pid == fg.pid
+        fg.send_signal(signal.SIGINT)
+        assert fg.wait(timeout=15) == 0
+        back = kernel.wait_state("testworker", "RUNNING", other_pid_than=fg.pid)
+        assert psutil.Process(back["pid"]).ppid() == kernel.kernel_pid
+        with kernel.client() as client:
+            assert client.request("testworker", PingRequest(), PingReply, timeout=5).body.pid == back["pid"]
+    finally:
+        if fg.poll() is None:
+            fg.kill()
+        fg.wait()
+
+
+def test_worker_run_killed_hard_is_taken_back_at_once(kernel: RunningKernel) -> None:
+    old_pid = kernel.worker("testworker")["pid"]
+    fg = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "foldermind.kernel.cli",
+            "--home",
+            str(kernel.root),
+            "worker",
+            "run",
+            "testworker",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
+        assert kernel.worker("testworker")["pid"] == fg.pid
+        os.kill(fg.pid, signal.SIGKILL)
+        fg.wait()
+        back = kernel.wait_state("testworker", "RUNNING", other_pid_than=fg.pid, timeout=5)
+        assert psutil.Process(back["pid"]).ppid() == kernel.kernel_pid
+    finally:
+        if fg.poll() is None:
+            fg.kill()

@@ -1,0 +1,123 @@
+"""The wire format, over real ZeroMQ sockets."""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import zmq
+from foldermind.protocol import frames
+from foldermind.protocol.errors import ProtocolError
+from foldermind.protocol.messages import (
+    PROTOCOL_VERSION,
+    REGISTRY,
+    EchoRequest,
+    Envelope,
+    PingRequest,
+    WorkerReady,
+    reply_kind,
+)
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[zmq.Socket[Any], zmq.Socket[Any]]]:
+    ctx = zmq.Context.instance()
+    router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    router.bind("inproc://proto-test")
+    dealer.connect("inproc://proto-test")
+    yield router, dealer
+    router.close(0)
+    dealer.close(0)
+
+
+def test_every_declared_kind_is_documented() -> None:
+    documented = set(re.findall(r"^### `([a-z_.]+)`", DOCS.read_text(encoding="utf-8"), flags=re.M))
+    missing = sorted(set(REGISTRY) - documented)
+    assert not missing, f"kinds missing from docs/protocol.md: {missing}"
+    assert not documented - set(REGISTRY), f"documented kinds that do not exist: {documented - set(REGISTRY)}"
+
+
+def test_every_request_kind_has_a_reply_kind() -> None:
+    for kind in REGISTRY:
+        if kind.endswith(".request"):
+            assert reply_kind(kind) in REGISTRY, kind
+        assert REGISTRY[kind].__doc__, f"{kind} has no docstring (its spec)"
+
+
+def test_envelope_and_buffers_round_trip(pair: tuple[zmq.Socket[Any], zmq.Socket[Any]]) -> None:
+    router, dealer = pair
+    matrix = array("f", [float(i) / 7 for i in range(64 * 384)])
+    env = Envelope(kind=EchoRequest.KIND, src="t", to="svc", deadline=123.5, attempt=2)
+    frames.send(dealer, env, EchoRequest(data=b"\x00\xff"), [memoryview(matrix).cast("B")])
+    packet = frames.recv(router, route_frames=1)
+    assert packet.env == env
+    body = packet.body()
+    assert isinstance(body, EchoRequest) and body.data == b"\x00\xff"
+    assert len(packet.buffers) == 1
+    echoed = array("f")
+    echoed.frombytes(bytes(frames.buffer_bytes(packet.buffers[0])))
+    assert echoed == matrix
+
+
+def test_unknown_fields_are_ignored(pair: tuple[zmq.Socket[Any], zmq.Socket[Any]]) -> None:
+    router, dealer = pair
+    header = frames.raw_header(v=PROTOCOL_VERSION, kind="worker.ready", id="a1", future_field=[1, 2])
+    body = msgpack.packb({"name": "x", "service": "y", "pid": 3, "shiny_new_field": True})
+    dealer.send_multipart([frames.MAGIC, header, body])
+    packet = frames.recv(router, route_frames=1)
+    ready = packet.body()
+    assert isinstance(ready, WorkerReady) and (ready.name, ready.pid, ready.capacity) == ("x", 3, 1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ([b"junk"], "truncated"),
+        ([frames.MAGIC, frames.raw_header(v=1, kind="ping.request", id="1")], "truncated"),
+        ([b"XX", frames.raw_header(v=1, kind="ping.request", id="1"), b"\x80"], "bad magic"),
+        ([frames.MAGIC, b"\xc1", b"\x80"], "undecodable"),
+        ([frames.MAGIC, frames.raw_header(v=99, kind="ping.request", id="1"), b"\x80"], "version 99"),
+        ([frames.MAGIC, frames.raw_header(v=1, kind="ping.request"), b"\x80"], "lacks kind or id"),
+        ([frames.MAGIC, msgpack.packb([1, 2]), b"\x80"], "not a map"),
+        ([frames.MAGIC, frames.raw_header(v=1, kind="k", id="1", status="weird"), b"\x80"], "unknown status"),
+    ],
+)
+def test_bad_frames_are_rejected_with_a_reason(raw: list[bytes], message: str) -> None:
+    with pytest.raises(ProtocolError, match=message):
+        frames.parse(raw, route_frames=0)
+
+
+def test_oversized_messages_are_rejected() -> None:
+    ok = frames.encode(Envelope(kind=PingRequest.KIND), PingRequest())
+    frames.parse(ok, 0, max_bytes=1000)
+    with pytest.raises(ProtocolError, match="oversized"):
+        frames.parse([*ok, b"\x00" * 2000], 0, max_bytes=1000)
+
+
+def test_bodies_are_checked_against_their_kind() -> None:
+    raw = frames.encode(Envelope(kind=WorkerReady.KIND), {"name": "only-a-name"})
+    with pytest.raises(ProtocolError, match="missing field"):
+        frames.parse(raw, 0).body()
+    raw = frames.encode(Envelope(kind="no.such.kind"), {})
+    with pytest.raises(ProtocolError, match="unknown message kind"):
+        frames.parse(raw, 0).body()
+
+
+def test_only_the_frames_module_touches_zeromq_frames() -> None:
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for folder in ("kernel", "workers", "protocol"):
+        for path in (root / folder).glob("*.py"):
+            if path.name == "frames.py":
+                continue
+            text = path.read_text(encoding="utf-8")
+            if re.search(r"send_multipart|recv_multipart|msgpack\.(packb|unpackb)", text):
+                offenders.append(path.name)
+    assert not offenders, f"frame building outside protocol/frames.py: {offenders}"
