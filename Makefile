@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 # worker needs it, resolves from the machine's local wheel cache instead of a multi-GB CUDA build.
 $(BIN)/.deps: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=68" wheel
+	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=77" wheel
 	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
 	touch $@
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -98,6 +98,7 @@ class Broker:
         self.membership = membership
         self.control: ControlHandler | None = None
         self.peers: dict[bytes, Peer] = {}
+        self._dropped: OrderedDict[bytes, str] = OrderedDict()
         self.by_name: dict[str, Peer] = {}
         self.jobs: dict[str, Job] = {}
         self.queues: dict[str, deque[Job]] = {}
@@ -123,6 +124,9 @@ class Broker:
                 self.stats["dropped_bad"] += 1
                 sender = frames.identity_of(raw[0]) if raw else b"?"
                 self._bad.warn("dropped a bad message from %r: %s", sender, exc)
+                env = getattr(exc, "env", None)
+                if isinstance(env, Envelope) and not env.kind.endswith(".reply"):
+                    self.reply_error(sender, env, ErrorInfo(ErrorCode.MESSAGE_TOO_LARGE, str(exc)))
                 continue
             self._dispatch(frames.identity_of(packet.route[0]), packet)
 
@@ -150,11 +154,17 @@ class Broker:
             self._on_request(ident, packet)
 
     def _on_heartbeat(self, hb_ident: bytes, env: Envelope) -> None:
-        peer = self.peers.get(hb_ident[: -len(HB_SUFFIX)])
+        job_ident = hb_ident[: -len(HB_SUFFIX)]
+        peer = self.peers.get(job_ident)
         if peer is not None:
             peer.last_seen = time.monotonic()
-        # Answer every heartbeat, READY or not yet: a worker still in setup() must not think the
-        # kernel has died. A worker the broker has dropped is told so in the worker loop.
+        elif job_ident in self._dropped:
+            # Declared lost (say, a GIL stall in a `worker run` copy) yet alive after all: it must
+            # not linger unrouted, so tell it to go.
+            self._send_disconnect(job_ident, self._dropped[job_ident], "dropped by the kernel")
+            return
+        # Answer every other heartbeat, READY or not yet: a worker still in setup() must not
+        # think the kernel has died.
         reply = Envelope(kind=Heartbeat.KIND, src="kernel", cid=env.id)
         frames.send(self.sock, reply, Heartbeat("kernel", 0), route=[hb_ident])
 
@@ -271,6 +281,9 @@ class Broker:
         if self.peers.get(peer.ident) is not peer:
             return
         del self.peers[peer.ident]
+        self._dropped[peer.ident] = peer.name
+        while len(self._dropped) > 256:
+            self._dropped.popitem(last=False)
         if self.by_name.get(peer.name) is peer:
             del self.by_name[peer.name]
         for job_id in list(peer.jobs):
@@ -289,13 +302,6 @@ class Broker:
         peer = self.by_name.get(name)
         if peer is not None and peer.pid == pid:
             self.drop(peer, reason, ErrorCode.WORKER_LOST)
-
-    def dismiss(self, name: str, reason: str) -> None:
-        """Drop ``name`` and tell its process to go (it may not be our child: ``worker run``)."""
-        peer = self.by_name.get(name)
-        if peer is not None:
-            self.drop(peer, reason, ErrorCode.WORKER_LOST)
-            self._send_disconnect(peer.ident, name, reason)
 
     def fail_unservable(self) -> None:
         """Fail queued jobs whose target can no longer be served (all its workers FAILED/stopped)."""

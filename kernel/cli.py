@@ -100,11 +100,10 @@ def cli() -> None:
 
 @cli.command()
 @home_option
-@click.option(
-    "--foreground", is_flag=True, help="Run the kernel in this terminal (service managers, debugging)."
-)
+@click.option("--foreground", is_flag=True, help="Run the kernel in this terminal (service managers, debugging).")
 @click.option("--port", type=int, default=None, help="MCP port (default 53827; env FOLDERMIND_MCP_PORT).")
-def start(foreground: bool, port: int | None) -> None:
+@click.option("--detached", is_flag=True, hidden=True, help="Set by `start` for the kernel it spawns.")
+def start(foreground: bool, port: int | None, detached: bool) -> None:
     """Start the supervisor and every worker."""
     home = current_home()
     home.ensure()
@@ -115,24 +114,27 @@ def start(foreground: bool, port: int | None) -> None:
     if pid is not None:
         click.echo(f"foldermind is already running (pid {pid}).")
         return
-    if foreground:
-        sys.exit(_run_foreground(home, config))
+    if foreground or detached:
+        sys.exit(_run_foreground(home, config, log_to_terminal=not detached))
     _start_background(home, config)
 
 
-def _run_foreground(home: Home, config: SupervisorConfig) -> int:
+def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool) -> int:
     from foldermind.kernel.kernel import Kernel
 
     lock = KernelLock(home)
     if not lock.acquire():
         click.echo(f"foldermind is already running (pid {home.running_pid()}).")
         return 0
-    logs.setup(home.log_file("kernel"), config.kernel.log_max_mb, config.kernel.log_backups, also_stderr=True)
+    logs.setup(
+        home.log_file("kernel"),
+        config.kernel.log_max_mb,
+        config.kernel.log_backups,
+        also_stderr=log_to_terminal,
+    )
     try:
         kernel = Kernel(home, config)
-        click.echo(
-            f"foldermind {__version__} running in the foreground (pid {os.getpid()}); Ctrl-C stops it."
-        )
+        click.echo(f"foldermind {__version__} running in the foreground (pid {os.getpid()}); Ctrl-C stops it.")
         click.echo("MCP: the front door is not serving yet in this version.")
         return kernel.run()
     finally:
@@ -143,7 +145,8 @@ def _start_background(home: Home, config: SupervisorConfig) -> None:
     args = [sys.executable, "-m", "foldermind.kernel.cli"]
     if home.root is not None:
         args += ["--home", str(home.root)]
-    args += ["start", "--foreground"]
+    args += ["start", "--detached"]
+    # Only what escapes logging (an interpreter crash) lands in this file; the log is kernel.log.
     with open(home.log_dir / "kernel.stderr.log", "ab") as out:
         proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True
@@ -176,9 +179,7 @@ def stop() -> None:
         click.echo("foldermind is not running.")
         return
     config = current_config(home)
-    grace = max(
-        config.restart.stop_grace_s, *(config.restart_policy_for(s).stop_grace_s for s in config.workers)
-    )
+    grace = max(config.restart.stop_grace_s, *(config.restart_policy_for(s).stop_grace_s for s in config.workers))
     report: dict[str, str] | None = None
     with connect(home) as client:
         try:
@@ -258,9 +259,7 @@ def status(as_json: bool) -> None:
     k = st.kernel
     uptime, rss = _fmt_uptime(k["uptime_s"]), _fmt_bytes(k["rss_bytes"])
     click.echo(f"kernel  pid {k['pid']}  up {uptime}  v{k['version']}  {rss}")
-    click.echo(
-        f"{'WORKER':<14}{'STATE':<10}{'PID':>8}{'UPTIME':>9}{'RESTARTS':>10}{'JOBS':>6}{'RSS':>9}  LAST ERROR"
-    )
+    click.echo(f"{'WORKER':<14}{'STATE':<10}{'PID':>8}{'UPTIME':>9}{'RESTARTS':>10}{'JOBS':>6}{'RSS':>9}  LAST ERROR")
     for w in st.workers:
         click.echo(
             f"{w['name']:<14}{w['state']:<10}{w['pid'] or '-':>8}{_fmt_uptime(w['uptime_s']):>9}"
@@ -374,18 +373,14 @@ def worker_run(name: str) -> None:
         give_up = time.monotonic() + config.restart_policy_for(services[name]).stop_grace_s + 10
         while time.monotonic() < give_up:
             st = client.request("kernel", StatusRequest(), StatusReply, timeout=5).body
-            if any(
-                w["name"] == name and w["pid"] == os.getpid() and w["state"] == "STARTING" for w in st.workers
-            ):
+            if any(w["name"] == name and w["pid"] == os.getpid() and w["state"] == "STARTING" for w in st.workers):
                 break
             time.sleep(0.1)
         else:
             raise click.ClickException(f"the supervisor's copy of {name} did not stand down")
     os.environ.update(spec.env)
     logs.setup(home.log_file(name), config.kernel.log_max_mb, config.kernel.log_backups, also_stderr=True)
-    click.echo(
-        f"{name} running in the foreground (pid {os.getpid()}); Ctrl-C hands it back to the supervisor."
-    )
+    click.echo(f"{name} running in the foreground (pid {os.getpid()}); Ctrl-C hands it back to the supervisor.")
     ctx = WorkerContext(
         name=name,
         service=services[name],
@@ -395,6 +390,8 @@ def worker_run(name: str) -> None:
         max_message_bytes=config.bus.max_message_bytes,
         kernel_pid=0,
         log_file=str(home.log_file(name)),
+        log_max_mb=config.kernel.log_max_mb,
+        log_backups=config.kernel.log_backups,
         home=str(home.root or ""),
     )
     sys.exit(run(worker_cls, ctx, configure_logging=False))

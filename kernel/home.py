@@ -10,6 +10,7 @@ import fcntl
 import hashlib
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +86,8 @@ class Home:
             return None
         with open(self.lock_file, "a+") as fh:
             try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                # A shared probe: it cannot succeed while a kernel holds the exclusive lock.
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 try:
                     return int(self.pid_file.read_text().strip())
@@ -115,10 +117,15 @@ class KernelLock:
         self._fh = open(home.lock_file, "a+")  # noqa: SIM115 - held open for the kernel's life
 
     def acquire(self) -> bool:
-        try:
-            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
+        # A `status` probing the lock holds it for microseconds: retry briefly before giving up.
+        for attempt in range(20):
+            try:
+                fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == 19:
+                    return False
+                time.sleep(0.05)
         for stale in [*self.home.socket_files, self.home.pid_file]:
             stale.unlink(missing_ok=True)
         tmp = self.home.pid_file.with_suffix(".tmp")

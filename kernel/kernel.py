@@ -44,6 +44,8 @@ from foldermind.protocol.messages import (
 
 log = logging.getLogger("foldermind.kernel")
 
+_CONTROL_KINDS = frozenset(k.KIND for k in (PingRequest, StatusRequest, RestartRequest, StopRequest, AttachRequest))
+
 
 class Kernel:
     def __init__(self, home: Home, config: SupervisorConfig) -> None:
@@ -65,6 +67,7 @@ class Kernel:
         self.supervisor.on_fd_change = self._watch_fd
         self._stop_waiters: list[tuple[bytes, Envelope]] = []
         self._stopping = False
+        self._signalled = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -94,11 +97,12 @@ class Kernel:
         event = WorkerStateEvent(slot.name, slot.service, str(old), str(slot.state), slot.pid, reason)
         env = Envelope(kind=WorkerStateEvent.KIND, src="kernel")
         frames.send(self.events, env, event, route=[WorkerStateEvent.KIND.encode()])
-        if slot.state is State.FAILED:
+        if slot.state in (State.FAILED, State.EXITED):
             self.broker.fail_unservable()
 
     def _on_signal(self, signum: int, frame: object) -> None:
-        self._begin_stop()
+        # Only note it: the loop starts the stop between two events, never in the middle of one.
+        self._signalled = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
 
@@ -129,6 +133,8 @@ class Kernel:
                     self._drain_wake()
                 elif isinstance(sock, int):
                     self.supervisor.on_fd(sock)
+            if self._signalled:
+                self._begin_stop()
             now = time.monotonic()
             self.broker.tick(now)
             self.supervisor.tick(now)
@@ -153,6 +159,10 @@ class Kernel:
 
     def _on_control(self, client: bytes, packet: frames.Packet) -> None:
         env = packet.env
+        if env.kind not in _CONTROL_KINDS:
+            info = ErrorInfo(ErrorCode.UNKNOWN_KIND, f"kernel does not handle {env.kind}")
+            self.broker.reply_error(client, env, info)
+            return
         try:
             body = packet.body()
         except ProtocolError as exc:
@@ -164,28 +174,22 @@ class Kernel:
             self.broker.reply(client, env, self.status())
         elif isinstance(body, RestartRequest):
             if not self.supervisor.targets(body.target):
-                self.broker.reply_error(
-                    client, env, ErrorInfo("unknown_worker", f"no worker named {body.target!r}")
-                )
-                return
-            self.broker.reply(client, env, RestartReply(self.supervisor.restart(body.target)))
+                info = ErrorInfo(ErrorCode.UNKNOWN_WORKER, f"no worker named {body.target!r}")
+                self.broker.reply_error(client, env, info)
+            elif self._stopping:
+                self.broker.reply_error(client, env, ErrorInfo(ErrorCode.SHUTTING_DOWN, "foldermind is stopping"))
+            else:
+                self.broker.reply(client, env, RestartReply(self.supervisor.restart(body.target)))
         elif isinstance(body, StopRequest):
             self._stop_waiters.append((client, env))
             self._begin_stop()
         elif isinstance(body, AttachRequest):
             slot = self.supervisor.attach(body.name, body.pid)
             if slot is None:
-                self.broker.reply_error(
-                    client,
-                    env,
-                    ErrorInfo("unknown_worker", f"no worker {body.name!r}, or it is already attached"),
-                )
-                return
-            self.broker.reply(client, env, AttachReply(slot.name, slot.service))
-        else:
-            self.broker.reply_error(
-                client, env, ErrorInfo(ErrorCode.UNKNOWN_KIND, f"kernel does not handle {env.kind}")
-            )
+                info = ErrorInfo(ErrorCode.UNKNOWN_WORKER, f"no worker {body.name!r}, or it is already attached")
+                self.broker.reply_error(client, env, info)
+            else:
+                self.broker.reply(client, env, AttachReply(slot.name, slot.service))
 
     def status(self) -> StatusReply:
         now = time.monotonic()

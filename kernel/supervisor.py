@@ -92,9 +92,7 @@ class Supervisor:
         self.on_state = on_state
         self.slots: dict[str, Slot] = {}
         for name, service in config.instances():
-            self.slots[name] = Slot(
-                name, service, config.workers[service], config.restart_policy_for(service)
-            )
+            self.slots[name] = Slot(name, service, config.workers[service], config.restart_policy_for(service))
         self.services = {slot.service for slot in self.slots.values()}
         self.stopping_all = False
         # Set by the kernel: drop a worker from routing, failing its jobs at once.
@@ -125,6 +123,8 @@ class Supervisor:
             max_message_bytes=self.config.bus.max_message_bytes,
             kernel_pid=os.getpid(),
             log_file=str(self.home.log_file(slot.name)),
+            log_max_mb=self.config.kernel.log_max_mb,
+            log_backups=self.config.kernel.log_backups,
             home=str(self.home.root or ""),
         )
         env = {**os.environ, **slot.spec.env, **ctx.to_env()}
@@ -139,6 +139,9 @@ class Supervisor:
                 stdout=stderr_log,
                 stderr=stderr_log,
                 close_fds=True,
+                # Its own session: a Ctrl-C meant for a foreground kernel reaches the kernel only,
+                # which then stops the workers in order.
+                start_new_session=True,
             )
         except OSError as exc:
             slot.last_error = f"could not start: {exc}"
@@ -214,15 +217,20 @@ class Supervisor:
 
     def worker_gone(self, name: str, pid: int, reason: str, kill: bool) -> None:
         slot = self.slots.get(name)
-        if slot is None or slot.pid != pid:
+        if slot is None:
             return
-        if slot.external_pid is not None:
+        if slot.external_pid == pid:
             slot.last_error = reason
             self._external_ended(slot, reason)
-        elif slot.proc is not None and slot.proc.returncode is None:
+        elif slot.proc is not None and slot.proc.returncode is None and slot.proc.pid == pid:
+            if slot.state is State.STOPPING:
+                return  # on its way out as asked
             slot.kill_reason = reason
             if kill:
                 slot.proc.kill()  # the exit is handled when the pidfd fires (or on the next poll)
+            else:
+                # It said goodbye on its own: give it the grace period to exit, then kill it.
+                slot.due = time.monotonic() + slot.policy.stop_grace_s
 
     # ---------------------------------------------------------------------------------------
     # exits
@@ -234,18 +242,12 @@ class Supervisor:
             return
         self._unwatch(slot)
         code = proc.returncode
-        how = (
-            "exited 0"
-            if code == 0
-            else (f"killed by signal {-code}" if code < 0 else f"exited with status {code}")
-        )
+        how = "exited 0" if code == 0 else (f"killed by signal {-code}" if code < 0 else f"exited with status {code}")
         now = time.monotonic()
         slot.proc = None
         self.on_gone(slot.name, proc.pid, how)
         if slot.state is State.STOPPING:
-            slot.stop_report = slot.stop_report or (
-                f"{slot.kill_reason} ({how})" if slot.kill_reason else how
-            )
+            slot.stop_report = slot.stop_report or (f"{slot.kill_reason} ({how})" if slot.kill_reason else how)
             if slot.after_stop == _AFTER_STOP_RESPAWN and not self.stopping_all:
                 self.spawn(slot)
             elif slot.after_stop == _AFTER_STOP_EXTERNAL and not self.stopping_all:
@@ -255,11 +257,7 @@ class Supervisor:
                 self._set(slot, State.EXITED, slot.stop_report)
             return
         slot.last_error = f"{slot.kill_reason} ({how})" if slot.kill_reason else how
-        if (
-            self.stopping_all
-            or slot.policy.policy == "never"
-            or (code == 0 and slot.policy.policy == "on-failure")
-        ):
+        if self.stopping_all or slot.policy.policy == "never" or (code == 0 and slot.policy.policy == "on-failure"):
             self._set(slot, State.EXITED, slot.last_error)
             return
         self._failed_exit(slot, now)
@@ -277,8 +275,7 @@ class Supervisor:
             self._set(
                 slot,
                 State.FAILED,
-                f"restart limit: {len(slot.recent_restarts)} exits in {policy.window_s:g} s; "
-                f"last: {slot.last_error}",
+                f"restart limit: {len(slot.recent_restarts)} exits in {policy.window_s:g} s; last: {slot.last_error}",
             )
             return
         delay = min(policy.backoff_initial_s * 2**slot.consecutive_failures, policy.backoff_max_s)
@@ -317,6 +314,9 @@ class Supervisor:
             elif slot.state is State.STOPPING and slot.proc is not None:
                 slot.stop_report = f"killed after {slot.policy.stop_grace_s:g} s grace"
                 slot.proc.kill()
+            elif slot.state is State.RUNNING and slot.proc is not None:
+                slot.kill_reason = f"{slot.kill_reason}, then did not exit within {slot.policy.stop_grace_s:g} s"
+                slot.proc.kill()
 
     # ---------------------------------------------------------------------------------------
     # commands
@@ -336,20 +336,23 @@ class Supervisor:
 
     def restart(self, target: str) -> list[str]:
         """Restart a worker or a pool, FAILED ones included; returns the names restarted."""
-        slots = self.targets(target)
-        for slot in slots:
+        if self.stopping_all:
+            return []
+        restarted: list[str] = []
+        for slot in self.targets(target):
             slot.recent_restarts.clear()
             slot.consecutive_failures = 0
             slot.last_error = None
             if slot.external_pid is not None:
                 continue  # a `worker run` copy is the developer's to stop
+            restarted.append(slot.name)
             slot.restarts += 1
             if slot.proc is not None and slot.proc.returncode is None:
                 self.on_gone(slot.name, slot.proc.pid, "restarted by request")
                 self._terminate(slot, _AFTER_STOP_RESPAWN, "restart requested")
             else:
                 self.spawn(slot)
-        return [s.name for s in slots]
+        return restarted
 
     def attach(self, name: str, pid: int) -> Slot | None:
         """Stand our copy of ``name`` down for a foreground ``worker run`` process ``pid``."""
@@ -377,13 +380,20 @@ class Supervisor:
             return
         log.info("%s: `worker run` copy ended (%s); taking it back", slot.name, reason)
         self.on_gone(slot.name, slot.external_pid, reason)
+        self._release_external(slot)
+        if self.stopping_all:
+            return
+        if slot.proc is not None and slot.proc.returncode is None:
+            slot.after_stop = _AFTER_STOP_RESPAWN  # our copy is still stopping: respawn once it has gone
+        else:
+            self.spawn(slot)
+
+    def _release_external(self, slot: Slot) -> None:
         slot.external_pid = None
         if slot.ext_pidfd is not None:
             self.on_fd_change(slot.ext_pidfd, False)
             os.close(slot.ext_pidfd)
             slot.ext_pidfd = None
-        if not self.stopping_all:
-            self.spawn(slot)
 
     def stop_all(self) -> None:
         self.stopping_all = True
@@ -393,7 +403,7 @@ class Supervisor:
                 self._terminate(slot, _AFTER_STOP_REST, "stop requested")
             elif slot.state is not State.EXITED:
                 slot.stop_report = slot.stop_report or f"was {slot.state}"
-                slot.external_pid = None
+                self._release_external(slot)
                 self._set(slot, State.EXITED, "stop requested")
 
     @property

@@ -29,6 +29,10 @@ class ErrorCode(StrEnum):
     """The handler raised an unexpected exception (details are in that worker's log only)."""
     SHUTTING_DOWN = "shutting_down"
     """The kernel is stopping and takes no new jobs."""
+    UNKNOWN_WORKER = "unknown_worker"
+    """A control request named a worker or pool that is not in the process map."""
+    MESSAGE_TOO_LARGE = "message_too_large"
+    """The request was bigger than ``bus.max_message_mb``; it was not delivered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +63,14 @@ class BusError(Exception):
 
 class ProtocolError(BusError):
     """A frame that is not a foldermind message: garbage, truncated, wrong version or oversized."""
+
+
+class OversizedMessage(ProtocolError):
+    """A well-formed message over the size limit; ``env`` lets the receiver answer its sender."""
+
+    def __init__(self, message: str, env: object) -> None:
+        super().__init__(message)
+        self.env = env
 
 
 class KernelUnavailable(BusError):

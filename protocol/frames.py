@@ -23,7 +23,7 @@ from typing import Any
 
 import msgpack
 import zmq
-from foldermind.protocol.errors import ProtocolError
+from foldermind.protocol.errors import OversizedMessage, ProtocolError
 from foldermind.protocol.messages import Envelope, Message, decode_body
 
 MAGIC = b"FM"
@@ -96,14 +96,14 @@ def parse(frames: Sequence[Any], route_frames: int, max_bytes: int = DEFAULT_MAX
     """
     if len(frames) < route_frames + 3:
         raise ProtocolError(f"truncated message: {len(frames)} frame(s)")
-    total = sum(len(_bytes_of(f)) for f in frames)
-    if total > max_bytes:
-        raise ProtocolError(f"oversized message: {total} bytes > {max_bytes}")
     route = list(frames[:route_frames])
     magic, header, body, *buffers = frames[route_frames:]
     if bytes(_bytes_of(magic)) != MAGIC:
         raise ProtocolError("bad magic frame (not a foldermind message)")
     env = Envelope.from_wire(_unpackb(_bytes_of(header)))
+    total = sum(len(_bytes_of(f)) for f in frames)
+    if total > max_bytes:
+        raise OversizedMessage(f"oversized message: {total} bytes > {max_bytes}", env)
     return Packet(route=route, env=env, body_frame=body, buffers=list(buffers), header_frame=header)
 
 

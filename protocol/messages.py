@@ -94,9 +94,7 @@ class Envelope:
             raise ProtocolError("header is not a map")
         version = raw.get("v")
         if version != PROTOCOL_VERSION:
-            raise ProtocolError(
-                f"unsupported protocol version {version!r} (this peer speaks {PROTOCOL_VERSION})"
-            )
+            raise ProtocolError(f"unsupported protocol version {version!r} (this peer speaks {PROTOCOL_VERSION})")
         kind, mid = raw.get("kind"), raw.get("id")
         if not isinstance(kind, str) or not kind or not isinstance(mid, str) or not mid:
             raise ProtocolError("header lacks kind or id")
@@ -161,9 +159,7 @@ def message(kind: str) -> Callable[[M], M]:
         flds = dataclasses.fields(cast(Any, cls))
         cls._FIELDS = tuple(f.name for f in flds)
         cls._REQUIRED = frozenset(
-            f.name
-            for f in flds
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            f.name for f in flds if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         )
         REGISTRY[kind] = cls
         return cls
@@ -374,7 +370,7 @@ class StopRequest(Message):
 @dataclass(slots=True)
 class StopReply(Message):
     """Sent once every worker is gone: ``report`` maps worker name to how it ended
-    (``exited 0``, ``terminated``, ``killed after grace``, ...)."""
+    (``exited 0``, ``killed by signal 9``, ``killed after 5 s grace``, ``was FAILED``, ...)."""
 
     report: dict[str, str]
 

@@ -40,9 +40,7 @@ module = "foldermind.workers.testworker"
 """
 
 
-def wait_for(
-    cond: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, what: str = ""
-) -> T:
+def wait_for(cond: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, what: str = "") -> T:
     """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout``."""
     give_up = time.monotonic() + timeout
     last: Any = None
@@ -62,9 +60,7 @@ def cli(home: Path, *args: str, timeout: float = 60, check: bool = True) -> subp
         timeout=timeout,
     )
     if check and proc.returncode != 0:
-        raise AssertionError(
-            f"foldermind {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-        )
+        raise AssertionError(f"foldermind {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 

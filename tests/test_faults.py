@@ -9,7 +9,14 @@ import psutil
 import pytest
 from foldermind.protocol import frames
 from foldermind.protocol.errors import DeadlineExceeded, RemoteError, ServiceUnavailable, WorkerLost
-from foldermind.protocol.messages import FaultReply, FaultRequest, PingReply, PingRequest
+from foldermind.protocol.messages import (
+    EchoReply,
+    EchoRequest,
+    FaultReply,
+    FaultRequest,
+    PingReply,
+    PingRequest,
+)
 
 from tests.helpers import FAST_RESTART, TESTWORKER, RunningKernel, cli, kill9, wait_for
 
@@ -75,19 +82,19 @@ def test_gil_hang_without_deadline_pressure_is_caught_by_missed_heartbeats(kerne
 def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: RunningKernel) -> None:
     client = kernel.client()
     # From inside a worker (junk, truncated, undecodable, wrong version, no id, unknown kind) ...
-    assert (
-        client.request("testworker", FaultRequest("garbage"), FaultReply, timeout=10).body.action == "garbage"
-    )
+    assert client.request("testworker", FaultRequest("garbage"), FaultReply, timeout=10).body.action == "garbage"
     # ... and from a raw client on the bus.
     frames.send_raw_for_tests(client.sock, [b"\x00" * 10])
     frames.send_raw_for_tests(client.sock, [b"XY", b"\x00", b"\x00", b"\x00"])
     wrong_version = frames.raw_header(v=2, kind="ping.request", id="z", to="kernel")
     frames.send_raw_for_tests(client.sock, [frames.MAGIC, wrong_version, b"\x80"])
     frames.send_raw_for_tests(client.sock, [frames.MAGIC, b"\xff" * 100, b"\x80"])
-    # Oversized as a whole (each frame under ZeroMQ's per-frame cap): parsed, measured, refused.
-    header = frames.raw_header(v=1, kind="ping.request", id="big", to="kernel", src="t")
+    # Oversized as a whole (each frame under ZeroMQ's per-frame cap): refused, and the sender told.
     big = b"\x00" * (40 * 1024 * 1024)
-    frames.send_raw_for_tests(client.sock, [frames.MAGIC, header, b"\x80", big, big])
+    with pytest.raises(RemoteError) as err:
+        client.request("testworker", EchoRequest(), EchoReply, buffers=[big, big], timeout=10)
+    assert err.value.code == "message_too_large"
+    header = frames.raw_header(v=1, kind="ping.request", id="big", to="kernel", src="t")
     # One frame over the cap: ZeroMQ drops that connection; the broker never sees it.
     with kernel.client("huge") as huge:
         frames.send_raw_for_tests(huge.sock, [frames.MAGIC, header, b"\x80", b"\x00" * (65 * 1024 * 1024)])
@@ -112,6 +119,9 @@ def test_unknown_service_and_unknown_kind_fail_fast_with_typed_errors(kernel: Ru
     assert time.monotonic() - t0 < 1.0
     with pytest.raises(RemoteError) as err:  # parsers have no fault handler
         client.request("parser", FaultRequest("crash"), FaultReply, timeout=5)
+    assert err.value.code == "unknown_kind"
+    with pytest.raises(RemoteError) as err:
+        client.request("kernel", FaultRequest("crash"), FaultReply, timeout=5)
     assert err.value.code == "unknown_kind"
     assert all(w["restarts"] == 0 for w in kernel.status().workers)
 
@@ -182,3 +192,31 @@ def test_kill9_of_the_kernel_takes_every_worker_with_it(kernel: RunningKernel) -
         assert ping(k2, "testworker").name == "testworker"
     finally:
         k2.stop()
+
+
+def test_a_worker_that_never_sends_ready_is_killed_and_retried_with_growing_backoff(home_dir: Path) -> None:
+    config = (
+        FAST_RESTART
+        + """
+[workers.mute]
+module = "foldermind.workers.testworker"
+restart = { start_timeout_s = 1.5, backoff_initial_s = 0.2, backoff_jitter = 0.0, max_restarts = 2 }
+env = { FOLDERMIND_FAULT = "no_ready" }
+"""
+    )
+    k = RunningKernel(home_dir, config)
+    try:
+        cli(home_dir, "start")
+        k.kernel_pid = int(k.home.pid_file.read_text())
+        k.connect_events()
+        w = k.wait_state("mute", "FAILED", timeout=30)
+        assert "no READY within 1.5 s" in (w["last_error"] or "")
+        delays = [
+            float(ev.reason.rsplit("restarting in ", 1)[1].split(" s")[0])
+            for ev in k.collect_events()
+            if ev.name == "mute" and ev.new == "BACKOFF"
+        ]
+        assert delays == [0.2, 0.4][-len(delays) :] and delays, delays
+        assert k.worker("parser#1")["state"] == "RUNNING"
+    finally:
+        k.stop()

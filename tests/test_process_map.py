@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
+from foldermind.protocol.errors import WorkerLost
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, FaultRequest, PingReply, PingRequest
 
 from tests.helpers import (
@@ -168,9 +170,7 @@ def test_worker_run_takes_a_worker_into_the_foreground_and_gives_it_back(kernel:
         w = kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
         assert w["pid"] == fg.pid
         wait_for(
-            lambda: (
-                not psutil.pid_exists(old_pid) or psutil.Process(old_pid).status() == psutil.STATUS_ZOMBIE
-            ),
+            lambda: not psutil.pid_exists(old_pid) or psutil.Process(old_pid).status() == psutil.STATUS_ZOMBIE,
             10,
             what="supervisor's copy gone",
         )
@@ -214,3 +214,53 @@ def test_worker_run_killed_hard_is_taken_back_at_once(kernel: RunningKernel) -> 
     finally:
         if fg.poll() is None:
             fg.kill()
+
+
+def test_a_dropped_worker_run_copy_that_wakes_up_is_told_to_go(kernel: RunningKernel) -> None:
+    """A GIL stall longer than the heartbeat liveness: the kernel takes the worker back, and the
+    stalled foreground copy, once it wakes, is dismissed instead of lingering unrouted."""
+    old_pid = kernel.worker("testworker")["pid"]
+    fg = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "foldermind.kernel.cli",
+            "--home",
+            str(kernel.root),
+            "worker",
+            "run",
+            "testworker",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
+        assert kernel.worker("testworker")["pid"] == fg.pid
+        with kernel.client() as client, pytest.raises(WorkerLost):
+            client.request("testworker", FaultRequest("hang_gil", seconds=6), PingReply, timeout=30)
+        back = kernel.wait_state("testworker", "RUNNING", other_pid_than=fg.pid)
+        assert psutil.Process(back["pid"]).ppid() == kernel.kernel_pid
+        assert fg.wait(timeout=20) == 0
+        assert kernel.worker("testworker")["pid"] == back["pid"]
+    finally:
+        if fg.poll() is None:
+            fg.kill()
+        fg.wait()
+
+
+def test_restart_is_refused_while_stopping_and_stop_still_completes(home_dir: Path) -> None:
+    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + "restart = { stop_grace_s = 2.0 }\n").start()
+    with k.client() as client:
+        client.send("testworker", FaultRequest("hang_gil", seconds=30), timeout=60)
+        wait_for(lambda: k.worker("testworker")["in_flight"] == 1, 5, what="job in flight")
+    stopper = subprocess.Popen(
+        [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(home_dir), "stop"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: k.worker("parser#1")["state"] != "RUNNING", 10, what="stop under way")
+    refused = cli(home_dir, "restart", "parser", check=False)
+    assert refused.returncode != 0 and "stopping" in refused.stderr
+    out, _ = stopper.communicate(timeout=30)
+    assert stopper.returncode == 0 and "foldermind stopped." in out

@@ -65,6 +65,8 @@ class WorkerContext:
     max_message_bytes: int = frames.DEFAULT_MAX_BYTES
     kernel_pid: int = 0
     log_file: str = ""
+    log_max_mb: int = 10
+    log_backups: int = 3
     home: str = ""
 
     ENV: ClassVar[dict[str, str]] = {
@@ -76,6 +78,8 @@ class WorkerContext:
         "max_message_bytes": "FOLDERMIND_MAX_MESSAGE_BYTES",
         "kernel_pid": "FOLDERMIND_KERNEL_PID",
         "log_file": "FOLDERMIND_LOG_FILE",
+        "log_max_mb": "FOLDERMIND_LOG_MAX_MB",
+        "log_backups": "FOLDERMIND_LOG_BACKUPS",
         "home": "FOLDERMIND_HOME",
     }
 
@@ -95,6 +99,8 @@ class WorkerContext:
                 max_message_bytes=int(env.get(cls.ENV["max_message_bytes"], frames.DEFAULT_MAX_BYTES)),
                 kernel_pid=int(env.get(cls.ENV["kernel_pid"], 0)),
                 log_file=env.get(cls.ENV["log_file"], ""),
+                log_max_mb=int(env.get(cls.ENV["log_max_mb"], 10)),
+                log_backups=int(env.get(cls.ENV["log_backups"], 3)),
                 home=env.get(cls.ENV["home"], ""),
             )
         except KeyError as exc:
@@ -121,7 +127,6 @@ class JobError(Exception):
 class Worker:
     """Base class: override ``service``, ``setup``, ``handlers`` and ``teardown`` as needed."""
 
-    service: ClassVar[str] = ""
     capacity: int = 1
     """How many jobs the broker may hand this worker at once (1 = strictly one after another)."""
 
@@ -294,9 +299,7 @@ class _Runner:
         env = packet.env
         handler = handlers.get(env.kind)
         if handler is None:
-            self._reply_error(
-                env, ErrorInfo(ErrorCode.UNKNOWN_KIND, f"{self.ctx.name} does not handle {env.kind}")
-            )
+            self._reply_error(env, ErrorInfo(ErrorCode.UNKNOWN_KIND, f"{self.ctx.name} does not handle {env.kind}"))
             return
         try:
             body = packet.body()
@@ -343,6 +346,6 @@ def run(worker_cls: type[Worker], ctx: WorkerContext, configure_logging: bool = 
     if configure_logging and ctx.log_file:
         from foldermind.kernel import logs
 
-        logs.setup(Path(ctx.log_file))
+        logs.setup(Path(ctx.log_file), ctx.log_max_mb, ctx.log_backups)
     _die_with_parent(ctx.kernel_pid)
     return _Runner(worker_cls(ctx), ctx).serve()

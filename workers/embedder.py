@@ -14,8 +14,6 @@ ROLE = "Turns batches of chunks into normalised float32 vectors."
 
 
 class EmbedderWorker(Worker):
-    service = "embedder"
-
     def details(self) -> dict[str, Any]:
         return {"role": ROLE, "implemented": False}
 

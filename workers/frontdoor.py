@@ -14,8 +14,6 @@ ROLE = "The MCP server: streamable HTTP on 127.0.0.1 and the stdio bridge's endp
 
 
 class FrontdoorWorker(Worker):
-    service = "frontdoor"
-
     def details(self) -> dict[str, Any]:
         return {
             "role": "The MCP server: streamable HTTP on 127.0.0.1 and the stdio bridge's endpoint.",

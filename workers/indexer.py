@@ -14,8 +14,6 @@ ROLE = "The only writer of the Tantivy index, the usearch file and SQLite; answe
 
 
 class IndexerWorker(Worker):
-    service = "indexer"
-
     def details(self) -> dict[str, Any]:
         return {
             "role": "The only writer of the Tantivy index, the usearch file and SQLite; answers searches.",

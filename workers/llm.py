@@ -14,8 +14,6 @@ ROLE = "Local generation for grounded chat and document analysis."
 
 
 class LlmWorker(Worker):
-    service = "llm"
-
     def details(self) -> dict[str, Any]:
         return {"role": ROLE, "implemented": False}
 

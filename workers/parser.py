@@ -14,8 +14,6 @@ ROLE = "Turns one file into text segments with locations (pool member)."
 
 
 class ParserWorker(Worker):
-    service = "parser"
-
     def details(self) -> dict[str, Any]:
         return {
             "role": "Turns one file into text segments with locations (pool member).",

@@ -30,8 +30,6 @@ log = logging.getLogger("foldermind.testworker")
 
 
 class TestWorker(Worker):
-    service = "testworker"
-
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         self.capacity = int(os.environ.get("FOLDERMIND_CAPACITY", "1"))

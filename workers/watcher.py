@@ -14,8 +14,6 @@ ROLE = "Watches every Smart Folder and reports debounced file changes."
 
 
 class WatcherWorker(Worker):
-    service = "watcher"
-
     def details(self) -> dict[str, Any]:
         return {
             "role": "Watches every Smart Folder and reports debounced file changes.",
