@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import zmq
+
 from foldermind.kernel.config import BusPolicy
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
@@ -49,6 +50,7 @@ class Peer:
     ident: bytes
     capacity: int
     last_seen: float
+    note: str = ""
     jobs: set[str] = field(default_factory=set)
 
     @property
@@ -134,7 +136,7 @@ class Broker:
         env = packet.env
         kind = env.kind
         if ident.endswith(HB_SUFFIX):
-            self._on_heartbeat(ident, env)
+            self._on_heartbeat(ident, packet)
             return
         peer = self.peers.get(ident)
         if peer is not None:
@@ -153,11 +155,19 @@ class Broker:
         else:
             self._on_request(ident, packet)
 
-    def _on_heartbeat(self, hb_ident: bytes, env: Envelope) -> None:
+    def _on_heartbeat(self, hb_ident: bytes, packet: frames.Packet) -> None:
+        env = packet.env
         job_ident = hb_ident[: -len(HB_SUFFIX)]
         peer = self.peers.get(job_ident)
         if peer is not None:
             peer.last_seen = time.monotonic()
+            try:
+                beat = packet.body()
+            except ProtocolError as exc:
+                self._bad.warn("bad heartbeat from %s: %s", peer.name, exc)
+            else:
+                if isinstance(beat, Heartbeat):
+                    peer.note = beat.note[:200]
         elif job_ident in self._dropped:
             # Declared lost (say, a GIL stall in a `worker run` copy) yet alive after all: it must
             # not linger unrouted, so tell it to go.
@@ -316,6 +326,10 @@ class Broker:
                             ErrorInfo(ErrorCode.SERVICE_UNAVAILABLE, f"no worker serves {target!r}"),
                         )
                         self._finish(job)
+
+    def note(self, name: str) -> str:
+        peer = self.by_name.get(name)
+        return peer.note if peer is not None else ""
 
     def in_flight(self, name: str) -> int:
         peer = self.by_name.get(name)

@@ -15,22 +15,33 @@ from typing import Any, TypeVar
 
 import click
 import psutil
+
 from foldermind.kernel import __version__, logs
-from foldermind.kernel.config import ConfigError, SupervisorConfig, load
+from foldermind.kernel.config import INGEST_ENV, ConfigError, SupervisorConfig, load
 from foldermind.kernel.home import Home, KernelLock
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError, KernelUnavailable, RemoteError
 from foldermind.protocol.messages import (
     AttachReply,
     AttachRequest,
+    FolderAddReply,
+    FolderAddRequest,
+    FolderListReply,
+    FolderListRequest,
+    FolderRemoveReply,
+    FolderRemoveRequest,
     PingReply,
     PingRequest,
     RestartReply,
     RestartRequest,
+    SearchReply,
+    SearchRequest,
     StatusReply,
     StatusRequest,
     StopReply,
     StopRequest,
+    WatchSyncReply,
+    WatchSyncRequest,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -224,9 +235,16 @@ def fetch_status(home: Home) -> StatusReply | None:
         return None
     with connect(home) as client:
         try:
-            return client.request("kernel", StatusRequest(), StatusReply, timeout=5).body
+            status = client.request("kernel", StatusRequest(), StatusReply, timeout=5).body
         except KernelUnavailable:
             return None
+        try:  # folder progress lives with the indexer; status still answers while it restarts
+            status.folders = [
+                dict(f) for f in client.request("indexer", FolderListRequest(), FolderListReply, timeout=3).body.folders
+            ]
+        except BusError:
+            status.folders = []
+        return status
 
 
 def _fmt_bytes(n: int | None) -> str:
@@ -259,14 +277,21 @@ def status(as_json: bool) -> None:
     k = st.kernel
     uptime, rss = _fmt_uptime(k["uptime_s"]), _fmt_bytes(k["rss_bytes"])
     click.echo(f"kernel  pid {k['pid']}  up {uptime}  v{k['version']}  {rss}")
-    click.echo(f"{'WORKER':<14}{'STATE':<10}{'PID':>8}{'UPTIME':>9}{'RESTARTS':>10}{'JOBS':>6}{'RSS':>9}  LAST ERROR")
+    header = f"{'WORKER':<14}{'STATE':<10}{'PID':>8}{'UPTIME':>9}{'RESTARTS':>10}{'JOBS':>6}{'RSS':>9}"
+    click.echo(f"{header}  LAST ERROR / NOTE")
     for w in st.workers:
         click.echo(
             f"{w['name']:<14}{w['state']:<10}{w['pid'] or '-':>8}{_fmt_uptime(w['uptime_s']):>9}"
-            f"{w['restarts']:>10}{w['in_flight']:>6}{_fmt_bytes(w['rss_bytes']):>9}  {w['last_error'] or ''}"
+            f"{w['restarts']:>10}{w['in_flight']:>6}{_fmt_bytes(w['rss_bytes']):>9}  "
+            f"{w['last_error'] or w.get('note') or ''}"
         )
     mcp = st.mcp
     click.echo(f"mcp     {mcp['state']}" + (f"  {mcp['url']}" if mcp["url"] else ""))
+    for f in st.folders:
+        click.echo(
+            f"folder  {f['name']}  {f['path']}  {f['state']}: {f['files_indexed']}/{f['files_total']} files indexed, "
+            f"{f['files_failed']} failed, {f['chunks']} chunks ({f['chunks_embedded']} embedded)"
+        )
 
 
 @cli.command()
@@ -379,6 +404,7 @@ def worker_run(name: str) -> None:
         else:
             raise click.ClickException(f"the supervisor's copy of {name} did not stand down")
     os.environ.update(spec.env)
+    os.environ[INGEST_ENV] = config.ingest.model_dump_json()
     logs.setup(home.log_file(name), config.kernel.log_max_mb, config.kernel.log_backups, also_stderr=True)
     click.echo(f"{name} running in the foreground (pid {os.getpid()}); Ctrl-C hands it back to the supervisor.")
     ctx = WorkerContext(
@@ -395,6 +421,133 @@ def worker_run(name: str) -> None:
         home=str(home.root or ""),
     )
     sys.exit(run(worker_cls, ctx, configure_logging=False))
+
+
+# ------------------------------------------------------------------------------------------
+# Smart Folders and search
+
+
+def _call(home: Home, to: str, msg: Any, reply: Any, timeout: float = 30) -> Any:
+    require_running(home)
+    with connect(home) as client:
+        try:
+            return client.request(to, msg, reply, timeout=timeout).body
+        except RemoteError as exc:
+            raise click.ClickException(exc.info.message) from exc
+        except BusError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@cli.group()
+def folders() -> None:
+    """Register, list and remove Smart Folders."""
+
+
+@folders.command("add")
+@home_option
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option("--name", default="", help="Display name (default: the folder's name).")
+@click.option("--description", default="", help="What the folder holds.")
+@click.option("--wait", is_flag=True, help="Show progress until the folder is indexed.")
+def folders_add(path: str, name: str, description: str, wait: bool) -> None:
+    """Register PATH as a Smart Folder and index it."""
+    home = current_home()
+    folder = _call(home, "indexer", FolderAddRequest(os.path.abspath(path), name, description), FolderAddReply).folder
+    click.echo(f"registered {folder['name']} ({folder['id']}): {folder['path']}")
+    _call(home, "watcher", WatchSyncRequest(), WatchSyncReply, timeout=120)
+    if wait:
+        _wait_indexed(home, folder["id"])
+
+
+def _folder(home: Home, folder_id: str) -> dict[str, Any]:
+    for f in _call(home, "indexer", FolderListRequest(), FolderListReply, timeout=10).folders:
+        if f["id"] == folder_id:
+            return dict(f)
+    raise click.ClickException("the folder was removed meanwhile")
+
+
+def _wait_indexed(home: Home, folder_id: str) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[extra]}"),
+    ) as bar:
+        task = bar.add_task("indexing", total=None, extra="")
+        while True:
+            f = _folder(home, folder_id)
+            done = f["files_indexed"] + f["files_failed"]
+            extra = f"{f['chunks']} chunks, {f['chunks_embedded']} embedded, {f['files_failed']} failed"
+            bar.update(task, total=max(f["files_total"], 1), completed=done, extra=extra)
+            if f["state"] == "ready" and done >= f["files_total"]:
+                break
+            time.sleep(0.3)
+    click.echo(f"indexed: {f['files_indexed']} files ({f['files_failed']} failed), {f['chunks']} chunks")
+
+
+@folders.command("list")
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def folders_list(as_json: bool) -> None:
+    """Every Smart Folder with its indexing progress."""
+    found = _call(current_home(), "indexer", FolderListRequest(), FolderListReply, timeout=10).folders
+    if as_json:
+        click.echo(json.dumps([dict(f) for f in found], indent=2))
+        return
+    if not found:
+        click.echo("no Smart Folders yet: foldermind folders add PATH")
+    for f in found:
+        click.echo(f"{f['id']}  {f['name']:<20} {f['path']}")
+        click.echo(
+            f"    {f['state']}: {f['files_indexed']}/{f['files_total']} files, {f['files_failed']} failed, "
+            f"{f['chunks']} chunks"
+        )
+
+
+@folders.command("remove")
+@home_option
+@click.argument("folder")
+def folders_remove(folder: str) -> None:
+    """Unregister a Smart Folder (by id or path) and purge its index entries; files are never touched."""
+    home = current_home()
+    target = os.path.abspath(folder) if os.path.exists(folder) else folder
+    reply = _call(home, "indexer", FolderRemoveRequest(target), FolderRemoveReply)
+    _call(home, "watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+    click.echo(f"removed {reply.folder['name']} ({reply.documents_purged} documents purged from the index)")
+
+
+@cli.command()
+@home_option
+@click.argument("query")
+@click.option("--mode", type=click.Choice(["hybrid", "semantic", "keyword"]), default="hybrid", show_default=True)
+@click.option("--top-k", type=click.IntRange(1, 50), default=10, show_default=True)
+@click.option("--folder", "folder_id", default=None, help="Only this Smart Folder (id).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def search(query: str, mode: str, top_k: int, folder_id: str | None, as_json: bool) -> None:
+    """Search the indexed documents (the search_documents tool from a terminal)."""
+    reply = _call(current_home(), "indexer", SearchRequest(query, mode, top_k, folder_id), SearchReply)
+    if as_json:
+        click.echo(json.dumps(reply.to_body(), indent=2, ensure_ascii=False))
+        return
+    if reply.note:
+        click.echo(f"({reply.note})")
+    for i, r in enumerate(reply.results, 1):
+        loc = r["location"]
+        where = ", ".join(
+            x
+            for x in (
+                f"p. {loc['page']}" if "page" in loc else "",
+                loc.get("heading", ""),
+                f"lines {loc['line_start']}-{loc['line_end']}",
+            )
+            if x
+        )
+        click.echo(f"{i}. {r['file_path']}  ({where})  score {r['score']:.3f}")
+        click.echo(f"   {' '.join(r['snippet'].split())}")
+    click.echo(f"{len(reply.results)} of {reply.total_matches} matches, {reply.query_ms:.1f} ms, {reply.mode_used}")
 
 
 def main() -> None:

@@ -48,6 +48,34 @@ class KernelPolicy(_Strict):
     log_backups: int = Field(3, ge=0)
 
 
+class IngestPolicy(_Strict):
+    max_file_size_mb: float = Field(50, gt=0)
+    debounce_s: float = Field(0.5, ge=0)
+    chunk_max_tokens: int = Field(256, ge=16, le=8192)
+    chunk_overlap_tokens: int = Field(32, ge=0)
+    parse_timeout_s: float = Field(60.0, gt=0)
+    parser_memory_mb: int = Field(2048, ge=0)
+    parse_window: int = Field(4, ge=1)
+    embed_batch: int = Field(32, ge=1)
+    embed_window: int = Field(2, ge=1)
+    embed_retry_s: float = Field(30.0, gt=0)
+    embed_model_dir: str = ""
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_size_mb * 1024 * 1024)
+
+
+INGEST_ENV = "FOLDERMIND_INGEST"
+"""Environment variable that carries the [ingest] table (JSON) to every worker."""
+
+
+def ingest_from_env() -> IngestPolicy:
+    import os
+
+    return IngestPolicy.model_validate_json(os.environ.get(INGEST_ENV) or "{}")
+
+
 class WorkerSpec(_Strict):
     module: str
     count: int = Field(1, ge=1, le=64)
@@ -60,6 +88,7 @@ class SupervisorConfig(_Strict):
     bus: BusPolicy = BusPolicy()
     restart: RestartPolicy = RestartPolicy()
     kernel: KernelPolicy = KernelPolicy()
+    ingest: IngestPolicy = IngestPolicy()
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)
 
     def restart_policy_for(self, worker: str) -> RestartPolicy:

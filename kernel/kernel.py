@@ -17,6 +17,7 @@ from typing import Any
 
 import psutil
 import zmq
+
 from foldermind.kernel import __version__
 from foldermind.kernel.broker import Broker
 from foldermind.kernel.config import SupervisorConfig
@@ -207,6 +208,7 @@ class Kernel:
                     in_flight=self.broker.in_flight(slot.name),
                     last_error=slot.last_error,
                     rss_bytes=self.supervisor.rss(slot),
+                    note=self.broker.note(slot.name),
                 )
             )
         kernel = KernelInfo(

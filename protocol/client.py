@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import zmq
+
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorInfo, KernelUnavailable, ProtocolError, raise_for
 from foldermind.protocol.messages import Envelope, Message

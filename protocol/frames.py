@@ -23,6 +23,7 @@ from typing import Any
 
 import msgpack
 import zmq
+
 from foldermind.protocol.errors import OversizedMessage, ProtocolError
 from foldermind.protocol.messages import Envelope, Message, decode_body
 

@@ -204,6 +204,8 @@ class Heartbeat(Message):
     name: str
     pid: int
     busy: int = 0
+    note: str = ""
+    """A short state line the kernel shows in ``status`` (e.g. ``model ready``); never document text."""
 
 
 @message("worker.disconnect")
@@ -315,6 +317,7 @@ class WorkerInfo(TypedDict):
     in_flight: int
     last_error: str | None
     rss_bytes: int | None
+    note: str
 
 
 class McpInfo(TypedDict):
@@ -424,3 +427,238 @@ def decode_body(env: Envelope, body: Any) -> Message:
         return cls.from_body(body)
     except TypeError as exc:
         raise ProtocolError(f"{env.kind}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Ingestion: parsing, embedding, indexing (watcher -> indexer -> parser/embedder)
+
+
+class ChunkInfo(TypedDict):
+    """One chunk of a parsed document, with where it came from."""
+
+    ordinal: int
+    text: str
+    tokens: int
+    heading: str | None
+    page_start: int | None
+    page_end: int | None
+    line_start: int
+    line_end: int
+    char_start: int
+    char_end: int
+
+
+@message("parse.request")
+@dataclass(slots=True)
+class ParseRequest(Message):
+    """Parse the file at ``path`` (absolute) into chunks no longer than ``max_tokens`` tokens of the
+    embedding model's own tokenizer, overlapping by ``overlap_tokens``; refuse files over
+    ``max_bytes``. Errors: ``parse_failed`` (message says why: ``no extractable text (scanned?)``,
+    ``encrypted PDF``, ``not a text file``, ...), ``file_too_large``, ``unreadable``."""
+
+    path: str
+    max_bytes: int = 50 * 1024 * 1024
+    max_tokens: int = 256
+    overlap_tokens: int = 32
+
+
+@message("parse.reply")
+@dataclass(slots=True)
+class ParseReply(Message):
+    """``format`` (txt, md, pdf, docx, html), ``title`` if the document names one, ``pages`` for
+    paginated formats, and the ``chunks`` in order."""
+
+    format: str
+    chunks: list[ChunkInfo]
+    title: str | None = None
+    pages: int | None = None
+
+
+@message("embed.request")
+@dataclass(slots=True)
+class EmbedRequest(Message):
+    """Embed ``texts`` (at most a few hundred). Errors: ``model_unavailable`` (retryable; the
+    message says why the model cannot load)."""
+
+    texts: list[str]
+
+
+@message("embed.reply")
+@dataclass(slots=True)
+class EmbedReply(Message):
+    """One buffer frame follows: ``count`` x ``dim`` normalised vectors, ``dtype`` (float32), C
+    order. ``model`` names the model that made them."""
+
+    count: int
+    dim: int
+    model: str
+    dtype: str = "float32"
+
+
+class FileEntry(TypedDict):
+    path: str
+    size: int
+    mtime_ns: int
+
+
+class ChangeEvent(TypedDict):
+    """``kind``: created, modified, deleted or moved (then ``dest`` is the new path)."""
+
+    kind: str
+    path: str
+    dest: str | None
+
+
+@message("index.reconcile.request")
+@dataclass(slots=True)
+class ReconcileRequest(Message):
+    """Watcher -> indexer: the full list of eligible files now in folder ``folder_id``. The indexer
+    queues new and changed files, forgets vanished ones, and records ``skipped`` (path -> reason)."""
+
+    folder_id: str
+    files: list[FileEntry]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+@message("index.reconcile.reply")
+@dataclass(slots=True)
+class ReconcileReply(Message):
+    """How many files were new, changed, unchanged and deleted."""
+
+    new: int
+    changed: int
+    unchanged: int
+    deleted: int
+
+
+@message("index.changes.request")
+@dataclass(slots=True)
+class ChangesRequest(Message):
+    """Watcher -> indexer: debounced file events. A move inside the indexed set keeps the document
+    (and its analysis) and only updates its path."""
+
+    events: list[ChangeEvent]
+
+
+@message("index.changes.reply")
+@dataclass(slots=True)
+class ChangesReply(Message):
+    """How many events were taken into account."""
+
+    accepted: int
+
+
+class FolderInfo(TypedDict):
+    id: str
+    name: str
+    description: str
+    path: str
+    added_at: float
+    last_organized_at: float | None
+    files_total: int
+    files_indexed: int
+    files_failed: int
+    chunks: int
+    chunks_embedded: int
+    state: str
+
+
+@message("folders.add.request")
+@dataclass(slots=True)
+class FolderAddRequest(Message):
+    """Register ``path`` (absolute, an existing folder) as a Smart Folder. Errors:
+    ``invalid_path``, ``folder_overlap`` (inside or around a registered folder)."""
+
+    path: str
+    name: str = ""
+    description: str = ""
+
+
+@message("folders.add.reply")
+@dataclass(slots=True)
+class FolderAddReply(Message):
+    """The registered folder."""
+
+    folder: FolderInfo
+
+
+@message("folders.list.request")
+@dataclass(slots=True)
+class FolderListRequest(Message):
+    """Every Smart Folder with its indexing progress."""
+
+
+@message("folders.list.reply")
+@dataclass(slots=True)
+class FolderListReply(Message):
+    """The folders, in the order they were added."""
+
+    folders: list[FolderInfo]
+
+
+@message("folders.remove.request")
+@dataclass(slots=True)
+class FolderRemoveRequest(Message):
+    """Unregister a folder by id or path and purge its entries from every index (files are never
+    touched). Errors: ``unknown_folder``."""
+
+    folder: str
+
+
+@message("folders.remove.reply")
+@dataclass(slots=True)
+class FolderRemoveReply(Message):
+    """The folder removed and how many documents were purged."""
+
+    folder: FolderInfo
+    documents_purged: int
+
+
+class SearchHit(TypedDict):
+    chunk_id: int
+    file_path: str
+    file_name: str
+    score: float
+    snippet: str
+    smart_folder: str
+    modified_at: float
+    location: dict[str, Any]
+
+
+@message("search.request")
+@dataclass(slots=True)
+class SearchRequest(Message):
+    """Search the index. ``mode``: keyword, semantic or hybrid; ``folder_id`` scopes it. Errors:
+    ``invalid_query``, ``invalid_smart_folder``."""
+
+    query: str
+    mode: str = "keyword"
+    top_k: int = 10
+    folder_id: str | None = None
+
+
+@message("search.reply")
+@dataclass(slots=True)
+class SearchReply(Message):
+    """Ranked results, the number of matches, the time taken and the mode actually used."""
+
+    results: list[SearchHit]
+    total_matches: int
+    query_ms: float
+    mode_used: str
+    note: str | None = None
+
+
+@message("watch.sync.request")
+@dataclass(slots=True)
+class WatchSyncRequest(Message):
+    """CLI -> watcher: re-read the folder list from the indexer, (un)watch folders accordingly and
+    reconcile the new ones."""
+
+
+@message("watch.sync.reply")
+@dataclass(slots=True)
+class WatchSyncReply(Message):
+    """How many folders are now watched."""
+
+    folders: int

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import psutil
 import zmq
+
 from foldermind.kernel.home import Home
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient

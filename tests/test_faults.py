@@ -7,6 +7,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from foldermind.protocol import frames
 from foldermind.protocol.errors import DeadlineExceeded, RemoteError, ServiceUnavailable, WorkerLost
 from foldermind.protocol.messages import (
@@ -17,7 +18,6 @@ from foldermind.protocol.messages import (
     PingReply,
     PingRequest,
 )
-
 from tests.helpers import FAST_RESTART, TESTWORKER, RunningKernel, cli, kill9, wait_for
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from foldermind.protocol.errors import WorkerLost
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, FaultRequest, PingReply, PingRequest
-
 from tests.helpers import (
     FAST_RESTART,
     TESTWORKER,

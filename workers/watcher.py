@@ -1,24 +1,221 @@
-"""The watcher worker. Watches every Smart Folder and reports debounced file changes.
+"""The watcher worker: watchdog observers on every Smart Folder.
 
-Stands in the process map now, answering ``ping`` and ``describe``; its job arrives with the
-issue that builds it.
+On start (and on ``watch.sync``) it asks the indexer for the folders, reconciles each one against
+the database by sending the full list of eligible files (so changes made while foldermind was
+stopped are caught), and watches them. File events are debounced: a path is reported once it has
+been quiet for ``debounce_s``, so a file being written is indexed once, after it settles.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import logging
+import os
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
-from foldermind.workers.base import Worker
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
 
-ROLE = "Watches every Smart Folder and reports debounced file changes."
+from foldermind.kernel.config import ingest_from_env
+from foldermind.protocol.client import BusClient
+from foldermind.protocol.errors import BusError
+from foldermind.protocol.messages import (
+    ChangeEvent,
+    ChangesReply,
+    ChangesRequest,
+    FileEntry,
+    FolderListReply,
+    FolderListRequest,
+    ReconcileReply,
+    ReconcileRequest,
+    WatchSyncReply,
+    WatchSyncRequest,
+)
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext
+
+log = logging.getLogger("foldermind.watcher")
+
+SUPPORTED = frozenset({".txt", ".text", ".md", ".markdown", ".pdf", ".docx", ".html", ".htm"})
+TEMPORARY = ("~$*", "*.swp", "*.swo", "*.swx", "*~", "*.part", "*.crdownload", "*.download", "*.tmp", "#*#", ".~lock*")
+
+
+def eligible_name(name: str) -> bool:
+    """Hidden files, editor/download temporaries and unsupported formats are never indexed."""
+    if name.startswith(".") or any(fnmatch.fnmatch(name, pat) for pat in TEMPORARY):
+        return False
+    return os.path.splitext(name)[1].lower() in SUPPORTED
+
+
+def eligible_path(path: str, root: str) -> bool:
+    """``path`` (inside ``root``) is eligible: no hidden folder on the way, and it resolves, symlinks
+    followed, to a regular file inside ``root``."""
+    rel = os.path.relpath(path, root)
+    if rel.startswith("..") or any(part.startswith(".") for part in Path(rel).parts):
+        return False
+    if not eligible_name(os.path.basename(path)):
+        return False
+    real = os.path.realpath(path)
+    return (real == root or real.startswith(root.rstrip("/") + "/")) and os.path.isfile(real)
+
+
+def scan(root: str) -> list[FileEntry]:
+    """Every eligible file under ``root``; symlinked folders are not followed."""
+    found: list[FileEntry] = []
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as exc:
+            log.warning("cannot list a folder: %s", exc.strerror)
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif eligible_path(entry.path, root):
+                    st = entry.stat(follow_symlinks=True)
+                    found.append(FileEntry(path=entry.path, size=st.st_size, mtime_ns=st.st_mtime_ns))
+            except OSError:
+                continue
+    return found
+
+
+class _Events(FileSystemEventHandler):
+    def __init__(self, watcher: WatcherWorker, root: str) -> None:
+        self.watcher, self.root = watcher, root
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        kind = event.event_type
+        src = os.fsdecode(event.src_path)
+        dest = os.fsdecode(event.dest_path) if getattr(event, "dest_path", "") else None
+        if kind in ("opened", "closed_no_write"):
+            return
+        if kind == "moved" and dest:
+            src_ok = event.is_directory or eligible_name(os.path.basename(src))
+            dest_ok = event.is_directory or eligible_path(dest, self.root)
+            if src_ok and dest_ok:
+                self.watcher.note_event(ChangeEvent(kind="moved", path=src, dest=dest))
+            elif dest_ok:  # e.g. a download renamed from .part to .pdf
+                self.watcher.note_event(ChangeEvent(kind="created", path=dest, dest=None))
+            elif src_ok:
+                self.watcher.note_event(ChangeEvent(kind="deleted", path=src, dest=None))
+            return
+        if kind == "deleted":
+            self.watcher.note_event(ChangeEvent(kind="deleted", path=src, dest=None))
+        elif not event.is_directory and kind in ("created", "modified", "closed") and eligible_path(src, self.root):
+            self.watcher.note_event(ChangeEvent(kind="modified", path=src, dest=None))
 
 
 class WatcherWorker(Worker):
+    def __init__(self, ctx: WorkerContext) -> None:
+        super().__init__(ctx)
+        self.policy = ingest_from_env()
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple[ChangeEvent, float]] = {}
+        self._observers: dict[str, Any] = {}
+        self._local = threading.local()
+        self._stop = threading.Event()
+
+    def setup(self) -> None:
+        threading.Thread(target=self._start_sync, name="initial-sync", daemon=True).start()
+        threading.Thread(target=self._debounce_loop, name="debounce", daemon=True).start()
+
+    def teardown(self) -> None:
+        self._stop.set()
+        for observer in self._observers.values():
+            observer.stop()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {**super().handlers(), WatchSyncRequest.KIND: self.on_sync}
+
     def details(self) -> dict[str, Any]:
-        return {
-            "role": "Watches every Smart Folder and reports debounced file changes.",
-            "implemented": False,
-        }
+        return {"watching": len(self._observers)}
+
+    def client(self) -> BusClient:
+        client: BusClient | None = getattr(self._local, "client", None)
+        if client is None:
+            client = BusClient(self.ctx.bus_endpoint, name=f"{self.ctx.name}.{threading.current_thread().name}")
+            self._local.client = client
+        return client
+
+    # ---------------------------------------------------------------------------------------
+
+    def _start_sync(self) -> None:
+        for delay in (0.0, 1.0, 2.0, 5.0, 10.0, 30.0):
+            time.sleep(delay)
+            try:
+                self.sync()
+                return
+            except BusError as exc:
+                log.warning("initial sync failed (%s); retrying", exc)
+
+    def on_sync(self, req: Request) -> Result:
+        return WatchSyncReply(self.sync())
+
+    def sync(self) -> int:
+        """Watch exactly the registered folders; reconcile the ones not watched yet."""
+        folders = self.client().request("indexer", FolderListRequest(), FolderListReply, timeout=30).body.folders
+        wanted = {f["path"]: f for f in folders}
+        with self._lock:
+            for path in [p for p in self._observers if p not in wanted]:
+                self._observers.pop(path).stop()
+            fresh = [f for p, f in wanted.items() if p not in self._observers]
+            for folder in fresh:
+                observer = Observer()
+                observer.schedule(_Events(self, folder["path"]), folder["path"], recursive=True)
+                observer.daemon = True
+                observer.start()
+                self._observers[folder["path"]] = observer
+        for folder in fresh:
+            t0 = time.monotonic()
+            files = scan(folder["path"])
+            reply = (
+                self.client()
+                .request("indexer", ReconcileRequest(folder_id=folder["id"], files=files), ReconcileReply, timeout=120)
+                .body
+            )
+            log.info(
+                "folder %s: %d files scanned in %.2f s (%d new, %d changed, %d deleted)",
+                folder["id"],
+                len(files),
+                time.monotonic() - t0,
+                reply.new,
+                reply.changed,
+                reply.deleted,
+            )
+        self.status_note = f"watching {len(self._observers)} folder(s)"
+        return len(self._observers)
+
+    def note_event(self, event: ChangeEvent) -> None:
+        with self._lock:
+            key = event["path"]
+            previous = self._pending.get(key)
+            if previous and previous[0]["kind"] == "moved" and event["kind"] == "modified":
+                return
+            self._pending[key] = (event, time.monotonic())
+
+    def _debounce_loop(self) -> None:
+        while not self._stop.wait(min(0.1, self.policy.debounce_s / 2 or 0.1)):
+            now = time.monotonic()
+            with self._lock:
+                ripe = [k for k, (_, t) in self._pending.items() if now - t >= self.policy.debounce_s]
+                events = [self._pending.pop(k)[0] for k in ripe]
+            if not events:
+                continue
+            try:
+                self.client().request("indexer", ChangesRequest(events), ChangesReply, timeout=60)
+            except BusError as exc:
+                log.warning("could not deliver %d change(s) to the indexer (%s); will retry", len(events), exc)
+                with self._lock:
+                    for event in events:  # a newer event for the same path wins
+                        self._pending.setdefault(event["path"], (event, time.monotonic()))
+                self._stop.wait(1.0)
 
 
 WORKER = WatcherWorker

@@ -1,0 +1,310 @@
+"""The ingest thread of the indexer: pending documents -> parser pool -> SQLite -> Tantivy.
+
+It runs beside the indexer's serving thread with a bus client of its own, keeps up to
+``parse_window`` parses in flight, writes each parsed document in one SQLite transaction, and
+applies the journal to Tantivy (one commit for everything finished since the last one). A parse
+that loses its parser (crash, hang, memory limit) is retried once on a fresh parser and then
+quarantined as failed with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import zmq
+
+from foldermind.kernel.config import IngestPolicy
+from foldermind.protocol import frames
+from foldermind.protocol.client import BusClient
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
+from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
+from foldermind.workers.indexer.bm25 import KeywordIndex
+from foldermind.workers.indexer.store import Document, Store
+from foldermind.workers.indexer.vectors import VectorIndex
+
+log = logging.getLogger("foldermind.indexer.pipeline")
+
+_LOST = (ErrorCode.WORKER_LOST, ErrorCode.DEADLINE_EXCEEDED)
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(slots=True)
+class _Parse:
+    doc: Document
+    size: int
+    mtime_ns: int
+    sha256: str
+    attempt: int
+
+
+class Pipeline(threading.Thread):
+    SAVE_EVERY_S = 5.0
+
+    def __init__(
+        self,
+        store: Store,
+        bm25: KeywordIndex,
+        vectors: VectorIndex,
+        bus_endpoint: str,
+        policy: IngestPolicy,
+        name: str,
+    ) -> None:
+        super().__init__(name="ingest", daemon=True)
+        self.store, self.bm25, self.vectors, self.policy = store, bm25, vectors, policy
+        self.bus_endpoint, self.worker_name = bus_endpoint, name
+        self._wake_endpoint = f"inproc://ingest-wake-{id(self)}"
+        self._ctx: zmq.Context[Any] = zmq.Context.instance()
+        self._wake_recv: zmq.Socket[Any] = self._ctx.socket(zmq.PULL)
+        self._wake_recv.bind(self._wake_endpoint)
+        self._wakers = threading.local()
+        self._stopping = threading.Event()
+        self._inflight: dict[str, _Parse] = {}
+        self._journal_dirty = True  # replay whatever a crash left unapplied, first thing
+        self._embeds: dict[str, list[int]] = {}
+        self._embed_retry_at = 0.0
+        self._next_save = 0.0
+        self.embed_error: str | None = None
+        self.errors = 0
+
+    def wake(self) -> None:
+        """Tell the thread there is work (new pending files, or journal entries to apply)."""
+        sock: zmq.Socket[Any] | None = getattr(self._wakers, "sock", None)
+        if sock is None:
+            sock = self._ctx.socket(zmq.PUSH)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(self._wake_endpoint)
+            self._wakers.sock = sock
+        sock.send(b"", zmq.NOBLOCK)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.wake()
+
+    # ---------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        client = BusClient(self.bus_endpoint, name=f"{self.worker_name}.ingest")
+        poller = zmq.Poller()
+        poller.register(client.sock, zmq.POLLIN)
+        poller.register(self._wake_recv, zmq.POLLIN)
+        try:
+            self._reconcile_vectors()
+            while not self._stopping.is_set():
+                try:
+                    self._apply_journal()
+                    self._fill(client)
+                    self._fill_embeds(client)
+                    self._maybe_save()
+                except Exception:
+                    self.errors += 1
+                    log.exception("ingest step failed; retrying shortly")
+                    time.sleep(1.0)
+                timeout = 1000 if self._inflight or self._embeds or self.vectors.dirty else 5000
+                events = dict(poller.poll(timeout))
+                if self._wake_recv in events:
+                    while self._wake_recv.poll(0):
+                        self._wake_recv.recv()
+                    self._journal_dirty = True
+                if client.sock in events:
+                    self._drain(client)
+        finally:
+            client.close()
+            self._wake_recv.close(0)
+            self._save_vectors()
+
+    def _fill(self, client: BusClient) -> None:
+        room = self.policy.parse_window - len(self._inflight)
+        if room <= 0:
+            return
+        busy = {p.doc.id for p in self._inflight.values()}
+        for doc in self.store.pending(room + len(busy)):
+            if doc.id in busy:
+                continue
+            if room <= 0:
+                break
+            try:
+                st = os.stat(doc.path)
+            except OSError as exc:
+                self.store.set_failed(doc.id, f"unreadable: {exc.strerror or exc}")
+                self._journal_dirty = True
+                continue
+            if st.st_size > self.policy.max_file_bytes:
+                self.store.set_failed(doc.id, f"file too large ({st.st_size} bytes > {self.policy.max_file_bytes})")
+                self._journal_dirty = True
+                continue
+            try:
+                digest = sha256_of(doc.path)
+            except OSError as exc:
+                self.store.set_failed(doc.id, f"unreadable: {exc.strerror or exc}")
+                self._journal_dirty = True
+                continue
+            if digest == doc.sha256 and doc.attempts == 0 and self._has_chunks(doc.id):
+                self.store.mark_unchanged(doc.id, st.st_size, st.st_mtime_ns)  # touched, not changed
+                continue
+            self._send(client, _Parse(doc, st.st_size, st.st_mtime_ns, digest, attempt=1))
+            room -= 1
+
+    def _has_chunks(self, doc_id: int) -> bool:
+        row = self.store.db.execute("SELECT chunks, format FROM documents WHERE id = ?", (doc_id,)).fetchone()
+        return bool(row and row[1] is not None)
+
+    def _send(self, client: BusClient, job: _Parse) -> None:
+        request = ParseRequest(
+            path=job.doc.path,
+            max_bytes=self.policy.max_file_bytes,
+            max_tokens=self.policy.chunk_max_tokens,
+            overlap_tokens=self.policy.chunk_overlap_tokens,
+        )
+        # Parsing time grows with size (~1.2 s/MB of plain text here): big files get a longer deadline.
+        deadline = self.policy.parse_timeout_s + 2.0 * job.size / 1_048_576
+        env = client.send("parser", request, timeout=deadline, attempt=job.attempt)
+        self.store.set_attempts(job.doc.id, job.attempt)
+        self._inflight[env.id] = job
+
+    def _drain(self, client: BusClient) -> None:
+        while client.sock.poll(0):
+            try:
+                packet = frames.recv(client.sock)
+            except ProtocolError as exc:
+                log.warning("dropped a bad reply: %s", exc)
+                continue
+            if packet.env.cid in self._embeds:
+                self._embedded(self._embeds.pop(packet.env.cid), packet)
+                continue
+            job = self._inflight.pop(packet.env.cid, None)
+            if job is None:
+                continue
+            if packet.env.status == "error":
+                self._failed(client, job, packet.env.error or ErrorInfo(ErrorCode.INTERNAL, "error without detail"))
+                continue
+            body = packet.body()
+            assert isinstance(body, ParseReply)
+            self._store(job, body)
+
+    def _failed(self, client: BusClient, job: _Parse, error: ErrorInfo) -> None:
+        if error.code in _LOST and job.attempt == 1:
+            log.warning("parse of document %d lost its parser (%s); retrying on a fresh one", job.doc.id, error.code)
+            job.attempt = 2
+            self._send(client, job)
+            return
+        reason = error.message
+        if error.code in _LOST:
+            reason = f"quarantined: the parser failed twice on this file ({error.message})"
+        elif error.code == ErrorCode.SERVICE_UNAVAILABLE:
+            log.warning("no parser available; document %d stays pending", job.doc.id)
+            return
+        self.store.set_failed(job.doc.id, reason)
+        self._journal_dirty = True
+
+    def _store(self, job: _Parse, reply: ParseReply) -> None:
+        if self.store.document(job.doc.path) is None:
+            return  # deleted or moved while it was being parsed
+        with self.store.tx() as db:
+            self.store.write_document(
+                db,
+                job.doc.id,
+                job.size,
+                job.mtime_ns,
+                job.sha256,
+                reply.format,
+                reply.title,
+                reply.pages,
+                [dict(c) for c in reply.chunks],
+            )
+        self._journal_dirty = True
+
+    # ---------------------------------------------------------------------------------------
+    # embedding
+
+    def _fill_embeds(self, client: BusClient) -> None:
+        if time.monotonic() < self._embed_retry_at:
+            return
+        while len(self._embeds) < self.policy.embed_window:
+            busy = {i for ids in self._embeds.values() for i in ids}
+            batch = self.store.unembedded(self.policy.embed_batch, busy)
+            if not batch:
+                return
+            env = client.send("embedder", EmbedRequest([text for _, text in batch]), timeout=600)
+            self._embeds[env.id] = [chunk_id for chunk_id, _ in batch]
+
+    def _embedded(self, ids: list[int], packet: frames.Packet) -> None:
+        if packet.env.status == "error":
+            error = packet.env.error or ErrorInfo(ErrorCode.INTERNAL, "error without detail")
+            if error.code in _LOST:
+                return  # the chunks stay unembedded and go out again with the next batch
+            # The model cannot load (or no embedder runs): documents stay keyword-searchable and
+            # are embedded once it can, without anyone asking.
+            self.embed_error = error.message
+            self._embed_retry_at = time.monotonic() + self.policy.embed_retry_s
+            log.warning("embedding unavailable (%s); retrying in %.0f s", error.message, self.policy.embed_retry_s)
+            return
+        body = packet.body()
+        assert isinstance(body, EmbedReply)
+        if body.count != len(ids) or not packet.buffers:
+            log.error("embed reply holds %d vectors for %d chunks; dropped", body.count, len(ids))
+            return
+        matrix = np.frombuffer(frames.buffer_bytes(packet.buffers[0]), dtype=np.float32).reshape(body.count, body.dim)
+        if body.dim != self.vectors.ndim:
+            self.embed_error = f"the model makes {body.dim}-d vectors; the index holds {self.vectors.ndim}-d"
+            self._embed_retry_at = time.monotonic() + self.policy.embed_retry_s
+            return
+        self.embed_error = None
+        rows = {chunk_id: i for i, chunk_id in enumerate(ids)}
+        kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
+        self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0])
+
+    def _maybe_save(self) -> None:
+        now = time.monotonic()
+        if now < self._next_save:
+            return
+        self._next_save = now + self.SAVE_EVERY_S
+        self._save_vectors()
+
+    def _save_vectors(self) -> None:
+        dead = self.store.dead_vectors()
+        self.vectors.remove(dead)
+        self.vectors.save()
+        if dead:
+            self.store.forget_dead(dead)
+
+    def _reconcile_vectors(self) -> None:
+        """Bring the usearch file in line with SQLite after whatever ended the last run."""
+        wanted = np.asarray(self.store.vector_ids(), dtype=np.uint64)
+        have = self.vectors.keys()
+        extra = np.setdiff1d(have, wanted)
+        missing = np.setdiff1d(wanted, have)
+        self.vectors.remove([int(k) for k in extra])
+        for start in range(0, len(missing), 2000):
+            part = self.store.vectors([int(k) for k in missing[start : start + 2000]])
+            if part:
+                matrix = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in part])
+                self.vectors.add([k for k, _ in part], matrix)
+        if len(extra) or len(missing):
+            log.info("vector index repaired: %d stale keys removed, %d vectors restored", len(extra), len(missing))
+        self._save_vectors()
+
+    def _apply_journal(self) -> None:
+        if not self._journal_dirty:
+            return
+        self._journal_dirty = False
+        applied = int(self.store.get_meta("tantivy_seq", "0"))
+        seq, doc_ids = self.store.journal_after(applied)
+        if not doc_ids:
+            return
+        self.bm25.replace(doc_ids, self.store.chunks_for_index(doc_ids))
+        self.bm25.commit()
+        self.store.journal_applied(seq)

@@ -1,0 +1,436 @@
+"""SQLite, the indexer's source of truth: folders, documents, chunks (with their vectors) and a
+journal of document changes not yet applied to the Tantivy index.
+
+The Tantivy index and the usearch file are derived from this database and repaired from it after
+a crash: every document write is one SQLite transaction that also appends to ``journal``; the
+journal is replayed into Tantivy until a Tantivy commit covers it (``meta.tantivy_seq``), and the
+usearch keys are compared with the chunks that have vectors. So a crash anywhere loses nothing and
+indexes nothing twice.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS folders (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    path TEXT NOT NULL UNIQUE,
+    added_at REAL NOT NULL,
+    last_organized_at REAL
+);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    folder_id TEXT NOT NULL REFERENCES folders(id) ON DELETE CASCADE,
+    path TEXT NOT NULL UNIQUE,
+    original_path TEXT NOT NULL,
+    size INTEGER NOT NULL DEFAULT 0,
+    mtime_ns INTEGER NOT NULL DEFAULT 0,
+    sha256 TEXT,
+    status TEXT NOT NULL DEFAULT 'pending',   -- pending | indexed | failed | skipped
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    format TEXT,
+    title TEXT,
+    pages INTEGER,
+    chunks INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS documents_folder ON documents(folder_id, status);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,     -- never reused: also the Tantivy and usearch key
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    heading TEXT,
+    page_start INTEGER,
+    page_end INTEGER,
+    line_start INTEGER NOT NULL,
+    line_end INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    vector BLOB
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
+CREATE INDEX IF NOT EXISTS chunks_unembedded ON chunks(id) WHERE vector IS NULL;
+CREATE TABLE IF NOT EXISTS journal (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_id INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- Vectors to take out of the usearch file (their chunks are gone); emptied once a save covers it.
+-- A trigger, so cascaded deletes (a document or folder removed) are caught too.
+CREATE TABLE IF NOT EXISTS dead_vectors (id INTEGER PRIMARY KEY);
+CREATE TRIGGER IF NOT EXISTS chunks_dead AFTER DELETE ON chunks WHEN OLD.vector IS NOT NULL
+BEGIN
+    INSERT OR IGNORE INTO dead_vectors(id) VALUES (OLD.id);
+END;
+"""
+
+
+class StoreError(Exception):
+    """A refused request, with a typed ``code`` (``folder_overlap``, ``unknown_folder``, ...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Folder:
+    id: str
+    name: str
+    description: str
+    path: str
+    added_at: float
+    last_organized_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    id: int
+    folder_id: str
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str | None
+    status: str
+    attempts: int
+
+
+def _inside(child: str, parent: str) -> bool:
+    return child == parent or child.startswith(parent.rstrip("/") + "/")
+
+
+class Store:
+    """One connection per thread (SQLite connections are not shared across threads)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self.db.executescript(SCHEMA)  # (executescript commits by itself)
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    # ---------------------------------------------------------------------------------------
+    # meta
+
+    def get_meta(self, key: str, default: str = "") -> str:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else default
+
+    def set_meta(self, db: sqlite3.Connection, key: str, value: str) -> None:
+        db.execute(
+            "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = ?", (key, value, value)
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # folders
+
+    def add_folder(self, path: str, name: str, description: str) -> Folder:
+        with self.tx() as db:
+            for row in db.execute("SELECT id, path FROM folders"):
+                if _inside(path, row["path"]) or _inside(row["path"], path):
+                    relation = (
+                        "already registered"
+                        if path == row["path"]
+                        else ("inside" if _inside(path, row["path"]) else "around")
+                    )
+                    raise StoreError("folder_overlap", f"{path} is {relation} the Smart Folder {row['path']}")
+            folder = Folder(str(uuid.uuid4()), name or Path(path).name or path, description, path, time.time(), None)
+            db.execute(
+                "INSERT INTO folders(id, name, description, path, added_at) VALUES(?, ?, ?, ?, ?)",
+                (folder.id, folder.name, folder.description, folder.path, folder.added_at),
+            )
+        return folder
+
+    def folders(self) -> list[Folder]:
+        rows = self.db.execute("SELECT * FROM folders ORDER BY added_at").fetchall()
+        return [
+            Folder(r["id"], r["name"], r["description"], r["path"], r["added_at"], r["last_organized_at"]) for r in rows
+        ]
+
+    def find_folder(self, id_or_path: str) -> Folder:
+        for folder in self.folders():
+            if id_or_path in (folder.id, folder.path) or id_or_path.rstrip("/") == folder.path:
+                return folder
+        raise StoreError("unknown_folder", f"no Smart Folder {id_or_path!r}")
+
+    def folder_for_path(self, path: str) -> Folder | None:
+        for folder in self.folders():
+            if _inside(path, folder.path):
+                return folder
+        return None
+
+    def remove_folder(self, folder_id: str) -> list[int]:
+        """Delete the folder and its documents; returns the removed document ids (journaled)."""
+        with self.tx() as db:
+            doc_ids = [r[0] for r in db.execute("SELECT id FROM documents WHERE folder_id = ?", (folder_id,))]
+            db.executemany("INSERT INTO journal(doc_id) VALUES(?)", [(d,) for d in doc_ids])
+            db.execute("DELETE FROM folders WHERE id = ?", (folder_id,))
+        return doc_ids
+
+    def progress(self, folder_id: str) -> dict[str, int]:
+        db = self.db
+        counts = {"files_total": 0, "files_indexed": 0, "files_failed": 0, "files_pending": 0}
+        for status, n in db.execute(
+            "SELECT status, COUNT(*) FROM documents WHERE folder_id = ? GROUP BY status", (folder_id,)
+        ):
+            counts["files_total"] += n
+            key = {"indexed": "files_indexed", "failed": "files_failed", "pending": "files_pending"}.get(status)
+            if key:
+                counts[key] += n
+        row = db.execute(
+            "SELECT COUNT(c.id), COUNT(c.vector) FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.folder_id = ?",
+            (folder_id,),
+        ).fetchone()
+        counts["chunks"], counts["chunks_embedded"] = int(row[0]), int(row[1])
+        return counts
+
+    # ---------------------------------------------------------------------------------------
+    # documents
+
+    def documents_in(self, folder_id: str) -> dict[str, Document]:
+        rows = self.db.execute(
+            "SELECT id, folder_id, path, size, mtime_ns, sha256, status, attempts FROM documents WHERE folder_id = ?",
+            (folder_id,),
+        )
+        return {r["path"]: Document(*r) for r in rows}
+
+    def document(self, path: str) -> Document | None:
+        r = self.db.execute(
+            "SELECT id, folder_id, path, size, mtime_ns, sha256, status, attempts FROM documents WHERE path = ?",
+            (path,),
+        ).fetchone()
+        return Document(*r) if r else None
+
+    def mark_pending(self, db: sqlite3.Connection, folder_id: str, path: str, size: int, mtime_ns: int) -> None:
+        db.execute(
+            "INSERT INTO documents(folder_id, path, original_path, size, mtime_ns, status, attempts, updated_at) "
+            "VALUES(?, ?, ?, ?, ?, 'pending', 0, ?) "
+            "ON CONFLICT(path) DO UPDATE SET status = 'pending', attempts = 0, error = NULL, "
+            "updated_at = excluded.updated_at",
+            (folder_id, path, path, size, mtime_ns, time.time()),
+        )
+
+    def mark_skipped(self, db: sqlite3.Connection, folder_id: str, path: str, reason: str) -> None:
+        row = db.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
+        if row:
+            db.execute("DELETE FROM chunks WHERE doc_id = ?", (row[0],))
+            db.execute("INSERT INTO journal(doc_id) VALUES(?)", (row[0],))
+        db.execute(
+            "INSERT INTO documents(folder_id, path, original_path, status, error, chunks, updated_at) "
+            "VALUES(?, ?, ?, 'skipped', ?, 0, ?) "
+            "ON CONFLICT(path) DO UPDATE SET status = 'skipped', error = excluded.error, chunks = 0, "
+            "updated_at = excluded.updated_at",
+            (folder_id, path, path, reason, time.time()),
+        )
+
+    def delete_documents(self, db: sqlite3.Connection, doc_ids: Iterable[int]) -> None:
+        ids = [(d,) for d in doc_ids]
+        db.executemany("INSERT INTO journal(doc_id) VALUES(?)", ids)
+        db.executemany("DELETE FROM documents WHERE id = ?", ids)
+
+    def move_document(self, db: sqlite3.Connection, old: str, new: str, folder_id: str) -> bool:
+        """Point a document at its new path, keeping its chunks and analysis. False if unknown."""
+        row = db.execute("SELECT id, folder_id FROM documents WHERE path = ?", (old,)).fetchone()
+        if row is None:
+            return False
+        db.execute("DELETE FROM documents WHERE path = ?", (new,))  # a file moved over another
+        db.execute(
+            "UPDATE documents SET path = ?, folder_id = ?, updated_at = ? WHERE id = ?",
+            (new, folder_id, time.time(), row[0]),
+        )
+        if row[1] != folder_id:
+            db.execute("INSERT INTO journal(doc_id) VALUES(?)", (row[0],))  # its folder field changed
+            now = time.time()
+            db.execute("UPDATE folders SET last_organized_at = ? WHERE id IN (?, ?)", (now, row[1], folder_id))
+        return True
+
+    def pending(self, limit: int) -> list[Document]:
+        rows = self.db.execute(
+            "SELECT id, folder_id, path, size, mtime_ns, sha256, status, attempts FROM documents "
+            "WHERE status = 'pending' ORDER BY id LIMIT ?",
+            (limit,),
+        )
+        return [Document(*r) for r in rows]
+
+    def set_failed(self, doc_id: int, error: str) -> None:
+        with self.tx() as db:
+            db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+            db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
+            db.execute(
+                "UPDATE documents SET status = 'failed', error = ?, chunks = 0, updated_at = ? WHERE id = ?",
+                (error, time.time(), doc_id),
+            )
+
+    def set_attempts(self, doc_id: int, attempts: int) -> None:
+        self.db.execute("UPDATE documents SET attempts = ? WHERE id = ?", (attempts, doc_id))
+
+    def mark_unchanged(self, doc_id: int, size: int, mtime_ns: int) -> None:
+        self.db.execute(
+            "UPDATE documents SET status = 'indexed', size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id)
+        )
+
+    def write_document(
+        self,
+        db: sqlite3.Connection,
+        doc_id: int,
+        size: int,
+        mtime_ns: int,
+        sha256: str,
+        fmt: str,
+        title: str | None,
+        pages: int | None,
+        chunks: list[dict[str, Any]],
+    ) -> list[int]:
+        """Replace a document's chunks; returns the new chunk ids. Journaled for Tantivy."""
+        db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+        ids: list[int] = []
+        for c in chunks:
+            cur = db.execute(
+                "INSERT INTO chunks(doc_id, ordinal, text, tokens, heading, page_start, page_end, line_start, "
+                "line_end, char_start, char_end) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    doc_id,
+                    c["ordinal"],
+                    c["text"],
+                    c["tokens"],
+                    c.get("heading"),
+                    c.get("page_start"),
+                    c.get("page_end"),
+                    c["line_start"],
+                    c["line_end"],
+                    c["char_start"],
+                    c["char_end"],
+                ),
+            )
+            ids.append(int(cur.lastrowid or 0))
+        db.execute(
+            "UPDATE documents SET status = 'indexed', error = NULL, size = ?, mtime_ns = ?, sha256 = ?, format = ?, "
+            "title = ?, pages = ?, chunks = ?, updated_at = ? WHERE id = ?",
+            (size, mtime_ns, sha256, fmt, title, pages, len(chunks), time.time(), doc_id),
+        )
+        db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
+        return ids
+
+    # ---------------------------------------------------------------------------------------
+    # journal (Tantivy replay)
+
+    def journal_after(self, seq: int) -> tuple[int, list[int]]:
+        rows = self.db.execute("SELECT seq, doc_id FROM journal WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
+        if not rows:
+            return seq, []
+        return int(rows[-1][0]), sorted({int(r[1]) for r in rows})
+
+    def journal_applied(self, seq: int) -> None:
+        with self.tx() as db:
+            self.set_meta(db, "tantivy_seq", str(seq))
+            db.execute("DELETE FROM journal WHERE seq <= ?", (seq,))
+
+    def chunks_for_index(self, doc_ids: list[int]) -> list[sqlite3.Row]:
+        out: list[sqlite3.Row] = []
+        for start in range(0, len(doc_ids), 500):
+            part = doc_ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            out.extend(
+                self.db.execute(
+                    f"SELECT c.id, c.doc_id, c.text, c.heading, d.folder_id FROM chunks c "
+                    f"JOIN documents d ON d.id = c.doc_id WHERE c.doc_id IN ({marks}) AND d.status = 'indexed'",
+                    part,
+                )
+            )
+        return out
+
+    # ---------------------------------------------------------------------------------------
+    # search support
+
+    def hits(self, chunk_ids: list[int]) -> dict[int, sqlite3.Row]:
+        """Chunk rows with their document and folder, for ids that still exist."""
+        if not chunk_ids:
+            return {}
+        marks = ",".join("?" * len(chunk_ids))
+        rows = self.db.execute(
+            f"SELECT c.id, c.text, c.heading, c.page_start, c.page_end, c.line_start, c.line_end, c.ordinal, "
+            f"d.path, d.mtime_ns, f.name AS folder_name, f.id AS folder_id FROM chunks c "
+            f"JOIN documents d ON d.id = c.doc_id JOIN folders f ON f.id = d.folder_id "
+            f"WHERE c.id IN ({marks}) AND d.status = 'indexed'",
+            chunk_ids,
+        )
+        return {int(r["id"]): r for r in rows}
+
+    # ---------------------------------------------------------------------------------------
+    # vectors
+
+    def unembedded(self, limit: int, exclude: set[int]) -> list[tuple[int, str]]:
+        rows = self.db.execute(
+            "SELECT c.id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE c.vector IS NULL AND d.status = 'indexed' ORDER BY c.id LIMIT ?",
+            (limit + len(exclude),),
+        )
+        return [(int(r[0]), str(r[1])) for r in rows if int(r[0]) not in exclude][:limit]
+
+    def store_vectors(self, ids: list[int], blobs: list[bytes]) -> list[int]:
+        """Save vectors of chunks that still exist; returns those ids."""
+        kept: list[int] = []
+        with self.tx() as db:
+            for chunk_id, blob in zip(ids, blobs, strict=True):
+                if db.execute("UPDATE chunks SET vector = ? WHERE id = ?", (blob, chunk_id)).rowcount:
+                    kept.append(chunk_id)
+        return kept
+
+    def dead_vectors(self) -> list[int]:
+        return [int(r[0]) for r in self.db.execute("SELECT id FROM dead_vectors")]
+
+    def forget_dead(self, ids: list[int]) -> None:
+        with self.tx() as db:
+            db.executemany("DELETE FROM dead_vectors WHERE id = ?", [(i,) for i in ids])
+
+    def vector_ids(self) -> list[int]:
+        return [int(r[0]) for r in self.db.execute("SELECT id FROM chunks WHERE vector IS NOT NULL")]
+
+    def vectors(self, ids: list[int]) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            out.extend(
+                (int(r[0]), bytes(r[1]))
+                for r in self.db.execute(
+                    f"SELECT id, vector FROM chunks WHERE id IN ({marks}) AND vector IS NOT NULL", part
+                )
+            )
+        return out

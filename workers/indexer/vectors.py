@@ -1,0 +1,88 @@
+"""The usearch side of the index: one cosine HNSW index of chunk vectors, keyed by chunk id.
+
+SQLite keeps every vector (``chunks.vector``), so this file is a cache of them: it is saved
+atomically now and then, and on start it is brought back in line with SQLite — keys of deleted
+chunks (``dead_vectors``) removed, vectors SQLite has but the file lacks added.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+from usearch.index import Index
+
+log = logging.getLogger("foldermind.indexer.vectors")
+
+# Measured on SciFact (docs/benchmarks.md): usearch's default of 64 loses ~3% of the exact top-100;
+# 256 keeps the loss under 1%.
+EXPANSION_SEARCH = 256
+
+
+class VectorIndex:
+    def __init__(self, path: Path, ndim: int) -> None:
+        self.path, self.ndim = path, ndim
+        self._lock = threading.Lock()
+        self.dirty = False
+        self.index = Index(ndim=ndim, metric="cos", dtype="f32", expansion_add=128, expansion_search=EXPANSION_SEARCH)
+        if path.exists():
+            try:
+                self.index.load(str(path))
+                self.index.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]  # not kept in the file
+            except Exception as exc:  # a torn or foreign file: rebuild from SQLite
+                log.warning("vector index unreadable (%s); rebuilding it from the database", exc)
+                self.index = Index(
+                    ndim=ndim, metric="cos", dtype="f32", expansion_add=128, expansion_search=EXPANSION_SEARCH
+                )
+                self.dirty = True
+        if self.index.ndim != ndim:
+            raise ValueError(f"{path} holds {self.index.ndim}-d vectors, the model makes {ndim}-d")
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def keys(self) -> NDArray[np.uint64]:
+        with self._lock:
+            return np.asarray(self.index.keys, dtype=np.uint64)
+
+    def add(self, keys: list[int], vectors: NDArray[np.float32]) -> None:
+        if not keys:
+            return
+        ids = np.asarray(keys, dtype=np.uint64)
+        with self._lock:
+            present = np.fromiter((self.index.contains(int(k)) for k in ids), dtype=bool, count=len(ids))
+            if present.any():
+                self.index.remove(ids[present])
+            self.index.add(ids, vectors)
+            self.dirty = True
+
+    def remove(self, keys: list[int]) -> None:
+        if not keys:
+            return
+        with self._lock:
+            self.index.remove(np.asarray(keys, dtype=np.uint64))
+            self.dirty = True
+
+    def search(self, vector: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the ``k`` nearest vectors."""
+        # A fresh, owned float32 array: usearch refuses views of foreign buffers (e.g. a bus frame).
+        query = np.array(vector, dtype=np.float32, copy=True)
+        with self._lock:
+            if len(self.index) == 0:
+                return []
+            matches = self.index.search(query, min(k, len(self.index)))
+        return [(int(key), 1.0 - float(dist)) for key, dist in zip(matches.keys, matches.distances, strict=True)]
+
+    def save(self) -> None:
+        """Write the file atomically (a crash mid-save leaves the previous one)."""
+        with self._lock:
+            if not self.dirty:
+                return
+            tmp = self.path.with_suffix(".tmp")
+            self.index.save(str(tmp))
+            os.replace(tmp, self.path)
+            self.dirty = False

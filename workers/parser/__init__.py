@@ -1,0 +1,171 @@
+"""The parser worker (pool member): one file -> chunks with locations, in an expendable process.
+
+``parse.request`` -> ``parse.reply``: the file is read and parsed (:mod:`.formats`), then cut into
+chunks that fit the embedding model (:mod:`.chunker`, with that model's own tokenizer, loaded once
+on the first job). A file that cannot be parsed is a typed error (``parse_failed``,
+``file_too_large``, ``unreadable``) whose message says why.
+
+Hostile files cost at most this process: ``setup()`` caps its address space at
+``FOLDERMIND_PARSER_MEMORY_MB`` (default 2048, 0 = no cap), so a decompression bomb ends in a
+``MemoryError`` (answered as ``parse_failed: out of memory``) or, at worst, a crash the kernel
+handles by restarting the parser and failing the job with ``worker_lost``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from foldermind.protocol.messages import ParseReply, ParseRequest
+from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.parser.chunker import chunk, load_tokenizer
+from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, parse_file
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+log = logging.getLogger("foldermind.parser")
+
+ROLE = "Turns one file into text segments with locations (pool member)."
+MEMORY_ENV = "FOLDERMIND_PARSER_MEMORY_MB"
+DEFAULT_MEMORY_MB = 2048
+MIN_TOKENS, MAX_TOKENS = 8, 8192
+REPLY_HEADROOM = 0.9
+"""A reply may fill at most this share of the bus's message limit."""
+
+
+def apply_memory_limit(env: dict[str, str] | None = None) -> int:
+    """Cap this process's address space (RLIMIT_AS) at ``FOLDERMIND_PARSER_MEMORY_MB``; returns the
+    cap in MiB, 0 when there is none."""
+    raw = (os.environ if env is None else env).get(MEMORY_ENV, "").strip()
+    try:
+        mb = int(raw) if raw else DEFAULT_MEMORY_MB
+    except ValueError:
+        log.warning("%s=%r is not a number of MiB; using %d", MEMORY_ENV, raw, DEFAULT_MEMORY_MB)
+        mb = DEFAULT_MEMORY_MB
+    if mb <= 0:
+        return 0
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        log.warning("no resource module: the parser runs without a memory cap")
+        return 0
+    limit = mb * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY and limit > hard:
+        limit = hard
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("could not cap the parser's memory at %d MiB: %s", mb, exc)
+        return 0
+    return limit // (1024 * 1024)
+
+
+class ParserWorker(Worker):
+    def __init__(self, ctx: WorkerContext) -> None:
+        super().__init__(ctx)
+        self._tokenizer: Tokenizer | None = None
+        self._tokenizer_error = ""
+        self.memory_limit_mb = 0
+        self.parsed = 0
+        self.failed = 0
+
+    def setup(self) -> None:
+        # One job at a time per process: the pool gives the parallelism, and tokenizer threads would
+        # each reserve address space under the cap.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self.memory_limit_mb = apply_memory_limit()
+        self.status_note = f"memory cap {self.memory_limit_mb} MiB" if self.memory_limit_mb else "no memory cap"
+
+    def handlers(self) -> dict[str, Handler]:
+        return {**super().handlers(), ParseRequest.KIND: self.on_parse}
+
+    def details(self) -> dict[str, Any]:
+        if self._tokenizer is not None:
+            tokenizer = "loaded"
+        else:
+            tokenizer = f"failed: {self._tokenizer_error}" if self._tokenizer_error else "not loaded yet"
+        return {
+            "role": ROLE,
+            "formats": list(FORMATS),
+            "suffixes": sorted(SUFFIXES),
+            "memory_limit_mb": self.memory_limit_mb,
+            "tokenizer": tokenizer,
+            "parsed": self.parsed,
+            "failed": self.failed,
+        }
+
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            try:
+                self._tokenizer = load_tokenizer(_tokenizer_path())
+            except MemoryError:
+                raise
+            except Exception as exc:
+                self._tokenizer_error = str(exc) or exc.__class__.__name__
+                message = f"cannot load the tokenizer: {self._tokenizer_error}"
+                raise JobError("model_unavailable", message, retryable=True) from exc
+            self._tokenizer_error = ""
+            self.status_note = f"tokenizer loaded, {self.status_note}"
+        return self._tokenizer
+
+    def on_parse(self, req: Request) -> Result:
+        body = req.body
+        assert isinstance(body, ParseRequest)
+        path = Path(body.path)
+        if not path.is_absolute():
+            raise JobError("bad_request", f"path must be absolute: {body.path!r}")
+        if not MIN_TOKENS <= body.max_tokens <= MAX_TOKENS:
+            raise JobError("bad_request", f"max_tokens must be {MIN_TOKENS}..{MAX_TOKENS}, not {body.max_tokens}")
+        if body.overlap_tokens < 0 or body.max_bytes <= 0:
+            raise JobError("bad_request", "overlap_tokens must be >= 0 and max_bytes > 0")
+        tokenizer = self.tokenizer()
+        try:
+            doc = parse_file(path, body.max_bytes)
+            chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
+        except ParseError as exc:
+            self.failed += 1
+            raise JobError(exc.code, exc.message) from None
+        except MemoryError:
+            self.failed += 1
+            gc.collect()
+            raise JobError("parse_failed", "out of memory") from None
+        except RecursionError:
+            self.failed += 1
+            raise JobError("parse_failed", "document nested too deeply") from None
+        except Exception as exc:
+            # A library choking on a hostile file: the traceback stays in this worker's log, the
+            # document is recorded as failed with a reason.
+            log.exception("parsing %s failed", path.suffix or "a file")
+            self.failed += 1
+            raise JobError("parse_failed", f"parser error: {exc.__class__.__name__}") from None
+        size = sum(len(c["text"].encode()) + 200 for c in chunks)
+        if size > self.ctx.max_message_bytes * REPLY_HEADROOM:
+            self.failed += 1
+            raise JobError(
+                "file_too_large",
+                f"extracted text too large for one reply ({size} bytes; the bus carries {self.ctx.max_message_bytes})",
+            )
+        self.parsed += 1
+        return ParseReply(format=doc.format, chunks=chunks, title=doc.title, pages=doc.pages)
+
+
+def _tokenizer_path() -> Path:
+    """The tokenizer of the configured embedding model ([ingest] embed_model_dir), else the bundled one."""
+    from foldermind.workers.model_files import tokenizer_file
+
+    configured: str | None = None
+    try:
+        from foldermind.kernel.config import ingest_from_env
+
+        configured = ingest_from_env().embed_model_dir or None
+    except Exception as exc:  # a malformed FOLDERMIND_INGEST: the default model still works
+        log.warning("ignoring the [ingest] settings: %s", exc)
+    return tokenizer_file(configured)
+
+
+WORKER = ParserWorker

@@ -1,0 +1,271 @@
+"""Segments -> chunks that fit the embedding model, measured with the model's own tokenizer.
+
+Rules:
+
+- A chunk never holds more than ``max_tokens`` tokens *including* the special tokens the model adds
+  (``[CLS]``/``[SEP]``); every final chunk is re-encoded to check it.
+- A chunk never crosses a heading or a page: a section is a run of segments with the same heading
+  path and page, and sections are chunked on their own.
+- Inside a section, whole sentences (or lines, or paragraphs) are packed up to the limit; a sentence
+  too long for one chunk is cut between words (between tokens for one enormous word).
+- The next chunk of a section starts up to ``overlap_tokens`` before the end of the previous one,
+  at a sentence start if the overlap holds one, else at a word start.
+- A chunk's text is exactly ``extracted_text[char_start:char_end]``, its lines and page those of
+  that text.
+
+Each segment is tokenized once (``encode_batch``); boundaries come from the token offsets.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from foldermind.protocol.messages import ChunkInfo
+from foldermind.workers.parser.formats import Segment
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+# Boundary strength before a token: where a chunk would best end (and the next one start).
+PARAGRAPH = 3  # a new segment, or a blank line
+SENTENCE = 2  # after ., !, ?, 。 ...
+LINE = 1  # a line break inside a segment
+WORD = 0  # a new word (the pre-tokenizer's words: whitespace and punctuation split them)
+INSIDE = -1  # inside a word, between word pieces
+
+# Ideographic and fullwidth stops (and the halfwidth ideographic one) end a sentence even with no space after them.
+_FULLWIDTH_END = frozenset("\u3002\uff01\uff1f\uff0e\uff61")
+_SENTENCE_END = frozenset(".!?\u2026") | _FULLWIDTH_END
+_CLOSERS = frozenset("\"')]}\u00bb\u201d\u2019\u300d\u300f\uff09")  # closing quotes and brackets
+
+
+def load_tokenizer(path: Path | None = None) -> Tokenizer:
+    """The embedding model's tokenizer, with the file's padding and truncation switched off."""
+    from tokenizers import Tokenizer
+
+    if path is None:
+        from foldermind.workers.model_files import tokenizer_file
+
+        path = tokenizer_file()
+    tok = Tokenizer.from_file(str(path))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
+PIECE_CHARS = 16_384
+"""Longer segments are tokenized in pieces of about this size (cut at a line break or space)."""
+ENCODE_BATCH = 32
+"""Pieces per ``encode_batch`` call; with streaming packing this bounds memory on huge files."""
+VERIFY_BATCH = 256
+"""Chunks per re-encoding check."""
+
+
+def chunk(
+    segments: Sequence[Segment], tokenizer: Tokenizer, max_tokens: int = 256, overlap_tokens: int = 32
+) -> list[ChunkInfo]:
+    """Chunks of ``segments`` (positions into their extracted text, ``"\\n"``.join of their texts)."""
+    specials = tokenizer.num_special_tokens_to_add(False)
+    budget = max_tokens - specials
+    if budget < 1:
+        raise ValueError(f"max_tokens {max_tokens} leaves no room next to {specials} special tokens")
+    overlap = max(0, min(overlap_tokens, budget // 2))
+
+    # Where each segment starts in the extracted text (recomputed: the definition is the join).
+    starts: list[int] = []
+    pos = 0
+    for seg in segments:
+        starts.append(pos)
+        pos += len(seg.text) + 1
+    full = "\n".join(seg.text for seg in segments)
+    newlines = [m.start() for m in re.finditer("\n", full)]
+
+    chunks: list[ChunkInfo] = []
+    pending: list[tuple[int, int, Segment]] = []  # char_start, char_end, a segment of the section
+
+    def verify() -> None:
+        # Re-encode with the specials, as the model will see each chunk; cut again what does not fit.
+        counts = [len(enc.ids) for enc in tokenizer.encode_batch([full[a:b] for a, b, _ in pending])]
+        for (a, b, seg), count in zip(pending, counts, strict=True):
+            pieces = [(a, b, count)] if count <= max_tokens else _refit(full, a, b, tokenizer, budget, specials)
+            for ca, cb, n in pieces:
+                chunks.append(
+                    ChunkInfo(
+                        ordinal=len(chunks),
+                        text=full[ca:cb],
+                        tokens=n,
+                        heading=seg.heading,
+                        page_start=seg.page,
+                        page_end=seg.page,
+                        line_start=bisect.bisect_left(newlines, ca) + 1,
+                        line_end=bisect.bisect_left(newlines, cb - 1) + 1,
+                        char_start=ca,
+                        char_end=cb,
+                    )
+                )
+        pending.clear()
+
+    for section in _sections(segments):
+        first = segments[section[0]]
+        for a, b in _pack(_tokens(section, segments, starts, full, tokenizer), budget, overlap):
+            pending.append((a, b, first))
+            if len(pending) >= VERIFY_BATCH:
+                verify()
+    if pending:
+        verify()
+    return chunks
+
+
+def _sections(segments: Sequence[Segment]) -> Iterator[list[int]]:
+    """Runs of non-blank segments with the same heading path and page (blank ones are skipped)."""
+    run: list[int] = []
+    key: tuple[str | None, int | None] | None = None
+    for i, seg in enumerate(segments):
+        if not seg.text.strip():
+            continue
+        if run and (seg.heading, seg.page) != key:
+            yield run
+            run = []
+        key = (seg.heading, seg.page)
+        run.append(i)
+    if run:
+        yield run
+
+
+def _pieces(text: str) -> Iterator[tuple[int, str]]:
+    """``text`` in pieces of at most ``PIECE_CHARS``, cut after a line break or a space when possible."""
+    pos, n = 0, len(text)
+    while n - pos > PIECE_CHARS:
+        hi = pos + PIECE_CHARS
+        cut = text.rfind("\n", pos + PIECE_CHARS // 2, hi)
+        if cut < 0:
+            cut = text.rfind(" ", pos + PIECE_CHARS // 2, hi)
+        cut = hi if cut < 0 else cut + 1
+        yield pos, text[pos:cut]
+        pos = cut
+    yield pos, text[pos:]
+
+
+Token = tuple[int, int, int]
+"""A token as ``(char_start, char_end, level)``: its span in the extracted text and the strength of
+the boundary before it."""
+
+
+def _tokens(
+    section: list[int], segments: Sequence[Segment], starts: list[int], full: str, tokenizer: Tokenizer
+) -> Iterator[Token]:
+    """The section's tokens in order, tokenized a batch of pieces at a time."""
+    pieces = ((starts[i] + off, text, off == 0) for i in section for off, text in _pieces(segments[i].text))
+    prev_end = -1
+    prev_word: int | None = None
+    after_end = False  # the previous token closed a sentence (a closing quote may follow)
+    while batch := list(itertools.islice(pieces, ENCODE_BATCH)):
+        encodings = tokenizer.encode_batch([text for _, text, _ in batch], add_special_tokens=False)
+        for (base, _, new_segment), enc in zip(batch, encodings, strict=True):
+            words = enc.word_ids
+            for j, (a, b) in enumerate(enc.offsets):
+                a += base
+                b += base
+                if prev_end < 0 or (j == 0 and new_segment):
+                    level = PARAGRAPH
+                else:
+                    gap = full[prev_end:a]
+                    if "\n" in gap:
+                        level = PARAGRAPH if gap.count("\n") > 1 else (SENTENCE if after_end else LINE)
+                    elif after_end and (gap or full[prev_end - 1] in _FULLWIDTH_END):
+                        level = SENTENCE
+                    elif gap or j == 0 or words[j] != prev_word:
+                        level = WORD
+                    else:
+                        level = INSIDE
+                yield a, b, level
+                if b - a == 1:
+                    ch = full[a]
+                    if ch in _SENTENCE_END:
+                        after_end = True
+                    elif not (after_end and ch in _CLOSERS and a == prev_end):
+                        after_end = False
+                else:
+                    after_end = False
+                prev_end = b
+                prev_word = words[j]
+
+
+def _pack(tokens: Iterator[Token], budget: int, overlap: int) -> Iterator[tuple[int, int]]:
+    """Character spans of one section's chunks, each at most ``budget`` tokens.
+
+    Streams: only the tokens from the current chunk's start to its limit are held."""
+    buf: list[Token] = []
+    exhausted = False
+    start = done = 0  # indexes into buf: this chunk's first token, the previous chunk's end
+    min_fill = max(1, budget // 4)  # end at a sentence only if the chunk is at least this full
+    while True:
+        while not exhausted and len(buf) <= start + budget:
+            tok = next(tokens, None)
+            if tok is None:
+                exhausted = True
+            else:
+                buf.append(tok)
+        n = len(buf)
+        if start >= n:
+            return
+        limit = start + budget
+        if limit >= n:
+            yield buf[start][0], buf[n - 1][1]
+            return
+        lo = max(done + 1, start + min_fill)
+        end = (
+            _last(buf, lo, limit, SENTENCE) or _last(buf, lo, limit, LINE) or _last(buf, done + 1, limit, WORD) or limit
+        )
+        yield buf[start][0], buf[end - 1][1]
+        next_start = end
+        if overlap:
+            lo = max(end - overlap, start + 1)
+            next_start = _first(buf, lo, end - 1, SENTENCE) or _first(buf, lo, end - 1, WORD) or end
+        del buf[:next_start]
+        start, done = 0, end - next_start
+
+
+def _last(buf: list[Token], lo: int, hi: int, at_least: int) -> int:
+    """The last index in ``[lo, hi]`` whose level is ``at_least`` or more, else 0 (never a cut)."""
+    for i in range(hi, lo - 1, -1):
+        if buf[i][2] >= at_least:
+            return i
+    return 0
+
+
+def _first(buf: list[Token], lo: int, hi: int, at_least: int) -> int:
+    for i in range(lo, hi + 1):
+        if buf[i][2] >= at_least:
+            return i
+    return 0
+
+
+def _refit(full: str, a: int, b: int, tokenizer: Tokenizer, budget: int, specials: int) -> list[tuple[int, int, int]]:
+    """Cut ``full[a:b]`` into pieces that fit once re-encoded (a cut inside a word can re-tokenize
+    the pieces differently); returns ``(char_start, char_end, tokens with specials)``."""
+    pieces: list[tuple[int, int, int]] = []
+    pos = a
+    while pos < b:
+        rest = full[pos:b]
+        offsets = tokenizer.encode(rest, add_special_tokens=False).offsets
+        if not offsets:
+            break
+        if len(offsets) <= budget:
+            pieces.append((pos + offsets[0][0], pos + offsets[-1][1], len(offsets) + specials))
+            break
+        k = budget
+        while True:
+            cut = offsets[k - 1][1]
+            got = len(tokenizer.encode(rest[:cut], add_special_tokens=False).ids)
+            if got <= budget or k == 1:
+                break
+            k = max(1, k - (got - budget))
+        pieces.append((pos + offsets[0][0], pos + cut, got + specials))
+        pos += offsets[k][0]
+    return pieces
