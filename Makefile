@@ -20,8 +20,9 @@ $(BIN)/.deps: pyproject.toml
 install: $(BIN)/.deps
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
 
+# On the default home; docs/ becomes a demo Smart Folder when none is registered yet.
 run: install
-	$(BIN)/foldermind start --foreground
+	$(BIN)/foldermind start --foreground --demo-folder docs
 
 lint: install
 	$(BIN)/ruff check $(CODE) tests

@@ -102,6 +102,7 @@ class Broker:
         self.peers: dict[bytes, Peer] = {}
         self._dropped: OrderedDict[bytes, str] = OrderedDict()
         self.by_name: dict[str, Peer] = {}
+        self.by_service: dict[str, list[Peer]] = {}
         self.jobs: dict[str, Job] = {}
         self.queues: dict[str, deque[Job]] = {}
         self._deadlines: list[tuple[float, str]] = []
@@ -195,6 +196,7 @@ class Broker:
         peer = Peer(body.name, body.service, body.pid, ident, max(1, body.capacity), time.monotonic())
         self.peers[ident] = peer
         self.by_name[peer.name] = peer
+        self.by_service.setdefault(peer.service, []).append(peer)
         log.info("%s ready (pid %d, service %s)", peer.name, peer.pid, peer.service)
         self._pump(peer.service)
         self._pump(peer.name)
@@ -219,7 +221,11 @@ class Broker:
             self.reply_error(client, env, ErrorInfo(ErrorCode.SHUTTING_DOWN, "foldermind is stopping"))
             return
         target = env.to
-        if not target or not self.membership.may_serve(target):
+        peers = self.by_service.get(target)
+        if peers is None:
+            peer = self.by_name.get(target)
+            peers = [peer] if peer is not None else None
+        if peers is None and (not target or not self.membership.may_serve(target)):
             self.reply_error(
                 client,
                 env,
@@ -233,6 +239,15 @@ class Broker:
             return
         self.jobs[env.id] = job
         heapq.heappush(self._deadlines, (job.deadline, env.id))
+        if peers and not self.queues.get(target):
+            # The common case, without a queue: straight to the least-loaded free worker.
+            best: Peer | None = None
+            for p in peers:
+                if len(p.jobs) < p.capacity and (best is None or len(p.jobs) < len(best.jobs)):
+                    best = p
+            if best is not None:
+                self._assign(job, best)
+                return
         self.queues.setdefault(target, deque()).append(job)
         self._pump(target)
 
@@ -243,7 +258,7 @@ class Broker:
         peer = self.by_name.get(target)
         if peer is not None:
             return [peer]
-        return [p for p in self.by_name.values() if p.service == target]
+        return list(self.by_service.get(target, ()))
 
     def _pump(self, target: str) -> None:
         """Hand queued jobs for ``target`` to free workers, least-loaded first."""
@@ -258,11 +273,12 @@ class Broker:
             free = [p for p in candidates if p.free]
             if not free:
                 return
-            peer = min(free, key=lambda p: len(p.jobs))
-            job = queue.popleft()
-            job.worker = peer
-            peer.jobs.add(job.env.id)
-            frames.forward(self.sock, [peer.ident], job.packet)
+            self._assign(queue.popleft(), min(free, key=lambda p: len(p.jobs)))
+
+    def _assign(self, job: Job, peer: Peer) -> None:
+        job.worker = peer
+        peer.jobs.add(job.env.id)
+        frames.forward(self.sock, [peer.ident], job.packet)
 
     def _finish(self, job: Job) -> None:
         job.done = True
@@ -296,6 +312,11 @@ class Broker:
             self._dropped.popitem(last=False)
         if self.by_name.get(peer.name) is peer:
             del self.by_name[peer.name]
+        same = self.by_service.get(peer.service, [])
+        if peer in same:
+            same.remove(peer)
+            if not same:
+                del self.by_service[peer.service]
         for job_id in list(peer.jobs):
             job = self.jobs.get(job_id)
             if job is not None:
@@ -354,11 +375,9 @@ class Broker:
                 continue
             worker = job.worker
             where = f"at {worker.name}" if worker else "waiting for a free worker"
-            self.reply_error(
-                job.client,
-                job.env,
-                ErrorInfo(ErrorCode.DEADLINE_EXCEEDED, f"{job.env.kind} missed its deadline {where}"),
-            )
+            # Retryable only if no worker ever started on it: then nothing ran and nothing is suspect.
+            info = ErrorInfo(ErrorCode.DEADLINE_EXCEEDED, f"{job.env.kind} missed its deadline {where}", worker is None)
+            self.reply_error(job.client, job.env, info)
             self._finish(job)
             if worker is not None:
                 # A worker that overran a deadline is presumed stuck: replace it.

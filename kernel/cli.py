@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -17,7 +18,7 @@ import click
 import psutil
 
 from foldermind.kernel import __version__, logs
-from foldermind.kernel.config import INGEST_ENV, ConfigError, SupervisorConfig, load
+from foldermind.kernel.config import ConfigError, SupervisorConfig, load
 from foldermind.kernel.home import Home, KernelLock
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError, KernelUnavailable, RemoteError
@@ -114,7 +115,13 @@ def cli() -> None:
 @click.option("--foreground", is_flag=True, help="Run the kernel in this terminal (service managers, debugging).")
 @click.option("--port", type=int, default=None, help="MCP port (default 53827; env FOLDERMIND_MCP_PORT).")
 @click.option("--detached", is_flag=True, hidden=True, help="Set by `start` for the kernel it spawns.")
-def start(foreground: bool, port: int | None, detached: bool) -> None:
+@click.option(
+    "--demo-folder",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Register this folder when no Smart Folder is registered yet (`make run` passes docs/).",
+)
+def start(foreground: bool, port: int | None, detached: bool, demo_folder: str | None) -> None:
     """Start the supervisor and every worker."""
     home = current_home()
     home.ensure()
@@ -125,12 +132,38 @@ def start(foreground: bool, port: int | None, detached: bool) -> None:
     if pid is not None:
         click.echo(f"foldermind is already running (pid {pid}).")
         return
+    demo = os.path.abspath(demo_folder) if demo_folder else None
     if foreground or detached:
-        sys.exit(_run_foreground(home, config, log_to_terminal=not detached))
+        sys.exit(_run_foreground(home, config, log_to_terminal=not detached, demo_folder=demo))
     _start_background(home, config)
+    if demo:
+        _register_demo(home, demo)
 
 
-def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool) -> int:
+def _register_demo(home: Home, folder: str) -> None:
+    """Register ``folder`` if no Smart Folder exists yet, so the first search answers at once."""
+    with connect(home) as client:
+        give_up = time.monotonic() + 60
+        while True:
+            try:
+                existing = client.request("indexer", FolderListRequest(), FolderListReply, timeout=5).body.folders
+                break
+            except BusError:
+                if time.monotonic() > give_up:
+                    return
+                time.sleep(0.5)
+        if existing:
+            return
+        try:
+            client.request("indexer", FolderAddRequest(folder, "demo", "foldermind's own docs"), FolderAddReply)
+            client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+        except BusError as exc:
+            click.echo(f"could not register the demo folder: {exc}", err=True)
+            return
+    click.echo(f"registered {folder} as the demo Smart Folder: try `foldermind search restart`")
+
+
+def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool, demo_folder: str | None = None) -> int:
     from foldermind.kernel.kernel import Kernel
 
     lock = KernelLock(home)
@@ -147,6 +180,9 @@ def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool)
         kernel = Kernel(home, config)
         click.echo(f"foldermind {__version__} running in the foreground (pid {os.getpid()}); Ctrl-C stops it.")
         click.echo("MCP: the front door is not serving yet in this version.")
+        if demo_folder:
+            # The kernel loop owns this thread; the demo registration is an ordinary bus client.
+            threading.Thread(target=_register_demo, args=(home, demo_folder), daemon=True).start()
         return kernel.run()
     finally:
         lock.release()
@@ -403,8 +439,7 @@ def worker_run(name: str) -> None:
             time.sleep(0.1)
         else:
             raise click.ClickException(f"the supervisor's copy of {name} did not stand down")
-    os.environ.update(spec.env)
-    os.environ[INGEST_ENV] = config.ingest.model_dump_json()
+    os.environ.update({**config.ingest_env(), **spec.env})
     logs.setup(home.log_file(name), config.kernel.log_max_mb, config.kernel.log_backups, also_stderr=True)
     click.echo(f"{name} running in the foreground (pid {os.getpid()}); Ctrl-C hands it back to the supervisor.")
     ctx = WorkerContext(
@@ -476,16 +511,39 @@ def _wait_indexed(home: Home, folder_id: str) -> None:
         TimeRemainingColumn(),
         TextColumn("{task.fields[extra]}"),
     ) as bar:
-        task = bar.add_task("indexing", total=None, extra="")
+        files = bar.add_task("files    ", total=None, extra="")
+        embedded = bar.add_task("embedding", total=None, extra="")
+        postponed = ""
         while True:
             f = _folder(home, folder_id)
             done = f["files_indexed"] + f["files_failed"]
-            extra = f"{f['chunks']} chunks, {f['chunks_embedded']} embedded, {f['files_failed']} failed"
-            bar.update(task, total=max(f["files_total"], 1), completed=done, extra=extra)
+            bar.update(files, total=max(f["files_total"], 1), completed=done, extra=f"{f['files_failed']} failed")
+            bar.update(embedded, total=max(f["chunks"], 1), completed=f["chunks_embedded"], extra="chunks")
             if f["state"] == "ready" and done >= f["files_total"]:
-                break
+                if f["chunks_embedded"] >= f["chunks"]:
+                    break
+                postponed = _embedder_trouble(home)
+                if postponed:  # keyword search works already; vectors follow once the model loads
+                    break
             time.sleep(0.3)
-    click.echo(f"indexed: {f['files_indexed']} files ({f['files_failed']} failed), {f['chunks']} chunks")
+    click.echo(
+        f"indexed: {f['files_indexed']} files ({f['files_failed']} failed), {f['chunks']} chunks, "
+        f"{f['chunks_embedded']} embedded"
+    )
+    if postponed:
+        click.echo(f"embedding postponed: {postponed}")
+
+
+def _embedder_trouble(home: Home) -> str:
+    """Why the embedder cannot embed now ('' when it can)."""
+    status = fetch_status(home)
+    for w in status.workers if status else []:
+        if w["service"] == "embedder":
+            if w["state"] != "RUNNING":
+                return f"the embedder is {w['state']}: {w['last_error'] or ''}".rstrip(": ")
+            if w.get("note", "").startswith("model failed"):
+                return str(w["note"])
+    return ""
 
 
 @folders.command("list")

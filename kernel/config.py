@@ -98,6 +98,16 @@ class SupervisorConfig(_Strict):
             return self.restart
         return RestartPolicy.model_validate({**self.restart.model_dump(), **overrides})
 
+    def ingest_env(self) -> dict[str, str]:
+        """The [ingest] policy as environment variables for worker processes."""
+        env = {
+            INGEST_ENV: self.ingest.model_dump_json(),
+            "FOLDERMIND_PARSER_MEMORY_MB": str(self.ingest.parser_memory_mb),
+        }
+        if self.ingest.embed_model_dir:
+            env["FOLDERMIND_EMBED_MODEL_DIR"] = self.ingest.embed_model_dir
+        return env
+
     def instances(self) -> list[tuple[str, str]]:
         """(worker name, service) for every process to run, in declaration order."""
         out: list[tuple[str, str]] = []

@@ -28,7 +28,7 @@ from typing import IO
 
 import psutil
 
-from foldermind.kernel.config import INGEST_ENV, RestartPolicy, SupervisorConfig, WorkerSpec
+from foldermind.kernel.config import RestartPolicy, SupervisorConfig, WorkerSpec
 from foldermind.kernel.home import Home
 from foldermind.workers.base import WorkerContext
 
@@ -128,10 +128,8 @@ class Supervisor:
             log_backups=self.config.kernel.log_backups,
             home=str(self.home.root or ""),
         )
-        env = {**os.environ, **slot.spec.env, **ctx.to_env(), INGEST_ENV: self.config.ingest.model_dump_json()}
-        env.setdefault("FOLDERMIND_PARSER_MEMORY_MB", str(self.config.ingest.parser_memory_mb))
-        if self.config.ingest.embed_model_dir:
-            env.setdefault("FOLDERMIND_EMBED_MODEL_DIR", self.config.ingest.embed_model_dir)
+        # A worker's own `env` table wins over the [ingest] defaults.
+        env = {**os.environ, **self.config.ingest_env(), **slot.spec.env, **ctx.to_env()}
         if not self.home.root:
             env.pop("FOLDERMIND_HOME", None)
         stderr_log = self._stderr_file(slot.name)

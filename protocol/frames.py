@@ -2,12 +2,12 @@
 
 A message is a multipart ZeroMQ message::
 
-    [route...] MAGIC  HEADER  BODY  [BUFFER ...]
+    [route...] HEADER  BODY  [BUFFER ...]
 
 - ``route``: zero or more routing frames. A ROUTER socket prepends the peer identity on receipt and
   strips it on send; the PUB socket sends the event kind as a topic frame.
-- ``MAGIC``: the two bytes ``FM``, so stray or garbage frames are recognised at once.
-- ``HEADER``: msgpack map, the :class:`~foldermind.protocol.messages.Envelope`.
+- ``HEADER``: the two bytes ``FM`` (so stray or garbage frames are recognised at once), then a
+  msgpack map, the :class:`~foldermind.protocol.messages.Envelope`.
 - ``BODY``: msgpack map, the fields of the kind's message class.
 - ``BUFFER``: raw bytes, e.g. a float32 matrix in C order; the body describes its shape and dtype.
   Vectors travel this way instead of as msgpack lists (no per-number encoding, zero copies).
@@ -49,12 +49,24 @@ def _bytes_of(frame: Any) -> Any:
     return frame.buffer if isinstance(frame, zmq.Frame) else frame
 
 
+_MORE = int(zmq.SNDMORE)  # an int, not the enum: the flag is combined on every frame sent
+
+
+def _send_parts(sock: zmq.Socket[Any], parts: Sequence[Any]) -> None:
+    # One send per frame beats send_multipart, which re-checks and re-combines flags per part.
+    last = len(parts) - 1
+    for i, part in enumerate(parts):
+        # Small bytes are cheaper to copy than to hand over; frames and views go zero-copy.
+        sock.send(part, _MORE if i < last else 0, copy=isinstance(part, bytes) and len(part) < 65536)
+
+
 @dataclass(slots=True)
 class Packet:
     """One received message, header decoded, body still raw (the broker never needs it)."""
 
     route: list[Any]
     env: Envelope
+    header_frame: Any
     body_frame: Any
     buffers: list[Any]
 
@@ -64,14 +76,12 @@ class Packet:
 
     def payload(self) -> list[Any]:
         """The frames after the route, to forward the message unchanged."""
-        return [MAGIC, self.header_frame, self.body_frame, *self.buffers]
-
-    header_frame: Any = None
+        return [self.header_frame, self.body_frame, *self.buffers]
 
 
 def encode(env: Envelope, body: Message | dict[str, Any], buffers: Sequence[Buffer] = ()) -> list[Buffer]:
     raw_body = body.to_body() if isinstance(body, Message) else body
-    return [MAGIC, _packb(env.to_wire()), _packb(raw_body), *buffers]
+    return [MAGIC + _packb(env.to_wire()), _packb(raw_body), *buffers]
 
 
 def send(
@@ -82,12 +92,12 @@ def send(
     route: Sequence[bytes] = (),
 ) -> None:
     """Send one message; ``route`` is the peer identity when ``sock`` is a ROUTER."""
-    sock.send_multipart([*route, *encode(env, body, buffers)], copy=len(buffers) == 0)
+    _send_parts(sock, [*route, *encode(env, body, buffers)])
 
 
 def forward(sock: zmq.Socket[Any], route: Sequence[bytes], packet: Packet) -> None:
     """Send a received message on, unchanged, to ``route``."""
-    sock.send_multipart([*route, *packet.payload()], copy=False)
+    _send_parts(sock, [*route, packet.header_frame, packet.body_frame, *packet.buffers])
 
 
 def parse(frames: Sequence[Any], route_frames: int, max_bytes: int = DEFAULT_MAX_BYTES) -> Packet:
@@ -95,28 +105,40 @@ def parse(frames: Sequence[Any], route_frames: int, max_bytes: int = DEFAULT_MAX
 
     ``route_frames`` is how many leading routing frames to expect (1 on a ROUTER, 0 on a DEALER).
     """
-    if len(frames) < route_frames + 3:
+    if len(frames) < route_frames + 2:
         raise ProtocolError(f"truncated message: {len(frames)} frame(s)")
-    route = list(frames[:route_frames])
-    magic, header, body, *buffers = frames[route_frames:]
-    if bytes(_bytes_of(magic)) != MAGIC:
-        raise ProtocolError("bad magic frame (not a foldermind message)")
-    env = Envelope.from_wire(_unpackb(_bytes_of(header)))
-    total = sum(len(_bytes_of(f)) for f in frames)
+    header = frames[route_frames]
+    raw = header.bytes if isinstance(header, zmq.Frame) else bytes(header)  # small: a copy is cheap
+    if raw[:2] != MAGIC:
+        raise ProtocolError("bad magic (not a foldermind message)")
+    env = Envelope.from_wire(_unpackb(memoryview(raw)[2:]))
+    total = 0
+    for frame in frames:
+        total += len(frame)
     if total > max_bytes:
         raise OversizedMessage(f"oversized message: {total} bytes > {max_bytes}", env)
-    return Packet(route=route, env=env, body_frame=body, buffers=list(buffers), header_frame=header)
+    return Packet(
+        route=list(frames[:route_frames]),
+        env=env,
+        header_frame=raw,
+        body_frame=frames[route_frames + 1],
+        buffers=list(frames[route_frames + 2 :]),
+    )
 
 
 def recv(sock: zmq.Socket[Any], route_frames: int = 0, max_bytes: int = DEFAULT_MAX_BYTES) -> Packet:
     """Receive and parse one message (blocking unless the socket has a timeout)."""
-    frames = sock.recv_multipart(copy=False)
-    return parse(frames, route_frames, max_bytes)
+    return parse(recv_frames(sock), route_frames, max_bytes)
 
 
 def recv_frames(sock: zmq.Socket[Any], flags: int = 0) -> list[Any]:
     """Receive one multipart message as frames, without parsing it (pair with :func:`parse`)."""
-    return list(sock.recv_multipart(flags=flags, copy=False))
+    frame = sock.recv(flags, copy=False)
+    parts = [frame]
+    while frame.more:
+        frame = sock.recv(0, copy=False)
+        parts.append(frame)
+    return parts
 
 
 def identity_of(frame: Any) -> bytes:
@@ -137,4 +159,4 @@ def send_raw_for_tests(sock: zmq.Socket[Any], frames: Sequence[bytes]) -> None:
 
 def raw_header(**fields: Any) -> bytes:
     """A header frame with arbitrary fields (fault injection: e.g. an unknown protocol version)."""
-    return _packb(fields)
+    return MAGIC + _packb(fields)

@@ -26,6 +26,7 @@ PROTOCOL_VERSION = 1
 """Bumped on any change an older peer would misread; a peer rejects other versions."""
 
 Status = Literal["ok", "error", "partial"]
+_STATUSES = frozenset(("ok", "error", "partial"))
 
 _ID_PREFIX = os.urandom(6).hex()
 _ID_COUNTER = itertools.count(1)
@@ -90,33 +91,43 @@ class Envelope:
 
     @classmethod
     def from_wire(cls, raw: Any) -> Envelope:
-        if not isinstance(raw, dict):
+        # On the broker's hot path (twice per round trip): plain type checks, positional arguments.
+        if type(raw) is not dict:
             raise ProtocolError("header is not a map")
         version = raw.get("v")
         if version != PROTOCOL_VERSION:
             raise ProtocolError(f"unsupported protocol version {version!r} (this peer speaks {PROTOCOL_VERSION})")
-        kind, mid = raw.get("kind"), raw.get("id")
-        if not isinstance(kind, str) or not kind or not isinstance(mid, str) or not mid:
+        get = raw.get
+        kind, mid = get("kind"), get("id")
+        if type(kind) is not str or not kind or type(mid) is not str or not mid:
             raise ProtocolError("header lacks kind or id")
-        status = raw.get("status", "ok")
-        if status not in ("ok", "error", "partial"):
+        status = get("status", "ok")
+        if status not in _STATUSES:
             raise ProtocolError(f"unknown status {status!r}")
-        error = raw.get("error")
-        try:
-            return cls(
-                kind=kind,
-                id=mid,
-                cid=str(raw.get("cid") or ""),
-                src=str(raw.get("src") or ""),
-                to=str(raw.get("to") or ""),
-                ts=float(raw.get("ts") or 0.0),
-                deadline=float(raw.get("deadline") or 0.0),
-                attempt=int(raw.get("attempt") or 1),
-                status=status,
-                error=ErrorInfo.from_wire(error) if error is not None else None,
-            )
-        except (TypeError, ValueError) as exc:
-            raise ProtocolError(f"malformed header field: {exc}") from exc
+        cid, src, to = get("cid") or "", get("src") or "", get("to") or ""
+        ts, deadline, attempt = get("ts") or 0.0, get("deadline") or 0.0, get("attempt") or 1
+        if not (
+            type(cid) is str
+            and type(src) is str
+            and type(to) is str
+            and isinstance(ts, int | float)
+            and isinstance(deadline, int | float)
+            and type(attempt) is int
+        ):
+            raise ProtocolError("malformed header field")
+        error = get("error")
+        return cls(
+            kind,
+            mid,
+            cid,
+            src,
+            to,
+            float(ts),
+            float(deadline),
+            attempt,
+            status,
+            ErrorInfo.from_wire(error) if error is not None else None,
+        )
 
     def reply(self, src: str, status: Status = "ok", error: ErrorInfo | None = None) -> Envelope:
         """The envelope of a reply to this request."""
@@ -632,7 +643,7 @@ class SearchRequest(Message):
     ``invalid_query``, ``invalid_smart_folder``."""
 
     query: str
-    mode: str = "keyword"
+    mode: str = "hybrid"
     top_k: int = 10
     folder_id: str | None = None
 

@@ -77,8 +77,8 @@ class RunningKernel:
         self.events: list[WorkerStateEvent] = []
         self._sub: zmq.Socket[bytes] | None = None
 
-    def start(self) -> RunningKernel:
-        cli(self.root, "start")
+    def start(self, *args: str) -> RunningKernel:
+        cli(self.root, "start", *args)
         self.kernel_pid = int(self.home.pid_file.read_text())
         self.connect_events()
         self.wait_all_running()

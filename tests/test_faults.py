@@ -87,8 +87,8 @@ def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: Running
     frames.send_raw_for_tests(client.sock, [b"\x00" * 10])
     frames.send_raw_for_tests(client.sock, [b"XY", b"\x00", b"\x00", b"\x00"])
     wrong_version = frames.raw_header(v=2, kind="ping.request", id="z", to="kernel")
-    frames.send_raw_for_tests(client.sock, [frames.MAGIC, wrong_version, b"\x80"])
-    frames.send_raw_for_tests(client.sock, [frames.MAGIC, b"\xff" * 100, b"\x80"])
+    frames.send_raw_for_tests(client.sock, [wrong_version, b"\x80"])
+    frames.send_raw_for_tests(client.sock, [frames.MAGIC + b"\xff" * 100, b"\x80"])
     # Oversized as a whole (each frame under ZeroMQ's per-frame cap): refused, and the sender told.
     big = b"\x00" * (40 * 1024 * 1024)
     with pytest.raises(RemoteError) as err:
@@ -97,7 +97,7 @@ def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: Running
     header = frames.raw_header(v=1, kind="ping.request", id="big", to="kernel", src="t")
     # One frame over the cap: ZeroMQ drops that connection; the broker never sees it.
     with kernel.client("huge") as huge:
-        frames.send_raw_for_tests(huge.sock, [frames.MAGIC, header, b"\x80", b"\x00" * (65 * 1024 * 1024)])
+        frames.send_raw_for_tests(huge.sock, [header, b"\x80", b"\x00" * (65 * 1024 * 1024)])
     assert ping(kernel, "kernel").name == "kernel"
     assert ping(kernel, "parser").name.startswith("parser#")
     assert ping(kernel, "testworker").pid == kernel.worker("testworker")["pid"]

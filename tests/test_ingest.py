@@ -332,3 +332,21 @@ env = {{ FOLDERMIND_EMBED_MODEL_DIR = "{late_model}", FOLDERMIND_EMBED_RETRY_S =
         assert k.worker("embedder")["restarts"] == 0
     finally:
         k.stop()
+
+
+def test_demo_folder_is_registered_only_when_no_folder_exists(home_dir: Path) -> None:
+    demo = home_dir / "demo"
+    demo.mkdir()
+    (demo / "readme.md").write_text("# Demo\n\nThe demo folder talks about walruses.\n")
+    other = home_dir / "other"
+    other.mkdir()
+    k = RunningKernel(home_dir, FAST_RESTART)
+    try:
+        k.start("--demo-folder", str(demo))
+        wait_for(lambda: files_found(home_dir, "walruses") == {"readme.md"}, 60, 0.3, "demo folder searchable")
+        k.stop()
+        k.start("--demo-folder", str(other))
+        names = [f["name"] for f in json.loads(cli(home_dir, "folders", "list", "--json").stdout)]
+        assert names == ["demo"]
+    finally:
+        k.stop()

@@ -129,9 +129,9 @@ class Worker:
     """Base class: override ``service``, ``setup``, ``handlers`` and ``teardown`` as needed."""
 
     capacity: int = 1
+    """How many jobs the broker may hand this worker at once (1 = strictly one after another)."""
     status_note: str = ""
     """A short state line sent with every heartbeat and shown by ``foldermind status``."""
-    """How many jobs the broker may hand this worker at once (1 = strictly one after another)."""
 
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx

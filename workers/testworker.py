@@ -87,10 +87,10 @@ class TestWorker(Worker):
             [b"not a foldermind message"],
             [b"three", b"junk", b"frames"],
             [frames.MAGIC],
-            [frames.MAGIC, b"\xc1\xc1\xc1", b"\x80"],
-            [frames.MAGIC, frames.raw_header(v=99, kind="ping.request", id="x1", to="kernel"), b"\x80"],
-            [frames.MAGIC, frames.raw_header(v=1, kind="ping.request"), b"\x80"],
-            [frames.MAGIC, frames.raw_header(v=1, kind="no.such.request", id="x2", to="kernel"), b"\x80"],
+            [frames.MAGIC + b"\xc1\xc1\xc1", b"\x80"],
+            [frames.raw_header(v=99, kind="ping.request", id="x1", to="kernel"), b"\x80"],
+            [frames.raw_header(v=1, kind="ping.request"), b"\x80"],
+            [frames.raw_header(v=1, kind="no.such.request", id="x2", to="kernel"), b"\x80"],
         ):
             frames.send_raw_for_tests(sock, junk)
         sock.close()

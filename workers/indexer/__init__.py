@@ -252,9 +252,10 @@ class IndexerWorker(Worker):
         if body.mode not in MODES:
             raise JobError("invalid_query", f"mode must be one of {', '.join(MODES)}")
         top_k = max(1, min(int(body.top_k), 50))
+        scope: str | None = None
         if body.folder_id is not None:
             try:
-                self.store.find_folder(body.folder_id)
+                scope = self.store.find_folder(body.folder_id).id  # an id or the folder's path
             except StoreError as exc:
                 raise JobError("invalid_smart_folder", str(exc)) from exc
         note = None
@@ -264,7 +265,7 @@ class IndexerWorker(Worker):
         snippets: dict[int, str] = {}
         total = 0
         if mode in ("keyword", "hybrid"):
-            hits, total = self.bm25.search(query, depth, body.folder_id)
+            hits, total = self.bm25.search(query, depth, scope)
             keyword = [(h.chunk_id, h.score) for h in hits]
             snippets = {h.chunk_id: h.snippet for h in hits}
         semantic: list[tuple[int, float]] = []
@@ -273,12 +274,12 @@ class IndexerWorker(Worker):
             if vector is None:
                 note = f"semantic search unavailable ({why}): answered from keyword search"
                 if mode == "semantic":
-                    hits, total = self.bm25.search(query, depth, body.folder_id)
+                    hits, total = self.bm25.search(query, depth, scope)
                     keyword = [(h.chunk_id, h.score) for h in hits]
                     snippets = {h.chunk_id: h.snippet for h in hits}
                 mode = "keyword"
             else:
-                oversample = depth * (4 if body.folder_id else 1)
+                oversample = depth * (4 if scope else 1)
                 semantic = self.vectors.search(vector, oversample)
         if mode == "hybrid":
             ranked = _rrf([keyword, semantic])
@@ -291,7 +292,7 @@ class IndexerWorker(Worker):
         results: list[SearchHit] = []
         for chunk_id, score in ranked:
             row = rows.get(chunk_id)
-            if row is None or (body.folder_id and row["folder_id"] != body.folder_id):
+            if row is None or (scope and row["folder_id"] != scope):
                 continue  # deleted after the last index commit, or outside the asked folder
             results.append(
                 SearchHit(

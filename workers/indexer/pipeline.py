@@ -53,6 +53,7 @@ class _Parse:
 
 class Pipeline(threading.Thread):
     SAVE_EVERY_S = 5.0
+    PARSE_RETRY_S = 5.0
 
     def __init__(
         self,
@@ -76,6 +77,7 @@ class Pipeline(threading.Thread):
         self._journal_dirty = True  # replay whatever a crash left unapplied, first thing
         self._embeds: dict[str, list[int]] = {}
         self._embed_retry_at = 0.0
+        self._parse_retry_at = 0.0
         self._next_save = 0.0
         self.embed_error: str | None = None
         self.errors = 0
@@ -128,7 +130,7 @@ class Pipeline(threading.Thread):
 
     def _fill(self, client: BusClient) -> None:
         room = self.policy.parse_window - len(self._inflight)
-        if room <= 0:
+        if room <= 0 or time.monotonic() < self._parse_retry_at:
             return
         busy = {p.doc.id for p in self._inflight.values()}
         for doc in self.store.pending(room + len(busy)):
@@ -196,6 +198,9 @@ class Pipeline(threading.Thread):
             self._store(job, body)
 
     def _failed(self, client: BusClient, job: _Parse, error: ErrorInfo) -> None:
+        if error.code == ErrorCode.DEADLINE_EXCEEDED and error.retryable:
+            self._send(client, job)  # expired in the queue, never reached a parser: not its fault
+            return
         if error.code in _LOST and job.attempt == 1:
             log.warning("parse of document %d lost its parser (%s); retrying on a fresh one", job.doc.id, error.code)
             job.attempt = 2
@@ -204,8 +209,10 @@ class Pipeline(threading.Thread):
         reason = error.message
         if error.code in _LOST:
             reason = f"quarantined: the parser failed twice on this file ({error.message})"
-        elif error.code == ErrorCode.SERVICE_UNAVAILABLE:
-            log.warning("no parser available; document %d stays pending", job.doc.id)
+        elif error.retryable or error.code in (ErrorCode.SERVICE_UNAVAILABLE, ErrorCode.SHUTTING_DOWN):
+            # No parser can take it now (all FAILED, stopping, tokenizer missing): stay pending.
+            log.warning("document %d stays pending: %s", job.doc.id, error.code)
+            self._parse_retry_at = time.monotonic() + self.PARSE_RETRY_S
             return
         self.store.set_failed(job.doc.id, reason)
         self._journal_dirty = True
@@ -213,6 +220,11 @@ class Pipeline(threading.Thread):
     def _store(self, job: _Parse, reply: ParseReply) -> None:
         if self.store.document(job.doc.path) is None:
             return  # deleted or moved while it was being parsed
+        try:
+            st = os.stat(job.doc.path)
+            changed_meanwhile = (st.st_size, st.st_mtime_ns) != (job.size, job.mtime_ns)
+        except OSError:
+            changed_meanwhile = True  # gone: the watcher's delete event follows
         with self.store.tx() as db:
             self.store.write_document(
                 db,
@@ -226,6 +238,8 @@ class Pipeline(threading.Thread):
                 [dict(c) for c in reply.chunks],
             )
         self._journal_dirty = True
+        if changed_meanwhile:
+            self.store.requeue(job.doc.id)  # a change arrived during the parse: index the newer content
 
     # ---------------------------------------------------------------------------------------
     # embedding
@@ -258,6 +272,10 @@ class Pipeline(threading.Thread):
             log.error("embed reply holds %d vectors for %d chunks; dropped", body.count, len(ids))
             return
         matrix = np.frombuffer(frames.buffer_bytes(packet.buffers[0]), dtype=np.float32).reshape(body.count, body.dim)
+        if body.dim != self.vectors.ndim and not self.store.vector_ids():
+            self.vectors.reset(body.dim)  # first vectors of a (re)configured model: size the index to it
+            with self.store.tx() as db:
+                self.store.set_meta(db, "vector_dim", str(body.dim))
         if body.dim != self.vectors.ndim:
             self.embed_error = f"the model makes {body.dim}-d vectors; the index holds {self.vectors.ndim}-d"
             self._embed_retry_at = time.monotonic() + self.policy.embed_retry_s

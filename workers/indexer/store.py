@@ -255,6 +255,7 @@ class Store:
             "INSERT INTO documents(folder_id, path, original_path, status, error, chunks, updated_at) "
             "VALUES(?, ?, ?, 'skipped', ?, 0, ?) "
             "ON CONFLICT(path) DO UPDATE SET status = 'skipped', error = excluded.error, chunks = 0, "
+            "sha256 = NULL, format = NULL, "
             "updated_at = excluded.updated_at",
             (folder_id, path, path, reason, time.time()),
         )
@@ -269,7 +270,8 @@ class Store:
         row = db.execute("SELECT id, folder_id FROM documents WHERE path = ?", (old,)).fetchone()
         if row is None:
             return False
-        db.execute("DELETE FROM documents WHERE path = ?", (new,))  # a file moved over another
+        replaced = [r[0] for r in db.execute("SELECT id FROM documents WHERE path = ?", (new,))]
+        self.delete_documents(db, replaced)  # a file moved over another
         db.execute(
             "UPDATE documents SET path = ?, folder_id = ?, updated_at = ? WHERE id = ?",
             (new, folder_id, time.time(), row[0]),
@@ -293,9 +295,13 @@ class Store:
             db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
             db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
             db.execute(
-                "UPDATE documents SET status = 'failed', error = ?, chunks = 0, updated_at = ? WHERE id = ?",
+                "UPDATE documents SET status = 'failed', error = ?, chunks = 0, sha256 = NULL, format = NULL, "
+                "updated_at = ? WHERE id = ?",
                 (error, time.time(), doc_id),
             )
+
+    def requeue(self, doc_id: int) -> None:
+        self.db.execute("UPDATE documents SET status = 'pending', attempts = 0 WHERE id = ?", (doc_id,))
 
     def set_attempts(self, doc_id: int, attempts: int) -> None:
         self.db.execute("UPDATE documents SET attempts = ? WHERE id = ?", (attempts, doc_id))

@@ -42,6 +42,15 @@ class VectorIndex:
         if self.index.ndim != ndim:
             raise ValueError(f"{path} holds {self.index.ndim}-d vectors, the model makes {ndim}-d")
 
+    def reset(self, ndim: int) -> None:
+        """An empty index of another dimension (the configured model changed before any vector)."""
+        with self._lock:
+            self.ndim = ndim
+            self.index = Index(
+                ndim=ndim, metric="cos", dtype="f32", expansion_add=128, expansion_search=EXPANSION_SEARCH
+            )
+            self.dirty = True
+
     def __len__(self) -> int:
         return len(self.index)
 
