@@ -117,6 +117,7 @@ class WatcherWorker(Worker):
         super().__init__(ctx)
         self.policy = ingest_from_env()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._pending: dict[str, tuple[ChangeEvent, float]] = {}
         self._observers: dict[str, Any] = {}
         self._local = threading.local()
@@ -128,6 +129,8 @@ class WatcherWorker(Worker):
 
     def teardown(self) -> None:
         self._stop.set()
+        with self._lock:
+            self._changed.notify()
         for observer in self._observers.values():
             observer.stop()
 
@@ -199,11 +202,20 @@ class WatcherWorker(Worker):
             if previous and previous[0]["kind"] == "moved" and event["kind"] == "modified":
                 return
             self._pending[key] = (event, time.monotonic())
+            self._changed.notify()
 
     def _debounce_loop(self) -> None:
-        while not self._stop.wait(min(0.1, self.policy.debounce_s / 2 or 0.1)):
-            now = time.monotonic()
+        # Sleeps until an event arrives or the oldest pending one settles: no ticking while idle.
+        while not self._stop.is_set():
             with self._lock:
+                now = time.monotonic()
+                if not self._pending:
+                    self._changed.wait(timeout=60)
+                    continue
+                oldest = min(t for _, t in self._pending.values())
+                if now - oldest < self.policy.debounce_s:
+                    self._changed.wait(timeout=self.policy.debounce_s - (now - oldest) + 0.01)
+                    continue
                 ripe = [k for k, (_, t) in self._pending.items() if now - t >= self.policy.debounce_s]
                 events = [self._pending.pop(k)[0] for k in ripe]
             if not events:
