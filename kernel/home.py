@@ -11,6 +11,7 @@ import hashlib
 import os
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,11 @@ class Home:
             root = Path(home).expanduser().resolve()
             return cls(root, root / "config", root / "data", root / "logs", _runtime_dir(root / "run", root))
         dirs = platformdirs.PlatformDirs(APP, appauthor=False)
-        runtime = Path(dirs.user_runtime_dir)
+        with warnings.catch_warnings():
+            # Without XDG_RUNTIME_DIR (a headless box, a container) platformdirs warns and falls
+            # back to /tmp/runtime-UID, which is what we want anyway; the folder is made 0700 below.
+            warnings.simplefilter("ignore")
+            runtime = Path(dirs.user_runtime_dir)
         return cls(
             None,
             Path(dirs.user_config_dir),
