@@ -52,7 +52,14 @@ class _Parse:
 
 
 class Pipeline(threading.Thread):
-    SAVE_EVERY_S = 5.0
+    # SQLite holds every vector, so the usearch file may lag: saving it costs a full serialisation.
+    SAVE_EVERY_S = 30.0
+    # A Tantivy commit (and reader reload) per parsed file would cost more than the parse itself:
+    # during bulk indexing, commit at most this often; a lone edit is committed at once.
+    COMMIT_EVERY_S = 0.5
+    # Chunks are fetched this many batches at a time and sent longest-first, so each request holds
+    # texts of similar length (less padding for the model) while requests stay small.
+    EMBED_LOOKAHEAD = 8
     PARSE_RETRY_S = 5.0
 
     def __init__(
@@ -76,6 +83,8 @@ class Pipeline(threading.Thread):
         self._inflight: dict[str, _Parse] = {}
         self._journal_dirty = True  # replay whatever a crash left unapplied, first thing
         self._embeds: dict[str, list[int]] = {}
+        self._embed_backlog: list[tuple[int, str]] = []
+        self._next_commit = 0.0
         self._embed_retry_at = 0.0
         self._parse_retry_at = 0.0
         self._next_save = 0.0
@@ -116,6 +125,8 @@ class Pipeline(threading.Thread):
                     log.exception("ingest step failed; retrying shortly")
                     time.sleep(1.0)
                 timeout = 1000 if self._inflight or self._embeds or self.vectors.dirty else 5000
+                if self._journal_dirty:
+                    timeout = min(timeout, max(1, int((self._next_commit - time.monotonic()) * 1000) + 1))
                 events = dict(poller.poll(timeout))
                 if self._wake_recv in events:
                     while self._wake_recv.poll(0):
@@ -247,11 +258,15 @@ class Pipeline(threading.Thread):
     def _fill_embeds(self, client: BusClient) -> None:
         if time.monotonic() < self._embed_retry_at:
             return
+        size = self.policy.embed_batch
         while len(self._embeds) < self.policy.embed_window:
-            busy = {i for ids in self._embeds.values() for i in ids}
-            batch = self.store.unembedded(self.policy.embed_batch, busy)
-            if not batch:
-                return
+            if not self._embed_backlog:
+                busy = {i for ids in self._embeds.values() for i in ids}
+                rows = self.store.unembedded(size * self.EMBED_LOOKAHEAD, busy)
+                if not rows:
+                    return
+                self._embed_backlog = sorted(rows, key=lambda row: len(row[1]), reverse=True)
+            batch, self._embed_backlog = self._embed_backlog[:size], self._embed_backlog[size:]
             env = client.send("embedder", EmbedRequest([text for _, text in batch]), timeout=600)
             self._embeds[env.id] = [chunk_id for chunk_id, _ in batch]
 
@@ -318,6 +333,10 @@ class Pipeline(threading.Thread):
     def _apply_journal(self) -> None:
         if not self._journal_dirty:
             return
+        now = time.monotonic()
+        if self._inflight and now < self._next_commit:
+            return  # more parses are about to land: fold them into one commit
+        self._next_commit = now + self.COMMIT_EVERY_S
         self._journal_dirty = False
         applied = int(self.store.get_meta("tantivy_seq", "0"))
         seq, doc_ids = self.store.journal_after(applied)
