@@ -116,11 +116,9 @@ class Broker:
 
     def on_readable(self) -> None:
         """Drain the bus socket."""
-        while True:
-            try:
-                raw = frames.recv_frames(self.sock, zmq.NOBLOCK)
-            except zmq.Again:
-                return
+        # Ask before reading: ending each drain on a failed recv would raise zmq.Again every time.
+        while frames.readable(self.sock):
+            raw = frames.recv_frames(self.sock)
             try:
                 packet = frames.parse(raw, 1, self.policy.max_message_bytes)
             except ProtocolError as exc:

@@ -131,6 +131,14 @@ def recv(sock: zmq.Socket[Any], route_frames: int = 0, max_bytes: int = DEFAULT_
     return parse(recv_frames(sock), route_frames, max_bytes)
 
 
+_POLLIN = int(zmq.POLLIN)
+
+
+def readable(sock: zmq.Socket[Any]) -> bool:
+    """A whole message is waiting (cheaper than a non-blocking recv that raises zmq.Again)."""
+    return bool(int(sock.getsockopt(zmq.EVENTS)) & _POLLIN)
+
+
 def recv_frames(sock: zmq.Socket[Any], flags: int = 0) -> list[Any]:
     """Receive one multipart message as frames, without parsing it (pair with :func:`parse`)."""
     frame = sock.recv(flags, copy=False)

@@ -280,11 +280,8 @@ class _Runner:
         return 0
 
     def _serve_available(self, handlers: dict[str, Handler]) -> None:
-        while not self.stop_requested:
-            try:
-                raw = frames.recv_frames(self.sock, zmq.NOBLOCK)
-            except zmq.Again:
-                return
+        while not self.stop_requested and frames.readable(self.sock):
+            raw = frames.recv_frames(self.sock)
             try:
                 packet = frames.parse(raw, 0, self.ctx.max_message_bytes)
             except ProtocolError as exc:
