@@ -79,6 +79,7 @@ def ingest_from_env() -> IngestPolicy:
 class WorkerSpec(_Strict):
     module: str
     count: int = Field(1, ge=1, le=64)
+    nice: int = Field(0, ge=0, le=19)
     enabled: bool = True
     env: dict[str, str] = Field(default_factory=dict)
     restart: dict[str, Any] = Field(default_factory=dict)

@@ -151,6 +151,11 @@ class Supervisor:
             return
         finally:
             stderr_log.close()
+        if slot.spec.nice:
+            try:
+                os.setpriority(os.PRIO_PROCESS, slot.proc.pid, slot.spec.nice)
+            except OSError as exc:
+                log.warning("%s: could not lower its priority: %s", slot.name, exc)
         slot.external_pid = None
         slot.started_at = time.monotonic()
         slot.running_since = None
