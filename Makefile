@@ -36,8 +36,11 @@ pytest: install
 
 test: lint typecheck pytest
 
+# The bus (docs/benchmarks.md, ~2 min) then ingestion on SciFact (docs/benchmarks-ingest.md, ~15 min).
 bench: install
 	$(BIN)/python -m tests.bench.run_all
+	$(BIN)/python -m tests.bench.ingest
+	printf '\n## Ingestion\n\nThe ingestion figures (SciFact, issue 3) are in [benchmarks-ingest.md](benchmarks-ingest.md).\n' >> docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

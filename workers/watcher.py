@@ -16,7 +16,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 
 from foldermind.kernel.config import ingest_from_env
@@ -84,6 +95,19 @@ def scan(root: str) -> list[FileEntry]:
             except OSError:
                 continue
     return found
+
+
+# Not opened/closed-without-write: our own hashing and parsing read every file and would wake us twice.
+_WATCHED = (
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileClosedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+)
 
 
 class _Events(FileSystemEventHandler):
@@ -171,7 +195,9 @@ class WatcherWorker(Worker):
             fresh = [f for p, f in wanted.items() if p not in self._observers]
             for folder in fresh:
                 observer = Observer()
-                observer.schedule(_Events(self, folder["path"]), folder["path"], recursive=True)
+                observer.schedule(
+                    _Events(self, folder["path"]), folder["path"], recursive=True, event_filter=list(_WATCHED)
+                )
                 observer.daemon = True
                 observer.start()
                 self._observers[folder["path"]] = observer

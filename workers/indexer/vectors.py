@@ -18,8 +18,8 @@ from usearch.index import Index
 
 log = logging.getLogger("foldermind.indexer.vectors")
 
-# Measured on SciFact (docs/benchmarks.md): usearch's default of 64 loses ~3% of the exact top-100;
-# 256 keeps the loss under 1%.
+# Measured on SciFact (docs/benchmarks-ingest.md): usearch's default of 64 loses 4.4% of the exact
+# top-100 for the SciFact queries; 256 keeps the loss under 0.6%.
 EXPANSION_SEARCH = 256
 
 
@@ -66,7 +66,7 @@ class VectorIndex:
             present = np.fromiter((self.index.contains(int(k)) for k in ids), dtype=bool, count=len(ids))
             if present.any():
                 self.index.remove(ids[present])
-            self.index.add(ids, vectors)
+            self.index.add(ids, vectors, threads=1)  # a few vectors: no point fighting torch for the cores
             self.dirty = True
 
     def remove(self, keys: list[int]) -> None:

@@ -1,0 +1,94 @@
+"""``make bench``: measure the bus and the idle process tree, print the report, write docs/benchmarks.md.
+
+Run from the repository root: ``python -m tests.bench.run_all [--idle-seconds S] [--no-write]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+import traceback
+
+from tests.bench import costs, idle, suites
+from tests.bench.machine import facts, wait_for_quiet
+from tests.bench.payloads import all_payloads
+from tests.bench.report import Results, render
+from tests.bench.transports import REPO
+
+REPORT = REPO / "docs" / "benchmarks.md"
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.run_all", description=__doc__)
+    parser.add_argument("--idle-seconds", type=float, default=20.0, help="idle CPU window (default 20)")
+    parser.add_argument("--settle-seconds", type=float, default=3.0, help="wait before the idle window")
+    parser.add_argument("--no-write", action="store_true", help=f"print only, do not write {REPORT}")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as `make` sets it: the workers never download a model
+
+    t0 = time.monotonic()
+    say("waiting for the machine to be quiet (under 10% CPU, at most 60 s)")
+    load, waited = wait_for_quiet()
+    machine = facts(REPO)
+    machine["CPU in use when the run began"] = f"{load:.0f}% of all cores (after waiting {waited:.0f} s)"
+    payloads = all_payloads()
+    errors: list[str] = []
+
+    say("1/3 round trips: bare echo, bare relay and the kernel, side by side")
+    with contextlib.ExitStack() as stack:
+        chains = [
+            stack.enter_context(suites.bare_chain()),
+            stack.enter_context(suites.relay_chain()),
+            stack.enter_context(suites.brokered_chain()),
+        ]
+        say(f"  {chains[2].info}")
+        bare, relay, brokered = suites.run(chains, payloads, say)
+        wakeup = suites.wakeup_penalty(chains[0], payloads[0])
+        if wakeup is not None:
+            say(f"  bare echo pinned: {wakeup.same_cpu_us:.1f} us on one CPU, {wakeup.two_cpus_us:.1f} us on two")
+
+    say("2/3 foldermind's Python work per message (in-process)")
+    cost_rows = costs.measure(payloads[0])
+    for c in cost_rows:
+        say(f"  {c.us:7.1f} us  {c.what}")
+
+    say(f"3/3 idle CPU of the default process tree ({args.idle_seconds:g} s)")
+    idle_result = None
+    try:
+        idle_result = idle.measure(args.idle_seconds, args.settle_seconds, say)
+        say(f"  whole tree: {idle_result.percent_of_core:.2f}% of one core")
+    except Exception as exc:  # report what was measured even if the default tree cannot start
+        traceback.print_exc()
+        errors.append(f"idle measurement failed: {exc}")
+
+    text = render(
+        Results(
+            machine=machine,
+            bare=bare,
+            relay=relay,
+            brokered=brokered,
+            costs=cost_rows,
+            costs_payload=payloads[0].label,
+            wakeup=wakeup,
+            idle=idle_result,
+            elapsed_s=time.monotonic() - t0,
+            errors=errors,
+        )
+    )
+    print(text)
+    if not args.no_write:
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(text, encoding="utf-8")
+        say(f"wrote {REPORT.relative_to(REPO)}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
