@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import os
-import platform
 import random
 import re
 import shutil
@@ -64,6 +62,7 @@ from foldermind.protocol.messages import (
     StatusReply,
     StatusRequest,
 )
+from tests.bench import machine
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT = REPO / "docs" / "benchmarks-ingest.md"
@@ -118,31 +117,6 @@ def scifact_dir() -> Path:
 # machine
 
 
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Hardware", "Processor") and value.strip():
-                return value.strip()
-    return platform.processor() or "unknown"
-
-
-def _git_rev() -> str:
-    try:
-        rev = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return f"{rev}{' (uncommitted changes)' if dirty else ''}" if rev else "unknown"
-
-
 def _version(name: str) -> str:
     try:
         return metadata.version(name)
@@ -151,22 +125,14 @@ def _version(name: str) -> str:
 
 
 def machine_facts() -> dict[str, str]:
-    logical = os.cpu_count() or 0
-    physical = psutil.cpu_count(logical=False)
-    load_avg = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "-"
-    return {
-        "date (UTC)": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
-        "CPU": _cpu_model(),
-        "cores": f"{logical} logical, {physical or '?'} physical, {usable_cpus()} usable by this process",
-        "RAM": f"{psutil.virtual_memory().total / 2**30:.1f} GiB",
-        "OS": f"{platform.system()} {platform.release()} ({platform.machine()})",
-        "Python": platform.python_version(),
-        "torch / sentence-transformers / usearch": (
-            f"{_version('torch')} / {_version('sentence-transformers')} / {_version('usearch')}"
-        ),
-        "foldermind": f"{_version('foldermind')}, commit {_git_rev()}",
-        "load average before the run": load_avg,
-    }
+    """The bus benchmark's machine table, with the model stack in place of the bus libraries."""
+    facts = machine.facts(REPO)
+    for bus_only in ("pyzmq / libzmq", "msgpack"):
+        facts.pop(bus_only, None)
+    facts["torch / sentence-transformers / usearch"] = (
+        f"{_version('torch')} / {_version('sentence-transformers')} / {_version('usearch')}"
+    )
+    return facts
 
 
 class CpuWindow:
