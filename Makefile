@@ -40,7 +40,6 @@ test: lint typecheck pytest
 bench: install
 	$(BIN)/python -m tests.bench.run_all
 	$(BIN)/python -m tests.bench.ingest
-	printf '\n## Ingestion\n\nThe ingestion figures (SciFact, issue 3) are in [benchmarks-ingest.md](benchmarks-ingest.md).\n' >> docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -126,8 +126,8 @@ class Broker:
                 sender = frames.identity_of(raw[0]) if raw else b"?"
                 self._bad.warn("dropped a bad message from %r: %s", sender, exc)
                 env = getattr(exc, "env", None)
-                if isinstance(env, Envelope) and not env.kind.endswith(".reply"):
-                    self.reply_error(sender, env, ErrorInfo(ErrorCode.MESSAGE_TOO_LARGE, str(exc)))
+                if isinstance(env, Envelope):
+                    self._refuse_oversized(sender, env, str(exc))
                 continue
             self._dispatch(frames.identity_of(packet.route[0]), packet)
 
@@ -153,6 +153,22 @@ class Broker:
                 self.control(ident, packet)
         else:
             self._on_request(ident, packet)
+
+    def _refuse_oversized(self, sender: bytes, env: Envelope, why: str) -> None:
+        info = ErrorInfo(ErrorCode.MESSAGE_TOO_LARGE, why)
+        if not env.kind.endswith(".reply"):
+            self.reply_error(sender, env, info)
+            return
+        # A reply too big to carry: its caller learns so now, and the worker, which did its job,
+        # is not mistaken for a hung one when the deadline would have passed.
+        job = self.jobs.get(env.cid)
+        peer = self.peers.get(sender)
+        if job is None or job.done or peer is None or job.worker is not peer:
+            return
+        self.reply_error(job.client, job.env, ErrorInfo(ErrorCode.MESSAGE_TOO_LARGE, f"the reply was too large: {why}"))
+        self._finish(job)
+        self._pump(peer.service)
+        self._pump(peer.name)
 
     def _on_heartbeat(self, hb_ident: bytes, packet: frames.Packet) -> None:
         env = packet.env

@@ -220,3 +220,28 @@ env = { FOLDERMIND_FAULT = "no_ready" }
         assert k.worker("parser#1")["state"] == "RUNNING"
     finally:
         k.stop()
+
+
+def test_a_reply_too_big_for_the_bus_fails_the_caller_and_spares_the_worker(home_dir: Path) -> None:
+    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + "\n[bus]\nmax_message_mb = 1\n").start()
+    try:
+        pid = k.worker("testworker")["pid"]
+        with k.client() as client:
+            # Walk down from 1 MiB until the request fits but the echoed reply, whose header is a little
+            # bigger, does not: the caller must hear so at once, not after the deadline.
+            seen_reply_refusal = False
+            for size in range(1024 * 1024 - 32, 1024 * 1024 - 600, -4):  # one frame stays under the cap
+                t0 = time.monotonic()
+                try:
+                    client.request("testworker", EchoRequest(data=b"x" * size), EchoReply, timeout=20)
+                    break  # both fit from here on
+                except RemoteError as exc:
+                    assert exc.code == "message_too_large" and time.monotonic() - t0 < 5
+                    if "reply" in str(exc):
+                        seen_reply_refusal = True
+                        break
+            assert seen_reply_refusal
+            assert client.request("testworker", PingRequest(), PingReply, timeout=5).body.pid == pid
+        assert k.worker("testworker")["restarts"] == 0
+    finally:
+        k.stop()

@@ -237,8 +237,9 @@ def _analysis(res: Results) -> list[str]:
             out.append(
                 f"- **Idle ({idle.percent_of_core:.2f}% of a core).** The tree woke {wakes / idle.seconds:.0f} "
                 f"times a second (all threads) and spent {idle.cpu_s * 1e6 / wakes:.0f} µs of CPU per wake-up: "
-                "almost all of it heartbeats. Per wake-up cost depends on how cold the caches are, so this "
-                "figure moves with the machine's other load from run to run."
+                "almost all of it heartbeats. The cost of a wake-up depends on cache and CPU state (cold "
+                "caches after a second asleep, a VM's wake-up latency) and varies from run to run at the same "
+                "wake-up rate: judge the idle target over several runs."
             )
     py = sum(c.us * c.per_round_trip for c in res.costs if not c.what.startswith(("socket", "the same", "one")))
     hop = next((c for c in res.costs if c.what.startswith("socket I/O")), None)
@@ -256,8 +257,9 @@ def _analysis(res: Results) -> list[str]:
 
 SUGGESTIONS = [
     "**Profile notes** (py-spy `record -f raw` of the kernel, the testworker and the client under the "
-    "64-in-flight 1 KB load, at commit 3cf4cc7, which already folds the magic into the header frame and "
-    "sends frame by frame; re-profile after kernel changes, these notes are not regenerated):",
+    "64-in-flight 1 KB load, after the magic moved into the header frame, frames are sent one by one and "
+    "drains ask `frames.readable` first; these notes are written by hand, not regenerated: re-profile "
+    "after kernel changes):",
     "",
     "1. **The kernel is bound by ZeroMQ sends.** ~45% of its busy samples are inside the C call of "
     "`Socket.send` (`frames._send_parts`, called by `frames.forward`): the last frame of each message "
@@ -266,12 +268,10 @@ SUGGESTIONS = [
     "`_assign` bookkeeping ~15%, `recv_frames` ~9%. Halving the Python part would gain ~25%, not 2x: "
     "reaching 15,000 rt/s here needs fewer wake-ups per message (batching replies, or fewer processes on "
     "the hot path), not only leaner Python.",
-    "2. **Drain without exceptions.** `Broker.on_readable` (`kernel/broker.py`) and "
-    "`_Runner._serve_available` (`workers/base.py`) end every drain with a failed `recv(NOBLOCK)`, "
-    "which raises `zmq.Again` (~3 µs, against ~1 µs for `sock.getsockopt(zmq.EVENTS) & zmq.POLLIN`); "
-    "the testworker, fed one job at a time, pays it on nearly every message. `BusClient.receive` "
-    "(`protocol/client.py`) builds a fresh `zmq.Poller` (`Socket.poll`) before every `recv`; trying "
-    "`recv(NOBLOCK)` first would skip it whenever a reply is already waiting.",
+    "2. **The client polls before every receive.** `BusClient.receive` (`protocol/client.py`) calls "
+    "`sock.poll()`, which builds a fresh `zmq.Poller`, before every `recv`; checking "
+    "`frames.readable(sock)` first (as the broker and the worker loop now do) skips it whenever a reply "
+    "is already waiting, which under load is most of the time.",
     "3. **The worker and the client each cost about as much CPU as the kernel** (section 4). For echo-like "
     "handlers `_Runner._run_job` is mostly envelope work: `parse`, body decode, a `Request`, a reply "
     "`Envelope` with a fresh id and `time.time()`, re-encode. On a 2-core machine all three processes "

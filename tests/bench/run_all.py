@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
             errors=errors,
         )
     )
+    if (REPORT.parent / "benchmarks-ingest.md").exists():
+        text += "\n## Ingestion\n\n"
+        text += "The ingestion figures (SciFact, issue 3) are in [benchmarks-ingest.md](benchmarks-ingest.md).\n"
     print(text)
     if not args.no_write:
         REPORT.parent.mkdir(parents=True, exist_ok=True)
