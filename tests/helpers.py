@@ -65,6 +65,13 @@ def cli(home: Path, *args: str, timeout: float = 60, check: bool = True) -> subp
     return proc
 
 
+def cli_process(home: Path, *args: str, **popen: Any) -> subprocess.Popen[str]:
+    """`foldermind --home HOME ARGS` running in the background (for -f, worker run, a concurrent stop)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(home), *args], text=True, **popen
+    )
+
+
 class RunningKernel:
     """A kernel started with `foldermind start` in its own home, torn down however the test ended."""
 

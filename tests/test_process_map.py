@@ -6,7 +6,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
@@ -19,6 +18,7 @@ from tests.helpers import (
     TESTWORKER,
     RunningKernel,
     cli,
+    cli_process,
     remove_tree,
     short_tmpdir,
     status_json,
@@ -128,20 +128,7 @@ def test_logs_show_each_worker_and_pool_members(kernel: RunningKernel) -> None:
     assert "parser#1.log" in out and "parser#2.log" in out and "parser#2 READY" in out
     assert "kernel" in cli(kernel.root, "logs", "kernel").stdout
     assert "no worker named" in cli(kernel.root, "logs", "nope", check=False).stderr
-    follow = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "foldermind.kernel.cli",
-            "--home",
-            str(kernel.root),
-            "logs",
-            "testworker",
-            "-f",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    follow = cli_process(kernel.root, "logs", "testworker", "-f", stdout=subprocess.PIPE)
     try:
         cli(kernel.root, "restart", "testworker")
         assert follow.stdout is not None
@@ -153,21 +140,7 @@ def test_logs_show_each_worker_and_pool_members(kernel: RunningKernel) -> None:
 
 def test_worker_run_takes_a_worker_into_the_foreground_and_gives_it_back(kernel: RunningKernel) -> None:
     old_pid = kernel.worker("testworker")["pid"]
-    fg = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "foldermind.kernel.cli",
-            "--home",
-            str(kernel.root),
-            "worker",
-            "run",
-            "testworker",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    fg = cli_process(kernel.root, "worker", "run", "testworker", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         w = kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
         assert w["pid"] == fg.pid
@@ -192,20 +165,7 @@ def test_worker_run_takes_a_worker_into_the_foreground_and_gives_it_back(kernel:
 
 def test_worker_run_killed_hard_is_taken_back_at_once(kernel: RunningKernel) -> None:
     old_pid = kernel.worker("testworker")["pid"]
-    fg = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "foldermind.kernel.cli",
-            "--home",
-            str(kernel.root),
-            "worker",
-            "run",
-            "testworker",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    fg = cli_process(kernel.root, "worker", "run", "testworker", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
         assert kernel.worker("testworker")["pid"] == fg.pid
@@ -222,20 +182,7 @@ def test_a_dropped_worker_run_copy_that_wakes_up_is_told_to_go(kernel: RunningKe
     """A GIL stall longer than the heartbeat liveness: the kernel takes the worker back, and the
     stalled foreground copy, once it wakes, is dismissed instead of lingering unrouted."""
     old_pid = kernel.worker("testworker")["pid"]
-    fg = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "foldermind.kernel.cli",
-            "--home",
-            str(kernel.root),
-            "worker",
-            "run",
-            "testworker",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    fg = cli_process(kernel.root, "worker", "run", "testworker", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
         assert kernel.worker("testworker")["pid"] == fg.pid
@@ -256,11 +203,7 @@ def test_restart_is_refused_while_stopping_and_stop_still_completes(home_dir: Pa
     with k.client() as client:
         client.send("testworker", FaultRequest("hang_gil", seconds=30), timeout=60)
         wait_for(lambda: k.worker("testworker")["in_flight"] == 1, 5, what="job in flight")
-    stopper = subprocess.Popen(
-        [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(home_dir), "stop"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    stopper = cli_process(home_dir, "stop", stdout=subprocess.PIPE)
     wait_for(lambda: k.worker("parser#1")["state"] != "RUNNING", 10, what="stop under way")
     refused = cli(home_dir, "restart", "parser", check=False)
     assert refused.returncode != 0 and "stopping" in refused.stderr

@@ -151,25 +151,22 @@ class Pipeline(threading.Thread):
                 break
             try:
                 st = os.stat(doc.path)
-            except OSError as exc:
-                self.store.set_failed(doc.id, f"unreadable: {exc.strerror or exc}")
-                self._journal_dirty = True
-                continue
-            if st.st_size > self.policy.max_file_bytes:
-                self.store.set_failed(doc.id, f"file too large ({st.st_size} bytes > {self.policy.max_file_bytes})")
-                self._journal_dirty = True
-                continue
-            try:
+                if st.st_size > self.policy.max_file_bytes:
+                    self._fail(doc.id, f"file too large ({st.st_size} bytes > {self.policy.max_file_bytes})")
+                    continue
                 digest = sha256_of(doc.path)
             except OSError as exc:
-                self.store.set_failed(doc.id, f"unreadable: {exc.strerror or exc}")
-                self._journal_dirty = True
+                self._fail(doc.id, f"unreadable: {exc.strerror or exc}")
                 continue
             if digest == doc.sha256 and doc.attempts == 0 and self._has_chunks(doc.id):
                 self.store.mark_unchanged(doc.id, st.st_size, st.st_mtime_ns)  # touched, not changed
                 continue
             self._send(client, _Parse(doc, st.st_size, st.st_mtime_ns, digest, attempt=1))
             room -= 1
+
+    def _fail(self, doc_id: int, reason: str) -> None:
+        self.store.set_failed(doc_id, reason)
+        self._journal_dirty = True  # its chunks leave Tantivy too
 
     def _has_chunks(self, doc_id: int) -> bool:
         row = self.store.db.execute("SELECT chunks, format FROM documents WHERE id = ?", (doc_id,)).fetchone()
@@ -225,8 +222,7 @@ class Pipeline(threading.Thread):
             log.warning("document %d stays pending: %s", job.doc.id, error.code)
             self._parse_retry_at = time.monotonic() + self.PARSE_RETRY_S
             return
-        self.store.set_failed(job.doc.id, reason)
-        self._journal_dirty = True
+        self._fail(job.doc.id, reason)
 
     def _store(self, job: _Parse, reply: ParseReply) -> None:
         if self.store.document(job.doc.path) is None:
