@@ -31,7 +31,17 @@ lint: install
 typecheck: install
 	$(BIN)/mypy -p foldermind.kernel -p foldermind.workers -p foldermind.protocol
 
-pytest: install
+# The MCP Inspector's CLI (npm) is one of the real clients the front-door tests drive. Without npm
+# the step says so and that one test is skipped with the same reason.
+INSPECTOR_VERSION := 2.12.0
+INSPECTOR := .cache/inspector/node_modules/.bin/mcp-inspector
+$(INSPECTOR):
+	if command -v npm >/dev/null; then \
+	  npm install --prefix .cache/inspector --no-audit --no-fund --loglevel=error \
+	    @modelcontextprotocol/inspector@$(INSPECTOR_VERSION); \
+	else echo "npm not found: the MCP Inspector CLI test will be skipped"; fi
+
+pytest: install $(INSPECTOR)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
@@ -42,4 +52,4 @@ bench: install
 	$(BIN)/python -m tests.bench.ingest
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache .cache

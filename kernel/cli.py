@@ -179,13 +179,33 @@ def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool,
     try:
         kernel = Kernel(home, config)
         click.echo(f"foldermind {__version__} running in the foreground (pid {os.getpid()}); Ctrl-C stops it.")
-        click.echo("MCP: the front door is not serving yet in this version.")
+        threading.Thread(target=_announce_mcp, args=(home, 60), daemon=True).start()
         if demo_folder:
             # The kernel loop owns this thread; the demo registration is an ordinary bus client.
             threading.Thread(target=_register_demo, args=(home, demo_folder), daemon=True).start()
         return kernel.run()
     finally:
         lock.release()
+
+
+def _announce_mcp(home: Home, wait_s: float) -> None:
+    """Print the MCP URL once the front door has bound its port (and how to connect a client)."""
+    give_up = time.monotonic() + wait_s
+    while time.monotonic() < give_up:
+        try:
+            info = json.loads(home.mcp_file.read_text())
+        except (OSError, ValueError):
+            time.sleep(0.1)
+            continue
+        if info.get("state") == "running":
+            flag = f" --home {home.root}" if home.root is not None else ""
+            click.echo(f"MCP: {info['url']}  (bearer token: `foldermind{flag} token show`)")
+            click.echo(
+                f"     client config: `foldermind{flag} config snippet --client claude-desktop|claude-code|cursor|zed`"
+            )
+            return
+        time.sleep(0.1)
+    click.echo("MCP: the front door is still starting; `foldermind status` shows its URL once it serves.")
 
 
 def _start_background(home: Home, config: SupervisorConfig) -> None:
@@ -211,7 +231,7 @@ def _start_background(home: Home, config: SupervisorConfig) -> None:
                 continue
             click.echo(f"foldermind started (pid {proc.pid}).")
             click.echo(f"home: {home.root or 'platform default'}; logs: {home.log_dir}")
-            click.echo("MCP: the front door is not serving yet in this version.")
+            _announce_mcp(home, wait_s=20)
             return
     raise click.ClickException(f"the kernel did not answer within {config.kernel.start_wait_s:g} s")
 
@@ -609,6 +629,10 @@ def search(query: str, mode: str, top_k: int, folder_id: str | None, as_json: bo
 
 
 def main() -> None:
+    # The client-facing commands live in their own module (it imports this one's helpers).
+    from foldermind.kernel import clients
+
+    clients.register(cli)
     cli(prog_name="foldermind")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -66,14 +67,47 @@ class IngestPolicy(_Strict):
         return int(self.max_file_size_mb * 1024 * 1024)
 
 
+class SearchPolicy(_Strict):
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: int = Field(60, ge=1)
+    keyword_weight: float = Field(0.5, ge=0, le=1)
+    depth_min: int = Field(40, ge=1, le=1000)
+    expansion_search: int = Field(256, ge=16, le=4096)
+    query_encoder: Literal["local", "embedder"] = "local"
+    query_embed_timeout_s: float = Field(3.0, gt=0)
+
+
+class McpPolicy(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(53827, ge=0, le=65535)
+    path: str = "/mcp"
+    max_body_mb: float = Field(5.0, gt=0)
+    rate_per_minute: int = Field(60, ge=1)
+    allowed_origins: list[str] = Field(default_factory=list)
+    tool_deadline_s: float = Field(10.0, gt=0)
+    max_response_mb: float = Field(2.0, gt=0)
+    session_idle_timeout_s: float = Field(3600.0, gt=0)
+    max_sessions: int = Field(100, ge=1)
+
+
 INGEST_ENV = "FOLDERMIND_INGEST"
 """Environment variable that carries the [ingest] table (JSON) to every worker."""
 
 
-def ingest_from_env() -> IngestPolicy:
-    import os
+SEARCH_ENV = "FOLDERMIND_SEARCH"
+MCP_ENV = "FOLDERMIND_MCP"
 
+
+def ingest_from_env() -> IngestPolicy:
     return IngestPolicy.model_validate_json(os.environ.get(INGEST_ENV) or "{}")
+
+
+def search_from_env() -> SearchPolicy:
+    return SearchPolicy.model_validate_json(os.environ.get(SEARCH_ENV) or "{}")
+
+
+def mcp_from_env() -> McpPolicy:
+    return McpPolicy.model_validate_json(os.environ.get(MCP_ENV) or "{}")
 
 
 class WorkerSpec(_Strict):
@@ -90,6 +124,8 @@ class SupervisorConfig(_Strict):
     restart: RestartPolicy = RestartPolicy()
     kernel: KernelPolicy = KernelPolicy()
     ingest: IngestPolicy = IngestPolicy()
+    search: SearchPolicy = SearchPolicy()
+    mcp: McpPolicy = McpPolicy()
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)
 
     def restart_policy_for(self, worker: str) -> RestartPolicy:
@@ -103,6 +139,8 @@ class SupervisorConfig(_Strict):
         """The [ingest] policy as environment variables for worker processes."""
         env = {
             INGEST_ENV: self.ingest.model_dump_json(),
+            SEARCH_ENV: self.search.model_dump_json(),
+            MCP_ENV: self.mcp.model_dump_json(),
             "FOLDERMIND_PARSER_MEMORY_MB": str(self.ingest.parser_memory_mb),
         }
         if self.ingest.embed_model_dir:

@@ -71,6 +71,11 @@ class Home:
         return [self.runtime_dir / "bus.sock", self.runtime_dir / "events.sock"]
 
     @property
+    def mcp_file(self) -> Path:
+        """Where the front door writes the MCP URL and port it actually bound (no secret in it)."""
+        return self.runtime_dir / "mcp.json"
+
+    @property
     def pid_file(self) -> Path:
         return self.runtime_dir / "kernel.pid"
 

@@ -8,6 +8,7 @@ there are no locks. The loop sleeps in ``zmq.Poller.poll`` until a message arriv
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -217,6 +218,18 @@ class Kernel:
             version=__version__,
             rss_bytes=int(psutil.Process().memory_info().rss),
         )
-        # The front door serves MCP from its own issue on; until then there is no URL to report.
-        mcp = McpInfo(url=None, port=None, state="not_serving")
-        return StatusReply(kernel=kernel, workers=workers, mcp=mcp, folders=[])
+        return StatusReply(kernel=kernel, workers=workers, mcp=self.mcp_info(), folders=[])
+
+    def mcp_info(self) -> McpInfo:
+        """The front door's URL and port as it wrote them once bound; its state follows the worker's."""
+        slot = self.supervisor.slots.get("frontdoor")
+        if slot is None:
+            return McpInfo(url=None, port=None, state="disabled")
+        try:
+            info = json.loads(self.home.mcp_file.read_text())
+        except (OSError, ValueError):
+            info = {}
+        if info.get("pid") != slot.pid or slot.state is not State.RUNNING:
+            # A file left by an earlier frontdoor process says nothing about this one.
+            return McpInfo(url=None, port=None, state="starting" if slot.state is State.STARTING else "stopped")
+        return McpInfo(url=info.get("url"), port=info.get("port"), state=str(info.get("state", "unknown")))

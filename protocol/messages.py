@@ -627,11 +627,13 @@ class FolderRemoveReply(Message):
 
 class SearchHit(TypedDict):
     chunk_id: int
+    chunk_index: int
     file_path: str
     file_name: str
     score: float
     snippet: str
     smart_folder: str
+    folder_id: str
     modified_at: float
     location: dict[str, Any]
 
@@ -639,25 +641,160 @@ class SearchHit(TypedDict):
 @message("search.request")
 @dataclass(slots=True)
 class SearchRequest(Message):
-    """Search the index. ``mode``: keyword, semantic or hybrid; ``folder_id`` scopes it. Errors:
-    ``invalid_query``, ``invalid_smart_folder``."""
+    """Search the index. ``mode``: keyword, semantic or hybrid; ``folder_id`` (an id or a folder's path)
+    scopes both searches before they are cut to ``top_k``. ``fusion`` picks how hybrid merges the two
+    rankings (``rrf`` or ``weighted``; empty: the configured default). Errors: ``invalid_query``,
+    ``invalid_smart_folder``."""
 
     query: str
     mode: str = "hybrid"
     top_k: int = 10
     folder_id: str | None = None
+    fusion: str = ""
 
 
 @message("search.reply")
 @dataclass(slots=True)
 class SearchReply(Message):
-    """Ranked results, the number of matches, the time taken and the mode actually used."""
+    """Ranked results, the number of matches, the time taken, the mode actually used, a ``note`` when
+    it answered in a degraded way, and ``timings`` (ms: ``embed``, ``keyword``, ``vector``, ``fuse``,
+    ``rows``) so the cost of each stage is visible beside the process hops."""
 
     results: list[SearchHit]
     total_matches: int
     query_ms: float
     mode_used: str
     note: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@message("doc.read.request")
+@dataclass(slots=True)
+class ReadDocumentRequest(Message):
+    """A line-ranged read of an indexed file's extracted text (1-based, inclusive ``end_line``; ``None``:
+    to the end), at most ``max_chars`` characters. ``path`` must be absolute; it is resolved (symlinks
+    followed) and must lie inside a registered folder. Errors: ``invalid_path`` (outside every folder,
+    or not a file), ``file_not_indexed`` (inside a folder but not indexed: pending, failed, skipped)."""
+
+    path: str
+    start_line: int = 1
+    end_line: int | None = None
+    max_chars: int = 100_000
+
+
+@message("doc.read.reply")
+@dataclass(slots=True)
+class ReadDocumentReply(Message):
+    """The text of lines ``start_line..end_line`` (the lines actually returned), the document's line
+    count, and ``truncated`` when ``max_chars`` or the document's end cut the asked range short."""
+
+    file_path: str
+    text: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    truncated: bool
+
+
+@message("doc.similar.request")
+@dataclass(slots=True)
+class SimilarRequest(Message):
+    """Documents nearest to the indexed file at ``path``, from its stored vectors (no model call); the
+    file itself is left out. Errors as ``doc.read.request``, plus ``not_embedded`` when the file has
+    no vectors yet."""
+
+    path: str
+    top_k: int = 5
+
+
+@message("doc.similar.reply")
+@dataclass(slots=True)
+class SimilarReply(Message):
+    """One hit per similar document (its best chunk), best first."""
+
+    results: list[SearchHit]
+    note: str | None = None
+
+
+@message("doc.summary.request")
+@dataclass(slots=True)
+class SummaryRequest(Message):
+    """The cached analysis of a file, by its current path or the path it was analyzed at. A pure lookup.
+    Errors: ``invalid_path``, ``file_not_analyzed`` (with a hint in the message)."""
+
+    path: str
+
+
+@message("doc.summary.reply")
+@dataclass(slots=True)
+class SummaryReply(Message):
+    """The analysis fields (summary, category, entity, type, date, keywords, key_entities,
+    suggested_name, confidence, analyzed_at) and ``file_path`` = where the file is now."""
+
+    analysis: dict[str, Any]
+
+
+class FailureInfo(TypedDict):
+    path: str
+    folder_id: str
+    status: str
+    error: str
+
+
+@message("index.status.request")
+@dataclass(slots=True)
+class IndexStatusRequest(Message):
+    """Totals, per-folder progress, the embedding model and its state, recent failures."""
+
+    max_failures: int = 20
+
+
+@message("index.status.reply")
+@dataclass(slots=True)
+class IndexStatusReply(Message):
+    """``totals`` (files_total, files_indexed, files_failed, files_pending, chunks, chunks_embedded),
+    ``folders``, ``embedding`` (model, dim, state: ready/loading/unavailable, note) and the most recent
+    failures with their reasons."""
+
+    totals: dict[str, int]
+    folders: list[FolderInfo]
+    embedding: dict[str, Any]
+    recent_failures: list[FailureInfo]
+
+
+@message("mcp.info.request")
+@dataclass(slots=True)
+class McpInfoRequest(Message):
+    """-> frontdoor: where the MCP server listens and its state."""
+
+
+@message("mcp.info.reply")
+@dataclass(slots=True)
+class McpInfoReply(Message):
+    """``url``, ``port`` (the one actually bound), ``state`` (starting, running, error), ``error``, the
+    token's storage ``token_mode`` (keyring or file) and open ``sessions``."""
+
+    url: str
+    port: int
+    state: str
+    error: str = ""
+    token_mode: str = ""
+    sessions: int = 0
+
+
+@message("mcp.token.rotate.request")
+@dataclass(slots=True)
+class TokenRotateRequest(Message):
+    """-> frontdoor: make a new bearer token, persist it atomically and use it at once; if persisting
+    fails the old token stays in use (error ``token_persist_failed``)."""
+
+
+@message("mcp.token.rotate.reply")
+@dataclass(slots=True)
+class TokenRotateReply(Message):
+    """The storage mode the new token went to (never the token itself: the CLI reads the store)."""
+
+    token_mode: str
 
 
 @message("watch.sync.request")

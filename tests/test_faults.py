@@ -140,9 +140,11 @@ env = {{ FOLDERMIND_FAULT = "crash_on_start", FOLDERMIND_FAULT_WHILE = "{switch}
     )
     k = RunningKernel(home_dir, config)
     try:
+        # Subscribed before the start (ZeroMQ reconnects once the kernel binds): `start` returns only
+        # once the front door serves, and the crash loop may be over by then.
+        k.connect_events()
         cli(home_dir, "start")
         k.kernel_pid = int(k.home.pid_file.read_text())
-        k.connect_events()
         w = k.wait_state("flaky", "FAILED", timeout=30)
         assert "restart limit" in k.collect_reason("flaky", "FAILED")
         assert "status 3" in (w["last_error"] or "")

@@ -66,15 +66,21 @@ def test_second_start_refuses_a_twin(kernel: RunningKernel) -> None:
     assert len(kernel.descendants()) == len(kernel.status().workers)
 
 
-def test_runtime_folder_and_sockets_are_private_and_no_tcp_port_is_open(kernel: RunningKernel) -> None:
+def test_runtime_folder_and_sockets_are_private_and_only_the_front_door_listens(kernel: RunningKernel) -> None:
     run_dir = kernel.home.runtime_dir
     assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
     for sock in kernel.home.socket_files:
         mode = sock.stat().st_mode
         assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) & 0o077 == 0, oct(mode)
+    frontdoor = kernel.worker("frontdoor")["pid"]
+    mcp = wait_for(lambda: kernel.status().mcp["port"], 20, 0.1, "the MCP port in status")
     for proc in [psutil.Process(kernel.kernel_pid), *kernel.descendants()]:
         inet = [c for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
-        assert not inet, f"{proc.pid} listens on {inet}"
+        if proc.pid == frontdoor:
+            # One TCP socket in the whole tree: the MCP endpoint, on loopback, at the port status reports.
+            assert [(c.laddr.ip, c.laddr.port) for c in inet] == [("127.0.0.1", mcp)]
+        else:
+            assert not inet, f"{proc.pid} listens on {inet}"
 
 
 def test_stop_is_orderly_and_reports_every_worker(home_dir: Path) -> None:

@@ -125,6 +125,26 @@ class JobError(Exception):
         self.info = ErrorInfo(code, message, retryable)
 
 
+DELAY_ENV = "FOLDERMIND_FAULT_DELAY"
+"""A fault switch for tests (jupyter_client's test-kernel idea, in the real workers): ``KIND:SECONDS[,KIND:SECONDS]``
+makes this worker sleep that long before handling each message of that kind, so a test can catch a job
+in flight (kill the worker mid-request, let a deadline pass). Unset in normal runs."""
+
+
+def _parse_delays(raw: str) -> dict[str, float]:
+    delays: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        kind, _, seconds = item.rpartition(":")
+        try:
+            delays[kind] = float(seconds)
+        except ValueError:
+            log.warning("ignoring malformed %s entry %r", DELAY_ENV, item)
+    return delays
+
+
+_DELAYS = _parse_delays(os.environ.get(DELAY_ENV, ""))
+
+
 class Worker:
     """Base class: override ``service``, ``setup``, ``handlers`` and ``teardown`` as needed."""
 
@@ -309,6 +329,8 @@ class _Runner:
             return
         self.busy += 1
         try:
+            if env.kind in _DELAYS:
+                time.sleep(_DELAYS[env.kind])
             result = handler(Request(env, body, packet.buffers))
         except JobError as exc:
             self._reply_error(env, exc.info)

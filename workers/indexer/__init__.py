@@ -1,30 +1,22 @@
-"""The indexer worker: the only writer of SQLite, Tantivy (and, next, usearch); it answers
-folder requests, file changes from the watcher and searches.
+"""The indexer worker: the only writer of SQLite, Tantivy and usearch; it answers folder
+requests, file changes from the watcher, searches (:mod:`.search`) and the per-document and
+whole-index questions behind the MCP tools (:mod:`.documents`).
 
-Its serving thread handles requests; its ingest thread (:mod:`.pipeline`) parses and writes.
+Its serving thread handles requests; its ingest thread (:mod:`.pipeline`) parses and writes; a
+background thread loads the query model (:mod:`.encoder`) without holding up READY.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
-from foldermind.kernel.config import ingest_from_env
+from foldermind.kernel.config import ingest_from_env, search_from_env
 from foldermind.kernel.home import Home
-from foldermind.protocol import frames
-from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import (
     ChangesReply,
     ChangesRequest,
-    EmbedReply,
-    EmbedRequest,
     FolderAddReply,
     FolderAddRequest,
     FolderInfo,
@@ -32,49 +24,56 @@ from foldermind.protocol.messages import (
     FolderListRequest,
     FolderRemoveReply,
     FolderRemoveRequest,
+    IndexStatusRequest,
+    ReadDocumentRequest,
     ReconcileReply,
     ReconcileRequest,
-    SearchHit,
-    SearchReply,
     SearchRequest,
+    SimilarRequest,
+    SummaryRequest,
 )
 from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
-from foldermind.workers.indexer.bm25 import KeywordIndex, cjk_grams
+from foldermind.workers.indexer.bm25 import KeywordIndex
+from foldermind.workers.indexer.documents import DocumentService
+from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.pipeline import Pipeline
+from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.store import Folder, Store, StoreError
 from foldermind.workers.indexer.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer")
-
-MAX_QUERY_CHARS = 1000
-MODES = ("hybrid", "semantic", "keyword")
 
 
 class IndexerWorker(Worker):
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         self.policy = ingest_from_env()
+        self.search_policy = search_from_env()
         self.data_dir = Home.resolve(ctx.home or None).data_dir
-        self._client: BusClient | None = None
 
     def setup(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store(self.data_dir / "index.sqlite")
         self.bm25 = KeywordIndex(self.data_dir / "tantivy")
-        self.vectors = VectorIndex(self.data_dir / "vectors.usearch", int(self.store.get_meta("vector_dim", "384")))
+        self.vectors = VectorIndex(
+            self.data_dir / "vectors.usearch",
+            int(self.store.get_meta("vector_dim", "384")),
+            self.search_policy.expansion_search,
+        )
         self.pipeline = Pipeline(self.store, self.bm25, self.vectors, self.ctx.bus_endpoint, self.policy, self.ctx.name)
         self.pipeline.start()
-
-    @property
-    def client(self) -> BusClient:
-        if self._client is None:
-            self._client = BusClient(self.ctx.bus_endpoint, name=f"{self.ctx.name}.search")
-        return self._client
+        self.encoder = QueryEncoder(self.search_policy, self.policy, self.ctx.bus_endpoint, self.ctx.name)
+        self.encoder.start()
+        self.searches = SearchService(self.store, self.bm25, self.vectors, self.encoder, self.search_policy)
+        self.documents = DocumentService(
+            self.store, self.vectors, self.encoder, self.folder_info, lambda: self.pipeline.embed_error
+        )
 
     def teardown(self) -> None:
         self.pipeline.stop()
         self.pipeline.join(timeout=10)
         self.bm25.close()
+        self.encoder.close()
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -85,6 +84,10 @@ class IndexerWorker(Worker):
             ReconcileRequest.KIND: self.on_reconcile,
             ChangesRequest.KIND: self.on_changes,
             SearchRequest.KIND: self.on_search,
+            ReadDocumentRequest.KIND: self.on_read,
+            SimilarRequest.KIND: self.on_similar,
+            SummaryRequest.KIND: self.on_summary,
+            IndexStatusRequest.KIND: self.on_index_status,
         }
 
     def details(self) -> dict[str, Any]:
@@ -93,6 +96,8 @@ class IndexerWorker(Worker):
             "chunks_in_bm25": self.bm25.num_docs,
             "vectors": len(self.vectors),
             "embedding": self.pipeline.embed_error or "ok",
+            "query_encoder": self.encoder.describe(),
+            "search": self.search_policy.model_dump(),
         }
 
     # ---------------------------------------------------------------------------------------
@@ -240,120 +245,27 @@ class IndexerWorker(Worker):
         return 1
 
     # ---------------------------------------------------------------------------------------
-    # search
+    # search and documents (the data behind the MCP tools)
 
     def on_search(self, req: Request) -> Result:
         assert isinstance(req.body, SearchRequest)
-        body = req.body
-        t0 = time.perf_counter()
-        query = body.query.strip() if isinstance(body.query, str) else ""
-        if not query or len(query) > MAX_QUERY_CHARS:
-            raise JobError("invalid_query", f"query must be 1..{MAX_QUERY_CHARS} characters")
-        if body.mode not in MODES:
-            raise JobError("invalid_query", f"mode must be one of {', '.join(MODES)}")
-        top_k = max(1, min(int(body.top_k), 50))
-        scope: str | None = None
-        if body.folder_id is not None:
-            try:
-                scope = self.store.find_folder(body.folder_id).id  # an id or the folder's path
-            except StoreError as exc:
-                raise JobError("invalid_smart_folder", str(exc)) from exc
-        note = None
-        mode = body.mode
-        depth = max(top_k * 4, 40)
-        keyword: list[tuple[int, float]] = []
-        snippets: dict[int, str] = {}
-        total = 0
-        if mode in ("keyword", "hybrid"):
-            hits, total = self.bm25.search(query, depth, scope)
-            keyword = [(h.chunk_id, h.score) for h in hits]
-            snippets = {h.chunk_id: h.snippet for h in hits}
-        semantic: list[tuple[int, float]] = []
-        if mode in ("semantic", "hybrid"):
-            vector, why = self._query_vector(query)
-            if vector is None:
-                note = f"semantic search unavailable ({why}): answered from keyword search"
-                if mode == "semantic":
-                    hits, total = self.bm25.search(query, depth, scope)
-                    keyword = [(h.chunk_id, h.score) for h in hits]
-                    snippets = {h.chunk_id: h.snippet for h in hits}
-                mode = "keyword"
-            else:
-                oversample = depth * (4 if scope else 1)
-                semantic = self.vectors.search(vector, oversample)
-        if mode == "hybrid":
-            ranked = _rrf([keyword, semantic])
-            total = max(total, len(ranked))
-        elif mode == "semantic":
-            ranked, total = semantic, len(semantic)
-        else:
-            ranked = keyword
-        rows = self.store.hits([chunk_id for chunk_id, _ in ranked])
-        results: list[SearchHit] = []
-        for chunk_id, score in ranked:
-            row = rows.get(chunk_id)
-            if row is None or (scope and row["folder_id"] != scope):
-                continue  # deleted after the last index commit, or outside the asked folder
-            results.append(
-                SearchHit(
-                    chunk_id=chunk_id,
-                    file_path=row["path"],
-                    file_name=Path(row["path"]).name,
-                    score=round(score, 6),
-                    snippet=snippets.get(chunk_id) or _excerpt(row["text"], query),
-                    smart_folder=row["folder_name"],
-                    modified_at=row["mtime_ns"] / 1e9,
-                    location=_location(row),
-                )
-            )
-            if len(results) == top_k:
-                break
-        ms = (time.perf_counter() - t0) * 1000
-        return SearchReply(results, total, round(ms, 3), mode, note)
+        return self.searches.search(req.body)
 
-    def _query_vector(self, query: str) -> tuple[NDArray[np.float32] | None, str]:
-        if len(self.vectors) == 0:
-            return None, "no document is embedded yet"
-        try:
-            # Bounded: behind a bulk embedding batch this waits; past it, keyword search answers.
-            reply = self.client.request("embedder", EmbedRequest([query]), EmbedReply, timeout=3)
-        except BusError as exc:
-            return None, str(exc)
-        if not reply.buffers or reply.body.dim != self.vectors.ndim:
-            return None, "the embedder answered no usable vector"
-        return np.frombuffer(frames.buffer_bytes(reply.buffers[0]), dtype=np.float32)[: reply.body.dim], ""
+    def on_read(self, req: Request) -> Result:
+        assert isinstance(req.body, ReadDocumentRequest)
+        return self.documents.read(req.body)
 
+    def on_similar(self, req: Request) -> Result:
+        assert isinstance(req.body, SimilarRequest)
+        return self.documents.similar(req.body)
 
-def _rrf(rankings: list[list[tuple[int, float]]], k: int = 60) -> list[tuple[int, float]]:
-    """Reciprocal-rank fusion: each list adds 1 / (k + rank) to a chunk's score."""
-    fused: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, (chunk_id, _) in enumerate(ranking, 1):
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank)
-    return sorted(fused.items(), key=lambda item: item[1], reverse=True)
+    def on_summary(self, req: Request) -> Result:
+        assert isinstance(req.body, SummaryRequest)
+        return self.documents.summary(req.body)
 
-
-def _location(row: Any) -> dict[str, Any]:
-    loc: dict[str, Any] = {"line_start": row["line_start"], "line_end": row["line_end"]}
-    if row["page_start"] is not None:
-        loc["page"] = row["page_start"]
-        if row["page_end"] not in (None, row["page_start"]):
-            loc["page_end"] = row["page_end"]
-    if row["heading"]:
-        loc["heading"] = row["heading"]
-    return loc
-
-
-def _excerpt(text: str, query: str, width: int = 240) -> str:
-    """A window of ``text`` around the first query character run it contains (CJK matches)."""
-    at = 0
-    for gram in cjk_grams(query):
-        found = text.find(gram)
-        if found >= 0:
-            at = found
-            break
-    start = max(0, at - width // 4)
-    return text[start : start + width].strip()
+    def on_index_status(self, req: Request) -> Result:
+        assert isinstance(req.body, IndexStatusRequest)
+        return self.documents.status(req.body)
 
 
 WORKER = IndexerWorker

@@ -4,10 +4,15 @@ Fields: ``chunk_id`` and ``doc_id`` (integers; a document's chunks are deleted b
 ``folder_id`` (raw, for scoping), ``text`` and ``heading`` (English stemming), and ``cjk``: the
 Chinese/Japanese/Korean characters of the text as overlapping bigrams, since the stemmed field
 splits CJK text into whole runs that a query never matches.
+
+Queries never go through Tantivy's query parser: the query is cut into terms by the same analysis
+the ``en_stem`` fields were indexed with, and the terms are combined as term queries. A user's
+``AND``, quotes, ``field:``, ``*`` or brackets are therefore plain words or nothing, never syntax.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,7 +23,31 @@ import tantivy
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(rf"[^\W{_CJK}]+", re.UNICODE)
+_WORD = re.compile(rf"[^\W_{_CJK}]+", re.UNICODE)
+HEADING_BOOST = 0.5
+MAX_QUERY_TERMS = 64
+"""Past this many terms a query gets no better, only slower (a 1000-character query is ~150 words)."""
+
+
+def _analyzer() -> tantivy.TextAnalyzer:
+    # Tantivy's built-in en_stem, rebuilt: simple tokenizer, words over 40 bytes dropped, lower case,
+    # English stemmer. Query terms must come out exactly as the indexed ones did.
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+_EN_STEM = _analyzer()
+
+
+@functools.lru_cache(maxsize=65536)
+def stems(word: str) -> tuple[str, ...]:
+    """The indexed terms of one word (usually one; none for an over-long word)."""
+    return tuple(_EN_STEM.analyze(word))
 
 
 def cjk_grams(text: str) -> list[str]:
@@ -30,16 +59,31 @@ def cjk_grams(text: str) -> list[str]:
 
 
 def query_words(query: str) -> list[str]:
-    """The query's words, lower-cased: operators, quotes, wildcards and brackets are dropped, so a
-    user's ``AND``, ``"``, ``*`` or ``!!!`` can never make the query parser fail."""
+    """The query's words (letters and digits), lower-cased; everything else separates words."""
     return [w.lower() for w in _WORD.findall(query)]
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's indexed terms, in order (a repeated word counts twice, as it would in BM25)."""
+    terms = [term for word in query_words(query) for term in stems(word)]
+    return terms[:MAX_QUERY_TERMS]
+
+
+def has_searchable_text(query: str) -> bool:
+    """Whether the query holds any word or CJK character: ``!!!`` or ``"*"`` do not."""
+    return bool(_WORD.search(query) or _CJK_RUN.search(query))
+
+
+def word_spans(text: str) -> Iterable[tuple[int, str]]:
+    """(offset, word) of every word of ``text``, as the stemmed fields see words."""
+    for m in _WORD.finditer(text):
+        yield m.start(), m.group()
 
 
 @dataclass(frozen=True, slots=True)
 class KeywordHit:
     chunk_id: int
     score: float
-    snippet: str
 
 
 class KeywordIndex:
@@ -97,20 +141,21 @@ class KeywordIndex:
     # ---------------------------------------------------------------------------------------
     # searching
 
-    def build_query(self, query: str, folder_id: str | None) -> Any | None:
-        words = query_words(query)
-        grams = cjk_grams(query)
-        parts: list[tuple[Any, Any]] = []
-        if words:
-            parsed = self.index.parse_query(" ".join(words), ["text", "heading"], field_boosts={"heading": 0.5})
-            parts.append((tantivy.Occur.Should, parsed))
-        for gram in dict.fromkeys(grams):
+    def build_query(self, query: str, folder_id: str | None) -> tantivy.Query | None:
+        """Any term matches (BM25 sums what matched); ``None`` when the query has no term."""
+        parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for term in query_terms(query):
+            parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", term)))
+            heading = tantivy.Query.term_query(self.schema, "heading", term)
+            parts.append((tantivy.Occur.Should, tantivy.Query.boost_query(heading, HEADING_BOOST)))
+        for gram in dict.fromkeys(cjk_grams(query)):
             parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", gram)))
         if not parts:
             return None
         text_query = tantivy.Query.boolean_query(parts)
         if folder_id is None:
             return text_query
+        # Scoped inside the search, so the top ``limit`` are the folder's best, not the index's.
         scope = tantivy.Query.term_query(self.schema, "folder_id", folder_id)
         return tantivy.Query.boolean_query([(tantivy.Occur.Must, text_query), (tantivy.Occur.Must, scope)])
 
@@ -121,13 +166,10 @@ class KeywordIndex:
             return [], 0
         searcher = self.index.searcher()
         result = searcher.search(q, limit, count=True)
-        snippets = tantivy.SnippetGenerator.create(searcher, q, self.schema, "text")
-        snippets.set_max_num_chars(240)
         hits = []
         for score, address in result.hits:
             doc = searcher.doc(address)
-            snippet = snippets.snippet_from_doc(doc).fragment()
-            hits.append(KeywordHit(int(doc["chunk_id"][0]), float(score), snippet))
+            hits.append(KeywordHit(int(doc["chunk_id"][0]), float(score)))
         return hits, int(getattr(result, "count", 0) or 0)
 
     @property

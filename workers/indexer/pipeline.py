@@ -89,6 +89,7 @@ class Pipeline(threading.Thread):
         self._parse_retry_at = 0.0
         self._next_save = 0.0
         self.embed_error: str | None = None
+        self.embed_model: str | None = store.get_meta("embed_model") or None
         self.errors = 0
 
     def wake(self) -> None:
@@ -292,6 +293,11 @@ class Pipeline(threading.Thread):
             self._embed_retry_at = time.monotonic() + self.policy.embed_retry_s
             return
         self.embed_error = None
+        if body.model != self.embed_model:
+            # Searches compare their query vector's model with this one: vectors of two models never mix.
+            with self.store.tx() as db:
+                self.store.set_meta(db, "embed_model", body.model)
+            self.embed_model = body.model
         rows = {chunk_id: i for i, chunk_id in enumerate(ids)}
         kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
         self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0])

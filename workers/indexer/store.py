@@ -10,11 +10,12 @@ indexes nothing twice.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,16 @@ CREATE TABLE IF NOT EXISTS journal (
     doc_id INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- The document analysis (summary, category, keywords, ...) that get_document_summary returns. The
+-- LLM worker fills it (a later issue); reading it is a plain lookup, by the current path or by the
+-- path the file had when it was analyzed.
+CREATE TABLE IF NOT EXISTS analysis (
+    doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+    analyzed_path TEXT NOT NULL,
+    analyzed_at REAL NOT NULL,
+    fields TEXT NOT NULL                      -- JSON object
+);
+CREATE INDEX IF NOT EXISTS analysis_path ON analysis(analyzed_path);
 -- Vectors to take out of the usearch file (their chunks are gone); emptied once a save covers it.
 -- A trigger, so cascaded deletes (a document or folder removed) are caught too.
 CREATE TABLE IF NOT EXISTS dead_vectors (id INTEGER PRIMARY KEY);
@@ -107,6 +118,17 @@ class Document:
     sha256: str | None
     status: str
     attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPos:
+    """Where a stored chunk sits in its document's extracted text."""
+
+    ordinal: int
+    text: str
+    char_start: int
+    line_start: int
+    line_end: int
 
 
 def _inside(child: str, parent: str) -> bool:
@@ -386,17 +408,19 @@ class Store:
 
     def hits(self, chunk_ids: list[int]) -> dict[int, sqlite3.Row]:
         """Chunk rows with their document and folder, for ids that still exist."""
-        if not chunk_ids:
-            return {}
-        marks = ",".join("?" * len(chunk_ids))
-        rows = self.db.execute(
-            f"SELECT c.id, c.text, c.heading, c.page_start, c.page_end, c.line_start, c.line_end, c.ordinal, "
-            f"d.path, d.mtime_ns, f.name AS folder_name, f.id AS folder_id FROM chunks c "
-            f"JOIN documents d ON d.id = c.doc_id JOIN folders f ON f.id = d.folder_id "
-            f"WHERE c.id IN ({marks}) AND d.status = 'indexed'",
-            chunk_ids,
-        )
-        return {int(r["id"]): r for r in rows}
+        out: dict[int, sqlite3.Row] = {}
+        for start in range(0, len(chunk_ids), 500):
+            part = chunk_ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows = self.db.execute(
+                f"SELECT c.id, c.text, c.heading, c.page_start, c.page_end, c.line_start, c.line_end, c.ordinal, "
+                f"c.doc_id, d.path, d.mtime_ns, f.name AS folder_name, f.id AS folder_id FROM chunks c "
+                f"JOIN documents d ON d.id = c.doc_id JOIN folders f ON f.id = d.folder_id "
+                f"WHERE c.id IN ({marks}) AND d.status = 'indexed'",
+                part,
+            )
+            out.update((int(r["id"]), r) for r in rows)
+        return out
 
     # ---------------------------------------------------------------------------------------
     # vectors
@@ -440,3 +464,87 @@ class Store:
                 )
             )
         return out
+
+    # ---------------------------------------------------------------------------------------
+    # reads for read_document, find_similar, get_document_summary and index_status
+
+    def document_state(self, path: str) -> tuple[int, str, str | None] | None:
+        """(id, status, error) of the document at ``path``."""
+        r = self.db.execute("SELECT id, status, error FROM documents WHERE path = ?", (path,)).fetchone()
+        return (int(r[0]), str(r[1]), r[2]) if r else None
+
+    def chunk_count(self, doc_id: int) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = ?", (doc_id,)).fetchone()[0])
+
+    def last_line(self, doc_id: int) -> int:
+        # The last chunk ends last (chunks are in document order): one index lookup, no scan.
+        row = self.db.execute(
+            "SELECT line_end FROM chunks WHERE doc_id = ? ORDER BY ordinal DESC LIMIT 1", (doc_id,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def chunk_line_end(self, doc_id: int, ordinal: int) -> int:
+        row = self.db.execute(
+            "SELECT line_end FROM chunks WHERE doc_id = ? AND ordinal = ?", (doc_id, ordinal)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def chunks_from(self, doc_id: int, ordinal: int) -> Generator[ChunkPos, None, None]:
+        """The document's chunks from ``ordinal`` on, in order (lazily: a reader stops early)."""
+        cur = self.db.execute(
+            "SELECT ordinal, text, char_start, line_start, line_end FROM chunks "
+            "WHERE doc_id = ? AND ordinal >= ? ORDER BY ordinal",
+            (doc_id, ordinal),
+        )
+        for r in cur:
+            yield ChunkPos(int(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]))
+
+    def doc_vectors(self, doc_id: int) -> list[tuple[int, bytes]]:
+        rows = self.db.execute(
+            "SELECT id, vector FROM chunks WHERE doc_id = ? AND vector IS NOT NULL ORDER BY ordinal", (doc_id,)
+        )
+        return [(int(r[0]), bytes(r[1])) for r in rows]
+
+    def folder_vector_ids(self, folder_id: str) -> list[int]:
+        """Ids of the folder's embedded chunks whose document is indexed, ascending."""
+        rows = self.db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.folder_id = ? AND d.status = 'indexed' AND c.vector IS NOT NULL ORDER BY c.id",
+            (folder_id,),
+        )
+        return [int(r[0]) for r in rows]
+
+    def change_token(self) -> tuple[int, int]:
+        """Changes whenever any connection commits: another's (data_version) or this one's."""
+        db = self.db
+        return int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes
+
+    def totals(self) -> dict[str, int]:
+        counts = {"files_total": 0, "files_indexed": 0, "files_failed": 0, "files_pending": 0}
+        for status, n in self.db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status"):
+            counts["files_total"] += n
+            key = {"indexed": "files_indexed", "failed": "files_failed", "pending": "files_pending"}.get(status)
+            if key:
+                counts[key] += n
+        row = self.db.execute("SELECT COUNT(id), COUNT(vector) FROM chunks").fetchone()
+        counts["chunks"], counts["chunks_embedded"] = int(row[0]), int(row[1])
+        return counts
+
+    def recent_failures(self, limit: int) -> list[sqlite3.Row]:
+        return self.db.execute(
+            "SELECT path, folder_id, status, COALESCE(error, '') AS error FROM documents "
+            "WHERE status IN ('failed', 'skipped') ORDER BY updated_at DESC, id DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+
+    def analysis(self, path: str) -> dict[str, Any] | None:
+        """The cached analysis of the document now at ``path``, else of the one analyzed at ``path``."""
+        row = self.db.execute(
+            "SELECT a.fields, a.analyzed_at, d.path FROM analysis a JOIN documents d ON d.id = a.doc_id "
+            "WHERE d.path = ? OR a.analyzed_path = ? ORDER BY d.path = ? DESC, a.analyzed_at DESC LIMIT 1",
+            (path, path, path),
+        ).fetchone()
+        if row is None:
+            return None
+        fields: dict[str, Any] = json.loads(row[0])
+        return {**fields, "analyzed_at": row[1], "file_path": row[2]}

@@ -19,25 +19,24 @@ from usearch.index import Index
 log = logging.getLogger("foldermind.indexer.vectors")
 
 # Measured on SciFact (docs/benchmarks-ingest.md): usearch's default of 64 loses 4.4% of the exact
-# top-100 for the SciFact queries; 256 keeps the loss under 0.6%.
+# top-100 for the SciFact queries; 256 keeps the loss under 0.6%. [search] expansion_search sets it.
 EXPANSION_SEARCH = 256
 
 
 class VectorIndex:
-    def __init__(self, path: Path, ndim: int) -> None:
+    def __init__(self, path: Path, ndim: int, expansion_search: int = EXPANSION_SEARCH) -> None:
         self.path, self.ndim = path, ndim
+        self.expansion_search = expansion_search
         self._lock = threading.Lock()
         self.dirty = False
-        self.index = Index(ndim=ndim, metric="cos", dtype="f32", expansion_add=128, expansion_search=EXPANSION_SEARCH)
+        self.index = self._empty(ndim)
         if path.exists():
             try:
                 self.index.load(str(path))
-                self.index.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]  # not kept in the file
+                self.index.expansion_search = expansion_search  # type: ignore[misc]  # not kept in the file
             except Exception as exc:  # a torn or foreign file: rebuild from SQLite
                 log.warning("vector index unreadable (%s); rebuilding it from the database", exc)
-                self.index = Index(
-                    ndim=ndim, metric="cos", dtype="f32", expansion_add=128, expansion_search=EXPANSION_SEARCH
-                )
+                self.index = self._empty(ndim)
                 self.dirty = True
         if self.index.ndim != ndim:
             raise ValueError(f"{path} holds {self.index.ndim}-d vectors, the model makes {ndim}-d")
@@ -46,10 +45,11 @@ class VectorIndex:
         """An empty index of another dimension (the configured model changed before any vector)."""
         with self._lock:
             self.ndim = ndim
-            self.index = Index(
-                ndim=ndim, metric="cos", dtype="f32", expansion_add=128, expansion_search=EXPANSION_SEARCH
-            )
+            self.index = self._empty(ndim)
             self.dirty = True
+
+    def _empty(self, ndim: int) -> Index:
+        return Index(ndim=ndim, metric="cos", dtype="f32", expansion_add=128, expansion_search=self.expansion_search)
 
     def __len__(self) -> int:
         return len(self.index)

@@ -1,0 +1,107 @@
+"""``foldermind mcp``: the stdio bridge that stdio-only MCP clients launch as a command.
+
+It does not serve MCP itself: it finds (or starts) the supervisor of its home and relays every JSON-RPC
+message between its stdin/stdout and the front door's streamable HTTP endpoint, with the bearer token
+read from the home's token store. So two clients, or one client that spawns the server twice, share one
+index, one set of models and one rate limit per session, instead of each opening the files and loading
+the models again. stdout carries the MCP stream only: everything this module says goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+import anyio
+import httpx2
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.stdio import stdio_server
+
+from foldermind.kernel.home import Home
+from foldermind.kernel.token_store import TokenStore
+
+
+class BridgeError(Exception):
+    """The bridge could not reach a serving front door; the message says why and what to do."""
+
+
+def read_mcp_info(home: Home) -> dict[str, Any] | None:
+    try:
+        info = json.loads(home.mcp_file.read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def wait_for_frontdoor(home: Home, timeout: float) -> dict[str, Any]:
+    """The front door's info once it serves (it writes ``run/mcp.json`` after binding)."""
+    give_up = time.monotonic() + timeout
+    while True:
+        info = read_mcp_info(home)
+        if info and info.get("state") == "running" and home.running_pid() is not None:
+            return info
+        if time.monotonic() > give_up:
+            state = (info or {}).get("state", "not started")
+            raise BridgeError(f"the MCP front door is not serving ({state}); see `foldermind status` and logs")
+        time.sleep(0.05)
+
+
+def ensure_running(home: Home, start_wait_s: float) -> dict[str, Any]:
+    """Start the supervisor of ``home`` in the background unless one runs, then wait for the front door.
+
+    Two bridges may race here: the kernel's lock lets one win, the other's start exits at once, and
+    both then find the same front door.
+    """
+    if home.running_pid() is None:
+        args = [sys.executable, "-m", "foldermind.kernel.cli"]
+        if home.root is not None:
+            args += ["--home", str(home.root)]
+        args += ["start"]
+        print("foldermind: starting the supervisor", file=sys.stderr, flush=True)
+        subprocess.run(args, stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr, check=False)
+    return wait_for_frontdoor(home, start_wait_s)
+
+
+async def relay(url: str, token: str) -> None:
+    """Copy messages both ways until the client closes stdin (or the server goes away)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as (from_server, to_server),
+        stdio_server() as (from_client, to_client),
+        anyio.create_task_group() as tg,
+    ):
+
+        async def upstream() -> None:
+            async for message in from_client:
+                if isinstance(message, Exception):
+                    print(f"foldermind: dropped an unreadable message from the client: {message}", file=sys.stderr)
+                    continue
+                await to_server.send(message)
+            tg.cancel_scope.cancel()  # the client closed stdin: we are done
+
+        async def downstream() -> None:
+            async for message in from_server:
+                if isinstance(message, Exception):
+                    print(f"foldermind: front door error: {message}", file=sys.stderr)
+                    continue
+                await to_client.send(message)
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(upstream)
+        tg.start_soon(downstream)
+
+
+def run(home: Home, start_wait_s: float) -> int:
+    try:
+        info = ensure_running(home, start_wait_s)
+    except BridgeError as exc:
+        print(f"foldermind: {exc}", file=sys.stderr)
+        return 1
+    token = TokenStore(home).load_or_create()
+    anyio.run(relay, str(info["url"]), token)
+    return 0

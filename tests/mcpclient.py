@@ -1,0 +1,138 @@
+"""Real MCP clients for the tests: the SDK's own client over streamable HTTP (with the bearer header) and
+over stdio (launching `foldermind mcp`), plus raw HTTP for what a client library would never send."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from foldermind.kernel.home import Home
+from foldermind.kernel.token_store import TokenStore
+from tests.helpers import wait_for
+
+T = TypeVar("T")
+
+
+def mcp_info(home: Path, timeout: float = 30) -> dict[str, Any]:
+    """The front door's run/mcp.json once it serves."""
+
+    def serving() -> dict[str, Any] | None:
+        try:
+            info: dict[str, Any] = json.loads(Home.resolve(home).mcp_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return info if info.get("state") == "running" else None
+
+    return wait_for(serving, timeout, 0.05, "the front door serving")
+
+
+def token_of(home: Path) -> str:
+    return TokenStore(Home.resolve(home)).load_or_create()
+
+
+@asynccontextmanager
+async def http_client(
+    url: str, token: str | None, headers: dict[str, str] | None = None, mode: str = "auto"
+) -> AsyncIterator[Client]:
+    """``mode``: "auto" (the newest revision both sides speak: stateless 2026-07-28, no session id) or
+    "legacy" (the initialize handshake, with an Mcp-Session-Id the rate limit buckets on)."""
+    all_headers = dict(headers or {})
+    if token is not None:
+        all_headers["Authorization"] = f"Bearer {token}"
+    async with (
+        httpx2.AsyncClient(headers=all_headers, timeout=httpx2.Timeout(30.0)) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+    ):
+        yield client
+
+
+@asynccontextmanager
+async def stdio_client(home: Path) -> AsyncIterator[Client]:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "foldermind.kernel.cli", "--home", str(home), "mcp"]
+    )
+    async with Client(params, read_timeout_seconds=120) as client:
+        yield client
+
+
+def run(fn: Callable[[], Awaitable[T]]) -> T:
+    return anyio.run(fn)
+
+
+def call(url: str, token: str, tool: str, args: dict[str, Any] | None = None) -> CallToolResult:
+    """One tool call in a fresh HTTP session."""
+
+    async def go() -> CallToolResult:
+        async with http_client(url, token) as client:
+            result = await client.call_tool(tool, args or {})
+            assert isinstance(result, CallToolResult)
+            return result
+
+    return run(go)
+
+
+def error_code(result: CallToolResult) -> str | None:
+    if not result.is_error:
+        return None
+    body = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    assert set(body) == {"code", "message"} and body["message"], body
+    code = body["code"]
+    assert isinstance(code, str)
+    return code
+
+
+def raw(
+    url: str,
+    method: str = "POST",
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    content_length: bool = True,
+) -> tuple[int, dict[str, str], bytes]:
+    """One request with http.client, so a test controls every header (even a missing Content-Length)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    try:
+        conn.putrequest(method, parts.path, skip_accept_encoding=True)
+        hdrs = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **(headers or {})}
+        if body is not None and content_length:
+            hdrs["Content-Length"] = str(len(body))
+        for k, v in hdrs.items():
+            conn.putheader(k, v)
+        conn.endheaders()
+        if body is not None:
+            # Refused before the body was read (413): the answer is waiting all the same.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                conn.send(body)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def initialize_body(req_id: int = 1) -> bytes:
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": req_id,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-test", "version": "0"},
+            },
+        }
+    ).encode()

@@ -1,0 +1,487 @@
+"""The MCP front door through real clients: the mcp SDK's client over streamable HTTP and over the stdio
+bridge, raw HTTP for what no client library sends, and the MCP Inspector's CLI (npm)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from mcp.types import CallToolResult
+
+from foldermind.protocol.messages import DescribeReply, DescribeRequest
+from tests import mcpclient as mc
+from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, remove_tree, short_tmpdir, status_json, wait_for
+
+MARKER = "zebracorn"  # a word only the tests' queries and one document contain, to scan logs for
+
+
+def write_docs(root: Path) -> Path:
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text(
+        "# Setup\n\nInstall the package with pip.\n\n## Windows\n\nOn Windows, run the installer as administrator.\n"
+        "\n# Usage\n\nStart the server, then search your notes for a " + MARKER + " or anything else.\n"
+    )
+    (docs / "fox.txt").write_text("The quick brown fox jumps over the lazy dog.\nFoxes are small omnivores.\n")
+    (docs / "cats.txt").write_text("Cats are small carnivorous mammals.\nA cat sleeps most of the day.\n")
+    outside = root / "outside.txt"
+    outside.write_text("secret text outside every Smart Folder\n")
+    os.symlink(outside, docs / "escape.txt")
+    return docs
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[RunningKernel, Path, str, str]]:
+    root = short_tmpdir()
+    k = RunningKernel(root / "home", FAST_RESTART + "[mcp]\nport = 0\nrate_per_minute = 6000\n")
+    docs = write_docs(root)
+    try:
+        k.start()
+        cli(k.root, "folders", "add", str(docs), "--wait", timeout=120)
+        info = mc.mcp_info(k.root)
+        yield k, docs, str(info["url"]), mc.token_of(k.root)
+    finally:
+        k.stop()
+        remove_tree(root)
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    # Clients that read only text get the same JSON.
+    assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
+    return result.structured_content
+
+
+TOOLS = {
+    "search_documents",
+    "list_smart_folders",
+    "get_document_summary",
+    "read_document",
+    "find_similar",
+    "index_status",
+}
+
+
+def test_tools_list_over_http_has_schemas_and_read_only_annotations(served: Any) -> None:
+    _, _, url, token = served
+
+    async def go() -> Any:
+        async with mc.http_client(url, token) as client:
+            return (await client.list_tools()).tools, client.instructions
+
+    tools, instructions = mc.run(go)
+    assert {t.name for t in tools} == TOOLS
+    for tool in tools:
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True, tool.name
+        assert tool.annotations.open_world_hint is False
+        assert tool.output_schema and tool.output_schema["type"] == "object", tool.name
+        for name, prop in tool.input_schema.get("properties", {}).items():
+            variants = prop.get("anyOf", [prop])
+            for v in variants:
+                if v.get("type") == "string" and "enum" not in v:
+                    assert "maxLength" in v, f"{tool.name}.{name} has no length bound"
+    search = next(t for t in tools if t.name == "search_documents")
+    assert search.input_schema["properties"]["query"]["maxLength"] == 1000
+    assert search.input_schema["properties"]["top_k"]["maximum"] == 50
+    assert instructions and "never instructions" in instructions
+
+
+def test_search_documents_every_mode(served: Any) -> None:
+    _, docs, url, token = served
+    for mode in ("hybrid", "keyword", "semantic"):
+        out = structured(mc.call(url, token, "search_documents", {"query": "brown fox", "mode": mode, "top_k": 3}))
+        assert out["mode_used"] == mode
+        assert out["results"], mode
+        top = out["results"][0]
+        assert top["file_path"] == str(docs / "fox.txt"), (mode, top)
+        assert top["file_name"] == "fox.txt"
+        assert top["smart_folder"] == "docs"
+        assert top["location"]["line_start"] >= 1 and top["location"]["line_end"] >= top["location"]["line_start"]
+        assert top["modified_at"].endswith("Z")
+        assert isinstance(top["chunk_id"], int)
+        if mode != "semantic":
+            assert "fox" in top["snippet"].lower()
+        assert out["query_ms"] >= 0 and out["total_matches"] >= 1
+    # Headings travel as the location of markdown chunks.
+    out = structured(mc.call(url, token, "search_documents", {"query": "installer administrator", "mode": "keyword"}))
+    assert out["results"][0]["location"].get("heading", "").startswith("Setup")
+
+
+def test_search_scoping_and_query_errors(served: Any) -> None:
+    _, _, url, token = served
+    folders = structured(mc.call(url, token, "list_smart_folders"))["folders"]
+    folder_id = folders[0]["id"]
+    out = structured(mc.call(url, token, "search_documents", {"query": "cat", "smart_folder_id": folder_id}))
+    assert out["results"] and all(r["smart_folder_id"] == folder_id for r in out["results"])
+    cases = [
+        ({"query": ""}, "INVALID_QUERY"),
+        ({"query": "   "}, "INVALID_QUERY"),
+        ({"query": "x" * 1001}, "INVALID_QUERY"),
+        ({"query": "cat", "top_k": 0}, "INVALID_ARGUMENT"),
+        ({"query": "cat", "top_k": 51}, "INVALID_ARGUMENT"),
+        ({"query": "cat", "mode": "fuzzy"}, "INVALID_ARGUMENT"),
+        ({"query": "cat", "smart_folder_id": "no-such-folder"}, "INVALID_SMART_FOLDER"),
+    ]
+    for args, code in cases:
+        assert mc.error_code(mc.call(url, token, "search_documents", args)) == code, args
+    # Operators and punctuation are searched for, never parsed.
+    for query in ('cat AND "dog', "fox*", "(brackets] {x}", "!!!", "title:fox ^2 ~ -cat"):
+        result = mc.call(url, token, "search_documents", {"query": query, "mode": "keyword"})
+        assert not result.is_error, (query, result.content)
+
+
+def test_list_read_similar_status_summary(served: Any) -> None:
+    _, docs, url, token = served
+    folders = structured(mc.call(url, token, "list_smart_folders"))["folders"]
+    assert len(folders) == 1
+    assert folders[0]["destination_path"] == str(docs)
+    assert folders[0]["file_count"] == 3  # the symlink is not a file of the folder
+    guide = str(docs / "guide.md")
+    out = structured(mc.call(url, token, "read_document", {"file_path": guide, "start_line": 1, "end_line": 1}))
+    assert out["text"].strip() == "Setup" and out["start_line"] == 1 and out["end_line"] == 1
+    assert out["total_lines"] >= 5 and out["truncated"] is False
+    whole = structured(mc.call(url, token, "read_document", {"file_path": guide}))
+    assert MARKER in whole["text"]
+    similar = structured(mc.call(url, token, "find_similar", {"file_path": str(docs / "fox.txt"), "top_k": 2}))
+    assert similar["results"] and all(r["file_path"] != str(docs / "fox.txt") for r in similar["results"])
+    status = structured(mc.call(url, token, "index_status"))
+    assert status["totals"]["files_indexed"] == 3
+    assert status["embedding"]["dim"] == 384
+    assert status["folders"][0]["files_indexed"] == 3
+    summary = mc.call(url, token, "get_document_summary", {"file_path": guide})
+    assert mc.error_code(summary) == "FILE_NOT_ANALYZED"
+
+
+def test_every_invalid_path_is_refused(served: Any) -> None:
+    _, docs, url, token = served
+    bad = [
+        "docs/fox.txt",
+        "file://" + str(docs / "fox.txt"),
+        "\\\\server\\share\\fox.txt",
+        "//server/share/fox.txt",
+        str(docs) + "/../docs/fox.txt",
+        str(docs / "fox.txt") + "\x00.md",
+        "C:\\Users\\me\\fox.txt",
+        "/etc/passwd",
+        str(docs / "escape.txt"),  # a symlink inside the folder pointing outside it
+        str(docs.parent / "outside.txt"),
+    ]
+    for tool in ("read_document", "find_similar", "get_document_summary"):
+        for path in bad:
+            assert mc.error_code(mc.call(url, token, tool, {"file_path": path})) == "INVALID_PATH", (tool, path)
+    assert mc.error_code(mc.call(url, token, "no_such_tool", {})) == "UNKNOWN_TOOL"
+
+
+def test_stdio_bridge_relays_to_the_running_supervisor(served: Any) -> None:
+    k, docs, _, _ = served
+    pid_before = k.kernel_pid
+
+    async def go() -> tuple[set[str], dict[str, Any]]:
+        async with mc.stdio_client(k.root) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            result = await client.call_tool("search_documents", {"query": "sleeping cat"})
+            assert isinstance(result, CallToolResult)
+            return names, structured(result)
+
+    names, out = mc.run(go)
+    assert names == TOOLS
+    assert out["results"][0]["file_path"] == str(docs / "cats.txt")
+    assert int(k.home.pid_file.read_text()) == pid_before  # the bridge used the running supervisor
+
+
+def test_client_setup_commands(served: Any) -> None:
+    k, _, url, token = served
+    out = cli(k.root, "test-connection").stdout
+    assert url in out and all(name in out for name in TOOLS)
+    assert cli(k.root, "token", "show").stdout.strip() == token
+    for client in ("claude-desktop", "cursor", "zed"):
+        entry = json.loads(cli(k.root, "config", "snippet", "--client", client).stdout)
+        server = entry["context_servers" if client == "zed" else "mcpServers"]["foldermind"]
+        assert server == {"url": url, "headers": {"Authorization": f"Bearer {token}"}}
+        stdio = json.loads(cli(k.root, "config", "snippet", "--client", client, "--stdio").stdout)
+        command = stdio["context_servers" if client == "zed" else "mcpServers"]["foldermind"]
+        assert command["args"] == ["--home", str(k.root), "mcp"] and Path(command["command"]).name == "foldermind"
+    code = cli(k.root, "config", "snippet", "--client", "claude-code").stdout
+    assert url in code and f"Authorization: Bearer {token}" in code and "--transport http" in code
+    # The snippet's stdio command really works as a client would launch it.
+    assert "foldermind mcp" in cli(k.root, "config", "snippet", "--client", "claude-code", "--stdio").stdout.replace(
+        f" --home {k.root}", ""
+    )
+
+
+def test_mcp_inspector_cli(served: Any) -> None:
+    _, docs, url, token = served
+    inspector = inspector_bin()
+    base = [inspector, "--cli", url, "--transport", "http", "--header", f"Authorization: Bearer {token}"]
+    listed = subprocess.run([*base, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert {t["name"] for t in json.loads(listed.stdout)["tools"]} == TOOLS
+    args = ["--method", "tools/call", "--tool-name", "search_documents", "--tool-arg", "query=brown fox"]
+    called = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
+    assert called.returncode == 0, called.stderr
+    result = json.loads(called.stdout)
+    assert result["structuredContent"]["results"][0]["file_path"] == str(docs / "fox.txt")
+    args = ["--method", "tools/call", "--tool-name", "read_document", "--tool-arg", "file_path=relative/x"]
+    refused = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
+    assert json.loads(json.loads(refused.stdout)["content"][0]["text"])["code"] == "INVALID_PATH", refused.stdout
+    wrong = [inspector, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer wrong"]
+    denied = subprocess.run([*wrong, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
+    assert "tools" not in denied.stdout
+
+
+INSPECTOR = "2.12.0"  # as the Makefile installs it
+
+
+def inspector_bin() -> str:
+    """The Inspector CLI as `make test` installs it in .cache/inspector, else installed here if npm exists."""
+    prefix = Path(os.environ.get("FOLDERMIND_INSPECTOR_DIR", Path(__file__).parent.parent / ".cache" / "inspector"))
+    local = prefix / "node_modules" / ".bin" / "mcp-inspector"
+    if local.exists():
+        return str(local)
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed: the MCP Inspector CLI cannot run here")
+    subprocess.run(
+        [
+            "npm",
+            "install",
+            "--prefix",
+            str(prefix),
+            "--no-audit",
+            "--no-fund",
+            f"@modelcontextprotocol/inspector@{INSPECTOR}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return str(local)
+
+
+def test_logs_never_carry_query_text(served: Any) -> None:
+    k, _, url, token = served
+    for mode in ("hybrid", "keyword", "semantic"):
+        structured(mc.call(url, token, "search_documents", {"query": f"where is the {MARKER}", "mode": mode}))
+    mc.call(url, token, "search_documents", {"query": f"{MARKER} " * 300})  # an over-long one: refused
+    mc.call(url, token, "read_document", {"file_path": f"/nowhere/{MARKER}.txt"})
+    offenders = [p.name for p in k.home.log_dir.glob("*.log*") if MARKER in p.read_text(errors="replace")]
+    assert offenders == []
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP hardening, port fallback, token rotation and a worker killed mid-request: a kernel of their own
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[tuple[RunningKernel, str, int]]:
+    root = short_tmpdir()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    config = (
+        FAST_RESTART
+        + f"[mcp]\nport = {port}\nrate_per_minute = 30\n"
+        + '[workers.indexer]\nenv = { FOLDERMIND_FAULT_DELAY = "search.request:2" }\n'
+    )
+    k = RunningKernel(root / "home", config)
+    docs = write_docs(root)
+    try:
+        k.start()
+        cli(k.root, "folders", "add", str(docs), "--wait", timeout=120)
+        yield k, str(mc.mcp_info(k.root)["url"]), port
+    finally:
+        taken.close()
+        k.stop()
+        remove_tree(root)
+
+
+def test_port_fallback_is_reported_in_status(guarded: Any) -> None:
+    k, url, taken = guarded
+    st = status_json(k.root)["mcp"]
+    assert st["state"] == "running"
+    assert st["port"] != taken and st["url"] == url and f":{st['port']}/mcp" in url
+    names = mc.run(lambda: list_names(url, mc.token_of(k.root)))
+    assert names == TOOLS
+
+
+async def list_names(url: str, token: str) -> set[str]:
+    async with mc.http_client(url, token) as client:
+        return {t.name for t in (await client.list_tools()).tools}
+
+
+def test_http_refusals_in_order(guarded: Any) -> None:
+    k, url, _ = guarded
+    token = mc.token_of(k.root)
+    auth = {"Authorization": f"Bearer {token}"}
+    body = mc.initialize_body()
+    assert mc.raw(url, body=body)[0] == 401
+    assert mc.raw(url, body=body, headers={"Authorization": "Bearer " + "x" * 43})[0] == 401
+    assert mc.raw(url, body=body, headers={"Authorization": token})[0] == 401
+    assert mc.raw(url, body=body, headers={**auth, "Origin": "http://evil.example"})[0] == 403
+    # Refused on the declared length, before one byte of the body is read (none is sent: a server that
+    # closes on unread data may reset the connection before the client reads the 413).
+    too_big = {"Content-Length": str(5 * 1024 * 1024 + 1)}
+    assert mc.raw(url, headers={**auth, **too_big})[0] == 413
+    assert mc.raw(url, body=body, headers=auth, content_length=False)[0] == 411
+    # Size is checked before auth, auth before Origin.
+    assert mc.raw(url, headers=too_big)[0] == 413
+    assert mc.raw(url, body=body, headers={"Origin": "http://evil.example"})[0] == 401
+    port = int(url.split(":")[2].split("/")[0])
+    ok = mc.raw(url, body=body, headers={**auth, "Origin": f"http://127.0.0.1:{port}"})
+    assert ok[0] == 200, ok
+
+
+def test_rate_limit_per_session_and_unauthenticated_floods(guarded: Any) -> None:
+    k, url, _ = guarded
+    token = mc.token_of(k.root)
+
+    async def burst() -> tuple[int, int]:
+        """Two sessions; the first spends its 30-request bucket, the second still answers."""
+        async with (
+            mc.http_client(url, token, mode="legacy") as first,
+            mc.http_client(url, token, mode="legacy") as second,
+        ):
+            limited = 0
+            for _ in range(40):
+                try:
+                    await first.list_tools()
+                except Exception:
+                    limited += 1
+            await second.list_tools()
+            return limited, 0
+
+    # Unauthenticated floods first: they must not create or spend any bucket.
+    buckets_before = refused(k)["buckets"]
+    for _ in range(50):
+        assert mc.raw(url, body=mc.initialize_body())[0] == 401
+    assert refused(k)["buckets"] == buckets_before
+    assert refused(k)["401"] >= 50
+    limited, _ = mc.run(burst)
+    assert limited >= 1
+    # The 429 itself, raw: a session the server issued (its own bucket), past its budget.
+    status, hdrs, _ = mc.raw(url, body=mc.initialize_body(), headers={"Authorization": f"Bearer {token}"})
+    assert status == 200 and hdrs.get("mcp-session-id")
+    headers = {"Authorization": f"Bearer {token}", "Mcp-Session-Id": hdrs["mcp-session-id"]}
+    statuses = [mc.raw(url, body=b'{"jsonrpc":"2.0","id":7,"method":"ping"}', headers=headers) for _ in range(35)]
+    limited_responses = [r for r in statuses if r[0] == 429]
+    assert limited_responses, [s for s, _, _ in statuses]
+    _, hdrs, payload = limited_responses[0]
+    assert int(hdrs["retry-after"]) >= 1
+    assert json.loads(payload)["error"] == {"code": -32004, "message": "Rate limit exceeded"}
+
+
+def refused(k: RunningKernel) -> dict[str, int]:
+    """The front door's guard counters, from its describe reply."""
+    reply = k.client().request("frontdoor", DescribeRequest(), DescribeReply, timeout=10)
+    counts: dict[str, int] = reply.body.details["refused"]
+    return counts
+
+
+def test_token_rotation_and_failed_write(guarded: Any) -> None:
+    k, url, _ = guarded
+    old = mc.token_of(k.root)
+    body = mc.initialize_body()
+    assert mc.raw(url, body=body, headers={"Authorization": f"Bearer {old}"})[0] == 200
+    new = cli(k.root, "token", "rotate").stdout.strip()
+    assert new and new != old
+    assert mc.raw(url, body=body, headers={"Authorization": f"Bearer {old}"})[0] == 401
+    assert mc.raw(url, body=body, headers={"Authorization": f"Bearer {new}"})[0] == 200
+    assert mc.token_of(k.root) == new
+    # A rotation whose write fails (the token file's path is a directory now) keeps the current token.
+    token_file = k.home.config_dir / "mcp-token"
+    moved = token_file.with_name("mcp-token.saved")
+    token_file.rename(moved)
+    token_file.mkdir()
+    try:
+        failed = cli(k.root, "token", "rotate", check=False)
+        assert failed.returncode != 0 and "old token still works" in failed.stderr
+        assert mc.raw(url, body=body, headers={"Authorization": f"Bearer {new}"})[0] == 200
+    finally:
+        token_file.rmdir()
+        moved.rename(token_file)
+    assert mc.token_of(k.root) == new
+
+
+def test_indexer_killed_mid_request_gives_service_unavailable(guarded: Any) -> None:
+    k, url, _ = guarded
+    token = mc.token_of(k.root)
+    before = k.worker("indexer")["pid"]
+    result: dict[str, Any] = {}
+
+    def search() -> None:
+        t0 = time.monotonic()
+        result["r"] = mc.call(url, token, "search_documents", {"query": "fox"})
+        result["t"] = time.monotonic()
+        result["t0"] = t0
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    wait_for(lambda: k.worker("indexer")["in_flight"] > 0, 10, 0.02, "the search in flight")
+    killed_at = time.monotonic()
+    kill9(before)
+    # The front door keeps answering calls that need no other worker meanwhile.
+    assert mc.run(lambda: list_names(url, token)) == TOOLS
+    thread.join(30)
+    assert mc.error_code(result["r"]) == "SERVICE_UNAVAILABLE"
+    assert result["t"] - killed_at < 3.0
+    k.wait_state("indexer", "RUNNING", 30, other_pid_than=before)
+
+    def answered() -> CallToolResult | None:
+        r = mc.call(url, token, "search_documents", {"query": "fox"})
+        return None if r.is_error else r
+
+    assert structured(wait_for(answered, 30, 1.0, "a search after the restart"))["results"]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_two_stdio_bridges_start_and_share_one_supervisor() -> None:
+    root = short_tmpdir()
+    home = root / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "supervisor.toml").write_text(FAST_RESTART + "[mcp]\nport = 0\n")
+    try:
+
+        async def one() -> set[str]:
+            async with mc.stdio_client(home) as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+        results: list[set[str]] = []
+        errors: list[BaseException] = []
+
+        def run_one() -> None:
+            try:
+                results.append(mc.run(one))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run_one) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(180)
+        assert not errors, errors
+        assert results == [TOOLS, TOOLS]
+        kernels = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if p.info["cmdline"] and str(home) in p.info["cmdline"] and "--detached" in p.info["cmdline"]
+        ]
+        assert len(kernels) == 1, [p.info["cmdline"] for p in kernels]
+        embedders = [w for w in status_json(home)["workers"] if w["name"] == "embedder"]
+        assert len(embedders) == 1
+    finally:
+        cli(home, "stop", check=False, timeout=60)
+        remove_tree(root)

@@ -1,0 +1,123 @@
+"""The frontdoor worker: the MCP server (streamable HTTP on 127.0.0.1) that every client, and the stdio
+bridge ``foldermind mcp``, talks to.
+
+The worker's main thread serves the bus like every worker (``mcp.info``, ``mcp.token.rotate``); uvicorn
+runs the HTTP app on a second thread. Tool calls go from there to the other workers through the broker
+(:mod:`.bus`), so a dead or stuck worker costs a typed SERVICE_UNAVAILABLE, never a hang, and this
+process keeps answering. The URL and port actually bound are written to the home's ``run/mcp.json`` for
+``foldermind status``, ``config snippet``, ``test-connection`` and the stdio bridge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from foldermind.kernel.config import mcp_from_env
+from foldermind.kernel.home import Home
+from foldermind.kernel.token_store import TokenPersistError, TokenStore
+from foldermind.protocol.messages import McpInfoReply, McpInfoRequest, TokenRotateReply, TokenRotateRequest
+from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.frontdoor.bus import Bus
+from foldermind.workers.frontdoor.guard import Guard
+from foldermind.workers.frontdoor.http import HttpServer, bind, build_app
+from foldermind.workers.frontdoor.tools import build_server
+
+log = logging.getLogger("foldermind.frontdoor")
+
+ROLE = "The MCP server: streamable HTTP on 127.0.0.1 and the stdio bridge's endpoint."
+PORT_ENV = "FOLDERMIND_MCP_PORT"
+
+
+def _version() -> str:
+    try:
+        return version("foldermind")
+    except PackageNotFoundError:
+        return "0"
+
+
+class FrontdoorWorker(Worker):
+    def __init__(self, ctx: WorkerContext) -> None:
+        super().__init__(ctx)
+        self.policy = mcp_from_env()
+        self.home = Home.resolve(ctx.home or None)
+        self.state = "starting"
+        self.error = ""
+        self.url = ""
+        self.port = 0
+        self.http: HttpServer | None = None
+        self.guards: list[Guard] = []
+
+    def setup(self) -> None:
+        self.home.ensure()
+        self.tokens = TokenStore(self.home)
+        self.tokens.load_or_create()
+        self.bus = Bus(self.ctx.bus_endpoint, f"{self.ctx.name}.tools", self.policy.tool_deadline_s)
+        port = self.policy.port
+        if os.environ.get(PORT_ENV, "").strip():
+            port = int(os.environ[PORT_ENV])
+        sock = bind(self.policy.host, port)
+        self.port = sock.getsockname()[1]
+        host = f"[{self.policy.host}]" if ":" in self.policy.host else self.policy.host
+        self.url = f"http://{host}:{self.port}{self.policy.path}"
+        server = build_server(self.bus, self.policy, _version())
+        app = build_app(server, self.policy, self.port, lambda: self.tokens.current, self.guards)
+        self.http = HttpServer(app, sock)
+        self.http.start()
+        if self.http.wait_started(15):
+            self.state = "running"
+            log.info("MCP server listening on %s (token stored in %s mode)", self.url, self.tokens.mode)
+        else:
+            self.state = "error"
+            self.error = f"the HTTP server did not start: {self.http.error!r}"
+            log.error("%s", self.error)
+        self.status_note = f"{self.state} {self.url}"
+        self._write_info()
+
+    def teardown(self) -> None:
+        if self.http is not None:
+            self.http.stop()
+        self.bus.close()
+        self.state = "stopped"
+        with contextlib.suppress(FileNotFoundError):
+            self.home.mcp_file.unlink()
+
+    def _write_info(self) -> None:
+        info = {"url": self.url, "port": self.port, "state": self.state, "error": self.error, "pid": os.getpid()}
+        fd, tmp = tempfile.mkstemp(dir=self.home.runtime_dir, prefix=".mcp.", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(info, fh)
+        os.replace(tmp, self.home.mcp_file)
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            **super().handlers(),
+            McpInfoRequest.KIND: self.on_info,
+            TokenRotateRequest.KIND: self.on_rotate,
+        }
+
+    def details(self) -> dict[str, Any]:
+        guard = self.guards[0].stats() if self.guards else {}
+        return {"url": self.url, "port": self.port, "state": self.state, "refused": guard}
+
+    def on_info(self, req: Request) -> Result:
+        return McpInfoReply(
+            url=self.url, port=self.port, state=self.state, error=self.error, token_mode=self.tokens.mode
+        )
+
+    def on_rotate(self, req: Request) -> Result:
+        try:
+            self.tokens.rotate()
+        except TokenPersistError as exc:
+            log.warning("token rotation failed; the previous token stays in use")
+            raise JobError("token_persist_failed", str(exc)) from exc
+        log.info("bearer token rotated")
+        return TokenRotateReply(token_mode=self.tokens.mode)
+
+
+WORKER = FrontdoorWorker

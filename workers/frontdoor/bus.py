@@ -1,0 +1,89 @@
+"""Tool calls reach the other workers through the broker; this is where bus failures become tool codes.
+
+The MCP server runs on an asyncio loop while :class:`BusClient` is a blocking ZeroMQ socket: each call
+runs in a worker thread with that thread's own client (ZeroMQ sockets are not thread-safe), so many tool
+calls are in flight at once and a slow worker never blocks the loop. Every request carries a deadline;
+the broker answers by it at the latest, so no call can hang.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TypeVar
+
+import anyio.to_thread
+
+from foldermind.protocol import frames
+from foldermind.protocol.client import BusClient
+from foldermind.protocol.errors import BusError, RemoteError
+from foldermind.protocol.messages import Message
+
+T = TypeVar("T", bound=Message)
+
+UNAVAILABLE = {"worker_lost", "deadline_exceeded", "service_unavailable", "shutting_down", "message_too_large"}
+"""Bus-level failures: the caller sees SERVICE_UNAVAILABLE (retry later), not the internal cause."""
+
+
+class ToolFailure(Exception):
+    """A tool's typed failure: ``code`` is what the client sees (INVALID_PATH, SERVICE_UNAVAILABLE, ...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Bus:
+    def __init__(self, endpoint: str, name: str, deadline_s: float) -> None:
+        self.endpoint = endpoint
+        self.name = name
+        self.deadline_s = deadline_s
+        self._local = threading.local()
+        self._clients: list[BusClient] = []
+        self._lock = threading.Lock()
+
+    def _client(self) -> BusClient:
+        client: BusClient | None = getattr(self._local, "client", None)
+        if client is None:
+            client = BusClient(self.endpoint, name=self.name)
+            self._local.client = client
+            with self._lock:
+                self._clients.append(client)
+        return client
+
+    def call_sync(
+        self, to: str, msg: Message, reply_type: type[T], timeout: float | None = None
+    ) -> tuple[T, Sequence[frames.Buffer]]:
+        try:
+            reply = self._client().request(to, msg, reply_type, timeout=timeout or self.deadline_s)
+        except RemoteError as exc:
+            if exc.code in UNAVAILABLE:
+                raise ToolFailure(
+                    "SERVICE_UNAVAILABLE", f"the {to} worker is unavailable ({exc.code}); retry shortly"
+                ) from None
+            raise ToolFailure(exc.code.upper(), exc.info.message) from None
+        except BusError as exc:
+            # No kernel answered, or a reply we could not read: the client's socket may hold a stale
+            # reply now, so it is replaced.
+            self._drop_client()
+            raise ToolFailure("SERVICE_UNAVAILABLE", f"the {to} worker is unavailable ({type(exc).__name__})") from None
+        return reply.body, reply.buffers
+
+    async def call(self, to: str, msg: Message, reply_type: type[T], timeout: float | None = None) -> T:
+        body, _ = await anyio.to_thread.run_sync(self.call_sync, to, msg, reply_type, timeout)
+        return body
+
+    def _drop_client(self) -> None:
+        client: BusClient | None = getattr(self._local, "client", None)
+        if client is not None:
+            self._local.client = None
+            with self._lock:
+                self._clients.remove(client)
+            client.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients:
+                client.close()
+            self._clients.clear()

@@ -1,0 +1,124 @@
+"""The HTTP side of the front door: the listening socket, the app stack and the uvicorn thread.
+
+Stack, outermost first: :class:`~foldermind.workers.frontdoor.guard.Guard` (size -> auth -> Origin ->
+rate limit), then the MCP SDK's Starlette app (Host/Origin checks against DNS rebinding, configured for
+the port actually bound; sessions; the tools).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp
+
+from foldermind.kernel.config import McpPolicy
+from foldermind.workers.frontdoor.guard import Guard
+from foldermind.workers.frontdoor.tools import FoldermindServer
+
+log = logging.getLogger("foldermind.frontdoor")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``port``, or on an OS-assigned port if that one is taken (SPEC section 4)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for candidate in (port, 0) if port else (0,):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, candidate))
+        except OSError as exc:
+            sock.close()
+            if exc.errno == errno.EADDRINUSE and candidate:
+                log.warning("port %d is taken; binding an OS-assigned port instead", candidate)
+                continue
+            raise
+        sock.listen(128)
+        sock.set_inheritable(False)
+        return sock
+    raise OSError(errno.EADDRINUSE, "no port could be bound")
+
+
+def loopback_origins(port: int) -> set[str]:
+    return {f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"}
+
+
+def build_app(
+    server: FoldermindServer, policy: McpPolicy, port: int, token: Callable[[], str], guard_out: list[Guard]
+) -> ASGIApp:
+    origins = loopback_origins(port) | set(policy.allowed_origins)
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    if policy.host not in ("127.0.0.1", "localhost", "::1"):
+        hosts.append(f"{policy.host}:{port}")
+    max_body = int(policy.max_body_mb * 1024 * 1024)
+    starlette_app = server.streamable_http_app(
+        streamable_http_path=policy.path,
+        max_request_body_size=max_body,
+        session_idle_timeout=policy.session_idle_timeout_s,
+        max_sessions=policy.max_sessions,
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=sorted(origins)
+        ),
+        host=policy.host,
+    )
+    guard = Guard(
+        starlette_app,
+        token=token,
+        max_body_bytes=max_body,
+        allowed_origins=lambda: origins,
+        rate_per_minute=policy.rate_per_minute,
+        # Session ids the server never issued share the no-session bucket, or a client could dodge the
+        # limit by inventing a new id per request. The SDK keeps no public lookup; mcp is pinned.
+        session_known=lambda sid: sid in server.session_manager._server_instances,
+    )
+    guard_out.append(guard)
+    return guard
+
+
+class HttpServer(threading.Thread):
+    """uvicorn on its own thread and event loop; the worker's main thread keeps serving the bus."""
+
+    def __init__(self, app: ASGIApp, sock: socket.socket) -> None:
+        super().__init__(name="frontdoor-http", daemon=True)
+        self.sock = sock
+        self.port: int = sock.getsockname()[1]
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # an access log would record request lines; keep requests out of logs
+            lifespan="on",
+            server_header=False,
+            timeout_graceful_shutdown=5,
+            timeout_keep_alive=30,
+        )
+        self.server = uvicorn.Server(config)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self.server.serve(sockets=[self.sock]))
+        except BaseException as exc:
+            self.error = exc
+            log.exception("the HTTP server stopped")
+
+    def wait_started(self, timeout: float) -> bool:
+        give_up = time.monotonic() + timeout
+        while time.monotonic() < give_up:
+            if self.server.started:
+                return True
+            if self.error is not None or not self.is_alive():
+                return False
+            time.sleep(0.01)
+        return False
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.server.should_exit = True
+        self.join(timeout)
+        self.sock.close()

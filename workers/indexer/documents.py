@@ -1,0 +1,223 @@
+"""The indexer's answers about single documents and the index as a whole: ``doc.read``,
+``doc.similar``, ``doc.summary`` and ``index.status``.
+
+Path rules (the indexer is the only process that knows the folders): a path must be absolute,
+without NUL bytes or ``..`` segments; it is resolved with symlinks followed and must then lie
+inside a registered Smart Folder, so a symlink inside a folder that points outside it is refused
+like any outside path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from foldermind.protocol.errors import ErrorCode
+from foldermind.protocol.messages import (
+    FailureInfo,
+    FolderInfo,
+    IndexStatusReply,
+    IndexStatusRequest,
+    ReadDocumentReply,
+    ReadDocumentRequest,
+    SearchHit,
+    SimilarReply,
+    SimilarRequest,
+    SummaryReply,
+    SummaryRequest,
+)
+from foldermind.workers import model_files
+from foldermind.workers.base import JobError
+from foldermind.workers.indexer.encoder import QueryEncoder
+from foldermind.workers.indexer.extracted import read_lines
+from foldermind.workers.indexer.search import hit_from_row
+from foldermind.workers.indexer.snippets import snippet
+from foldermind.workers.indexer.store import Folder, Store
+from foldermind.workers.indexer.vectors import VectorIndex
+
+MAX_PATH_CHARS = 4096
+MAX_READ_CHARS = 100_000
+MAX_SIMILAR = 50
+MAX_FAILURES = 200
+NOT_ANALYZED_HINT = "hint: analysis runs after indexing; it arrives with the LLM worker"
+
+
+class DocumentService:
+    def __init__(
+        self,
+        store: Store,
+        vectors: VectorIndex,
+        encoder: QueryEncoder,
+        folder_info: Callable[[Folder], FolderInfo],
+        embed_error: Callable[[], str | None],
+    ) -> None:
+        self.store, self.vectors, self.encoder = store, vectors, encoder
+        self.folder_info, self.embed_error = folder_info, embed_error
+
+    # ---------------------------------------------------------------------------------------
+    # paths
+
+    def resolve(self, raw: object) -> str:
+        """The real path of ``raw`` if it lies inside a Smart Folder, else ``invalid_path``."""
+        if not isinstance(raw, str) or not raw or len(raw) > MAX_PATH_CHARS or "\x00" in raw:
+            raise JobError("invalid_path", "the path must be 1..4096 characters without NUL bytes")
+        if not os.path.isabs(raw):
+            raise JobError("invalid_path", f"not an absolute path: {_short(raw)}")
+        if ".." in raw.replace(os.sep, "/").split("/"):
+            raise JobError("invalid_path", f"'..' segments are not accepted: {_short(raw)}")
+        real = os.path.realpath(raw)
+        if self.store.folder_for_path(real) is None:
+            raise JobError("invalid_path", f"{_short(raw)} is not inside any Smart Folder (symlinks followed)")
+        return real
+
+    def indexed_document(self, raw: object) -> tuple[str, int]:
+        """(real path, document id) of an indexed file, else ``invalid_path`` / ``file_not_indexed``."""
+        real = self.resolve(raw)
+        if not os.path.isfile(real):
+            raise JobError("invalid_path", f"not a file: {_short(real)}")
+        state = self.store.document_state(real)
+        if state is None:
+            raise JobError(
+                "file_not_indexed", f"{Path(real).name} is not indexed (hidden, unsupported, or not seen yet)"
+            )
+        doc_id, status, error = state
+        if status != "indexed":
+            why = f": {error}" if error else ""
+            raise JobError("file_not_indexed", f"{Path(real).name} is not indexed (status {status}{why})")
+        return real, doc_id
+
+    # ---------------------------------------------------------------------------------------
+    # doc.read
+
+    def read(self, body: ReadDocumentRequest) -> ReadDocumentReply:
+        start, end, max_chars = body.start_line, body.end_line, body.max_chars
+        if not _is_int(start) or start < 1:
+            raise JobError(ErrorCode.BAD_REQUEST, "start_line must be an integer >= 1")
+        if end is not None and (not _is_int(end) or end < start):
+            raise JobError(ErrorCode.BAD_REQUEST, "end_line must be an integer >= start_line, or null")
+        if not _is_int(max_chars) or max_chars < 1:
+            raise JobError(ErrorCode.BAD_REQUEST, "max_chars must be an integer >= 1")
+        real, doc_id = self.indexed_document(body.path)
+        lines = read_lines(self.store, doc_id, start, end, min(max_chars, MAX_READ_CHARS))
+        return ReadDocumentReply(
+            file_path=real,
+            text=lines.text,
+            start_line=lines.start_line,
+            end_line=lines.end_line,
+            total_lines=lines.total_lines,
+            truncated=lines.truncated,
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # doc.similar
+
+    def similar(self, body: SimilarRequest) -> SimilarReply:
+        if not _is_int(body.top_k):
+            raise JobError(ErrorCode.BAD_REQUEST, "top_k must be an integer")
+        top_k = max(1, min(body.top_k, MAX_SIMILAR))
+        real, doc_id = self.indexed_document(body.path)
+        ndim = self.vectors.ndim
+        blobs = [blob for _, blob in self.store.doc_vectors(doc_id) if len(blob) == ndim * 4]
+        if not blobs:
+            why = self.embed_error()
+            raise JobError("not_embedded", f"{Path(real).name} has no vectors yet" + (f" ({why})" if why else ""))
+        # The document's direction: the mean of its chunk vectors. One search, and it stands for the
+        # whole file, where a best-of-chunks match lets one shared paragraph (a licence, a
+        # disclaimer) make unrelated files look alike. For a one-chunk file the two are the same.
+        centroid = np.mean(np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), ndim), axis=0)
+        norm = float(np.linalg.norm(centroid))
+        if norm <= 1e-12:
+            raise JobError("not_embedded", f"{Path(real).name} has no usable vector")
+        centroid = (centroid / norm).astype(np.float32)
+        results = self._nearest_documents(centroid, doc_id, top_k, len(blobs))
+        chunks = self.store.chunk_count(doc_id)
+        note = None
+        if len(blobs) < chunks:
+            note = f"based on {len(blobs)} of {chunks} chunks: the rest are not embedded yet"
+        return SimilarReply(results, note)
+
+    def _nearest_documents(self, centroid: np.ndarray[Any, Any], doc_id: int, top_k: int, own: int) -> list[SearchHit]:
+        total = len(self.vectors)
+        depth = min(total, (top_k + 1) * 8 + own)
+        while True:
+            ranked = self.vectors.search(centroid, depth)
+            rows = self.store.hits([chunk_id for chunk_id, _ in ranked])
+            best: dict[int, SearchHit] = {}
+            for chunk_id, score in ranked:  # best first: a document's first chunk seen is its best
+                row = rows.get(chunk_id)
+                if row is None or row["doc_id"] == doc_id or row["doc_id"] in best:
+                    continue
+                best[row["doc_id"]] = hit_from_row(row, score, snippet(row["text"], ""))
+                if len(best) == top_k:
+                    return list(best.values())
+            if depth >= total:
+                return list(best.values())
+            depth = min(total, depth * 2)
+
+    # ---------------------------------------------------------------------------------------
+    # doc.summary
+
+    def summary(self, body: SummaryRequest) -> SummaryReply:
+        real = self.resolve(body.path)  # the path it was analyzed at may not exist any more
+        analysis = self.store.analysis(real)
+        if analysis is None:
+            raise JobError("file_not_analyzed", f"{Path(real).name} has not been analyzed yet; {NOT_ANALYZED_HINT}")
+        return SummaryReply(analysis)
+
+    # ---------------------------------------------------------------------------------------
+    # index.status
+
+    def status(self, body: IndexStatusRequest) -> IndexStatusReply:
+        limit = body.max_failures if _is_int(body.max_failures) else 20
+        totals = self.store.totals()
+        failures = [
+            FailureInfo(path=r["path"], folder_id=r["folder_id"], status=r["status"], error=r["error"])
+            for r in self.store.recent_failures(max(0, min(limit, MAX_FAILURES)))
+        ]
+        return IndexStatusReply(
+            totals=totals,
+            folders=[self.folder_info(f) for f in self.store.folders()],
+            embedding=self._embedding(totals),
+            recent_failures=failures,
+        )
+
+    def _embedding(self, totals: dict[str, int]) -> dict[str, Any]:
+        error = self.embed_error()
+        embedded, chunks = totals["chunks_embedded"], totals["chunks"]
+        if error:
+            state, note = "unavailable", error
+        elif embedded or len(self.vectors):
+            state = "ready"
+            note = f"{chunks - embedded} chunks waiting for vectors" if embedded < chunks else ""
+        elif self.encoder.state == "ready":
+            state, note = "ready", "nothing to embed yet" if not chunks else "vectors on their way"
+        else:
+            state, note = "loading", "no vector yet: the embedding model is loading or busy"
+        return {
+            "model": self.store.get_meta("embed_model") or self.encoder.model_name or _configured_model(),
+            "dim": self.vectors.ndim,
+            "state": state,
+            "note": note,
+            "query_encoder": self.encoder.state,
+        }
+
+
+def _configured_model() -> str:
+    from foldermind.workers.embedder import model_name
+
+    try:
+        return model_name(model_files.model_dir())
+    except model_files.ModelNotFound:
+        return ""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _short(path: str, limit: int = 200) -> str:
+    return path if len(path) <= limit else path[: limit - 1] + "…"

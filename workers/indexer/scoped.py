@@ -1,0 +1,117 @@
+"""Semantic search inside one Smart Folder that returns that folder's true nearest chunks.
+
+usearch's Python API has no filtered search, and taking the index's top-k and dropping the other
+folders' chunks leaves a small folder in a big index with nothing. So:
+
+- a folder with at most ``EXACT_LIMIT`` vectors is searched exactly: one matrix product over its
+  own vectors, read from SQLite (the source of truth) and cached per folder;
+- a bigger folder is searched in usearch ever deeper (from its share of the index, doubling) until
+  the folder's chunks fill the ``k`` asked, so it gets what an unscoped search gets: an HNSW top-k.
+
+The cache is checked against :meth:`Store.change_token` on every search: any commit (a chunk
+embedded, a document moved to another folder, a folder removed) makes it re-read the folder's key
+list, and only the vectors it has not got yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.vectors import VectorIndex
+
+Ranking = list[tuple[int, float]]
+
+EXACT_LIMIT = 20_000
+"""Above this many vectors (30 MiB at 384-d) a folder is searched through usearch instead."""
+CACHED_FOLDERS = 3
+
+
+@dataclass(slots=True)
+class _Folder:
+    token: tuple[int, int]
+    keys: NDArray[np.uint64]  # ascending
+    matrix: NDArray[np.float32] | None  # row i is the vector of keys[i]; None above the exact limit
+
+
+class ScopedVectors:
+    """Used by the indexer's serving thread only (its SQLite connection gives the change token)."""
+
+    def __init__(self, store: Store, vectors: VectorIndex, exact_limit: int = EXACT_LIMIT) -> None:
+        self.store, self.vectors, self.exact_limit = store, vectors, exact_limit
+        self._folders: OrderedDict[str, _Folder] = OrderedDict()
+
+    def count(self, folder_id: str) -> int:
+        """How many embedded chunks the folder has."""
+        return len(self._folder(folder_id).keys)
+
+    def search(self, folder_id: str, vector: NDArray[np.float32], k: int) -> Ranking:
+        """(chunk id, cosine similarity) of the folder's ``k`` nearest chunks, best first."""
+        folder = self._folder(folder_id)
+        if not len(folder.keys) or k <= 0:
+            return []
+        if folder.matrix is not None:
+            return _top(folder.keys, folder.matrix @ np.asarray(vector, dtype=np.float32), k)
+        return self._deepening(folder.keys, vector, k)
+
+    def _deepening(self, keys: NDArray[np.uint64], vector: NDArray[np.float32], k: int) -> Ranking:
+        total = len(self.vectors)
+        share = max(len(keys) / max(total, 1), 1e-6)
+        depth = min(total, math.ceil(2 * k / share) + k)
+        while True:
+            found = [(key, score) for key, score in self.vectors.search(vector, depth) if _member(keys, key)]
+            if len(found) >= k or depth >= total:
+                return found[:k]
+            depth = min(total, depth * 2)
+
+    def _folder(self, folder_id: str) -> _Folder:
+        token = self.store.change_token()
+        cached = self._folders.get(folder_id)
+        if cached is not None and cached.token == token:
+            self._folders.move_to_end(folder_id)
+            return cached
+        keys = np.asarray(self.store.folder_vector_ids(folder_id), dtype=np.uint64)
+        if cached is not None and np.array_equal(keys, cached.keys):
+            cached.token = token
+            self._folders.move_to_end(folder_id)
+            return cached
+        matrix = self._matrix(keys, cached) if len(keys) <= self.exact_limit else None
+        entry = _Folder(token, keys, matrix)
+        self._folders[folder_id] = entry
+        self._folders.move_to_end(folder_id)
+        while len(self._folders) > CACHED_FOLDERS:
+            self._folders.popitem(last=False)
+        return entry
+
+    def _matrix(self, keys: NDArray[np.uint64], old: _Folder | None) -> NDArray[np.float32]:
+        ndim = self.vectors.ndim
+        matrix = np.zeros((len(keys), ndim), dtype=np.float32)
+        have = np.zeros(len(keys), dtype=bool)
+        if old is not None and old.matrix is not None and len(old.keys) and old.matrix.shape[1] == ndim:
+            pos = np.minimum(np.searchsorted(old.keys, keys), len(old.keys) - 1)
+            have = old.keys[pos] == keys
+            matrix[have] = old.matrix[pos[have]]
+        missing = [int(k) for k in keys[~have]]
+        index = {int(k): i for i, k in enumerate(keys)}
+        # A chunk deleted since the key list was read stays a zero row: it scores 0, and the search's
+        # read-back from SQLite drops it anyway.
+        for chunk_id, blob in self.store.vectors(missing):
+            if len(blob) == ndim * 4:  # a vector of another dimension can only be a stale leftover
+                matrix[index[chunk_id]] = np.frombuffer(blob, dtype=np.float32)
+        return matrix
+
+
+def _member(keys: NDArray[np.uint64], key: int) -> bool:
+    i = int(np.searchsorted(keys, np.uint64(key)))
+    return i < len(keys) and int(keys[i]) == key
+
+
+def _top(keys: NDArray[np.uint64], scores: NDArray[np.float32], k: int) -> Ranking:
+    part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    order = part[np.lexsort((keys[part], -scores[part]))]
+    return [(int(keys[i]), float(scores[i])) for i in order]
