@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import psutil
 import pytest
 from mcp.types import CallToolResult
 
-from foldermind.protocol.messages import DescribeReply, DescribeRequest
+from foldermind.protocol.messages import DescribeReply, DescribeRequest, McpInfoReply, McpInfoRequest
 from tests import mcpclient as mc
 from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, remove_tree, short_tmpdir, status_json, wait_for
 
@@ -34,6 +35,7 @@ def write_docs(root: Path) -> Path:
     )
     (docs / "fox.txt").write_text("The quick brown fox jumps over the lazy dog.\nFoxes are small omnivores.\n")
     (docs / "cats.txt").write_text("Cats are small carnivorous mammals.\nA cat sleeps most of the day.\n")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
     outside = root / "outside.txt"
     outside.write_text("secret text outside every Smart Folder\n")
     os.symlink(outside, docs / "escape.txt")
@@ -146,7 +148,7 @@ def test_list_read_similar_status_summary(served: Any) -> None:
     folders = structured(mc.call(url, token, "list_smart_folders"))["folders"]
     assert len(folders) == 1
     assert folders[0]["destination_path"] == str(docs)
-    assert folders[0]["file_count"] == 3  # the symlink is not a file of the folder
+    assert folders[0]["file_count"] == 4  # the symlink is not a file of the folder
     guide = str(docs / "guide.md")
     out = structured(mc.call(url, token, "read_document", {"file_path": guide, "start_line": 1, "end_line": 1}))
     assert out["text"].strip() == "Setup" and out["start_line"] == 1 and out["end_line"] == 1
@@ -155,8 +157,13 @@ def test_list_read_similar_status_summary(served: Any) -> None:
     assert MARKER in whole["text"]
     similar = structured(mc.call(url, token, "find_similar", {"file_path": str(docs / "fox.txt"), "top_k": 2}))
     assert similar["results"] and all(r["file_path"] != str(docs / "fox.txt") for r in similar["results"])
+    broken = str(docs / "broken.pdf")
+    assert mc.error_code(mc.call(url, token, "read_document", {"file_path": broken})) == "FILE_NOT_INDEXED"
+    assert mc.error_code(mc.call(url, token, "find_similar", {"file_path": broken})) == "FILE_NOT_INDEXED"
     status = structured(mc.call(url, token, "index_status"))
     assert status["totals"]["files_indexed"] == 3
+    assert [f["file_path"] for f in status["recent_failures"]] == [broken]
+    assert status["recent_failures"][0]["error"]
     assert status["embedding"]["dim"] == 384
     assert status["folders"][0]["files_indexed"] == 3
     summary = mc.call(url, token, "get_document_summary", {"file_path": guide})
@@ -235,6 +242,12 @@ def test_mcp_inspector_cli(served: Any) -> None:
     args = ["--method", "tools/call", "--tool-name", "read_document", "--tool-arg", "file_path=relative/x"]
     refused = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
     assert json.loads(json.loads(refused.stdout)["content"][0]["text"])["code"] == "INVALID_PATH", refused.stdout
+    # The Inspector launching the stdio bridge, as a stdio-only client would.
+    k = served[0]
+    bridge = [inspector, "--cli", sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root), "mcp"]
+    listed = subprocess.run([*bridge, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert {t["name"] for t in json.loads(listed.stdout)["tools"]} == TOOLS
     wrong = [inspector, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer wrong"]
     denied = subprocess.run([*wrong, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
     assert "tools" not in denied.stdout
@@ -313,6 +326,8 @@ def test_port_fallback_is_reported_in_status(guarded: Any) -> None:
     assert st["port"] != taken and st["url"] == url and f":{st['port']}/mcp" in url
     names = mc.run(lambda: list_names(url, mc.token_of(k.root)))
     assert names == TOOLS
+    info = k.client().request("frontdoor", McpInfoRequest(), McpInfoReply, timeout=10).body
+    assert (info.url, info.port, info.state, info.token_mode) == (url, st["port"], "running", "file")
 
 
 async def list_names(url: str, token: str) -> set[str]:

@@ -66,6 +66,7 @@ class FrontdoorWorker(Worker):
         host = f"[{self.policy.host}]" if ":" in self.policy.host else self.policy.host
         self.url = f"http://{host}:{self.port}{self.policy.path}"
         server = build_server(self.bus, self.policy, _version())
+        self.server = server
         app = build_app(server, self.policy, self.port, lambda: self.tokens.current, self.guards)
         self.http = HttpServer(app, sock)
         self.http.start()
@@ -103,12 +104,21 @@ class FrontdoorWorker(Worker):
 
     def details(self) -> dict[str, Any]:
         guard = self.guards[0].stats() if self.guards else {}
-        return {"url": self.url, "port": self.port, "state": self.state, "refused": guard}
+        return {"url": self.url, "port": self.port, "state": self.state, "sessions": self.sessions(), "refused": guard}
 
     def on_info(self, req: Request) -> Result:
         return McpInfoReply(
-            url=self.url, port=self.port, state=self.state, error=self.error, token_mode=self.tokens.mode
+            url=self.url,
+            port=self.port,
+            state=self.state,
+            error=self.error,
+            token_mode=self.tokens.mode,
+            sessions=self.sessions(),
         )
+
+    def sessions(self) -> int:
+        # The SDK keeps no public count; mcp is pinned (pyproject.toml).
+        return len(self.server.session_manager._server_instances)
 
     def on_rotate(self, req: Request) -> Result:
         try:
