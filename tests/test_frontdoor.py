@@ -3,6 +3,7 @@ bridge, raw HTTP for what no client library sends, and the MCP Inspector's CLI (
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import pytest
 from mcp.types import CallToolResult
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, McpInfoReply, McpInfoRequest
+from foldermind.workers.frontdoor.http import bind
 from tests import mcpclient as mc
 from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, remove_tree, short_tmpdir, status_json, wait_for
 
@@ -500,3 +502,27 @@ def test_two_stdio_bridges_start_and_share_one_supervisor() -> None:
     finally:
         cli(home, "stop", check=False, timeout=60)
         remove_tree(root)
+
+
+def test_accepted_connections_get_tcp_nodelay() -> None:
+    """Without TCP_NODELAY each response of the stateless protocol waited ~40 ms on the client's delayed
+    ACK (docs/benchmarks-mcp.md). asyncio sets it on accepted connections only when the listening
+    socket's protocol is IPPROTO_TCP, which bind() must therefore say explicitly."""
+    listener = bind("127.0.0.1", 0)
+    port = listener.getsockname()[1]
+    seen: list[int] = []
+
+    async def go() -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(handle, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            while not seen:
+                await asyncio.sleep(0.01)
+            writer.close()
+
+    asyncio.run(asyncio.wait_for(go(), 10))
+    assert seen == [1]

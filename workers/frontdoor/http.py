@@ -30,7 +30,9 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``port``, or on an OS-assigned port if that one is taken (SPEC section 4)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     for candidate in (port, 0) if port else (0,):
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the
+        # listening socket says so, and without it every response waits ~40 ms on delayed ACKs.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, candidate))
