@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sys
 from pathlib import Path
@@ -169,5 +170,8 @@ def test_connection() -> None:
 
 
 def register(group: click.Group) -> None:
+    # The front door logs the token's storage mode once per start; a terminal command need not repeat
+    # it on every call (`token show` says the mode itself).
+    logging.getLogger("foldermind.token").setLevel(logging.ERROR)
     for command in (mcp_cmd, token, config, test_connection):
         group.add_command(command)
