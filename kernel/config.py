@@ -75,6 +75,9 @@ class SearchPolicy(_Strict):
     expansion_search: int = Field(256, ge=16, le=4096)
     query_encoder: Literal["local", "embedder"] = "local"
     query_embed_timeout_s: float = Field(3.0, gt=0)
+    query_backend: Literal["onnx", "torch"] = "onnx"
+    query_threads: int = Field(1, ge=1, le=64)
+    query_cache_size: int = Field(256, ge=0, le=100_000)
 
 
 class McpPolicy(_Strict):

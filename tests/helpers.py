@@ -25,8 +25,15 @@ from foldermind.protocol.messages import StatusReply, StatusRequest, WorkerState
 
 T = TypeVar("T")
 
-# Quick restarts so fault tests do not wait on production backoff; every other policy is the default.
-FAST_RESTART = """
+# Quick restarts so fault tests do not wait on production backoff. Queries are encoded with torch: the
+# default ONNX backend exports the model once per home (~7 s of CPU, ~800 MiB), which tests of other
+# things need not pay in every throw-away home; tests/test_encoder.py and the front-door suite use ONNX.
+TORCH_QUERIES = """
+[search]
+query_backend = "torch"
+"""
+FAST_RESTART = (
+    """
 [restart]
 backoff_initial_s = 0.1
 backoff_max_s = 1.0
@@ -34,6 +41,8 @@ stable_after_s = 5.0
 start_timeout_s = 20.0
 stop_grace_s = 3.0
 """
+    + TORCH_QUERIES
+)
 
 TESTWORKER = """
 [workers.testworker]

@@ -23,7 +23,17 @@ from mcp.types import CallToolResult
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, McpInfoReply, McpInfoRequest
 from foldermind.workers.frontdoor.http import bind
 from tests import mcpclient as mc
-from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, remove_tree, short_tmpdir, status_json, wait_for
+from tests.helpers import (
+    FAST_RESTART,
+    TORCH_QUERIES,
+    RunningKernel,
+    cli,
+    kill9,
+    remove_tree,
+    short_tmpdir,
+    status_json,
+    wait_for,
+)
 
 MARKER = "zebracorn"  # a word only the tests' queries and one document contain, to scan logs for
 
@@ -47,7 +57,9 @@ def write_docs(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunningKernel, Path, str, str]]:
     root = short_tmpdir()
-    k = RunningKernel(root / "home", FAST_RESTART + "[mcp]\nport = 0\nrate_per_minute = 6000\n")
+    # The product's query path (ONNX), as a user's front door runs it.
+    config = FAST_RESTART.replace(TORCH_QUERIES, "") + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    k = RunningKernel(root / "home", config)
     docs = write_docs(root)
     try:
         k.start()
@@ -162,6 +174,13 @@ def test_list_read_similar_status_summary(served: Any) -> None:
     broken = str(docs / "broken.pdf")
     assert mc.error_code(mc.call(url, token, "read_document", {"file_path": broken})) == "FILE_NOT_INDEXED"
     assert mc.error_code(mc.call(url, token, "find_similar", {"file_path": broken})) == "FILE_NOT_INDEXED"
+    # The product's query path: ONNX takes over once its export is verified.
+    wait_for(
+        lambda: structured(mc.call(url, token, "index_status"))["embedding"]["query_backend"] == "onnx",
+        60,
+        0.5,
+        "queries encoded by ONNX Runtime",
+    )
     status = structured(mc.call(url, token, "index_status"))
     assert status["totals"]["files_indexed"] == 3
     assert [f["file_path"] for f in status["recent_failures"]] == [broken]

@@ -52,7 +52,7 @@ from foldermind.workers.indexer.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import document_text, parse_txt
 from tests.filemakers import make_pdf
-from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir, wait_for
+from tests.helpers import FAST_RESTART, TORCH_QUERIES, RunningKernel, remove_tree, short_tmpdir, wait_for
 
 MAX_BYTES = 50 * 1024 * 1024
 NASTY = [
@@ -428,8 +428,11 @@ def test_index_status_reports_totals_folders_model_and_failures(world: World) ->
 def test_local_query_vectors_equal_the_embedders(world: World) -> None:
     """The indexer's own query model and the embedder over the bus (its fallback) give one vector."""
     endpoint = world.kernel.home.bus_endpoint
-    remote = QueryEncoder(SearchPolicy(query_encoder="embedder"), IngestPolicy(), endpoint, "test-remote")
-    local = QueryEncoder(SearchPolicy(query_encoder="local"), IngestPolicy(), endpoint, "test-local")
+    data_dir = world.kernel.home.data_dir
+    remote = QueryEncoder(
+        SearchPolicy(query_encoder="embedder"), IngestPolicy(), endpoint, "test-remote", data_dir=data_dir
+    )
+    local = QueryEncoder(SearchPolicy(query_encoder="local"), IngestPolicy(), endpoint, "test-local", data_dir=data_dir)
     try:
         local.start()
         via_bus, why = remote.encode("kittens chasing yarn", 384, "all-MiniLM-L6-v2")
@@ -452,7 +455,10 @@ def test_local_query_vectors_equal_the_embedders(world: World) -> None:
 
 def test_without_vectors_hybrid_falls_back_and_similar_says_not_embedded() -> None:
     root = short_tmpdir("fmn-")
-    config = FAST_RESTART + '[search]\nquery_encoder = "embedder"\n\n[workers.embedder]\nenabled = false\n'
+    config = (
+        FAST_RESTART.replace(TORCH_QUERIES, "")
+        + '[search]\nquery_encoder = "embedder"\nquery_backend = "torch"\n\n[workers.embedder]\nenabled = false\n'
+    )
     w = World(RunningKernel(root, config), root)
     try:
         w.kernel.start()

@@ -97,6 +97,7 @@ class EmbeddingState(BaseModel):
     dim: int
     state: str
     note: str | None = None
+    query_backend: str | None = Field(None, description="what encodes queries now: onnx or torch")
 
 
 class IndexStatusOutput(BaseModel):

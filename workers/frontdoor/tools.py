@@ -235,7 +235,8 @@ class Tools:
                     model=str(emb.get("model", "")),
                     dim=int(emb.get("dim", 0)),
                     state=str(emb.get("state", "unknown")),
-                    note=emb.get("note"),
+                    note=emb.get("note") or None,
+                    query_backend=emb.get("query_backend"),
                 ),
                 recent_failures=[
                     schemas.Failure(file_path=f["path"], status=f["status"], error=f["error"])

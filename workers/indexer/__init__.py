@@ -62,7 +62,9 @@ class IndexerWorker(Worker):
         )
         self.pipeline = Pipeline(self.store, self.bm25, self.vectors, self.ctx.bus_endpoint, self.policy, self.ctx.name)
         self.pipeline.start()
-        self.encoder = QueryEncoder(self.search_policy, self.policy, self.ctx.bus_endpoint, self.ctx.name)
+        self.encoder = QueryEncoder(
+            self.search_policy, self.policy, self.ctx.bus_endpoint, self.ctx.name, data_dir=self.data_dir
+        )
         self.encoder.start()
         self.searches = SearchService(self.store, self.bm25, self.vectors, self.encoder, self.search_policy)
         self.documents = DocumentService(

@@ -203,6 +203,8 @@ class DocumentService:
             "state": state,
             "note": note,
             "query_encoder": self.encoder.state,
+            "query_backend": self.encoder.backend,
+            "query_backend_note": self.encoder.backend_note or None,
         }
 
 

@@ -1,54 +1,129 @@
 """Query vectors for semantic and hybrid search.
 
 With ``[search] query_encoder = "local"`` the indexer loads the embedder's own model (the same
-directory, the same normalisation) in a background thread at start, and encodes queries itself:
-~12 ms on one thread, never queued behind an indexing batch at the embedder. Until that model is
-ready, or if it failed to load, or if it is not the model the index was built with, the query goes
-to the embedder over the bus (``query_embed_timeout_s``); when that fails too, the caller answers
-from keyword search.
+directory, the same normalisation) in a background thread at start, and encodes queries itself,
+never queued behind an indexing batch at the embedder. Until that model is ready, or if it failed to
+load, or if it is not the model the index was built with, the query goes to the embedder over the
+bus (``query_embed_timeout_s``); when that fails too, the caller answers from keyword search.
+
+Two local backends (``query_backend``): torch answers as soon as the model is loaded (~16-19 ms a
+query on one thread); with ``"onnx"`` (the default) the same thread then loads the model's ONNX
+export (:mod:`foldermind.workers.onnx_model`: exported once in a child process, cached under the
+home's data folder, checked against torch on every load) and ONNX Runtime answers from then on
+(~9-10 ms). If onnxruntime is missing, the export fails or its vectors disagree with torch's, torch
+keeps answering and :meth:`QueryEncoder.describe` says why.
+
+Recent query vectors are kept (``query_cache_size``, keyed by the model and the exact query text),
+so a repeated query skips the encode whichever way its vector came.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import threading
 import time
+from collections import OrderedDict
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.kernel.config import IngestPolicy, SearchPolicy
+from foldermind.kernel.home import Home
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
-from foldermind.workers import model_files
+from foldermind.workers import model_files, onnx_model
+
+# Before the indexer imports usearch (its vector index, imported after this module): otherwise
+# loading onnxruntime later in this process crashes it. See onnx_model.init_cxx_locale.
+onnx_model.init_cxx_locale()
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+
 log = logging.getLogger("foldermind.indexer.encoder")
 
 State = Literal["off", "loading", "ready", "failed"]
-TORCH_THREADS = 1
-"""A query is a few tokens: one thread is as fast as two here, and leaves the embedder its cores."""
+Backend = Literal["onnx", "torch"]
+
+
+class VectorCache:
+    """The last ``size`` query vectors, keyed by (model, exact query text); ``size`` 0 keeps none."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.hits = self.misses = 0
+        self._items: OrderedDict[tuple[str, str], NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, model: str, text: str) -> NDArray[np.float32] | None:
+        if self.size <= 0:
+            return None
+        with self._lock:
+            vector = self._items.get((model, text))
+            if vector is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end((model, text))
+            self.hits += 1
+            return vector.copy()  # the caller may keep or change its copy
+
+    def put(self, model: str, text: str, vector: NDArray[np.float32]) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            self._items[(model, text)] = np.array(vector, dtype=np.float32, copy=True)
+            self._items.move_to_end((model, text))
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def describe(self) -> dict[str, int]:
+        return {"size": self.size, "entries": len(self._items), "hits": self.hits, "misses": self.misses}
 
 
 class QueryEncoder:
-    def __init__(self, policy: SearchPolicy, ingest: IngestPolicy, bus_endpoint: str, name: str) -> None:
+    def __init__(
+        self,
+        policy: SearchPolicy,
+        ingest: IngestPolicy,
+        bus_endpoint: str,
+        name: str,
+        data_dir: Path | None = None,
+    ) -> None:
+        """``data_dir`` is where the ONNX export is cached (under ``models/``); default: the home's data folder."""
         self.policy, self.ingest = policy, ingest
         self.bus_endpoint, self.worker_name = bus_endpoint, name
+        self.data_dir = data_dir
         self.state: State = "off"
         self.error = ""
         self.model_name: str | None = None
         self.dim: int | None = None
         self.load_s: float | None = None
+        self.threads = policy.query_threads
+        self.backend: Backend | None = None
+        """The local backend that answers queries now (None until the model is loaded)."""
+        self.backend_note = ""
+        """Why the backend is not the configured one (or what it waits for), or that a cached ONNX export
+        had to be replaced; empty otherwise."""
+        self.onnx_file: str | None = None
+        self.onnx_s: float | None = None
+        self.onnx_exported: bool | None = None
+        self.cache = VectorCache(policy.query_cache_size)
         self._model: SentenceTransformer | None = None
+        self._onnx: onnx_model.OnnxEncoder | None = None
         self._client: BusClient | None = None
         self._threads_set: set[int] = set()
         self._lock = threading.Lock()
+        self._stop = threading.Event()
 
     def start(self) -> None:
         """Start loading the model in the background (policy ``local``); returns at once."""
@@ -58,9 +133,13 @@ class QueryEncoder:
         threading.Thread(target=self._load, name="query-model", daemon=True).start()
 
     def close(self) -> None:
+        self._stop.set()  # an ONNX export in progress is abandoned (its child process killed)
         if self._client is not None:
             self._client.close()
             self._client = None
+
+    # ---------------------------------------------------------------------------------------
+    # loading (the background thread)
 
     def _load(self) -> None:
         started = time.monotonic()
@@ -75,7 +154,7 @@ class QueryEncoder:
 
             from foldermind.workers.embedder import model_name
 
-            torch.set_num_threads(TORCH_THREADS)
+            torch.set_num_threads(self.threads)
             model = SentenceTransformer(str(path), device="cpu")
             model.eval()
             getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -83,20 +162,73 @@ class QueryEncoder:
             name = model_name(path)
         except Exception as exc:
             with self._lock:
-                self.state, self.error = "failed", f"{exc.__class__.__name__}: {exc}".splitlines()[0][:300]
+                self.state, self.error = "failed", _reason(exc)
             log.warning("query model unavailable (%s); queries go to the embedder", self.error)
             return
+        wants_onnx = self.policy.query_backend == "onnx"
         with self._lock:
             self._model, self.model_name, self.dim = model, name, dim
-            self.state, self.load_s = "ready", time.monotonic() - started
-        log.info("query model %s ready (%d-d) in %.1f s", name, dim, self.load_s)
+            self.state, self.load_s, self.backend = "ready", time.monotonic() - started, "torch"
+            self.backend_note = "onnx loading; torch answers meanwhile" if wants_onnx else ""
+        log.info("query model %s ready (%d-d, torch, %d threads) in %.1f s", name, dim, self.threads, self.load_s)
+        if wants_onnx:
+            self._load_onnx(model, path, name)
+
+    def _load_onnx(self, model: SentenceTransformer, path: Path, name: str) -> None:
+        if importlib.util.find_spec("onnxruntime") is None:
+            self._keep_torch("onnxruntime is not installed")
+            return
+        unsafe = onnx_model.onnxruntime_unsafe()
+        if unsafe:
+            self._keep_torch(unsafe)
+            return
+        try:
+            data_dir = self.data_dir or Home.resolve().data_dir
+            loaded = onnx_model.load_or_export(
+                model, path, name, data_dir, self.threads, self._torch_vectors, stop=self._stop
+            )
+        except Exception as exc:
+            if self._stop.is_set():
+                with self._lock:
+                    self.backend_note = "onnx not loaded: the encoder was closed"
+                log.info("ONNX query backend not loaded: the encoder was closed")
+                return
+            self._keep_torch(_reason(exc))
+            return
+        with self._lock:
+            self._onnx, self.backend, self.backend_note = loaded.encoder, "onnx", loaded.note
+            self.onnx_file, self.onnx_s, self.onnx_exported = str(loaded.path), loaded.seconds, loaded.exported
+        log.info(
+            "ONNX query backend ready (%s %s in %.1f s, least probe cosine %.6f, %d threads)",
+            "exported" if loaded.exported else "loaded",
+            loaded.path.name,
+            loaded.seconds,
+            loaded.cosine,
+            self.threads,
+        )
+
+    def _keep_torch(self, why: str) -> None:
+        with self._lock:
+            self.backend, self.backend_note = "torch", f"onnx unavailable: {why}"
+        log.warning("ONNX query backend unavailable (%s); torch answers queries", why)
+
+    # ---------------------------------------------------------------------------------------
+    # queries
 
     def encode(self, query: str, ndim: int, index_model: str | None) -> tuple[NDArray[np.float32] | None, str]:
         """The query's normalised vector, else ``None`` and why. ``ndim`` and ``index_model`` are
         those of the stored vectors: a vector of another model would rank nonsense."""
+        key_model = index_model or self.model_name
+        if key_model:
+            cached = self.cache.get(key_model, query)
+            if cached is not None and cached.shape == (ndim,):
+                return cached, ""
         local_why = self._local_unusable(ndim, index_model)
         if not local_why:
-            return self._encode_local(query), ""
+            vector = self._encode_local(query)
+            assert self.model_name is not None
+            self.cache.put(self.model_name, query, vector)
+            return vector, ""
         try:
             reply = self.client.request(
                 "embedder", EmbedRequest([query]), EmbedReply, timeout=self.policy.query_embed_timeout_s
@@ -109,7 +241,10 @@ class QueryEncoder:
         if index_model and body.model != index_model:
             return None, f"the embedder runs {body.model}, the index holds {index_model} vectors"
         vector = np.frombuffer(frames.buffer_bytes(reply.buffers[0]), dtype=np.float32)[:ndim]
-        return np.array(vector, dtype=np.float32, copy=True), ""
+        vector = np.array(vector, dtype=np.float32, copy=True)
+        if body.model:
+            self.cache.put(body.model, query, vector)
+        return vector, ""
 
     @property
     def client(self) -> BusClient:
@@ -127,17 +262,35 @@ class QueryEncoder:
         return ""
 
     def _encode_local(self, query: str) -> NDArray[np.float32]:
+        onnx = self._onnx
+        if onnx is not None:
+            try:
+                return np.ascontiguousarray(onnx.encode([query])[0], dtype=np.float32)
+            except Exception as exc:  # never seen; if it happens, torch answers from now on
+                why = _reason(exc)
+                with self._lock:
+                    self._onnx, self.backend, self.backend_note = None, "torch", f"onnx failed on a query: {why}"
+                log.warning("ONNX query backend failed (%s); torch answers queries from now on", why)
+        return np.ascontiguousarray(self._torch_vectors([query])[0], dtype=np.float32)
+
+    def _torch_vectors(self, texts: list[str]) -> NDArray[np.float32]:
+        """Torch vectors of ``texts``, each encoded alone as a query is (also the ONNX check's reference)."""
         import torch
 
         assert self._model is not None
-        # Thread counts can be per thread (OpenMP): set it in the serving thread too, once.
+        # Thread counts can be per thread (OpenMP): set it in each calling thread, once.
         me = threading.get_ident()
         if me not in self._threads_set:
-            torch.set_num_threads(TORCH_THREADS)
+            torch.set_num_threads(self.threads)
             self._threads_set.add(me)
+        rows = []
         with torch.inference_mode():
-            raw = self._model.encode([query], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-        return np.ascontiguousarray(raw[0], dtype=np.float32)
+            for text in texts:
+                raw = self._model.encode(
+                    [text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+                )
+                rows.append(np.asarray(raw[0], dtype=np.float32))
+        return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
 
     def describe(self) -> dict[str, object]:
         return {
@@ -147,4 +300,18 @@ class QueryEncoder:
             "dim": self.dim,
             "load_s": self.load_s,
             "error": self.error or None,
+            "backend": self.backend,
+            "backend_wanted": self.policy.query_backend,
+            "backend_note": self.backend_note or None,
+            "threads": self.threads,
+            "onnx_file": self.onnx_file,
+            "onnx_s": self.onnx_s,
+            "onnx_exported": self.onnx_exported,
+            "cache": self.cache.describe(),
         }
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return (f"{exc.__class__.__name__}: {first}" if first else exc.__class__.__name__)[:300]

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
-from usearch.index import Index
+
+from foldermind.workers import onnx_model
+
+# usearch's wheel carries its own static C++ runtime; loaded first, it makes a later onnxruntime import
+# (the query encoder's) crash unless the shared runtime's locale is built before it.
+onnx_model.init_cxx_locale()
+
+from usearch.index import Index  # noqa: E402
 
 log = logging.getLogger("foldermind.indexer.vectors")
 

@@ -1,0 +1,370 @@
+"""The query encoder's ONNX backend on the real bundled model: export, cache, check against torch,
+fallbacks to torch, and the query-vector cache. One export is shared by the module (a few seconds)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from foldermind.kernel.config import IngestPolicy, SearchPolicy
+from foldermind.workers import model_files, onnx_model
+from foldermind.workers.embedder import model_name
+from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
+from tests.helpers import wait_for
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+MODEL = "all-MiniLM-L6-v2"
+LONG = "Photosynthesis turns light, water and carbon dioxide into glucose and oxygen in the chloroplasts. " * 30
+SENTENCES = [
+    "kittens chasing yarn",
+    "How do I reset my router's wifi password?",
+    "Größenwahn und Gemütlichkeit: ein café crème, s'il vous plaît",
+    "東京の天気は明日晴れるでしょう",
+    "Ελληνικά, русский, العربية, हिन्दी 🚀✨",
+    "x",
+    LONG,
+]
+NO_BUS = "ipc:///nonexistent/foldermind-test.sock"
+
+
+def torch_vectors(model: SentenceTransformer, texts: list[str]) -> npt.NDArray[np.float32]:
+    """What the torch backend gives: each text encoded alone, normalised."""
+    import torch
+
+    with torch.inference_mode():
+        rows = [model.encode([t], normalize_embeddings=True, convert_to_numpy=True)[0] for t in texts]
+    return np.stack(rows).astype(np.float32)
+
+
+@dataclass
+class Shared:
+    model: SentenceTransformer
+    model_dir: Path
+    data_dir: Path
+    loaded: onnx_model.Loaded
+
+    def reference(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        return torch_vectors(self.model, texts)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Shared:
+    """The bundled model loaded once, and exported once into a temporary data folder."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(1)
+    path = model_files.model_dir()
+    model = SentenceTransformer(str(path), device="cpu")
+    model.eval()
+    data_dir = tmp_path_factory.mktemp("onnx-data")
+    before = onnx_model.export_count
+    loaded = onnx_model.load_or_export(model, path, MODEL, data_dir, 1, lambda texts: torch_vectors(model, texts))
+    assert onnx_model.export_count == before + 1
+    return Shared(model, path, data_dir, loaded)
+
+
+def encoder_for(data_dir: Path, **search: Any) -> QueryEncoder:
+    return QueryEncoder(SearchPolicy(**search), IngestPolicy(), NO_BUS, "test-encoder", data_dir=data_dir)
+
+
+def settled(enc: QueryEncoder) -> None:
+    """Wait until the background load has finished with both backends (torch, then ONNX or not)."""
+    enc.start()
+    wait_for(lambda: enc.state != "loading" and "loading" not in enc.backend_note, 180, 0.05, "the query encoder")
+    assert enc.state == "ready", enc.error
+
+
+# ------------------------------------------------------------------------------------------------
+# export, check, cache file
+
+
+def test_export_matches_torch_on_sentences_non_ascii_and_truncated_long_text(shared: Shared) -> None:
+    loaded = shared.loaded
+    assert loaded.exported and loaded.cosine >= onnx_model.MIN_COSINE and loaded.note == ""
+    assert loaded.path.parent == shared.data_dir / "models"
+    assert loaded.path.name.startswith(f"{MODEL}-") and loaded.path.suffix == ".onnx"
+    assert [p.name for p in loaded.path.parent.iterdir()] == [loaded.path.name]  # no temporary file left
+    # The long text is cut at the model's limit, by both.
+    assert shared.model.max_seq_length == 256
+    assert len(shared.model.tokenizer(LONG)["input_ids"]) > 256
+    want = shared.reference(SENTENCES)
+    one_by_one = np.concatenate([loaded.encoder.encode([s]) for s in SENTENCES])
+    batch = loaded.encoder.encode(SENTENCES)
+    for got in (one_by_one, batch):
+        assert got.dtype == np.float32 and got.shape == (len(SENTENCES), 384)
+        assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+        assert np.min(np.sum(got * want, axis=1)) >= 1 - 1e-4
+    more = loaded.encoder.encode([LONG + " Anything past token 256 changes nothing."])[0]
+    assert float(np.dot(more, one_by_one[-1])) > 0.99999
+
+
+def test_the_cached_file_is_reused_not_exported_again(shared: Shared) -> None:
+    path = shared.loaded.path
+    mtime = path.stat().st_mtime_ns
+    before = onnx_model.export_count
+    again = onnx_model.load_or_export(shared.model, shared.model_dir, MODEL, shared.data_dir, 1, shared.reference)
+    assert not again.exported and again.path == path and again.note == ""
+    assert onnx_model.export_count == before and path.stat().st_mtime_ns == mtime
+
+
+def test_a_corrupt_cached_file_is_detected_and_exported_again(shared: Shared, tmp_path: Path) -> None:
+    good = shared.loaded.path
+    bad = tmp_path / "models" / good.name
+    bad.parent.mkdir()
+    bad.write_bytes(good.read_bytes()[: good.stat().st_size // 3])  # cut short: does not load
+    stale = tmp_path / "models" / f"{MODEL}-0123456789abcdef.onnx"  # an export of an older model
+    stale.write_bytes(b"old")
+    before = onnx_model.export_count
+    loaded = onnx_model.load_or_export(shared.model, shared.model_dir, MODEL, tmp_path, 1, shared.reference)
+    assert loaded.exported and onnx_model.export_count == before + 1
+    assert "unusable" in loaded.note and "does not load" in loaded.note
+    assert loaded.cosine >= onnx_model.MIN_COSINE
+    assert bad.stat().st_size == good.stat().st_size
+    assert sorted(p.name for p in bad.parent.iterdir()) == [good.name]  # the stale export is gone
+
+
+def test_a_file_that_loads_but_disagrees_with_torch_is_refused(shared: Shared, tmp_path: Path) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(shared.loaded.path))
+    biggest = max(graph.graph.initializer, key=lambda t: int(np.prod(t.dims)) if len(t.dims) == 2 else 0)
+    weights = numpy_helper.to_array(biggest)
+    weights = weights * 1.5 + 0.01  # the word embeddings, probably: every row changes
+    biggest.CopyFrom(numpy_helper.from_array(weights.astype(np.float32), biggest.name))
+    target = onnx_model.cache_file(tmp_path, MODEL, onnx_model.model_digest(shared.model_dir))
+    target.parent.mkdir(parents=True)
+    onnx.save(graph, str(target))
+    with pytest.raises(onnx_model.OnnxError, match="disagrees with torch"):
+        onnx_model._checked(target, shared.model, 1, shared.reference)
+    # load_or_export would export again; told to stop, it neither exports nor keeps the bad file.
+    stop = threading.Event()
+    stop.set()
+    before = onnx_model.export_count
+    with pytest.raises(onnx_model.OnnxError, match="stopped"):
+        onnx_model.load_or_export(shared.model, shared.model_dir, MODEL, tmp_path, 1, shared.reference, stop)
+    assert onnx_model.export_count == before
+
+
+def test_an_export_in_progress_stops_when_told_and_leaves_no_file(shared: Shared, tmp_path: Path) -> None:
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    dest = tmp_path / "models" / "m.onnx"
+    started = time.monotonic()
+    with pytest.raises(onnx_model.OnnxError, match="stopped"):
+        onnx_model.export(shared.model_dir, dest, stop)
+    assert time.monotonic() - started < 5
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_a_failed_export_says_why(tmp_path: Path) -> None:
+    with pytest.raises(onnx_model.OnnxError, match=r"export failed \(exit 1\): .+no config\.json"):
+        onnx_model.export(tmp_path, tmp_path / "out" / "m.onnx")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_digest_follows_weights_and_configs_only(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"a": 1}')
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "README.md").write_text("about")
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"mean": true}')
+    first = onnx_model.model_digest(tmp_path)
+    (tmp_path / "README.md").write_text("about, edited")
+    (tmp_path / "onnx").mkdir()
+    (tmp_path / "onnx" / "model.bin").write_bytes(b"someone else's export")
+    assert onnx_model.model_digest(tmp_path) == first
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"mean": false}')
+    second = onnx_model.model_digest(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"weight5")
+    assert len({first, second, onnx_model.model_digest(tmp_path)}) == 3
+    assert onnx_model.cache_file(tmp_path, "a/b c", first).name == f"a_b_c-{first}.onnx"
+
+
+@pytest.mark.slow
+def test_the_torch_export_exporter_works_too(shared: Shared, tmp_path: Path) -> None:
+    """The fallback exporter (torch.export + onnxscript), for a torch without the TorchScript one."""
+    dest = tmp_path / "dynamo.onnx"
+    onnx_model.export(shared.model_dir, dest, exporter="dynamo")
+    encoder, cosine = onnx_model._checked(dest, shared.model, 1, shared.reference)
+    assert cosine >= onnx_model.MIN_COSINE
+    assert encoder.encode(["kittens"]).shape == (1, 384)
+
+
+def test_onnxruntime_is_refused_rather_than_crashing_after_usearch() -> None:
+    """usearch's static libstdc++ crashes a later `import onnxruntime` unless the locale was built first."""
+    after = (
+        "import usearch.index\nfrom foldermind.workers import onnx_model\n"
+        "print(repr(onnx_model.onnxruntime_unsafe()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", after], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "usearch.compiled was imported before" in out.stdout, out.stderr
+    # The indexer's import order (the query encoder first) makes it safe.
+    indexer = (
+        "import foldermind.workers.indexer\nimport usearch.index\nfrom foldermind.workers import onnx_model\n"
+        "assert not onnx_model.onnxruntime_unsafe()\nimport onnxruntime\nprint('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", indexer], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# the query encoder: backends and fallbacks
+
+
+def test_the_encoder_answers_with_onnx_from_the_cached_export(shared: Shared) -> None:
+    before = onnx_model.export_count
+    enc = encoder_for(shared.data_dir)
+    try:
+        settled(enc)
+        assert enc.backend == "onnx" and enc.backend_note == "", enc.backend_note
+        assert onnx_model.export_count == before and enc.onnx_exported is False
+        assert enc.onnx_file == str(shared.loaded.path)
+        vector, why = enc.encode("kittens chasing yarn", 384, MODEL)
+        assert vector is not None, why
+        assert float(np.dot(vector, shared.reference(["kittens chasing yarn"])[0])) >= 1 - 1e-4
+        details = enc.describe()
+        assert details["backend"] == "onnx" and details["backend_wanted"] == "onnx" and details["threads"] == 1
+        # Vectors of another model than the index's are never used.
+        assert enc.encode("x", 384, "another-model")[0] is None
+        assert enc.encode("x", 768, MODEL)[0] is None
+    finally:
+        enc.close()
+
+
+def test_backend_torch_never_tries_onnx(tmp_path: Path) -> None:
+    enc = encoder_for(tmp_path, query_backend="torch")
+    try:
+        settled(enc)
+        assert enc.backend == "torch" and enc.backend_note == "" and enc.onnx_file is None
+        assert not (tmp_path / "models").exists()
+        vector, why = enc.encode("kittens chasing yarn", 384, MODEL)
+        assert vector is not None and vector.shape == (384,), why
+    finally:
+        enc.close()
+
+
+def test_an_onnx_file_that_cannot_load_leaves_torch_answering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared: Shared
+) -> None:
+    def broken_export(model_dir: Path, dest: Path, *args: Any, **kwargs: Any) -> None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(b"this is not an onnx model")
+
+    monkeypatch.setattr(onnx_model, "export", broken_export)
+    enc = encoder_for(tmp_path)
+    try:
+        settled(enc)
+        assert enc.backend == "torch"
+        assert enc.backend_note.startswith("onnx unavailable:") and "does not load" in enc.backend_note
+        assert enc.describe()["backend_note"] == enc.backend_note
+        assert list((tmp_path / "models").iterdir()) == []  # the bad file is not kept for the next start
+        vector, why = enc.encode("kittens chasing yarn", 384, MODEL)
+        assert vector is not None, why
+        assert float(np.dot(vector, shared.reference(["kittens chasing yarn"])[0])) >= 1 - 1e-4
+    finally:
+        enc.close()
+
+
+def test_without_onnxruntime_torch_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name == "onnxruntime" else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    enc = encoder_for(tmp_path)
+    try:
+        settled(enc)
+        assert enc.backend == "torch" and enc.backend_note == "onnx unavailable: onnxruntime is not installed"
+        assert enc.encode("kittens", 384, MODEL)[0] is not None
+    finally:
+        enc.close()
+
+
+def test_an_onnx_failure_on_a_query_switches_to_torch(shared: Shared) -> None:
+    enc = encoder_for(shared.data_dir)
+    try:
+        settled(enc)
+        assert enc.backend == "onnx"
+
+        def boom(texts: list[str]) -> npt.NDArray[np.float32]:
+            raise RuntimeError("session lost")
+
+        enc._onnx.encode = boom  # type: ignore[method-assign,union-attr]
+        vector, why = enc.encode("a query", 384, MODEL)
+        assert vector is not None, why
+        assert enc.describe()["backend"] == "torch" and "session lost" in enc.backend_note
+    finally:
+        enc.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# the query-vector cache
+
+
+def test_a_repeated_query_is_served_from_the_cache(shared: Shared, monkeypatch: pytest.MonkeyPatch) -> None:
+    enc = encoder_for(shared.data_dir, query_cache_size=4)
+    try:
+        settled(enc)
+        calls: list[str] = []
+        real = enc._encode_local
+
+        def counted(query: str) -> npt.NDArray[np.float32]:
+            calls.append(query)
+            return real(query)
+
+        monkeypatch.setattr(enc, "_encode_local", counted)
+        first, _ = enc.encode("kittens chasing yarn", 384, MODEL)
+        second, _ = enc.encode("kittens chasing yarn", 384, MODEL)
+        assert first is not None and second is not None and np.array_equal(first, second)
+        assert calls == ["kittens chasing yarn"]
+        second[:] = 0  # the caller's copy: the cached vector is untouched
+        third, _ = enc.encode("kittens chasing yarn", 384, MODEL)
+        assert third is not None and np.array_equal(third, first)
+        enc.encode("Kittens chasing yarn", 384, MODEL)  # exact text: another key
+        assert calls == ["kittens chasing yarn", "Kittens chasing yarn"]
+        assert enc.describe()["cache"] == {"size": 4, "entries": 2, "hits": 2, "misses": 2}
+    finally:
+        enc.close()
+
+
+def test_vector_cache_is_lru_keyed_by_model_and_can_be_off() -> None:
+    cache = VectorCache(2)
+    one, two, three = (np.full(3, i, dtype=np.float32) for i in (1, 2, 3))
+    cache.put("m", "a", one)
+    cache.put("m", "b", two)
+    assert cache.get("other-model", "a") is None
+    got = cache.get("m", "a")  # "a" is now the most recent
+    assert got is not None and np.array_equal(got, one)
+    cache.put("m", "c", three)  # evicts "b"
+    assert cache.get("m", "b") is None and cache.get("m", "c") is not None and len(cache) == 2
+    off = VectorCache(0)
+    off.put("m", "a", one)
+    assert off.get("m", "a") is None and len(off) == 0
+
+
+def test_the_policy_keys_and_their_defaults() -> None:
+    policy = SearchPolicy()
+    assert (policy.query_backend, policy.query_threads, policy.query_cache_size) == ("onnx", 1, 256)
+    from foldermind.kernel import config
+
+    shipped = config.load().search
+    assert (shipped.query_backend, shipped.query_threads, shipped.query_cache_size) == ("onnx", 1, 256)
+    assert model_name(model_files.model_dir()) == MODEL
