@@ -46,10 +46,15 @@ pytest: install $(INSPECTOR)
 
 test: lint typecheck pytest
 
-# The bus (docs/benchmarks.md, ~2 min) then ingestion on SciFact (docs/benchmarks-ingest.md, ~15 min).
+# The bus (docs/benchmarks.md, ~2 min), ingestion on SciFact (docs/benchmarks-ingest.md, ~15 min), then
+# search on SciFact over MCP HTTP: quality, latency, throughput (docs/benchmarks-mcp.md, its Summary copied
+# into docs/benchmarks.md; ~11 min of indexing + ~5 min): ~33 min in all on the 2-core dev machine.
+# SEARCH_ARGS="--home DIR" keeps that index in DIR and reuses it on the next run (the search bench: ~5 min).
+SEARCH_ARGS ?=
 bench: install
 	$(BIN)/python -m tests.bench.run_all
 	$(BIN)/python -m tests.bench.ingest
+	$(BIN)/python -m tests.bench.search $(SEARCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache .cache

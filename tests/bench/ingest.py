@@ -30,7 +30,6 @@ import re
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,7 +37,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -46,27 +44,23 @@ import numpy as np
 import psutil
 from numpy.typing import NDArray
 
-from foldermind.kernel.config import IngestPolicy, load
-from foldermind.kernel.home import Home
+from foldermind.kernel.config import IngestPolicy
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import (
-    DescribeReply,
-    DescribeRequest,
-    FolderListReply,
-    FolderListRequest,
     RestartReply,
     RestartRequest,
     SearchReply,
     SearchRequest,
-    StatusReply,
-    StatusRequest,
 )
 from tests.bench import machine
+from tests.bench.cpu import cpu_seconds
+from tests.bench.kernels import BenchFailure, Kernel, say
+from tests.bench.machine import wait_for_quiet
+from tests.bench.scifact import scifact_dir, scifact_queries, write_corpus
+from tests.bench.transports import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 REPORT = REPO / "docs" / "benchmarks-ingest.md"
-SCIFACT_ENV = "FOLDERMIND_SCIFACT"
 LIMIT_ENV = "FOLDERMIND_BENCH_LIMIT"
 
 RATIO_TARGET = 0.90
@@ -86,14 +80,6 @@ NO_EMBEDDER = "[workers.embedder]\nenabled = false\n"
 SCAN_LINE = re.compile(r"folder (\S+): (\d+) files scanned in ([0-9.]+) s \((\d+) new, (\d+) changed, (\d+) deleted\)")
 
 
-class BenchFailure(Exception):
-    """The run cannot go on; the message says why."""
-
-
-def say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def usable_cpus() -> int:
     """What the embedder uses for torch's thread count (workers/embedder.py: _usable_cpus)."""
     try:
@@ -109,19 +95,8 @@ def embed_lookahead() -> int:
     return int(getattr(Pipeline, "EMBED_LOOKAHEAD", 1))
 
 
-def scifact_dir() -> Path:
-    return Path(os.environ.get(SCIFACT_ENV) or REPO.parent / "shared" / "eval" / "scifact")
-
-
 # --------------------------------------------------------------------------------------------
 # machine
-
-
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "-"
 
 
 def machine_facts() -> dict[str, str]:
@@ -130,7 +105,7 @@ def machine_facts() -> dict[str, str]:
     for bus_only in ("pyzmq / libzmq", "msgpack"):
         facts.pop(bus_only, None)
     facts["torch / sentence-transformers / usearch"] = (
-        f"{_version('torch')} / {_version('sentence-transformers')} / {_version('usearch')}"
+        f"{machine.version('torch')} / {machine.version('sentence-transformers')} / {machine.version('usearch')}"
     )
     return facts
 
@@ -158,176 +133,6 @@ class CpuWindow:
         wall = time.monotonic() - self.t0
         _, steal = self._busy()
         return max(steal - self.steal0, 0.0) / wall if wall > 0 else 0.0
-
-
-def wait_for_quiet(limit_percent: float = 10.0, max_s: float = 60.0) -> tuple[float, float]:
-    """Wait (at most ``max_s``) until the machine uses under ``limit_percent`` of its CPU over a second;
-    returns (the last load in %, seconds waited)."""
-    t0 = time.monotonic()
-    load_pct = psutil.cpu_percent(interval=1.0)
-    while load_pct >= limit_percent and time.monotonic() - t0 < max_s:
-        load_pct = psutil.cpu_percent(interval=1.0)
-    return load_pct, time.monotonic() - t0
-
-
-def _cpu_s(proc: psutil.Process) -> float:
-    t = proc.cpu_times()
-    return float(t.user + t.system)
-
-
-# --------------------------------------------------------------------------------------------
-# corpus
-
-
-def write_corpus(dest: Path, limit: int | None) -> int:
-    """One ``<_id>.txt`` per abstract (title, blank line, text); returns how many were written."""
-    source = scifact_dir() / "corpus.jsonl"
-    if not source.is_file():
-        raise BenchFailure(f"no SciFact corpus at {source} (set {SCIFACT_ENV})")
-    n = 0
-    with open(source, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            if limit is not None and n >= limit:
-                break
-            doc = json.loads(line)
-            name = re.sub(r"[^\w.-]", "_", str(doc["_id"])) + ".txt"
-            (dest / name).write_text(f"{doc.get('title', '').strip()}\n\n{doc.get('text', '').strip()}\n", "utf-8")
-            n += 1
-    return n
-
-
-def scifact_queries() -> list[str]:
-    path = scifact_dir() / "queries.jsonl"
-    if not path.is_file():
-        return []
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line)["text"] for line in fh if line.strip()]
-
-
-# --------------------------------------------------------------------------------------------
-# a kernel in a throw-away home
-
-
-class Kernel:
-    """``foldermind start`` / ``stop`` in a fresh home (``tempfile.mkdtemp(prefix="fmi-")``).
-
-    ``stop()`` also kills whatever of the kernel's process tree is left; the home is kept until
-    ``cleanup()`` (its SQLite file is read after the kernel stops), and for good when ``keep`` is set.
-    """
-
-    def __init__(self, label: str, config: str = "") -> None:
-        self.label = label
-        self.root = Path(tempfile.mkdtemp(prefix="fmi-"))
-        self.home = Home.resolve(self.root)
-        self.home.ensure()
-        if config:
-            self.home.supervisor_override.write_text(config, encoding="utf-8")
-        self.policy: IngestPolicy = load(self.home.supervisor_override).ingest
-        self.lookahead = embed_lookahead()
-        self.kernel_pid = 0
-        self.pids: set[int] = set()
-        self.keep = False
-        self.running = False
-
-    @property
-    def db_path(self) -> Path:
-        return self.home.data_dir / "index.sqlite"
-
-    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(self.root), *args],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    def client(self, name: str) -> BusClient:
-        return BusClient(self.home.bus_endpoint, name=name)
-
-    def start(self, timeout: float = 90.0) -> None:
-        self.running = True  # from here on, stop() has something to do
-        out = self.cli("start")
-        if out.returncode != 0:
-            raise BenchFailure(f"{self.label}: foldermind start exited {out.returncode}:\n{out.stdout}{out.stderr}")
-        self.kernel_pid = int(self.home.pid_file.read_text().strip())
-        self.pids.add(self.kernel_pid)
-        give_up = time.monotonic() + timeout
-        with self.client("bench-start") as client:
-            while True:
-                try:
-                    st = client.request("kernel", StatusRequest(), StatusReply, timeout=5).body
-                    states = {w["name"]: w["state"] for w in st.workers}
-                    self.pids.update(w["pid"] for w in st.workers if w["pid"])
-                    if states and all(s == "RUNNING" for s in states.values()):
-                        return
-                except BusError:
-                    states = {}
-                if time.monotonic() > give_up:
-                    raise BenchFailure(f"{self.label}: workers not all RUNNING after {timeout:g} s: {states}")
-                time.sleep(0.1)
-
-    def remember_tree(self) -> None:
-        if self.kernel_pid <= 0:
-            return  # never pid 0: its "children" are the whole machine
-        with contextlib.suppress(psutil.Error):
-            kernel = psutil.Process(self.kernel_pid)
-            self.pids.update(p.pid for p in kernel.children(recursive=True))
-
-    def stop(self) -> None:
-        if not self.running:
-            return
-        self.running = False
-        self.remember_tree()
-        procs: list[psutil.Process] = []
-        for pid in sorted(p for p in self.pids if p > 1 and p != os.getpid()):
-            with contextlib.suppress(psutil.Error):
-                procs.append(psutil.Process(pid))
-        try:
-            out = self.cli("stop", timeout=90)
-            if out.returncode != 0:
-                self.keep = True
-                say(f"{self.label}: foldermind stop exited {out.returncode}: {out.stderr.strip()}")
-        except subprocess.TimeoutExpired as exc:
-            self.keep = True
-            say(f"{self.label}: foldermind stop timed out: {exc}")
-        # Whatever the CLI managed, leave none of this kernel's processes behind (by pid, ours only).
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                if proc.is_running():
-                    proc.kill()
-                    say(f"{self.label}: killed leftover pid {proc.pid}")
-
-    def cleanup(self) -> None:
-        if self.keep:
-            say(f"{self.label}: home kept for inspection: {self.root}")
-        else:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-    # --- probes --------------------------------------------------------------------------
-
-    def status(self, client: BusClient) -> StatusReply:
-        return client.request("kernel", StatusRequest(), StatusReply, timeout=10).body
-
-    def folder(self, client: BusClient) -> dict[str, Any] | None:
-        folders = client.request("indexer", FolderListRequest(), FolderListReply, timeout=10).body.folders
-        return dict(folders[0]) if folders else None
-
-    def describe(self, client: BusClient, worker: str) -> dict[str, Any]:
-        return dict(client.request(worker, DescribeRequest(), DescribeReply, timeout=30).body.details)
-
-    def cpu_by_worker(self, client: BusClient) -> dict[str, tuple[int, float]]:
-        """worker name (and ``kernel``) -> (pid, CPU seconds so far)."""
-        out: dict[str, tuple[int, float]] = {}
-        st = self.status(client)
-        targets = [("kernel", self.kernel_pid)] + [(w["name"], w["pid"]) for w in st.workers if w["pid"]]
-        for name, pid in targets:
-            self.pids.add(pid)
-            with contextlib.suppress(psutil.Error):
-                out[name] = (pid, _cpu_s(psutil.Process(pid)))
-        return out
 
 
 def cpu_delta(before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]]) -> dict[str, float]:
@@ -433,7 +238,7 @@ def wait_embedder_ready(kernel: Kernel, client: BusClient, timeout: float = 180.
 
 def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> IngestRun:
     """``folders add`` (no --wait), then poll the indexer until every file is indexed (and embedded)."""
-    run = IngestRun(kernel.label, files, kernel.policy, kernel.lookahead)
+    run = IngestRun(kernel.label, files, kernel.policy, embed_lookahead())
     with kernel.client("bench-progress") as client:
         if embed:
             # The model loads in the background at start; the bare floor excludes the load too.
@@ -442,7 +247,7 @@ def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> Inges
         sampler = Sampler(kernel)
         sampler.start()
         me = psutil.Process()
-        bench0 = _cpu_s(me)
+        bench0 = cpu_seconds(me)
         cpu0 = kernel.cpu_by_worker(client)
         window = CpuWindow()
         t0 = time.monotonic()
@@ -484,7 +289,7 @@ def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> Inges
                 time.sleep(PROGRESS_S if not run.keyword_s else PROGRESS_EMBED_S)
             t1 = time.monotonic()
             run.cpu_s = cpu_delta(cpu0, kernel.cpu_by_worker(client))
-            run.bench_cpu_s = _cpu_s(me) - bench0
+            run.bench_cpu_s = cpu_seconds(me) - bench0
             run.other_cores = window.other_cores(sum(run.cpu_s.values()) + run.bench_cpu_s)
             run.steal_cores = window.steal_cores()
             run.embedder_busy = sampler.busy_share("embedder", t0, t1) if embed else None
@@ -599,12 +404,12 @@ def bare_floor(model: Any, load_s: float, db_path: Path, threads: int, pool: int
     say(f"  encoding {len(texts)} chunks with {threads} threads")
     window = CpuWindow()
     me = psutil.Process()
-    cpu0 = _cpu_s(me)
+    cpu0 = cpu_seconds(me)
     t0 = time.perf_counter()
     vectors = encode(model, texts)
     encode_s = time.perf_counter() - t0
     bare = Bare(len(texts), threads, load_s, encode_s, int(model.max_seq_length))
-    bare.cpu_s = _cpu_s(me) - cpu0
+    bare.cpu_s = cpu_seconds(me) - cpu0
     bare.other_cores = window.other_cores(bare.cpu_s)
     bare.steal_cores = window.steal_cores()
     stored = [(i, np.frombuffer(b, dtype=np.float32)) for i, b in enumerate(blobs) if b is not None]
@@ -771,7 +576,8 @@ def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.flo
         indexes.append(("the pipeline's own vectors.usearch", live))
 
     rng = np.random.default_rng(7)
-    query_sets = [("200 random stored vectors", matrix[rng.choice(len(matrix), RANDOM_QUERIES, replace=False)])]
+    n = min(RANDOM_QUERIES, len(matrix))  # fewer with a small FOLDERMIND_BENCH_LIMIT
+    query_sets = [(f"{n} random stored vectors", matrix[rng.choice(len(matrix), n, replace=False)])]
     if query_vectors is not None and len(query_vectors):
         query_sets.append((f"{len(query_vectors)} SciFact queries", query_vectors))
     position = {int(k): i for i, k in enumerate(keys)}
@@ -1231,6 +1037,7 @@ def run_all(results: Results, corpus: Path, files: int, progress: Callable[[str]
     results.probes = probe.rows
     progress(f"  speed probe: {probe.measure('before run 1'):.1f} texts/s")
     full = Kernel("full pipeline")
+    lookahead = embed_lookahead()
     try:
         with step(results, "run 1 (full pipeline)"):
             progress("1/6 full pipeline with embeddings: starting a kernel")
@@ -1244,7 +1051,7 @@ def run_all(results: Results, corpus: Path, files: int, progress: Callable[[str]
                 progress("2/6 bare encode of the same chunk texts, no kernel running")
                 set_threads(threads)
                 progress(f"  speed probe: {probe.measure('after run 1, before the bare encode'):.1f} texts/s")
-                pool = full.policy.embed_batch * full.lookahead
+                pool = full.policy.embed_batch * lookahead
                 bare = bare_floor(model, load_s, full.db_path, threads, pool)
                 results.bare = bare
                 progress(f"  {bare.chunks} chunks in {bare.encode_s:.1f} s: {bare.chunks_per_s:.1f} chunks/s")
@@ -1254,7 +1061,7 @@ def run_all(results: Results, corpus: Path, files: int, progress: Callable[[str]
                 if results.ratio is not None and results.ratio < RATIO_TARGET:
                     progress("  below target: timing the indexer's batching in-process")
                     _, texts, _ = chunk_rows(full.db_path)
-                    batching_check(model, texts, full.policy.embed_batch, full.lookahead, bare)
+                    batching_check(model, texts, full.policy.embed_batch, lookahead, bare)
             with step(results, "run 6 (usearch recall)"):
                 progress("6/6 usearch recall (done now: it needs run 1's vectors and the loaded model)")
                 queries = scifact_queries()

@@ -1,8 +1,11 @@
-"""A real foldermind kernel in a throw-away home, started and stopped with the CLI."""
+"""A real foldermind kernel, started and stopped with the CLI: ``BenchKernel`` for the bus bench (a
+throw-away home, any process map), ``Kernel`` for the SciFact benches (the default process map, in a
+throw-away home or a kept one whose index is reused)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -11,15 +14,44 @@ import time
 import tomllib
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import psutil
 
-from foldermind.kernel.config import default_text
+from foldermind.kernel.config import IngestPolicy, default_text, load
 from foldermind.kernel.home import Home
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
-from foldermind.protocol.messages import StatusReply, StatusRequest
+from foldermind.protocol.messages import (
+    DescribeReply,
+    DescribeRequest,
+    FolderListReply,
+    FolderListRequest,
+    StatusReply,
+    StatusRequest,
+)
+from tests.bench.cpu import cpu_seconds
 from tests.bench.transports import BenchError
+
+
+class BenchFailure(Exception):
+    """The run cannot go on; the message says why."""
+
+
+def say(line: str) -> None:
+    """Progress, on stderr (the report goes to stdout)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def foldermind(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``foldermind --home ROOT ARGS...`` in a child process, as a user types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(root), *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def default_workers() -> list[str]:
@@ -63,13 +95,7 @@ class BenchKernel:
         self.failed = False
 
     def _cli(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(self.root), *args],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        return foldermind(self.root, *args, timeout=timeout)
 
     def __enter__(self) -> BenchKernel:
         try:
@@ -138,3 +164,132 @@ class BenchKernel:
             print(f"{self.label}: logs kept in {self.home.log_dir}", file=sys.stderr)
         else:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Kernel:
+    """``foldermind start`` / ``stop`` with the default process map, in a fresh home
+    (``tempfile.mkdtemp(prefix="fmi-")``) or in ``root``, a home that is kept (and whose index the next
+    run reuses).
+
+    ``config`` is written to the home's supervisor.toml override (before the start). ``stop()`` also kills
+    whatever of the kernel's process tree is left, by pid; a fresh home is removed by ``cleanup()`` unless
+    ``keep`` is set (a failed stop sets it: the logs stay for inspection).
+    """
+
+    def __init__(self, label: str, config: str = "", root: Path | None = None) -> None:
+        self.label = label
+        self.keep = root is not None
+        self.root = root if root is not None else Path(tempfile.mkdtemp(prefix="fmi-"))
+        self.home = Home.resolve(self.root)
+        self.home.ensure()
+        if config or self.home.supervisor_override.exists():  # a kept home: its last run's override goes
+            self.home.supervisor_override.write_text(config, encoding="utf-8")
+        self.policy: IngestPolicy = load(self.home.supervisor_override).ingest
+        self.kernel_pid = 0
+        self.pids: set[int] = set()
+        self.running = False
+
+    @property
+    def db_path(self) -> Path:
+        return self.home.data_dir / "index.sqlite"
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return foldermind(self.root, *args, timeout=timeout)
+
+    def client(self, name: str) -> BusClient:
+        return BusClient(self.home.bus_endpoint, name=name)
+
+    def start(self, timeout: float = 90.0) -> None:
+        self.running = True  # from here on, stop() has something to do
+        out = self.cli("start")
+        if out.returncode != 0:
+            raise BenchFailure(f"{self.label}: foldermind start exited {out.returncode}:\n{out.stdout}{out.stderr}")
+        self.kernel_pid = int(self.home.pid_file.read_text().strip())
+        self.pids.add(self.kernel_pid)
+        give_up = time.monotonic() + timeout
+        with self.client("bench-start") as client:
+            while True:
+                try:
+                    st = self.status(client, timeout=5)
+                    states = {w["name"]: w["state"] for w in st.workers}
+                    self.pids.update(w["pid"] for w in st.workers if w["pid"])
+                    if states and all(s == "RUNNING" for s in states.values()):
+                        return
+                except BusError:
+                    states = {}
+                if time.monotonic() > give_up:
+                    raise BenchFailure(f"{self.label}: workers not all RUNNING after {timeout:g} s: {states}")
+                time.sleep(0.1)
+
+    def remember_tree(self) -> None:
+        if self.kernel_pid <= 0:
+            return  # never pid 0: its "children" are the whole machine
+        with contextlib.suppress(psutil.Error):
+            kernel = psutil.Process(self.kernel_pid)
+            self.pids.update(p.pid for p in kernel.children(recursive=True))
+
+    def stop(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self.remember_tree()
+        procs: list[psutil.Process] = []
+        for pid in sorted(p for p in self.pids if p > 1 and p != os.getpid()):
+            with contextlib.suppress(psutil.Error):
+                procs.append(psutil.Process(pid))
+        try:
+            out = self.cli("stop", timeout=90)
+            if out.returncode != 0:
+                self.keep = True
+                say(f"{self.label}: foldermind stop exited {out.returncode}: {out.stderr.strip()}")
+        except subprocess.TimeoutExpired as exc:
+            self.keep = True
+            say(f"{self.label}: foldermind stop timed out: {exc}")
+        # Whatever the CLI managed, leave none of this kernel's processes behind (by pid, ours only).
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                if proc.is_running():
+                    proc.kill()
+                    say(f"{self.label}: killed leftover pid {proc.pid}")
+
+    def cleanup(self) -> None:
+        if self.keep:
+            say(f"{self.label}: home kept: {self.root}")
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    # --- probes --------------------------------------------------------------------------
+
+    def status(self, client: BusClient, timeout: float = 10) -> StatusReply:
+        return client.request("kernel", StatusRequest(), StatusReply, timeout=timeout).body
+
+    def folders(self, client: BusClient) -> list[dict[str, Any]]:
+        reply = client.request("indexer", FolderListRequest(), FolderListReply, timeout=30).body
+        return [dict(f) for f in reply.folders]
+
+    def folder(self, client: BusClient) -> dict[str, Any] | None:
+        folders = self.folders(client)
+        return folders[0] if folders else None
+
+    def describe(self, client: BusClient, worker: str) -> dict[str, Any]:
+        return dict(client.request(worker, DescribeRequest(), DescribeReply, timeout=30).body.details)
+
+    def processes(self, client: BusClient) -> dict[str, psutil.Process]:
+        """The kernel (the broker runs in it) and every worker, by name."""
+        procs = {"kernel": psutil.Process(self.kernel_pid)}
+        for w in self.status(client).workers:
+            if w["pid"]:
+                self.pids.add(w["pid"])
+                procs[w["name"]] = psutil.Process(w["pid"])
+        return procs
+
+    def cpu_by_worker(self, client: BusClient) -> dict[str, tuple[int, float]]:
+        """worker name (and ``kernel``) -> (pid, CPU seconds so far)."""
+        out: dict[str, tuple[int, float]] = {}
+        st = self.status(client)
+        targets = [("kernel", self.kernel_pid)] + [(w["name"], w["pid"]) for w in st.workers if w["pid"]]
+        for name, pid in targets:
+            self.pids.add(pid)
+            with contextlib.suppress(psutil.Error):
+                out[name] = (pid, cpu_seconds(psutil.Process(pid)))
+        return out

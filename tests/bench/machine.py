@@ -44,6 +44,14 @@ def _git_rev(repo: Path) -> str:
     return f"{rev}{' (uncommitted changes)' if dirty else ''}" if rev else "unknown"
 
 
+def version(name: str) -> str:
+    """An installed distribution's version, or a dash."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
 def wait_for_quiet(limit_percent: float = 10.0, max_s: float = 60.0) -> tuple[float, float]:
     """Wait (at most ``max_s``) until the machine uses under ``limit_percent`` of its CPU over a
     second, so the figures are not someone else's; returns (the last load in %, seconds waited)."""

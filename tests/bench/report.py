@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from tests.bench.costs import Cost
 from tests.bench.idle import Idle
+from tests.bench.markdown import table as _table
+from tests.bench.markdown import verdict as _verdict
 from tests.bench.suites import Row, Suite, Wakeup
 
 SEQ_RATIO_TARGET = 3.0
@@ -47,20 +49,6 @@ def _rate(x: float) -> str:
 
 def _span(values: list[float], fmt: Callable[[float], str] = _rate) -> str:
     return f"{fmt(min(values))} to {fmt(max(values))}" if values else "-"
-
-
-def _verdict(ok: bool) -> str:
-    return "**PASS**" if ok else "**MISS**"
-
-
-def _table(header: list[str], rows: list[list[str]], align: str = "") -> list[str]:
-    align = align or "l" + "r" * (len(header) - 1)
-    marks = {"l": "---", "r": "---:", "c": ":---:"}
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(marks[a] for a in align) + "|",
-        *("| " + " | ".join(r) + " |" for r in rows),
-    ]
 
 
 def _payload(row: Row) -> str:

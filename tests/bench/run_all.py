@@ -14,15 +14,47 @@ import traceback
 
 from tests.bench import costs, idle, suites
 from tests.bench.machine import facts, wait_for_quiet
+from tests.bench.markdown import section
 from tests.bench.payloads import all_payloads
 from tests.bench.report import Results, render
 from tests.bench.transports import REPO
 
 REPORT = REPO / "docs" / "benchmarks.md"
+INGEST_REPORT = REPORT.parent / "benchmarks-ingest.md"
+MCP_REPORT = REPORT.parent / "benchmarks-mcp.md"
+TAIL_HEADINGS = ("## Ingestion", "## Search and MCP")
 
 
 def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def tail() -> str:
+    """The end of docs/benchmarks.md: a link to the ingestion figures, and the Summary of the search and
+    MCP figures (docs/benchmarks-mcp.md, written by ``python -m tests.bench.search``) with a link to them."""
+    text = ""
+    if INGEST_REPORT.exists():
+        text += "\n## Ingestion\n\n"
+        text += f"The ingestion figures (SciFact, issue 3) are in [{INGEST_REPORT.name}]({INGEST_REPORT.name}).\n"
+    summary = section(MCP_REPORT.read_text(encoding="utf-8"), "Summary") if MCP_REPORT.exists() else ""
+    if summary:
+        text += "\n## Search and MCP\n\n"
+        text += "Retrieval quality, latency and throughput over MCP HTTP on SciFact (issue 4): the Summary of\n"
+        text += f"[{MCP_REPORT.name}]({MCP_REPORT.name}), written by `python -m tests.bench.search`; the full\n"
+        text += "figures, the method and the machine's load are there.\n\n"
+        text += summary + "\n"
+    return text
+
+
+def refresh_tail() -> None:
+    """Rewrite the end of docs/benchmarks.md (from its first tail heading on) from the current files, so a
+    search bench run after this one (``make bench``) shows in it without measuring the bus again."""
+    if not REPORT.exists():
+        return
+    lines = REPORT.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = next((i for i, line in enumerate(lines) if line.rstrip("\n") in TAIL_HEADINGS), len(lines))
+    body = "".join(lines[:cut]).rstrip("\n") + "\n"
+    REPORT.write_text(body + tail(), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,9 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             errors=errors,
         )
     )
-    if (REPORT.parent / "benchmarks-ingest.md").exists():
-        text += "\n## Ingestion\n\n"
-        text += "The ingestion figures (SciFact, issue 3) are in [benchmarks-ingest.md](benchmarks-ingest.md).\n"
+    text += tail()
     print(text)
     if not args.no_write:
         REPORT.parent.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -59,3 +60,33 @@ def summarize(rounds: list[list[int]], cpu_us: dict[str, float], other_cores: fl
         cpu_us=cpu_us,
         other_cores=other_cores,
     )
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (p95 of 100 samples is the 95th smallest); NaN for no samples."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))]
+
+
+@dataclass(slots=True)
+class Series:
+    """Latency samples in ms."""
+
+    samples: list[float] = field(default_factory=list)
+
+    def add(self, ms: float) -> None:
+        self.samples.append(ms)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else math.nan
+
+    @property
+    def p95(self) -> float:
+        return pct(self.samples, 0.95)
+
+    @property
+    def p99(self) -> float:
+        return pct(self.samples, 0.99)

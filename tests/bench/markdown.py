@@ -1,0 +1,45 @@
+"""Markdown pieces every bench report uses: tables, verdicts, numbers."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+
+def table(header: list[str], rows: list[list[str]], align: str = "") -> list[str]:
+    """A markdown table; ``align`` has one letter a column (l, r, c), by default l then r."""
+    align = align or "l" + "r" * (len(header) - 1)
+    marks = {"l": "---", "r": "---:", "c": ":---:"}
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(marks[a] for a in align) + "|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def para(text: str, width: int = 110) -> list[str]:
+    """A paragraph as lines of at most ``width`` characters."""
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False).splitlines()
+
+
+def verdict(ok: bool | None) -> str:
+    """PASS or MISS, in bold; a dash where there is nothing to judge."""
+    return "—" if ok is None else ("**PASS**" if ok else "**MISS**")
+
+
+def ms(x: float) -> str:
+    """Milliseconds: one decimal under 100, whole above, a dash for no value."""
+    if math.isnan(x):
+        return "-"
+    return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
+def section(text: str, heading: str) -> str:
+    """The body of ``## heading`` in ``text`` (up to the next ``## ``), without its heading line."""
+    lines = text.splitlines()
+    try:
+        start = lines.index(f"## {heading}") + 1
+    except ValueError:
+        return ""
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return "\n".join(lines[start:end]).strip("\n")
