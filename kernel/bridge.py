@@ -9,10 +9,8 @@ the models again. stdout carries the MCP stream only: everything this module say
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import time
 from typing import Any
 
 import anyio
@@ -28,25 +26,13 @@ class BridgeError(Exception):
     """The bridge could not reach a serving front door; the message says why and what to do."""
 
 
-def read_mcp_info(home: Home) -> dict[str, Any] | None:
-    try:
-        info = json.loads(home.mcp_file.read_text())
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
-
-
 def wait_for_frontdoor(home: Home, timeout: float) -> dict[str, Any]:
     """The front door's info once it serves (it writes ``run/mcp.json`` after binding)."""
-    give_up = time.monotonic() + timeout
-    while True:
-        info = read_mcp_info(home)
-        if info and info.get("state") == "running" and home.running_pid() is not None:
-            return info
-        if time.monotonic() > give_up:
-            state = (info or {}).get("state", "not started")
-            raise BridgeError(f"the MCP front door is not serving ({state}); see `foldermind status` and logs")
-        time.sleep(0.05)
+    info = home.wait_mcp_serving(timeout)
+    if info is None:
+        state = (home.read_mcp_info() or {}).get("state", "not started")
+        raise BridgeError(f"the MCP front door is not serving ({state}); see `foldermind status` and logs")
+    return info
 
 
 def ensure_running(home: Home, start_wait_s: float) -> dict[str, Any]:
@@ -76,24 +62,16 @@ async def relay(url: str, token: str) -> None:
         anyio.create_task_group() as tg,
     ):
 
-        async def upstream() -> None:
-            async for message in from_client:
+        async def pump(source: Any, sink: Any, trouble: str) -> None:
+            async for message in source:
                 if isinstance(message, Exception):
-                    print(f"foldermind: dropped an unreadable message from the client: {message}", file=sys.stderr)
+                    print(f"foldermind: {trouble}: {message}", file=sys.stderr)
                     continue
-                await to_server.send(message)
-            tg.cancel_scope.cancel()  # the client closed stdin: we are done
+                await sink.send(message)
+            tg.cancel_scope.cancel()  # one side closed (the client's stdin, or the server): we are done
 
-        async def downstream() -> None:
-            async for message in from_server:
-                if isinstance(message, Exception):
-                    print(f"foldermind: front door error: {message}", file=sys.stderr)
-                    continue
-                await to_client.send(message)
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(upstream)
-        tg.start_soon(downstream)
+        tg.start_soon(pump, from_client, to_server, "dropped an unreadable message from the client")
+        tg.start_soon(pump, from_server, to_client, "front door error")
 
 
 def run(home: Home, start_wait_s: float) -> int:

@@ -190,22 +190,13 @@ def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool,
 
 def _announce_mcp(home: Home, wait_s: float) -> None:
     """Print the MCP URL once the front door has bound its port (and how to connect a client)."""
-    give_up = time.monotonic() + wait_s
-    while time.monotonic() < give_up:
-        try:
-            info = json.loads(home.mcp_file.read_text())
-        except (OSError, ValueError):
-            time.sleep(0.1)
-            continue
-        if info.get("state") == "running":
-            flag = f" --home {home.root}" if home.root is not None else ""
-            click.echo(f"MCP: {info['url']}  (bearer token: `foldermind{flag} token show`)")
-            click.echo(
-                f"     client config: `foldermind{flag} config snippet --client claude-desktop|claude-code|cursor|zed`"
-            )
-            return
-        time.sleep(0.1)
-    click.echo("MCP: the front door is still starting; `foldermind status` shows its URL once it serves.")
+    info = home.wait_mcp_serving(wait_s)
+    if info is None:
+        click.echo("MCP: the front door is still starting; `foldermind status` shows its URL once it serves.")
+        return
+    flag = f" --home {home.root}" if home.root is not None else ""
+    click.echo(f"MCP: {info['url']}  (bearer token: `foldermind{flag} token show`)")
+    click.echo(f"     client config: `foldermind{flag} config snippet --client claude-desktop|claude-code|cursor|zed`")
 
 
 def _start_background(home: Home, config: SupervisorConfig) -> None:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -74,6 +76,32 @@ class Home:
     def mcp_file(self) -> Path:
         """Where the front door writes the MCP URL and port it actually bound (no secret in it)."""
         return self.runtime_dir / "mcp.json"
+
+    def read_mcp_info(self) -> dict[str, Any] | None:
+        """``mcp.json`` as the front door last wrote it (``{url, port, state, error, pid}``), or None."""
+        try:
+            info = json.loads(self.mcp_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return info if isinstance(info, dict) else None
+
+    def write_mcp_info(self, info: dict[str, Any]) -> None:
+        """Replace ``mcp.json`` atomically: a reader sees the old file or the new one, never half of one."""
+        fd, tmp = tempfile.mkstemp(dir=self.runtime_dir, prefix=".mcp.", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(info, fh)
+        os.replace(tmp, self.mcp_file)
+
+    def wait_mcp_serving(self, timeout: float) -> dict[str, Any] | None:
+        """The front door's info once it serves and this home's kernel runs; None after ``timeout``."""
+        give_up = time.monotonic() + timeout
+        while True:
+            info = self.read_mcp_info()
+            if info and info.get("state") == "running" and self.running_pid() is not None:
+                return info
+            if time.monotonic() > give_up:
+                return None
+            time.sleep(0.05)
 
     @property
     def pid_file(self) -> Path:

@@ -8,7 +8,6 @@ there are no locks. The loop sleeps in ``zmq.Poller.poll`` until a message arriv
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -225,10 +224,7 @@ class Kernel:
         slot = self.supervisor.slots.get("frontdoor")
         if slot is None:
             return McpInfo(url=None, port=None, state="disabled")
-        try:
-            info = json.loads(self.home.mcp_file.read_text())
-        except (OSError, ValueError):
-            info = {}
+        info = self.home.read_mcp_info() or {}
         if info.get("pid") != slot.pid or slot.state is not State.RUNNING:
             # A file left by an earlier frontdoor process says nothing about this one.
             return McpInfo(url=None, port=None, state="starting" if slot.state is State.STARTING else "stopped")

@@ -22,7 +22,6 @@ from mcp.types import CallToolResult
 
 from foldermind.kernel.home import Home
 from foldermind.kernel.token_store import TokenStore
-from tests.helpers import wait_for
 
 T = TypeVar("T")
 
@@ -30,14 +29,9 @@ T = TypeVar("T")
 def mcp_info(home: Path, timeout: float = 30) -> dict[str, Any]:
     """The front door's run/mcp.json once it serves."""
 
-    def serving() -> dict[str, Any] | None:
-        try:
-            info: dict[str, Any] = json.loads(Home.resolve(home).mcp_file.read_text())
-        except (OSError, ValueError):
-            return None
-        return info if info.get("state") == "running" else None
-
-    return wait_for(serving, timeout, 0.05, "the front door serving")
+    info = Home.resolve(home).wait_mcp_serving(timeout)
+    assert info is not None, f"the front door of {home} did not serve within {timeout:g} s"
+    return info
 
 
 def token_of(home: Path) -> str:

@@ -11,10 +11,8 @@ process keeps answering. The URL and port actually bound are written to the home
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -25,7 +23,7 @@ from foldermind.protocol.messages import McpInfoReply, McpInfoRequest, TokenRota
 from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
 from foldermind.workers.frontdoor.bus import Bus
 from foldermind.workers.frontdoor.guard import Guard
-from foldermind.workers.frontdoor.http import HttpServer, bind, build_app
+from foldermind.workers.frontdoor.http import HttpServer, bind, build_app, issued_sessions
 from foldermind.workers.frontdoor.tools import build_server
 
 log = logging.getLogger("foldermind.frontdoor")
@@ -51,7 +49,7 @@ class FrontdoorWorker(Worker):
         self.url = ""
         self.port = 0
         self.http: HttpServer | None = None
-        self.guards: list[Guard] = []
+        self.guard: Guard | None = None
 
     def setup(self) -> None:
         self.home.ensure()
@@ -65,10 +63,9 @@ class FrontdoorWorker(Worker):
         self.port = sock.getsockname()[1]
         host = f"[{self.policy.host}]" if ":" in self.policy.host else self.policy.host
         self.url = f"http://{host}:{self.port}{self.policy.path}"
-        server = build_server(self.bus, self.policy, _version())
-        self.server = server
-        app = build_app(server, self.policy, self.port, lambda: self.tokens.current, self.guards)
-        self.http = HttpServer(app, sock)
+        self.server = build_server(self.bus, self.policy, _version())
+        self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current)
+        self.http = HttpServer(self.guard, sock)
         self.http.start()
         if self.http.wait_started(15):
             self.state = "running"
@@ -89,11 +86,9 @@ class FrontdoorWorker(Worker):
             self.home.mcp_file.unlink()
 
     def _write_info(self) -> None:
-        info = {"url": self.url, "port": self.port, "state": self.state, "error": self.error, "pid": os.getpid()}
-        fd, tmp = tempfile.mkstemp(dir=self.home.runtime_dir, prefix=".mcp.", suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(info, fh)
-        os.replace(tmp, self.home.mcp_file)
+        self.home.write_mcp_info(
+            {"url": self.url, "port": self.port, "state": self.state, "error": self.error, "pid": os.getpid()}
+        )
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -103,7 +98,7 @@ class FrontdoorWorker(Worker):
         }
 
     def details(self) -> dict[str, Any]:
-        guard = self.guards[0].stats() if self.guards else {}
+        guard = self.guard.stats() if self.guard is not None else {}
         return {"url": self.url, "port": self.port, "state": self.state, "sessions": self.sessions(), "refused": guard}
 
     def on_info(self, req: Request) -> Result:
@@ -117,8 +112,7 @@ class FrontdoorWorker(Worker):
         )
 
     def sessions(self) -> int:
-        # The SDK keeps no public count; mcp is pinned (pyproject.toml).
-        return len(self.server.session_manager._server_instances)
+        return len(issued_sessions(self.server))
 
     def on_rotate(self, req: Request) -> Result:
         try:

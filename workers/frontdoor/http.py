@@ -13,7 +13,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
@@ -52,9 +52,14 @@ def loopback_origins(port: int) -> set[str]:
     return {f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"}
 
 
-def build_app(
-    server: FoldermindServer, policy: McpPolicy, port: int, token: Callable[[], str], guard_out: list[Guard]
-) -> ASGIApp:
+def issued_sessions(server: FoldermindServer) -> Collection[str]:
+    """The MCP session ids the server issued and still holds. The SDK keeps no public view of them; the
+    mcp version is pinned (pyproject.toml)."""
+    return server.session_manager._server_instances.keys()
+
+
+def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Callable[[], str]) -> Guard:
+    """The app stack; its outermost layer, the guard, is the ASGI app to serve."""
     origins = loopback_origins(port) | set(policy.allowed_origins)
     hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
     if policy.host not in ("127.0.0.1", "localhost", "::1"):
@@ -70,18 +75,16 @@ def build_app(
         ),
         host=policy.host,
     )
-    guard = Guard(
+    return Guard(
         starlette_app,
         token=token,
         max_body_bytes=max_body,
         allowed_origins=lambda: origins,
         rate_per_minute=policy.rate_per_minute,
         # Session ids the server never issued share the no-session bucket, or a client could dodge the
-        # limit by inventing a new id per request. The SDK keeps no public lookup; mcp is pinned.
-        session_known=lambda sid: sid in server.session_manager._server_instances,
+        # limit by inventing a new id per request.
+        session_known=lambda sid: sid in issued_sessions(server),
     )
-    guard_out.append(guard)
-    return guard
 
 
 class HttpServer(threading.Thread):

@@ -10,14 +10,19 @@ from __future__ import annotations
 import os
 import re
 
+from foldermind.workers.frontdoor.bus import ToolFailure
+
 MAX_PATH_CHARS = 4096
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-class InvalidPath(ValueError):
+class InvalidPath(ToolFailure):
     """A path refused by its shape; the message says which rule (never echoes more than the rule)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("INVALID_PATH", message)
 
 
 def check_path(raw: str) -> str:

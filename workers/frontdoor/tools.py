@@ -1,8 +1,9 @@
 """The MCP tools (SPEC section 3): read-only, schema'd, typed errors, bounded inputs.
 
 Each tool validates its input (pydantic, with explicit bounds), checks path shapes locally, then asks the
-worker that owns the data through the broker with a deadline. A failure comes back as a tool error
-(``isError``) whose text is the JSON ``{"code": ..., "message": ...}``.
+worker that owns the data through the broker with a deadline. A handler signals a failure by
+raising :class:`~foldermind.workers.frontdoor.bus.ToolFailure`; :class:`FoldermindServer` turns it into a
+tool error (``isError``) whose text is the JSON ``{"code": ..., "message": ...}``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import logging
 import os
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -36,7 +37,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.workers.frontdoor import schemas
 from foldermind.workers.frontdoor.bus import Bus, ToolFailure
-from foldermind.workers.frontdoor.paths import InvalidPath, check_path
+from foldermind.workers.frontdoor.paths import check_path
 
 log = logging.getLogger("foldermind.frontdoor")
 
@@ -84,7 +85,9 @@ class Tools:
         body = model.model_dump(mode="json")
         text = json.dumps(body, ensure_ascii=False)
         if len(text) > self.max_response:
-            return failure("RESPONSE_TOO_LARGE", f"the result is over {self.policy.max_response_mb} MiB; ask for less")
+            raise ToolFailure(
+                "RESPONSE_TOO_LARGE", f"the result is over {self.policy.max_response_mb} MiB; ask for less"
+            )
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body)
 
     @staticmethod
@@ -122,12 +125,9 @@ class Tools:
     ) -> Annotated[CallToolResult, schemas.SearchOutput]:
         """Search the indexed documents by meaning, keyword or both. Each result carries the file, a snippet,
         its location (page / heading / lines: pass them to read_document) and a stable chunk_id."""
-        try:
-            reply = await self.bus.call(
-                "indexer", SearchRequest(query=query, mode=mode, top_k=top_k, folder_id=smart_folder_id), SearchReply
-            )
-        except ToolFailure as exc:
-            return failure(exc.code, exc.message)
+        reply = await self.bus.call(
+            "indexer", SearchRequest(query=query, mode=mode, top_k=top_k, folder_id=smart_folder_id), SearchReply
+        )
         return self.ok(
             schemas.SearchOutput(
                 results=[self.result(hit) for hit in reply.results],
@@ -140,10 +140,7 @@ class Tools:
 
     async def list_smart_folders(self) -> Annotated[CallToolResult, schemas.SmartFoldersOutput]:
         """List the Smart Folders (their ids scope search_documents)."""
-        try:
-            reply = await self.bus.call("indexer", FolderListRequest(), FolderListReply)
-        except ToolFailure as exc:
-            return failure(exc.code, exc.message)
+        reply = await self.bus.call("indexer", FolderListRequest(), FolderListReply)
         folders = []
         for f in reply.folders:
             count = _files_directly_inside(f["path"])
@@ -162,13 +159,8 @@ class Tools:
     async def get_document_summary(self, file_path: PathArg) -> Annotated[CallToolResult, schemas.SummaryOutput]:
         """The cached analysis of a file (summary, category, entities, keywords, ...), by its current path or
         the path it was analyzed at. A pure lookup: no model runs."""
-        try:
-            check_path(file_path)
-            reply = await self.bus.call("indexer", SummaryRequest(path=file_path), SummaryReply)
-        except InvalidPath as exc:
-            return failure("INVALID_PATH", str(exc))
-        except ToolFailure as exc:
-            return failure(exc.code, exc.message)
+        check_path(file_path)
+        reply = await self.bus.call("indexer", SummaryRequest(path=file_path), SummaryReply)
         return self.ok(schemas.SummaryOutput.model_validate(reply.analysis))
 
     async def read_document(
@@ -182,28 +174,15 @@ class Tools:
         """Read lines of an indexed file's extracted text (at most 100,000 characters; `truncated` says when
         the range was cut). Use the line numbers from a search result's location."""
         if end_line is not None and end_line < start_line:
-            return failure("INVALID_ARGUMENT", "end_line is before start_line")
-        try:
-            check_path(file_path)
-            reply = await self.bus.call(
-                "indexer",
-                ReadDocumentRequest(path=file_path, start_line=start_line, end_line=end_line, max_chars=100_000),
-                ReadDocumentReply,
-            )
-        except InvalidPath as exc:
-            return failure("INVALID_PATH", str(exc))
-        except ToolFailure as exc:
-            return failure(exc.code, exc.message)
-        return self.ok(
-            schemas.ReadOutput(
-                file_path=reply.file_path,
-                text=reply.text,
-                start_line=reply.start_line,
-                end_line=reply.end_line,
-                total_lines=reply.total_lines,
-                truncated=reply.truncated,
-            )
+            raise ToolFailure("INVALID_ARGUMENT", "end_line is before start_line")
+        check_path(file_path)
+        reply = await self.bus.call(
+            "indexer",
+            ReadDocumentRequest(path=file_path, start_line=start_line, end_line=end_line, max_chars=100_000),
+            ReadDocumentReply,
         )
+        # The reply's fields are the output's, one for one.
+        return self.ok(schemas.ReadOutput.model_validate(reply.to_body()))
 
     async def find_similar(
         self,
@@ -211,21 +190,13 @@ class Tools:
         top_k: Annotated[int, Field(ge=1, le=25, description="how many documents")] = 5,
     ) -> Annotated[CallToolResult, schemas.SimilarOutput]:
         """Documents nearest in meaning to an indexed file (from its stored vectors; no model call)."""
-        try:
-            check_path(file_path)
-            reply = await self.bus.call("indexer", SimilarRequest(path=file_path, top_k=top_k), SimilarReply)
-        except InvalidPath as exc:
-            return failure("INVALID_PATH", str(exc))
-        except ToolFailure as exc:
-            return failure(exc.code, exc.message)
+        check_path(file_path)
+        reply = await self.bus.call("indexer", SimilarRequest(path=file_path, top_k=top_k), SimilarReply)
         return self.ok(schemas.SimilarOutput(results=[self.result(h) for h in reply.results], note=reply.note))
 
     async def index_status(self) -> Annotated[CallToolResult, schemas.IndexStatusOutput]:
         """What is indexed: totals, each folder's progress, the embedding model's state, recent failures."""
-        try:
-            reply = await self.bus.call("indexer", IndexStatusRequest(), IndexStatusReply)
-        except ToolFailure as exc:
-            return failure(exc.code, exc.message)
+        reply = await self.bus.call("indexer", IndexStatusRequest(), IndexStatusReply)
         emb = reply.embedding
         return self.ok(
             schemas.IndexStatusOutput(
@@ -266,18 +237,22 @@ def _files_directly_inside(path: str) -> int | None:
 
 
 class FoldermindServer(MCPServer[Any]):
-    """MCPServer whose argument and lookup failures come back typed, never as bare text."""
+    """MCPServer whose failures come back typed, never as bare text: a tool raises :class:`ToolFailure`
+    (the SDK wraps it; its cause is unwrapped here), argument validation errors get a code by field."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
             return await super().call_tool(name, arguments, context)
-        except UnexpectedToolError:
-            log.exception("tool %s crashed", name)
-            return failure("INTERNAL", f"{name} failed inside the server; see the frontdoor log")
         except ToolError as exc:
-            invalid = _validation_error(exc)
+            typed = _cause(exc, ToolFailure)
+            if typed is not None:
+                return failure(typed.code, typed.message)
+            if isinstance(exc, UnexpectedToolError):
+                log.exception("tool %s crashed", name)
+                return failure("INTERNAL", f"{name} failed inside the server; see the frontdoor log")
+            invalid = _cause(exc, ValidationError)
             if invalid is None:
                 if self._tool_manager.get_tool(name) is None:
                     return failure("UNKNOWN_TOOL", f"no tool named {name[:100]!r}")
@@ -289,10 +264,14 @@ class FoldermindServer(MCPServer[Any]):
             return failure(codes[0] if codes else "INVALID_ARGUMENT", f"invalid arguments: {detail}")
 
 
-def _validation_error(exc: BaseException) -> ValidationError | None:
+E = TypeVar("E", bound=BaseException)
+
+
+def _cause(exc: BaseException, kind: type[E]) -> E | None:
+    """The first exception of ``kind`` in ``exc``'s chain of causes (``exc`` included)."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ValidationError):
+        if isinstance(seen, kind):
             return seen
         seen = seen.__cause__
     return None
