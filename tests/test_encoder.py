@@ -19,7 +19,6 @@ import pytest
 
 from foldermind.kernel.config import IngestPolicy, SearchPolicy
 from foldermind.workers import model_files, onnx_model
-from foldermind.workers.embedder import model_name
 from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
 from tests.helpers import wait_for
 
@@ -367,4 +366,4 @@ def test_the_policy_keys_and_their_defaults() -> None:
 
     shipped = config.load().search
     assert (shipped.query_backend, shipped.query_threads, shipped.query_cache_size) == ("onnx", 1, 256)
-    assert model_name(model_files.model_dir()) == MODEL
+    assert model_files.model_name(model_files.model_dir()) == MODEL

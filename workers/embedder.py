@@ -27,7 +27,6 @@ import logging
 import os
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -58,8 +57,6 @@ DEADLINE_MARGIN_S = 2.0
 overruns one, which would restart the load from scratch."""
 MAX_TEXTS = 4096
 """Refuse bigger requests: the worker serves one job at a time and its reply must fit a message."""
-BUNDLED_NAME = "all-MiniLM-L6-v2"
-"""The bundled model's name (its directory is just ``model`` inside the package)."""
 
 State = Literal["loading", "ready", "failed"]
 
@@ -94,13 +91,6 @@ def _usable_cpus() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):  # not on Linux
         return os.cpu_count() or 1
-
-
-def model_name(path: Path) -> str:
-    """The name replies carry: the bundled model's real name, else the directory's name."""
-    if path.name == "model" and path.parent.name == model_files.DEFAULT_PACKAGE:
-        return BUNDLED_NAME
-    return path.name
 
 
 class EmbedderWorker(Worker):
@@ -171,16 +161,7 @@ class EmbedderWorker(Worker):
         started = time.monotonic()
         try:
             path = model_files.model_dir()
-            # Set before the first import of huggingface_hub: nothing may ever be downloaded.
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            import torch
-            from sentence_transformers import SentenceTransformer
-
-            torch.set_num_threads(self.threads)
-            model = SentenceTransformer(str(path), device="cpu")
-            model.eval()
-            dim = _dimension_of(model)
+            model, dim = model_files.load_model(path, self.threads)
         except Exception as exc:
             reason = _reason(exc)
             log.warning("embedding model unavailable: %s", reason)
@@ -190,7 +171,7 @@ class EmbedderWorker(Worker):
                 self._cond.notify_all()
             return
         elapsed = time.monotonic() - started
-        name = model_name(path)
+        name = model_files.model_name(path)
         log.info("embedding model %s ready (%d-d, %d threads) in %.1f s", name, dim, self.threads, elapsed)
         with self._cond:
             self._model, self.dim, self.model_name, self.model_dir = model, dim, name, str(path)
@@ -235,11 +216,7 @@ class EmbedderWorker(Worker):
     def _encode(self, model: SentenceTransformer, texts: list[str]) -> npt.NDArray[np.float32]:
         import torch
 
-        # The load ran in another thread; set the count here too (OpenMP settings can be per thread).
-        me = threading.get_ident()
-        if me not in self._torch_threads_set:
-            torch.set_num_threads(self.threads)
-            self._torch_threads_set.add(me)
+        model_files.torch_threads_here(self.threads, self._torch_threads_set)
         started = time.perf_counter()
         # encode() sorts the texts by length and batches them in that order, then restores the order.
         with torch.inference_mode():
@@ -263,15 +240,6 @@ class EmbedderWorker(Worker):
             len(texts) / elapsed if elapsed > 0 else 0.0,
         )
         return vectors
-
-
-def _dimension_of(model: SentenceTransformer) -> int:
-    # sentence-transformers 6 renamed get_sentence_embedding_dimension to get_embedding_dimension.
-    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    dim = getter()
-    if not isinstance(dim, int) or dim < 1:
-        raise RuntimeError(f"the model does not report its embedding dimension ({dim!r})")
-    return dim
 
 
 def _reason(exc: BaseException) -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -218,21 +217,15 @@ class BareEncoder:
     of ``ENCODE_WAYS`` on a few queries."""
 
     def __init__(self) -> None:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         t0 = time.perf_counter()
         import torch
-        from sentence_transformers import SentenceTransformer
 
-        from foldermind.workers.embedder import model_name
-        from foldermind.workers.model_files import model_dir
+        from foldermind.workers import model_files
 
         self.torch = torch
-        torch.set_num_threads(TORCH_THREADS)
-        path = model_dir()
-        self.model = SentenceTransformer(str(path), device="cpu")
-        self.model.eval()
-        self.name = model_name(path)
+        path = model_files.model_dir()
+        self.model, _ = model_files.load_model(path, TORCH_THREADS)  # as the workers load it
+        self.name = model_files.model_name(path)
         self.load_s = time.perf_counter() - t0
         self.series = {way: Series() for way in ENCODE_WAYS}
 

@@ -209,10 +209,8 @@ class DocumentService:
 
 
 def _configured_model() -> str:
-    from foldermind.workers.embedder import model_name
-
     try:
-        return model_name(model_files.model_dir())
+        return model_files.model_name(model_files.model_dir())
     except model_files.ModelNotFound:
         return ""
 

@@ -147,19 +147,8 @@ class QueryEncoder:
             path = model_files.model_dir(
                 os.environ.get(model_files.MODEL_DIR_ENV) or self.ingest.embed_model_dir or None
             )
-            os.environ["HF_HUB_OFFLINE"] = "1"  # nothing is ever downloaded
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            import torch
-            from sentence_transformers import SentenceTransformer
-
-            from foldermind.workers.embedder import model_name
-
-            torch.set_num_threads(self.threads)
-            model = SentenceTransformer(str(path), device="cpu")
-            model.eval()
-            getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-            dim = int(getter() or 0)
-            name = model_name(path)
+            model, dim = model_files.load_model(path, self.threads)
+            name = model_files.model_name(path)
         except Exception as exc:
             with self._lock:
                 self.state, self.error = "failed", _reason(exc)
@@ -278,11 +267,7 @@ class QueryEncoder:
         import torch
 
         assert self._model is not None
-        # Thread counts can be per thread (OpenMP): set it in each calling thread, once.
-        me = threading.get_ident()
-        if me not in self._threads_set:
-            torch.set_num_threads(self.threads)
-            self._threads_set.add(me)
+        model_files.torch_threads_here(self.threads, self._threads_set)
         rows = []
         with torch.inference_mode():
             for text in texts:
