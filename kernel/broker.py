@@ -146,7 +146,7 @@ class Broker:
             if peer is not None:
                 self.drop(peer, "disconnected", ErrorCode.WORKER_LOST)
                 self.membership.worker_gone(peer.name, peer.pid, "disconnected", kill=False)
-        elif kind.endswith(".reply"):
+        elif kind.endswith(".reply") or env.status == "partial":  # a partial's kind is its body's
             self._on_reply(peer, packet)
         elif env.to == "kernel":
             if self.control is not None:

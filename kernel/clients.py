@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -169,9 +170,99 @@ def test_connection() -> None:
         click.echo(f"  {name}")
 
 
+async def call_tool(url: str, tok: str, name: str, args: dict[str, Any], on_text: Any = None) -> Any:
+    """One tool call over HTTP, as an MCP client makes it; ``on_text`` gets streamed answer text."""
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        if on_text is not None and message:
+            on_text(message)
+
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {tok}"}, timeout=httpx2.Timeout(180.0)) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        return await client.call_tool(name, args, read_timeout_seconds=180, progress_callback=report)
+
+
+def _tool(name: str, args: dict[str, Any], on_text: Any = None) -> dict[str, Any]:
+    """The tool's structured result, or a ClickException carrying its typed error."""
+    home = current_home()
+    url = str(_serving(home)["url"])
+    try:
+        result = anyio.run(call_tool, url, TokenStore(home).load_or_create(), name, args, on_text)
+    except Exception as exc:
+        raise click.ClickException(f"{name} against {url} failed: {type(exc).__name__}: {exc}") from exc
+    if result.is_error:
+        text = result.content[0].text if result.content else "{}"
+        try:
+            body = json.loads(text)
+            raise click.ClickException(f"{body['code']}: {body['message']}")
+        except (ValueError, KeyError):
+            raise click.ClickException(text) from None
+    return dict(result.structured_content or {})
+
+
+@click.command("ask")
+@home_option
+@click.argument("question")
+@click.option("--session", "session_id", default=None, help="Continue a conversation (its session id).")
+@click.option("--files", "max_files", type=click.IntRange(1, 20), default=5, show_default=True)
+@click.option("--persona", default=None, help="Tone of the answer, e.g. 'concise'.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def ask(question: str, session_id: str | None, max_files: int, persona: str | None, as_json: bool) -> None:
+    """Ask the documents a question (the chat_with_documents tool from a terminal)."""
+    args: dict[str, Any] = {"query": question, "max_context_files": max_files}
+    if session_id:
+        args["session_id"] = session_id
+    if persona:
+        args["persona"] = persona
+    streamed = not as_json and sys.stdout.isatty()
+
+    def show(text: str) -> None:
+        click.echo(text, nl=False)
+
+    out = _tool("chat_with_documents", args, show if streamed else None)
+    if as_json:
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+    if streamed:
+        click.echo("\n")  # the streamed text had raw markers; the checked answer follows
+    click.echo(out["answer"])
+    if out.get("note"):
+        click.echo(f"({out['note']})")
+    for c in out["citations"]:
+        loc = c["location"]
+        click.echo(f"[{c['id']}] {c['file_path']}  (lines {loc['line_start']}-{loc['line_end']})")
+    used = out["tokens_used"]
+    grounded = "grounded" if out["grounded"] else "NOT grounded in any document"
+    click.echo(
+        f"-- {grounded}; {used['prompt']} + {used['completion']} tokens, {out['model']}; session {out['session_id']}",
+        err=True,
+    )
+
+
+@click.command("summary")
+@home_option
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def summary(path: str, as_json: bool) -> None:
+    """A file's stored analysis (the get_document_summary tool from a terminal)."""
+    out = _tool("get_document_summary", {"file_path": os.path.abspath(path)})
+    if as_json:
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+    click.echo(out["file_path"])
+    for key in ("summary", "category", "type", "date", "entity", "suggested_name", "confidence", "analyzed_at"):
+        if out.get(key) not in (None, ""):
+            click.echo(f"  {key}: {out[key]}")
+    for key in ("keywords", "key_entities"):
+        if out.get(key):
+            click.echo(f"  {key}: {', '.join(out[key])}")
+
+
 def register(group: click.Group) -> None:
     # The front door logs the token's storage mode once per start; a terminal command need not repeat
     # it on every call (`token show` says the mode itself).
     logging.getLogger("foldermind.token").setLevel(logging.ERROR)
-    for command in (mcp_cmd, token, config, test_connection):
+    for command in (mcp_cmd, token, config, test_connection, ask, summary):
         group.add_command(command)

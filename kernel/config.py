@@ -93,12 +93,36 @@ class McpPolicy(_Strict):
     max_sessions: int = Field(100, ge=1)
 
 
+class LlmPolicy(_Strict):
+    backend: Literal["ctransformers", "llama-cpp"] = "ctransformers"
+    model_path: str = ""
+    context_length: int = Field(2048, ge=256, le=131_072)
+    threads: int = Field(0, ge=0, le=256)
+    batch_size: int = Field(64, ge=1, le=4096)
+    max_answer_tokens: int = Field(256, ge=8, le=8192)
+    max_prompt_tokens: int = Field(1280, ge=128, le=131_072)
+    temperature: float = Field(0.0, ge=0, le=2)
+    repetition_penalty: float = Field(1.1, ge=1, le=2)
+    seed: int = 0
+    timeout_s: float = Field(60.0, gt=0)
+    chunks_per_file: int = Field(1, ge=1, le=10)
+    attribute_uncited: bool = True
+    session_ttl_s: float = Field(3600.0, gt=0)
+    max_sessions: int = Field(1000, ge=1)
+    analysis: bool = True
+    analysis_input_tokens: int = Field(384, ge=32, le=8192)
+    analysis_max_tokens: int = Field(128, ge=8, le=1024)
+    analysis_timeout_s: float = Field(120.0, gt=0)
+    analysis_retry_s: float = Field(30.0, gt=0)
+
+
 INGEST_ENV = "FOLDERMIND_INGEST"
 """Environment variable that carries the [ingest] table (JSON) to every worker."""
 
 
 SEARCH_ENV = "FOLDERMIND_SEARCH"
 MCP_ENV = "FOLDERMIND_MCP"
+LLM_ENV = "FOLDERMIND_LLM"
 
 
 def ingest_from_env() -> IngestPolicy:
@@ -111,6 +135,10 @@ def search_from_env() -> SearchPolicy:
 
 def mcp_from_env() -> McpPolicy:
     return McpPolicy.model_validate_json(os.environ.get(MCP_ENV) or "{}")
+
+
+def llm_from_env() -> LlmPolicy:
+    return LlmPolicy.model_validate_json(os.environ.get(LLM_ENV) or "{}")
 
 
 class WorkerSpec(_Strict):
@@ -129,6 +157,7 @@ class SupervisorConfig(_Strict):
     ingest: IngestPolicy = IngestPolicy()
     search: SearchPolicy = SearchPolicy()
     mcp: McpPolicy = McpPolicy()
+    llm: LlmPolicy = LlmPolicy()
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)
 
     def restart_policy_for(self, worker: str) -> RestartPolicy:
@@ -144,6 +173,7 @@ class SupervisorConfig(_Strict):
             INGEST_ENV: self.ingest.model_dump_json(),
             SEARCH_ENV: self.search.model_dump_json(),
             MCP_ENV: self.mcp.model_dump_json(),
+            LLM_ENV: self.llm.model_dump_json(),
             "FOLDERMIND_PARSER_MEMORY_MB": str(self.ingest.parser_memory_mb),
         }
         if self.ingest.embed_model_dir:

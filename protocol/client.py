@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -81,8 +81,10 @@ class BusClient:
         reply_type: type[T],
         buffers: Sequence[frames.Buffer] = (),
         timeout: float = 30.0,
+        on_partial: Callable[[Message], None] | None = None,
     ) -> Reply[T]:
-        """Send ``msg`` to service/worker ``to`` and wait for its final reply.
+        """Send ``msg`` to service/worker ``to`` and wait for its final reply; ``partial`` replies on the
+        way go to ``on_partial`` (their decoded body), or are skipped.
 
         The broker answers by the deadline at the latest (``deadline_exceeded``); the extra second
         of local patience only covers a kernel that is not there at all.
@@ -91,8 +93,12 @@ class BusClient:
         give_up = time.monotonic() + timeout + 1.0
         while True:
             packet = self.receive(give_up - time.monotonic())
-            if packet.env.cid != env.id or packet.env.status == "partial":
+            if packet.env.cid != env.id:
                 continue  # a late reply to an earlier, abandoned request
+            if packet.env.status == "partial":
+                if on_partial is not None:
+                    on_partial(packet.body())
+                continue
             return self._unwrap(packet, reply_type)
 
     @staticmethod

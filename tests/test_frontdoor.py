@@ -81,6 +81,7 @@ def structured(result: CallToolResult) -> dict[str, Any]:
 
 TOOLS = {
     "search_documents",
+    "chat_with_documents",
     "list_smart_folders",
     "get_document_summary",
     "read_document",
@@ -187,8 +188,10 @@ def test_list_read_similar_status_summary(served: Any) -> None:
     assert status["recent_failures"][0]["error"]
     assert status["embedding"]["dim"] == 384
     assert status["folders"][0]["files_indexed"] == 3
-    summary = mc.call(url, token, "get_document_summary", {"file_path": guide})
-    assert mc.error_code(summary) == "FILE_NOT_ANALYZED"
+    summary = structured(mc.call(url, token, "get_document_summary", {"file_path": guide}))
+    assert summary["file_path"] == guide and summary["type"] and summary["analyzed_at"].endswith("Z")
+    unanalyzed = mc.call(url, token, "get_document_summary", {"file_path": broken})
+    assert mc.error_code(unanalyzed) == "FILE_NOT_ANALYZED"
 
 
 def test_every_invalid_path_is_refused(served: Any) -> None:
@@ -263,6 +266,13 @@ def test_mcp_inspector_cli(served: Any) -> None:
     args = ["--method", "tools/call", "--tool-name", "read_document", "--tool-arg", "file_path=relative/x"]
     refused = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
     assert json.loads(json.loads(refused.stdout)["content"][0]["text"])["code"] == "INVALID_PATH", refused.stdout
+    # Grounded chat: the Inspector checks structuredContent against the tool's output schema.
+    args = ["--method", "tools/call", "--tool-name", "chat_with_documents", "--tool-arg", "query=What do foxes do?"]
+    answered = subprocess.run([*base, *args], capture_output=True, text=True, timeout=180)
+    assert answered.returncode == 0, answered.stderr
+    chat = json.loads(answered.stdout)
+    assert not chat.get("isError"), chat
+    assert chat["structuredContent"]["answer"] and chat["structuredContent"]["session_id"].startswith("mcp-")
     # The Inspector launching the stdio bridge, as a stdio-only client would.
     k = served[0]
     bridge = [inspector, "--cli", sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root), "mcp"]

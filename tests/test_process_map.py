@@ -40,7 +40,7 @@ def test_status_json_has_the_spec_shape_and_every_worker_answers(kernel: Running
         assert w["state"] == "RUNNING" and w["restarts"] == 0 and w["in_flight"] == 0
         assert psutil.Process(w["pid"]).ppid() == kernel.kernel_pid
         # supervisor.toml's `nice`: parsers yield the CPU to the embedder.
-        assert psutil.Process(w["pid"]).nice() == (10 if w["service"] == "parser" else 0)
+        assert psutil.Process(w["pid"]).nice() == {"parser": 10, "llm": 5}.get(w["service"], 0)
         assert w["rss_bytes"] > 1_000_000
     assert {"url", "port", "state"} <= set(data["mcp"])
     assert data["folders"] == []

@@ -402,8 +402,10 @@ def test_find_similar_uses_stored_vectors_one_hit_per_document(world: World) -> 
     assert world.error(SimilarRequest(str(world.outside)), SimilarReply).code == "invalid_path"
 
 
-def test_summary_is_not_analyzed_yet_but_paths_are_checked_first(world: World) -> None:
-    err = world.error(SummaryRequest(str(world.docs / "notes.txt")), SummaryReply)
+def test_summary_of_an_indexed_file_failed_files_have_none_and_paths_are_checked_first(world: World) -> None:
+    reply = world.call(SummaryRequest(str(world.docs / "notes.txt")), SummaryReply)
+    assert reply.analysis["file_path"] == str(world.docs / "notes.txt") and reply.analysis["category"] == "docs"
+    err = world.error(SummaryRequest(str(world.docs / "broken.pdf")), SummaryReply)
     assert err.code == "file_not_analyzed" and "hint:" in err.info.message
     for bad in (str(world.outside), str(world.docs / "escape.txt"), "notes.txt", "/etc/passwd"):
         assert world.error(SummaryRequest(bad), SummaryReply).code == "invalid_path", bad

@@ -115,6 +115,12 @@ class Request:
     env: Envelope
     body: Message
     buffers: list[Any]
+    send_partial: Callable[[Message], None] | None = None
+
+    def partial(self, msg: Message) -> None:
+        """Send ``msg`` to the caller now, as a ``partial`` reply; the handler's result still ends the job."""
+        if self.send_partial is not None:
+            self.send_partial(msg)
 
 
 class JobError(Exception):
@@ -331,7 +337,7 @@ class _Runner:
         try:
             if env.kind in _DELAYS:
                 time.sleep(_DELAYS[env.kind])
-            result = handler(Request(env, body, packet.buffers))
+            result = handler(Request(env, body, packet.buffers, lambda msg: self._send_partial(env, msg)))
         except JobError as exc:
             self._reply_error(env, exc.info)
             return
@@ -346,6 +352,11 @@ class _Runner:
         reply = env.reply(self.ctx.name)
         reply.kind = msg.KIND
         frames.send(self.sock, reply, msg, buffers)
+
+    def _send_partial(self, env: Envelope, msg: Message) -> None:
+        reply = env.reply(self.ctx.name, status="partial")
+        reply.kind = msg.KIND
+        frames.send(self.sock, reply, msg)
 
     def _reply_error(self, env: Envelope, info: ErrorInfo) -> None:
         frames.send(self.sock, env.reply(self.ctx.name, status="error", error=info), {})

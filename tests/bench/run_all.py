@@ -22,7 +22,7 @@ from tests.bench.transports import REPO
 REPORT = REPO / "docs" / "benchmarks.md"
 INGEST_REPORT = REPORT.parent / "benchmarks-ingest.md"
 MCP_REPORT = REPORT.parent / "benchmarks-mcp.md"
-TAIL_HEADINGS = ("## Ingestion", "## Search and MCP")
+TAIL_HEADINGS = ("## Ingestion", "## Search and MCP", "## Local model: chat and analysis")
 
 
 def say(line: str) -> None:
@@ -43,7 +43,9 @@ def tail() -> str:
         text += f"[{MCP_REPORT.name}]({MCP_REPORT.name}), written by `python -m tests.bench.search`; the full\n"
         text += "figures, the method and the machine's load are there.\n\n"
         text += summary + "\n"
-    return text
+    from tests.bench import llm  # imported here: it imports this module
+
+    return text + llm.overview_section()
 
 
 def refresh_tail() -> None:

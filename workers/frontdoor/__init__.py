@@ -16,7 +16,7 @@ import os
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from foldermind.kernel.config import mcp_from_env
+from foldermind.kernel.config import llm_from_env, mcp_from_env
 from foldermind.kernel.home import Home
 from foldermind.kernel.token_store import TokenPersistError, TokenStore
 from foldermind.protocol.messages import McpInfoReply, McpInfoRequest, TokenRotateReply, TokenRotateRequest
@@ -63,7 +63,7 @@ class FrontdoorWorker(Worker):
         self.port = sock.getsockname()[1]
         host = f"[{self.policy.host}]" if ":" in self.policy.host else self.policy.host
         self.url = f"http://{host}:{self.port}{self.policy.path}"
-        self.server = build_server(self.bus, self.policy, _version())
+        self.server = build_server(self.bus, self.policy, _version(), llm_from_env())
         self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current)
         self.http = HttpServer(self.guard, sock)
         self.http.start()

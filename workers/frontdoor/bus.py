@@ -8,8 +8,9 @@ the broker answers by it at the latest, so no call can hang.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 import anyio.to_thread
@@ -53,11 +54,24 @@ class Bus:
         return client
 
     def call_sync(
-        self, to: str, msg: Message, reply_type: type[T], timeout: float | None = None
+        self,
+        to: str,
+        msg: Message,
+        reply_type: type[T],
+        timeout: float | None = None,
+        codes: Mapping[str, str] | None = None,
+        on_partial: Callable[[Message], None] | None = None,
     ) -> tuple[T, Sequence[frames.Buffer]]:
+        """``codes`` maps a remote error code to the tool code the client sees (instead of the default:
+        bus failures -> SERVICE_UNAVAILABLE, a worker's own code -> upper case)."""
         try:
-            reply = self._client().request(to, msg, reply_type, timeout=timeout or self.deadline_s)
+            reply = self._client().request(
+                to, msg, reply_type, timeout=timeout or self.deadline_s, on_partial=on_partial
+            )
         except RemoteError as exc:
+            mapped = (codes or {}).get(exc.code)
+            if mapped:
+                raise ToolFailure(mapped, exc.info.message) from None
             if exc.code in UNAVAILABLE:
                 raise ToolFailure(
                     "SERVICE_UNAVAILABLE", f"the {to} worker is unavailable ({exc.code}); retry shortly"
@@ -70,8 +84,18 @@ class Bus:
             raise ToolFailure("SERVICE_UNAVAILABLE", f"the {to} worker is unavailable ({type(exc).__name__})") from None
         return reply.body, reply.buffers
 
-    async def call(self, to: str, msg: Message, reply_type: type[T], timeout: float | None = None) -> T:
-        body, _ = await anyio.to_thread.run_sync(self.call_sync, to, msg, reply_type, timeout)
+    async def call(
+        self,
+        to: str,
+        msg: Message,
+        reply_type: type[T],
+        timeout: float | None = None,
+        codes: Mapping[str, str] | None = None,
+        on_partial: Callable[[Message], None] | None = None,
+    ) -> T:
+        body, _ = await anyio.to_thread.run_sync(
+            functools.partial(self.call_sync, to, msg, reply_type, timeout, codes, on_partial)
+        )
         return body
 
     def _drop_client(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,3 +175,19 @@ class KeywordIndex:
     @property
     def num_docs(self) -> int:
         return int(self.index.searcher().num_docs)
+
+    def term_stats(self) -> tuple[Callable[[str], int], int]:
+        """``(doc_freq, total)`` for IDF, from one snapshot of the committed index: ``doc_freq(word)`` is
+        the number of chunks whose ``text`` holds the word's indexed term, ``total`` the number of chunks.
+
+        Read-only and safe beside searches: like :meth:`search` it takes a searcher of its own, an
+        immutable view that a concurrent commit or reload does not change. ``Searcher.doc_freq`` looks a
+        term up as given, so the word goes through the index's analysis (lower case, English stem)
+        first. It counts chunks deleted since the last merge too: a caller should cap it at ``total``.
+        """
+        searcher = self.index.searcher()
+
+        def doc_freq(word: str) -> int:
+            return max((int(searcher.doc_freq("text", term)) for term in stems(word)), default=0)
+
+        return doc_freq, int(searcher.num_docs)

@@ -43,7 +43,10 @@ MAX_PATH_CHARS = 4096
 MAX_READ_CHARS = 100_000
 MAX_SIMILAR = 50
 MAX_FAILURES = 200
-NOT_ANALYZED_HINT = "hint: analysis runs after indexing; it arrives with the LLM worker"
+NOT_ANALYZED_HINT = (
+    "hint: a file is analyzed right after it is indexed; wait until indexing is done, "
+    "or look for a failure in index_status"
+)
 
 
 class DocumentService:

@@ -10,23 +10,28 @@ quarantined as failed with its reason.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import zmq
 
-from foldermind.kernel.config import IngestPolicy
+from foldermind.kernel.config import IngestPolicy, llm_from_env
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
+from foldermind.workers.indexer.analysis import MAX_CHARS, analyze
 from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.store import Document, Store
+from foldermind.workers.indexer.enrich import Enricher
+from foldermind.workers.indexer.extracted import rebuild
+from foldermind.workers.indexer.store import ChunkPos, Document, Store
 from foldermind.workers.indexer.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer.pipeline")
@@ -91,6 +96,7 @@ class Pipeline(threading.Thread):
         self.embed_error: str | None = None
         self.embed_model: str | None = store.get_meta("embed_model") or None
         self.errors = 0
+        self.enricher = Enricher(store, llm_from_env())
 
     def wake(self) -> None:
         """Tell the thread there is work (new pending files, or journal entries to apply)."""
@@ -120,12 +126,14 @@ class Pipeline(threading.Thread):
                     self._apply_journal()
                     self._fill(client)
                     self._fill_embeds(client)
+                    self.enricher.fill(client, idle=self._idle())
                     self._maybe_save()
                 except Exception:
                     self.errors += 1
                     log.exception("ingest step failed; retrying shortly")
                     time.sleep(1.0)
-                timeout = 1000 if self._inflight or self._embeds or self.vectors.dirty else 5000
+                busy = self._inflight or self._embeds or self.vectors.dirty or self.enricher.inflight
+                timeout = 1000 if busy else 5000
                 if self._journal_dirty:
                     timeout = min(timeout, max(1, int((self._next_commit - time.monotonic()) * 1000) + 1))
                 events = dict(poller.poll(timeout))
@@ -139,6 +147,14 @@ class Pipeline(threading.Thread):
             client.close()
             self._wake_recv.close(0)
             self._save_vectors()
+
+    def _idle(self) -> bool:
+        """Nothing to parse or embed: only then may the model's analysis run (it never delays indexing)."""
+        if self._inflight or self._embeds or self._embed_backlog:
+            return False
+        if self.embed_error is None and self.store.unembedded(1, set()):
+            return False
+        return not self.store.pending(1)
 
     def _fill(self, client: BusClient) -> None:
         room = self.policy.parse_window - len(self._inflight)
@@ -196,6 +212,9 @@ class Pipeline(threading.Thread):
             if packet.env.cid in self._embeds:
                 self._embedded(self._embeds.pop(packet.env.cid), packet)
                 continue
+            if self.enricher.owns(packet.env.cid):
+                self.enricher.answered(packet)
+                continue
             job = self._inflight.pop(packet.env.cid, None)
             if job is None:
                 continue
@@ -233,6 +252,38 @@ class Pipeline(threading.Thread):
             changed_meanwhile = (st.st_size, st.st_mtime_ns) != (job.size, job.mtime_ns)
         except OSError:
             changed_meanwhile = True  # gone: the watcher's delete event follows
+        chunks = [dict(c) for c in reply.chunks]
+        # The deterministic analysis, made before the transaction (which holds the write lock). It never
+        # fails indexing: on any error the document is indexed without one.
+        fields: dict[str, Any] | None = None
+        try:
+            folder = self.store.find_folder(job.doc.folder_id)
+            # A section's chunks overlap: rebuilt into the extracted text, no word counts twice.
+            head = [
+                ChunkPos(c["ordinal"], c["text"], c["char_start"], c["line_start"], c["line_end"])
+                for c in reply.chunks
+                if c["char_start"] < MAX_CHARS
+            ]
+            doc_freq, total = self.bm25.term_stats()
+            fields = analyze(
+                path=job.doc.path,
+                fmt=reply.format,
+                title=reply.title,
+                texts=[rebuild(head, head[0].char_start, head[0].line_start)] if head else [],
+                folder_name=folder.name,
+                mtime=job.mtime_ns / 1e9,
+                doc_freq=doc_freq,
+                total_docs=total,
+            )
+            json.dumps(fields)  # refused here rather than inside the transaction that indexes the document
+        except Exception as exc:
+            fields = None
+            # Where it broke, never the message: an exception's text can quote the document.
+            frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+            where = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
+            log.warning(
+                "analysis of document %d failed (%s%s); indexed without one", job.doc.id, type(exc).__name__, where
+            )
         with self.store.tx() as db:
             self.store.write_document(
                 db,
@@ -243,8 +294,11 @@ class Pipeline(threading.Thread):
                 reply.format,
                 reply.title,
                 reply.pages,
-                [dict(c) for c in reply.chunks],
+                chunks,
             )
+            if fields is not None:
+                # Same transaction: the analysis always describes the content just indexed.
+                self.store.write_analysis(db, job.doc.id, job.doc.path, fields)
         self._journal_dirty = True
         if changed_meanwhile:
             self.store.requeue(job.doc.id)  # a change arrived during the parse: index the newer content

@@ -91,7 +91,7 @@ class SearchService:
             else:
                 ranked = keyword
         with _timed(timings, "rows"):
-            results = self._hits(ranked, query, scope, top_k)
+            results = self._hits(ranked, query, scope, top_k, bool(body.with_text))
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
 
     # ---------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ class SearchService:
             return None, "no document of this folder is embedded yet"
         return self.encoder.encode(query, self.vectors.ndim, self.store.get_meta("embed_model") or None)
 
-    def _hits(self, ranked: Ranking, query: str, scope: str | None, top_k: int) -> list[SearchHit]:
+    def _hits(self, ranked: Ranking, query: str, scope: str | None, top_k: int, with_text: bool) -> list[SearchHit]:
         results: list[SearchHit] = []
         window = top_k * 2 + 8  # a little more than asked: some may be gone since the last index commit
         for start in range(0, len(ranked), window):
@@ -135,7 +135,10 @@ class SearchService:
                 row = rows.get(chunk_id)
                 if row is None or (scope and row["folder_id"] != scope):
                     continue  # deleted after the last index commit, or moved out of the asked folder
-                results.append(hit_from_row(row, score, snippet(row["text"], query)))
+                hit = hit_from_row(row, score, snippet(row["text"], query))
+                if with_text:
+                    hit["text"] = row["text"]
+                results.append(hit)
                 if len(results) == top_k:
                     return results
         return results

@@ -71,13 +71,15 @@ CREATE TABLE IF NOT EXISTS journal (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- The document analysis (summary, category, keywords, ...) that get_document_summary returns. The
--- LLM worker fills it (a later issue); reading it is a plain lookup, by the current path or by the
--- path the file had when it was analyzed.
+-- ingest thread writes its deterministic half with the document's chunks (same transaction); the LLM
+-- worker enriches it later. Reading it is a plain lookup, by the current path or by the path the
+-- file had when it was analyzed.
 CREATE TABLE IF NOT EXISTS analysis (
     doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
     analyzed_path TEXT NOT NULL,
     analyzed_at REAL NOT NULL,
-    fields TEXT NOT NULL                      -- JSON object
+    fields TEXT NOT NULL,                     -- JSON object
+    enriched INTEGER NOT NULL DEFAULT 0       -- LLM enrichment: 0 waiting, 1 done, 2 gave up
 );
 CREATE INDEX IF NOT EXISTS analysis_path ON analysis(analyzed_path);
 -- Vectors to take out of the usearch file (their chunks are gone); emptied once a save covers it.
@@ -142,6 +144,17 @@ class Store:
         self.path = path
         self._local = threading.local()
         self.db.executescript(SCHEMA)  # (executescript commits by itself)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a database made by an older version up to :data:`SCHEMA` (CREATE IF NOT EXISTS
+        leaves existing tables as they were)."""
+        with self.tx() as db:  # re-checked under the write lock: two openers never add a column twice
+            columns = {str(r["name"]) for r in db.execute("PRAGMA table_info(analysis)")}
+            if "enriched" not in columns:
+                db.execute("ALTER TABLE analysis ADD COLUMN enriched INTEGER NOT NULL DEFAULT 0")
+            # Here, not in SCHEMA: on an old database the column it covers does not exist before this.
+            db.execute("CREATE INDEX IF NOT EXISTS analysis_enrich ON analysis(enriched, analyzed_at)")
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -272,6 +285,7 @@ class Store:
         row = db.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
         if row:
             db.execute("DELETE FROM chunks WHERE doc_id = ?", (row[0],))
+            db.execute("DELETE FROM analysis WHERE doc_id = ?", (row[0],))  # it described content no longer indexed
             db.execute("INSERT INTO journal(doc_id) VALUES(?)", (row[0],))
         db.execute(
             "INSERT INTO documents(folder_id, path, original_path, status, error, chunks, updated_at) "
@@ -315,6 +329,9 @@ class Store:
     def set_failed(self, doc_id: int, error: str) -> None:
         with self.tx() as db:
             db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+            # A file that now fails (edited into something unreadable, grown too large) must not keep
+            # serving the analysis of its earlier content: FILE_NOT_ANALYZED, and index_status says why.
+            db.execute("DELETE FROM analysis WHERE doc_id = ?", (doc_id,))
             db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
             db.execute(
                 "UPDATE documents SET status = 'failed', error = ?, chunks = 0, sha256 = NULL, format = NULL, "
@@ -374,6 +391,50 @@ class Store:
         )
         db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
         return ids
+
+    # ---------------------------------------------------------------------------------------
+    # analysis (get_document_summary)
+
+    def write_analysis(self, db: sqlite3.Connection, doc_id: int, path: str, fields: dict[str, Any]) -> None:
+        """Store a fresh deterministic analysis of the document now at ``path``, waiting for the LLM.
+        Call it in the transaction that writes the document's chunks, so the two always match."""
+        db.execute(
+            "INSERT INTO analysis(doc_id, analyzed_path, analyzed_at, fields, enriched) VALUES(?, ?, ?, ?, 0) "
+            "ON CONFLICT(doc_id) DO UPDATE SET analyzed_path = excluded.analyzed_path, "
+            "analyzed_at = excluded.analyzed_at, fields = excluded.fields, enriched = 0",
+            (doc_id, path, time.time(), json.dumps(fields, ensure_ascii=False)),
+        )
+
+    def pending_enrichment(self, limit: int) -> list[tuple[int, str, dict[str, Any], float]]:
+        """(doc_id, current path, fields, analyzed_at) of indexed documents whose analysis waits for the
+        LLM, oldest first. Pass analyzed_at back to :meth:`enrich_analysis` so a re-analysis meanwhile wins."""
+        rows = self.db.execute(
+            "SELECT a.doc_id, d.path, a.fields, a.analyzed_at FROM analysis a JOIN documents d ON d.id = a.doc_id "
+            "WHERE a.enriched = 0 AND d.status = 'indexed' ORDER BY a.analyzed_at, a.doc_id LIMIT ?",
+            (limit,),
+        )
+        return [(int(r[0]), str(r[1]), json.loads(r[2]), float(r[3])) for r in rows]
+
+    def enrich_analysis(
+        self, doc_id: int, updates: dict[str, Any], state: int, *, analyzed_at: float | None = None
+    ) -> bool:
+        """Merge ``updates`` into the document's analysis and set its enrichment ``state`` (1 done, 2 gave
+        up; 0 to retry). False, changing nothing, when the row is gone, or when ``analyzed_at`` is given
+        and the row no longer has it: the file was re-analyzed meanwhile, the updates describe old content."""
+        if state not in (0, 1, 2):
+            raise ValueError(f"enrichment state must be 0, 1 or 2, not {state!r}")
+        # analyzed_at and file_path are columns that Store.analysis adds, never fields.
+        extra = {k: v for k, v in updates.items() if k not in ("analyzed_at", "file_path")}
+        with self.tx() as db:
+            row = db.execute("SELECT fields, analyzed_at FROM analysis WHERE doc_id = ?", (doc_id,)).fetchone()
+            if row is None or (analyzed_at is not None and row[1] != analyzed_at):
+                return False
+            fields: dict[str, Any] = {**json.loads(row[0]), **extra}
+            db.execute(
+                "UPDATE analysis SET fields = ?, enriched = ?, analyzed_at = ? WHERE doc_id = ?",
+                (json.dumps(fields, ensure_ascii=False), state, time.time(), doc_id),
+            )
+        return True
 
     # ---------------------------------------------------------------------------------------
     # journal (Tantivy replay)

@@ -1,0 +1,119 @@
+"""The model's part of document analysis, driven from the ingest thread.
+
+Every indexed document gets its deterministic analysis (:mod:`.analysis`) in the transaction that
+stores its chunks. This adds the summary and named entities written by the llm worker: one
+``llm.analyze`` request at a time, sent only while the ingest queue is idle (nothing to parse, nothing to
+embed), so analysis never delays indexing and never queues more than one job in front of a chat. While
+the model is not ready it retries every ``[llm] analysis_retry_s``; a document whose analysis twice
+costs the llm worker its life (or that the model cannot take) is marked given-up and keeps its
+deterministic analysis.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from foldermind.kernel.config import LlmPolicy
+from foldermind.protocol import frames
+from foldermind.protocol.client import BusClient
+from foldermind.protocol.errors import ErrorCode, ErrorInfo
+from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest
+from foldermind.workers.indexer.store import Store
+
+log = logging.getLogger("foldermind.indexer.enrich")
+
+DONE, GAVE_UP = 1, 2
+LEAD_CHARS = 4000
+"""Leading text sent per document: the worker cuts it further, by tokens."""
+
+_WAIT = {ErrorCode.SERVICE_UNAVAILABLE, ErrorCode.SHUTTING_DOWN, "model_not_ready"}
+_RETRY = {ErrorCode.WORKER_LOST, ErrorCode.DEADLINE_EXCEEDED}
+
+
+class Enricher:
+    def __init__(self, store: Store, policy: LlmPolicy) -> None:
+        self.store, self.policy = store, policy
+        self.inflight: str | None = None
+        self.doc_id = 0
+        self.fields: dict[str, Any] = {}
+        self.analyzed_at = 0.0
+        self.retry_at = 0.0
+        self.attempts: dict[int, int] = {}
+        self.done = 0
+        self.waiting_reason: str | None = None
+
+    def fill(self, client: BusClient, idle: bool) -> None:
+        if not self.policy.analysis or self.inflight is not None or not idle or time.monotonic() < self.retry_at:
+            return
+        pending = self.store.pending_enrichment(1)
+        if not pending:
+            return
+        doc_id, path, fields, analyzed_at = pending[0]
+        text = self.lead_text(doc_id)
+        if not text.strip():
+            self.store.enrich_analysis(doc_id, {}, DONE)  # nothing to summarise beyond what is stored
+            return
+        request = AnalyzeRequest(file_name=os.path.basename(path), text=text)
+        env = client.send("llm", request, timeout=self.policy.analysis_timeout_s)
+        self.inflight, self.doc_id, self.fields, self.analyzed_at = env.id, doc_id, fields, analyzed_at
+
+    def lead_text(self, doc_id: int) -> str:
+        rows = self.store.db.execute(
+            "SELECT text, char_start, char_end FROM chunks WHERE doc_id = ? ORDER BY ordinal LIMIT 8", (doc_id,)
+        ).fetchall()
+        parts: list[str] = []
+        end = 0
+        size = 0
+        for text, start, stop in rows:
+            skip = max(0, end - start)  # chunks overlap: send each character once
+            parts.append(text[skip:] if skip < len(text) else "")
+            end = max(end, stop)
+            size += len(parts[-1])
+            if size >= LEAD_CHARS:
+                break
+        return "".join(parts)[:LEAD_CHARS]
+
+    def owns(self, cid: str) -> bool:
+        return cid == self.inflight
+
+    def answered(self, packet: frames.Packet) -> None:
+        doc_id = self.doc_id
+        self.inflight = None
+        if packet.env.status == "error":
+            self._failed(doc_id, packet.env.error or ErrorInfo(ErrorCode.INTERNAL, "error without detail"))
+            return
+        body = packet.body()
+        assert isinstance(body, AnalyzeReply)
+        self.waiting_reason = None
+        row = self.fields
+        updates: dict[str, object] = {"summary_model": body.model}
+        if body.summary:
+            updates["summary"] = body.summary
+        if body.entities:
+            known = [e for e in row.get("key_entities", []) if e.lower() not in {x.lower() for x in body.entities}]
+            updates["key_entities"] = (list(body.entities) + known)[:8]
+            updates["entity"] = body.entities[0]
+        confidence = row.get("confidence")
+        if isinstance(confidence, int) and body.summary:
+            updates["confidence"] = min(100, confidence + 20)
+        # Refused when the file was re-analysed meanwhile: the fresh analysis waits for its own turn.
+        if self.store.enrich_analysis(doc_id, updates, DONE, analyzed_at=self.analyzed_at):
+            self.done += 1
+
+    def _failed(self, doc_id: int, error: ErrorInfo) -> None:
+        if error.code in _WAIT:
+            # No model to ask now: the document stays waiting, nothing is lost.
+            self.waiting_reason = error.message
+            self.retry_at = time.monotonic() + self.policy.analysis_retry_s
+            return
+        if error.code in _RETRY:
+            self.attempts[doc_id] = self.attempts.get(doc_id, 0) + 1
+            if self.attempts[doc_id] < 2:
+                self.retry_at = time.monotonic() + 1.0
+                return
+        log.warning("document %d keeps its deterministic analysis: %s", doc_id, error.code)
+        self.attempts.pop(doc_id, None)
+        self.store.enrich_analysis(doc_id, {}, GAVE_UP)

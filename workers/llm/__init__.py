@@ -1,0 +1,208 @@
+"""The llm worker: local generation for grounded chat (``llm.chat``) and document analysis
+(``llm.analyze``).
+
+The model loads on a background thread after READY (the converted copy for ctransformers is made
+once, on the first start); until then, or when it cannot load, requests fail with ``MODEL_NOT_READY``
+and the reason, and ``foldermind status`` shows the state on this worker's line. Generation runs on
+the serving thread, one job at a time: a chat streams ``llm.chat.partial`` replies and stops at its
+deadline; a generation stuck inside the native library is the broker's to end (a worker that overruns a
+job's deadline is replaced).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from foldermind.kernel.config import LlmPolicy, llm_from_env
+from foldermind.kernel.home import Home
+from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, ChatPartial, ChatReply, ChatRequest
+from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.llm import citations, prompt
+from foldermind.workers.llm.backends import Backend, ContextOverflow, Generation, GenParams, fault_hang, load_backend
+from foldermind.workers.llm.model_file import ModelFileError, resolve
+
+log = logging.getLogger("foldermind.llm")
+
+ROLE = "Local generation for grounded chat and document analysis."
+
+PARTIAL_EVERY_S = 0.1
+"""Streamed text is batched this long: a partial per token would cost more than the token."""
+
+
+class LlmWorker(Worker):
+    def __init__(self, ctx: WorkerContext) -> None:
+        super().__init__(ctx)
+        self.policy: LlmPolicy = llm_from_env()
+        self.cache_dir = Home.resolve(ctx.home or None).data_dir / "models"
+        self.backend: Backend | None = None
+        self.state = "loading"
+        self.reason = ""
+        self.model_path = ""
+        self.load_s = 0.0
+        self.status_note = f"loading ({self.policy.backend})"
+        self.threads = self.policy.threads or max(1, (os.cpu_count() or 2) // 2)
+
+    def setup(self) -> None:
+        threading.Thread(target=self._load, name="model-load", daemon=True).start()
+
+    def _load(self) -> None:
+        started = time.monotonic()
+        try:
+            path = resolve(self.policy.model_path)
+            self.model_path = str(path)
+            backend = load_backend(
+                self.policy.backend,
+                path,
+                self.cache_dir,
+                self.policy.context_length,
+                self.threads,
+                self.policy.batch_size,
+                self.policy.seed,
+            )
+        except ModelFileError as exc:
+            self.reason = str(exc)
+            self.state = "failed"
+            self.status_note = f"model failed: {self.reason}"[:300]
+            log.error("model not loaded: %s", self.reason)
+            return
+        except Exception as exc:  # a backend's own surprise: the worker stays up and says why
+            self.reason = f"{type(exc).__name__}: {exc}"[:300]
+            self.state = "failed"
+            self.status_note = f"model failed: {self.reason}"
+            log.exception("model not loaded")
+            return
+        self.load_s = time.monotonic() - started
+        self.backend = backend
+        self.state = "ready"
+        self.status_note = f"{backend.model.name} ({backend.NAME}, ctx {backend.context_length}): ready"
+        log.info("model %s ready on %s in %.1f s", backend.model.name, backend.NAME, self.load_s)
+
+    def details(self) -> dict[str, Any]:
+        model = self.backend.model if self.backend else None
+        return {
+            "role": ROLE,
+            "state": self.state,
+            "reason": self.reason,
+            "backend": self.policy.backend,
+            "model": model.name if model else "",
+            "model_path": self.model_path,
+            "architecture": model.architecture if model else "",
+            "context_length": self.backend.context_length if self.backend else 0,
+            "load_s": round(self.load_s, 2),
+            "threads": self.threads,
+        }
+
+    def handlers(self) -> dict[str, Handler]:
+        return {**super().handlers(), ChatRequest.KIND: self.on_chat, AnalyzeRequest.KIND: self.on_analyze}
+
+    def _ready(self) -> Backend:
+        if self.backend is None:
+            if self.state == "loading":
+                raise JobError("model_not_ready", "the local model is still loading; retry shortly", retryable=True)
+            raise JobError("model_not_ready", f"the local model could not be loaded: {self.reason}")
+        return self.backend
+
+    def _params(self, max_tokens: int) -> GenParams:
+        p = self.policy
+        return GenParams(
+            max_tokens=max_tokens,
+            stop=("<|im_end|>", "<|endoftext|>", "</s>", "\nUser:", "\nQuestion:"),
+            temperature=p.temperature,
+            repetition_penalty=p.repetition_penalty,
+            seed=p.seed,
+        )
+
+    def on_chat(self, req: Request) -> Result:
+        assert isinstance(req.body, ChatRequest)
+        body = req.body
+        backend = self._ready()
+        max_tokens = body.max_tokens or self.policy.max_answer_tokens
+        started = time.monotonic()
+        passages = [prompt.Passage(p["file_name"], p["text"]) for p in body.passages]
+        history = [(t["question"], citations.strip_markers(t["answer"])) for t in body.history]
+        try:
+            built = prompt.build_chat(
+                backend, body.question, passages, history, body.persona, max_tokens, self.policy.max_prompt_tokens
+            )
+        except prompt.PromptTooLong as exc:
+            raise JobError("prompt_too_long", str(exc)) from None
+        prompt_s = time.monotonic() - started
+        out = Generation()
+        deadline = req.env.deadline
+        pieces: list[str] = []
+        pending: list[str] = []
+        last_sent = time.monotonic()
+
+        def flush() -> None:
+            nonlocal last_sent
+            if pending and body.stream:
+                req.partial(ChatPartial("".join(pending), out.completion_tokens, max_tokens))
+            pending.clear()
+            last_sent = time.monotonic()
+
+        # Stop a little before the caller's deadline, so it hears LLM_TIMEOUT from us, not a lost worker.
+        def late() -> bool:
+            return bool(deadline) and time.time() > deadline - 0.5
+
+        try:
+            params = self._params(max_tokens)
+            params.fault_hang = fault_hang()  # a test switch; chat only, so summaries never trip it
+            for delta in backend.stream(built.tokens, params, out, cancelled=late):
+                pieces.append(delta)
+                pending.append(delta)
+                if time.monotonic() - last_sent >= PARTIAL_EVERY_S:
+                    flush()
+        except ContextOverflow as exc:
+            raise JobError("prompt_too_long", str(exc)) from None
+        flush()
+        if out.finish == "cancelled":
+            raise JobError("llm_timeout", f"no answer within the deadline ({out.completion_tokens} tokens generated)")
+        raw = citations.strip_controls("".join(pieces), backend.model.control_tokens)
+        attributed = 0
+        if self.policy.attribute_uncited:
+            raw, attributed = citations.attribute(raw, [p.text for p in passages[: built.passages_used]])
+        answer, cited = citations.resolve(raw, built.passages_used)
+        model = backend.model
+        return ChatReply(
+            answer=answer,
+            cited=cited,
+            grounded=bool(cited),
+            prompt_tokens=len(built.tokens),
+            completion_tokens=out.completion_tokens,
+            passages_used=built.passages_used,
+            finish=out.finish,
+            attributed=attributed,
+            model=model.name,
+            backend=backend.NAME,
+            timings={
+                "prompt_build_s": round(prompt_s, 4),
+                "first_token_s": round(out.first_token_s, 4),
+                "generate_s": round(out.seconds, 4),
+            },
+        )
+
+    def on_analyze(self, req: Request) -> Result:
+        assert isinstance(req.body, AnalyzeRequest)
+        backend = self._ready()
+        tokens = prompt.build_analysis(backend, req.body.file_name, req.body.text, self.policy.analysis_input_tokens)
+        out = Generation()
+        params = self._params(self.policy.analysis_max_tokens)
+        try:
+            text = "".join(backend.stream(tokens, params, out))
+        except ContextOverflow as exc:
+            raise JobError("prompt_too_long", str(exc)) from None
+        summary, entities = prompt.parse_analysis(text)
+        return AnalyzeReply(
+            summary=summary,
+            entities=entities,
+            model=backend.model.name,
+            prompt_tokens=len(tokens),
+            completion_tokens=out.completion_tokens,
+        )
+
+
+WORKER = LlmWorker
