@@ -62,6 +62,8 @@ class GenParams:
     seed: int = 0
     top_k: int = 40
     top_p: float = 0.95
+    threads: int = 0
+    """Threads for this generation; 0 = the backend's own (fixed at load for llama-cpp, which ignores it)."""
     fault_hang: bool = False
     """Set from :data:`FAULT_ENV` by the worker, for tests only: block forever after the first token."""
 
@@ -290,7 +292,8 @@ class CTransformersBackend(Backend):
         # greedy choices: the same question over the same sources would not give the same answer.
         llm._context.clear()
         llm.ctransformers_llm_reset()
-        llm.eval(tokens, batch_size=self.batch_size, threads=self.threads)
+        threads = params.threads or self.threads
+        llm.eval(tokens, batch_size=self.batch_size, threads=threads)
         while True:
             token = int(
                 llm.sample(
@@ -303,7 +306,7 @@ class CTransformersBackend(Backend):
                 )
             )
             yield token
-            llm.eval([token], batch_size=self.batch_size, threads=self.threads)
+            llm.eval([token], batch_size=self.batch_size, threads=threads)
 
     def _piece(self, token: int) -> bytes:
         if token in self.control_ids:
