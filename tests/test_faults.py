@@ -208,9 +208,9 @@ env = { FOLDERMIND_FAULT = "no_ready" }
     )
     k = RunningKernel(home_dir, config)
     try:
+        k.connect_events()  # before the start, as above: the backoff events may all come before it returns
         cli(home_dir, "start")
         k.kernel_pid = int(k.home.pid_file.read_text())
-        k.connect_events()
         w = k.wait_state("mute", "FAILED", timeout=30)
         assert "no READY within 1.5 s" in (w["last_error"] or "")
         delays = [
