@@ -11,9 +11,11 @@ deterministic analysis.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from foldermind.kernel.config import LlmPolicy
@@ -21,6 +23,7 @@ from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest
+from foldermind.workers.indexer.extracted import rebuild
 from foldermind.workers.indexer.store import Store
 
 log = logging.getLogger("foldermind.indexer.enrich")
@@ -42,11 +45,11 @@ class Enricher:
         self.analyzed_at = 0.0
         self.retry_at = 0.0
         self.attempts: dict[int, int] = {}
-        self.done = 0
-        self.waiting_reason: str | None = None
 
-    def fill(self, client: BusClient, idle: bool) -> None:
-        if not self.policy.analysis or self.inflight is not None or not idle or time.monotonic() < self.retry_at:
+    def fill(self, client: BusClient, idle: Callable[[], bool]) -> None:
+        """Send the next document's request, if analysis is on, none is in flight and ``idle()`` (asked last:
+        it queries the store) says the ingest queue is empty."""
+        if not self.policy.analysis or self.inflight is not None or time.monotonic() < self.retry_at or not idle():
             return
         pending = self.store.pending_enrichment(1)
         if not pending:
@@ -61,20 +64,14 @@ class Enricher:
         self.inflight, self.doc_id, self.fields, self.analyzed_at = env.id, doc_id, fields, analyzed_at
 
     def lead_text(self, doc_id: int) -> str:
-        rows = self.store.db.execute(
-            "SELECT text, char_start, char_end FROM chunks WHERE doc_id = ? ORDER BY ordinal LIMIT 8", (doc_id,)
-        ).fetchall()
-        parts: list[str] = []
-        end = 0
-        size = 0
-        for text, start, stop in rows:
-            skip = max(0, end - start)  # chunks overlap: send each character once
-            parts.append(text[skip:] if skip < len(text) else "")
-            end = max(end, stop)
-            size += len(parts[-1])
-            if size >= LEAD_CHARS:
-                break
-        return "".join(parts)[:LEAD_CHARS]
+        """The document's first LEAD_CHARS characters of text, rebuilt from its overlapping chunks."""
+        chunks = self.store.chunks_from(doc_id, 0)
+        first = next(chunks, None)
+        if first is None:
+            return ""
+        end = first.char_start + LEAD_CHARS
+        head = [first, *itertools.takewhile(lambda c: c.char_start < end, chunks)]
+        return rebuild(head, first.char_start, first.line_start)[:LEAD_CHARS]
 
     def owns(self, cid: str) -> bool:
         return cid == self.inflight
@@ -87,7 +84,6 @@ class Enricher:
             return
         body = packet.body()
         assert isinstance(body, AnalyzeReply)
-        self.waiting_reason = None
         row = self.fields
         updates: dict[str, object] = {"summary_model": body.model}
         if body.summary:
@@ -100,13 +96,11 @@ class Enricher:
         if isinstance(confidence, int) and body.summary:
             updates["confidence"] = min(100, confidence + 20)
         # Refused when the file was re-analysed meanwhile: the fresh analysis waits for its own turn.
-        if self.store.enrich_analysis(doc_id, updates, DONE, analyzed_at=self.analyzed_at):
-            self.done += 1
+        self.store.enrich_analysis(doc_id, updates, DONE, analyzed_at=self.analyzed_at)
 
     def _failed(self, doc_id: int, error: ErrorInfo) -> None:
         if error.code in _WAIT:
             # No model to ask now: the document stays waiting, nothing is lost.
-            self.waiting_reason = error.message
             self.retry_at = time.monotonic() + self.policy.analysis_retry_s
             return
         if error.code in _RETRY:

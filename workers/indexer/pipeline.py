@@ -126,7 +126,7 @@ class Pipeline(threading.Thread):
                     self._apply_journal()
                     self._fill(client)
                     self._fill_embeds(client)
-                    self.enricher.fill(client, idle=self._idle())
+                    self.enricher.fill(client, idle=self._idle)
                     self._maybe_save()
                 except Exception:
                     self.errors += 1

@@ -69,22 +69,22 @@ class LlmWorker(Worker):
                 self.policy.seed,
             )
         except ModelFileError as exc:
-            self.reason = str(exc)
-            self.state = "failed"
-            self.status_note = f"model failed: {self.reason}"[:300]
-            log.error("model not loaded: %s", self.reason)
+            self._failed(str(exc))
             return
         except Exception as exc:  # a backend's own surprise: the worker stays up and says why
-            self.reason = f"{type(exc).__name__}: {exc}"[:300]
-            self.state = "failed"
-            self.status_note = f"model failed: {self.reason}"
-            log.exception("model not loaded")
+            self._failed(f"{type(exc).__name__}: {exc}", traceback=True)
             return
         self.load_s = time.monotonic() - started
         self.backend = backend
         self.state = "ready"
         self.status_note = f"{backend.model.name} ({backend.NAME}, ctx {backend.context_length}): ready"
         log.info("model %s ready on %s in %.1f s", backend.model.name, backend.NAME, self.load_s)
+
+    def _failed(self, reason: str, traceback: bool = False) -> None:
+        self.reason = reason[:300]
+        self.state = "failed"
+        self.status_note = f"model failed: {self.reason}"[:300]
+        log.error("model not loaded: %s", self.reason, exc_info=traceback)
 
     def details(self) -> dict[str, Any]:
         model = self.backend.model if self.backend else None

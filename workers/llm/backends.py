@@ -87,7 +87,11 @@ class Backend(ABC):
     NAME: ClassVar[str] = ""
     model: ModelInfo
     context_length: int
-    control_ids: frozenset[int] = field(default_factory=frozenset)
+    control_ids: frozenset[int] = field(init=False, default=frozenset())
+    """The model's control tokens: generating any of them ends the turn."""
+
+    def __post_init__(self) -> None:
+        self.control_ids = frozenset(self.model.control_tokens.values())
 
     @abstractmethod
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
@@ -108,7 +112,7 @@ class Backend(ABC):
 
     @abstractmethod
     def _piece(self, token: int) -> bytes:
-        """The bytes a generated token stands for (control tokens: none)."""
+        """The bytes a generated token stands for (never asked of a control token: it ends the turn)."""
 
     def _ends_turn(self, token: int) -> bool:
         return token == self.model.eos_token_id or token in self.control_ids
@@ -223,7 +227,6 @@ class CTransformersBackend(Backend):
     """Exact byte-level BPE tokenizer of a converted model (special tokens parsed), or None."""
     bpe_plain: Any = None
     """The same without special tokens: for untrusted text."""
-    specials: dict[str, int] = field(default_factory=dict)
     batch_size: int = 64
     threads: int = 2
 
@@ -246,9 +249,7 @@ class CTransformersBackend(Backend):
         backend = cls(
             model=info,
             context_length=int(llm.context_length) or context_length,
-            control_ids=frozenset(info.control_tokens.values()),
             llm=llm,
-            specials=dict(info.control_tokens),
             batch_size=batch,
             threads=threads,
         )
@@ -266,16 +267,17 @@ class CTransformersBackend(Backend):
         if self.bpe is not None:
             tok = self.bpe if special else self.bpe_plain
             return list(tok.encode(text, add_special_tokens=False).ids)
-        if not special or not self.specials:
+        specials = self.model.control_tokens
+        if not special or not specials:
             return self._spm(text)
         # llama.cpp of 2023 never parses control-token text: split it out and insert the ids.
-        pattern = "|".join(re.escape(s) for s in sorted(self.specials, key=len, reverse=True))
+        pattern = "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True))
         out: list[int] = []
         pos = 0
         for m in re.finditer(pattern, text):
             if m.start() > pos:
                 out += self._spm(text[pos : m.start()])
-            out.append(self.specials[m.group(0)])
+            out.append(specials[m.group(0)])
             pos = m.end()
         if pos < len(text):
             out += self._spm(text[pos:])
@@ -309,8 +311,6 @@ class CTransformersBackend(Backend):
             llm.eval([token], batch_size=self.batch_size, threads=threads)
 
     def _piece(self, token: int) -> bytes:
-        if token in self.control_ids:
-            return b""
         return bytes(self.llm.detokenize([token], decode=False))
 
 
@@ -343,9 +343,7 @@ class LlamaCppBackend(Backend):
             )
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(f"llama.cpp could not load {info.path.name}: {exc}"[:300]) from None
-        return cls(
-            model=info, context_length=int(llm.n_ctx()), control_ids=frozenset(info.control_tokens.values()), llm=llm
-        )
+        return cls(model=info, context_length=int(llm.n_ctx()), llm=llm)
 
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special))
@@ -365,8 +363,6 @@ class LlamaCppBackend(Backend):
         )
 
     def _piece(self, token: int) -> bytes:
-        if token in self.control_ids:
-            return b""
         return bytes(self.llm.detokenize([token]))
 
     def close(self) -> None:

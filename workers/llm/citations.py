@@ -34,14 +34,17 @@ def resolve(answer: str, n_sources: int) -> tuple[str, list[int]]:
         return "".join(out)
 
     text = MARKER.sub(renumber, answer)
-    if text != answer:
-        text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", text))
-    return text.strip(), order
+    return (_tidy(text) if text != answer else text).strip(), order
 
 
 def strip_markers(text: str) -> str:
     """The answer without markers: what a session remembers (old numbers mean nothing in the next prompt)."""
-    return _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", MARKER.sub("", text))).strip()
+    return _tidy(MARKER.sub("", text)).strip()
+
+
+def _tidy(text: str) -> str:
+    """Spaces a removed or rewritten marker left behind: runs of them, and before punctuation."""
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", text))
 
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
@@ -78,8 +81,7 @@ def attribute(answer: str, passages: list[str], min_overlap: float = 0.6, min_wo
         sentence = m.group(0)
         out.append(answer[pos : m.start()])
         pos = m.end()
-        words = _content_words(MARKER.sub("", sentence))
-        if MARKER.search(sentence) or len(words) < min_words:
+        if MARKER.search(sentence) or len(words := _content_words(sentence)) < min_words:
             out.append(sentence)
             continue
         best = max(range(len(vocab)), key=lambda i: len(words & vocab[i]))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -214,10 +213,9 @@ def prepare_for_ctransformers(info: ModelInfo, cache_dir: Path) -> Prepared:
     key = f"{sha256_of(info.path)[:16]}-c{CONVERTER_VERSION}"
     target = cache_dir / f"{info.path.stem}-{key}.gguf"
     tokenizer_json = target.with_suffix(".tokenizer.json")
-    if target.is_file() and (tokenizer_json.is_file() or info.tokenizer_model != "gpt2"):
-        return Prepared(target, tokenizer_json if tokenizer_json.is_file() else None, converted=True)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    convert_for_ctransformers(info, target, tokenizer_json)
+    if not (target.is_file() and (tokenizer_json.is_file() or info.tokenizer_model != "gpt2")):
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        convert_for_ctransformers(info, target, tokenizer_json)
     return Prepared(target, tokenizer_json if tokenizer_json.is_file() else None, converted=True)
 
 
@@ -317,4 +315,4 @@ def _write_bpe_tokenizer(tokens: list[str], types: list[int], merges: list[str],
     tok.decoder = decoders.ByteLevel()
     specials = [t for t, kind in zip(tokens, types, strict=True) if kind in (TOKEN_CONTROL, TOKEN_USER_DEFINED)]
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
-    target.write_text(json.dumps(json.loads(tok.to_str())), encoding="utf-8")
+    target.write_text(tok.to_str(), encoding="utf-8")
