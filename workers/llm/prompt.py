@@ -4,7 +4,8 @@ The model's chat template (from its GGUF file; ChatML when it has none) is rende
 sentinel in place of each message's content, then split at the sentinels: the template's own text is
 tokenized with control tokens recognised, every message content (documents, questions, history) without,
 so a document that contains ``<|im_start|>system`` stays a run of ordinary characters and cannot open a
-turn of its own. Document text is also fenced (``<source>`` blocks whose closing tag it cannot forge) and
+turn of its own. Document text is also fenced so that it cannot forge the fence's end (chat sources between
+dash lines, :func:`fence`; an analysed document between ``<document>`` tags, :func:`fence_document`), and
 the system prompt says that it is data.
 """
 
@@ -100,7 +101,7 @@ def render(backend: Backend, messages: Sequence[tuple[str, str]]) -> list[int]:
     return tokens
 
 
-_TAG = re.compile(r"<\s*/?\s*source", re.IGNORECASE)
+_DOCUMENT_TAG = re.compile(r"<\s*/?\s*document", re.IGNORECASE)
 
 
 FENCE = "-----"
@@ -202,8 +203,16 @@ def build_analysis(backend: Backend, file_name: str, text: str, max_input_tokens
     excerpt = text
     if backend.count(excerpt) > max_input_tokens:
         excerpt = _decode_prefix(backend, text, max_input_tokens)
-    document = f'<document file="{file_name[:200]}">\n{_TAG.sub("[source", excerpt).strip()}\n</document>'
-    return render(backend, [("system", ANALYSIS_RULES), ("user", f"{document}\n\n{ANALYSIS_ASK}")])
+    return render(
+        backend, [("system", ANALYSIS_RULES), ("user", f"{fence_document(file_name, excerpt)}\n\n{ANALYSIS_ASK}")]
+    )
+
+
+def fence_document(file_name: str, text: str) -> str:
+    """The document for an analysis prompt, between tags its text cannot forge (its own ``<document`` and
+    ``</document`` become ``[document``) under a name that cannot leave the attribute."""
+    name = " ".join(file_name.replace('"', "'").split())[:200]
+    return f'<document file="{name}">\n{_DOCUMENT_TAG.sub("[document", text).strip()}\n</document>'
 
 
 def parse_analysis(text: str) -> tuple[str, list[str]]:
