@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 CODE   := kernel workers protocol
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint typecheck pytest bench bench-llm install clean
+.PHONY: run test lint typecheck pytest bench bench-llm load soak install clean
 
 # The venv is rebuilt when pyproject.toml changes. pip + venv (not uv) so that torch, when a later
 # worker needs it, resolves from the machine's local wheel cache instead of a multi-GB CUDA build.
@@ -67,6 +67,23 @@ bench: install
 LLM_ARGS ?=
 bench-llm: install
 	$(BIN)/python -m tests.bench.llm $(LLM_ARGS)
+
+# Load (issue 6; docs/reliability-load.md, ~10 min): 8 MCP clients, each its own session, mixing search,
+# summaries, reads and chat for 5 minutes while new files are indexed; errors, search latency under load
+# against idle, RSS of every process. LOAD_ARGS="--home DIR" keeps the seed index in DIR for the next run;
+# "--minutes M", "--clients N" and "--report PATH" as `python -m tests.bench.load --help` says.
+LOAD_ARGS ?=
+load: install
+	$(BIN)/python -m tests.bench.load $(LOAD_ARGS)
+
+# Crash-consistency soak (issue 6; figures in docs/reliability.md): 2500 mixed files (--short: most of one
+# chunk, so embedding does not dominate), 4 min of kill -9s of random workers and of the kernel, with edits,
+# renames and deletes in between, then the index compared with a fresh one of the final folder (~15 min on
+# an idle 2-core machine, longer on a busy one). Exits 1 on any discrepancy; tests/test_soak.py is the short one.
+# SOAK_ARGS: "--files N", "--minutes M", "--seed S", "--home DIR" (kept), "--report PATH" (+ PATH.ops.log).
+SOAK_ARGS ?= --files 2500 --minutes 4 --seed 1 --short
+soak: install
+	$(BIN)/python -m tests.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache .cache

@@ -10,6 +10,7 @@ The broker reads only envelopes; bodies and buffer frames are forwarded untouche
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import time
@@ -23,7 +24,7 @@ import zmq
 from foldermind.kernel.config import BusPolicy
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
-from foldermind.protocol.messages import Disconnect, Envelope, Heartbeat, WorkerReady
+from foldermind.protocol.messages import Disconnect, Envelope, Heartbeat, JobCancel, WorkerReady
 
 log = logging.getLogger("foldermind.broker")
 
@@ -129,7 +130,19 @@ class Broker:
                 if isinstance(env, Envelope):
                     self._refuse_oversized(sender, env, str(exc))
                 continue
-            self._dispatch(frames.identity_of(packet.route[0]), packet)
+            ident = frames.identity_of(packet.route[0])
+            try:
+                self._dispatch(ident, packet)
+            except Exception as exc:
+                # A well-framed message whose body holds the wrong types (a dict where a name goes, ...)
+                # must cost its sender a refusal, not the kernel its life (and every worker with it).
+                self.stats["dropped_bad"] += 1
+                self._bad.warn("could not handle %s from %r: %s", packet.env.kind, ident, type(exc).__name__)
+                log.debug("could not handle %s", packet.env.kind, exc_info=True)
+                if not packet.env.kind.endswith(".reply") and packet.env.status == "ok":
+                    info = ErrorInfo(ErrorCode.BAD_REQUEST, f"the kernel could not handle this {packet.env.kind}")
+                    with contextlib.suppress(Exception):
+                        self.reply_error(ident, packet.env, info)
 
     def _dispatch(self, ident: bytes, packet: frames.Packet) -> None:
         env = packet.env
@@ -148,6 +161,8 @@ class Broker:
                 self.membership.worker_gone(peer.name, peer.pid, "disconnected", kill=False)
         elif kind.endswith(".reply") or env.status == "partial":  # a partial's kind is its body's
             self._on_reply(peer, packet)
+        elif kind == JobCancel.KIND:
+            self._on_cancel(ident, packet)
         elif env.to == "kernel":
             if self.control is not None:
                 self.control(ident, packet)
@@ -227,6 +242,17 @@ class Broker:
         self._finish(job)
         self._pump(peer.service)
         self._pump(peer.name)
+
+    def _on_cancel(self, client: bytes, packet: frames.Packet) -> None:
+        job = self.jobs.get(packet.env.cid)
+        if job is None or job.done or job.client != client:
+            return  # finished already, or not this caller's job to cancel
+        if job.worker is None:
+            self.reply_error(client, job.env, ErrorInfo(ErrorCode.CANCELLED, "cancelled while queued"))
+            self._finish(job)
+            return
+        # The job socket's thread is busy with this very job; the heartbeat thread is listening.
+        frames.forward(self.sock, [job.worker.ident + HB_SUFFIX], packet)
 
     def _on_request(self, client: bytes, packet: frames.Packet) -> None:
         env = packet.env

@@ -19,7 +19,7 @@ import psutil
 
 from foldermind.kernel import __version__, logs
 from foldermind.kernel.config import ConfigError, SupervisorConfig, load
-from foldermind.kernel.home import Home, KernelLock
+from foldermind.kernel.home import Home, KernelLock, UnsafeHomeError
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError, KernelUnavailable, RemoteError
 from foldermind.protocol.messages import (
@@ -292,6 +292,11 @@ def fetch_status(home: Home) -> StatusReply | None:
         except BusError:
             status.folders = []
         return status
+
+
+def _one_line(name: str) -> str:
+    """A file name on one terminal line: control characters (a newline in a name) shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 def _fmt_bytes(n: int | None) -> str:
@@ -614,7 +619,7 @@ def search(query: str, mode: str, top_k: int, folder_id: str | None, as_json: bo
             )
             if x
         )
-        click.echo(f"{i}. {r['file_path']}  ({where})  score {r['score']:.3f}")
+        click.echo(f"{i}. {_one_line(r['file_path'])}  ({where})  score {r['score']:.3f}")
         click.echo(f"   {' '.join(r['snippet'].split())}")
     click.echo(f"{len(reply.results)} of {reply.total_matches} matches, {reply.query_ms:.1f} ms, {reply.mode_used}")
 
@@ -624,7 +629,11 @@ def main() -> None:
     from foldermind.kernel import clients
 
     clients.register(cli)
-    cli(prog_name="foldermind")
+    try:
+        cli(prog_name="foldermind")
+    except UnsafeHomeError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

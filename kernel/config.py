@@ -91,6 +91,7 @@ class McpPolicy(_Strict):
     max_response_mb: float = Field(2.0, gt=0)
     session_idle_timeout_s: float = Field(3600.0, gt=0)
     max_sessions: int = Field(100, ge=1)
+    request_timeout_s: float = Field(10.0, gt=0)
 
 
 class LlmPolicy(_Strict):

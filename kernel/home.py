@@ -10,6 +10,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import time
 import warnings
@@ -54,11 +55,19 @@ class Home:
         )
 
     def ensure(self) -> None:
-        for path in (self.config_dir, self.data_dir, self.log_dir):
-            path.mkdir(parents=True, exist_ok=True)
-        self.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # mkdir's mode is masked by the umask and ignored for an existing folder: enforce it.
-        os.chmod(self.runtime_dir, 0o700)
+        """Create the home's folders, private to this user: the token, the index (which holds document
+        text) and the logs are nobody else's to read, and only this user may reach the sockets."""
+        if self.root is not None and not self.root.exists():
+            self.root.mkdir(parents=True, mode=0o700)
+        for path in (self.config_dir, self.data_dir, self.log_dir, self.runtime_dir):
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if path == self.runtime_dir:
+                # It may sit in a shared /tmp under a name anyone can predict: a folder or symlink
+                # planted there by another user would let them reach or replace the sockets. (The
+                # other folders may well be symlinks the user made, to another disk say.)
+                _check_owned(path)
+            # mkdir's mode is masked by the umask and ignored for an existing folder: enforce it.
+            os.chmod(path, 0o700)
 
     @property
     def bus_endpoint(self) -> str:
@@ -133,6 +142,18 @@ class Home:
                     return -1  # locked by a kernel still writing its pid file
             fcntl.flock(fh, fcntl.LOCK_UN)
             return None
+
+
+class UnsafeHomeError(RuntimeError):
+    """A folder of the home is not this user's own (another owner, or a symlink): refuse to use it."""
+
+
+def _check_owned(path: Path) -> None:
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise UnsafeHomeError(f"{path} is not a plain folder (a symlink?): remove it and start again")
+    if st.st_uid != os.geteuid():
+        raise UnsafeHomeError(f"{path} belongs to uid {st.st_uid}, not to this user: remove it and start again")
 
 
 def _runtime_dir(preferred: Path, key: Path) -> Path:

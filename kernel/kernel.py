@@ -169,6 +169,10 @@ class Kernel:
         except ProtocolError as exc:
             self.broker.reply_error(client, env, ErrorInfo(ErrorCode.BAD_REQUEST, str(exc)))
             return
+        # Field types were checked when the body was decoded; a pid must also name a process.
+        if isinstance(body, AttachRequest) and body.pid <= 0:
+            self.broker.reply_error(client, env, ErrorInfo(ErrorCode.BAD_REQUEST, f"{env.kind}: pid must be positive"))
+            return
         if isinstance(body, PingRequest):
             self.broker.reply(client, env, PingReply("kernel", os.getpid(), time.monotonic() - self.started))
         elif isinstance(body, StatusRequest):

@@ -7,6 +7,7 @@ Used by the CLI, by benchmarks and by workers that call other workers. One clien
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,9 +17,12 @@ import zmq
 
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorInfo, KernelUnavailable, ProtocolError, raise_for
-from foldermind.protocol.messages import Envelope, Message
+from foldermind.protocol.messages import Envelope, JobCancel, Message
 
 T = TypeVar("T", bound=Message)
+
+CANCEL_POLL_S = 0.1
+"""How often a request that may be cancelled looks at its ``cancel`` event while it waits."""
 
 
 @dataclass(slots=True)
@@ -82,9 +86,13 @@ class BusClient:
         buffers: Sequence[frames.Buffer] = (),
         timeout: float = 30.0,
         on_partial: Callable[[Message], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> Reply[T]:
         """Send ``msg`` to service/worker ``to`` and wait for its final reply; ``partial`` replies on the
         way go to ``on_partial`` (their decoded body), or are skipped.
+
+        Setting ``cancel`` (from another thread) sends a ``job.cancel`` for the request within
+        ``CANCEL_POLL_S``; the request then still ends with one final reply, usually ``cancelled``.
 
         The broker answers by the deadline at the latest (``deadline_exceeded``); the extra second
         of local patience only covers a kernel that is not there at all.
@@ -92,6 +100,14 @@ class BusClient:
         env = self.send(to, msg, buffers, timeout)
         give_up = time.monotonic() + timeout + 1.0
         while True:
+            if cancel is not None:
+                if cancel.is_set():
+                    self.cancel(env)
+                    cancel = None
+                    continue
+                wait = min(CANCEL_POLL_S, max(give_up - time.monotonic(), 0))
+                if not self.sock.poll(int(wait * 1000)) and time.monotonic() < give_up:
+                    continue
             packet = self.receive(give_up - time.monotonic())
             if packet.env.cid != env.id:
                 continue  # a late reply to an earlier, abandoned request
@@ -100,6 +116,12 @@ class BusClient:
                     on_partial(packet.body())
                 continue
             return self._unwrap(packet, reply_type)
+
+    def cancel(self, request: Envelope, reason: str = "") -> None:
+        """Give up ``request`` (sent by this client): see ``job.cancel``."""
+        frames.send(
+            self.sock, Envelope(kind=JobCancel.KIND, src=self.name, to="kernel", cid=request.id), JobCancel(reason)
+        )
 
     @staticmethod
     def _unwrap(packet: frames.Packet, reply_type: type[T]) -> Reply[T]:

@@ -33,6 +33,8 @@ class ErrorCode(StrEnum):
     """A control request named a worker or pool that is not in the process map."""
     MESSAGE_TOO_LARGE = "message_too_large"
     """The request was bigger than ``bus.max_message_mb``; it was not delivered."""
+    CANCELLED = "cancelled"
+    """The caller gave the job up (``job.cancel``): it was dropped from the queue, or its worker stopped early."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,8 @@ import dataclasses
 import itertools
 import os
 import time
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NotRequired, Self, TypedDict, TypeVar, cast
@@ -140,6 +142,7 @@ class Message:
     KIND: ClassVar[str] = ""
     _FIELDS: ClassVar[tuple[str, ...]] = ()
     _REQUIRED: ClassVar[frozenset[str]] = frozenset()
+    _SHAPES: ClassVar[dict[str, tuple[type, ...]] | None] = None
 
     def to_body(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._FIELDS}
@@ -151,7 +154,55 @@ class Message:
         missing = cls._REQUIRED - body.keys()
         if missing:
             raise ProtocolError(f"{cls.KIND}: missing field(s) {', '.join(sorted(missing))}")
-        return cls(**{name: body[name] for name in cls._FIELDS if name in body})
+        shapes = cls._SHAPES if cls._SHAPES is not None else cls._resolve_shapes()
+        values = {name: body[name] for name in cls._FIELDS if name in body}
+        for name, value in values.items():
+            allowed = shapes.get(name)
+            # bool is an int to isinstance, never a count or a size on this bus.
+            if allowed is not None and (
+                not isinstance(value, allowed) or ((value is True or value is False) and bool not in allowed)
+            ):
+                raise ProtocolError(f"{cls.KIND}: field {name} is {type(value).__name__}, not {_names(allowed)}")
+        return cls(**values)
+
+    @classmethod
+    def _resolve_shapes(cls) -> dict[str, tuple[type, ...]]:
+        """The runtime types each field accepts (one level deep: a list is checked to be a list, not its
+        items), from the class's type hints; resolved on first use, once every class of the module exists."""
+        hints = typing.get_type_hints(cls)
+        cls._SHAPES = {name: shape for name in cls._FIELDS if (shape := _shape(hints.get(name, Any))) is not None}
+        return cls._SHAPES
+
+
+def _shape(hint: Any) -> tuple[type, ...] | None:
+    """Runtime types for a type hint as msgpack decodes values; None = not checked."""
+    if hint is Any:
+        return None
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        parts = [_shape(arg) for arg in typing.get_args(hint)]
+        if any(part is None for part in parts):
+            return None
+        return tuple(t for part in parts if part is not None for t in part)
+    if origin is Literal:
+        return tuple({type(arg) for arg in typing.get_args(hint)})
+    if hint is type(None):
+        return (type(None),)
+    if hint is float:
+        return (float, int)
+    if hint is bytes:
+        return (bytes, bytearray, memoryview)
+    if origin in (list, tuple, set, frozenset) or hint in (list, tuple):
+        return (list, tuple)
+    if origin is dict or hint is dict or typing.is_typeddict(hint):
+        return (dict,)
+    if hint in (str, int, bool):
+        return (hint,)
+    return None
+
+
+def _names(allowed: tuple[type, ...]) -> str:
+    return " or ".join(sorted({"null" if t is type(None) else t.__name__ for t in allowed}))
 
 
 REGISTRY: dict[str, type[Message]] = {}
@@ -228,6 +279,20 @@ class Disconnect(Message):
     reason: str = ""
 
 
+@message("job.cancel")
+@dataclass(slots=True)
+class JobCancel(Message):
+    """A caller gives up a job it sent: ``to="kernel"``, ``cid`` = the job's id. Not answered itself.
+
+    The broker acts only on a cancel from the job's own caller (the same socket identity); others are
+    ignored. A job still queued is failed at once with ``cancelled``. A job a worker holds stays in the
+    job table and the cancel is forwarded to that worker's heartbeat socket (free while the job socket's
+    thread is busy); a handler that looks (``Request.cancelled()``) stops early and answers ``cancelled``,
+    and one that does not simply finishes. Either way the caller still gets exactly one final reply."""
+
+    reason: str = ""
+
+
 # --------------------------------------------------------------------------------------------
 # Requests every worker answers
 
@@ -290,8 +355,9 @@ class FaultRequest(Message):
 
     ``action``: ``crash`` (SIGKILL itself mid-job), ``hang_gil`` (block ``seconds`` in C code that
     holds the GIL, so even its heartbeat thread stops), ``hang_sleep`` (sleep ``seconds``; the
-    heartbeat goes on), ``garbage`` (send non-protocol frames and a wrong-version message, then
-    answer), ``exit`` (answer, then stop gracefully with status 0).
+    heartbeat goes on), ``wait_cancel`` (wait up to ``seconds`` for a ``job.cancel``, then answer
+    ``cancelled``), ``garbage`` (send non-protocol frames and a wrong-version message, then answer),
+    ``exit`` (answer, then stop gracefully with status 0).
     """
 
     action: str
@@ -757,12 +823,14 @@ class IndexStatusRequest(Message):
 class IndexStatusReply(Message):
     """``totals`` (files_total, files_indexed, files_failed, files_pending, chunks, chunks_embedded),
     ``folders``, ``embedding`` (model, dim, state: ready/loading/unavailable, note) and the most recent
-    failures with their reasons."""
+    failures with their reasons; ``storage``: ``{state: ok/disk_full, message, what, path, free_bytes,
+    since}`` (a full disk pauses indexing, nothing is marked failed for it)."""
 
     totals: dict[str, int]
     folders: list[FolderInfo]
     embedding: dict[str, Any]
     recent_failures: list[FailureInfo]
+    storage: dict[str, Any] = field(default_factory=dict)
 
 
 @message("mcp.info.request")

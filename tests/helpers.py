@@ -94,11 +94,24 @@ class RunningKernel:
         self._sub: zmq.Socket[bytes] | None = None
 
     def start(self, *args: str) -> RunningKernel:
-        cli(self.root, "start", *args)
-        self.kernel_pid = int(self.home.pid_file.read_text())
-        self.connect_events()
-        self.wait_all_running()
+        try:
+            cli(self.root, "start", *args)
+            self.kernel_pid = int(self.home.pid_file.read_text())
+            self.connect_events()
+            self.wait_all_running()
+        except BaseException:
+            # Callers often start outside their try/finally: a failed start must not leak a kernel.
+            self._stop_after_failed_start()
+            raise
         return self
+
+    def _stop_after_failed_start(self) -> None:
+        with contextlib.suppress(Exception):
+            if not hasattr(self, "kernel_pid"):
+                self.kernel_pid = int(self.home.pid_file.read_text())
+        if hasattr(self, "kernel_pid"):
+            with contextlib.suppress(Exception):
+                self.stop()
 
     def connect_events(self) -> None:
         # Subscribed after start, so the first STARTING events may be missed; tests look for later ones.

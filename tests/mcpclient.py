@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import socket
+import struct
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -130,3 +132,31 @@ def initialize_body(req_id: int = 1) -> bytes:
             },
         }
     ).encode()
+
+
+def read_until(url: str, body: bytes, headers: dict[str, str], marker: str, timeout: float = 60) -> str:
+    """POST ``body`` and read the (SSE) response until ``marker`` shows, then drop the connection at once,
+    as a client that goes away mid-answer does; returns what was read."""
+    parts = urlsplit(url)
+    sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=timeout)
+    try:
+        head = [
+            f"POST {parts.path} HTTP/1.1",
+            f"Host: {parts.hostname}:{parts.port}",
+            "Accept: application/json, text/event-stream",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            *(f"{k}: {v}" for k, v in headers.items()),
+        ]
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        seen = b""
+        while marker.encode() not in seen:
+            data = sock.recv(65536)
+            if not data:
+                break
+            seen += data
+        return seen.decode(errors="replace")
+    finally:
+        # RST instead of FIN: the server learns at once that nobody is reading any more.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()

@@ -8,6 +8,7 @@ would)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.types import CallToolResult
 
@@ -35,6 +37,7 @@ QUESTION = "What is the capital of France?"
 SECRET_QUESTION_WORD = "quokkaberry"  # appears only in a test question: the logs must never carry it
 MARKER_RE = re.compile(r"\[(\d+)\]")
 TIMEOUT_S = 20
+SLOW_TOKEN_S = 0.5  # per token while <root>/slow exists: a whole answer would run past TIMEOUT_S
 
 
 def write_docs(root: Path) -> Path:
@@ -64,7 +67,8 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
         FAST_RESTART
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         + f"[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\n"
-        + f'[workers.llm]\nenv = {{ FOLDERMIND_LLM_FAULT = "hang-once:{armed}" }}\n'
+        + f'[workers.llm]\nenv = {{ FOLDERMIND_LLM_FAULT = "hang-once:{armed}", '
+        + f'FOLDERMIND_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )
     k = RunningKernel(root / "home", config)
     docs = write_docs(root)
@@ -214,6 +218,88 @@ def test_a_hung_generation_is_llm_timeout_search_keeps_answering_and_the_worker_
     wait_for(lambda: "ready" in (k.worker("llm").get("note") or ""), 60, 0.2, "the new llm's model loaded")
     out = structured(chat(url, token, {"query": QUESTION}))
     assert "Paris" in out["answer"]
+
+
+def llm_cancelled(k: RunningKernel) -> int:
+    """Chat answers the llm worker stopped because their caller gave them up, from its log (a describe
+    request would queue behind the very generation it asks about)."""
+    return sum(
+        log.read_text(errors="replace").count("chat answer cancelled by its caller")
+        for log in k.home.log_dir.glob("llm.log*")
+    )
+
+
+@contextlib.contextmanager
+def slow_model(armed: Path) -> Iterator[None]:
+    slow = armed.parent / "slow"
+    slow.touch()
+    try:
+        yield
+    finally:
+        slow.unlink()
+
+
+def test_a_client_that_cancels_mid_answer_stops_the_generation_and_its_session_goes_on(served: Any) -> None:
+    """The SDK client gives the call up after the first streamed words: the llm stops (its counter says so,
+    where an answer left running would have ended in LLM_TIMEOUT instead), and the chat session answers
+    the next question with the cancelled turn left out of its history."""
+    k, _docs, url, token, armed = served
+    before = llm_cancelled(k)
+    first = structured(chat(url, token, {"query": QUESTION, "session_id": "s-cancel"}))
+
+    async def give_up_after_first_words() -> list[str]:
+        progress: list[str] = []
+        async with mc.http_client(url, token) as client:
+            with anyio.CancelScope() as scope:
+
+                async def report(value: float, total: float | None, message: str | None) -> None:
+                    if message:
+                        progress.append(message)
+                        scope.cancel()
+
+                await client.call_tool(
+                    "chat_with_documents",
+                    {"query": "Which river runs through Paris?", "session_id": "s-cancel"},
+                    read_timeout_seconds=120,
+                    progress_callback=report,
+                )
+        return progress
+
+    with slow_model(armed):
+        progress = mc.run(give_up_after_first_words)
+        assert progress, "no words were streamed before the cancel"
+        wait_for(lambda: llm_cancelled(k) > before, 15, 0.2, "the llm to stop the cancelled answer")
+    again = structured(chat(url, token, {"query": QUESTION, "session_id": "s-cancel"}))
+    assert again["session_id"] == "s-cancel"
+    # Its history holds the first turn only: a session that was asked the question once, and nothing else,
+    # builds the same prompt (greedy answers are the same, so the turns are too).
+    ref = [structured(chat(url, token, {"query": QUESTION, "session_id": "s-cancel-ref"})) for _ in range(2)]
+    assert ref[0]["answer"] == first["answer"]
+    assert again["tokens_used"]["prompt"] == ref[1]["tokens_used"]["prompt"] > first["tokens_used"]["prompt"]
+
+
+def test_an_http_client_that_disconnects_mid_answer_stops_the_generation(served: Any) -> None:
+    """A 2025-revision client over raw HTTP (a session, an SSE response) that closes its connection after
+    the first progress notification: the front door sees the disconnect and the llm stops."""
+    k, _docs, url, token, armed = served
+    before = llm_cancelled(k)
+    auth = {"Authorization": f"Bearer {token}"}
+    status, headers, _ = mc.raw(url, body=mc.initialize_body(), headers=auth)
+    assert status == 200
+    session = {**auth, "Mcp-Session-Id": headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-06-18"}
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+    assert mc.raw(url, body=initialized, headers=session)[0] == 202
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "chat_with_documents", "arguments": {"query": QUESTION}, "_meta": {"progressToken": 7}},
+    }
+    with slow_model(armed):
+        seen = mc.read_until(url, json.dumps(call).encode(), session, "notifications/progress")
+        assert "notifications/progress" in seen
+        wait_for(lambda: llm_cancelled(k) > before, 15, 0.2, "the llm to stop the abandoned answer")
+    assert "Paris" in structured(chat(url, token, {"query": QUESTION}))["answer"]
 
 
 def test_document_analysis_gets_the_models_summary(served: Any) -> None:

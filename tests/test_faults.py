@@ -247,3 +247,52 @@ def test_a_reply_too_big_for_the_bus_fails_the_caller_and_spares_the_worker(home
         assert k.worker("testworker")["restarts"] == 0
     finally:
         k.stop()
+
+
+def test_job_cancel_frees_a_queued_job_at_once_and_stops_a_running_one_only_for_its_caller(
+    kernel: RunningKernel,
+) -> None:
+    """job.cancel: a queued job is answered `cancelled` by the broker; a running one is told through the
+    worker's heartbeat socket and ends early, but only when its own caller cancels it."""
+    kernel.wait_state("testworker", "RUNNING")
+    pid = kernel.worker("testworker")["pid"]
+    owner, queued_owner, stranger = kernel.client("owner"), kernel.client("queued"), kernel.client("stranger")
+    running = owner.send("testworker", FaultRequest("wait_cancel", 60), timeout=30)
+    wait_for(lambda: kernel.worker("testworker")["in_flight"] == 1, 10, what="the wait_cancel job in hand")
+    queued = queued_owner.send("testworker", PingRequest(), timeout=30)
+    queued_owner.cancel(queued)
+    reply = queued_owner.receive(5)
+    assert (reply.env.cid, reply.env.status) == (queued.id, "error")
+    assert reply.env.error is not None and reply.env.error.code == "cancelled"
+
+    stranger.cancel(running)  # not its job: ignored
+    assert not owner.sock.poll(1000), "a stranger's cancel ended the job"
+    owner.cancel(running)
+    reply = owner.receive(10)  # well inside the 30 s deadline and the 60 s wait
+    assert reply.env.cid == running.id and reply.env.error is not None
+    error = (reply.env.error.code, reply.env.error.message)
+    assert error == ("cancelled", "fault wait_cancel: cancelled by the caller")
+    assert ping(kernel, "testworker").pid == pid  # the same worker, free again
+
+
+def test_request_with_a_cancel_event_ends_cancelled(kernel: RunningKernel) -> None:
+    import threading
+
+    kernel.wait_state("testworker", "RUNNING")
+    cancel = threading.Event()
+    errors: list[RemoteError] = []
+
+    def call() -> None:
+        with kernel.client("cancel-event") as client:
+            try:
+                client.request("testworker", FaultRequest("wait_cancel", 60), FaultReply, timeout=30, cancel=cancel)
+            except RemoteError as exc:
+                errors.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    wait_for(lambda: kernel.worker("testworker")["in_flight"] == 1, 10, what="the job in hand")
+    cancel.set()
+    thread.join(15)
+    assert not thread.is_alive()
+    assert [e.code for e in errors] == ["cancelled"]

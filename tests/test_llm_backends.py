@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import pytest
 
 from foldermind.workers.llm import model_file
 from foldermind.workers.llm.backends import (
+    EVAL_BATCHES_PER_CHECK,
     Backend,
     ContextOverflow,
     CTransformersBackend,
@@ -208,7 +209,7 @@ def test_stream_reassembles_characters_split_across_byte_tokens(
     forced = ct_spm.tokenize(text)
     assert len(forced) > len(text)  # really byte tokens
 
-    def token_stream(self: Backend, tokens: list[int], params: GenParams) -> Iterator[int]:
+    def token_stream(self: Backend, tokens: list[int], params: GenParams, cancelled: object) -> Iterator[int]:
         yield from forced
         while True:
             yield forced[-1]
@@ -238,6 +239,36 @@ def test_spm_max_tokens(ct_spm: Backend) -> None:
     text, out, _ = run(ct_spm, prompt_tokens(ct_spm), max_tokens=7)
     assert (out.finish, out.completion_tokens) == ("max_tokens", 7)
     assert text and long_text.startswith(text.rstrip("\ufffd")) and len(text) < len(long_text)
+
+
+def test_a_cancel_stops_generation_and_a_long_prompt_between_slices(ct_spm: Backend) -> None:
+    """The cancel check runs between generated tokens, and between slices of a long prompt's evaluation
+    (a chat prompt takes seconds); a prompt evaluated in slices gives the same greedy text as in one."""
+    words = ct_spm.tokenize("the capital of France is a city on the river")
+    tokens = (ct_spm.prefix() + words * ct_spm.context_length)[: ct_spm.context_length - 40]
+    assert len(tokens) > EVAL_BATCHES_PER_CHECK * 64  # at least two slices (batch 64)
+    whole, done, _ = run(ct_spm, tokens, max_tokens=8)
+    assert done.finish != "cancelled"
+
+    looks: list[int] = []
+
+    def after(n: int) -> Callable[[], bool]:
+        def cancelled() -> bool:
+            looks.append(1)
+            return len(looks) > n
+
+        return cancelled
+
+    out = Generation()
+    pieces = list(ct_spm.stream(tokens, GenParams(max_tokens=8), out, cancelled=after(0)))
+    assert (pieces, out.finish, out.completion_tokens) == ([], "cancelled", 0)  # stopped before the 2nd slice
+
+    looks.clear()
+    out = Generation()
+    slices = -(-len(tokens) // (EVAL_BATCHES_PER_CHECK * 64)) - 1  # looks made during the prompt
+    text = "".join(ct_spm.stream(tokens, GenParams(max_tokens=8), out, cancelled=after(slices + 3)))
+    assert (out.finish, out.completion_tokens) == ("cancelled", 4)
+    assert whole.startswith(text) and text != whole
 
 
 def test_spm_prompt_filling_the_window_overflows(ct_spm: Backend) -> None:

@@ -124,3 +124,26 @@ def test_only_the_frames_module_touches_zeromq_frames() -> None:
             if re.search(r"send_multipart|recv_multipart|msgpack\.(packb|unpackb)", text):
                 offenders.append(path.name)
     assert not offenders, f"frame building outside protocol/frames.py: {offenders}"
+
+
+def test_bodies_with_wrongly_typed_fields_are_bad_requests_not_handler_crashes() -> None:
+    """A well-framed body whose field has the wrong type is refused at decoding (the receiver answers
+    bad_request), so a handler never sees a map where it expects a path, or True where it expects a pid."""
+    from foldermind.protocol.messages import SearchRequest
+
+    ok = SearchRequest.from_body({"query": "x", "top_k": 5, "folder_id": None, "with_text": True})
+    assert (ok.top_k, ok.folder_id, ok.with_text) == (5, None, True)
+    for body, field_name in (
+        ({"query": {"a": 1}}, "query"),
+        ({"query": "x", "top_k": "5"}, "top_k"),
+        ({"query": "x", "top_k": True}, "top_k"),
+        ({"query": "x", "folder_id": 3}, "folder_id"),
+        ({"query": "x", "with_text": 1}, "with_text"),
+    ):
+        with pytest.raises(ProtocolError, match=f"field {field_name} is"):
+            SearchRequest.from_body(body)
+    with pytest.raises(ProtocolError, match="field name is dict, not str"):
+        WorkerReady.from_body({"name": {"a": 1}, "service": "s", "pid": 1})
+    # Every declared kind's hints resolve to checks (a hint the decoder cannot read would fail here).
+    for cls in REGISTRY.values():
+        assert isinstance(cls._resolve_shapes(), dict)

@@ -40,6 +40,7 @@ from foldermind.protocol.messages import (
     EchoRequest,
     Envelope,
     Heartbeat,
+    JobCancel,
     Message,
     PingReply,
     PingRequest,
@@ -116,11 +117,16 @@ class Request:
     body: Message
     buffers: list[Any]
     send_partial: Callable[[Message], None] | None = None
+    is_cancelled: Callable[[], bool] | None = None
 
     def partial(self, msg: Message) -> None:
         """Send ``msg`` to the caller now, as a ``partial`` reply; the handler's result still ends the job."""
         if self.send_partial is not None:
             self.send_partial(msg)
+
+    def cancelled(self) -> bool:
+        """The caller sent ``job.cancel`` for this job: a long handler may stop and raise ``cancelled``."""
+        return self.is_cancelled is not None and self.is_cancelled()
 
 
 class JobError(Exception):
@@ -232,6 +238,8 @@ class _Heartbeat(threading.Thread):
                 if packet.env.kind == Disconnect.KIND:
                     log.warning("the kernel dismissed this worker; stopping")
                     self.runner.request_stop()
+                elif packet.env.kind == JobCancel.KIND:
+                    self.runner.cancel(packet.env.cid)
             if time.monotonic() - last_heard > self.ctx.heartbeat_interval_s * self.ctx.heartbeat_liveness:
                 log.error("no heartbeat from the kernel for %.1f s: exiting", time.monotonic() - last_heard)
                 logging.shutdown()
@@ -246,6 +254,10 @@ class _Runner:
         self.worker, self.ctx = worker, ctx
         self.busy = 0
         self.stop_requested = False
+        # Ids of the jobs in hand, and of those among them whose caller cancelled (the heartbeat thread
+        # adds to it; set operations are atomic under the GIL).
+        self.running: set[str] = set()
+        self.cancelled: set[str] = set()
         self.zctx: zmq.Context[Any] = zmq.Context()
         self.identity = f"{ctx.name}.{os.getpid()}.{os.urandom(3).hex()}".encode()
         self.sock: zmq.Socket[Any] = self.zctx.socket(zmq.DEALER)
@@ -334,10 +346,14 @@ class _Runner:
             self._reply_error(env, ErrorInfo(ErrorCode.BAD_REQUEST, str(exc)))
             return
         self.busy += 1
+        self.running.add(env.id)
         try:
             if env.kind in _DELAYS:
                 time.sleep(_DELAYS[env.kind])
-            result = handler(Request(env, body, packet.buffers, lambda msg: self._send_partial(env, msg)))
+            request = Request(
+                env, body, packet.buffers, lambda msg: self._send_partial(env, msg), lambda: env.id in self.cancelled
+            )
+            result = handler(request)
         except JobError as exc:
             self._reply_error(env, exc.info)
             return
@@ -348,10 +364,19 @@ class _Runner:
             return
         finally:
             self.busy -= 1
+            self.running.discard(env.id)
+            self.cancelled.discard(env.id)
         msg, buffers = result if isinstance(result, tuple) else (result, ())
         reply = env.reply(self.ctx.name)
         reply.kind = msg.KIND
         frames.send(self.sock, reply, msg, buffers)
+
+    def cancel(self, job_id: str) -> None:
+        """Called on the heartbeat thread: mark ``job_id`` cancelled if it is still in hand."""
+        if job_id in self.running:
+            self.cancelled.add(job_id)
+            if job_id not in self.running:  # it ended meanwhile: leave nothing behind
+                self.cancelled.discard(job_id)
 
     def _send_partial(self, env: Envelope, msg: Message) -> None:
         reply = env.reply(self.ctx.name, status="partial")

@@ -7,9 +7,12 @@ Found without importing the package (importing a model package may pull in unrel
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib.util
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,6 +60,26 @@ def model_name(path: Path) -> str:
     return path.name
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic GC paused around loading a model (torch and sentence-transformers here, the llm's GGUF
+    conversion and load), and everything the load created frozen after.
+
+    A load creates millions of objects, and each full GC pass over them holds the GIL for up to a second
+    on an idle core (several on a busy machine): long enough to starve the worker's heartbeat thread past
+    the kernel's liveness (3 s), which then kills the worker as hung, again at every restart (seen in the
+    load bench under CPU contention, docs/reliability-load.md). Frozen (``gc.freeze``), those objects are
+    never traversed again by later full passes either; the few cycles the load left as garbage stay, once."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
+
+
 def load_model(path: Path, threads: int) -> tuple[SentenceTransformer, int]:
     """The sentence-transformers model at ``path`` on the CPU, in eval mode, and its dimension.
 
@@ -65,12 +88,13 @@ def load_model(path: Path, threads: int) -> tuple[SentenceTransformer, int]:
     # Set before the first import of huggingface_hub: nothing may ever be downloaded.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    import torch
-    from sentence_transformers import SentenceTransformer
+    with gc_paused():
+        import torch
+        from sentence_transformers import SentenceTransformer
 
-    torch.set_num_threads(threads)
-    model = SentenceTransformer(str(path), device="cpu")
-    model.eval()
+        torch.set_num_threads(threads)
+        model = SentenceTransformer(str(path), device="cpu")
+        model.eval()
     # sentence-transformers 6 renamed get_sentence_embedding_dimension to get_embedding_dimension.
     getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     dim = getter()

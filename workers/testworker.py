@@ -68,6 +68,12 @@ class TestWorker(Worker):
                 libc_sleep(max(1, int(left)))
         elif action == "hang_sleep":
             time.sleep(seconds)
+        elif action == "wait_cancel":
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                if req.cancelled():
+                    raise JobError("cancelled", "fault wait_cancel: cancelled by the caller")
+                time.sleep(0.02)
         elif action == "garbage":
             self._send_garbage()
         elif action == "exit":

@@ -4,6 +4,13 @@ On start (and on ``watch.sync``) it asks the indexer for the folders, reconciles
 the database by sending the full list of eligible files (so changes made while foldermind was
 stopped are caught), and watches them. File events are debounced: a path is reported once it has
 been quiet for ``debounce_s``, so a file being written is indexed once, after it settles.
+
+What is not a regular file (a FIFO, a socket, a device, a symlink loop, a symlink leading out of the
+folder) is never a document: the scan does not list it and its events are dropped, so nothing ever
+opens it (opening a FIFO blocks). A path that is not valid UTF-8 cannot travel on the bus (msgpack
+strings) nor live in the index (SQLite text): the file is listed as skipped under its name with each
+undecodable byte shown as U+FFFD, and any event that names such a path makes the watcher rescan that
+folder instead of sending the event.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from foldermind.protocol.messages import (
     ChangesReply,
     ChangesRequest,
     FileEntry,
+    FolderInfo,
     FolderListReply,
     FolderListRequest,
     ReconcileReply,
@@ -48,6 +56,10 @@ from foldermind.protocol.messages import (
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext
 
 log = logging.getLogger("foldermind.watcher")
+
+NAME_NOT_UTF8 = "file name is not valid UTF-8: rename the file to index it"
+_RESCAN = "\x00rescan:"
+"""Key prefix of a pending folder rescan (NUL never appears in a path)."""
 
 SUPPORTED = frozenset({".txt", ".text", ".md", ".markdown", ".pdf", ".docx", ".html", ".htm"})
 TEMPORARY = ("~$*", "*.swp", "*.swo", "*.swx", "*~", "*.part", "*.crdownload", "*.download", "*.tmp", "#*#", ".~lock*")
@@ -72,9 +84,25 @@ def eligible_path(path: str, root: str) -> bool:
     return (real == root or real.startswith(root.rstrip("/") + "/")) and os.path.isfile(real)
 
 
-def scan(root: str) -> list[FileEntry]:
-    """Every eligible file under ``root``; symlinked folders are not followed."""
+def sendable(path: str) -> bool:
+    """``path`` can be sent and stored: it holds no undecodable byte (a surrogate escape)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: str) -> str:
+    """``path`` with every undecodable byte as U+FFFD: how the index lists a file it cannot name."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
+def scan(root: str) -> tuple[list[FileEntry], dict[str, str]]:
+    """Every eligible file under ``root``, and the eligible files that cannot be indexed (shown path ->
+    reason); symlinked folders are not followed."""
     found: list[FileEntry] = []
+    skipped: dict[str, str] = {}
     stack = [root]
     while stack:
         folder = stack.pop()
@@ -90,11 +118,14 @@ def scan(root: str) -> list[FileEntry]:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
                 elif eligible_path(entry.path, root):
+                    if not sendable(entry.path):
+                        skipped[shown_path(entry.path)] = NAME_NOT_UTF8
+                        continue
                     st = entry.stat(follow_symlinks=True)
                     found.append(FileEntry(path=entry.path, size=st.st_size, mtime_ns=st.st_mtime_ns))
             except OSError:
                 continue
-    return found
+    return found, skipped
 
 
 # Not opened/closed-without-write: our own hashing and parsing read every file and would wake us twice.
@@ -120,6 +151,10 @@ class _Events(FileSystemEventHandler):
         dest = os.fsdecode(event.dest_path) if getattr(event, "dest_path", "") else None
         if kind in ("opened", "closed_no_write"):
             return
+        if not sendable(src) or (dest is not None and not sendable(dest)):
+            # Cannot be sent as it is: the folder's scan lists it under a name that can (or forgets it).
+            self.watcher.note_rescan(self.root)
+            return
         if kind == "moved" and dest:
             src_ok = event.is_directory or eligible_name(os.path.basename(src))
             dest_ok = event.is_directory or eligible_path(dest, self.root)
@@ -144,6 +179,8 @@ class WatcherWorker(Worker):
         self._changed = threading.Condition(self._lock)
         self._pending: dict[str, tuple[ChangeEvent, float]] = {}
         self._observers: dict[str, Any] = {}
+        self._folders: dict[str, FolderInfo] = {}
+        self._reconciled: set[str] = set()
         self._local = threading.local()
         self._stop = threading.Event()
 
@@ -181,6 +218,8 @@ class WatcherWorker(Worker):
                 return
             except BusError as exc:
                 log.warning("initial sync failed (%s); retrying", exc)
+            except Exception:
+                log.exception("initial sync failed; retrying")
 
     def on_sync(self, req: Request) -> Result:
         return WatchSyncReply(self.sync())
@@ -201,25 +240,38 @@ class WatcherWorker(Worker):
                 observer.daemon = True
                 observer.start()
                 self._observers[folder["path"]] = observer
-        for folder in fresh:
-            t0 = time.monotonic()
-            files = scan(folder["path"])
-            reply = (
-                self.client()
-                .request("indexer", ReconcileRequest(folder_id=folder["id"], files=files), ReconcileReply, timeout=120)
-                .body
-            )
-            log.info(
-                "folder %s: %d files scanned in %.2f s (%d new, %d changed, %d deleted)",
-                folder["id"],
-                len(files),
-                time.monotonic() - t0,
-                reply.new,
-                reply.changed,
-                reply.deleted,
-            )
+            self._folders = wanted
+            self._reconciled &= set(wanted)
+            # Watched before it is scanned, so nothing changed during the scan is missed; a folder whose
+            # reconcile failed is scanned again by the next sync.
+            todo = [f for p, f in wanted.items() if p not in self._reconciled]
+        for folder in todo:
+            self.reconcile(folder)
         self.status_note = f"watching {len(self._observers)} folder(s)"
         return len(self._observers)
+
+    def reconcile(self, folder: FolderInfo) -> None:
+        """Send the folder's full list of files to the indexer."""
+        t0 = time.monotonic()
+        files, skipped = scan(folder["path"])
+        request = ReconcileRequest(folder_id=folder["id"], files=files, skipped=skipped)
+        reply = self.client().request("indexer", request, ReconcileReply, timeout=120).body
+        with self._lock:
+            self._reconciled.add(folder["path"])
+        log.info(
+            "folder %s: %d files scanned in %.2f s (%d new, %d changed, %d deleted, %d skipped)",
+            folder["id"],
+            len(files),
+            time.monotonic() - t0,
+            reply.new,
+            reply.changed,
+            reply.deleted,
+            len(skipped),
+        )
+
+    def note_rescan(self, root: str) -> None:
+        """Rescan the folder at ``root`` once its events settle."""
+        self.note_event(ChangeEvent(kind="rescan", path=_RESCAN + root, dest=None))
 
     def note_event(self, event: ChangeEvent) -> None:
         with self._lock:
@@ -246,13 +298,29 @@ class WatcherWorker(Worker):
                 events = [self._pending.pop(k)[0] for k in ripe]
             if not events:
                 continue
+            rescans = [e["path"][len(_RESCAN) :] for e in events if e["kind"] == "rescan"]
+            changes = [e for e in events if e["kind"] != "rescan"]
             try:
-                self.client().request("indexer", ChangesRequest(events), ChangesReply, timeout=60)
+                if changes:
+                    self.client().request("indexer", ChangesRequest(changes), ChangesReply, timeout=60)
+                for root in rescans:
+                    with self._lock:
+                        folder = self._folders.get(root)
+                    if folder is not None:
+                        self.reconcile(folder)
             except BusError as exc:
                 log.warning("could not deliver %d change(s) to the indexer (%s); will retry", len(events), exc)
                 with self._lock:
                     for event in events:  # a newer event for the same path wins
                         self._pending.setdefault(event["path"], (event, time.monotonic()))
+                self._stop.wait(1.0)
+            except Exception:
+                # Never let one bad batch stop event delivery for good: the folders are rescanned instead.
+                log.exception("could not deliver %d change(s) to the indexer; rescanning their folders", len(events))
+                with self._lock:
+                    roots = {r for r in self._folders for e in changes if e["path"].startswith(r.rstrip("/") + "/")}
+                for root in roots - set(rescans):
+                    self.note_rescan(root)
                 self._stop.wait(1.0)
 
 

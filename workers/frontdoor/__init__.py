@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -52,6 +53,7 @@ class FrontdoorWorker(Worker):
         self.guard: Guard | None = None
 
     def setup(self) -> None:
+        _raise_fd_limit()
         self.home.ensure()
         self.tokens = TokenStore(self.home)
         self.tokens.load_or_create()
@@ -65,7 +67,7 @@ class FrontdoorWorker(Worker):
         self.url = f"http://{host}:{self.port}{self.policy.path}"
         self.server = build_server(self.bus, self.policy, _version(), llm_from_env())
         self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current)
-        self.http = HttpServer(self.guard, sock)
+        self.http = HttpServer(self.guard, sock, self.policy.request_timeout_s)
         self.http.start()
         if self.http.wait_started(15):
             self.state = "running"
@@ -99,7 +101,15 @@ class FrontdoorWorker(Worker):
 
     def details(self) -> dict[str, Any]:
         guard = self.guard.stats() if self.guard is not None else {}
-        return {"url": self.url, "port": self.port, "state": self.state, "sessions": self.sessions(), "refused": guard}
+        timed_out = self.http.read_deadline.expired if self.http is not None else 0
+        return {
+            "url": self.url,
+            "port": self.port,
+            "state": self.state,
+            "sessions": self.sessions(),
+            "refused": guard,
+            "timed_out": timed_out,
+        }
 
     def on_info(self, req: Request) -> Result:
         return McpInfoReply(
@@ -122,6 +132,16 @@ class FrontdoorWorker(Worker):
             raise JobError("token_persist_failed", str(exc)) from exc
         log.info("bearer token rotated")
         return TokenRotateReply(token_mode=self.tokens.mode)
+
+
+def _raise_fd_limit() -> None:
+    """Every HTTP connection costs a descriptor: lift the soft limit (often 1024) to the hard one, so a
+    burst of connections, which the read deadline closes within seconds, cannot starve real clients."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 WORKER = FrontdoorWorker

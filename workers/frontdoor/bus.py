@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+import anyio
 import anyio.to_thread
 
 from foldermind.protocol import frames
@@ -61,12 +62,14 @@ class Bus:
         timeout: float | None = None,
         codes: Mapping[str, str] | None = None,
         on_partial: Callable[[Message], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> tuple[T, Sequence[frames.Buffer]]:
         """``codes`` maps a remote error code to the tool code the client sees (instead of the default:
-        bus failures -> SERVICE_UNAVAILABLE, a worker's own code -> upper case)."""
+        bus failures -> SERVICE_UNAVAILABLE, a worker's own code -> upper case). Setting ``cancel`` gives
+        the request up (``job.cancel``)."""
         try:
             reply = self._client().request(
-                to, msg, reply_type, timeout=timeout or self.deadline_s, on_partial=on_partial
+                to, msg, reply_type, timeout=timeout or self.deadline_s, on_partial=on_partial, cancel=cancel
             )
         except RemoteError as exc:
             mapped = (codes or {}).get(exc.code)
@@ -93,9 +96,18 @@ class Bus:
         codes: Mapping[str, str] | None = None,
         on_partial: Callable[[Message], None] | None = None,
     ) -> T:
-        body, _ = await anyio.to_thread.run_sync(
-            functools.partial(self.call_sync, to, msg, reply_type, timeout, codes, on_partial)
-        )
+        """``call_sync`` on a worker thread. If this task is cancelled (the MCP client sent
+        ``notifications/cancelled`` or went away), the thread is left to finish on its own and the job is
+        cancelled on the bus, so a long generation stops instead of running to its end for nobody."""
+        cancel = threading.Event()
+        try:
+            body, _ = await anyio.to_thread.run_sync(
+                functools.partial(self.call_sync, to, msg, reply_type, timeout, codes, on_partial, cancel),
+                abandon_on_cancel=True,
+            )
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
+            raise
         return body
 
     def _drop_client(self) -> None:

@@ -1,9 +1,9 @@
 """The front door's guard: size, auth, Origin and rate checks in front of the MCP app (SPEC section 4).
 
 A pure ASGI middleware, so the SDK's SSE streams pass through unbuffered. Checks run in this order
-and the first refusal answers: size (411/413, before anything reads the body) -> bearer token (401)
--> Origin allowlist (403) -> rate limit per MCP session (429). Refusals never log header values,
-bodies or tokens: only the method, path, client address and the reason.
+and the first refusal answers: size (431 for the headers, 411/413 for the body, before anything reads
+it) -> bearer token (401) -> Origin allowlist (403) -> rate limit per MCP session (429). Refusals never
+log header values, bodies or tokens: only the method, path, client address and the reason.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ RATE_LIMIT_CODE = -32004
 _ID_PEEK_BYTES = 64 * 1024
 _LOG_EVERY_S = 5.0
 _NO_SESSION = None  # the bucket shared by requests without Mcp-Session-Id
+MAX_HEADER_BYTES = 32 * 1024
+"""All header names and values of one request together. h11 holds an incomplete header block to 16 KiB
+but takes a complete one of any size that arrives in one read (up to 256 KiB on loopback)."""
 
 
 @dataclass(slots=True)
@@ -65,7 +68,7 @@ class Guard:
         self._buckets: OrderedDict[str | None, _Bucket] = OrderedDict()
         self._rate = 0
         self.set_rate(rate_per_minute)
-        self._refused = {"400": 0, "401": 0, "403": 0, "411": 0, "413": 0, "429": 0}
+        self._refused = {"400": 0, "401": 0, "403": 0, "411": 0, "413": 0, "429": 0, "431": 0}
         self._log_gates: dict[str, _LogGate] = {}
 
     def set_rate(self, rate_per_minute: int) -> None:
@@ -96,10 +99,14 @@ class Guard:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers: dict[bytes, bytes] = {}
         lengths: set[bytes] = set()
+        header_bytes = 0
         for name, value in scope["headers"]:
             headers.setdefault(name, value)
+            header_bytes += len(name) + len(value) + 4
             if name == b"content-length":
                 lengths.add(value)
+        if header_bytes > MAX_HEADER_BYTES:
+            return await self._refuse(send, 431, "request_header_fields_too_large", "request headers too large")
 
         # (a) size, before anything parses the body. With Transfer-Encoding as well the server goes by
         # the chunks, so Content-Length is enforced below by counting what actually arrives.

@@ -15,11 +15,14 @@ import threading
 import time
 from collections.abc import Callable, Collection
 
+import h11
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from foldermind.kernel.config import McpPolicy
+from foldermind.workers.frontdoor.disconnect import WatchDisconnect
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.tools import FoldermindServer
 
@@ -76,7 +79,7 @@ def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Cal
         host=policy.host,
     )
     return Guard(
-        starlette_app,
+        WatchDisconnect(starlette_app),
         token=token,
         max_body_bytes=max_body,
         allowed_origins=lambda: origins,
@@ -87,15 +90,77 @@ def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Cal
     )
 
 
+# The client still owes (part of) a request: its headers, or the rest of a body it announced.
+_READING = (h11.IDLE, h11.SEND_BODY)
+
+
+class ReadDeadline:
+    """How long a client may take to send one whole request, and how many connections missed it.
+
+    uvicorn times out only an idle keep-alive connection after a response: a connection that never
+    sends a byte, or sends half a request line, headers or body and stalls (slowloris), is held open
+    forever, and a few thousand of them exhaust the front door's file descriptors.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = 0
+
+    def protocol(self) -> type[H11Protocol]:
+        deadline = self
+
+        class TimedH11Protocol(H11Protocol):
+            """uvicorn's h11 protocol, closing a connection whose request is not complete in time. The
+            clock starts when the connection opens, or at the first byte of the next request on a
+            kept-alive one (until then uvicorn's own keep-alive timeout applies); it is a deadline, not
+            an idle timeout, so dripping one byte at a time does not extend it."""
+
+            _read_timer: asyncio.TimerHandle | None = None
+
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                super().connection_made(transport)  # type: ignore[arg-type]
+                self._watch_read()
+
+            def data_received(self, data: bytes) -> None:
+                super().data_received(data)
+                self._watch_read()
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                self._stop_read_timer()
+                super().connection_lost(exc)
+
+            def _watch_read(self) -> None:
+                if self.conn.their_state not in _READING or self.transport.is_closing():
+                    self._stop_read_timer()
+                elif self._read_timer is None:
+                    self._read_timer = self.loop.call_later(deadline.seconds, self._read_expired)
+
+            def _stop_read_timer(self) -> None:
+                if self._read_timer is not None:
+                    self._read_timer.cancel()
+                    self._read_timer = None
+
+            def _read_expired(self) -> None:
+                self._read_timer = None
+                if self.conn.their_state in _READING and not self.transport.is_closing():
+                    deadline.expired += 1
+                    # The app (if it got the headers) sees a disconnect and stops reading the body.
+                    self.transport.close()
+
+        return TimedH11Protocol
+
+
 class HttpServer(threading.Thread):
     """uvicorn on its own thread and event loop; the worker's main thread keeps serving the bus."""
 
-    def __init__(self, app: ASGIApp, sock: socket.socket) -> None:
+    def __init__(self, app: ASGIApp, sock: socket.socket, request_timeout_s: float = 10.0) -> None:
         super().__init__(name="frontdoor-http", daemon=True)
         self.sock = sock
         self.port: int = sock.getsockname()[1]
+        self.read_deadline = ReadDeadline(request_timeout_s)
         config = uvicorn.Config(
             app,
+            http=self.read_deadline.protocol(),
             log_level="warning",
             access_log=False,  # an access log would record request lines; keep requests out of logs
             lifespan="on",

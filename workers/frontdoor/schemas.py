@@ -103,11 +103,18 @@ class EmbeddingState(BaseModel):
     query_backend: str | None = Field(None, description="what encodes queries now: onnx or torch")
 
 
+class StorageState(BaseModel):
+    state: str = Field("ok", description="ok, or disk_full while indexing waits for free space")
+    message: str | None = Field(None, description="what failed on which path, and the free space left")
+    since: str | None = Field(None, description="when the disk filled up (ISO 8601)")
+
+
 class IndexStatusOutput(BaseModel):
     totals: dict[str, int]
     folders: list[FolderProgress]
     embedding: EmbeddingState
     recent_failures: list[Failure]
+    storage: StorageState = Field(default_factory=StorageState)
 
 
 class ToolErrorBody(BaseModel):

@@ -40,6 +40,7 @@ from foldermind.protocol.messages import (
 from foldermind.workers.frontdoor import schemas
 from foldermind.workers.frontdoor.bus import Bus, ToolFailure
 from foldermind.workers.frontdoor.chat import Chat
+from foldermind.workers.frontdoor.disconnect import client_gone, until_gone
 from foldermind.workers.frontdoor.paths import check_path
 
 log = logging.getLogger("foldermind.frontdoor")
@@ -175,7 +176,10 @@ class Tools:
                 log.warning("progress notification not sent: %s", type(exc).__name__)
                 log.debug("progress notification not sent", exc_info=True)
 
-        out = await self.chat.answer(query, session_id, max_context_files, persona, progress)
+        gone = client_gone(ctx.request_context.request)
+        out = await until_gone(self.chat.answer(query, session_id, max_context_files, persona, progress), gone)
+        if out is None:  # nobody is left to read it; the generation was cancelled
+            raise ToolFailure("CANCELLED", "the client disconnected before the answer was ready")
         return self.ok(out)
 
     async def list_smart_folders(self) -> Annotated[CallToolResult, schemas.SmartFoldersOutput]:
@@ -238,9 +242,10 @@ class Tools:
         return self.ok(schemas.SimilarOutput(results=[self.result(h) for h in reply.results], note=reply.note))
 
     async def index_status(self) -> Annotated[CallToolResult, schemas.IndexStatusOutput]:
-        """What is indexed: totals, each folder's progress, the embedding model's state, recent failures."""
+        """What is indexed: totals, each folder's progress, the embedding model's state, recent failures,
+        and whether indexing waits for disk space."""
         reply = await self.bus.call("indexer", IndexStatusRequest(), IndexStatusReply)
-        emb = reply.embedding
+        emb, disk = reply.embedding, reply.storage
         return self.ok(
             schemas.IndexStatusOutput(
                 totals=reply.totals,
@@ -256,6 +261,11 @@ class Tools:
                     schemas.Failure(file_path=f["path"], status=f["status"], error=f["error"])
                     for f in reply.recent_failures
                 ],
+                storage=schemas.StorageState(
+                    state=str(disk.get("state", "ok")),
+                    message=disk.get("message") or None,
+                    since=iso(disk.get("since")),
+                ),
             )
         )
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from foldermind.kernel.config import ingest_from_env, search_from_env
@@ -38,6 +40,7 @@ from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.pipeline import Pipeline
 from foldermind.workers.indexer.search import SearchService
+from foldermind.workers.indexer.storage import classify
 from foldermind.workers.indexer.store import Folder, Store, StoreError
 from foldermind.workers.indexer.vectors import VectorIndex
 
@@ -92,12 +95,49 @@ class IndexerWorker(Worker):
             IndexStatusRequest.KIND: self.on_index_status,
         }
 
+    @property
+    def status_note(self) -> str:
+        """A full disk under the index, while it lasts (the heartbeat carries it to ``status``)."""
+        pipeline: Pipeline | None = getattr(self, "pipeline", None)
+        full = pipeline.disk_full if pipeline is not None else None
+        return str(full)[:300] if full is not None else ""
+
+    @status_note.setter
+    def status_note(self, value: str) -> None:
+        raise AttributeError("the indexer's note follows its state")
+
+    def storage(self) -> dict[str, Any]:
+        full = self.pipeline.disk_full
+        if full is None:
+            return {"state": "ok", "message": "", "what": "", "path": "", "free_bytes": -1, "since": None}
+        return {
+            "state": "disk_full",
+            "message": str(full),
+            "what": full.what,
+            "path": str(full.path),
+            "free_bytes": full.free_bytes,
+            "since": full.since,
+        }
+
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """A request's write that finds the disk full answers a typed, retryable ``disk_full`` (the
+        watcher re-sends its changes until they are taken)."""
+        try:
+            yield
+        except Exception as exc:
+            full = classify(exc, what, self.store.path, self.data_dir)
+            if full is None:
+                raise
+            raise JobError("disk_full", str(full), retryable=True) from exc
+
     def details(self) -> dict[str, Any]:
         return {
             "data_dir": str(self.data_dir),
             "chunks_in_bm25": self.bm25.num_docs,
             "vectors": len(self.vectors),
             "embedding": self.pipeline.embed_error or "ok",
+            "storage": str(self.pipeline.disk_full or "ok"),
             "query_encoder": self.encoder.describe(),
             "search": self.search_policy.model_dump(),
         }
@@ -108,6 +148,8 @@ class IndexerWorker(Worker):
     def folder_info(self, folder: Folder) -> FolderInfo:
         p = self.store.progress(folder.id)
         state = "indexing" if p["files_pending"] else "ready"
+        if p["files_pending"] and self.pipeline.disk_full is not None:
+            state = "disk_full"
         return FolderInfo(
             id=folder.id,
             name=folder.name,
@@ -132,7 +174,8 @@ class IndexerWorker(Worker):
         if not os.path.isdir(path):
             raise JobError("invalid_path", f"not a folder: {raw}")
         try:
-            folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000])
+            with self._writing("registering a Smart Folder"):
+                folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000])
         except StoreError as exc:
             raise JobError(exc.code, str(exc)) from exc
         log.info("Smart Folder %s registered", folder.id)
@@ -166,7 +209,7 @@ class IndexerWorker(Worker):
         known = self.store.documents_in(folder.id)
         new = changed = unchanged = 0
         seen: set[str] = set()
-        with self.store.tx() as db:
+        with self._writing("recording a folder scan"), self.store.tx() as db:
             for entry in body.files:
                 path = entry["path"]
                 seen.add(path)
@@ -201,24 +244,40 @@ class IndexerWorker(Worker):
     def on_changes(self, req: Request) -> Result:
         assert isinstance(req.body, ChangesRequest)
         accepted = 0
-        with self.store.tx() as db:
+        with self._writing("recording file changes"), self.store.tx() as db:
             for event in req.body.events:
                 accepted += self._apply_event(db, event["kind"], event["path"], event.get("dest"))
         self.pipeline.wake()
         return ChangesReply(accepted)
+
+    def _move(self, db: Any, old: str, new: str, folder_id: str) -> bool:
+        """Point the document at ``old`` to ``new`` (False if unknown). When the file now at ``new`` is
+        not what was indexed, it is queued again: events can arrive out of order (a batch re-sent after
+        the indexer was lost goes after newer ones), and a "modified" applied before the move would
+        otherwise be overwritten by the moved document's old chunks."""
+        if not self.store.move_document(db, old, new, folder_id):
+            return False
+        doc = self.store.document(new)
+        try:
+            st = os.stat(new)
+        except OSError:
+            return True  # gone again: its delete event follows
+        if doc is not None and (doc.size, doc.mtime_ns) != (st.st_size, st.st_mtime_ns):
+            self.store.mark_pending(db, folder_id, new, st.st_size, st.st_mtime_ns)
+        return True
 
     def _apply_event(self, db: Any, kind: str, path: str, dest: str | None) -> int:
         if kind == "moved" and dest:
             target = self.store.folder_for_path(dest)
             if target is None:  # moved out of every Smart Folder
                 return self._apply_event(db, "deleted", path, None)
-            if self.store.move_document(db, path, dest, target.id):
+            if self._move(db, path, dest, target.id):
                 return 1
             moved = 0
             prefix = path.rstrip("/") + "/"
             rows = db.execute("SELECT path FROM documents WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
             for (old,) in rows.fetchall():
-                moved += self.store.move_document(db, old, dest.rstrip("/") + "/" + old[len(prefix) :], target.id)
+                moved += self._move(db, old, dest.rstrip("/") + "/" + old[len(prefix) :], target.id)
             if moved:
                 return moved
             return self._apply_event(db, "created", dest, None)
@@ -241,7 +300,8 @@ class IndexerWorker(Worker):
             return self._apply_event(db, "deleted", path, None)
         doc = self.store.document(path)
         if st.st_size > self.policy.max_file_bytes:
-            self.store.mark_skipped(db, folder.id, path, f"file too large ({st.st_size} bytes)")
+            reason = f"file too large ({st.st_size} bytes > {self.policy.max_file_bytes})"  # as a reconcile says
+            self.store.mark_skipped(db, folder.id, path, reason)
         elif doc is None or (doc.size, doc.mtime_ns) != (st.st_size, st.st_mtime_ns) or doc.status != "indexed":
             self.store.mark_pending(db, folder.id, path, st.st_size, st.st_mtime_ns)
         return 1
@@ -267,7 +327,9 @@ class IndexerWorker(Worker):
 
     def on_index_status(self, req: Request) -> Result:
         assert isinstance(req.body, IndexStatusRequest)
-        return self.documents.status(req.body)
+        reply = self.documents.status(req.body)
+        reply.storage = self.storage()
+        return reply
 
 
 WORKER = IndexerWorker

@@ -12,6 +12,7 @@ the ``en_stem`` fields were indexed with, and the terms are combined as term que
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterable
@@ -88,6 +89,7 @@ class KeywordHit:
 
 class KeywordIndex:
     def __init__(self, path: Path, writer_heap: int = 64_000_000) -> None:
+        self.path = path
         path.mkdir(parents=True, exist_ok=True)
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("chunk_id", stored=True, indexed=True, fast=True)
@@ -114,28 +116,45 @@ class KeywordIndex:
         """Delete every chunk of ``doc_ids``, then add ``chunks`` (rows: id, doc_id, text, heading,
         folder_id). Nothing is visible until :meth:`commit`."""
         writer = self.writer
-        for doc_id in doc_ids:
-            writer.delete_documents_by_term("doc_id", int(doc_id))
-        for row in chunks:
-            text = row["text"]
-            writer.add_document(
-                tantivy.Document(
-                    chunk_id=int(row["id"]),
-                    doc_id=int(row["doc_id"]),
-                    folder_id=row["folder_id"],
-                    text=text,
-                    heading=row["heading"] or "",
-                    cjk=" ".join(cjk_grams(text)),
+        try:
+            for doc_id in doc_ids:
+                writer.delete_documents_by_term("doc_id", int(doc_id))
+            for row in chunks:
+                text = row["text"]
+                writer.add_document(
+                    tantivy.Document(
+                        chunk_id=int(row["id"]),
+                        doc_id=int(row["doc_id"]),
+                        folder_id=row["folder_id"],
+                        text=text,
+                        heading=row["heading"] or "",
+                        cjk=" ".join(cjk_grams(text)),
+                    )
                 )
-            )
+        finally:
+            # An exception's traceback keeps this frame: without this, a writer killed by an I/O error
+            # would outlive discard() and hold the index's writer lock, so no fresh writer could start.
+            del writer
 
     def commit(self) -> None:
         self.writer.commit()
         self.index.reload()
 
+    def discard(self) -> None:
+        """Drop the writer and whatever it had not committed (the caller replays it from the journal).
+
+        After an I/O error (a full disk) Tantivy kills the writer for good: every later call on it fails,
+        so the next write needs a fresh one. Files of the lost segment are collected by a later commit.
+        """
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.rollback()
+
     def close(self) -> None:
         if self._writer is not None:
-            self._writer.wait_merging_threads()
+            with contextlib.suppress(ValueError):  # a writer killed by an I/O error has nothing to wait for
+                self._writer.wait_merging_threads()
             self._writer = None
 
     # ---------------------------------------------------------------------------------------

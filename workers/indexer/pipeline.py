@@ -13,10 +13,12 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import threading
 import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,7 @@ from foldermind.workers.indexer.analysis import MAX_CHARS, analyze
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
 from foldermind.workers.indexer.extracted import rebuild
+from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classify, free_bytes, writing
 from foldermind.workers.indexer.store import ChunkPos, Document, Store
 from foldermind.workers.indexer.vectors import VectorIndex
 
@@ -41,10 +44,22 @@ _LOST = (ErrorCode.WORKER_LOST, ErrorCode.DEADLINE_EXCEEDED)
 
 def sha256_of(path: str) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    # Opened without blocking and checked on the descriptor: a FIFO put in the file's place would
+    # otherwise block this thread until someone writes to it.
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC), "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise OSError(f"not a regular file: {os.path.basename(path)}")
         while block := fh.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
+
+
+def is_file(path: str) -> bool:
+    """A regular file is at ``path`` (symlinks followed)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 @dataclass(slots=True)
@@ -66,6 +81,10 @@ class Pipeline(threading.Thread):
     # texts of similar length (less padding for the model) while requests stay small.
     EMBED_LOOKAHEAD = 8
     PARSE_RETRY_S = 5.0
+    # A full disk: writes are retried after this backoff (doubling), or at once when space comes back.
+    DISK_RETRY_MIN_S = 0.5
+    DISK_RETRY_MAX_S = 5.0
+    DISK_FREED_BYTES = 4 * 1024 * 1024
 
     def __init__(
         self,
@@ -97,6 +116,14 @@ class Pipeline(threading.Thread):
         self.embed_model: str | None = store.get_meta("embed_model") or None
         self.errors = 0
         self.enricher = Enricher(store, llm_from_env())
+        self.data_dir = store.path.parent
+        # Set while the disk under the index is full (the first failure's time is kept); cleared by the
+        # next write that succeeds. Reported by status and index_status; nothing is marked failed for it.
+        self.disk_full: DiskFull | None = None
+        self._disk_retry_at = 0.0
+        self._disk_backoff = self.DISK_RETRY_MIN_S
+        self._free_at_fault = 0
+        self._reconciled = False
 
     def wake(self) -> None:
         """Tell the thread there is work (new pending files, or journal entries to apply)."""
@@ -120,21 +147,24 @@ class Pipeline(threading.Thread):
         poller.register(client.sock, zmq.POLLIN)
         poller.register(self._wake_recv, zmq.POLLIN)
         try:
-            self._reconcile_vectors()
             while not self._stopping.is_set():
                 try:
-                    self._apply_journal()
-                    self._fill(client)
-                    self._fill_embeds(client)
-                    self.enricher.fill(client, idle=self._idle)
-                    self._maybe_save()
-                except Exception:
-                    self.errors += 1
-                    log.exception("ingest step failed; retrying shortly")
-                    time.sleep(1.0)
+                    if self._writes_allowed():
+                        if not self._reconciled:
+                            self._reconcile_vectors()
+                            self._reconciled = True
+                        self._apply_journal()
+                        self._fill(client)
+                        self._fill_embeds(client)
+                        self.enricher.fill(client, idle=self._idle)
+                        self._maybe_save()
+                except Exception as exc:
+                    self._step_failed(exc)
                 busy = self._inflight or self._embeds or self.vectors.dirty or self.enricher.inflight
                 timeout = 1000 if busy else 5000
-                if self._journal_dirty:
+                if self.disk_full is not None:
+                    timeout = 250  # look for freed space often: resuming should not wait on a long backoff
+                elif self._journal_dirty:
                     timeout = min(timeout, max(1, int((self._next_commit - time.monotonic()) * 1000) + 1))
                 events = dict(poller.poll(timeout))
                 if self._wake_recv in events:
@@ -142,15 +172,65 @@ class Pipeline(threading.Thread):
                         self._wake_recv.recv()
                     self._journal_dirty = True
                 if client.sock in events:
-                    self._drain(client)
+                    try:
+                        self._drain(client)
+                    except Exception as exc:  # a reply that could not be stored: its document stays pending
+                        self._step_failed(exc)
         finally:
             client.close()
             self._wake_recv.close(0)
-            self._save_vectors()
+            try:
+                self._save_vectors()
+            except Exception as exc:  # SQLite holds every vector: the next start rebuilds the file
+                log.warning("vector index not saved on stop (%s)", type(exc).__name__)
+
+    # ---------------------------------------------------------------------------------------
+    # a full disk
+
+    def _step_failed(self, exc: Exception) -> None:
+        filename = getattr(exc, "filename", None)
+        path = self.store.path if filename is None else Path(str(filename))
+        classified = classify(exc, "a database write", path, self.data_dir)
+        if classified is None:
+            self.errors += 1
+            log.exception("ingest step failed; retrying shortly")
+            time.sleep(1.0)
+            return
+        # Kept without its cause and traceback: their frames hold what failed alive (a killed Tantivy
+        # writer, and with it the index's writer lock, so no fresh writer could ever be made).
+        full = DiskFull(classified.what, classified.path, classified.detail, classified.free_bytes)
+        now = time.monotonic()
+        if self.disk_full is None:
+            log.warning("%s; indexing paused until space is freed", full)
+            self._disk_backoff = self.DISK_RETRY_MIN_S
+            self._disk_retry_at = now + self._disk_backoff
+        else:
+            full.since = self.disk_full.since
+            if now >= self._disk_retry_at:  # a retry failed (not a straggler reply): back off further
+                self._disk_backoff = min(self._disk_backoff * 2, self.DISK_RETRY_MAX_S)
+                self._disk_retry_at = now + self._disk_backoff
+        self.disk_full = full
+        self._free_at_fault = full.free_bytes
+
+    def _writes_allowed(self) -> bool:
+        """False while the disk is full, until the backoff has passed or space has been freed."""
+        if self.disk_full is None or time.monotonic() >= self._disk_retry_at:
+            return True
+        return free_bytes(self.data_dir) >= self._free_at_fault + self.DISK_FREED_BYTES
+
+    def _wrote(self) -> None:
+        """A write succeeded: a full disk is over once there is room again. A small write can fit in
+        space SQLite already holds (a checkpointed WAL) on a disk still full: that alone proves nothing."""
+        if self.disk_full is not None:
+            free = free_bytes(self.data_dir)
+            if free < self._free_at_fault + self.DISK_FREED_BYTES and free < LOW_SPACE_BYTES:
+                return
+            log.warning("disk space available again: indexing resumed after %.1f s", time.time() - self.disk_full.since)
+            self.disk_full = None
 
     def _idle(self) -> bool:
         """Nothing to parse or embed: only then may the model's analysis run (it never delays indexing)."""
-        if self._inflight or self._embeds or self._embed_backlog:
+        if self._inflight or self._embeds or self._embed_backlog or self.disk_full is not None:
             return False
         if self.embed_error is None and self.store.unembedded(1, set()):
             return False
@@ -173,7 +253,10 @@ class Pipeline(threading.Thread):
                     continue
                 digest = sha256_of(doc.path)
             except OSError as exc:
-                self._fail(doc.id, f"unreadable: {exc.strerror or exc}")
+                if not is_file(doc.path):
+                    self._forget(doc)
+                else:
+                    self._fail(doc.id, f"unreadable: {exc.strerror or exc}")
                 continue
             if digest == doc.sha256 and doc.attempts == 0 and self._has_chunks(doc.id):
                 self.store.mark_unchanged(doc.id, st.st_size, st.st_mtime_ns)  # touched, not changed
@@ -184,6 +267,16 @@ class Pipeline(threading.Thread):
     def _fail(self, doc_id: int, reason: str) -> None:
         self.store.set_failed(doc_id, reason)
         self._journal_dirty = True  # its chunks leave Tantivy too
+
+    def _forget(self, doc: Document) -> None:
+        """The file is gone (or is no longer a regular file) since it was queued: it leaves the index
+        instead of staying behind as a failure of a file that does not exist. A document moved
+        meanwhile is not touched: it is parsed again at its new path."""
+        current = self.store.document(doc.path)
+        if current is not None and current.id == doc.id:
+            with self.store.tx() as db:
+                self.store.delete_documents(db, [doc.id])
+            self._journal_dirty = True
 
     def _has_chunks(self, doc_id: int) -> bool:
         row = self.store.db.execute("SELECT chunks, format FROM documents WHERE id = ?", (doc_id,)).fetchone()
@@ -242,6 +335,9 @@ class Pipeline(threading.Thread):
             log.warning("document %d stays pending: %s", job.doc.id, error.code)
             self._parse_retry_at = time.monotonic() + self.PARSE_RETRY_S
             return
+        if not is_file(job.doc.path):
+            self._forget(job.doc)
+            return
         self._fail(job.doc.id, reason)
 
     def _store(self, job: _Parse, reply: ParseReply) -> None:
@@ -299,6 +395,7 @@ class Pipeline(threading.Thread):
             if fields is not None:
                 # Same transaction: the analysis always describes the content just indexed.
                 self.store.write_analysis(db, job.doc.id, job.doc.path, fields)
+        self._wrote()
         self._journal_dirty = True
         if changed_meanwhile:
             self.store.requeue(job.doc.id)  # a change arrived during the parse: index the newer content
@@ -354,6 +451,7 @@ class Pipeline(threading.Thread):
             self.embed_model = body.model
         rows = {chunk_id: i for i, chunk_id in enumerate(ids)}
         kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
+        self._wrote()
         self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0])
 
     def _maybe_save(self) -> None:
@@ -366,9 +464,13 @@ class Pipeline(threading.Thread):
     def _save_vectors(self) -> None:
         dead = self.store.dead_vectors()
         self.vectors.remove(dead)
-        self.vectors.save()
+        wrote = self.vectors.dirty
+        with writing("saving the vector index", self.vectors.path, self.data_dir):
+            self.vectors.save()
         if dead:
             self.store.forget_dead(dead)
+        if wrote:
+            self._wrote()
 
     def _reconcile_vectors(self) -> None:
         """Bring the usearch file in line with SQLite after whatever ended the last run."""
@@ -393,11 +495,19 @@ class Pipeline(threading.Thread):
         if self._inflight and now < self._next_commit:
             return  # more parses are about to land: fold them into one commit
         self._next_commit = now + self.COMMIT_EVERY_S
-        self._journal_dirty = False
         applied = int(self.store.get_meta("tantivy_seq", "0"))
         seq, doc_ids = self.store.journal_after(applied)
         if not doc_ids:
+            self._journal_dirty = False
             return
-        self.bm25.replace(doc_ids, self.store.chunks_for_index(doc_ids))
-        self.bm25.commit()
+        try:
+            with writing("the Tantivy commit", self.bm25.path, self.data_dir):
+                self.bm25.replace(doc_ids, self.store.chunks_for_index(doc_ids))
+                self.bm25.commit()
+        except BaseException:
+            # Stays dirty: the journal is replayed into a fresh writer on the next try.
+            self.bm25.discard()
+            raise
         self.store.journal_applied(seq)
+        self._journal_dirty = False
+        self._wrote()

@@ -10,7 +10,9 @@ indexes nothing twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -90,6 +92,17 @@ BEGIN
     INSERT OR IGNORE INTO dead_vectors(id) VALUES (OLD.id);
 END;
 """
+
+
+STATUS_COUNTS = {
+    "indexed": "files_indexed",
+    "failed": "files_failed",
+    "skipped": "files_failed",
+    "pending": "files_pending",
+}
+"""Which count a document's status adds to. Skipped (too large, a name that cannot be indexed) counts as
+failed: it is a failure with its reason (SPEC 6), and indexed + failed must reach the total for
+``folders add --wait`` to finish."""
 
 
 class StoreError(Exception):
@@ -174,10 +187,15 @@ class Store:
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # SQLite rolls back by itself on some errors (SQLITE_FULL among them): a second ROLLBACK
+            # would raise and hide the real error. A failed COMMIT must not leave the transaction open,
+            # or every later BEGIN on this connection fails.
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
 
     # ---------------------------------------------------------------------------------------
     # meta
@@ -244,7 +262,7 @@ class Store:
             "SELECT status, COUNT(*) FROM documents WHERE folder_id = ? GROUP BY status", (folder_id,)
         ):
             counts["files_total"] += n
-            key = {"indexed": "files_indexed", "failed": "files_failed", "pending": "files_pending"}.get(status)
+            key = STATUS_COUNTS.get(status)
             if key:
                 counts[key] += n
         row = db.execute(
@@ -312,6 +330,11 @@ class Store:
             "UPDATE documents SET path = ?, folder_id = ?, updated_at = ? WHERE id = ?",
             (new, folder_id, time.time(), row[0]),
         )
+        if os.path.splitext(old)[1].lower() != os.path.splitext(new)[1].lower():
+            # The same bytes under another extension are another format (notes.txt -> notes.md): the
+            # chunks were cut by the old format's parser, so it is parsed again. sha256 is cleared, or
+            # the pipeline would take the unchanged bytes for a touch and keep the old chunks.
+            db.execute("UPDATE documents SET status = 'pending', attempts = 0, sha256 = NULL WHERE id = ?", (row[0],))
         if row[1] != folder_id:
             db.execute("INSERT INTO journal(doc_id) VALUES(?)", (row[0],))  # its folder field changed
             now = time.time()
@@ -584,7 +607,7 @@ class Store:
         counts = {"files_total": 0, "files_indexed": 0, "files_failed": 0, "files_pending": 0}
         for status, n in self.db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status"):
             counts["files_total"] += n
-            key = {"indexed": "files_indexed", "failed": "files_failed", "pending": "files_pending"}.get(status)
+            key = STATUS_COUNTS.get(status)
             if key:
                 counts[key] += n
         row = self.db.execute("SELECT COUNT(id), COUNT(vector) FROM chunks").fetchone()

@@ -99,6 +99,11 @@ class VectorIndex:
             if not self.dirty:
                 return
             tmp = self.path.with_suffix(".tmp")
-            self.index.save(str(tmp))
-            os.replace(tmp, self.path)
+            try:
+                self.index.save(str(tmp))
+                os.replace(tmp, self.path)
+            except BaseException:
+                # A half-written copy (a full disk) would hold the very space the next save needs.
+                tmp.unlink(missing_ok=True)
+                raise
             self.dirty = False

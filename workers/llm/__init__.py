@@ -24,8 +24,17 @@ from foldermind.kernel.home import Home
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, ChatPartial, ChatReply, ChatRequest
 from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
 from foldermind.workers.llm import citations, prompt
-from foldermind.workers.llm.backends import Backend, ContextOverflow, Generation, GenParams, fault_hang, load_backend
+from foldermind.workers.llm.backends import (
+    Backend,
+    ContextOverflow,
+    Generation,
+    GenParams,
+    fault_delay,
+    fault_hang,
+    load_backend,
+)
 from foldermind.workers.llm.model_file import ModelFileError, resolve
+from foldermind.workers.model_files import gc_paused
 
 log = logging.getLogger("foldermind.llm")
 
@@ -50,6 +59,7 @@ class LlmWorker(Worker):
         # Background summaries (and llama-cpp, whose count is fixed at load) get half the cores at most.
         self.threads = self.policy.threads or max(1, self.cores // 2)
         self.last_chat_threads = 0
+        self.cancelled = 0  # chat answers stopped because their caller gave them up
 
     def setup(self) -> None:
         threading.Thread(target=self._load, name="model-load", daemon=True).start()
@@ -59,15 +69,17 @@ class LlmWorker(Worker):
         try:
             path = resolve(self.policy.model_path)
             self.model_path = str(path)
-            backend = load_backend(
-                self.policy.backend,
-                path,
-                self.cache_dir,
-                self.policy.context_length,
-                self.threads,
-                self.policy.batch_size,
-                self.policy.seed,
-            )
+            # Converting and loading the model holds the GIL in long GC passes otherwise (see gc_paused).
+            with gc_paused():
+                backend = load_backend(
+                    self.policy.backend,
+                    path,
+                    self.cache_dir,
+                    self.policy.context_length,
+                    self.threads,
+                    self.policy.batch_size,
+                    self.policy.seed,
+                )
         except ModelFileError as exc:
             self._failed(str(exc))
             return
@@ -100,6 +112,7 @@ class LlmWorker(Worker):
             "load_s": round(self.load_s, 2),
             "threads": self.last_chat_threads or self.threads,
             "threads_auto": not self.policy.threads,
+            "cancelled": self.cancelled,
         }
 
     def handlers(self) -> dict[str, Handler]:
@@ -162,14 +175,16 @@ class LlmWorker(Worker):
             pending.clear()
             last_sent = time.monotonic()
 
-        # Stop a little before the caller's deadline, so it hears LLM_TIMEOUT from us, not a lost worker.
+        # Stop a little before the caller's deadline, so it hears LLM_TIMEOUT from us, not a lost worker;
+        # and at once when the caller gives the answer up (its MCP client went away).
         def late() -> bool:
-            return bool(deadline) and time.time() > deadline - 0.5
+            return req.cancelled() or (bool(deadline) and time.time() > deadline - 0.5)
 
         try:
             params = self._params(max_tokens)
             params.threads = self.last_chat_threads = self.chat_threads()
-            params.fault_hang = fault_hang()  # a test switch; chat only, so summaries never trip it
+            params.fault_hang = fault_hang()  # test switches; chat only, so summaries never trip them
+            params.fault_delay_s = fault_delay()
             for delta in backend.stream(built.tokens, params, out, cancelled=late):
                 pieces.append(delta)
                 pending.append(delta)
@@ -178,6 +193,10 @@ class LlmWorker(Worker):
         except ContextOverflow as exc:
             raise JobError("prompt_too_long", str(exc)) from None
         flush()
+        if out.finish == "cancelled" and req.cancelled():
+            self.cancelled += 1
+            log.info("chat answer cancelled by its caller after %d tokens", out.completion_tokens)
+            raise JobError("cancelled", f"cancelled by the caller after {out.completion_tokens} tokens")
         if out.finish == "cancelled":
             raise JobError("llm_timeout", f"no answer within the deadline ({out.completion_tokens} tokens generated)")
         raw = citations.strip_controls("".join(pieces), backend.model.control_tokens)

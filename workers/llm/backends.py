@@ -34,6 +34,13 @@ FAULT_ENV = "FOLDERMIND_LLM_FAULT"
 its first token, as a wedged native call would; ``hang-once:PATH`` does so only for the first generation
 that creates PATH (so the replacement process answers). Unset in normal runs."""
 
+SLOW_ENV = "FOLDERMIND_LLM_SLOW"
+"""Test switch: ``SECONDS:PATH`` makes each generated chat token take SECONDS longer while PATH exists (a
+slow model), so a test can act in the middle of an answer. Unset in normal runs."""
+
+EVAL_BATCHES_PER_CHECK = 4
+"""Prompt batches evaluated between two looks at a cancel (256 tokens: about 1-2.5 s on 2 cores)."""
+
 
 def fault_hang() -> bool:
     fault = os.environ.get(FAULT_ENV, "")
@@ -46,6 +53,14 @@ def fault_hang() -> bool:
             return False
         return True
     return False
+
+
+def fault_delay() -> float:
+    seconds, _, path = os.environ.get(SLOW_ENV, "").partition(":")
+    try:
+        return float(seconds) if path and os.path.exists(path) else 0.0
+    except ValueError:
+        return 0.0
 
 
 class ContextOverflow(Exception):
@@ -66,6 +81,8 @@ class GenParams:
     """Threads for this generation; 0 = the backend's own (fixed at load for llama-cpp, which ignores it)."""
     fault_hang: bool = False
     """Set from :data:`FAULT_ENV` by the worker, for tests only: block forever after the first token."""
+    fault_delay_s: float = 0.0
+    """Set from :data:`SLOW_ENV` by the worker, for tests only: extra seconds per generated token."""
 
 
 @dataclass(slots=True)
@@ -107,8 +124,11 @@ class Backend(ABC):
         return [bos] if self.model.add_bos_token and bos is not None else []
 
     @abstractmethod
-    def _token_stream(self, tokens: list[int], params: GenParams) -> Iterator[int]:
-        """Evaluate ``tokens`` and yield sampled tokens forever (the caller stops it)."""
+    def _token_stream(
+        self, tokens: list[int], params: GenParams, cancelled: Callable[[], bool] = lambda: False
+    ) -> Iterator[int]:
+        """Evaluate ``tokens`` and yield sampled tokens forever (the caller stops it). It may end early,
+        having yielded nothing, when ``cancelled()`` turns true during the prompt's evaluation."""
 
     @abstractmethod
     def _piece(self, token: int) -> bytes:
@@ -141,7 +161,7 @@ class Backend(ABC):
         started = time.monotonic()
         hang = params.fault_hang
         out.finish = "max_tokens" if budget == params.max_tokens else "context"
-        for token in self._token_stream(tokens, params):
+        for token in self._token_stream(tokens, params, cancelled):
             if out.completion_tokens == 0:
                 out.first_token_s = time.monotonic() - started
             if self._ends_turn(token):
@@ -151,6 +171,8 @@ class Backend(ABC):
             if hang:
                 while True:
                     time.sleep(3600)
+            if params.fault_delay_s:
+                time.sleep(params.fault_delay_s)
             held += decoder.decode(self._piece(token))
             ready, held, hit = _split_stop(held, stops)
             if ready:
@@ -164,6 +186,8 @@ class Backend(ABC):
             if cancelled():
                 out.finish = "cancelled"
                 break
+        else:  # the token stream is endless: it ended, so the prompt's evaluation was cancelled
+            out.finish = "cancelled"
         held += decoder.decode(b"", final=True)
         ready, _, _ = _split_stop(held, stops, final=True)
         if ready:
@@ -286,7 +310,9 @@ class CTransformersBackend(Backend):
     def _spm(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text, add_bos_token=False))
 
-    def _token_stream(self, tokens: list[int], params: GenParams) -> Iterator[int]:
+    def _token_stream(
+        self, tokens: list[int], params: GenParams, cancelled: Callable[[], bool] = lambda: False
+    ) -> Iterator[int]:
         llm = self.llm
         greedy = params.temperature <= 0
         # Every prompt is evaluated from scratch. Reusing a shared prefix saves its evaluation, but the
@@ -295,7 +321,13 @@ class CTransformersBackend(Backend):
         llm._context.clear()
         llm.ctransformers_llm_reset()
         threads = params.threads or self.threads
-        llm.eval(tokens, batch_size=self.batch_size, threads=threads)
+        # A long prompt takes seconds: it is evaluated a few batches at a time so a cancel is heard. Slices
+        # are whole batches, so the batches (and the greedy answer) are the same as in one call.
+        step = self.batch_size * EVAL_BATCHES_PER_CHECK
+        for start in range(0, len(tokens), step):
+            if start and cancelled():
+                return
+            llm.eval(tokens[start : start + step], batch_size=self.batch_size, threads=threads)
         while True:
             token = int(
                 llm.sample(
@@ -348,7 +380,10 @@ class LlamaCppBackend(Backend):
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special))
 
-    def _token_stream(self, tokens: list[int], params: GenParams) -> Iterator[int]:
+    def _token_stream(
+        self, tokens: list[int], params: GenParams, cancelled: Callable[[], bool] = lambda: False
+    ) -> Iterator[int]:
+        # llama-cpp-python evaluates the prompt in one call: a cancel is heard from the first token on.
         greedy = params.temperature <= 0
         self.llm.set_seed(params.seed)
         self.llm.reset()  # no prefix reuse: see CTransformersBackend._token_stream

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,11 @@ DEFAULT_MEMORY_MB = 2048
 MIN_TOKENS, MAX_TOKENS = 8, 8192
 REPLY_HEADROOM = 0.9
 """A reply may fill at most this share of the bus's message limit."""
+HOLD_ENV = "FOLDERMIND_PARSER_HOLD"
+"""Test switch ``NEEDLE:FLAG``: a parse of a file whose name contains NEEDLE, while the file FLAG
+exists, first creates ``FLAG.held`` and then waits (at most ``HOLD_MAX_S``) until FLAG is gone, so a
+test can change the file between the indexer's look at it and the parse, every time."""
+HOLD_MAX_S = 30.0
 
 
 def apply_memory_limit(env: dict[str, str] | None = None) -> int:
@@ -108,9 +114,12 @@ class ParserWorker(Worker):
             except Exception as exc:
                 self._tokenizer_error = str(exc) or exc.__class__.__name__
                 message = f"cannot load the tokenizer: {self._tokenizer_error}"
+                # Files wait as pending (retried) rather than fail: `status` is where the user sees why.
+                self.status_note = f"{message}; files wait"[:300]
                 raise JobError("model_unavailable", message, retryable=True) from exc
             self._tokenizer_error = ""
-            self.status_note = f"tokenizer loaded, {self.status_note}"
+            cap = f"memory cap {self.memory_limit_mb} MiB" if self.memory_limit_mb else "no memory cap"
+            self.status_note = f"tokenizer loaded, {cap}"
         return self._tokenizer
 
     def on_parse(self, req: Request) -> Result:
@@ -124,6 +133,7 @@ class ParserWorker(Worker):
         if body.overlap_tokens < 0 or body.max_bytes <= 0:
             raise JobError("bad_request", "overlap_tokens must be >= 0 and max_bytes > 0")
         tokenizer = self.tokenizer()
+        _hold(path)
         try:
             doc = parse_file(path, body.max_bytes)
             chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
@@ -152,6 +162,17 @@ class ParserWorker(Worker):
             )
         self.parsed += 1
         return ParseReply(format=doc.format, chunks=chunks, title=doc.title, pages=doc.pages)
+
+
+def _hold(path: Path) -> None:
+    needle, sep, flag = os.environ.get(HOLD_ENV, "").partition(":")
+    if not sep or not needle or needle not in path.name or not os.path.exists(flag):
+        return
+    log.warning("%s: holding a parse until the test lets it go", HOLD_ENV)
+    Path(f"{flag}.held").touch()
+    give_up = time.monotonic() + HOLD_MAX_S
+    while os.path.exists(flag) and time.monotonic() < give_up:
+        time.sleep(0.01)
 
 
 def _tokenizer_path() -> Path:

@@ -20,7 +20,9 @@ import codecs
 import contextlib
 import io
 import logging
+import os
 import re
+import stat
 import unicodedata
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -215,14 +217,22 @@ def parse_file(path: Path, max_bytes: int) -> ParsedDocument:
 
 
 def read_bytes(path: Path, max_bytes: int) -> bytes:
-    """The file's bytes; ``unreadable`` when it cannot be read, ``file_too_large`` over ``max_bytes``."""
+    """The file's bytes; ``unreadable`` when it cannot be read or is not a regular file,
+    ``file_too_large`` over ``max_bytes``.
+
+    Opened without blocking and checked on the open descriptor: a FIFO swapped in for the file after
+    the indexer looked at it would otherwise block this parser until someone writes to it.
+    """
     try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise ParseError(UNREADABLE, f"unreadable: {path.name} is a directory")
-        if size > max_bytes:
-            raise ParseError(FILE_TOO_LARGE, _too_large(size, max_bytes))
-        with path.open("rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise ParseError(UNREADABLE, f"unreadable: {path.name} is a directory")
+            if not stat.S_ISREG(st.st_mode):
+                raise ParseError(UNREADABLE, "unreadable: not a regular file")
+            if st.st_size > max_bytes:
+                raise ParseError(FILE_TOO_LARGE, _too_large(st.st_size, max_bytes))
             data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise ParseError(UNREADABLE, f"unreadable: {exc.strerror or exc}") from exc
@@ -264,15 +274,34 @@ def decode_text(data: bytes) -> str:
             except UnicodeDecodeError:
                 raise ParseError(PARSE_FAILED, NOT_TEXT) from None
             break
-    if text is None and b"\x00" not in data:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
+    if text is None:
+        text = _utf8(data)
     if text is None:
         text = _detect(data)
     if _looks_binary(text):
         raise ParseError(PARSE_FAILED, NOT_TEXT)
+    return text
+
+
+def _utf8(data: bytes) -> str | None:
+    """``data`` as UTF-8, or None when it is not. A few NUL bytes and a few invalid bytes (each read as
+    U+FFFD) are allowed, within the share of control characters any text may hold, when the rest is
+    plainly UTF-8 (a log with a stray NUL or a cut character is still text); NUL bytes are dropped by
+    :func:`normalize`. More NULs than that are left to detection: UTF-16 and UTF-32 are full of them."""
+    nuls = data.count(0)
+    if not nuls:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    text = data.decode("utf-8", "replace")
+    bad = text.count("\ufffd")
+    if nuls + bad > len(text) * MAX_CONTROL_RATIO:
+        return None
+    # An invalid byte in otherwise ASCII text says nothing about UTF-8 (a Latin-1 "é" is one): only
+    # characters that decoded as real multi-byte UTF-8 show it is UTF-8 with a few broken bytes.
+    if bad and not any("\x7f" < c != "\ufffd" for c in text):
+        return None
     return text
 
 
@@ -404,10 +433,14 @@ def _md_inline(tok: Any) -> str:
 
 def parse_pdf(data: bytes) -> ParsedDocument:
     """PDF, page by page (pypdf): one segment per page with text; pages count from 1."""
+    with _PypdfWarnings() as warnings:
+        return _parse_pdf(data, warnings)
+
+
+def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # malformed files make pypdf chatty
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
@@ -445,8 +478,46 @@ def parse_pdf(data: bytes) -> ParsedDocument:
     if not segments:
         if failures and len(failures) == count:
             raise ParseError(PARSE_FAILED, f"corrupt PDF: {failures[0]}")
+        if warnings.read_errors:
+            # pypdf skipped what it could not read (a page's resources nested 100,000 deep, say) and
+            # found no text in the rest: the file is broken, not scanned.
+            raise ParseError(PARSE_FAILED, f"corrupt PDF: {warnings.read_errors[0]}")
         raise ParseError(PARSE_FAILED, NO_TEXT_PDF)
     return ParsedDocument("pdf", segments, title=_pdf_title(reader), pages=count)
+
+
+class _PypdfWarnings(logging.Handler):
+    """Collects what pypdf warns about while it reads one file, instead of logging it (malformed files
+    make it chatty). Not strict, pypdf reads past the parts it cannot read and only warns: those
+    warnings explain a PDF that then has no text."""
+
+    _READ_ERROR = re.compile(r"^(?:\w*Error)?\(?'?(.*?(?:[Ee]rror|[Rr]ecursion|[Dd]epth).*?)'?\)?$")
+    MAX_KEPT = 20
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.read_errors: list[str] = []
+        self._saved = (logging.NOTSET, True)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.read_errors) < self.MAX_KEPT:
+            found = self._READ_ERROR.match(" ".join(record.getMessage().split()))
+            if found:
+                self.read_errors.append(found.group(1)[:200])
+
+    def __enter__(self) -> _PypdfWarnings:
+        logger = logging.getLogger("pypdf")
+        self._saved = (logger.level, logger.propagate)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+        logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logger = logging.getLogger("pypdf")
+        logger.removeHandler(self)
+        logger.setLevel(self._saved[0])
+        logger.propagate = self._saved[1]
 
 
 def _pdf_page_text(raw: str) -> str:
