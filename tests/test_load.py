@@ -1,17 +1,22 @@
-"""Load, the short variant of ``make load`` (issue 6, item 4): a real kernel on a small SciFact Smart Folder,
-8 real ``mcp`` SDK clients over HTTP (each its own session, the product's rate limit) mixing search,
-summaries, reads, similar files, folder and index status and chat on the real SmolLM2-135M for ~30 s,
-while a writer adds a new file to the folder every second. The run is :func:`tests.bench.load.run`, the
-same code as the bench; its figures (latencies) are not asserted, only what must hold under load."""
+"""Load, the short variant of ``make load`` (issue 6, item 4): a real kernel on a small Smart Folder of
+generated abstracts, 8 real ``mcp`` SDK clients over HTTP (each its own session, the product's rate limit)
+mixing search, summaries, reads, similar files, folder and index status and chat on the real SmolLM2-135M
+for ~30 s, while a writer adds a new file to the folder every second. The run is
+:func:`tests.bench.load.run`, the same code as the bench; its figures (latencies) are not asserted, only what
+must hold under load."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import random
+from pathlib import Path
 
 import pytest
 
 from foldermind.workers.llm.model_file import BUNDLED_DISTRIBUTION
 from tests.bench.load import CHAT, MIX, Plan, Results, render, rss_bound, run
+from tests.bench.scifact import SCIFACT_ENV
 
 pytest.importorskip("ctransformers", reason="the llm worker's default backend is not installed")
 try:
@@ -41,8 +46,75 @@ def errors_by_tool(r: Results) -> dict[str, dict[str, int]]:
     return {tool: dict(s.codes) for tool, s in r.tools.items() if s.errors}
 
 
+WORDS = (
+    "cell",
+    "protein",
+    "tissue",
+    "signal",
+    "growth",
+    "response",
+    "gene",
+    "model",
+    "rate",
+    "study",
+    "patient",
+    "dose",
+    "trial",
+    "receptor",
+    "enzyme",
+    "membrane",
+    "pathway",
+    "mutation",
+    "infection",
+    "immune",
+    "insulin",
+    "glucose",
+    "neuron",
+    "cortex",
+    "memory",
+    "sleep",
+    "heart",
+    "vessel",
+    "pressure",
+    "bone",
+    "muscle",
+    "liver",
+    "kidney",
+    "lung",
+    "tumour",
+    "therapy",
+    "vaccine",
+    "virus",
+    "bacteria",
+    "antibody",
+    "blood",
+    "oxygen",
+)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A SciFact-shaped data set of generated abstracts and queries: the bench reads SciFact, which CI
+    need not have (its licence keeps it out of the repository), and the test must not depend on it."""
+    rng = random.Random(6)
+    data = tmp_path / "scifact"
+    data.mkdir()
+    with open(data / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(400):
+            topic = rng.sample(WORDS, 4)
+            pool = topic + list(WORDS)  # a document's own topic words come up more often
+            sentences = [" ".join(rng.choice(pool) for _ in range(14)).capitalize() + "." for _ in range(6)]
+            doc = {"_id": f"g{i}", "title": f"The {topic[0]} and {topic[1]} of study {i}", "text": " ".join(sentences)}
+            fh.write(json.dumps(doc) + "\n")
+    with open(data / "queries.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(60):
+            fh.write(json.dumps({"_id": f"q{i}", "text": " ".join(rng.sample(WORDS, 3))}) + "\n")
+    monkeypatch.setenv(SCIFACT_ENV, str(data))
+    return data
+
+
 @pytest.mark.slow
-def test_eight_clients_mixing_tools_while_new_files_are_indexed() -> None:
+def test_eight_clients_mixing_tools_while_new_files_are_indexed(corpus: Path) -> None:
     r = run(PLAN)
     print(render(r))  # the figures, in the output of a failed run
     assert not r.failures, r.failures
