@@ -78,8 +78,8 @@ load: install
 
 # Crash-consistency soak (issue 6; figures in docs/reliability.md): 2500 mixed files (--short: most of one
 # chunk, so embedding does not dominate), 4 min of kill -9s of random workers and of the kernel, with edits,
-# renames and deletes in between, then the index compared with a fresh one of the final folder (~15 min on
-# an idle 2-core machine, longer on a busy one). Exits 1 on any discrepancy; tests/test_soak.py is the short one.
+# renames and deletes in between, then the index compared with a fresh one of the final folder (~6 min on
+# an idle 2-core machine, much longer on a busy one). Exits 1 on any discrepancy; tests/test_soak.py is the short one.
 # SOAK_ARGS: "--files N", "--minutes M", "--seed S", "--home DIR" (kept), "--report PATH" (+ PATH.ops.log).
 SOAK_ARGS ?= --files 2500 --minutes 4 --seed 1 --short
 soak: install
