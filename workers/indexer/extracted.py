@@ -15,10 +15,13 @@ same characters wherever a chunk holds them; it differs only in whitespace that 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from foldermind.workers.indexer.store import ChunkPos, Store
+
+log = logging.getLogger("foldermind.indexer")
 
 
 def rebuild(chunks: Iterable[ChunkPos], pos: int = 0, line: int = 1) -> str:
@@ -80,6 +83,11 @@ def read_lines(store: Store, doc_id: int, start_line: int, end_line: int | None,
         return Lines("", start_line, start_line - 1, total, asked_past_end)
     text = rebuild(picked, picked[0].char_start, picked[0].line_start)
     lines = text.split("\n")[start_line - picked[0].line_start : last_wanted - picked[0].line_start + 1]
+    if not lines:
+        # The rebuilt text ended before start_line (seen once by the fuzz test: lines 3..3 of a small
+        # Markdown file; root cause not yet found). An empty, truncated range, not an internal error.
+        log.warning("doc.read: the rebuilt text of document %d has no line %d", doc_id, start_line)
+        return Lines("", start_line, start_line - 1, total, True)
     kept: list[str] = []
     used = 0
     for line in lines:
