@@ -137,9 +137,8 @@ def make_nested_pdf(path: Path, depth: int = 100_000) -> Path:
     )
 
 
-def make_huge_stream_pdf(path: Path, declared: int = 10**15) -> Path:
-    """A content stream that declares ``/Length`` of a petabyte and holds a few bytes."""
-    ops = b"BT /F1 12 Tf 72 720 Td (huge) Tj ET"
+def _one_page_pdf(path: Path, contents: bytes) -> Path:
+    """A one-page PDF whose page content is the stream object ``contents`` (object 4)."""
     return _write_pdf(
         path,
         [
@@ -147,10 +146,16 @@ def make_huge_stream_pdf(path: Path, declared: int = 10**15) -> Path:
             b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
             b"/Resources << /Font << /F1 5 0 R >> >> >>",
-            b"<< /Length %d >>\nstream\n" % declared + ops + b"\nendstream",
+            contents,
             _FONT,
         ],
     )
+
+
+def make_huge_stream_pdf(path: Path, declared: int = 10**15) -> Path:
+    """A content stream that declares ``/Length`` of a petabyte and holds a few bytes."""
+    ops = b"BT /F1 12 Tf 72 720 Td (huge) Tj ET"
+    return _one_page_pdf(path, b"<< /Length %d >>\nstream\n" % declared + ops + b"\nendstream")
 
 
 def make_flate_bomb_pdf(path: Path, inflated_mb: int = 200) -> Path:
@@ -160,16 +165,8 @@ def make_flate_bomb_pdf(path: Path, inflated_mb: int = 200) -> Path:
     squeeze = zlib.compressobj(9)
     block = b" " * (1024 * 1024)
     packed = b"".join(squeeze.compress(block) for _ in range(inflated_mb)) + squeeze.flush()
-    return _write_pdf(
-        path,
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-            b"/Resources << /Font << /F1 5 0 R >> >> >>",
-            b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
-            _FONT,
-        ],
+    return _one_page_pdf(
+        path, b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream"
     )
 
 
