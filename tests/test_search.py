@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from foldermind.kernel.config import IngestPolicy, SearchPolicy
@@ -44,13 +44,13 @@ from foldermind.protocol.messages import (
 from foldermind.workers.indexer import fusion
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.encoder import QueryEncoder
-from foldermind.workers.indexer.extracted import rebuild
+from foldermind.workers.indexer.extracted import read_lines, rebuild
 from foldermind.workers.indexer.scoped import ScopedVectors
 from foldermind.workers.indexer.snippets import snippet
 from foldermind.workers.indexer.store import ChunkPos, Store
 from foldermind.workers.indexer.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
-from foldermind.workers.parser.formats import document_text, parse_txt
+from foldermind.workers.parser.formats import document_text, parse_md, parse_txt
 from tests.filemakers import make_pdf
 from tests.helpers import FAST_RESTART, TORCH_QUERIES, RunningKernel, remove_tree, short_tmpdir, wait_for
 
@@ -582,6 +582,74 @@ def test_rebuilt_text_matches_the_parsers_text(lines: list[str], overlap: int) -
     assert all(a == b or (a.isspace() and b.isspace()) for a, b in zip(original, rebuilt, strict=True))
     if all(re.fullmatch(r"\n* *", gap) for gap in gaps):
         assert rebuilt == original  # gaps of line breaks then indentation come back exactly
+
+
+_WORDS = st.lists(
+    st.sampled_from(["pip", "install", "the", "runner", "Windows", "setup", "fox."]), min_size=1, max_size=12
+)
+_BLOCK = st.one_of(
+    st.tuples(st.just("#"), st.integers(1, 3), _WORDS),  # a heading: it closes a section
+    st.tuples(st.just("p"), st.integers(1, 4), _WORDS),  # a paragraph of a few lines
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(blocks=st.lists(_BLOCK, min_size=1, max_size=8), blanks=st.lists(st.integers(0, 3), min_size=8, max_size=8))
+@example(  # found by the fuzz test in CI: line 3 is the blank line before "## Windows", in no chunk
+    blocks=[("#", 1, ["Setup"]), ("p", 1, ["Install", "with", "pip."]), ("#", 2, ["Windows"]), ("p", 1, ["Run"])],
+    blanks=[1, 1, 1, 1, 0, 0, 0, 0],
+)
+def test_read_lines_returns_every_range_of_the_rebuilt_text(
+    blocks: list[tuple[str, int, list[str]]], blanks: list[int]
+) -> None:
+    """Every line range of a Markdown file (headings, paragraphs, runs of blank lines that no chunk
+    holds), read through a real SQLite store, is exactly that range of the whole rebuilt text, and
+    with a character budget its longest whole-line prefix."""
+    parts: list[str] = []
+    for (kind, n, words), gap in zip(blocks, blanks, strict=False):
+        if kind == "#":
+            parts.append("#" * n + " " + " ".join(words))
+        else:
+            per_line = max(1, len(words) // n)
+            parts.append("\n".join(" ".join(words[i : i + per_line]) for i in range(0, len(words), per_line)))
+        parts.append("\n" * gap)
+    parsed = parse_md("\n".join(parts).encode())
+    chunks = chunk(parsed.segments, _tokenizer(), max_tokens=12, overlap_tokens=3)
+    root = short_tmpdir("fmr-")
+    try:
+        store = Store(root / "index.sqlite")
+        folder = store.add_folder(str(root / "docs"), "docs", "")
+        path = str(root / "docs" / "doc.md")
+        with store.tx() as db:
+            store.mark_pending(db, folder.id, path, 1, 1)
+            doc = store.document(path)
+            assert doc is not None
+            store.write_document(db, doc.id, 1, 1, "h", "md", None, None, [dict(c) for c in chunks])
+        whole = rebuild(
+            ChunkPos(c["ordinal"], c["text"], c["char_start"], c["line_start"], c["line_end"]) for c in chunks
+        )
+        lines = whole.split("\n") if chunks else []
+        total = len(lines)
+        assert store.last_line(doc.id) == total
+        for start in range(1, total + 2):
+            for end in range(start - 1 if start > total else start, total + 2):
+                got = read_lines(store, doc.id, start, end, 100_000)
+                want = lines[start - 1 : end]
+                assert got.text == "\n".join(want), (start, end)
+                assert (got.start_line, got.end_line) == (start, start + len(want) - 1), (start, end)
+                assert got.total_lines == total and got.truncated == (end > total), (start, end)
+            if start <= total:  # a budget: the most whole lines that fit, or the start of one too long
+                budget = 1 + start % 7 * 5
+                cut = read_lines(store, doc.id, start, None, budget)
+                fits = [
+                    k for k in range(1, total - start + 2) if len("\n".join(lines[start - 1 : start - 1 + k])) <= budget
+                ]
+                k = max(fits, default=1)
+                want_text = "\n".join(lines[start - 1 : start - 1 + k]) if fits else lines[start - 1][:budget]
+                assert (cut.text, cut.end_line) == (want_text, start + k - 1), start
+                assert cut.truncated == (start + k - 1 < total or not fits), start
+    finally:
+        remove_tree(root)
 
 
 _TOKENIZERS: list[Any] = []

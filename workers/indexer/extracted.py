@@ -15,13 +15,10 @@ same characters wherever a chunk holds them; it differs only in whitespace that 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from foldermind.workers.indexer.store import ChunkPos, Store
-
-log = logging.getLogger("foldermind.indexer")
 
 
 def rebuild(chunks: Iterable[ChunkPos], pos: int = 0, line: int = 1) -> str:
@@ -70,9 +67,11 @@ def read_lines(store: Store, doc_id: int, start_line: int, end_line: int | None,
     stream = store.chunks_from(doc_id, begin)
     try:
         for c in stream:
-            if c.line_start > last_wanted:
-                break
             picked.append(c)
+            if c.line_start > last_wanted:
+                # Past the range, but its start tells how long the gap before it is: lines that no
+                # chunk holds (a blank line before a heading) exist only once this chunk is read.
+                break
             if c.ordinal == first:
                 budget_end = _line_offset(c, start_line) + max_chars + 1
             elif budget_end is not None and c.char_start > budget_end:
@@ -82,12 +81,8 @@ def read_lines(store: Store, doc_id: int, start_line: int, end_line: int | None,
     if not picked:
         return Lines("", start_line, start_line - 1, total, asked_past_end)
     text = rebuild(picked, picked[0].char_start, picked[0].line_start)
+    # Never empty: the first chunk reaching start_line is picked, so the text gets to that line.
     lines = text.split("\n")[start_line - picked[0].line_start : last_wanted - picked[0].line_start + 1]
-    if not lines:
-        # The rebuilt text ended before start_line (seen once by the fuzz test: lines 3..3 of a small
-        # Markdown file; root cause not yet found). An empty, truncated range, not an internal error.
-        log.warning("doc.read: the rebuilt text of document %d has no line %d", doc_id, start_line)
-        return Lines("", start_line, start_line - 1, total, True)
     kept: list[str] = []
     used = 0
     for line in lines:
