@@ -74,6 +74,7 @@ M = TypeVar("M", bound=Message)
 MB = 1024 * 1024
 PARSER_MEMORY_MB = 1024
 HOLD_NEEDLE = "held-"
+REPLY_NEEDLE = "late-"  # FOLDERMIND_PARSER_HOLD_REPLY: held after the parse, before the reply
 BAD_NAME = os.fsdecode(b"bad-\xff\xfe-name.txt")  # not UTF-8: surrogate escapes in Python
 BAD_NAME_SHOWN = "bad-\ufffd\ufffd-name.txt"  # how the index shows it (U+FFFD per undecodable byte)
 BAD_LIVE = os.fsdecode(b"live-\xc3\x28.md")
@@ -401,11 +402,12 @@ def hostile(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path, dict[st
     outside.write_text("secret outside text about basilisks\n")
     expect = make_folder(docs, outside)
     flag = root / "hold-flag"
+    holds = f'FOLDERMIND_PARSER_HOLD = "{HOLD_NEEDLE}:{flag}", FOLDERMIND_PARSER_HOLD_REPLY = "{REPLY_NEEDLE}:{flag}"'
     config = (
         FAST_RESTART
         + f"[ingest]\nparser_memory_mb = {PARSER_MEMORY_MB}\n"
         + "[mcp]\nport = 0\n"
-        + f'[workers.parser]\nenv = {{ FOLDERMIND_PARSER_HOLD = "{HOLD_NEEDLE}:{flag}" }}\n'
+        + f"[workers.parser]\nenv = {{ {holds} }}\n"
     )
     k = RunningKernel(home_dir, config)
     try:
@@ -465,6 +467,29 @@ def test_hostile_files_end_failed_with_a_reason_or_indexed_and_no_worker_stays_d
         assert "held-vanishing.txt" not in documents(home), "the vanished file is still listed"
         assert not stale, f"a file that no longer exists was recorded as {stale[0]}"
         wait_matches(k, expect, 30, "settled after the vanished file")
+        assert not check_findable(k, expect)
+
+        # 4. A file saved in two writes whose first half fails to parse. The second write lands while
+        # the parser holds the first half's failure (test switch), so the watcher's event for it
+        # comes before that failure: the failure must not be kept over the finished file.
+        whole = make_docx(
+            flag.parent / "whole.docx", "Trip", [("Fauna", ["Axolotls regrow their gills."])], []
+        ).read_bytes()
+        half = whole[: len(whole) // 2]
+        (flag.parent / "half.docx").write_bytes(half)
+        assert isinstance(finishes(lambda: parse_file(flag.parent / "half.docx", MB)), ParseError), (
+            "the first half parses"
+        )
+        late = docs / "late-save.docx"
+        Path(f"{flag}.held").unlink()  # step 3's
+        flag.write_text("hold")
+        late.write_bytes(half)
+        wait_for(lambda: Path(f"{flag}.held").exists(), 30, 0.02, "the parser holding the first half's failure")
+        late.write_bytes(whole)
+        wait_for(lambda: documents(home)["late-save.docx"]["attempts"] == 0, 30, 0.02, "the finished write's event")
+        flag.unlink()
+        expect["late-save.docx"] = Expect("indexed", "axolotls")
+        wait_matches(k, expect, 30, "the file finished during its parse")
         assert not check_findable(k, expect)
     finally:
         memory.stop()

@@ -327,6 +327,15 @@ class Pipeline(threading.Thread):
             job.attempt = 2
             self._send(client, job)
             return
+        if not is_file(job.doc.path):
+            self._forget(job.doc)
+            return
+        if self._changed_since(job):
+            # The file was written again while its old content was parsed (a save in progress): its
+            # watcher event has already come, so the newer content is parsed instead of the failure kept.
+            log.info("document %d changed while it was parsed; parsing it again", job.doc.id)
+            self.store.requeue(job.doc.id)
+            return
         reason = error.message
         if error.code in _LOST:
             reason = f"quarantined: the parser failed twice on this file ({error.message})"
@@ -335,19 +344,20 @@ class Pipeline(threading.Thread):
             log.warning("document %d stays pending: %s", job.doc.id, error.code)
             self._parse_retry_at = time.monotonic() + self.PARSE_RETRY_S
             return
-        if not is_file(job.doc.path):
-            self._forget(job.doc)
-            return
         self._fail(job.doc.id, reason)
+
+    def _changed_since(self, job: _Parse) -> bool:
+        """Whether the file is no longer the one this job parsed (its size or mtime differ, or it is gone)."""
+        try:
+            st = os.stat(job.doc.path)
+        except OSError:
+            return True  # gone: the watcher's delete event follows
+        return (st.st_size, st.st_mtime_ns) != (job.size, job.mtime_ns)
 
     def _store(self, job: _Parse, reply: ParseReply) -> None:
         if self.store.document(job.doc.path) is None:
             return  # deleted or moved while it was being parsed
-        try:
-            st = os.stat(job.doc.path)
-            changed_meanwhile = (st.st_size, st.st_mtime_ns) != (job.size, job.mtime_ns)
-        except OSError:
-            changed_meanwhile = True  # gone: the watcher's delete event follows
+        changed_meanwhile = self._changed_since(job)
         chunks = [dict(c) for c in reply.chunks]
         # The deterministic analysis, made before the transaction (which holds the write lock). It never
         # fails indexing: on any error the document is indexed without one.

@@ -40,6 +40,9 @@ HOLD_ENV = "FOLDERMIND_PARSER_HOLD"
 """Test switch ``NEEDLE:FLAG``: a parse of a file whose name contains NEEDLE, while the file FLAG
 exists, first creates ``FLAG.held`` and then waits (at most ``HOLD_MAX_S``) until FLAG is gone, so a
 test can change the file between the indexer's look at it and the parse, every time."""
+HOLD_REPLY_ENV = "FOLDERMIND_PARSER_HOLD_REPLY"
+"""Test switch, the same ``NEEDLE:FLAG`` as ``FOLDERMIND_PARSER_HOLD``, holding after the parse,
+before its reply or error goes out: a test can change the file while its old content is parsed."""
 HOLD_MAX_S = 30.0
 
 
@@ -133,11 +136,12 @@ class ParserWorker(Worker):
         if body.overlap_tokens < 0 or body.max_bytes <= 0:
             raise JobError("bad_request", "overlap_tokens must be >= 0 and max_bytes > 0")
         tokenizer = self.tokenizer()
-        _hold(path)
+        _hold(path, HOLD_ENV)
         try:
             doc = parse_file(path, body.max_bytes)
             chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
         except ParseError as exc:
+            _hold(path, HOLD_REPLY_ENV)
             self.failed += 1
             raise JobError(exc.code, exc.message) from None
         except MemoryError:
@@ -153,6 +157,7 @@ class ParserWorker(Worker):
             log.exception("parsing %s failed", path.suffix or "a file")
             self.failed += 1
             raise JobError("parse_failed", f"parser error: {exc.__class__.__name__}") from None
+        _hold(path, HOLD_REPLY_ENV)
         size = sum(len(c["text"].encode()) + 200 for c in chunks)
         if size > self.ctx.max_message_bytes * REPLY_HEADROOM:
             self.failed += 1
@@ -164,11 +169,11 @@ class ParserWorker(Worker):
         return ParseReply(format=doc.format, chunks=chunks, title=doc.title, pages=doc.pages)
 
 
-def _hold(path: Path) -> None:
-    needle, sep, flag = os.environ.get(HOLD_ENV, "").partition(":")
+def _hold(path: Path, env: str) -> None:
+    needle, sep, flag = os.environ.get(env, "").partition(":")
     if not sep or not needle or needle not in path.name or not os.path.exists(flag):
         return
-    log.warning("%s: holding a parse until the test lets it go", HOLD_ENV)
+    log.warning("%s: holding a parse until the test lets it go", env)
     Path(f"{flag}.held").touch()
     give_up = time.monotonic() + HOLD_MAX_S
     while os.path.exists(flag) and time.monotonic() < give_up:
