@@ -479,6 +479,12 @@ def test_binary_file_named_txt(tmp_path: Path) -> None:
     assert err.message == "not a text file"
     noise = parse_error(write(tmp_path / "noise.txt", random.Random(4).randbytes(8192)))
     assert (noise.code, noise.message) == ("parse_failed", "not a text file")
+    # The HTML parsers take any bytes: the same data named .html is refused the same way, not indexed as junk.
+    for name, data in (("program.html", elf), ("noise.html", random.Random(4).randbytes(8192))):
+        err = parse_error(write(tmp_path / name, data))
+        assert (err.code, err.message) == ("parse_failed", NOT_TEXT), name
+    stray = b"<html><body><p>" + b"Plain words about herons. " * 20 + b"</p></body></html>"
+    assert "herons" in parse_file(write(tmp_path / "stray.html", stray), MB).text  # one control char is still text
 
 
 def test_empty_text_file_has_no_segments(tmp_path: Path) -> None:

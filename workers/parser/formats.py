@@ -696,7 +696,11 @@ def parse_html(data: bytes) -> ParsedDocument:
     title = " ".join(title_tag.get_text(" ").split()) if title_tag is not None else ""
     walker = _HtmlWalker()
     walker.walk(soup)
-    return ParsedDocument("html", walker.builder.segments(), title=title or walker.first_h1)
+    doc = ParsedDocument("html", walker.builder.segments(), title=title or walker.first_h1)
+    # The HTML parsers read any bytes as text: binary data named .html would be indexed as junk.
+    if _looks_binary(doc.text):
+        raise ParseError(PARSE_FAILED, NOT_TEXT)
+    return doc
 
 
 class _HtmlWalker:
