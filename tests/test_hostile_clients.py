@@ -22,6 +22,7 @@ import contextlib
 import http.client
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -780,6 +781,26 @@ print(json.dumps(out))
 """
 
 
+def python_for_nobody(root: Path) -> tuple[str, dict[str, str]]:
+    """The base interpreter, with a world-readable copy of pyzmq on its path: the virtualenv may sit
+    in a folder uid 65534 cannot enter (a CI checkout under a 0700 temporary folder), and then its
+    python runs as the bare base one, without the venv's packages."""
+    import zmq
+
+    package = Path(zmq.__file__).parent
+    site = root / "nobody-site"
+    if not site.exists():
+        shutil.copytree(package, site / "zmq", ignore=shutil.ignore_patterns("__pycache__", "tests"))
+        for libs in package.parent.glob("pyzmq.libs"):  # the bundled libzmq of a manylinux wheel
+            shutil.copytree(libs, site / libs.name)
+        for folder, _dirs, files in os.walk(site):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644 | (os.stat(os.path.join(folder, name)).st_mode & 0o111))
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    return os.path.realpath(sys.executable), env
+
+
 def probe_as_nobody(served: Served) -> dict[str, str]:
     home = served.k.home
     script = served.root / "probe.py"
@@ -794,8 +815,9 @@ def probe_as_nobody(served: Served) -> dict[str, str]:
         str(home.runtime_dir / "events.sock"),
         json.dumps([f.hex() for f in wire(Envelope(kind=StatusRequest.KIND, src="nobody", to="kernel"), {})]),
     ]
-    cmd = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", sys.executable, str(script), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd="/")
+    python, env = python_for_nobody(served.root)
+    cmd = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, str(script), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd="/", env=env)
     assert proc.returncode == 0, proc.stderr
     result: dict[str, Any] = json.loads(proc.stdout)
     assert result.pop("uid") == 65534
