@@ -72,6 +72,14 @@ class Job:
     done: bool = False
 
 
+@dataclass(eq=False, slots=True)
+class _Overrun:
+    """A worker still busy with a job whose caller was already told ``deadline_exceeded``."""
+
+    peer: Peer
+    until: float  # monotonic: if it has not answered by then, it is stuck
+
+
 class _RateLimitedLog:
     """Garbage can arrive by the thousand: log the first few per minute, then count."""
 
@@ -107,6 +115,7 @@ class Broker:
         self.jobs: dict[str, Job] = {}
         self.queues: dict[str, deque[Job]] = {}
         self._deadlines: list[tuple[float, str]] = []
+        self._overruns: dict[str, _Overrun] = {}  # by job id
         self._next_liveness_check = 0.0
         self._bad = _RateLimitedLog()
         self.accepting = True
@@ -234,6 +243,8 @@ class Broker:
         env = packet.env
         job = self.jobs.get(env.cid)
         if job is None or job.done or peer is None or job.worker is not peer:
+            if env.status != "partial":
+                self._overrun_ended(peer, env.cid)
             return  # answered after its deadline, or by a worker already declared lost
         frames.forward(self.sock, [job.client], packet)
         self.stats["routed"] += 1
@@ -397,6 +408,40 @@ class Broker:
         return len(peer.jobs) if peer is not None else 0
 
     # ---------------------------------------------------------------------------------------
+    # overruns: a job past its deadline at a worker
+
+    def _overran(self, worker: Peer, job_id: str, now: float) -> None:
+        """The caller has its ``deadline_exceeded``; the worker gets ``overrun_grace_s`` to notice.
+
+        A worker past a deadline is usually slow, not hung: a CPU-starved model call that checks its
+        deadline between slices can overshoot by a slice. Killing it would cost a model reload and
+        fail every caller meanwhile, so it is sent a ``job.cancel`` and keeps the slot busy until it
+        answers (the answer is dropped) or the grace runs out (then it is stuck: killed, replaced)."""
+        grace = self.policy.overrun_grace_s
+        if grace <= 0:
+            self._stuck(worker, "missed a job deadline")
+            return
+        worker.jobs.add(job_id)  # its job thread is still busy: nothing new goes there meanwhile
+        self._overruns[job_id] = _Overrun(worker, now + grace)
+        cancel = Envelope(kind=JobCancel.KIND, src="kernel", to=worker.name, cid=job_id)
+        frames.send(self.sock, cancel, JobCancel("deadline"), route=[worker.ident + HB_SUFFIX])
+        log.warning("%s overran a job deadline; cancelled, %g s to answer before it is replaced", worker.name, grace)
+
+    def _overrun_ended(self, peer: Peer | None, job_id: str) -> None:
+        overrun = self._overruns.get(job_id)
+        if overrun is None or overrun.peer is not peer:
+            return
+        del self._overruns[job_id]
+        overrun.peer.jobs.discard(job_id)
+        log.info("%s answered a job after its deadline; kept", overrun.peer.name)
+        self._pump(overrun.peer.service)
+        self._pump(overrun.peer.name)
+
+    def _stuck(self, worker: Peer, reason: str) -> None:
+        self.drop(worker, reason, ErrorCode.WORKER_LOST)
+        self.membership.worker_gone(worker.name, worker.pid, reason, kill=True)
+
+    # ---------------------------------------------------------------------------------------
     # timers
 
     def next_due(self) -> float:
@@ -405,6 +450,8 @@ class Broker:
             heapq.heappop(self._deadlines)
         if self._deadlines:
             due = min(due, self._deadlines[0][0])
+        for overrun in self._overruns.values():
+            due = min(due, overrun.until)
         return due
 
     def tick(self, now: float) -> None:
@@ -420,9 +467,15 @@ class Broker:
             self.reply_error(job.client, job.env, info)
             self._finish(job)
             if worker is not None:
-                # A worker that overran a deadline is presumed stuck: replace it.
-                self.drop(worker, "missed a job deadline", ErrorCode.WORKER_LOST)
-                self.membership.worker_gone(worker.name, worker.pid, "missed a job deadline", kill=True)
+                self._overran(worker, job_id, now)
+        for job_id, overrun in list(self._overruns.items()):
+            if self.peers.get(overrun.peer.ident) is not overrun.peer:
+                del self._overruns[job_id]  # lost meanwhile, for another reason
+            elif overrun.until <= now:
+                del self._overruns[job_id]
+                self._stuck(
+                    overrun.peer, f"missed a job deadline and was still busy {self.policy.overrun_grace_s:g} s later"
+                )
         if now >= self._next_liveness_check:
             self._next_liveness_check = now + self.policy.heartbeat_interval_s / 2
             limit = now - self.policy.liveness_s

@@ -19,6 +19,7 @@ class BusPolicy(_Strict):
     heartbeat_interval_s: float = Field(1.0, gt=0)
     heartbeat_liveness: int = Field(3, ge=1)
     default_deadline_s: float = Field(30.0, gt=0)
+    overrun_grace_s: float = Field(10.0, ge=0)
     max_message_mb: int = Field(64, ge=1)
     tcp_debug_endpoint: str = ""
 

@@ -46,16 +46,44 @@ def test_kill9_mid_job_fails_the_caller_at_once_and_the_worker_comes_back(kernel
     assert all(w["restarts"] == 0 for w in kernel.status().workers if w["name"] != "testworker")
 
 
-def test_hang_sleeping_gets_deadline_exceeded_and_is_replaced(kernel: RunningKernel) -> None:
-    old_pid = kernel.worker("testworker")["pid"]
-    client = kernel.client()
+def overrun(kernel: RunningKernel, fault: FaultRequest, timeout: float) -> None:
+    """Send ``fault`` with a deadline ``timeout`` s away: the caller hears deadline_exceeded then."""
     t0 = time.monotonic()
     with pytest.raises(DeadlineExceeded):
-        client.request("testworker", FaultRequest("hang_sleep", seconds=60), PingReply, timeout=1.5)
-    assert time.monotonic() - t0 < 2.5
-    w = kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
-    assert "deadline" in (w["last_error"] or "")
+        kernel.client().request("testworker", fault, PingReply, timeout=timeout)
+    assert time.monotonic() - t0 < timeout + 1.0
+
+
+def test_hang_sleeping_gets_deadline_exceeded_and_is_replaced(kernel: RunningKernel) -> None:
+    """Past its deadline the caller hears so at once; a worker still busy when the grace after it
+    ([bus] overrun_grace_s, 10 s) runs out is stuck: killed and replaced."""
+    old_pid = kernel.worker("testworker")["pid"]
+    t0 = time.monotonic()
+    overrun(kernel, FaultRequest("hang_sleep", seconds=60), 1.5)
+    w = kernel.wait_state("testworker", "RUNNING", timeout=60, other_pid_than=old_pid)
+    assert "deadline" in (w["last_error"] or "") and "still busy 10 s later" in (w["last_error"] or "")
+    assert time.monotonic() - t0 >= 1.5 + 10, "replaced before its grace ran out"
     assert not psutil.pid_exists(old_pid) or psutil.Process(old_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_worker_that_overruns_a_deadline_but_answers_within_the_grace_is_kept(kernel: RunningKernel) -> None:
+    """Slow is not hung (a CPU-starved model call overshoots by a slice): the caller gets
+    deadline_exceeded at its deadline, the worker keeps its slot until it answers, and is kept."""
+    old_pid = kernel.worker("testworker")["pid"]
+    t0 = time.monotonic()
+    overrun(kernel, FaultRequest("hang_sleep", seconds=4), 1)
+    # The next job waits for the slot (the sleep does not look for the cancel), then runs there.
+    assert ping(kernel, "testworker", timeout=20).pid == old_pid
+    assert time.monotonic() - t0 >= 4.0, "a second job went to a worker whose job thread was busy"
+    # One that looks for the cancel (sent to it at the deadline) stops at once and is kept too.
+    t1 = time.monotonic()
+    overrun(kernel, FaultRequest("wait_cancel", seconds=60), 1)
+    assert ping(kernel, "testworker", timeout=20).pid == old_pid
+    assert time.monotonic() - t1 < 5.0
+    w = kernel.worker("testworker")
+    assert (w["pid"], w["restarts"], w["state"]) == (old_pid, 0, "RUNNING")
+    log = (kernel.root / "logs" / "kernel.log").read_text()
+    assert log.count("testworker answered a job after its deadline; kept") == 2
 
 
 def test_hang_holding_the_gil_is_detected_and_replaced(kernel: RunningKernel) -> None:
