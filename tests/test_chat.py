@@ -220,6 +220,33 @@ def test_a_hung_generation_is_llm_timeout_search_keeps_answering_and_the_worker_
     assert "Paris" in out["answer"]
 
 
+def test_a_generation_that_overshoots_its_deadline_by_a_slice_keeps_the_worker_and_its_model(served: Any) -> None:
+    """On a starved CPU one slice of work (a token, a prompt batch) can outlast the llm's margin before
+    its deadline (seen at load average 15 and above). The caller hears LLM_TIMEOUT at the deadline; the
+    worker, cancelled by the broker, ends the slice, stops, and is kept with its loaded model
+    ([bus] overrun_grace_s), rather than killed as stuck and reloaded while every chat fails."""
+    k, _docs, url, token, armed = served
+    before = k.worker("llm")
+    slow = armed.parent / "slow"
+    slow.write_text(str(TIMEOUT_S + 5))  # the first token's slice ends 5 s past the deadline
+    try:
+        started = time.monotonic()
+        result = chat(url, token, {"query": QUESTION})
+        took = time.monotonic() - started
+    finally:
+        slow.unlink()
+    assert mc.error_code(result) == "LLM_TIMEOUT", result.content
+    assert TIMEOUT_S - 1 <= took <= TIMEOUT_S + 3, took  # at the deadline, not when the slice ended
+    kernel_log = k.home.log_dir / "kernel.log"
+    wait_for(
+        lambda: "llm answered a job after its deadline; kept" in kernel_log.read_text(), 30, 0.2, "the llm answering"
+    )
+    after = k.worker("llm")
+    assert (after["pid"], after["restarts"], after["state"]) == (before["pid"], before["restarts"], "RUNNING")
+    assert "Paris" in structured(chat(url, token, {"query": QUESTION}))["answer"]
+    assert k.worker("llm")["pid"] == before["pid"]
+
+
 def llm_cancelled(k: RunningKernel) -> int:
     """Chat answers the llm worker stopped because their caller gave them up, from its log (a describe
     request would queue behind the very generation it asks about)."""

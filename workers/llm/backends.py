@@ -36,7 +36,8 @@ that creates PATH (so the replacement process answers). Unset in normal runs."""
 
 SLOW_ENV = "FOLDERMIND_LLM_SLOW"
 """Test switch: ``SECONDS:PATH`` makes each generated chat token take SECONDS longer while PATH exists (a
-slow model), so a test can act in the middle of an answer. Unset in normal runs."""
+slow model), so a test can act in the middle of an answer; a number written in PATH replaces SECONDS (one
+token slower than the time left: a slice that overshoots the deadline). Unset in normal runs."""
 
 EVAL_BATCHES_PER_CHECK = 4
 """Prompt batches evaluated between two looks at a cancel (256 tokens: about 1-2.5 s on 2 cores)."""
@@ -58,8 +59,9 @@ def fault_hang() -> bool:
 def fault_delay() -> float:
     seconds, _, path = os.environ.get(SLOW_ENV, "").partition(":")
     try:
-        return float(seconds) if path and os.path.exists(path) else 0.0
-    except ValueError:
+        with open(path) as file:
+            return float(file.read().strip() or seconds)
+    except (OSError, ValueError):
         return 0.0
 
 
