@@ -52,6 +52,7 @@ class Peer:
     capacity: int
     last_seen: float
     note: str = ""
+    loading: bool = False  # its last heartbeat said it is loading a model
     jobs: set[str] = field(default_factory=set)
 
     @property
@@ -207,6 +208,7 @@ class Broker:
             else:
                 if isinstance(beat, Heartbeat):
                     peer.note = beat.note[:200]
+                    peer.loading = beat.loading
         elif job_ident in self._dropped:
             # Declared lost (say, a GIL stall in a `worker run` copy) yet alive after all: it must
             # not linger unrouted, so tell it to go.
@@ -478,8 +480,11 @@ class Broker:
                 )
         if now >= self._next_liveness_check:
             self._next_liveness_check = now + self.policy.heartbeat_interval_s / 2
-            limit = now - self.policy.liveness_s
-            for peer in [p for p in self.peers.values() if p.last_seen < limit]:
-                reason = f"missed {self.policy.heartbeat_liveness} heartbeats"
+            limit, loading_limit = now - self.policy.liveness_s, now - self.policy.loading_liveness_s
+            for peer in [p for p in self.peers.values() if p.last_seen < (loading_limit if p.loading else limit)]:
+                if peer.loading:
+                    reason = f"missed {self.policy.loading_liveness} heartbeats while loading a model"
+                else:
+                    reason = f"missed {self.policy.heartbeat_liveness} heartbeats"
                 self.drop(peer, reason, ErrorCode.WORKER_LOST)
                 self.membership.worker_gone(peer.name, peer.pid, reason, kill=True)

@@ -18,6 +18,7 @@ class _Strict(BaseModel):
 class BusPolicy(_Strict):
     heartbeat_interval_s: float = Field(1.0, gt=0)
     heartbeat_liveness: int = Field(3, ge=1)
+    loading_liveness: int = Field(15, ge=1)
     default_deadline_s: float = Field(30.0, gt=0)
     overrun_grace_s: float = Field(10.0, ge=0)
     max_message_mb: int = Field(64, ge=1)
@@ -30,6 +31,10 @@ class BusPolicy(_Strict):
     @property
     def liveness_s(self) -> float:
         return self.heartbeat_interval_s * self.heartbeat_liveness
+
+    @property
+    def loading_liveness_s(self) -> float:
+        return self.heartbeat_interval_s * max(self.loading_liveness, self.heartbeat_liveness)
 
 
 class RestartPolicy(_Strict):

@@ -268,6 +268,9 @@ class Heartbeat(Message):
     busy: int = 0
     note: str = ""
     """A short state line the kernel shows in ``status`` (e.g. ``model ready``); never document text."""
+    loading: bool = False
+    """The worker is loading a model: a load can hold the GIL for seconds on a starved CPU, so the kernel
+    then allows ``bus.loading_liveness`` missed heartbeats instead of ``bus.heartbeat_liveness``."""
 
 
 @message("worker.disconnect")
@@ -354,7 +357,8 @@ class FaultRequest(Message):
     """Test worker only: misbehave on purpose.
 
     ``action``: ``crash`` (SIGKILL itself mid-job), ``hang_gil`` (block ``seconds`` in C code that
-    holds the GIL, so even its heartbeat thread stops), ``hang_sleep`` (sleep ``seconds``; the
+    holds the GIL, so even its heartbeat thread stops), ``load_gil`` (the same, inside a declared model
+    load, after a heartbeat has said so), ``hang_sleep`` (sleep ``seconds``; the
     heartbeat goes on), ``wait_cancel`` (wait up to ``seconds`` for a ``job.cancel``, then answer
     ``cancelled``), ``garbage`` (send non-protocol frames and a wrong-version message, then answer),
     ``exit`` (answer, then stop gracefully with status 0).

@@ -107,6 +107,31 @@ def test_gil_hang_without_deadline_pressure_is_caught_by_missed_heartbeats(kerne
     kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
 
 
+def test_a_model_load_holding_the_gil_past_the_liveness_is_not_taken_for_a_hang(kernel: RunningKernel) -> None:
+    """A model load (torch, ONNX, the GGUF) can hold the GIL for seconds on a starved CPU, so the
+    heartbeat thread misses beats (seen at load average 15+: restart loops). Declared as a load, it
+    gets [bus] loading_liveness (15) heartbeats: a 6 s stall (twice the usual 3) is survived on both
+    sides: the kernel keeps the worker, and the worker does not take its own stall for the kernel's
+    silence and exit."""
+    old_pid = kernel.worker("testworker")["pid"]
+    reply = kernel.client().request("testworker", FaultRequest("load_gil", seconds=6), FaultReply, timeout=30).body
+    assert reply.pid == old_pid
+    w = kernel.worker("testworker")
+    assert (w["pid"], w["restarts"], w["state"]) == (old_pid, 0, "RUNNING")
+    assert ping(kernel, "testworker").pid == old_pid
+
+
+def test_a_model_load_that_hangs_is_still_caught_by_the_longer_liveness(kernel: RunningKernel) -> None:
+    old_pid = kernel.worker("testworker")["pid"]
+    t0 = time.monotonic()
+    with pytest.raises(WorkerLost) as err:
+        kernel.client().request("testworker", FaultRequest("load_gil", seconds=120), FaultReply, timeout=60)
+    took = time.monotonic() - t0
+    assert "missed 15 heartbeats while loading a model" in str(err.value)
+    assert 15 <= took < 25, took
+    kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
+
+
 def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: RunningKernel) -> None:
     client = kernel.client()
     # From inside a worker (junk, truncated, undecodable, wrong version, no id, unknown kind) ...

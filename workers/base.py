@@ -22,7 +22,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -219,13 +219,14 @@ class _Heartbeat(threading.Thread):
 
     def run(self) -> None:
         interval = self.ctx.heartbeat_interval_s
-        last_heard = time.monotonic()
+        last_heard = looped = time.monotonic()
         next_beat = 0.0
         while not self.stopping.is_set():
             now = time.monotonic()
             if now >= next_beat:
                 env = Envelope(kind=Heartbeat.KIND, src=self.ctx.name, to="kernel")
-                beat = Heartbeat(self.ctx.name, os.getpid(), self.runner.busy, self.runner.worker.status_note)
+                note = self.runner.worker.status_note
+                beat = Heartbeat(self.ctx.name, os.getpid(), self.runner.busy, note, loading=model_loads.active())
                 frames.send(self.sock, env, beat)
                 next_beat = now + interval
             if self.sock.poll(int(max(next_beat - time.monotonic(), 0) * 1000) + 1):
@@ -240,8 +241,16 @@ class _Heartbeat(threading.Thread):
                     self.runner.request_stop()
                 elif packet.env.kind == JobCancel.KIND:
                     self.runner.cancel(packet.env.cid)
-            if time.monotonic() - last_heard > self.ctx.heartbeat_interval_s * self.ctx.heartbeat_liveness:
-                log.error("no heartbeat from the kernel for %.1f s: exiting", time.monotonic() - last_heard)
+            now = time.monotonic()
+            # One pass takes at most an interval (the poll's timeout). Longer, and this thread could not
+            # run (the GIL held by a model load, a starved CPU): that time is not the kernel's silence,
+            # and the kernel answers only our beats, so it sent nothing meanwhile either.
+            stalled = now - looped - interval
+            if stalled > 0:
+                last_heard += stalled
+            looped = now
+            if now - last_heard > interval * self.ctx.heartbeat_liveness:
+                log.error("no heartbeat from the kernel for %.1f s: exiting", now - last_heard)
                 logging.shutdown()
                 os._exit(0)
         self.sock.close(0)
@@ -385,6 +394,31 @@ class _Runner:
 
     def _reply_error(self, env: Envelope, info: ErrorInfo) -> None:
         frames.send(self.sock, env.reply(self.ctx.name, status="error", error=info), {})
+
+
+class _ModelLoads:
+    """How many model loads are in progress in this process (any thread): heartbeats say so."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def active(self) -> bool:
+        return self._count > 0
+
+    @contextlib.contextmanager
+    def loading(self) -> Iterator[None]:
+        """Around a model load: the kernel then allows ``[bus] loading_liveness`` missed heartbeats."""
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+
+
+model_loads = _ModelLoads()
 
 
 def _die_with_parent(kernel_pid: int) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from foldermind.workers.base import model_loads
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -73,7 +75,8 @@ def gc_paused() -> Iterator[None]:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        yield
+        with model_loads.loading():  # and what GC cannot help (native code holding the GIL) is allowed for
+            yield
     finally:
         gc.freeze()
         if was_enabled:

@@ -24,7 +24,7 @@ from typing import Any
 
 from foldermind.protocol import frames
 from foldermind.protocol.messages import FaultReply, FaultRequest
-from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext, model_loads
 
 log = logging.getLogger("foldermind.testworker")
 
@@ -60,12 +60,11 @@ class TestWorker(Worker):
         if action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
         elif action == "hang_gil":
-            # PyDLL calls keep the GIL held, so the heartbeat thread cannot run either; a signal
-            # interrupts sleep(3), so sleep again: this worker also ignores SIGTERM, as a hung one would.
-            libc_sleep = ctypes.PyDLL(None).sleep
-            until = time.monotonic() + seconds
-            while (left := until - time.monotonic()) > 0:
-                libc_sleep(max(1, int(left)))
+            _hold_gil(seconds)
+        elif action == "load_gil":
+            with model_loads.loading():
+                time.sleep(1.5 * self.ctx.heartbeat_interval_s)  # a heartbeat says "loading" first
+                _hold_gil(seconds)
         elif action == "hang_sleep":
             time.sleep(seconds)
         elif action == "wait_cancel":
@@ -100,6 +99,15 @@ class TestWorker(Worker):
         ):
             frames.send_raw_for_tests(sock, junk)
         sock.close()
+
+
+def _hold_gil(seconds: float) -> None:
+    """Block in C code that keeps the GIL (PyDLL), so the heartbeat thread cannot run either. A signal
+    interrupts sleep(3), so sleep again: SIGTERM is ignored meanwhile, as by a hung worker."""
+    libc_sleep = ctypes.PyDLL(None).sleep
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        libc_sleep(max(1, int(left)))
 
 
 WORKER = TestWorker

@@ -161,7 +161,8 @@ class QueryEncoder:
             self.backend_note = "onnx loading; torch answers meanwhile" if wants_onnx else ""
         log.info("query model %s ready (%d-d, torch, %d threads) in %.1f s", name, dim, self.threads, self.load_s)
         if wants_onnx:
-            self._load_onnx(model, path, name)
+            with model_files.gc_paused():  # loading or exporting the ONNX graph is a model load too
+                self._load_onnx(model, path, name)
 
     def _load_onnx(self, model: SentenceTransformer, path: Path, name: str) -> None:
         if importlib.util.find_spec("onnxruntime") is None:
