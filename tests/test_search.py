@@ -661,6 +661,39 @@ def _tokenizer() -> Any:
     return _TOKENIZERS[0]
 
 
+def test_a_folder_counts_files_not_yet_in_the_keyword_index_until_its_commit() -> None:
+    """A folder is "ready" only when a keyword search finds every indexed file: a document written to
+    SQLite but not yet committed to Tantivy (its journal row) keeps its folder "indexing" (a CI run
+    once searched in that window, right after "ready", and found nothing)."""
+    root = short_tmpdir("fmj-")
+    try:
+        store = Store(root / "index.sqlite")
+        a, b = (store.add_folder(str(root / name), name, "") for name in ("a", "b"))
+        with store.tx() as db:
+            store.mark_pending(db, a.id, str(root / "a" / "x.txt"), 1, 1)
+            doc = store.document(str(root / "a" / "x.txt"))
+            assert doc is not None
+            row = {
+                "ordinal": 0,
+                "text": "x",
+                "tokens": 3,
+                "line_start": 1,
+                "line_end": 1,
+                "char_start": 0,
+                "char_end": 1,
+            }
+            store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, [row])
+        assert store.progress(a.id)["files_pending"] == 0
+        assert store.progress(a.id)["files_not_yet_searchable"] == 1
+        assert store.progress(b.id)["files_not_yet_searchable"] == 0
+        seq, ids = store.journal_after(0)
+        assert ids == [doc.id]
+        store.journal_applied(seq)  # what the pipeline does once Tantivy has committed
+        assert store.progress(a.id)["files_not_yet_searchable"] == 0
+    finally:
+        remove_tree(root)
+
+
 def test_scoped_vector_search_is_exact_small_and_deepens_big() -> None:
     root = short_tmpdir("fmv-")
     try:

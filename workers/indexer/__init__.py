@@ -147,8 +147,10 @@ class IndexerWorker(Worker):
 
     def folder_info(self, folder: Folder) -> FolderInfo:
         p = self.store.progress(folder.id)
-        state = "indexing" if p["files_pending"] else "ready"
-        if p["files_pending"] and self.pipeline.disk_full is not None:
+        # "ready" promises that a keyword search finds every indexed file: not before Tantivy's commit.
+        busy = p["files_pending"] or p["files_not_yet_searchable"]
+        state = "indexing" if busy else "ready"
+        if busy and self.pipeline.disk_full is not None:
             state = "disk_full"
         return FolderInfo(
             id=folder.id,

@@ -291,8 +291,9 @@ class Pipeline(threading.Thread):
         )
         # Parsing time grows with size (~1.2 s/MB of plain text here): big files get a longer deadline.
         deadline = self.policy.parse_timeout_s + 2.0 * job.size / 1_048_576
-        env = client.send("parser", request, timeout=deadline, attempt=job.attempt)
+        # Recorded before a parser can hold it: a crash during the parse finds its attempt counted.
         self.store.set_attempts(job.doc.id, job.attempt)
+        env = client.send("parser", request, timeout=deadline, attempt=job.attempt)
         self._inflight[env.id] = job
 
     def _drain(self, client: BusClient) -> None:

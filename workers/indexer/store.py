@@ -271,6 +271,12 @@ class Store:
             (folder_id,),
         ).fetchone()
         counts["chunks"], counts["chunks_embedded"] = int(row[0]), int(row[1])
+        # Indexed in SQLite, not yet in Tantivy: the journal row goes when the keyword index commits.
+        behind = db.execute(
+            "SELECT COUNT(DISTINCT j.doc_id) FROM journal j JOIN documents d ON d.id = j.doc_id WHERE d.folder_id = ?",
+            (folder_id,),
+        ).fetchone()
+        counts["files_not_yet_searchable"] = int(behind[0])
         return counts
 
     # ---------------------------------------------------------------------------------------
