@@ -440,6 +440,7 @@ class Broker:
         self._pump(overrun.peer.name)
 
     def _stuck(self, worker: Peer, reason: str) -> None:
+        """Declared lost while its process may still run: dropped from routing, killed, replaced."""
         self.drop(worker, reason, ErrorCode.WORKER_LOST)
         self.membership.worker_gone(worker.name, worker.pid, reason, kill=True)
 
@@ -486,5 +487,4 @@ class Broker:
                     reason = f"missed {self.policy.loading_liveness} heartbeats while loading a model"
                 else:
                     reason = f"missed {self.policy.heartbeat_liveness} heartbeats"
-                self.drop(peer, reason, ErrorCode.WORKER_LOST)
-                self.membership.worker_gone(peer.name, peer.pid, reason, kill=True)
+                self._stuck(peer, reason)
