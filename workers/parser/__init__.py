@@ -141,7 +141,6 @@ class ParserWorker(Worker):
             doc = parse_file(path, body.max_bytes)
             chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
         except ParseError as exc:
-            _hold(path, HOLD_REPLY_ENV)
             self.failed += 1
             raise JobError(exc.code, exc.message) from None
         except MemoryError:
@@ -157,7 +156,8 @@ class ParserWorker(Worker):
             log.exception("parsing %s failed", path.suffix or "a file")
             self.failed += 1
             raise JobError("parse_failed", f"parser error: {exc.__class__.__name__}") from None
-        _hold(path, HOLD_REPLY_ENV)
+        finally:
+            _hold(path, HOLD_REPLY_ENV)  # whatever the outcome, before it goes out
         size = sum(len(c["text"].encode()) + 200 for c in chunks)
         if size > self.ctx.max_message_bytes * REPLY_HEADROOM:
             self.failed += 1
