@@ -584,6 +584,16 @@ def test_rebuilt_text_matches_the_parsers_text(lines: list[str], overlap: int) -
         assert rebuilt == original  # gaps of line breaks then indentation come back exactly
 
 
+def indexed(store: Store, folder_id: str, path: str, chunks: list[dict[str, Any]]) -> int:
+    """The id of a document at ``path``, written to the store with ``chunks`` as the pipeline writes one."""
+    with store.tx() as db:
+        store.mark_pending(db, folder_id, path, 1, 1)
+        doc = store.document(path)
+        assert doc is not None
+        store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, chunks)
+    return doc.id
+
+
 _WORDS = st.lists(
     st.sampled_from(["pip", "install", "the", "runner", "Windows", "setup", "fox."]), min_size=1, max_size=12
 )
@@ -620,27 +630,23 @@ def test_read_lines_returns_every_range_of_the_rebuilt_text(
         store = Store(root / "index.sqlite")
         folder = store.add_folder(str(root / "docs"), "docs", "")
         path = str(root / "docs" / "doc.md")
-        with store.tx() as db:
-            store.mark_pending(db, folder.id, path, 1, 1)
-            doc = store.document(path)
-            assert doc is not None
-            store.write_document(db, doc.id, 1, 1, "h", "md", None, None, [dict(c) for c in chunks])
+        doc_id = indexed(store, folder.id, path, [dict(c) for c in chunks])
         whole = rebuild(
             ChunkPos(c["ordinal"], c["text"], c["char_start"], c["line_start"], c["line_end"]) for c in chunks
         )
         lines = whole.split("\n") if chunks else []
         total = len(lines)
-        assert store.last_line(doc.id) == total
+        assert store.last_line(doc_id) == total
         for start in range(1, total + 2):
             for end in range(start - 1 if start > total else start, total + 2):
-                got = read_lines(store, doc.id, start, end, 100_000)
+                got = read_lines(store, doc_id, start, end, 100_000)
                 want = lines[start - 1 : end]
                 assert got.text == "\n".join(want), (start, end)
                 assert (got.start_line, got.end_line) == (start, start + len(want) - 1), (start, end)
                 assert got.total_lines == total and got.truncated == (end > total), (start, end)
             if start <= total:  # a budget: the most whole lines that fit, or the start of one too long
                 budget = 1 + start % 7 * 5
-                cut = read_lines(store, doc.id, start, None, budget)
+                cut = read_lines(store, doc_id, start, None, budget)
                 fits = [
                     k for k in range(1, total - start + 2) if len("\n".join(lines[start - 1 : start - 1 + k])) <= budget
                 ]
@@ -669,25 +675,13 @@ def test_a_folder_counts_files_not_yet_in_the_keyword_index_until_its_commit() -
     try:
         store = Store(root / "index.sqlite")
         a, b = (store.add_folder(str(root / name), name, "") for name in ("a", "b"))
-        with store.tx() as db:
-            store.mark_pending(db, a.id, str(root / "a" / "x.txt"), 1, 1)
-            doc = store.document(str(root / "a" / "x.txt"))
-            assert doc is not None
-            row = {
-                "ordinal": 0,
-                "text": "x",
-                "tokens": 3,
-                "line_start": 1,
-                "line_end": 1,
-                "char_start": 0,
-                "char_end": 1,
-            }
-            store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, [row])
+        one = {"ordinal": 0, "text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
+        doc_id = indexed(store, a.id, str(root / "a" / "x.txt"), [one])
         assert store.progress(a.id)["files_pending"] == 0
         assert store.progress(a.id)["files_not_yet_searchable"] == 1
         assert store.progress(b.id)["files_not_yet_searchable"] == 0
         seq, ids = store.journal_after(0)
-        assert ids == [doc.id]
+        assert ids == [doc_id]
         store.journal_applied(seq)  # what the pipeline does once Tantivy has committed
         assert store.progress(a.id)["files_not_yet_searchable"] == 0
     finally:
