@@ -208,14 +208,26 @@ def _tool(name: str, args: dict[str, Any], on_text: Any = None) -> dict[str, Any
 @click.option("--session", "session_id", default=None, help="Continue a conversation (its session id).")
 @click.option("--files", "max_files", type=click.IntRange(1, 20), default=5, show_default=True)
 @click.option("--persona", default=None, help="Tone of the answer, e.g. 'concise'.")
+@click.option(
+    "--mode",
+    "answer_mode",
+    type=click.Choice(["auto", "extractive", "generative"]),
+    default=None,
+    help="extractive: quote the documents (no model); generative: the model's checked answer; auto: both "
+    "(default: [llm] answer_mode).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def ask(question: str, session_id: str | None, max_files: int, persona: str | None, as_json: bool) -> None:
+def ask(
+    question: str, session_id: str | None, max_files: int, persona: str | None, answer_mode: str | None, as_json: bool
+) -> None:
     """Ask the documents a question (the chat_with_documents tool from a terminal)."""
     args: dict[str, Any] = {"query": question, "max_context_files": max_files}
     if session_id:
         args["session_id"] = session_id
     if persona:
         args["persona"] = persona
+    if answer_mode:
+        args["answer_mode"] = answer_mode
     streamed = not as_json and sys.stdout.isatty()
 
     def show(text: str) -> None:
@@ -231,14 +243,29 @@ def ask(question: str, session_id: str | None, max_files: int, persona: str | No
     if out.get("note"):
         click.echo(f"({out['note']})")
     for c in out["citations"]:
-        loc = c["location"]
-        click.echo(f"[{c['id']}] {c['file_path']}  (lines {loc['line_start']}-{loc['line_end']})")
+        click.echo(f"[{c['id']}] {c['file_path']}  ({_place(c['location'])})")
+        if c.get("quote"):
+            click.echo(f"    \u201c{c['quote']}\u201d")
     used = out["tokens_used"]
     grounded = "grounded" if out["grounded"] else "NOT grounded in any document"
-    click.echo(
-        f"-- {grounded}; {used['prompt']} + {used['completion']} tokens, {out['model']}; session {out['session_id']}",
-        err=True,
-    )
+    how = out.get("answer_mode_used", "")
+    if out.get("dropped_sentences"):
+        how += f", {out['dropped_sentences']} unsupported sentence(s) dropped"
+    if out.get("fallback_reason"):
+        how += f"; the model's answer was not used: {out['fallback_reason']}"
+    model = f"{used['prompt']} + {used['completion']} tokens, {out['model']}; " if out.get("model") else ""
+    click.echo(f"-- {grounded} ({how}); {model}session {out['session_id']}", err=True)
+
+
+def _place(loc: dict[str, Any]) -> str:
+    parts = []
+    if loc.get("page"):
+        parts.append(f"page {loc['page']}")
+    if loc.get("heading"):
+        parts.append(str(loc["heading"]))
+    lines = loc["line_start"], loc["line_end"]
+    parts.append(f"line {lines[0]}" if lines[0] == lines[1] else f"lines {lines[0]}-{lines[1]}")
+    return ", ".join(parts)
 
 
 @click.command("summary")

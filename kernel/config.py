@@ -106,13 +106,16 @@ class LlmPolicy(_Strict):
     context_length: int = Field(2048, ge=256, le=131_072)
     threads: int = Field(0, ge=0, le=256)
     batch_size: int = Field(64, ge=1, le=4096)
-    max_answer_tokens: int = Field(256, ge=8, le=8192)
+    max_answer_tokens: int = Field(96, ge=8, le=8192)
     max_prompt_tokens: int = Field(1280, ge=128, le=131_072)
     temperature: float = Field(0.0, ge=0, le=2)
     repetition_penalty: float = Field(1.1, ge=1, le=2)
     seed: int = 0
     timeout_s: float = Field(60.0, gt=0)
     chunks_per_file: int = Field(1, ge=1, le=10)
+    answer_mode: Literal["auto", "extractive", "generative"] = "auto"
+    evidence_sources: int = Field(3, ge=1, le=12)
+    max_quotes: int = Field(2, ge=1, le=12)
     attribute_uncited: bool = True
     session_ttl_s: float = Field(3600.0, gt=0)
     max_sessions: int = Field(1000, ge=1)

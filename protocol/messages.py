@@ -741,6 +741,96 @@ class SearchReply(Message):
     timings: dict[str, float] = field(default_factory=dict)
 
 
+class EvidenceSpan(TypedDict):
+    passage: int
+    """Index into the reply's ``passages``."""
+    text: str
+    """The sentence as quoted: verbatim, white space collapsed."""
+    line_start: int
+    line_end: int
+    score: float
+    semantic: float
+    """Cosine of the sentence's vector and the question's (0 when no vector was made)."""
+    lexical: float
+    """The share of the question's terms (idf-weighted) that the sentence holds."""
+    window: str
+    """The sentence with its neighbours in the chunk: what a model is shown as the source."""
+    window_line_start: int
+    window_line_end: int
+
+
+@message("evidence.request")
+@dataclass(slots=True)
+class EvidenceRequest(Message):
+    """-> indexer: the sentences that answer ``question``. A hybrid search for ``question`` (with
+    ``context``, the previous question of a conversation, in front of it) picks the best chunks of the
+    ``max_files`` best files (``per_file`` each); their sentences are scored against the question (its
+    vector against theirs, its terms in them, their chunk's rank) and the best ``max_spans`` come back,
+    best first. Errors as ``search.request``."""
+
+    question: str
+    context: str = ""
+    max_files: int = 5
+    per_file: int = 1
+    max_spans: int = 4
+    folder_id: str | None = None
+
+
+@message("evidence.reply")
+@dataclass(slots=True)
+class EvidenceReply(Message):
+    """``passages``: the chunks searched (search hits, rank order, without text); ``spans``: the chosen
+    sentences, best first; ``supported``: whether the best of them answers the question at all (else
+    the documents do not say); ``mode_used`` and ``note`` of the search (keyword-only when vectors are
+    unavailable, and then sentences are scored by their terms alone); ``timings`` in ms (``search``,
+    ``split``, ``encode``, ``score``) and ``encoded``: sentence vectors made (not from the cache)."""
+
+    passages: list[SearchHit]
+    spans: list[EvidenceSpan]
+    supported: bool
+    mode_used: str
+    note: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    encoded: int = 0
+
+
+class Claim(TypedDict):
+    text: str
+    sources: list[int]
+    """The sources (0-based into the request's ``sources``) the sentence cites; empty: none."""
+
+
+class ClaimCheck(TypedDict):
+    supported: bool
+    source: int
+    """The source that supports it (the cited one when it does, else the best other); -1: none."""
+    quote: str
+    """The sentence of that source closest to the claim (its exact words), else empty."""
+    similarity: float
+    missing: list[str]
+    """Facts (figures, names) the claim states that the best source does not hold."""
+
+
+@message("evidence.check.request")
+@dataclass(slots=True)
+class CheckRequest(Message):
+    """-> indexer: is each generated sentence of ``claims`` backed by a source? A claim is supported by a
+    source that holds every figure and name it states, most of its content words (the question's words
+    count as given), and a sentence whose vector is close to the claim's."""
+
+    question: str
+    claims: list[Claim]
+    sources: list[str]
+
+
+@message("evidence.check.reply")
+@dataclass(slots=True)
+class CheckReply(Message):
+    """One check per claim, in order."""
+
+    checks: list[ClaimCheck]
+
+
 @message("doc.read.request")
 @dataclass(slots=True)
 class ReadDocumentRequest(Message):

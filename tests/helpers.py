@@ -212,3 +212,18 @@ def remove_tree(path: Path) -> None:
 
 def kill9(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
+
+
+def require_bundled_model() -> None:
+    """Skip the calling test module unless the llm worker's default backend and model are installed."""
+    import importlib.metadata
+
+    import pytest
+
+    from foldermind.workers.llm.model_file import BUNDLED_DISTRIBUTION
+
+    pytest.importorskip("ctransformers", reason="the llm worker's default backend is not installed")
+    try:
+        importlib.metadata.distribution(BUNDLED_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"{BUNDLED_DISTRIBUTION} (the default model) is not installed", allow_module_level=True)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from foldermind.workers.frontdoor.chat import Sessions, pick_passages
+from foldermind.workers.frontdoor.chat import Sessions
+from foldermind.workers.indexer.evidence import pick_passages
 from foldermind.workers.llm import citations, prompt
 
 # ---------------------------------------------------------------------------------------------

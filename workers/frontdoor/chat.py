@@ -1,9 +1,18 @@
-"""chat_with_documents: sessions, retrieval, the llm call and the citations (SPEC section 3, seed 000).
+"""chat_with_documents: sessions, evidence, the llm call and its check (SPEC section 3, seed 000).
+
+An answer starts from evidence: the indexer picks the sentences of the best passages that answer the
+question (``evidence.request``). Quoted, each with its ``[n]``, they are the extractive answer, which needs
+no model and is right by construction. With the model (``answer_mode`` auto or generative) those sentences,
+with their neighbours, are all the model is shown; each sentence it writes is checked by the indexer
+(``evidence.check.request``) and kept only when a passage backs it. When the model cannot answer (loading,
+failed, timed out, lost) or none of its sentences holds, the quotes are the answer and ``fallback_reason``
+says why. A question no passage answers gets a plain "the documents do not say", and no model call.
 
 Sessions live in this process's memory only, under ``mcp:``-namespaced keys, so an MCP session id can
 never name anything else; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond
 ``max_sessions``). Each holds an asyncio lock: one generation per session at a time, a second call on the
-same session waits its turn instead of racing (and a client cannot fan one session out into many).
+same session waits its turn instead of racing (and a client cannot fan one session out into many). A
+follow-up is retrieved with the previous question in front of it, so "and the year before?" finds its subject.
 """
 
 from __future__ import annotations
@@ -21,13 +30,16 @@ from foldermind.protocol.messages import (
     ChatReply,
     ChatRequest,
     ChatTurn,
+    CheckReply,
+    CheckRequest,
+    Claim,
+    EvidenceReply,
+    EvidenceRequest,
     Message,
-    SearchHit,
-    SearchReply,
-    SearchRequest,
 )
-from foldermind.workers.frontdoor import schemas
-from foldermind.workers.frontdoor.bus import Bus
+from foldermind.workers.frontdoor import answers, schemas
+from foldermind.workers.frontdoor.answers import Composed, Evidence
+from foldermind.workers.frontdoor.bus import Bus, ToolFailure
 
 HISTORY_TURNS = 6
 """Turns a session remembers; the llm worker keeps as many of the latest as fit its window."""
@@ -37,15 +49,21 @@ SEARCH_CODES = dict.fromkeys(
 )
 # From the llm: a dead or missing worker is a model that is not ready; a job that ran past its deadline
 # is LLM_TIMEOUT (the broker replaces the worker that held it); a lost worker is a failed generation.
+# Each of them is a fallback's reason now: the quotes answer instead.
 LLM_CODES = {
     "deadline_exceeded": "LLM_TIMEOUT",
+    "llm_timeout": "LLM_TIMEOUT",
+    "model_not_ready": "MODEL_NOT_READY",
     "service_unavailable": "MODEL_NOT_READY",
     "shutting_down": "MODEL_NOT_READY",
-    "worker_lost": "RETRIEVAL_FAILED",
-    "internal": "RETRIEVAL_FAILED",
-    "generation_failed": "RETRIEVAL_FAILED",
-    "prompt_too_long": "INVALID_QUERY",
+    "worker_lost": "GENERATION_FAILED",
+    "internal": "GENERATION_FAILED",
+    "generation_failed": "GENERATION_FAILED",
+    "prompt_too_long": "PROMPT_TOO_LONG",
+    "message_too_large": "GENERATION_FAILED",
 }
+CHECK_CODES = dict.fromkeys(SEARCH_CODES, "CHECK_FAILED")
+# Progress values only grow (MCP's rule): 1 is the quotes, 2 + n the n-th generated token.
 
 
 @dataclass(slots=True)
@@ -97,22 +115,6 @@ class Sessions:
         return self.key(session_id) in self._by_key
 
 
-def pick_passages(hits: list[SearchHit], max_files: int, per_file: int) -> list[SearchHit]:
-    """The best chunks of the ``max_files`` best files, at most ``per_file`` each, in rank order."""
-    files: dict[str, int] = {}
-    picked: list[SearchHit] = []
-    for hit in hits:
-        n = files.get(hit["file_path"])
-        if n is None:
-            if len(files) == max_files:
-                continue
-            n = 0
-        if n < per_file:
-            files[hit["file_path"]] = n + 1
-            picked.append(hit)
-    return picked
-
-
 class Chat:
     def __init__(self, bus: Bus, policy: LlmPolicy) -> None:
         self.bus = bus
@@ -126,12 +128,14 @@ class Chat:
         max_context_files: int,
         persona: str | None,
         on_progress: Callable[[ChatPartial], None] | None,
+        answer_mode: schemas.AnswerMode | None = None,
     ) -> schemas.ChatOutput:
         session = self.sessions.open(session_id)
         session.busy += 1
         try:
             async with session.lock:
-                out = await self._answer(session, query, max_context_files, persona or "", on_progress)
+                mode = answer_mode or self.policy.answer_mode
+                out = await self._answer(session, query, max_context_files, persona or "", mode, on_progress)
                 session.last_used = self.sessions.clock()
                 return out
         finally:
@@ -143,19 +147,61 @@ class Chat:
         query: str,
         max_files: int,
         persona: str,
+        mode: schemas.AnswerMode,
         on_progress: Callable[[ChatPartial], None] | None,
     ) -> schemas.ChatOutput:
-        depth = min(50, max(10, max_files * self.policy.chunks_per_file * 3))
-        found = await self.bus.call(
+        previous = session.history[-1]["question"] if session.history else ""
+        reply = await self.bus.call(
             "indexer",
-            SearchRequest(query=query[:1000], mode="hybrid", top_k=depth, with_text=True),
-            SearchReply,
+            EvidenceRequest(
+                question=query[:1000],
+                context=previous[:500],
+                max_files=max_files,
+                per_file=self.policy.chunks_per_file,
+                max_spans=max(self.policy.evidence_sources, self.policy.max_quotes),
+            ),
+            EvidenceReply,
             codes=SEARCH_CODES,
         )
-        hits = pick_passages(found.results, max_files, self.policy.chunks_per_file)
+        evidence = Evidence(reply)
+        quoted = answers.extractive(evidence, self.policy.max_quotes)
+        note = reply.note
+        if not reply.passages:
+            note = "no document matched the question"
+        elif not quoted.grounded:
+            best = reply.passages[0]["file_name"]
+            note = f"the closest passage (in {best}) does not answer the question"
+        if not quoted.grounded or mode == "extractive":
+            if on_progress is not None:
+                on_progress(ChatPartial(quoted.answer, 1, 1))
+            return self._done(session, query, quoted, "extractive", note)
+        if mode == "auto" and on_progress is not None:
+            on_progress(ChatPartial(quoted.answer + "\n\n", 1, self.policy.max_answer_tokens + 2))
+        try:
+            generated, dropped, out = await self._generate(session, query, persona, evidence, on_progress)
+        except ToolFailure as failure:
+            fallback = f"{failure.code}: {failure.message}"
+            return self._done(session, query, quoted, "fallback", note, reason=fallback)
+        if not generated.grounded:
+            reason = f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage"
+            return self._done(session, query, quoted, "fallback", note, dropped=dropped, reason=reason, llm=out)
+        used: schemas.AnswerModeUsed = "generative" if dropped == 0 else "generative+checked"
+        return self._done(session, query, generated, used, note, dropped=dropped, llm=out)
+
+    async def _generate(
+        self,
+        session: Session,
+        query: str,
+        persona: str,
+        evidence: Evidence,
+        on_progress: Callable[[ChatPartial], None] | None,
+    ) -> tuple[Composed, int, ChatReply]:
+        """The model's answer from the evidence only, checked sentence by sentence."""
+        shown = evidence.sources(self.policy.evidence_sources)
+        files = evidence.reply.passages
         request = ChatRequest(
             question=query,
-            passages=[{"file_name": h["file_name"], "text": h.get("text", h["snippet"])} for h in hits],
+            passages=[{"file_name": files[s["passage"]]["file_name"], "text": s["window"]} for s in shown],
             history=session.history[-HISTORY_TURNS:],
             persona=persona,
             stream=on_progress is not None,
@@ -163,45 +209,49 @@ class Chat:
 
         def partial(msg: Message) -> None:
             if on_progress is not None and isinstance(msg, ChatPartial):
-                on_progress(msg)
+                on_progress(ChatPartial(msg.delta, msg.completion_tokens + 2, msg.max_tokens + 2))
 
         reply = await self.bus.call(
             "llm", request, ChatReply, timeout=self.policy.timeout_s, codes=LLM_CODES, on_partial=partial
         )
-        session.history.append({"question": query, "answer": reply.answer})
+        found = answers.claims(reply.answer, reply.cited)
+        if not found:
+            return Composed(""), 0, reply
+        sources = [s["window"] for s in shown]
+        check = await self.bus.call(
+            "indexer",
+            CheckRequest(query, [Claim(text=c.text, sources=c.sources) for c in found], sources),
+            CheckReply,
+            codes=CHECK_CODES,
+        )
+        composed, dropped = answers.checked(evidence, found, check.checks, len(shown))
+        return composed, dropped, reply
+
+    def _done(
+        self,
+        session: Session,
+        query: str,
+        composed: Composed,
+        used: schemas.AnswerModeUsed,
+        note: str | None,
+        dropped: int = 0,
+        reason: str | None = None,
+        llm: ChatReply | None = None,
+    ) -> schemas.ChatOutput:
+        session.history.append({"question": query, "answer": composed.answer})
         del session.history[:-HISTORY_TURNS]
-        citations = []
-        for number, index in enumerate(reply.cited, start=1):
-            hit = hits[index]
-            loc = hit["location"]
-            citations.append(
-                schemas.Citation(
-                    id=number,
-                    file_path=hit["file_path"],
-                    file_name=hit["file_name"],
-                    snippet=hit["snippet"],
-                    chunk_index=hit["chunk_index"],
-                    chunk_id=hit["chunk_id"],
-                    location=schemas.Location(
-                        page=loc.get("page"),
-                        heading=loc.get("heading"),
-                        line_start=loc["line_start"],
-                        line_end=loc["line_end"],
-                    ),
-                )
-            )
-        if not hits:
-            note = "no document matched the question"
-        elif reply.passages_used < len(hits):
-            note = f"{reply.passages_used} of {len(hits)} passages fit the model's context window"
-        else:
-            note = None
+        generated = used in ("generative", "generative+checked")
         return schemas.ChatOutput(
-            answer=reply.answer,
-            citations=citations,
-            grounded=bool(citations),
+            answer=composed.answer,
+            citations=composed.citations,
+            grounded=composed.grounded,
             session_id=session.id,
-            tokens_used=schemas.TokensUsed(prompt=reply.prompt_tokens, completion=reply.completion_tokens),
-            model=reply.model,
+            tokens_used=schemas.TokensUsed(
+                prompt=llm.prompt_tokens if llm else 0, completion=llm.completion_tokens if llm else 0
+            ),
+            model=llm.model if llm and generated else "",
             note=note,
+            answer_mode_used=used,
+            dropped_sentences=dropped,
+            fallback_reason=reason[:500] if reason else None,
         )

@@ -1,5 +1,6 @@
 """The indexer worker: the only writer of SQLite, Tantivy and usearch; it answers folder
-requests, file changes from the watcher, searches (:mod:`.search`) and the per-document and
+requests, file changes from the watcher, searches (:mod:`.search`), the evidence for answers
+(:mod:`.evidence`) and the per-document and
 whole-index questions behind the MCP tools (:mod:`.documents`).
 
 Its serving thread handles requests; its ingest thread (:mod:`.pipeline`) parses and writes; a
@@ -19,6 +20,8 @@ from foldermind.kernel.home import Home
 from foldermind.protocol.messages import (
     ChangesReply,
     ChangesRequest,
+    CheckRequest,
+    EvidenceRequest,
     FolderAddReply,
     FolderAddRequest,
     FolderInfo,
@@ -38,6 +41,7 @@ from foldermind.workers.base import Handler, JobError, Request, Result, Worker, 
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
+from foldermind.workers.indexer.evidence import EvidenceService
 from foldermind.workers.indexer.pipeline import Pipeline
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify
@@ -70,6 +74,7 @@ class IndexerWorker(Worker):
         )
         self.encoder.start()
         self.searches = SearchService(self.store, self.bm25, self.vectors, self.encoder, self.search_policy)
+        self.evidence = EvidenceService(self.searches, self.encoder)
         self.documents = DocumentService(
             self.store, self.vectors, self.encoder, self.folder_info, lambda: self.pipeline.embed_error
         )
@@ -89,6 +94,8 @@ class IndexerWorker(Worker):
             ReconcileRequest.KIND: self.on_reconcile,
             ChangesRequest.KIND: self.on_changes,
             SearchRequest.KIND: self.on_search,
+            EvidenceRequest.KIND: self.on_evidence,
+            CheckRequest.KIND: self.on_check,
             ReadDocumentRequest.KIND: self.on_read,
             SimilarRequest.KIND: self.on_similar,
             SummaryRequest.KIND: self.on_summary,
@@ -314,6 +321,14 @@ class IndexerWorker(Worker):
     def on_search(self, req: Request) -> Result:
         assert isinstance(req.body, SearchRequest)
         return self.searches.search(req.body)
+
+    def on_evidence(self, req: Request) -> Result:
+        assert isinstance(req.body, EvidenceRequest)
+        return self.evidence.select(req.body)
+
+    def on_check(self, req: Request) -> Result:
+        assert isinstance(req.body, CheckRequest)
+        return self.evidence.check(req.body)
 
     def on_read(self, req: Request) -> Result:
         assert isinstance(req.body, ReadDocumentRequest)

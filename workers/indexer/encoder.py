@@ -52,6 +52,9 @@ log = logging.getLogger("foldermind.indexer.encoder")
 State = Literal["off", "loading", "ready", "failed"]
 Backend = Literal["onnx", "torch"]
 
+SENTENCE_BATCH = 4
+"""Sentences encoded per call (see :meth:`QueryEncoder.encode_sentences`)."""
+
 
 class VectorCache:
     """The last ``size`` query vectors, keyed by (model, exact query text); ``size`` 0 keeps none."""
@@ -235,6 +238,44 @@ class QueryEncoder:
         if body.model:
             self.cache.put(body.model, query, vector)
         return vector, ""
+
+    def encode_sentences(
+        self, texts: list[str], ndim: int, index_model: str | None
+    ) -> tuple[NDArray[np.float32] | None, str]:
+        """Normalised vectors of short ``texts`` (evidence sentences, generated claims), one row each, made
+        here only (never queued at the embedder behind indexing); ``None`` and why when the local model
+        cannot make vectors comparable with the index's. Texts go in length order, :data:`SENTENCE_BATCH` at a
+        time: sentences vary in length, and a padded batch pays for its longest (measured on 2 cores: 16
+        sentences in batches of 4 take 148 ms on one thread, in one batch of 16 215 ms)."""
+        if not texts:
+            return np.zeros((0, ndim), dtype=np.float32), ""
+        why = self._local_unusable(ndim, index_model)
+        if why:
+            return None, why
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), ndim), dtype=np.float32)
+        for at in range(0, len(order), SENTENCE_BATCH):
+            rows = order[at : at + SENTENCE_BATCH]
+            out[rows] = self._encode_batch([texts[i] for i in rows])
+        return out, ""
+
+    def _encode_batch(self, texts: list[str]) -> NDArray[np.float32]:
+        onnx = self._onnx
+        if onnx is not None:
+            try:
+                return np.asarray(onnx.encode(texts), dtype=np.float32)
+            except Exception as exc:  # as for a query: torch answers from now on
+                why = _reason(exc)
+                with self._lock:
+                    self._onnx, self.backend, self.backend_note = None, "torch", f"onnx failed on sentences: {why}"
+                log.warning("ONNX query backend failed (%s); torch answers from now on", why)
+        import torch
+
+        assert self._model is not None
+        model_files.torch_threads_here(self.threads, self._threads_set)
+        with torch.inference_mode():
+            raw = self._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(raw, dtype=np.float32)
 
     @property
     def client(self) -> BusClient:

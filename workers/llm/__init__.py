@@ -31,6 +31,7 @@ from foldermind.workers.llm.backends import (
     GenParams,
     fault_delay,
     fault_hang,
+    fault_say,
     load_backend,
 )
 from foldermind.workers.llm.model_file import ModelFileError, resolve
@@ -185,7 +186,11 @@ class LlmWorker(Worker):
             params.threads = self.last_chat_threads = self.chat_threads()
             params.fault_hang = fault_hang()  # test switches; chat only, so summaries never trip them
             params.fault_delay_s = fault_delay()
-            for delta in backend.stream(built.tokens, params, out, cancelled=late):
+            scripted = fault_say()
+            stream = backend.stream(built.tokens, params, out, cancelled=late) if scripted is None else [scripted]
+            if scripted is not None:
+                out.completion_tokens, out.finish = backend.count(scripted), "stop"
+            for delta in stream:
                 pieces.append(delta)
                 pending.append(delta)
                 if time.monotonic() - last_sent >= PARTIAL_EVERY_S:

@@ -39,6 +39,11 @@ SLOW_ENV = "FOLDERMIND_LLM_SLOW"
 slow model), so a test can act in the middle of an answer; a number written in PATH replaces SECONDS (one
 token slower than the time left: a slice that overshoots the deadline). Unset in normal runs."""
 
+SAY_ENV = "FOLDERMIND_LLM_SAY"
+"""Test switch: ``PATH``: while PATH exists, a chat answer is PATH's text instead of the model's (the model
+still loads and the prompt is still built), so a test can feed the answer check exactly the sentences it
+means to (an invented figure, a claim no passage holds). Unset in normal runs."""
+
 EVAL_BATCHES_PER_CHECK = 4
 """Prompt batches evaluated between two looks at a cancel (256 tokens: about 1-2.5 s on 2 cores)."""
 
@@ -54,6 +59,17 @@ def fault_hang() -> bool:
             return False
         return True
     return False
+
+
+def fault_say() -> str | None:
+    path = os.environ.get(SAY_ENV, "")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except OSError:
+        return None
 
 
 def fault_delay() -> float:

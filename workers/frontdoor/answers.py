@@ -1,0 +1,154 @@
+"""Answers built from evidence: quoted sentences (correct by construction), and a generated answer cut down
+to the sentences a passage backs.
+
+An :class:`Evidence` holds the indexer's ``evidence.reply``. :func:`extractive` quotes its best sentences,
+verbatim, each followed by its ``[n]``; :func:`claims` splits a generated answer into sentences with the
+sources they cite, and :func:`checked` keeps those the indexer's ``evidence.check`` found supported, cited to
+the sentence that supports them. Citations are numbered in the order the answer first uses them, one per
+quoted sentence, and carry that sentence as ``quote`` with its lines.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from foldermind.protocol.messages import ClaimCheck, EvidenceReply, EvidenceSpan
+from foldermind.workers.frontdoor import schemas
+from foldermind.workers.llm.citations import MARKER
+
+QUOTE_RATIO = 0.85
+"""A second quote joins the first only when its score is at least this share of the best one's."""
+NOT_FOUND = "The documents do not say: no indexed passage answers this question."
+NOTHING_MATCHED = "The documents do not say: no indexed document matched this question."
+
+_CLAIM = re.compile(r"[^.!?\n]+(?:[.!?]+[\"')\u201d\u2019]*|$)")
+
+
+@dataclass(slots=True)
+class Composed:
+    answer: str
+    citations: list[schemas.Citation] = field(default_factory=list)
+
+    @property
+    def grounded(self) -> bool:
+        return bool(self.citations)
+
+
+@dataclass(slots=True)
+class Claim:
+    text: str
+    """The sentence without its markers."""
+    sources: list[int]
+    """0-based indexes of the sources it cites, in the order of its markers."""
+
+
+class Evidence:
+    def __init__(self, reply: EvidenceReply) -> None:
+        self.reply = reply
+
+    @property
+    def spans(self) -> list[EvidenceSpan]:
+        return self.reply.spans
+
+    def sources(self, n: int) -> list[EvidenceSpan]:
+        """The spans a model is shown (their windows), best first."""
+        return self.spans[:n]
+
+    def citation(self, span: EvidenceSpan, quote: str, number: int) -> schemas.Citation:
+        hit = self.reply.passages[span["passage"]]
+        loc = hit["location"]
+        own = quote == span["text"]
+        return schemas.Citation(
+            id=number,
+            file_path=hit["file_path"],
+            file_name=hit["file_name"],
+            quote=quote,
+            snippet=hit["snippet"],
+            chunk_index=hit["chunk_index"],
+            chunk_id=hit["chunk_id"],
+            location=schemas.Location(
+                page=loc.get("page"),
+                heading=loc.get("heading"),
+                line_start=span["line_start"] if own else span["window_line_start"],
+                line_end=span["line_end"] if own else span["window_line_end"],
+            ),
+        )
+
+
+def extractive(evidence: Evidence, max_quotes: int) -> Composed:
+    """The best sentences, quoted: the first always (when the evidence answers at all), the next ones while
+    they score close to it."""
+    if not evidence.reply.passages:
+        return Composed(NOTHING_MATCHED)
+    if not evidence.reply.supported or not evidence.spans:
+        return Composed(NOT_FOUND)
+    best = evidence.spans[0]["score"]
+    chosen = [s for s in evidence.spans[:max_quotes] if s["score"] >= best * QUOTE_RATIO] or evidence.spans[:1]
+    parts: list[str] = []
+    citations: list[schemas.Citation] = []
+    for span in chosen:
+        number = len(citations) + 1
+        citations.append(evidence.citation(span, span["text"], number))
+        parts.append(f"\u201c{span['text']}\u201d [{number}]")
+    return Composed(" ".join(parts), citations)
+
+
+def claims(answer: str, cited: list[int]) -> list[Claim]:
+    """The sentences of a generated ``answer`` whose markers ``[n]`` are 1-based into ``cited`` (the llm
+    worker's first-use list of 0-based source indexes). Markers written after a sentence's stop belong to
+    that sentence."""
+    merged: list[str] = []
+    for m in _CLAIM.finditer(answer):
+        piece = m.group(0)
+        lead = _leading_markers(piece)
+        if lead and merged:  # "... dollars. [1] The next ..." : the [1] is the sentence before's
+            merged[-1] += lead
+            piece = piece[len(lead) :]
+        if piece.strip():
+            merged.append(piece)
+    out: list[Claim] = []
+    for piece in merged:
+        sources: list[int] = []
+        for m in MARKER.finditer(piece):
+            for raw in re.split(r"[,;]", m.group(1)):
+                k = int(raw)
+                if 1 <= k <= len(cited) and cited[k - 1] not in sources:
+                    sources.append(cited[k - 1])
+        text = " ".join(MARKER.sub("", piece).split())
+        text = re.sub(r"\s+([.,;:!?])", r"\1", text).strip()
+        if text:
+            out.append(Claim(text, sources))
+    return out
+
+
+def checked(evidence: Evidence, found: list[Claim], checks: list[ClaimCheck], sources: int) -> tuple[Composed, int]:
+    """The answer made of the supported claims, each cited to the sentence that supports it; and how many
+    claims were dropped."""
+    shown = evidence.sources(sources)
+    parts: list[str] = []
+    citations: list[schemas.Citation] = []
+    by_quote: dict[tuple[int, str], int] = {}
+    dropped = 0
+    for claim, check in zip(found, checks, strict=True):
+        if not check["supported"] or not 0 <= check["source"] < len(shown):
+            dropped += 1
+            continue
+        span = shown[check["source"]]
+        key = (span["passage"], check["quote"])
+        number = by_quote.get(key)
+        if number is None:
+            number = by_quote[key] = len(citations) + 1
+            citations.append(evidence.citation(span, check["quote"], number))
+        parts.append(_with_marker(claim.text, number))
+    return Composed(" ".join(parts), citations), dropped
+
+
+def _with_marker(text: str, number: int) -> str:
+    body = text.rstrip(".!?")
+    return f"{body} [{number}]{text[len(body) :]}"
+
+
+def _leading_markers(piece: str) -> str:
+    m = re.match(rf"^(?:\s*{MARKER.pattern})+", piece)
+    return m.group(0) if m else ""

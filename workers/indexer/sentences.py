@@ -1,0 +1,209 @@
+"""Sentences of a chunk with their exact place, and the words and facts a sentence states.
+
+Evidence is chosen sentence by sentence (:mod:`.evidence`), so each sentence keeps its character span in
+its chunk's text and the lines of the extracted text it covers (a chunk's text is exactly a slice of the
+extracted text, so its lines are the chunk's first line plus the line breaks before it).
+
+Splitting: a sentence ends at ``.``, ``!``, ``?`` or ``…`` followed by white space and what can start a
+sentence (not after a known abbreviation such as ``e.g.`` or ``Fig.``), at a blank line, and at a single line
+break when the line before it looks finished (ends in a stop or a colon, or is short, as headings and list
+items are) or the next line starts a list item. Other line breaks are wrapping (PDF lines, hard-wrapped
+text) and are read as spaces. A sentence longer than :data:`MAX_CHARS` is cut at a ``;`` or ``,`` or a space.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+from foldermind.workers.indexer.bm25 import stems
+
+MAX_CHARS = 400
+"""Past this a "sentence" is a table row or a run-on line: cut it, so a quote stays readable."""
+SHORT_LINE = 48
+"""A line this short that ends without a stop is a heading or a list item: it ends a sentence."""
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_ABBREVIATIONS = _wordset(
+    "e.g i.e etc al fig figs eq eqs ref refs no nos vol vs cf approx dr mr mrs ms prof st jr sr inc ltd co corp"
+    " dept est min max sec resp ca ch pp p"
+)
+_END = re.compile(r"[.!?\u2026]+[\"')\]\u201d\u2019]*(?=\s)")
+_STARTS = re.compile(r"\s+([\"'(\[\u201c\u2018]*)([A-Z0-9\u00c0-\u024f]|[^\x00-\x7f])")
+_BULLET = re.compile(r"^\s*(?:[-*\u2022\u2023\u25aa]|\d{1,3}[.)]|#{1,6})\s")
+_SPACE = re.compile(r"\s+")
+_LEAD = re.compile(r"^(?:#{1,6}\s+|[-*\u2022\u2023\u25aa]\s+|>\s+)+")
+_WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*%?", re.UNICODE)
+
+STOPWORDS = _wordset(
+    """a about above after again against all also am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours yourself yourselves
+    shall may might must us upon whether within without via per among amongst across along around toward towards
+    tell say says said please know find according document documents source sources answer question"""
+)
+
+NUMBER_WORDS = _wordset(
+    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
+    seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million
+    billion trillion first second third fourth fifth sixth seventh eighth ninth tenth half quarter dozen
+    once twice percent"""
+)
+MONTHS = _wordset("january february march april may june july august september october november december")
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    start: int
+    """Offset of its first character in the chunk's text."""
+    end: int
+    """Offset just past its last character."""
+    text: str
+    """The sentence as quoted: the chunk's characters with runs of white space made one space, and a leading
+    heading mark or list bullet left out. Never reworded."""
+    line_start: int
+    line_end: int
+
+
+def split(text: str, first_line: int = 1) -> list[Sentence]:
+    """The sentences of ``text`` (a chunk whose first character is on line ``first_line``)."""
+    out: list[Sentence] = []
+    for a, b in _spans(text):
+        for c, d in _cut_long(text, a, b):
+            quoted = quote(text[c:d])
+            if not quoted or not any(ch.isalnum() for ch in quoted):
+                continue
+            line_start = first_line + text.count("\n", 0, c)
+            out.append(Sentence(c, d, quoted, line_start, line_start + text.count("\n", c, d)))
+    return out
+
+
+def quote(raw: str) -> str:
+    """``raw`` as a quote: white space collapsed, a heading mark or bullet in front left out."""
+    return _LEAD.sub("", _SPACE.sub(" ", raw).strip()).strip()
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    cuts = {0, len(text)}
+    for m in _END.finditer(text):
+        if _abbreviation(text, m.start()):
+            continue
+        if _STARTS.match(text, m.end()):
+            cuts.add(m.end())
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        end = pos + len(line)
+        body = line.strip()
+        nxt = text[end : text.find("\n", end) if text.find("\n", end) >= 0 else len(text)]
+        if not body:
+            cuts.update((pos, end))
+        elif end < len(text) and (
+            body[-1] in ".!?:;\u2026" or len(body) <= SHORT_LINE or _BULLET.match(nxt) or not nxt.strip()
+        ):
+            cuts.add(end)
+        pos = end
+    ordered = sorted(cuts)
+    spans = []
+    for a, b in itertools.pairwise(ordered):
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if b > a:
+            spans.append((a, b))
+    return spans
+
+
+def _abbreviation(text: str, dot: int) -> bool:
+    """Whether the stop at ``dot`` ends an abbreviation (``e.g.``, ``Fig.``) or a lone initial (``J.``)."""
+    if text[dot] != ".":
+        return False
+    start = dot
+    while start > 0 and (text[start - 1].isalpha() or text[start - 1] == "."):
+        start -= 1
+    word = text[start:dot].lower()
+    return word in _ABBREVIATIONS or (len(word) == 1 and text[start].isupper())
+
+
+def _cut_long(text: str, a: int, b: int) -> list[tuple[int, int]]:
+    pieces = []
+    while b - a > MAX_CHARS:
+        window = text[a : a + MAX_CHARS]
+        cut = max(window.rfind("; "), window.rfind(", "))
+        if cut < MAX_CHARS // 3:
+            cut = window.rfind(" ")
+        if cut < MAX_CHARS // 3:
+            cut = MAX_CHARS - 1
+        pieces.append((a, a + cut + 1))
+        a += cut + 1
+        while a < b and text[a].isspace():
+            a += 1
+    if b > a:
+        pieces.append((a, b))
+    return pieces
+
+
+# -------------------------------------------------------------------------------------------------
+# What a sentence says: its content words, and the facts (numbers, dates, names) a claim must not invent
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` in order (a number keeps its decimal point, thousands separators and ``%``)."""
+    return _WORD.findall(text)
+
+
+def content_terms(text: str) -> set[str]:
+    """Stemmed words that carry content: not stop words, not one letter."""
+    out: set[str] = set()
+    for w in words(text):
+        low = w.lower()
+        if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
+            continue
+        out.update(stems(low) or (low,))
+    return out
+
+
+def number_key(word: str) -> str:
+    """A figure as compared: ``40,000`` and ``40000`` are one; ``3.50`` and ``3.5`` too; ``%`` dropped."""
+    w = word.lower().rstrip("%").replace(",", "")
+    if "." in w:
+        w = w.rstrip("0").rstrip(".")
+    return w
+
+
+def facts(text: str) -> set[str]:
+    """The exact facts a sentence states, lower-cased: its figures (digits, number words, month names) and
+    its names (capitalised words not at the sentence's start). A claim that holds one its passage does not
+    is the model's own invention, however many other words it shares."""
+    out: set[str] = set()
+    seen_first = False
+    for m in _WORD.finditer(text):
+        w = m.group()
+        low = w.lower()
+        first = not seen_first
+        seen_first = True
+        if any(ch.isdigit() for ch in w):
+            out.add(number_key(w))
+        elif low in NUMBER_WORDS or low in MONTHS or (not first and _name(w)):
+            out.add(low)
+    return out
+
+
+def _name(word: str) -> bool:
+    return word[0].isupper() and len(word) > 1 and word.lower() not in STOPWORDS
+
+
+def fact_forms(text: str) -> set[str]:
+    """Every word of ``text`` in the forms :func:`facts` compares (lower case, figures normalised)."""
+    out: set[str] = set()
+    for w in words(text):
+        out.add(number_key(w) if any(ch.isdigit() for ch in w) else w.lower())
+    return out
