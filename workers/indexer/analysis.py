@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime
 from typing import Any
 
+from foldermind.workers.indexer import sentences
+
 MAX_CHARS = 200_000
 """Work is capped to the document's first this many characters: its head says what it is, and a
 50 MB log must not hold up indexing."""
@@ -80,13 +82,6 @@ def _norm(text: str) -> str:
 # ------------------------------------------------------------------------------------------------
 # summary
 
-_ABBREVIATION = re.compile(
-    r"(?:\b(?:mr|mrs|ms|dr|prof|sr|jr|st|inc|ltd|co|corp|no|vs|etc|approx|fig|al|e\.g|i\.e|"
-    r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)|\b[A-Z])\.$",
-    re.IGNORECASE,
-)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
-
 
 def _is_prose(line: str) -> bool:
     """A line of running text, as opposed to a heading, a label or a page number."""
@@ -94,20 +89,9 @@ def _is_prose(line: str) -> bool:
     return len(words) >= 4 or (len(words) >= 2 and words[-1][-1] in ".!?")
 
 
-def _sentences(text: str) -> list[str]:
-    pieces = _SENTENCE_END.split(text)
-    out: list[str] = []
-    for piece in pieces:
-        # "Mr. Smith" and "J. Doe" end in a period without ending a sentence: glue them back.
-        if out and _ABBREVIATION.search(out[-1]):
-            out[-1] = f"{out[-1]} {piece}"
-        else:
-            out.append(piece)
-    return out
-
-
 def summarize(text: str, title: str | None = None, limit: int = SUMMARY_CHARS) -> str:
-    """The leading sentence(s) of the document's running text, at most ``limit`` characters."""
+    """The leading sentence(s) of the document's running text, at most ``limit`` characters, cut into
+    sentences as evidence is (:mod:`.sentences`)."""
     lines = text[:SUMMARY_HEAD].split("\n")
     # First non-blank line; a title line repeating the document's title says nothing new.
     start = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
@@ -145,7 +129,7 @@ def summarize(text: str, title: str | None = None, limit: int = SUMMARY_CHARS) -
     if len(flat) <= limit:
         return flat
     out = ""
-    for sentence in _sentences(flat):
+    for sentence in (s.text for s in sentences.split(flat)):
         candidate = f"{out} {sentence}" if out else sentence
         if len(candidate) > limit:
             break

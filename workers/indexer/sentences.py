@@ -31,7 +31,7 @@ def _wordset(text: str) -> frozenset[str]:
 
 _ABBREVIATIONS = _wordset(
     "e.g i.e etc al fig figs eq eqs ref refs no nos vol vs cf approx dr mr mrs ms prof st jr sr inc ltd co corp"
-    " dept est min max sec resp ca ch pp p"
+    " dept est min max sec resp ca ch pp p jan feb mar apr jun jul aug sep sept oct nov dec"
 )
 _END = re.compile(r"[.!?\u2026]+[\"')\]\u201d\u2019]*(?=\s)")
 _STARTS = re.compile(r"\s+([\"'(\[\u201c\u2018]*)([A-Z0-9\u00c0-\u024f]|[^\x00-\x7f])")
