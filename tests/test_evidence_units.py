@@ -1,0 +1,113 @@
+"""The pure parts of answering from evidence: sentences with their lines, the facts a claim states, a
+generated answer cut into claims with their sources, and the quoted answer's shape."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from foldermind.protocol.messages import EvidenceReply, EvidenceSpan, SearchHit
+from foldermind.workers.frontdoor import answers
+from foldermind.workers.indexer import sentences
+
+
+def test_sentences_keep_their_lines_and_skip_abbreviations_and_wrapping() -> None:
+    text = (
+        "# Budget\n\n"
+        "The budget is forty thousand dollars. It was approved by Dr. Quill, e.g. after review.\n"
+        "A long line of running text that goes on past the short-line limit and then wraps\n"
+        "onto the next line before it ends.\n"
+        "- first item\n"
+        "- second item\n"
+    )
+    got = sentences.split(text, first_line=10)
+    assert [(s.text, s.line_start, s.line_end) for s in got] == [
+        ("Budget", 10, 10),
+        ("The budget is forty thousand dollars.", 12, 12),
+        ("It was approved by Dr. Quill, e.g. after review.", 12, 12),
+        (
+            "A long line of running text that goes on past the short-line limit and then wraps onto the next "
+            "line before it ends.",
+            13,
+            14,
+        ),
+        ("first item", 15, 15),
+        ("second item", 16, 16),
+    ]
+    for s in got:  # the span is the chunk's own characters
+        assert sentences.quote(text[s.start : s.end]) == s.text
+
+
+@given(st.text(alphabet=st.sampled_from("ab .!?\n-#1,"), max_size=300))
+def test_every_sentence_is_a_verbatim_span_of_its_text(text: str) -> None:
+    for s in sentences.split(text):
+        assert 0 <= s.start < s.end <= len(text)
+        assert s.text == sentences.quote(text[s.start : s.end]) and s.text
+        assert s.line_start == 1 + text.count("\n", 0, s.start) and s.line_end >= s.line_start
+        assert len(text[s.start : s.end]) <= sentences.MAX_CHARS
+
+
+def test_a_claims_facts_are_its_figures_and_names() -> None:
+    facts = sentences.facts("The budget rose to $40,000 in May, said Anna Smith, forty days later.")
+    assert facts == {"40000", "may", "anna", "smith", "forty"}
+    assert sentences.number_key("3.50") == sentences.number_key("3.5") == "3.5"
+    assert "40000" in sentences.fact_forms("It is 40000 dollars.")
+
+
+def test_a_generated_answer_is_cut_into_claims_with_the_sources_they_cite() -> None:
+    # The llm worker's answer: markers 1-based into cited, which names prompt sources (0-based).
+    found = answers.claims("Paris is the capital [1]. It lies on the Seine. [2] Nothing else [1, 2]", [2, 0])
+    assert [(c.text, c.sources) for c in found] == [
+        ("Paris is the capital.", [2]),
+        ("It lies on the Seine.", [0]),
+        ("Nothing else", [2, 0]),
+    ]
+    assert answers.claims("[1]", [0]) == []
+
+
+def _hit(path: str) -> SearchHit:
+    return SearchHit(
+        chunk_id=1,
+        chunk_index=0,
+        file_path=path,
+        file_name=path.rsplit("/", 1)[-1],
+        score=1.0,
+        snippet="snippet",
+        smart_folder="docs",
+        folder_id="f1",
+        modified_at=0.0,
+        location={"line_start": 1, "line_end": 9, "page": 2},
+    )
+
+
+def _span(passage: int, text: str, score: float) -> EvidenceSpan:
+    return EvidenceSpan(
+        passage=passage,
+        text=text,
+        line_start=3,
+        line_end=3,
+        score=score,
+        semantic=score,
+        lexical=0.5,
+        window=text,
+        window_line_start=2,
+        window_line_end=4,
+    )
+
+
+def test_the_quoted_answer_quotes_the_best_sentences_verbatim_with_markers_in_first_use_order() -> None:
+    reply = EvidenceReply(
+        passages=[_hit("/d/a.txt"), _hit("/d/b.txt")],
+        spans=[_span(1, "Best sentence.", 0.9), _span(0, "Close second.", 0.8), _span(0, "Far third.", 0.3)],
+        supported=True,
+        mode_used="hybrid",
+    )
+    out = answers.extractive(answers.Evidence(reply), max_quotes=3)
+    assert out.answer == "\u201cBest sentence.\u201d [1] \u201cClose second.\u201d [2]"
+    assert [(c.id, c.file_name, c.quote, c.location.page, c.location.line_start) for c in out.citations] == [
+        (1, "b.txt", "Best sentence.", 2, 3),
+        (2, "a.txt", "Close second.", 2, 3),
+    ]
+    reply.supported = False
+    unsupported = answers.extractive(answers.Evidence(reply), max_quotes=3)
+    assert not unsupported.grounded and unsupported.answer == answers.NOT_FOUND
