@@ -59,6 +59,13 @@ SUPPORT_LEXICAL = 0.50
 SUPPORT_LEXICAL of the question's terms; below both, the documents do not say."""
 CLAIM_COVERAGE = 0.6
 CLAIM_SIMILARITY = 0.5
+FIGURE_BONUS = 0.08
+"""Added to a sentence that states a figure when the question asks for one ("how many", "what year",
+"what dose", "at most", "by default"): such an answer is a number, and the sentence that holds it often
+names less of the question's topic than the sentences around it."""
+FRAGMENT_PENALTY = 0.05
+"""Taken from a "sentence" that does not end like one (a title, a heading, a table row): those restate a
+topic; they rarely hold the answer."""
 CONTEXT_WEIGHT = 0.3
 """How much a follow-up's previous question counts when its sentences are scored (retrieval uses both in
 full): enough to find "it", not so much that the previous answer's sentence wins again."""
@@ -70,14 +77,18 @@ MAX_SPANS = 12
 @dataclass(slots=True)
 class _Candidate:
     passage: int
-    sentence: Sentence
-    neighbours: tuple[int, int, int, int]
-    """The window around it in its chunk: the previous sentence's start and first line, the next one's end
-    and last line."""
+    siblings: list[Sentence]
+    """Every sentence of its chunk, in order."""
+    at: int
+    """Its place among them."""
     terms: set[str]
     coverage: float = 0.0
     semantic: float = 0.0
     score: float = 0.0
+
+    @property
+    def sentence(self) -> Sentence:
+        return self.siblings[self.at]
 
 
 def pick_passages(hits: list[SearchHit], max_files: int, per_file: int) -> list[SearchHit]:
@@ -146,8 +157,13 @@ class EvidenceService:
         t_split = time.perf_counter()
         encoded, vectors_why = self._semantic(question, query, candidates)
         t_encode = time.perf_counter()
+        figure = sentences.asks_for_figure(question)
         for c in candidates:
             c.score = SEMANTIC * c.semantic + LEXICAL * c.coverage + PRIOR / (1 + c.passage)
+            if figure and sentences.has_figure(c.sentence.text):
+                c.score += FIGURE_BONUS
+            if not sentences.finished(c.sentence.text):
+                c.score -= FRAGMENT_PENALTY
         ranked = sorted(candidates, key=lambda c: c.score, reverse=True)
         spans: list[EvidenceSpan] = []
         seen: set[str] = set()
@@ -155,7 +171,7 @@ class EvidenceService:
             if c.sentence.text.lower() in seen:
                 continue
             seen.add(c.sentence.text.lower())
-            spans.append(self._span(hits, c))
+            spans.append(self._span(hits, c, figure))
             if len(spans) >= max(1, min(body.max_spans, MAX_SPANS)):
                 break
         best = ranked[0] if ranked else None
@@ -188,11 +204,7 @@ class EvidenceService:
         for i, hit in enumerate(hits):
             text = hit.get("text", "")
             found = sentences.split(text, int(hit["location"]["line_start"]))
-            for j, s in enumerate(found):
-                before = found[j - 1] if j > 0 else s
-                after = found[j + 1] if j + 1 < len(found) else s
-                window = (before.start, before.line_start, after.end, after.line_end)
-                out.append(_Candidate(i, s, window, sentences.content_terms(s.text)))
+            out.extend(_Candidate(i, found, j, sentences.content_terms(s.text)) for j, s in enumerate(found))
         return out
 
     @staticmethod
@@ -255,23 +267,32 @@ class EvidenceService:
         return self.searches.vectors.ndim, self.searches.store.get_meta("embed_model")
 
     @staticmethod
-    def _span(hits: list[SearchHit], c: _Candidate) -> EvidenceSpan:
+    def _span(hits: list[SearchHit], c: _Candidate, figure: bool) -> EvidenceSpan:
+        """The span quoted for ``c``: its sentence, and the next one too when the question asks for a figure
+        that the sentence lacks and the next one states ("Set list_max_show_all to ..." / "By default,
+        this is set to 200."); its window is the sentence before and the one after that."""
         text = hits[c.passage].get("text", "")
-        a, first, b, last = c.neighbours
-        window = sentences.quote(text[a:b])
+        first = last = c.at
+        following = c.siblings[c.at + 1].text if c.at + 1 < len(c.siblings) else ""
+        if figure and not sentences.has_figure(c.sentence.text) and sentences.has_figure(following):
+            last += 1
+        quoted = sentences.quote(text[c.siblings[first].start : c.siblings[last].end])
+        before, after = c.siblings[max(0, first - 1)], c.siblings[min(len(c.siblings) - 1, last + 1)]
+        window = sentences.quote(text[before.start : after.end])
+        w_first, w_last = before.line_start, after.line_end
         if len(window) > WINDOW_CHARS:
-            window, first, last = c.sentence.text, c.sentence.line_start, c.sentence.line_end
+            window, w_first, w_last = quoted, c.siblings[first].line_start, c.siblings[last].line_end
         return EvidenceSpan(
             passage=c.passage,
-            text=c.sentence.text,
-            line_start=c.sentence.line_start,
-            line_end=c.sentence.line_end,
+            text=quoted,
+            line_start=c.siblings[first].line_start,
+            line_end=c.siblings[last].line_end,
             score=round(c.score, 4),
             semantic=round(c.semantic, 4),
             lexical=round(c.coverage, 4),
             window=window,
-            window_line_start=first,
-            window_line_end=last,
+            window_line_start=w_first,
+            window_line_end=w_last,
         )
 
     # ---------------------------------------------------------------------------------------------

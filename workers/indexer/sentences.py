@@ -207,3 +207,32 @@ def fact_forms(text: str) -> set[str]:
     for w in words(text):
         out.add(number_key(w) if any(ch.isdigit() for ch in w) else w.lower())
     return out
+
+
+# -------------------------------------------------------------------------------------------------
+# What a question asks for
+
+_FIGURE_QUESTION = re.compile(
+    r"\b(?:how\s+(?:many|much|long|old|large|big|far|often|tall|high|wide|deep|heavy|fast)|"
+    r"what\s+(?:year|dose|dosage|percentage|proportion|share|size|number|amount|length|age|date|month|"
+    r"day|time|limit|rate|duration|value|version|temperature)|when\b|at\s+most|up\s+to|"
+    r"maximum|minimum|by\s+default|default\s+(?:value|size|length|limit|timeout))",
+    re.IGNORECASE,
+)
+_DIGIT = re.compile(r"\d")
+_FINISHED = re.compile(r"[.!?:;\u2026][\"')\]\u201d\u2019]*$")
+
+
+def asks_for_figure(question: str) -> bool:
+    """Whether the question's answer is a figure: a count, an amount, a date, a default value."""
+    return _FIGURE_QUESTION.search(question) is not None
+
+
+def has_figure(text: str) -> bool:
+    """Whether ``text`` states a figure: digits, or a number word or month name."""
+    return bool(_DIGIT.search(text)) or any(w.lower() in NUMBER_WORDS or w.lower() in MONTHS for w in words(text))
+
+
+def finished(text: str) -> bool:
+    """Whether ``text`` ends as a sentence does (a stop, a colon), unlike a title or a table row."""
+    return _FINISHED.search(text) is not None
