@@ -112,10 +112,10 @@ class LlmPolicy(_Strict):
     repetition_penalty: float = Field(1.1, ge=1, le=2)
     seed: int = 0
     timeout_s: float = Field(60.0, gt=0)
-    chunks_per_file: int = Field(1, ge=1, le=10)
+    chunks_per_file: int = Field(2, ge=1, le=10)
     answer_mode: Literal["auto", "extractive", "generative"] = "auto"
     evidence_sources: int = Field(3, ge=1, le=12)
-    max_quotes: int = Field(2, ge=1, le=12)
+    max_quotes: int = Field(3, ge=1, le=12)
     attribute_uncited: bool = True
     session_ttl_s: float = Field(3600.0, gt=0)
     max_sessions: int = Field(1000, ge=1)

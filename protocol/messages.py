@@ -821,14 +821,19 @@ class CheckRequest(Message):
     question: str
     claims: list[Claim]
     sources: list[str]
+    reference: str = ""
+    """An answer the claims are compared with (the best quote): see the reply's ``carries``."""
 
 
 @message("evidence.check.reply")
 @dataclass(slots=True)
 class CheckReply(Message):
-    """One check per claim, in order."""
+    """One check per claim, in order; ``carries`` is whether the supported claims state at least one fact
+    (a figure, a name) of ``reference`` that the question does not: an answer that does, answers; one that
+    does not only talks around the question."""
 
     checks: list[ClaimCheck]
+    carries: bool = False
 
 
 @message("doc.read.request")

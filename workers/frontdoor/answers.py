@@ -17,18 +17,22 @@ from foldermind.protocol.messages import ClaimCheck, EvidenceReply, EvidenceSpan
 from foldermind.workers.frontdoor import schemas
 from foldermind.workers.llm.citations import MARKER
 
-QUOTE_RATIO = 0.85
-"""A second quote joins the first only when its score is at least this share of the best one's."""
+QUOTE_RATIO = 0.8
+"""A further quote joins the first only when its score is at least this share of the best one's."""
 NOT_FOUND = "The documents do not say: no indexed passage answers this question."
 NOTHING_MATCHED = "The documents do not say: no indexed document matched this question."
 
-_CLAIM = re.compile(r"[^.!?\n]+(?:[.!?]+[\"')\u201d\u2019]*|$)")
+# A sentence ends at a stop followed by white space (so "2.2 angstroms" and "KOBAS 2.0" stay whole), or at
+# a line break.
+_CLAIM = re.compile(r"(?:[^.!?\n]|[.!?]+(?=[^\s.!?]))+(?:[.!?]+[\"')\u201d\u2019]*|$)|[.!?]+")
 
 
 @dataclass(slots=True)
 class Composed:
     answer: str
     citations: list[schemas.Citation] = field(default_factory=list)
+    carries: bool = False
+    """For a checked answer: it states a fact of the best quote (see ``evidence.check.reply``)."""
 
     @property
     def grounded(self) -> bool:

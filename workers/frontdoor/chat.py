@@ -185,6 +185,10 @@ class Chat:
         if not generated.grounded:
             reason = f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage"
             return self._done(session, query, quoted, "fallback", note, dropped=dropped, reason=reason, llm=out)
+        if mode == "auto" and not generated.carries:
+            # Backed, but it states none of the best quote's figures or names: it talks around the question.
+            note = note or "the model's answer added nothing to the quoted sentences"
+            return self._done(session, query, quoted, "extractive", note, dropped=dropped, llm=out)
         used: schemas.AnswerModeUsed = "generative" if dropped == 0 else "generative+checked"
         return self._done(session, query, generated, used, note, dropped=dropped, llm=out)
 
@@ -220,11 +224,17 @@ class Chat:
         sources = [s["window"] for s in shown]
         check = await self.bus.call(
             "indexer",
-            CheckRequest(query, [Claim(text=c.text, sources=c.sources) for c in found], sources),
+            CheckRequest(
+                query,
+                [Claim(text=c.text, sources=c.sources) for c in found],
+                sources,
+                reference=evidence.spans[0]["text"] if evidence.spans else "",
+            ),
             CheckReply,
             codes=CHECK_CODES,
         )
         composed, dropped = answers.checked(evidence, found, check.checks, len(shown))
+        composed.carries = check.carries
         return composed, dropped, reply
 
     def _done(

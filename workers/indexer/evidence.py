@@ -59,7 +59,7 @@ SUPPORT_LEXICAL = 0.50
 SUPPORT_LEXICAL of the question's terms; below both, the documents do not say."""
 CLAIM_COVERAGE = 0.6
 CLAIM_SIMILARITY = 0.5
-FIGURE_BONUS = 0.08
+FIGURE_BONUS = 0.15
 """Added to a sentence that states a figure when the question asks for one ("how many", "what year",
 "what dose", "at most", "by default"): such an answer is a number, and the sentence that holds it often
 names less of the question's topic than the sentences around it."""
@@ -335,7 +335,10 @@ class EvidenceService:
             elif not best["supported"]:
                 best["source"], best["quote"] = -1, ""
             checks.append(best)
-        return CheckReply(checks)
+        kept = " ".join(text for text, c in zip(claim_texts, checks, strict=True) if c["supported"])
+        wanted = sentences.facts(body.reference) - given_forms
+        carries = bool(wanted & sentences.fact_forms(kept)) if kept else False
+        return CheckReply(checks, carries)
 
     @staticmethod
     def _closest(
