@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foldermind.protocol.client import BusClient
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.transports import REPO
 
@@ -154,16 +155,21 @@ def index_corpus(kernel: Kernel, corpus: Path, files: int) -> Index:
             if now > INDEX_TIMEOUT_S:
                 raise BenchFailure(f"not indexed after {INDEX_TIMEOUT_S:g} s: {f}")
             time.sleep(1.0)
-        give_up = time.monotonic() + 180
-        while True:
-            out.encoder = dict(kernel.describe(client, "indexer").get("query_encoder") or {})
-            settling = "loading" in str(out.encoder.get("backend_note") or "")  # e.g. torch until ONNX is in
-            if out.encoder.get("state") in ("ready", "failed", "off") and not settling:
-                break
-            if time.monotonic() > give_up:
-                raise BenchFailure(f"the indexer's query model is not ready: {out.encoder}")
-            time.sleep(0.5)
+        out.encoder = wait_query_model(kernel, client)
     return out
+
+
+def wait_query_model(kernel: Kernel, client: BusClient, timeout: float = 180) -> dict[str, Any]:
+    """The indexer's query encoder once it has settled (ready on its final backend, failed, or off)."""
+    give_up = time.monotonic() + timeout
+    while True:
+        encoder = dict(kernel.describe(client, "indexer").get("query_encoder") or {})
+        settling = "loading" in str(encoder.get("backend_note") or "")  # e.g. torch until ONNX is in
+        if encoder.get("state") in ("ready", "failed", "off") and not settling:
+            return encoder
+        if time.monotonic() > give_up:
+            raise BenchFailure(f"the indexer's query model is not ready: {encoder}")
+        time.sleep(0.5)
 
 
 @contextlib.contextmanager

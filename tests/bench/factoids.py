@@ -1,0 +1,393 @@
+"""Factoid questions for the answer bench: short answers found in one document of a corpus nobody on the
+project wrote, and the two corpora as folders of files ready to be indexed.
+
+``python -m tests.bench.factoids --check [--root DIR]`` builds (or finds) both corpora under DIR (default
+a temporary folder) and checks every question against them; ``tests.bench.answers`` is the bench that
+asks them.
+
+How the questions were made
+---------------------------
+
+All 72 were written by hand, before the evidence-based ``chat_with_documents`` existed and without looking
+at any answer engine's output, in one pass per corpus; ``factoid_data/questions.jsonl`` keeps them in the
+order they were written. For each one a passage was read, a single sentence holding a short answer (a
+number, a name, a term, a date) was picked, and the question was phrased as a user would ask it, in other
+words than the sentence's where that was natural. Each question records:
+
+- ``id`` (``sf-NN`` / ``dj-NN``, in order of writing), ``corpus`` and ``split``;
+- ``question``; ``answer``, a case-insensitive regular expression for the short answer as the document
+  writes it, with the obvious variants (``1,?209,?600|2 weeks``);
+- ``gold_file``, the file name as indexed: ``<abstract id>.txt`` for SciFact
+  (:func:`tests.bench.scifact.file_name`), the path under the docs folder for Django (``ref/settings.txt``;
+  several Django files share a base name, so a citation is matched on its path);
+- ``doc_id``, the SciFact abstract id (or the Django path), so that the runner can index every gold
+  abstract even though it indexes only the first 1,500 abstracts as distractors;
+- ``sentence``, the sentence the answer is found in, as the document has it (whitespace collapsed;
+  for a few Django ones the heading above the sentence is included, where the heading is the answer);
+- ``keys``, regular expressions for the question's identifying terms.
+
+:func:`check` verifies each question mechanically: the gold file is in its corpus, the sentence is in the
+gold text, the answer matches the sentence, every key matches the gold text, and exactly one document of
+the corpus matches all the keys and the answer: the question's terms point to one document, and that one
+holds the answer. For SciFact this is checked over all 5,183 abstracts, not only the indexed ones. The
+report also shows how many documents the answer pattern alone matches (a bare number such as ``100`` is in
+many; the keys are what single out the document).
+
+Five first drafts failed that check and were replaced by new questions in the same positions (so the split
+below is unchanged), still before any answer engine was run: sf-13 (another abstract gives Dscam's 18,000
+isoforms too), dj-02 and dj-06 (the same default is also in the tutorial, the same limit in the 1.5
+release notes), dj-28 and dj-36 (the 4.2 release notes and the committing guide repeat the fact); sf-10
+only had its pattern fixed (``Asn332`` has no word boundary before 332), and dj-04 and dj-11 a key added
+(their numbers also stand in unrelated sentences of other files).
+
+The split, fixed before any answer was seen: in each corpus, every third question in order of writing
+(``sf-03``, ``sf-06``, ... ``sf-36`` and the same for ``dj-``) is ``held_out``, the other two thirds
+``tune``: 12 and 24 per corpus. Tune the answer engine on ``tune`` only and report ``held_out`` apart.
+
+The corpora
+-----------
+
+- ``scifact``: SciFact abstracts (``../shared/eval/scifact/corpus.jsonl`` or ``$FOLDERMIND_SCIFACT``;
+  BEIR format), written one file per abstract by :func:`tests.bench.scifact.write_corpus` (title, blank
+  line, text). 36 questions over abstracts spread across the whole corpus (one from each stretch of 143
+  abstracts). The indexed folder holds the first :data:`SCIFACT_DISTRACTORS` abstracts plus every gold
+  abstract, so retrieval has distractors, and a question's abstract is there even when it lies past them.
+  Licence: SciFact (Wadden et al., 2020) is CC BY-NC 2.0: evaluation only, never shipped.
+- ``django-docs``: the reference manual, topic guides, how-tos, internals and all release notes of Django
+  4.2.16: every ``.txt`` file (reStructuredText, the form the docs are written in) under ``docs/`` of the
+  pinned sdist from PyPI (``Django-4.2.16.tar.gz``, sha256 below), folders starting with ``_`` (theme and
+  Sphinx extensions) left out: 587 files, 5.8 MB. The runner gets it by itself on a fresh machine:
+  ``python -m pip download --no-deps --no-binary :all: --require-hashes`` into a cache folder
+  (``$FOLDERMIND_BENCH_CACHE``, default ``~/.cache/foldermind-bench``) once, then extracts the docs. 36
+  questions over 35 files from every part of the docs (FAQ, tutorials, reference, topics, how-tos,
+  internals, release notes). Licence: Django and its documentation are BSD-3-Clause (the sdist's
+  ``LICENSE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from tests.bench.kernels import BenchFailure, say
+from tests.bench.markdown import table
+from tests.bench.scifact import _lines, file_name, write_corpus
+
+DATA = Path(__file__).with_name("factoid_data")
+QUESTIONS = DATA / "questions.jsonl"
+
+SCIFACT = "scifact"
+DJANGO = "django-docs"
+CORPORA = (SCIFACT, DJANGO)
+SPLITS = ("tune", "held_out")
+
+SCIFACT_DISTRACTORS = 1500
+"""The first N abstracts are indexed beside the gold ones."""
+
+DJANGO_VERSION = "4.2.16"
+DJANGO_SDIST_SHA256 = "6f1616c2786c408ce86ab7e10f792b8f15742f7b7b7460243929cb371e7f1dad"
+DJANGO_DOC_FILES = 587
+CACHE_ENV = "FOLDERMIND_BENCH_CACHE"
+MARKER = ".factoid-corpus"  # a hidden file: the watcher skips it
+PIP_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    id: str
+    corpus: str  # SCIFACT or DJANGO
+    split: str  # "tune" or "held_out"
+    question: str
+    answer: str  # a case-insensitive regular expression for the short answer
+    gold_file: str  # as indexed: "<abstract id>.txt", or the path under the Django docs folder
+    doc_id: str  # the SciFact abstract id; the Django path
+    sentence: str  # where the answer is found
+    keys: tuple[str, ...]  # regular expressions for the terms that identify the document
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.answer, re.IGNORECASE)
+
+    def answered_by(self, text: str) -> bool:
+        """Whether ``text`` contains the gold answer."""
+        return self.pattern.search(text) is not None
+
+    def is_gold(self, path: str) -> bool:
+        """Whether a citation's path (absolute, or relative to its Smart Folder) names the gold file."""
+        posix = PurePosixPath(path.replace("\\", "/"))
+        gold = PurePosixPath(self.gold_file)
+        return posix.parts[-len(gold.parts) :] == gold.parts
+
+
+def load_questions(split: str = "all", corpus: str | None = None, path: Path = QUESTIONS) -> list[Question]:
+    """The questions in order of writing; ``split``: all, tune or held_out; ``corpus``: one of CORPORA."""
+    if split not in ("all", *SPLITS):
+        raise ValueError(f"split must be all, tune or held_out, not {split!r}")
+    out: list[Question] = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            q = Question(
+                id=str(row["id"]),
+                corpus=str(row["corpus"]),
+                split=str(row["split"]),
+                question=str(row["question"]),
+                answer=str(row["answer"]),
+                gold_file=str(row["gold_file"]),
+                doc_id=str(row["doc_id"]),
+                sentence=str(row["sentence"]),
+                keys=tuple(str(k) for k in row["keys"]),
+            )
+            if q.corpus not in CORPORA or q.split not in SPLITS:
+                raise ValueError(f"{path}: {q.id}: corpus {q.corpus!r} / split {q.split!r}")
+            if (split == "all" or q.split == split) and (corpus is None or q.corpus == corpus):
+                out.append(q)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the corpora as folders
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    name: str
+    folder: Path  # registered as a Smart Folder
+    files: int
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Leave a file that already holds ``data`` alone, so a kept home's index stays valid."""
+    if path.exists() and path.read_bytes() == data:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def scifact_corpus(root: Path, questions: Iterable[Question], distractors: int = SCIFACT_DISTRACTORS) -> Corpus:
+    """The first ``distractors`` abstracts and every gold abstract of ``questions``, as
+    :func:`tests.bench.scifact.write_corpus` writes them, in ``root/scifact-factoids``. All abstracts are
+    written to ``root/scifact-all`` first (not indexed) and the chosen ones copied over."""
+    gold = {q.doc_id for q in questions if q.corpus == SCIFACT}
+    staging = root / "scifact-all"
+    write_corpus(staging)
+    wanted: list[str] = []
+    for n, doc in enumerate(_lines("corpus.jsonl")):
+        doc_id = str(doc["_id"])
+        if n < distractors or doc_id in gold:
+            wanted.append(file_name(doc_id))
+        gold.discard(doc_id)
+    if gold:
+        raise BenchFailure(f"gold abstracts missing from SciFact's corpus.jsonl: {sorted(gold)}")
+    folder = root / "scifact-factoids"
+    folder.mkdir(parents=True, exist_ok=True)
+    keep = set(wanted)
+    for stale in folder.glob("*.txt"):
+        if stale.name not in keep:
+            stale.unlink()
+    for name in wanted:
+        _write_if_changed(folder / name, (staging / name).read_bytes())
+    return Corpus(SCIFACT, folder, len(wanted))
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "foldermind-bench")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def django_sdist() -> Path:
+    """The pinned Django sdist: from the cache folder, or downloaded there with pip (hash-checked)."""
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+
+    def cached() -> Path | None:
+        for path in cache.iterdir():
+            if path.name.lower() == f"django-{DJANGO_VERSION}.tar.gz" and _sha256(path) == DJANGO_SDIST_SHA256:
+                return path
+        return None
+
+    if found := cached():
+        return found
+    say(f"downloading the Django {DJANGO_VERSION} sdist from PyPI into {cache} (once)")
+    with tempfile.TemporaryDirectory(prefix="fm-django-") as tmp:
+        req = Path(tmp) / "requirements.txt"
+        req.write_text(f"django=={DJANGO_VERSION} --hash=sha256:{DJANGO_SDIST_SHA256}\n", encoding="utf-8")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+        cmd += ["--require-hashes", "-r", str(req), "-d", str(cache)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BenchFailure(f"pip download of Django {DJANGO_VERSION} failed: {exc}") from exc
+        if out.returncode != 0:
+            raise BenchFailure(
+                f"pip download of Django {DJANGO_VERSION} exited {out.returncode} (PyPI reachable? or put"
+                f" Django-{DJANGO_VERSION}.tar.gz with sha256 {DJANGO_SDIST_SHA256} into {cache}, or set"
+                f" {CACHE_ENV}):\n{out.stdout[-2000:]}{out.stderr[-2000:]}"
+            )
+    if found := cached():
+        return found
+    raise BenchFailure(f"pip reported success but no Django-{DJANGO_VERSION}.tar.gz with the pinned hash is in {cache}")
+
+
+def _doc_members(sdist: Path) -> Iterable[tuple[PurePosixPath, bytes]]:
+    """(path under docs/, content) of every .txt file of the sdist's docs, ``_*`` folders left out."""
+    with tarfile.open(sdist, "r:gz") as tar:
+        for member in tar:
+            if not member.isfile():
+                continue
+            parts = PurePosixPath(member.name).parts
+            if len(parts) < 3 or parts[1] != "docs" or not parts[-1].endswith(".txt"):
+                continue
+            rel = PurePosixPath(*parts[2:])
+            if any(p.startswith(("_", ".")) or p == ".." for p in rel.parts):
+                continue
+            fh = tar.extractfile(member)
+            if fh is not None:
+                yield rel, fh.read()
+
+
+def django_corpus(root: Path) -> Corpus:
+    """Django's docs as ``root/django-docs-<version>/``: extracted once (a hidden marker says so), then
+    reused as they are."""
+    folder = root / f"{DJANGO}-{DJANGO_VERSION}"
+    marker = folder / MARKER
+    if marker.is_file():
+        info = json.loads(marker.read_text("utf-8"))
+        if info.get("sha256") == DJANGO_SDIST_SHA256 and info.get("files") == DJANGO_DOC_FILES:
+            return Corpus(DJANGO, folder, DJANGO_DOC_FILES)
+    sdist = django_sdist()
+    if folder.exists():
+        shutil.rmtree(folder)
+    n = 0
+    for rel, data in _doc_members(sdist):
+        _write_if_changed(folder.joinpath(*rel.parts), data)
+        n += 1
+    if n != DJANGO_DOC_FILES:
+        raise BenchFailure(f"{sdist.name} has {n} doc files, not the {DJANGO_DOC_FILES} the questions were written on")
+    marker.write_text(json.dumps({"sha256": DJANGO_SDIST_SHA256, "files": n}), encoding="utf-8")
+    return Corpus(DJANGO, folder, n)
+
+
+def build_corpora(root: Path, questions: Iterable[Question] | None = None) -> dict[str, Corpus]:
+    """Both corpora under ``root``, ready to be registered as Smart Folders."""
+    qs = list(questions) if questions is not None else load_questions()
+    return {SCIFACT: scifact_corpus(root, qs), DJANGO: django_corpus(root)}
+
+
+# --------------------------------------------------------------------------------------------
+# checking the questions against the corpora
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    question: Question
+    problems: tuple[str, ...]
+    identified: int  # documents matching every key and the answer (1: only the gold one)
+    answer_anywhere: int  # documents the answer pattern alone matches
+
+
+def check(root: Path, questions: list[Question] | None = None) -> list[Verdict]:
+    """Check every question against the corpora under ``root`` (built there if needed)."""
+    qs = questions if questions is not None else load_questions()
+    corpora = build_corpora(root, qs)
+    texts: dict[str, dict[str, str]] = {
+        # SciFact: every abstract (the uniqueness check covers more than the indexed ones)
+        SCIFACT: {
+            path.name: path.read_text("utf-8")
+            for path in sorted((corpora[SCIFACT].folder.parent / "scifact-all").glob("*.txt"))
+        },
+        DJANGO: {
+            path.relative_to(corpora[DJANGO].folder).as_posix(): path.read_text("utf-8")
+            for path in sorted(corpora[DJANGO].folder.rglob("*.txt"))
+        },
+    }
+    indexed = {p.name for p in corpora[SCIFACT].folder.glob("*.txt")}
+    out: list[Verdict] = []
+    for q in qs:
+        problems: list[str] = []
+        docs = texts[q.corpus]
+        gold = docs.get(q.gold_file)
+        if q.corpus == SCIFACT and q.gold_file not in indexed:
+            problems.append("gold abstract not in the indexed folder")
+        if gold is None:
+            out.append(Verdict(q, ("gold file not in the corpus",), 0, 0))
+            continue
+        if _squash(q.sentence) not in _squash(gold):
+            problems.append("sentence not in the gold text")
+        if not q.answered_by(q.sentence):
+            problems.append("answer does not match the sentence")
+        if not q.answered_by(gold):
+            problems.append("answer does not match the gold text")
+        keys = [re.compile(k, re.IGNORECASE) for k in q.keys]
+        if missing := [k.pattern for k in keys if not k.search(gold)]:
+            problems.append(f"keys not in the gold text: {missing}")
+        both = [name for name, text in docs.items() if all(k.search(text) for k in keys) and q.answered_by(text)]
+        if both != [q.gold_file]:
+            problems.append(f"keys + answer match {len(both)} documents: {both[:5]}")
+        anywhere = sum(1 for text in docs.values() if q.answered_by(text))
+        out.append(Verdict(q, tuple(problems), len(both), anywhere))
+    return out
+
+
+def render_check(verdicts: list[Verdict]) -> str:
+    rows = [
+        [
+            v.question.id,
+            v.question.split,
+            f"`{v.question.gold_file}`",
+            str(v.identified),
+            str(v.answer_anywhere),
+            "; ".join(v.problems) or "ok",
+        ]
+        for v in verdicts
+    ]
+    header = ["id", "split", "gold file", "docs matching keys + answer", "docs matching the answer", "check"]
+    bad = sum(1 for v in verdicts if v.problems)
+    return "\n".join([*table(header, rows, "lllrrl"), "", f"{len(verdicts) - bad} of {len(verdicts)} questions pass."])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.factoids", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="check every question against the corpora")
+    parser.add_argument("--root", default="", help="build the corpora here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    if not args.check:
+        parser.print_help()
+        return 0
+    with tempfile.TemporaryDirectory(prefix="fm-factoids-") as tmp:
+        root = Path(args.root) if args.root else Path(tmp)
+        try:
+            verdicts = check(root)
+        except BenchFailure as exc:
+            say(f"check failed: {exc}")
+            return 1
+    print(render_check(verdicts))
+    return 1 if any(v.problems for v in verdicts) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
