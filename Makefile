@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 CODE   := kernel workers protocol
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint typecheck pytest bench bench-llm load soak install clean
+.PHONY: run test lint typecheck pytest bench bench-llm bench-answers load soak install clean
 
 # The venv is rebuilt when pyproject.toml changes. pip + venv (not uv) so that torch, when a later
 # worker needs it, resolves from the machine's local wheel cache instead of a multi-GB CUDA build.
@@ -67,6 +67,14 @@ bench: install
 LLM_ARGS ?=
 bench-llm: install
 	$(BIN)/python -m tests.bench.llm $(LLM_ARGS)
+
+# Answers (docs/benchmarks-answers.md, ~8 min once indexed; the first run indexes SciFact's first 1,500
+# abstracts and the Django 4.2 docs, ~7 min, and downloads the pinned Django sdist once): 72 factoid questions
+# over MCP HTTP in each answer mode, the held-out third reported apart. ANSWERS_ARGS="--home DIR" keeps the
+# index; "--modes", "--split", "--limit" as `python -m tests.bench.answers --help` says.
+ANSWERS_ARGS ?=
+bench-answers: install
+	$(BIN)/python -m tests.bench.answers $(ANSWERS_ARGS)
 
 # Load (issue 6; docs/reliability-load.md, ~10 min): 8 MCP clients, each its own session, mixing search,
 # summaries, reads and chat for 5 minutes while new files are indexed; errors, search latency under load
