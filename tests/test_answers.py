@@ -78,6 +78,24 @@ def write_folder(root: Path) -> Path:
     return docs
 
 
+@contextlib.contextmanager
+def kernel_with_folder(
+    root: Path, config: str, llm_note: str, timeout: float
+) -> Iterator[tuple[RunningKernel, Path, str, str]]:
+    """A kernel that has indexed the three-file folder and whose llm's note says ``llm_note`` (ready,
+    failed); (kernel, folder, MCP URL, token). ``root`` is removed afterwards."""
+    k = RunningKernel(root / "home", config)
+    docs = write_folder(root)
+    try:
+        k.start()
+        cli(k.root, "folders", "add", str(docs), "--wait", timeout=180)
+        wait_for(lambda: llm_note in (k.worker("llm").get("note") or ""), timeout, 0.2, f"the model {llm_note}")
+        yield k, docs, str(mc.mcp_info(k.root)["url"]), mc.token_of(k.root)
+    finally:
+        k.stop()
+        remove_tree(root)
+
+
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
     root = short_tmpdir()
@@ -88,16 +106,8 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
         + f'[workers.llm]\nenv = {{ FOLDERMIND_LLM_SAY = "{root / "say"}", '
         + f'FOLDERMIND_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )
-    k = RunningKernel(root / "home", config)
-    docs = write_folder(root)
-    try:
-        k.start()
-        cli(k.root, "folders", "add", str(docs), "--wait", timeout=180)
-        wait_for(lambda: "ready" in (k.worker("llm").get("note") or ""), 120, 0.2, "the model loaded")
-        yield k, docs, str(mc.mcp_info(k.root)["url"]), mc.token_of(k.root), root
-    finally:
-        k.stop()
-        remove_tree(root)
+    with kernel_with_folder(root, config, "ready", 120) as (k, docs, url, token):
+        yield k, docs, url, token, root
 
 
 @contextlib.contextmanager
@@ -286,13 +296,7 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
     config = (
         FAST_RESTART + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + f'[llm]\nmodel_path = "{bad}"\nanalysis = false\n'
     )
-    k = RunningKernel(root / "home", config)
-    docs = write_folder(root)
-    try:
-        k.start()
-        cli(k.root, "folders", "add", str(docs), "--wait", timeout=180)
-        wait_for(lambda: "failed" in (k.worker("llm").get("note") or ""), 60, 0.2, "the model to fail loading")
-        url, token = str(mc.mcp_info(k.root)["url"]), mc.token_of(k.root)
+    with kernel_with_folder(root, config, "failed", 60) as (_k, _docs, url, token):
         for mode in MODES:
             out = chat(url, token, {"query": BUDGET_Q, "answer_mode": mode})
             assert ANSWER in out["answer"] and cites_budget(out), (mode, out)
@@ -300,6 +304,3 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
             if mode != "extractive":
                 assert out["answer_mode_used"] == "fallback"
                 assert out["fallback_reason"].startswith("MODEL_NOT_READY") and "broken.gguf" in out["fallback_reason"]
-    finally:
-        k.stop()
-        remove_tree(root)

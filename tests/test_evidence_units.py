@@ -57,7 +57,7 @@ def test_a_claims_facts_are_its_figures_and_names() -> None:
 def test_a_generated_answer_is_cut_into_claims_with_the_sources_they_cite() -> None:
     # The llm worker's answer: markers 1-based into cited, which names prompt sources (0-based).
     found = answers.claims("Paris is the capital [1]. It lies on the Seine. [2] Nothing else [1, 2]", [2, 0])
-    assert [(c.text, c.sources) for c in found] == [
+    assert [(c["text"], c["sources"]) for c in found] == [
         ("Paris is the capital.", [2]),
         ("It lies on the Seine.", [0]),
         ("Nothing else", [2, 0]),

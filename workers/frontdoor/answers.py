@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from foldermind.protocol.messages import ClaimCheck, EvidenceReply, EvidenceSpan
+from foldermind.protocol.messages import Claim, ClaimCheck, EvidenceReply, EvidenceSpan
 from foldermind.workers.frontdoor import schemas
 from foldermind.workers.llm.citations import MARKER
 
@@ -37,14 +37,6 @@ class Composed:
     @property
     def grounded(self) -> bool:
         return bool(self.citations)
-
-
-@dataclass(slots=True)
-class Claim:
-    text: str
-    """The sentence without its markers."""
-    sources: list[int]
-    """0-based indexes of the sources it cites, in the order of its markers."""
 
 
 class Evidence:
@@ -122,7 +114,7 @@ def claims(answer: str, cited: list[int]) -> list[Claim]:
         text = " ".join(MARKER.sub("", piece).split())
         text = re.sub(r"\s+([.,;:!?])", r"\1", text).strip()
         if text:
-            out.append(Claim(text, sources))
+            out.append(Claim(text=text, sources=sources))
     return out
 
 
@@ -144,7 +136,7 @@ def checked(evidence: Evidence, found: list[Claim], checks: list[ClaimCheck], so
         if number is None:
             number = by_quote[key] = len(citations) + 1
             citations.append(evidence.citation(span, check["quote"], number))
-        parts.append(_with_marker(claim.text, number))
+        parts.append(_with_marker(claim["text"], number))
     return Composed(" ".join(parts), citations), dropped
 
 

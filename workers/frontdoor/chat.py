@@ -32,7 +32,6 @@ from foldermind.protocol.messages import (
     ChatTurn,
     CheckReply,
     CheckRequest,
-    Claim,
     EvidenceReply,
     EvidenceRequest,
     Message,
@@ -226,7 +225,7 @@ class Chat:
             "indexer",
             CheckRequest(
                 query,
-                [Claim(text=c.text, sources=c.sources) for c in found],
+                found,
                 sources,
                 reference=evidence.spans[0]["text"] if evidence.spans else "",
             ),

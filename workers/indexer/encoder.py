@@ -259,15 +259,17 @@ class QueryEncoder:
             out[rows] = self._encode_batch([texts[i] for i in rows])
         return out, ""
 
-    def _encode_batch(self, texts: list[str]) -> NDArray[np.float32]:
+    def _encode_batch(self, texts: list[str], what: str = "sentences") -> NDArray[np.float32]:
+        """Vectors of ``texts`` from ONNX Runtime when it is loaded; if it ever fails (never seen), torch
+        answers from then on and the note says on what it failed."""
         onnx = self._onnx
         if onnx is not None:
             try:
                 return np.asarray(onnx.encode(texts), dtype=np.float32)
-            except Exception as exc:  # as for a query: torch answers from now on
+            except Exception as exc:
                 why = _reason(exc)
                 with self._lock:
-                    self._onnx, self.backend, self.backend_note = None, "torch", f"onnx failed on sentences: {why}"
+                    self._onnx, self.backend, self.backend_note = None, "torch", f"onnx failed on {what}: {why}"
                 log.warning("ONNX query backend failed (%s); torch answers from now on", why)
         import torch
 
@@ -293,16 +295,7 @@ class QueryEncoder:
         return ""
 
     def _encode_local(self, query: str) -> NDArray[np.float32]:
-        onnx = self._onnx
-        if onnx is not None:
-            try:
-                return np.ascontiguousarray(onnx.encode([query])[0], dtype=np.float32)
-            except Exception as exc:  # never seen; if it happens, torch answers from now on
-                why = _reason(exc)
-                with self._lock:
-                    self._onnx, self.backend, self.backend_note = None, "torch", f"onnx failed on a query: {why}"
-                log.warning("ONNX query backend failed (%s); torch answers queries from now on", why)
-        return np.ascontiguousarray(self._torch_vectors([query])[0], dtype=np.float32)
+        return np.ascontiguousarray(self._encode_batch([query], "a query")[0], dtype=np.float32)
 
     def _torch_vectors(self, texts: list[str]) -> NDArray[np.float32]:
         """Torch vectors of ``texts``, each encoded alone as a query is (also the ONNX check's reference)."""

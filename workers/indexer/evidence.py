@@ -9,7 +9,8 @@ split into sentences (:mod:`.sentences`, which keeps every sentence's lines). A 
 where coverage is the idf-weighted share of the question's content terms the sentence holds (idf over the
 candidate sentences, so a word every sentence has counts for little). Encoding every sentence would cost
 ~9 ms each on one thread (MiniLM on ONNX Runtime, measured here), so only the :data:`ENCODE_AT_MOST` best by
-coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`, keyed by model and text):
+coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`, in the query encoder's
+:class:`~.encoder.VectorCache`, keyed by model and text):
 a question asked again, or a claim checked against a sentence already scored, costs no encode.
 
 Checking a claim (a sentence a model wrote): it must state no figure or name its source lacks, share most of
@@ -22,9 +23,7 @@ supports it. Without a local model the vector test is skipped and the reply says
 from __future__ import annotations
 
 import math
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +41,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.workers.base import JobError
 from foldermind.workers.indexer import sentences
-from foldermind.workers.indexer.encoder import QueryEncoder
+from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
 from foldermind.workers.indexer.search import MAX_QUERY_CHARS, SearchService
 from foldermind.workers.indexer.sentences import Sentence
 
@@ -107,33 +106,10 @@ def pick_passages(hits: list[SearchHit], max_files: int, per_file: int) -> list[
     return picked
 
 
-class SentenceVectors:
-    """The last :data:`CACHE_SIZE` sentence vectors, keyed by (model, text)."""
-
-    def __init__(self, size: int = CACHE_SIZE) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[str, str], NDArray[np.float32]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, model: str, text: str) -> NDArray[np.float32] | None:
-        with self._lock:
-            vector = self._items.get((model, text))
-            if vector is not None:
-                self._items.move_to_end((model, text))
-            return vector
-
-    def put(self, model: str, text: str, vector: NDArray[np.float32]) -> None:
-        with self._lock:
-            self._items[(model, text)] = vector
-            self._items.move_to_end((model, text))
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
 class EvidenceService:
     def __init__(self, searches: SearchService, encoder: QueryEncoder) -> None:
         self.searches, self.encoder = searches, encoder
-        self.cache = SentenceVectors()
+        self.cache = VectorCache(CACHE_SIZE)
 
     # ---------------------------------------------------------------------------------------------
     # choosing evidence
@@ -313,11 +289,11 @@ class EvidenceService:
             cited = [k for k in claim.get("sources", []) if isinstance(k, int) and 0 <= k < len(body.sources)]
             order = cited + [k for k in range(len(body.sources)) if k not in cited]
             terms = sentences.content_terms(text)
+            own = terms - given
             facts = sentences.facts(text)
             best: ClaimCheck | None = None
             for k in order:
                 missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
-                own = terms - given
                 coverage = len(own & source_terms[k]) / len(own) if own else 1.0
                 quote, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k)
                 ok = bool(terms) and not missing and coverage >= CLAIM_COVERAGE
