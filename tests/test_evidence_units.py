@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from foldermind.protocol.messages import EvidenceReply, EvidenceSpan, SearchHit
 from foldermind.workers.frontdoor import answers
-from foldermind.workers.indexer import sentences
+from foldermind.workers.indexer import evidence, sentences
 
 
 def test_sentences_keep_their_lines_and_skip_abbreviations_and_wrapping() -> None:
@@ -111,3 +111,34 @@ def test_the_quoted_answer_quotes_the_best_sentences_verbatim_with_markers_in_fi
     reply.supported = False
     unsupported = answers.extractive(answers.Evidence(reply), max_quotes=3)
     assert not unsupported.grounded and unsupported.answer == answers.NOT_FOUND
+
+
+def test_a_figure_question_names_what_it_counts() -> None:
+    assert sentences.counted("How many patients were pooled in the meta-analysis?") == sentences.content_terms(
+        "patients"
+    )
+    assert sentences.counted("What dose of zopiclone did they take?") == sentences.content_terms("zopiclone")
+    assert sentences.counted("Which filter turns numbers into words?") == set()
+
+
+def _span_of(text: str, at: int, figure: bool) -> EvidenceSpan:
+    found = sentences.split(text, 1)
+    hit = SearchHit(text=text, file_path="/d/settings.txt")  # type: ignore[typeddict-item]
+    cand = evidence._Candidate(0, found, at, sentences.content_terms(found[at].text))
+    return evidence.EvidenceService._span([hit], cand, figure)
+
+
+def test_a_figure_question_quotes_the_neighbour_that_states_the_figure_after_or_else_before() -> None:
+    text = (
+        "Set max_items to control how many items appear.\nBy default, this is set to 200.\n\n"
+        "Default: ``259200`` (3 days, in seconds)\n\nThe number of seconds a reset link is valid for.\n"
+    )
+    parts = [s.text for s in sentences.split(text, 1)]
+    assert parts[1] == "By default, this is set to 200."
+    after = _span_of(text, 0, figure=True)
+    assert after["text"].endswith("By default, this is set to 200.") and after["line_start"] == 1
+    before = _span_of(text, parts.index("The number of seconds a reset link is valid for."), figure=True)
+    assert before["text"].startswith("Default: ``259200``") and before["line_start"] == 4
+    assert before["line_end"] == 6
+    plain = _span_of(text, parts.index("The number of seconds a reset link is valid for."), figure=False)
+    assert plain["text"] == "The number of seconds a reset link is valid for."

@@ -62,6 +62,11 @@ FIGURE_BONUS = 0.15
 """Added to a sentence that states a figure when the question asks for one ("how many", "what year",
 "what dose", "at most", "by default"): such an answer is a number, and the sentence that holds it often
 names less of the question's topic than the sentences around it."""
+COUNTED_BONUS = 0.2
+"""Added, on top of FIGURE_BONUS, to a sentence whose figure comes with the thing the question counts
+("How many patients were pooled ...?" / "A total of 9020 patients were included."). With the figure
+follow-on from the sentence before (:meth:`EvidenceService._span`) it lifts the extractive answers holding
+the gold answer from 30 to 33 of the 48 tune questions (held out: 18 of 24 before and after)."""
 FRAGMENT_PENALTY = 0.05
 """Taken from a "sentence" that does not end like one (a title, a heading, a table row): those restate a
 topic; they rarely hold the answer."""
@@ -134,10 +139,11 @@ class EvidenceService:
         encoded, vectors_why = self._semantic(question, query, candidates)
         t_encode = time.perf_counter()
         figure = sentences.asks_for_figure(question)
+        counted = sentences.counted(question)
         for c in candidates:
             c.score = SEMANTIC * c.semantic + LEXICAL * c.coverage + PRIOR / (1 + c.passage)
             if figure and sentences.has_figure(c.sentence.text):
-                c.score += FIGURE_BONUS
+                c.score += FIGURE_BONUS + (COUNTED_BONUS if counted & c.terms else 0.0)
             if not sentences.finished(c.sentence.text):
                 c.score -= FRAGMENT_PENALTY
         ranked = sorted(candidates, key=lambda c: c.score, reverse=True)
@@ -244,14 +250,18 @@ class EvidenceService:
 
     @staticmethod
     def _span(hits: list[SearchHit], c: _Candidate, figure: bool) -> EvidenceSpan:
-        """The span quoted for ``c``: its sentence, and the next one too when the question asks for a figure
-        that the sentence lacks and the next one states ("Set list_max_show_all to ..." / "By default,
-        this is set to 200."); its window is the sentence before and the one after that."""
+        """The span quoted for ``c``: its sentence, and a neighbour too when the question asks for a figure
+        that the sentence lacks and the neighbour states: the next one ("Set list_max_show_all to ..." /
+        "By default, this is set to 200."), else the one before (a settings entry's "Default: 259200" /
+        "The number of seconds a password reset link is valid for."); its window is the sentence before and
+        the one after that."""
         text = hits[c.passage].get("text", "")
         first = last = c.at
-        following = c.siblings[c.at + 1].text if c.at + 1 < len(c.siblings) else ""
-        if figure and not sentences.has_figure(c.sentence.text) and sentences.has_figure(following):
-            last += 1
+        if figure and not sentences.has_figure(c.sentence.text):
+            if c.at + 1 < len(c.siblings) and sentences.has_figure(c.siblings[c.at + 1].text):
+                last += 1
+            elif c.at > 0 and sentences.has_figure(c.siblings[c.at - 1].text):
+                first -= 1
         quoted = sentences.quote(text[c.siblings[first].start : c.siblings[last].end])
         before, after = c.siblings[max(0, first - 1)], c.siblings[min(len(c.siblings) - 1, last + 1)]
         window = sentences.quote(text[before.start : after.end])

@@ -219,6 +219,11 @@ _FIGURE_QUESTION = re.compile(
     r"maximum|minimum|by\s+default|default\s+(?:value|size|length|limit|timeout))",
     re.IGNORECASE,
 )
+_COUNTED = re.compile(
+    r"\bhow\s+(?:many|much)\s+(?:of\s+)?(?:the\s+)?([a-z][\w-]*)|"
+    r"\bwhat\s+(?:dose|dosage|number|percentage|proportion|share|amount)\s+of\s+(?:the\s+)?([a-z][\w-]*)",
+    re.IGNORECASE,
+)
 _DIGIT = re.compile(r"\d")
 _FINISHED = re.compile(r"[.!?:;\u2026][\"')\]\u201d\u2019]*$")
 
@@ -226,6 +231,16 @@ _FINISHED = re.compile(r"[.!?:;\u2026][\"')\]\u201d\u2019]*$")
 def asks_for_figure(question: str) -> bool:
     """Whether the question's answer is a figure: a count, an amount, a date, a default value."""
     return _FIGURE_QUESTION.search(question) is not None
+
+
+def counted(question: str) -> set[str]:
+    """The stems of what a figure question counts ("how many *patients*", "what dose of *zopiclone*"), or
+    nothing: the sentence that holds the figure names it ("741 patients") though it may name little else of
+    the question."""
+    m = _COUNTED.search(question)
+    if m is None:
+        return set()
+    return content_terms(m.group(1) or m.group(2))
 
 
 def has_figure(text: str) -> bool:
