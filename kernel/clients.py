@@ -1,5 +1,5 @@
 """Commands that connect MCP clients: ``mcp`` (the stdio bridge), ``token``, ``config snippet`` and
-``test-connection``."""
+``test-connection``; and ``config defaults`` (every setting with its default and help)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from foldermind.kernel import bridge
+from foldermind.kernel import bridge, defaults
 from foldermind.kernel.cli import connect, current_config, current_home, home_option, kernel_running
 from foldermind.kernel.home import Home
 from foldermind.kernel.token_store import TokenPersistError, TokenStore
@@ -94,7 +94,14 @@ def token_rotate() -> None:
 
 @click.group()
 def config() -> None:
-    """Client configuration."""
+    """Client configuration, and the settings' defaults."""
+
+
+@config.command("defaults")
+def config_defaults() -> None:
+    """Print every setting with its default and its help, as supervisor.toml (override any of them in
+    <home>/config/supervisor.toml)."""
+    click.echo(defaults.render(), nl=False)
 
 
 def _command(home: Home) -> list[str]:

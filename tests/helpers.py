@@ -46,7 +46,7 @@ stop_grace_s = 3.0
 
 TESTWORKER = """
 [workers.testworker]
-module = "foldermind.workers.testworker"
+module = "tests.faultworker"
 """
 
 

@@ -2,9 +2,9 @@
 file), the real embedding model choosing and checking sentences in the indexer, the real SmolLM2-135M on
 ctransformers, and the mcp SDK client over HTTP.
 
-The model's own words are fed in through the llm worker's test switch FOLDERMIND_LLM_SAY (while the named
+The model's own words are fed in through the llm worker's test switch FOLDERMIND_TEST_LLM_SAY (while the named
 file exists, a chat answer is that file's text), so the checker meets exactly the invented figure or the
-unsupported claim a test means; FOLDERMIND_LLM_SLOW slows each token so the worker can be killed mid-answer.
+unsupported claim a test means; FOLDERMIND_TEST_LLM_SLOW slows each token so the worker can be killed mid-answer.
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
         FAST_RESTART
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         + "[llm]\ntimeout_s = 30\nanalysis = false\n"
-        + f'[workers.llm]\nenv = {{ FOLDERMIND_LLM_SAY = "{root / "say"}", '
-        + f'FOLDERMIND_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
+        + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_SAY = "{root / "say"}", '
+        + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )
     with kernel_with_folder(root, config, "ready", 120) as (k, docs, url, token):
         yield k, docs, url, token, root
@@ -112,7 +112,7 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
 
 @contextlib.contextmanager
 def model_says(root: Path, text: str) -> Iterator[None]:
-    """While inside, the llm's chat answers are ``text`` (the FOLDERMIND_LLM_SAY switch)."""
+    """While inside, the llm's chat answers are ``text`` (the FOLDERMIND_TEST_LLM_SAY switch)."""
     say = root / "say"
     say.write_text(text)
     try:

@@ -1,7 +1,7 @@
 """chat_with_documents, get_document_summary and the llm worker end to end: a real kernel, the real
 SmolLM2-135M-Instruct on ctransformers, the mcp SDK client over HTTP, and `foldermind ask` / `summary`.
 
-Faults are switched on through the llm worker's test switch (FOLDERMIND_LLM_FAULT=hang-once:PATH: the
+Faults are switched on through the llm worker's test switch (FOLDERMIND_TEST_LLM_HANG=hang-once:PATH: the
 first chat generation after PATH disappears blocks inside the generation loop, as a wedged native call
 would)."""
 
@@ -68,8 +68,8 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
         FAST_RESTART
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         + f"[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\n"
-        + f'[workers.llm]\nenv = {{ FOLDERMIND_LLM_FAULT = "hang-once:{armed}", '
-        + f'FOLDERMIND_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
+        + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_HANG = "hang-once:{armed}", '
+        + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )
     k = RunningKernel(root / "home", config)
     docs = write_docs(root)

@@ -13,11 +13,10 @@ from foldermind.protocol.errors import DeadlineExceeded, RemoteError, ServiceUna
 from foldermind.protocol.messages import (
     EchoReply,
     EchoRequest,
-    FaultReply,
-    FaultRequest,
     PingReply,
     PingRequest,
 )
+from tests.faultworker import FaultReply, FaultRequest
 from tests.helpers import FAST_RESTART, TESTWORKER, RunningKernel, cli, kill9, wait_for
 
 
@@ -186,7 +185,7 @@ def test_crash_loop_ends_failed_with_an_event_and_restart_brings_it_back(home_di
         FAST_RESTART
         + f"""
 [workers.flaky]
-module = "foldermind.workers.testworker"
+module = "tests.faultworker"
 restart = {{ max_restarts = 3, window_s = 60.0 }}
 env = {{ FOLDERMIND_FAULT = "crash_on_start", FOLDERMIND_FAULT_WHILE = "{switch}" }}
 """
@@ -254,7 +253,7 @@ def test_a_worker_that_never_sends_ready_is_killed_and_retried_with_growing_back
         FAST_RESTART
         + """
 [workers.mute]
-module = "foldermind.workers.testworker"
+module = "tests.faultworker"
 restart = { start_timeout_s = 1.5, backoff_initial_s = 0.2, backoff_jitter = 0.0, max_restarts = 2 }
 env = { FOLDERMIND_FAULT = "no_ready" }
 """

@@ -336,7 +336,7 @@ def guarded() -> Iterator[tuple[RunningKernel, str, int]]:
     config = (
         FAST_RESTART
         + f"[mcp]\nport = {port}\nrate_per_minute = 30\n"
-        + '[workers.indexer]\nenv = { FOLDERMIND_FAULT_DELAY = "search.request:2" }\n'
+        + '[workers.indexer]\nenv = { FOLDERMIND_TEST_DELAY = "search.request:2" }\n'
     )
     k = RunningKernel(root / "home", config)
     docs = write_docs(root)

@@ -78,7 +78,7 @@ CONFIG = (
     FAST_RESTART
     + f"[mcp]\nport = 0\nrate_per_minute = 100000\nrequest_timeout_s = {READ_TIMEOUT_S}\n"
     + "[llm]\nmax_answer_tokens = 8\nmax_prompt_tokens = 256\nanalysis = false\n"
-    + f'[workers.indexer]\nenv = {{ FOLDERMIND_FAULT_DELAY = "echo.request:{ECHO_DELAY_S}" }}\n'
+    + f'[workers.indexer]\nenv = {{ FOLDERMIND_TEST_DELAY = "echo.request:{ECHO_DELAY_S}" }}\n'
 )
 
 TOOL_CODES = {

@@ -74,7 +74,7 @@ M = TypeVar("M", bound=Message)
 MB = 1024 * 1024
 PARSER_MEMORY_MB = 1024
 HOLD_NEEDLE = "held-"
-REPLY_NEEDLE = "late-"  # FOLDERMIND_PARSER_HOLD_REPLY: held after the parse, before the reply
+REPLY_NEEDLE = "late-"  # FOLDERMIND_TEST_PARSER_HOLD_REPLY: held after the parse, before the reply
 BAD_NAME = os.fsdecode(b"bad-\xff\xfe-name.txt")  # not UTF-8: surrogate escapes in Python
 BAD_NAME_SHOWN = "bad-\ufffd\ufffd-name.txt"  # how the index shows it (U+FFFD per undecodable byte)
 BAD_LIVE = os.fsdecode(b"live-\xc3\x28.md")
@@ -402,7 +402,10 @@ def hostile(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path, dict[st
     outside.write_text("secret outside text about basilisks\n")
     expect = make_folder(docs, outside)
     flag = root / "hold-flag"
-    holds = f'FOLDERMIND_PARSER_HOLD = "{HOLD_NEEDLE}:{flag}", FOLDERMIND_PARSER_HOLD_REPLY = "{REPLY_NEEDLE}:{flag}"'
+    holds = (
+        f'FOLDERMIND_TEST_PARSER_HOLD = "{HOLD_NEEDLE}:{flag}", '
+        f'FOLDERMIND_TEST_PARSER_HOLD_REPLY = "{REPLY_NEEDLE}:{flag}"'
+    )
     config = (
         FAST_RESTART
         + f"[ingest]\nparser_memory_mb = {PARSER_MEMORY_MB}\n"

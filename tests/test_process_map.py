@@ -12,7 +12,8 @@ import psutil
 import pytest
 
 from foldermind.protocol.errors import WorkerLost
-from foldermind.protocol.messages import DescribeReply, DescribeRequest, FaultRequest, PingReply, PingRequest
+from foldermind.protocol.messages import DescribeReply, DescribeRequest, PingReply, PingRequest
+from tests.faultworker import FaultRequest
 from tests.helpers import (
     FAST_RESTART,
     TESTWORKER,

@@ -137,24 +137,13 @@ class JobError(Exception):
         self.info = ErrorInfo(code, message, retryable)
 
 
-DELAY_ENV = "FOLDERMIND_FAULT_DELAY"
-"""A fault switch for tests (jupyter_client's test-kernel idea, in the real workers): ``KIND:SECONDS[,KIND:SECONDS]``
-makes this worker sleep that long before handling each message of that kind, so a test can catch a job
-in flight (kill the worker mid-request, let a deadline pass). Unset in normal runs."""
+TEST_SWITCH_PREFIX = "FOLDERMIND_TEST_"
+"""Environment variables named so are test switches (:mod:`foldermind.workers.faults`)."""
 
 
-def _parse_delays(raw: str) -> dict[str, float]:
-    delays: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        kind, _, seconds = item.rpartition(":")
-        try:
-            delays[kind] = float(seconds)
-        except ValueError:
-            log.warning("ignoring malformed %s entry %r", DELAY_ENV, item)
-    return delays
-
-
-_DELAYS = _parse_delays(os.environ.get(DELAY_ENV, ""))
+def testing() -> bool:
+    """Whether a test switch is set: only then may a worker import :mod:`foldermind.workers.faults`."""
+    return any(k.startswith(TEST_SWITCH_PREFIX) for k in os.environ)
 
 
 class Worker:
@@ -267,6 +256,11 @@ class _Runner:
         # adds to it; set operations are atomic under the GIL).
         self.running: set[str] = set()
         self.cancelled: set[str] = set()
+        self.delays: dict[str, float] = {}
+        if testing():
+            from foldermind.workers import faults
+
+            self.delays = faults.delays()
         self.zctx: zmq.Context[Any] = zmq.Context()
         self.identity = f"{ctx.name}.{os.getpid()}.{os.urandom(3).hex()}".encode()
         self.sock: zmq.Socket[Any] = self.zctx.socket(zmq.DEALER)
@@ -357,8 +351,8 @@ class _Runner:
         self.busy += 1
         self.running.add(env.id)
         try:
-            if env.kind in _DELAYS:
-                time.sleep(_DELAYS[env.kind])
+            if env.kind in self.delays:
+                time.sleep(self.delays[env.kind])
             request = Request(
                 env, body, packet.buffers, lambda msg: self._send_partial(env, msg), lambda: env.id in self.cancelled
             )

@@ -11,14 +11,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import psutil
 
-from foldermind.kernel.config import IngestPolicy, default_text, load
+from foldermind.kernel.config import PROCESS_MAP, IngestPolicy, load
 from foldermind.kernel.home import Home
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
@@ -32,6 +31,11 @@ from foldermind.protocol.messages import (
 )
 from tests.bench.cpu import cpu_seconds
 from tests.bench.transports import BenchError
+
+REPO = Path(__file__).resolve().parents[2]
+# The fault worker (tests/faultworker.py) of the bus bench runs as a child of the kernel: the kernel's
+# children must be able to import `tests`, wherever the bench is started from.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
 
 
 class BenchFailure(Exception):
@@ -55,8 +59,8 @@ def foldermind(root: Path, *args: str, timeout: float = 120) -> subprocess.Compl
 
 
 def default_workers() -> list[str]:
-    """The worker sections of the packaged supervisor.toml (watcher, parser, embedder, ...)."""
-    return list(tomllib.loads(default_text()).get("workers", {}))
+    """The workers of the default process map (watcher, parser, embedder, ...)."""
+    return list(PROCESS_MAP)
 
 
 def echo_only_config() -> str:
@@ -65,7 +69,7 @@ def echo_only_config() -> str:
     return (
         disabled
         + """[workers.testworker]
-module = "foldermind.workers.testworker"
+module = "tests.faultworker"
 env = { FOLDERMIND_CAPACITY = "64" }
 """
     )

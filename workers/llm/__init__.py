@@ -22,16 +22,13 @@ import psutil
 from foldermind.kernel.config import LlmPolicy, llm_from_env
 from foldermind.kernel.home import Home
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, ChatPartial, ChatReply, ChatRequest
-from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext, testing
 from foldermind.workers.llm import citations, prompt
 from foldermind.workers.llm.backends import (
     Backend,
     ContextOverflow,
     Generation,
     GenParams,
-    fault_delay,
-    fault_hang,
-    fault_say,
     load_backend,
 )
 from foldermind.workers.llm.model_file import ModelFileError, resolve
@@ -184,9 +181,15 @@ class LlmWorker(Worker):
         try:
             params = self._params(max_tokens)
             params.threads = self.last_chat_threads = self.chat_threads()
-            params.fault_hang = fault_hang()  # test switches; chat only, so summaries never trip them
-            params.fault_delay_s = fault_delay()
-            scripted = fault_say()
+            scripted: str | None = None
+            if testing():  # test switches; chat only, so summaries never trip them
+                from foldermind.workers import faults
+
+                params.fault_hang, params.fault_delay_s, scripted = (
+                    faults.llm_hang(),
+                    faults.llm_slow(),
+                    faults.llm_say(),
+                )
             stream = backend.stream(built.tokens, params, out, cancelled=late) if scripted is None else [scripted]
             if scripted is not None:
                 out.completion_tokens, out.finish = backend.count(scripted), "stop"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import codecs
 import ctypes
 import json
-import os
 import re
 import time
 from abc import ABC, abstractmethod
@@ -29,56 +28,8 @@ from foldermind.workers.llm.model_file import (
     prepare_for_ctransformers,
 )
 
-FAULT_ENV = "FOLDERMIND_LLM_FAULT"
-"""Test switch (the jupyter_client test-kernel idea): ``hang`` makes every generation block forever after
-its first token, as a wedged native call would; ``hang-once:PATH`` does so only for the first generation
-that creates PATH (so the replacement process answers). Unset in normal runs."""
-
-SLOW_ENV = "FOLDERMIND_LLM_SLOW"
-"""Test switch: ``SECONDS:PATH`` makes each generated chat token take SECONDS longer while PATH exists (a
-slow model), so a test can act in the middle of an answer; a number written in PATH replaces SECONDS (one
-token slower than the time left: a slice that overshoots the deadline). Unset in normal runs."""
-
-SAY_ENV = "FOLDERMIND_LLM_SAY"
-"""Test switch: ``PATH``: while PATH exists, a chat answer is PATH's text instead of the model's (the model
-still loads and the prompt is still built), so a test can feed the answer check exactly the sentences it
-means to (an invented figure, a claim no passage holds). Unset in normal runs."""
-
 EVAL_BATCHES_PER_CHECK = 4
 """Prompt batches evaluated between two looks at a cancel (256 tokens: about 1-2.5 s on 2 cores)."""
-
-
-def fault_hang() -> bool:
-    fault = os.environ.get(FAULT_ENV, "")
-    if fault == "hang":
-        return True
-    if fault.startswith("hang-once:"):
-        try:
-            os.close(os.open(fault.split(":", 1)[1], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return False
-        return True
-    return False
-
-
-def fault_say() -> str | None:
-    path = os.environ.get(SAY_ENV, "")
-    if not path:
-        return None
-    try:
-        with open(path, encoding="utf-8") as file:
-            return file.read()
-    except OSError:
-        return None
-
-
-def fault_delay() -> float:
-    seconds, _, path = os.environ.get(SLOW_ENV, "").partition(":")
-    try:
-        with open(path) as file:
-            return float(file.read().strip() or seconds)
-    except (OSError, ValueError):
-        return 0.0
 
 
 class ContextOverflow(Exception):
@@ -98,9 +49,11 @@ class GenParams:
     threads: int = 0
     """Threads for this generation; 0 = the backend's own (fixed at load for llama-cpp, which ignores it)."""
     fault_hang: bool = False
-    """Set from :data:`FAULT_ENV` by the worker, for tests only: block forever after the first token."""
+    """Set by the worker from a test switch only (:func:`foldermind.workers.faults.llm_hang`): block forever
+    after the first token."""
     fault_delay_s: float = 0.0
-    """Set from :data:`SLOW_ENV` by the worker, for tests only: extra seconds per generated token."""
+    """Set by the worker from a test switch only (:func:`foldermind.workers.faults.llm_slow`): extra seconds
+    per generated token."""
 
 
 @dataclass(slots=True)

@@ -16,12 +16,11 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foldermind.protocol.messages import ParseReply, ParseRequest
-from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext, testing
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, parse_file
 
@@ -36,14 +35,6 @@ DEFAULT_MEMORY_MB = 2048
 MIN_TOKENS, MAX_TOKENS = 8, 8192
 REPLY_HEADROOM = 0.9
 """A reply may fill at most this share of the bus's message limit."""
-HOLD_ENV = "FOLDERMIND_PARSER_HOLD"
-"""Test switch ``NEEDLE:FLAG``: a parse of a file whose name contains NEEDLE, while the file FLAG
-exists, first creates ``FLAG.held`` and then waits (at most ``HOLD_MAX_S``) until FLAG is gone, so a
-test can change the file between the indexer's look at it and the parse, every time."""
-HOLD_REPLY_ENV = "FOLDERMIND_PARSER_HOLD_REPLY"
-"""Test switch, the same ``NEEDLE:FLAG`` as ``FOLDERMIND_PARSER_HOLD``, holding after the parse,
-before its reply or error goes out: a test can change the file while its old content is parsed."""
-HOLD_MAX_S = 30.0
 
 
 def apply_memory_limit(env: dict[str, str] | None = None) -> int:
@@ -136,7 +127,7 @@ class ParserWorker(Worker):
         if body.overlap_tokens < 0 or body.max_bytes <= 0:
             raise JobError("bad_request", "overlap_tokens must be >= 0 and max_bytes > 0")
         tokenizer = self.tokenizer()
-        _hold(path, HOLD_ENV)
+        _hold(path, after=False)
         try:
             doc = parse_file(path, body.max_bytes)
             chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
@@ -157,7 +148,7 @@ class ParserWorker(Worker):
             self.failed += 1
             raise JobError("parse_failed", f"parser error: {exc.__class__.__name__}") from None
         finally:
-            _hold(path, HOLD_REPLY_ENV)  # whatever the outcome, before it goes out
+            _hold(path, after=True)  # whatever the outcome, before it goes out
         size = sum(len(c["text"].encode()) + 200 for c in chunks)
         if size > self.ctx.max_message_bytes * REPLY_HEADROOM:
             self.failed += 1
@@ -169,15 +160,13 @@ class ParserWorker(Worker):
         return ParseReply(format=doc.format, chunks=chunks, title=doc.title, pages=doc.pages)
 
 
-def _hold(path: Path, env: str) -> None:
-    needle, sep, flag = os.environ.get(env, "").partition(":")
-    if not sep or not needle or needle not in path.name or not os.path.exists(flag):
-        return
-    log.warning("%s: holding a parse until the test lets it go", env)
-    Path(f"{flag}.held").touch()
-    give_up = time.monotonic() + HOLD_MAX_S
-    while os.path.exists(flag) and time.monotonic() < give_up:
-        time.sleep(0.01)
+def _hold(path: Path, after: bool) -> None:
+    """A test switch's hold of this parse (:func:`foldermind.workers.faults.parser_hold`); nothing in a
+    normal run."""
+    if testing():
+        from foldermind.workers import faults
+
+        faults.parser_hold(path, after)
 
 
 def _tokenizer_path() -> Path:

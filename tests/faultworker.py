@@ -1,8 +1,11 @@
-"""A worker that misbehaves on request: the fault-injection worker of the kernel's tests.
+"""A worker that misbehaves on request: the fault-injection worker of the kernel's tests
+(``module = "tests.faultworker"``, service ``testworker``).
 
 Like jupyter_client's test kernel, its faults are switched on by environment variables (at start)
-or by a ``fault.request`` (mid-job). Never part of the default process map; tests and benchmarks
-add it through a home's ``supervisor.toml``.
+or by a ``fault.request`` (mid-job). It lives in tests/ with its two message kinds: they exist only in
+a process that imports this module (a test, a benchmark, this worker), never in a user's install. Never
+part of the default process map; tests and benchmarks add it through a home's ``supervisor.toml``, and
+put the repository on the children's ``PYTHONPATH`` (``tests/conftest.py``) so its process can import it.
 
 Environment:
 
@@ -20,13 +23,40 @@ import logging
 import os
 import signal
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from foldermind.protocol import frames
-from foldermind.protocol.messages import FaultReply, FaultRequest
+from foldermind.protocol.messages import Message, message
 from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext, model_loads
 
 log = logging.getLogger("foldermind.testworker")
+
+
+@message("fault.request")
+@dataclass(slots=True)
+class FaultRequest(Message):
+    """Test worker only: misbehave on purpose.
+
+    ``action``: ``crash`` (SIGKILL itself mid-job), ``hang_gil`` (block ``seconds`` in C code that
+    holds the GIL, so even its heartbeat thread stops), ``load_gil`` (the same, inside a declared model
+    load, after a heartbeat has said so), ``hang_sleep`` (sleep ``seconds``; the
+    heartbeat goes on), ``wait_cancel`` (wait up to ``seconds`` for a ``job.cancel``, then answer
+    ``cancelled``), ``garbage`` (send non-protocol frames and a wrong-version message, then answer),
+    ``exit`` (answer, then stop gracefully with status 0).
+    """
+
+    action: str
+    seconds: float = 0.0
+
+
+@message("fault.reply")
+@dataclass(slots=True)
+class FaultReply(Message):
+    """The action the test worker performed (only when it survives it)."""
+
+    action: str
+    pid: int
 
 
 class TestWorker(Worker):

@@ -1,0 +1,115 @@
+"""The test switches of the real workers, all in one place (jupyter_client's test-kernel idea, inside the
+production workers so a test can catch them mid-job).
+
+Every switch is an environment variable named ``FOLDERMIND_TEST_*`` (:data:`PREFIX`), set by a test in a
+worker's ``env`` table of its home's ``supervisor.toml``. Production code never imports this module when no
+such variable is set: it asks :func:`foldermind.workers.base.test_switches`, which returns ``None`` in a
+normal run, so a user's process cannot trip a switch it did not name this way. ``tests/README.md`` lists
+the switches and the tests that use them.
+
+- ``FOLDERMIND_TEST_DELAY=KIND:SECONDS[,KIND:SECONDS]``: sleep that long before handling each message of
+  that kind (kill the worker mid-request, let a deadline pass).
+- ``FOLDERMIND_TEST_PARSER_HOLD=NEEDLE:FLAG``: a parse of a file whose name contains NEEDLE, while the file
+  FLAG exists, first creates ``FLAG.held`` and then waits (at most :data:`HOLD_MAX_S`) until FLAG is gone,
+  so a test can change the file between the indexer's look at it and the parse, every time.
+- ``FOLDERMIND_TEST_PARSER_HOLD_REPLY=NEEDLE:FLAG``: the same, holding after the parse, before its reply
+  or error goes out: a test can change the file while its old content is parsed.
+- ``FOLDERMIND_TEST_LLM_HANG=hang|hang-once:PATH``: every chat generation blocks forever after its first
+  token, as a wedged native call would; ``hang-once:PATH`` only the first generation that creates PATH (so
+  the replacement process answers).
+- ``FOLDERMIND_TEST_LLM_SLOW=SECONDS:PATH``: each generated chat token takes SECONDS longer while PATH
+  exists (a slow model); a number written in PATH replaces SECONDS.
+- ``FOLDERMIND_TEST_LLM_SAY=PATH``: while PATH exists, a chat answer is PATH's text instead of the model's
+  (the model still loads and the prompt is still built), so a test feeds the answer check exactly the
+  sentences it means to.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from foldermind.workers.base import TEST_SWITCH_PREFIX as PREFIX
+
+log = logging.getLogger("foldermind.faults")
+
+DELAY = PREFIX + "DELAY"
+PARSER_HOLD = PREFIX + "PARSER_HOLD"
+PARSER_HOLD_REPLY = PREFIX + "PARSER_HOLD_REPLY"
+LLM_HANG = PREFIX + "LLM_HANG"
+LLM_SLOW = PREFIX + "LLM_SLOW"
+LLM_SAY = PREFIX + "LLM_SAY"
+SWITCHES = (DELAY, PARSER_HOLD, PARSER_HOLD_REPLY, LLM_HANG, LLM_SLOW, LLM_SAY)
+
+HOLD_MAX_S = 30.0
+
+
+def _unknown() -> list[str]:
+    return sorted(k for k in os.environ if k.startswith(PREFIX) and k not in SWITCHES)
+
+
+if _unknown():
+    log.warning("unknown test switches ignored: %s", ", ".join(_unknown()))
+
+
+def delays() -> dict[str, float]:
+    """Seconds to sleep before handling a message, by kind (``FOLDERMIND_TEST_DELAY``)."""
+    out: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in os.environ.get(DELAY, "").split(","))):
+        kind, _, seconds = item.rpartition(":")
+        try:
+            out[kind] = float(seconds)
+        except ValueError:
+            log.warning("ignoring malformed %s entry %r", DELAY, item)
+    return out
+
+
+def parser_hold(path: Path, after: bool) -> None:
+    """Hold a parse of ``path`` before it starts (``after`` false) or before its reply goes out."""
+    name = PARSER_HOLD_REPLY if after else PARSER_HOLD
+    needle, sep, flag = os.environ.get(name, "").partition(":")
+    if not sep or not needle or needle not in path.name or not os.path.exists(flag):
+        return
+    log.warning("%s: holding a parse until the test lets it go", name)
+    Path(f"{flag}.held").touch()
+    give_up = time.monotonic() + HOLD_MAX_S
+    while os.path.exists(flag) and time.monotonic() < give_up:
+        time.sleep(0.01)
+
+
+def llm_hang() -> bool:
+    """Whether this chat generation should block forever after its first token."""
+    fault = os.environ.get(LLM_HANG, "")
+    if fault == "hang":
+        return True
+    if fault.startswith("hang-once:"):
+        try:
+            os.close(os.open(fault.split(":", 1)[1], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+    return False
+
+
+def llm_slow() -> float:
+    """Extra seconds per generated chat token."""
+    seconds, _, path = os.environ.get(LLM_SLOW, "").partition(":")
+    try:
+        with open(path) as file:
+            return float(file.read().strip() or seconds)
+    except (OSError, ValueError):
+        return 0.0
+
+
+def llm_say() -> str | None:
+    """The scripted chat answer, or None for the model's own."""
+    path = os.environ.get(LLM_SAY, "")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except OSError:
+        return None
