@@ -30,6 +30,7 @@ run: install
 lint: install
 	$(BIN)/ruff check $(CODE) tests
 	$(BIN)/ruff format --check $(CODE) tests
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy -p foldermind.kernel -p foldermind.workers -p foldermind.protocol

@@ -21,10 +21,10 @@ from typing import Any, Protocol
 
 import zmq
 
-from foldermind.kernel.config import BusPolicy
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
 from foldermind.protocol.messages import Disconnect, Envelope, Heartbeat, JobCancel, WorkerReady
+from foldermind.protocol.runtime.config import BusPolicy
 
 log = logging.getLogger("foldermind.broker")
 

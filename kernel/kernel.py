@@ -20,8 +20,6 @@ import zmq
 
 from foldermind.kernel import __version__
 from foldermind.kernel.broker import Broker
-from foldermind.kernel.config import SupervisorConfig
-from foldermind.kernel.home import Home
 from foldermind.kernel.supervisor import Slot, State, Supervisor
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
@@ -42,6 +40,8 @@ from foldermind.protocol.messages import (
     WorkerInfo,
     WorkerStateEvent,
 )
+from foldermind.protocol.runtime.config import SupervisorConfig
+from foldermind.protocol.runtime.home import Home
 
 log = logging.getLogger("foldermind.kernel")
 

@@ -28,9 +28,9 @@ from typing import IO
 
 import psutil
 
-from foldermind.kernel.config import RestartPolicy, SupervisorConfig, WorkerSpec
-from foldermind.kernel.home import Home
-from foldermind.workers.base import WorkerContext
+from foldermind.protocol.runtime.config import RestartPolicy, SupervisorConfig, WorkerSpec
+from foldermind.protocol.runtime.context import WorkerContext
+from foldermind.protocol.runtime.home import Home
 
 log = logging.getLogger("foldermind.supervisor")
 

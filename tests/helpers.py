@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import psutil
 import zmq
 
-from foldermind.kernel.home import Home
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import StatusReply, StatusRequest, WorkerStateEvent
+from foldermind.protocol.runtime.home import Home
 
 T = TypeVar("T")
 

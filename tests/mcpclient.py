@@ -22,8 +22,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from foldermind.kernel.home import Home
-from foldermind.kernel.token_store import TokenStore
+from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.token_store import TokenStore
 
 T = TypeVar("T")
 

@@ -1,16 +1,16 @@
-"""Config is declared once (``kernel/config.py``); ``supervisor.toml`` is its rendering, and a home's
+"""Config is declared once (``protocol/runtime/config.py``); ``supervisor.toml`` is its rendering, and a home's
 override is merged over the declared defaults."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from foldermind.kernel import clients, config, defaults
-from foldermind.kernel.cli import cli
+from foldermind.protocol.runtime import config, defaults
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,7 +62,11 @@ def test_an_unknown_key_or_a_bad_value_in_an_override_is_an_error_naming_it(tmp_
 
 
 def test_config_defaults_prints_the_rendering() -> None:
-    clients.register(cli)
-    result = CliRunner().invoke(cli, ["config", "defaults"])
-    assert result.exit_code == 0, result.output
-    assert result.output == defaults.render()
+    out = subprocess.run(
+        [sys.executable, "-m", "foldermind.kernel.cli", "config", "defaults"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == defaults.render()

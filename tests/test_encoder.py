@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from foldermind.kernel.config import IngestPolicy, SearchPolicy
+from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.workers import model_files, onnx_model
 from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
 from tests.helpers import wait_for
@@ -362,7 +362,7 @@ def test_vector_cache_is_lru_keyed_by_model_and_can_be_off() -> None:
 def test_the_policy_keys_and_their_defaults() -> None:
     policy = SearchPolicy()
     assert (policy.query_backend, policy.query_threads, policy.query_cache_size) == ("onnx", 1, 256)
-    from foldermind.kernel import config
+    from foldermind.protocol.runtime import config
 
     shipped = config.load().search
     assert (shipped.query_backend, shipped.query_threads, shipped.query_cache_size) == ("onnx", 1, 256)

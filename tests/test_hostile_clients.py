@@ -48,9 +48,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 from starlette.types import Message, Receive, Scope, Send
 
-from foldermind.kernel.home import Home, UnsafeHomeError
 from foldermind.kernel.kernel import _CONTROL_KINDS
-from foldermind.kernel.token_store import TokenStore
 from foldermind.protocol import frames
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import (
@@ -67,6 +65,8 @@ from foldermind.protocol.messages import (
     StatusRequest,
     WorkerReady,
 )
+from foldermind.protocol.runtime.home import Home, UnsafeHomeError
+from foldermind.protocol.runtime.token_store import TokenStore
 from foldermind.workers.frontdoor.guard import MAX_HEADER_BYTES, Guard
 from tests import mcpclient as mc
 from tests.helpers import FAST_RESTART, RunningKernel, cli, remove_tree, short_tmpdir, wait_for

@@ -29,16 +29,16 @@ def test_built_wheel_holds_the_layout_and_runs(tmp_path: Path) -> None:
     )
     wheel = next(tmp_path.glob("foldermind-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for module in ("kernel/cli.py", "kernel/supervisor.py", "protocol/frames.py", "workers/base.py"):
+    for module in ("kernel/cli/__init__.py", "kernel/supervisor.py", "protocol/frames.py", "workers/base.py"):
         assert f"foldermind/{module}" in names
-    assert "foldermind/kernel/supervisor.toml" in names
+    assert "foldermind/protocol/runtime/supervisor.toml" in names
     assert not any(n.startswith(("kernel/", "workers/", "protocol/", "tests/")) for n in names), (
         "generic top-level names"
     )
     assert any(n.endswith("entry_points.txt") for n in names)
     # The shipped defaults are the real file, not a dangling symlink.
     with zipfile.ZipFile(wheel) as zf:
-        assert b"[restart]" in zf.read("foldermind/kernel/supervisor.toml")
+        assert b"[restart]" in zf.read("foldermind/protocol/runtime/supervisor.toml")
 
     target = tmp_path / "site"
     subprocess.run(
@@ -52,7 +52,7 @@ def test_built_wheel_holds_the_layout_and_runs(tmp_path: Path) -> None:
     code = (
         "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
         "import foldermind.kernel.cli as c, foldermind.workers.base, foldermind.protocol.frames;"
-        "from foldermind.kernel.config import load; cfg = load();"
+        "from foldermind.protocol.runtime.config import load; cfg = load();"
         "assert c.__file__.startswith(sys.argv[1]), c.__file__;"
         "print(sorted(cfg.workers)); sys.argv = ['foldermind', '--help']; c.main()"
     )
@@ -65,4 +65,4 @@ def test_built_wheel_holds_the_layout_and_runs(tmp_path: Path) -> None:
 def test_editable_install_points_at_this_checkout() -> None:
     import foldermind.kernel.cli
 
-    assert Path(foldermind.kernel.cli.__file__).resolve() == ROOT / "kernel" / "cli.py"
+    assert Path(foldermind.kernel.cli.__file__).resolve() == ROOT / "kernel" / "cli" / "__init__.py"

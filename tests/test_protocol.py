@@ -119,7 +119,7 @@ def test_only_the_frames_module_touches_zeromq_frames() -> None:
     root = Path(__file__).resolve().parent.parent
     offenders = []
     for folder in ("kernel", "workers", "protocol"):
-        for path in (root / folder).glob("*.py"):
+        for path in (root / folder).rglob("*.py"):
             if path.name == "frames.py":
                 continue
             text = path.read_text(encoding="utf-8")

@@ -106,7 +106,7 @@ def write_corpus(root: Path, count: int) -> list[Path]:
 
 def reference_chunks(files: list[Path]) -> dict[str, list[str]]:
     """Each file's chunk texts as a fresh index would make them (the parser worker's own functions)."""
-    from foldermind.kernel.config import IngestPolicy
+    from foldermind.protocol.runtime.config import IngestPolicy
     from foldermind.workers.model_files import tokenizer_file
     from foldermind.workers.parser.chunker import chunk, load_tokenizer
     from foldermind.workers.parser.formats import parse_file

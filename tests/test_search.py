@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from foldermind.kernel.config import IngestPolicy, SearchPolicy
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import RemoteError
 from foldermind.protocol.messages import (
@@ -41,6 +40,7 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
+from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.workers.indexer import fusion
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.encoder import QueryEncoder

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from keyrings.alt.file import PlaintextKeyring  # type: ignore[import-untyped]
 
-from foldermind.kernel.home import Home
-from foldermind.kernel.token_store import SERVICE, TokenPersistError, TokenStore
+from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.token_store import SERVICE, TokenPersistError, TokenStore
 
 PLAINTEXT = "keyrings.alt.file.PlaintextKeyring"
 NO_STORE = "keyring.backends.fail.Keyring"

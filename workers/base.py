@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import psutil
 import zmq
@@ -46,6 +46,7 @@ from foldermind.protocol.messages import (
     PingRequest,
     WorkerReady,
 )
+from foldermind.protocol.runtime.context import WorkerContext as WorkerContext  # re-exported for the workers
 
 log = logging.getLogger("foldermind.worker")
 
@@ -53,60 +54,6 @@ Result = Message | tuple[Message, Sequence[frames.Buffer]]
 Handler = Callable[["Request"], Result]
 
 _PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerContext:
-    """What a worker process is told by whoever starts it (the supervisor or ``worker run``)."""
-
-    name: str
-    service: str
-    bus_endpoint: str
-    heartbeat_interval_s: float = 1.0
-    heartbeat_liveness: int = 3
-    max_message_bytes: int = frames.DEFAULT_MAX_BYTES
-    kernel_pid: int = 0
-    log_file: str = ""
-    log_max_mb: int = 10
-    log_backups: int = 3
-    home: str = ""
-
-    ENV: ClassVar[dict[str, str]] = {
-        "name": "FOLDERMIND_WORKER_NAME",
-        "service": "FOLDERMIND_WORKER_SERVICE",
-        "bus_endpoint": "FOLDERMIND_BUS",
-        "heartbeat_interval_s": "FOLDERMIND_HEARTBEAT_INTERVAL_S",
-        "heartbeat_liveness": "FOLDERMIND_HEARTBEAT_LIVENESS",
-        "max_message_bytes": "FOLDERMIND_MAX_MESSAGE_BYTES",
-        "kernel_pid": "FOLDERMIND_KERNEL_PID",
-        "log_file": "FOLDERMIND_LOG_FILE",
-        "log_max_mb": "FOLDERMIND_LOG_MAX_MB",
-        "log_backups": "FOLDERMIND_LOG_BACKUPS",
-        "home": "FOLDERMIND_HOME",
-    }
-
-    def to_env(self) -> dict[str, str]:
-        return {var: str(getattr(self, attr)) for attr, var in self.ENV.items()}
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> WorkerContext:
-        env = dict(os.environ) if env is None else env
-        try:
-            return cls(
-                name=env[cls.ENV["name"]],
-                service=env[cls.ENV["service"]],
-                bus_endpoint=env[cls.ENV["bus_endpoint"]],
-                heartbeat_interval_s=float(env.get(cls.ENV["heartbeat_interval_s"], 1.0)),
-                heartbeat_liveness=int(env.get(cls.ENV["heartbeat_liveness"], 3)),
-                max_message_bytes=int(env.get(cls.ENV["max_message_bytes"], frames.DEFAULT_MAX_BYTES)),
-                kernel_pid=int(env.get(cls.ENV["kernel_pid"], 0)),
-                log_file=env.get(cls.ENV["log_file"], ""),
-                log_max_mb=int(env.get(cls.ENV["log_max_mb"], 10)),
-                log_backups=int(env.get(cls.ENV["log_backups"], 3)),
-                home=env.get(cls.ENV["home"], ""),
-            )
-        except KeyError as exc:
-            raise SystemExit(f"worker started without {exc.args[0]}: start workers with foldermind") from exc
 
 
 @dataclass(slots=True)
@@ -431,7 +378,7 @@ def _die_with_parent(kernel_pid: int) -> None:
 def run(worker_cls: type[Worker], ctx: WorkerContext, configure_logging: bool = True) -> int:
     """Serve as ``ctx.name`` until stopped; returns the process exit status."""
     if configure_logging and ctx.log_file:
-        from foldermind.kernel import logs
+        from foldermind.protocol.runtime import logs
 
         logs.setup(Path(ctx.log_file), ctx.log_max_mb, ctx.log_backups)
     _die_with_parent(ctx.kernel_pid)

@@ -37,7 +37,6 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from foldermind.kernel.config import ingest_from_env
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import (
@@ -53,6 +52,7 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
+from foldermind.protocol.runtime.config import ingest_from_env
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext
 
 log = logging.getLogger("foldermind.watcher")

@@ -51,8 +51,8 @@ from typing import Any
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.types import CallToolResult
 
-from foldermind.kernel.config import load
 from foldermind.protocol.errors import BusError
+from foldermind.protocol.runtime.config import load
 from tests.bench import machine
 from tests.bench.factoids import CORPORA, DJANGO, SCIFACT, SPLITS, Corpus, Question, build_corpora, load_questions
 from tests.bench.kernels import BenchFailure, Kernel, say

@@ -44,7 +44,6 @@ import numpy as np
 import psutil
 from numpy.typing import NDArray
 
-from foldermind.kernel.config import IngestPolicy
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import (
@@ -53,6 +52,7 @@ from foldermind.protocol.messages import (
     SearchReply,
     SearchRequest,
 )
+from foldermind.protocol.runtime.config import IngestPolicy
 from tests.bench import machine
 from tests.bench.cpu import cpu_seconds
 from tests.bench.kernels import BenchFailure, Kernel, say

@@ -17,8 +17,6 @@ from typing import Any
 
 import psutil
 
-from foldermind.kernel.config import PROCESS_MAP, IngestPolicy, load
-from foldermind.kernel.home import Home
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import (
@@ -29,6 +27,8 @@ from foldermind.protocol.messages import (
     StatusReply,
     StatusRequest,
 )
+from foldermind.protocol.runtime.config import PROCESS_MAP, IngestPolicy, load
+from foldermind.protocol.runtime.home import Home
 from tests.bench.cpu import cpu_seconds
 from tests.bench.transports import BenchError
 

@@ -58,10 +58,10 @@ from typing import Any
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.types import CallToolResult
 
-from foldermind.kernel.config import LlmPolicy, load
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import ChatReply, ChatRequest, SearchReply, SearchRequest
+from foldermind.protocol.runtime.config import LlmPolicy, load
 from foldermind.workers.indexer.evidence import pick_passages
 from foldermind.workers.llm import prompt
 from foldermind.workers.llm.backends import Backend, Generation, GenParams, load_backend

@@ -19,7 +19,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from foldermind.kernel.config import SearchPolicy
+from foldermind.protocol.runtime.config import SearchPolicy
 from tests import mcpclient
 from tests.bench.kernels import BenchFailure
 

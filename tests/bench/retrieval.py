@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from foldermind.kernel.config import SearchPolicy, load
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import SearchReply, SearchRequest
+from foldermind.protocol.runtime.config import SearchPolicy, load
 from foldermind.workers.indexer import fusion
 from foldermind.workers.indexer.search import MAX_TOP_K
 from tests.bench.kernels import BenchFailure, say

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import psutil
 
-from foldermind.kernel.config import load
 from foldermind.protocol.errors import BusError
+from foldermind.protocol.runtime.config import load
 from tests.bench import machine, run_all, spy
 from tests.bench.kernels import BenchFailure, say
 from tests.bench.markdown import ms, para, table, verdict

@@ -17,10 +17,10 @@ import resource
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from foldermind.kernel.config import llm_from_env, mcp_from_env
-from foldermind.kernel.home import Home
-from foldermind.kernel.token_store import TokenPersistError, TokenStore
 from foldermind.protocol.messages import McpInfoReply, McpInfoRequest, TokenRotateReply, TokenRotateRequest
+from foldermind.protocol.runtime.config import llm_from_env, mcp_from_env
+from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
 from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
 from foldermind.workers.frontdoor.bus import Bus
 from foldermind.workers.frontdoor.guard import Guard

@@ -24,7 +24,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from foldermind.kernel.config import LlmPolicy
 from foldermind.protocol.messages import (
     ChatPartial,
     ChatReply,
@@ -36,6 +35,7 @@ from foldermind.protocol.messages import (
     EvidenceRequest,
     Message,
 )
+from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.frontdoor import answers, schemas
 from foldermind.workers.frontdoor.answers import Composed, Evidence
 from foldermind.workers.frontdoor.bus import Bus, ToolFailure

@@ -21,7 +21,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from foldermind.kernel.config import McpPolicy
+from foldermind.protocol.runtime.config import McpPolicy
 from foldermind.workers.frontdoor.disconnect import WatchDisconnect
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.tools import FoldermindServer

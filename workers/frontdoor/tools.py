@@ -21,7 +21,6 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from foldermind.kernel.config import LlmPolicy, McpPolicy
 from foldermind.protocol.messages import (
     ChatPartial,
     FolderListReply,
@@ -38,6 +37,7 @@ from foldermind.protocol.messages import (
     SummaryReply,
     SummaryRequest,
 )
+from foldermind.protocol.runtime.config import LlmPolicy, McpPolicy
 from foldermind.workers.frontdoor import schemas
 from foldermind.workers.frontdoor.bus import Bus, ToolFailure
 from foldermind.workers.frontdoor.chat import Chat

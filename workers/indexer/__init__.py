@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from foldermind.kernel.config import ingest_from_env, search_from_env
-from foldermind.kernel.home import Home
 from foldermind.protocol.messages import (
     ChangesReply,
     ChangesRequest,
@@ -37,6 +35,8 @@ from foldermind.protocol.messages import (
     SimilarRequest,
     SummaryRequest,
 )
+from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
+from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.documents import DocumentService

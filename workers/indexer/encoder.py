@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from foldermind.kernel.config import IngestPolicy, SearchPolicy
-from foldermind.kernel.home import Home
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
+from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
+from foldermind.protocol.runtime.home import Home
 from foldermind.workers import model_files, onnx_model
 
 # Before the indexer imports usearch (its vector index, imported after this module): otherwise

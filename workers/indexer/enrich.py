@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from foldermind.kernel.config import LlmPolicy
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest
+from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.indexer.extracted import rebuild
 from foldermind.workers.indexer.store import Store
 

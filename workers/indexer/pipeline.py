@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 import zmq
 
-from foldermind.kernel.config import IngestPolicy, llm_from_env
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
+from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env
 from foldermind.workers.indexer.analysis import MAX_CHARS, analyze
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher

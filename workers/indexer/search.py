@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from foldermind.kernel.config import SearchPolicy
 from foldermind.protocol.messages import SearchHit, SearchReply, SearchRequest
+from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.base import JobError
 from foldermind.workers.indexer import fusion
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text

@@ -19,9 +19,9 @@ from typing import Any
 
 import psutil
 
-from foldermind.kernel.config import LlmPolicy, llm_from_env
-from foldermind.kernel.home import Home
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, ChatPartial, ChatReply, ChatRequest
+from foldermind.protocol.runtime.config import LlmPolicy, llm_from_env
+from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext, testing
 from foldermind.workers.llm import citations, prompt
 from foldermind.workers.llm.backends import (

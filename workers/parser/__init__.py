@@ -175,7 +175,7 @@ def _tokenizer_path() -> Path:
 
     configured: str | None = None
     try:
-        from foldermind.kernel.config import ingest_from_env
+        from foldermind.protocol.runtime.config import ingest_from_env
 
         configured = ingest_from_env().embed_model_dir or None
     except Exception as exc:  # a malformed FOLDERMIND_INGEST: the default model still works

@@ -18,8 +18,8 @@ import httpx2
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 
-from foldermind.kernel.home import Home
-from foldermind.kernel.token_store import TokenStore
+from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.token_store import TokenStore
 
 
 class BridgeError(Exception):

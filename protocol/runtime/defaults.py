@@ -1,8 +1,8 @@
-"""``supervisor.toml`` rendered from :mod:`foldermind.kernel.config`: every key with its default, under its
+"""``supervisor.toml`` rendered from :mod:`foldermind.protocol.runtime.config`: every key with its default, under its
 help as a comment, table by table in declaration order.
 
 The rendering is the file users read to learn the knobs, and it is committed at the top of the repository
-(shipped as ``foldermind/kernel/supervisor.toml``); ``tests/test_config.py`` fails when the committed file is
+(shipped as ``foldermind/protocol/runtime/supervisor.toml``); ``tests/test_config.py`` fails when the committed file is
 not the current rendering. After changing a default or its help: ``foldermind config defaults >
 supervisor.toml``.
 """
@@ -15,14 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from foldermind.kernel.config import PROCESS_MAP, WORKER_HELP, SupervisorConfig, WorkerSpec
+from foldermind.protocol.runtime.config import PROCESS_MAP, WORKER_HELP, SupervisorConfig, WorkerSpec
 
 WIDTH = 110
 
 HEADER = """\
 # foldermind supervisor policy: every policy the kernel applies, named, defaulted and explained here.
 #
-# Generated from foldermind/kernel/config.py (`foldermind config defaults`); edit the declarations there,
+# Generated from protocol/runtime/config.py (`foldermind config defaults`); edit the declarations there,
 # not this file. To change a value for one home, put only the keys you change in
 # <home>/config/supervisor.toml (FOLDERMIND_HOME/config/supervisor.toml with --home); they are merged over
 # these. Unknown keys are an error, so a typo never silently does nothing.

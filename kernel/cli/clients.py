@@ -17,12 +17,12 @@ import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from foldermind.kernel import bridge, defaults
-from foldermind.kernel.cli import connect, current_config, current_home, home_option, kernel_running
-from foldermind.kernel.home import Home
-from foldermind.kernel.token_store import TokenPersistError, TokenStore
+from foldermind.kernel.cli import bridge, connect, current_config, current_home, home_option, kernel_running
 from foldermind.protocol.errors import BusError, RemoteError
 from foldermind.protocol.messages import TokenRotateReply, TokenRotateRequest
+from foldermind.protocol.runtime import defaults
+from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "zed")
 SERVER_NAME = "foldermind"

@@ -1,8 +1,8 @@
 """Supervisor policy: every knob the kernel and its workers apply, declared once here with its default and
 its help; a home's ``config/supervisor.toml`` overrides any of them.
 
-The top-level ``supervisor.toml`` (shipped in the package as ``foldermind/kernel/supervisor.toml``) is this
-module rendered as annotated TOML by :mod:`foldermind.kernel.defaults` (``foldermind config defaults``
+The top-level ``supervisor.toml`` (shipped in the package as ``foldermind/protocol/runtime/supervisor.toml``) is this
+module rendered as annotated TOML by :mod:`foldermind.protocol.runtime.defaults` (``foldermind config defaults``
 prints it); a test fails when the committed file is not the rendering, so the two cannot disagree.
 """
 

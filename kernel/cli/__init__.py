@@ -17,9 +17,7 @@ from typing import Any, TypeVar
 import click
 import psutil
 
-from foldermind.kernel import __version__, logs
-from foldermind.kernel.config import ConfigError, SupervisorConfig, load
-from foldermind.kernel.home import Home, KernelLock, UnsafeHomeError
+from foldermind.kernel import __version__
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError, KernelUnavailable, RemoteError
 from foldermind.protocol.messages import (
@@ -44,6 +42,9 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
+from foldermind.protocol.runtime import logs
+from foldermind.protocol.runtime.config import ConfigError, SupervisorConfig, load
+from foldermind.protocol.runtime.home import Home, KernelLock, UnsafeHomeError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -626,7 +627,7 @@ def search(query: str, mode: str, top_k: int, folder_id: str | None, as_json: bo
 
 def main() -> None:
     # The client-facing commands live in their own module (it imports this one's helpers).
-    from foldermind.kernel import clients
+    from foldermind.kernel.cli import clients
 
     clients.register(cli)
     try:
@@ -634,7 +635,3 @@ def main() -> None:
     except UnsafeHomeError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()

@@ -22,7 +22,7 @@ import keyring.backend
 import keyring.core
 from keyring.backends import chainer, fail, null
 
-from foldermind.kernel.home import Home
+from foldermind.protocol.runtime.home import Home
 
 log = logging.getLogger("foldermind.token")
 

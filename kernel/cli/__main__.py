@@ -1,0 +1,5 @@
+"""``python -m foldermind.kernel.cli``: the ``foldermind`` command."""
+
+from foldermind.kernel.cli import main
+
+main()
