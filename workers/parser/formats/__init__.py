@@ -1,0 +1,116 @@
+"""One file -> its extracted text, as segments that know where they came from: the format registry.
+
+Each format is one module of this package (:mod:`.txt`, :mod:`.md`, :mod:`.pdf`, :mod:`.docx`,
+:mod:`.html`) declaring its ``FORMAT`` name, the file name ``SUFFIXES`` it reads and
+``parse(data, max_bytes) -> ParsedDocument``; a new format is one more module and one more entry in
+:data:`PARSERS`. The document model they fill (segments, positions, normalisation) is
+:mod:`.document`.
+
+A plain-text file's extracted text is the file itself (decoded, line breaks normalised), so its
+line numbers are the file's. Other formats give their visible text, one block (paragraph, heading,
+list item, table row, PDF page) per segment. Empty segments stand for blank lines.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+from foldermind.workers.parser.formats import docx, html, md, pdf, txt
+from foldermind.workers.parser.formats.document import (
+    FILE_TOO_LARGE,
+    NOT_TEXT,
+    PARSE_FAILED,
+    UNREADABLE,
+    ParsedDocument,
+    ParseError,
+    Segment,
+    extracted_text,
+    normalize,
+)
+from foldermind.workers.parser.formats.docx import ZIP_BOMB
+from foldermind.workers.parser.formats.md import parse_md
+from foldermind.workers.parser.formats.pdf import ENCRYPTED_PDF, NO_TEXT_PDF
+from foldermind.workers.parser.formats.txt import decode_text, parse_txt
+
+__all__ = [
+    "ENCRYPTED_PDF",
+    "FILE_TOO_LARGE",
+    "FORMATS",
+    "NOT_TEXT",
+    "NO_TEXT_PDF",
+    "PARSE_FAILED",
+    "SUFFIXES",
+    "UNREADABLE",
+    "ZIP_BOMB",
+    "ParseError",
+    "ParsedDocument",
+    "Segment",
+    "decode_text",
+    "document_text",
+    "extracted_text",
+    "format_of",
+    "normalize",
+    "parse_file",
+    "parse_md",
+    "parse_txt",
+    "read_bytes",
+]
+
+MODULES: tuple[ModuleType, ...] = (txt, md, pdf, docx, html)
+"""The format modules, in the order their names are listed."""
+PARSERS: dict[str, Callable[[bytes, int], ParsedDocument]] = {m.FORMAT: m.parse for m in MODULES}
+"""Format name -> its parse function."""
+FORMATS: tuple[str, ...] = tuple(PARSERS)
+SUFFIXES: dict[str, str] = {suffix: m.FORMAT for m in MODULES for suffix in m.SUFFIXES}
+"""File name suffix (lower case) -> format name."""
+
+
+def format_of(path: Path) -> str | None:
+    """The format a file name says, or None when it is not one this parser reads."""
+    return SUFFIXES.get(path.suffix.lower())
+
+
+def parse_file(path: Path, max_bytes: int) -> ParsedDocument:
+    """Parse the file at ``path``; raises :class:`ParseError` when it cannot."""
+    fmt = format_of(path)
+    if fmt is None:
+        raise ParseError(PARSE_FAILED, f"unsupported format: {path.suffix or 'no suffix'}")
+    return PARSERS[fmt](read_bytes(path, max_bytes), max_bytes)
+
+
+def document_text(path: Path, max_bytes: int) -> str:
+    """The extracted text of the file at ``path`` (what ``read_document`` opens by line)."""
+    return parse_file(path, max_bytes).text
+
+
+def read_bytes(path: Path, max_bytes: int) -> bytes:
+    """The file's bytes; ``unreadable`` when it cannot be read or is not a regular file,
+    ``file_too_large`` over ``max_bytes``.
+
+    Opened without blocking and checked on the open descriptor: a FIFO swapped in for the file after
+    the indexer looked at it would otherwise block this parser until someone writes to it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise ParseError(UNREADABLE, f"unreadable: {path.name} is a directory")
+            if not stat.S_ISREG(st.st_mode):
+                raise ParseError(UNREADABLE, "unreadable: not a regular file")
+            if st.st_size > max_bytes:
+                raise ParseError(FILE_TOO_LARGE, _too_large(st.st_size, max_bytes))
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise ParseError(UNREADABLE, f"unreadable: {exc.strerror or exc}") from exc
+    if len(data) > max_bytes:  # it grew since stat()
+        raise ParseError(FILE_TOO_LARGE, _too_large(len(data), max_bytes))
+    return data
+
+
+def _too_large(size: int, max_bytes: int) -> str:
+    return f"file too large: {size} bytes (the limit is {max_bytes})"

@@ -1,0 +1,151 @@
+"""DOCX (python-docx): paragraphs, ``Heading N`` styles as heading paths, tables row by row, content
+controls opened up; the zip is checked for bombs before python-docx opens it."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from foldermind.workers.parser.formats.document import (
+    PARSE_FAILED,
+    Builder,
+    Headings,
+    ParsedDocument,
+    ParseError,
+    clean,
+    reason,
+)
+
+if TYPE_CHECKING:
+    from docx.document import Document as DocxDocument
+
+FORMAT = "docx"
+SUFFIXES = (".docx",)
+
+DOCX_MAX_EXPANSION = 20
+"""A DOCX whose entries add up to more than this many times ``max_bytes`` is refused."""
+DOCX_MAX_RATIO = 200
+"""A DOCX entry that inflates more than this many times is refused..."""
+DOCX_RATIO_MIN_BYTES = 1024 * 1024
+"""...when it inflates to at least this size (a tiny, very repetitive XML part is no threat)."""
+ZIP_BOMB = "suspicious DOCX (zip bomb?)"
+
+
+def parse(data: bytes, max_bytes: int) -> ParsedDocument:
+    return parse_docx(data, max_bytes)
+
+
+def check_zip(data: bytes, max_bytes: int) -> None:
+    """Refuse a DOCX that is not a zip, or whose entries would inflate suspiciously."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+        raise ParseError(PARSE_FAILED, f"corrupt DOCX: {reason(exc)}") from exc
+    total = 0
+    for info in infos:
+        total += info.file_size
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size >= DOCX_RATIO_MIN_BYTES and ratio > DOCX_MAX_RATIO:
+            raise ParseError(PARSE_FAILED, ZIP_BOMB)
+    if total > DOCX_MAX_EXPANSION * max_bytes:
+        raise ParseError(PARSE_FAILED, ZIP_BOMB)
+
+
+_HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
+
+
+def parse_docx(data: bytes, max_bytes: int) -> ParsedDocument:
+    """DOCX (python-docx): paragraphs, ``Heading N`` styles as heading paths, tables row by row."""
+    check_zip(data, max_bytes)
+    import docx
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+        return _docx_document(document)
+    except ParseError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise ParseError(PARSE_FAILED, f"corrupt DOCX: {reason(exc)}") from exc
+
+
+def _docx_document(document: DocxDocument) -> ParsedDocument:
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    builder = Builder()
+    headings = Headings()
+    title = " ".join((document.core_properties.title or "").split()) or None
+    for block in _docx_blocks(document):
+        if isinstance(block, Table):
+            builder.blank()
+            for row_text in _docx_rows(block):
+                builder.add(row_text, heading=headings.path)
+            builder.blank()
+            continue
+        assert isinstance(block, Paragraph)
+        text = clean(block.text)
+        style = _docx_style(block)
+        level = _HEADING_STYLE.match(style)
+        if level:
+            path = headings.enter(int(level.group(1)), text)
+            builder.blank()
+            if text:
+                builder.add(text, heading=path)
+        elif text:
+            if style.lower() == "title" and title is None:
+                title = " ".join(text.split())
+            builder.add(text, heading=headings.path)
+    return ParsedDocument("docx", builder.segments(), title=title)
+
+
+def _docx_blocks(document: DocxDocument) -> Iterator[object]:
+    """Paragraphs and tables of the body in reading order (content controls opened up)."""
+    from docx.oxml.ns import qn
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    p_tag, tbl_tag, sdt_tag, content_tag = qn("w:p"), qn("w:tbl"), qn("w:sdt"), qn("w:sdtContent")
+    body = document.element.body
+    parent = document._body
+    stack: list[Iterator[Any]] = [iter(body.iterchildren())]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+            continue
+        if child.tag == p_tag:
+            yield Paragraph(child, parent)
+        elif child.tag == tbl_tag:
+            yield Table(child, parent)
+        elif child.tag == sdt_tag:
+            for content in child.iterchildren(content_tag):
+                stack.append(iter(content.iterchildren()))
+
+
+def _docx_style(paragraph: Any) -> str:
+    try:
+        style = paragraph.style
+    except (KeyError, ValueError, AttributeError):
+        return ""
+    if style is None:
+        return ""
+    return str(style.name or style.style_id or "")
+
+
+def _docx_rows(table: Any) -> Iterable[str]:
+    for row in table.rows:
+        cells: list[str] = []
+        seen: set[int] = set()
+        for cell in row.cells:
+            if id(cell._tc) in seen:  # a merged cell repeats across the columns it spans
+                continue
+            seen.add(id(cell._tc))
+            cells.append(" ".join(cell.text.split()))
+        if any(cells):
+            yield " | ".join(cells)

@@ -1,0 +1,144 @@
+"""PDF (pypdf), page by page: one segment per page with text; pages count from 1. An encrypted PDF opens
+only with an empty password; a PDF with no text layer is refused with "no extractable text"."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import re
+from typing import Any
+
+from foldermind.workers.parser.formats.document import (
+    PARSE_FAILED,
+    Builder,
+    ParsedDocument,
+    ParseError,
+    normalize,
+    reason,
+)
+
+log = logging.getLogger("foldermind.parser")
+
+FORMAT = "pdf"
+SUFFIXES = (".pdf",)
+
+NO_TEXT_PDF = "no extractable text (scanned?)"
+ENCRYPTED_PDF = "encrypted PDF"
+
+
+def parse(data: bytes, max_bytes: int) -> ParsedDocument:
+    return parse_pdf(data)
+
+
+def parse_pdf(data: bytes) -> ParsedDocument:
+    """PDF, page by page (pypdf): one segment per page with text; pages count from 1."""
+    with _PypdfWarnings() as warnings:
+        return _parse_pdf(data, warnings)
+
+
+def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
+    from pypdf import PdfReader
+    from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            opened = 0
+            with contextlib.suppress(DependencyError, NotImplementedError, FileNotDecryptedError, PdfReadError):
+                opened = int(reader.decrypt(""))  # an empty user password opens it
+            if not opened:
+                raise ParseError(PARSE_FAILED, ENCRYPTED_PDF)
+        pages = reader.pages
+        count = len(pages)
+        if not count:
+            raise ParseError(PARSE_FAILED, "corrupt PDF: no pages")
+    except ParseError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise ParseError(PARSE_FAILED, f"corrupt PDF: {reason(exc)}") from exc
+
+    builder = Builder()
+    failures: list[str] = []
+    for number in range(1, count + 1):
+        try:
+            raw = pages[number - 1].extract_text()
+        except MemoryError:
+            raise
+        except Exception as exc:
+            log.warning("page %d: text extraction failed: %s", number, reason(exc))
+            failures.append(reason(exc))
+            continue
+        text = _pdf_page_text(raw)
+        if text:
+            builder.add(text, page=number)
+    segments = builder.segments()
+    if not segments:
+        if failures and len(failures) == count:
+            raise ParseError(PARSE_FAILED, f"corrupt PDF: {failures[0]}")
+        if warnings.read_errors:
+            # pypdf skipped what it could not read (a page's resources nested 100,000 deep, say) and
+            # found no text in the rest: the file is broken, not scanned.
+            raise ParseError(PARSE_FAILED, f"corrupt PDF: {warnings.read_errors[0]}")
+        raise ParseError(PARSE_FAILED, NO_TEXT_PDF)
+    return ParsedDocument("pdf", segments, title=_pdf_title(reader), pages=count)
+
+
+class _PypdfWarnings(logging.Handler):
+    """Collects what pypdf warns about while it reads one file, instead of logging it (malformed files
+    make it chatty). Not strict, pypdf reads past the parts it cannot read and only warns: those
+    warnings explain a PDF that then has no text."""
+
+    _READ_ERROR = re.compile(r"^(?:\w*Error)?\(?'?(.*?(?:[Ee]rror|[Rr]ecursion|[Dd]epth).*?)'?\)?$")
+    MAX_KEPT = 20
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.read_errors: list[str] = []
+        self._saved = (logging.NOTSET, True)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.read_errors) < self.MAX_KEPT:
+            found = self._READ_ERROR.match(" ".join(record.getMessage().split()))
+            if found:
+                self.read_errors.append(found.group(1)[:200])
+
+    def __enter__(self) -> _PypdfWarnings:
+        logger = logging.getLogger("pypdf")
+        self._saved = (logger.level, logger.propagate)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+        logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logger = logging.getLogger("pypdf")
+        logger.removeHandler(self)
+        logger.setLevel(self._saved[0])
+        logger.propagate = self._saved[1]
+
+
+def _pdf_page_text(raw: str) -> str:
+    """A page's text with lines right-stripped, runs of blank lines collapsed, no blank ends."""
+    lines = [line.rstrip() for line in normalize(raw).split("\n")]
+    out: list[str] = []
+    for line in lines:
+        if line.strip() or (out and out[-1]):
+            out.append(line if line.strip() else "")
+    while out and not out[-1]:
+        out.pop()
+    return "\n".join(out)
+
+
+def _pdf_title(reader: Any) -> str | None:
+    try:
+        meta = reader.metadata
+        title = meta.title if meta is not None else None
+    except MemoryError:
+        raise
+    except Exception:
+        return None
+    title = " ".join(str(title).split()) if title else ""
+    return title or None
