@@ -44,6 +44,29 @@ class State(StrEnum):
     FAILED = "FAILED"
 
 
+TRANSITIONS: dict[State, frozenset[State]] = {
+    # start_all, `foldermind restart`, `worker run` waiting for its process
+    State.EXITED: frozenset({State.STARTING}),
+    # READY; a `worker run` handover; killed or exited before READY; the `worker run` copy ended (respawn)
+    State.STARTING: frozenset(State),
+    # stopped or restarted; exited (then backoff, the restart limit, or rest by policy); handed to `worker run`
+    State.RUNNING: frozenset({State.STARTING, State.STOPPING, State.BACKOFF, State.FAILED, State.EXITED}),
+    # the backoff ran out, or a restart / `worker run` came first; stopped while waiting
+    State.BACKOFF: frozenset({State.STARTING, State.EXITED}),
+    # asked again (restart while stopping); gone: respawn, hand to `worker run`, or rest
+    State.STOPPING: frozenset({State.STOPPING, State.STARTING, State.EXITED}),
+    # only `foldermind restart` (or `worker run`) brings it back; stopped
+    State.FAILED: frozenset({State.STARTING, State.EXITED}),
+}
+"""The legal state changes of a slot (supervisord's idea: a change not listed is a bug, and says so loudly).
+A slot is never RUNNING without having been STARTING, never BACKOFF or FAILED without a process that
+exited, and never STOPPING without a process to stop."""
+
+
+class IllegalTransition(RuntimeError):
+    """The supervisor tried a state change :data:`TRANSITIONS` does not allow: a bug in the supervisor."""
+
+
 # What to do once a STOPPING worker is gone.
 _AFTER_STOP_REST = "rest"  # stay EXITED
 _AFTER_STOP_RESPAWN = "respawn"  # `foldermind restart`
@@ -105,6 +128,8 @@ class Supervisor:
 
     def _set(self, slot: Slot, new: State, reason: str) -> None:
         old = slot.state
+        if new not in TRANSITIONS[old]:
+            raise IllegalTransition(f"{slot.name}: {old} -> {new} is not a legal change ({reason})")
         slot.state = new
         level = logging.WARNING if new in (State.BACKOFF, State.FAILED) else logging.INFO
         log.log(level, "%s: %s -> %s (%s)", slot.name, old, new, reason)

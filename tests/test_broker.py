@@ -1,0 +1,366 @@
+"""The broker's job table, row by row (docs/protocol.md, "The job table" and "Routing"), in-process.
+
+A real ``Broker`` on a real ZeroMQ ROUTER (inproc), with DEALER sockets standing in for workers and callers
+and a membership object standing in for the supervisor. Time is passed to ``tick`` explicitly, so a deadline,
+an overrun grace or a heartbeat liveness runs out without waiting for it: each test takes milliseconds. The
+process-level tests (test_faults.py, test_process_map.py) prove the same rules end to end with real workers.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import zmq
+
+from foldermind.kernel.broker import HB_SUFFIX, Broker
+from foldermind.protocol import frames
+from foldermind.protocol.errors import ErrorCode
+from foldermind.protocol.messages import (
+    Disconnect,
+    EchoReply,
+    EchoRequest,
+    Envelope,
+    JobCancel,
+    WorkerReady,
+)
+from foldermind.protocol.runtime.config import BusPolicy
+
+
+class Membership:
+    """The supervisor's side: which names may serve, and what the broker reported gone."""
+
+    def __init__(self) -> None:
+        self.serving: set[str] = set()
+        self.refused: set[str] = set()
+        self.gone: list[tuple[str, str, bool]] = []
+
+    def accept_ready(self, name: str, service: str, pid: int) -> bool:
+        return name not in self.refused
+
+    def worker_gone(self, name: str, pid: int, reason: str, kill: bool) -> None:
+        self.gone.append((name, reason, kill))
+
+    def may_serve(self, target: str) -> bool:
+        return target in self.serving
+
+
+class Worker:
+    """A worker's two sockets: jobs, and heartbeats (where a ``job.cancel`` arrives)."""
+
+    def __init__(self, bus: Bus, name: str, service: str, capacity: int) -> None:
+        self.name, self.ident = name, f"{name}.1.{uuid.uuid4().hex[:6]}".encode()
+        self.jobs = bus.socket(self.ident)
+        self.hb = bus.socket(self.ident + HB_SUFFIX)
+        frames.send(self.jobs, Envelope(kind=WorkerReady.KIND, src=name), WorkerReady(name, service, 1, capacity))
+        bus.step()
+
+    def answer(self, bus: Bus, job: frames.Packet, data: bytes = b"done") -> None:
+        frames.send(self.jobs, job.env.reply(self.name), EchoReply(data))
+        bus.step()
+
+
+class Bus:
+    def __init__(self, policy: BusPolicy) -> None:
+        self.ctx: zmq.Context[Any] = zmq.Context.instance()
+        self.address = f"inproc://broker-test-{uuid.uuid4().hex}"
+        self.router: zmq.Socket[Any] = self.ctx.socket(zmq.ROUTER)
+        self.router.bind(self.address)
+        self.membership = Membership()
+        self.broker = Broker(self.router, policy, self.membership)
+        self.sockets: list[zmq.Socket[Any]] = [self.router]
+
+    def socket(self, identity: bytes) -> zmq.Socket[Any]:
+        sock: zmq.Socket[Any] = self.ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, identity)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.address)
+        self.sockets.append(sock)
+        return sock
+
+    def step(self) -> None:
+        """Let the broker read what was sent to it (inproc delivers at once; poll so it has arrived)."""
+        if self.router.poll(1000):
+            self.broker.on_readable()
+
+    def worker(self, name: str, service: str | None = None, capacity: int = 1) -> Worker:
+        self.membership.serving.update({name, service or name})
+        return Worker(self, name, service or name, capacity)
+
+    def request(self, caller: zmq.Socket[Any], to: str, deadline_s: float | None = 30.0) -> Envelope:
+        env = Envelope(kind=EchoRequest.KIND, src="test", to=to, deadline=time.time() + deadline_s if deadline_s else 0)
+        frames.send(caller, env, EchoRequest(b"x"))
+        self.step()
+        return env
+
+    def tick(self, ahead_s: float, *beating: Worker) -> None:
+        """Run the broker's timers ``ahead_s`` from now; the ``beating`` workers' heartbeats went on meanwhile
+        (a heartbeat stamps the real clock, so the fake one is stamped here instead)."""
+        at = time.monotonic() + ahead_s
+        for w in beating:
+            self.broker.peers[w.ident].last_seen = at
+        self.broker.tick(at)
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close(0)
+
+
+def received(sock: zmq.Socket[Any], timeout_s: float = 1.0) -> frames.Packet:
+    assert sock.poll(int(timeout_s * 1000)), "nothing arrived"
+    return frames.recv(sock, 0)
+
+
+def nothing_for(sock: zmq.Socket[Any]) -> bool:
+    return not sock.poll(50)
+
+
+def error_of(packet: frames.Packet) -> tuple[str, bool, str]:
+    assert packet.env.status == "error", packet.env
+    info = packet.env.error
+    assert info is not None
+    return info.code, info.retryable, info.message
+
+
+@pytest.fixture
+def bus() -> Iterator[Bus]:
+    b = Bus(BusPolicy(overrun_grace_s=10.0, heartbeat_interval_s=1.0, heartbeat_liveness=3))
+    yield b
+    b.close()
+
+
+def test_a_reply_reaches_its_caller_unchanged_and_the_worker_takes_the_next_queued_job(bus: Bus) -> None:
+    worker, caller = bus.worker("indexer"), bus.socket(b"caller")
+    first, second = bus.request(caller, "indexer"), bus.request(caller, "indexer")
+    job = received(worker.jobs)
+    assert job.env.id == first.id and nothing_for(worker.jobs)  # capacity 1: the second waits in the queue
+    worker.answer(bus, job, b"first answer")
+    reply = received(caller)
+    assert (reply.env.cid, reply.env.status, reply.body()) == (first.id, "ok", EchoReply(b"first answer"))
+    assert received(worker.jobs).env.id == second.id
+
+
+def test_a_worker_that_disconnects_fails_its_jobs_with_a_retryable_worker_lost_at_once(bus: Bus) -> None:
+    worker, caller = bus.worker("parser#1", "parser"), bus.socket(b"caller")
+    env = bus.request(caller, "parser")
+    received(worker.jobs)
+    frames.send(worker.jobs, Envelope(kind=Disconnect.KIND, src="parser#1"), Disconnect("parser#1", "bye"))
+    bus.step()
+    reply = received(caller)
+    assert reply.env.cid == env.id
+    assert error_of(reply)[:2] == (ErrorCode.WORKER_LOST, True)
+    assert bus.membership.gone == [("parser#1", "disconnected", False)]
+
+
+def test_a_new_ready_for_the_same_name_fails_the_old_ones_jobs_with_worker_lost(bus: Bus) -> None:
+    old, caller = bus.worker("embedder"), bus.socket(b"caller")
+    bus.request(caller, "embedder")
+    received(old.jobs)
+    new = bus.worker("embedder")
+    assert error_of(received(caller))[:2] == (ErrorCode.WORKER_LOST, True)
+    bus.request(caller, "embedder")
+    assert received(new.jobs).env.to == "embedder" and nothing_for(old.jobs)
+
+
+def test_a_worker_that_misses_its_heartbeats_is_dropped_killed_and_its_callers_told_worker_lost(bus: Bus) -> None:
+    worker, caller = bus.worker("llm"), bus.socket(b"caller")
+    bus.request(caller, "llm")
+    received(worker.jobs)
+    bus.tick(1.0)  # within liveness: nothing happens
+    assert bus.membership.gone == [] and nothing_for(caller)
+    bus.tick(bus.broker.policy.liveness_s + 1.0)
+    code, retryable, message = error_of(received(caller))
+    assert (code, retryable) == (ErrorCode.WORKER_LOST, True) and "missed 3 heartbeats" in message
+    assert bus.membership.gone == [("llm", "missed 3 heartbeats", True)]
+
+
+def test_a_worker_loading_a_model_gets_the_longer_loading_liveness(bus: Bus) -> None:
+    from foldermind.protocol.messages import Heartbeat
+
+    worker = bus.worker("indexer")
+    frames.send(worker.hb, Envelope(kind=Heartbeat.KIND, src="indexer"), Heartbeat("indexer", 0, loading=True))
+    bus.step()
+    received(worker.hb)  # the kernel answers every heartbeat
+    bus.tick(bus.broker.policy.liveness_s + 1.0)
+    assert bus.membership.gone == []
+    bus.tick(bus.broker.policy.loading_liveness_s + 1.0)
+    assert bus.membership.gone == [("indexer", "missed 15 heartbeats while loading a model", True)]
+
+
+def test_a_deadline_at_the_worker_tells_the_caller_at_once_cancels_the_job_and_keeps_the_slot_busy(bus: Bus) -> None:
+    worker, caller = bus.worker("parser"), bus.socket(b"caller")
+    env = bus.request(caller, "parser", deadline_s=5.0)
+    job = received(worker.jobs)
+    later = bus.request(caller, "parser", deadline_s=60.0)
+    bus.tick(6.0, worker)
+    code, retryable, message = error_of(received(caller))
+    assert (code, retryable) == (ErrorCode.DEADLINE_EXCEEDED, False) and "at parser" in message
+    cancel = received(worker.hb)
+    assert (cancel.env.kind, cancel.env.cid, cancel.body()) == (JobCancel.KIND, env.id, JobCancel("deadline"))
+    assert nothing_for(worker.jobs)  # its job thread is still busy with the old job: nothing new goes there
+    worker.answer(bus, job)  # the late answer is dropped, and the slot is free again
+    assert received(worker.jobs).env.id == later.id
+    assert nothing_for(caller) and bus.membership.gone == []
+
+
+def test_a_worker_still_busy_when_the_overrun_grace_ends_is_presumed_stuck_and_killed(bus: Bus) -> None:
+    worker, caller = bus.worker("llm"), bus.socket(b"caller")
+    bus.request(caller, "llm", deadline_s=5.0)
+    received(worker.jobs)
+    bus.tick(6.0, worker)
+    error_of(received(caller))
+    bus.tick(15.0, worker)  # heartbeats go on (slow, not hung) while the grace lasts
+    assert bus.membership.gone == []
+    bus.tick(16.5, worker)
+    assert bus.membership.gone == [("llm", "missed a job deadline and was still busy 10 s later", True)]
+
+
+def test_with_no_overrun_grace_a_worker_past_a_deadline_is_replaced_at_once() -> None:
+    b = Bus(BusPolicy(overrun_grace_s=0.0))
+    try:
+        worker, caller = b.worker("parser"), b.socket(b"caller")
+        b.request(caller, "parser", deadline_s=5.0)
+        received(worker.jobs)
+        b.tick(6.0, worker)
+        assert error_of(received(caller))[0] == ErrorCode.DEADLINE_EXCEEDED
+        assert b.membership.gone == [("parser", "missed a job deadline", True)]
+    finally:
+        b.close()
+
+
+def test_a_deadline_while_queued_is_deadline_exceeded_retryable_and_the_worker_is_left_alone(bus: Bus) -> None:
+    worker, caller = bus.worker("embedder"), bus.socket(b"caller")
+    bus.request(caller, "embedder", deadline_s=60.0)
+    received(worker.jobs)
+    queued = bus.request(caller, "embedder", deadline_s=5.0)
+    bus.tick(6.0, worker)
+    reply = received(caller)
+    code, retryable, message = error_of(reply)
+    assert (reply.env.cid, code, retryable) == (queued.id, ErrorCode.DEADLINE_EXCEEDED, True)
+    assert "waiting for a free worker" in message
+    assert nothing_for(worker.hb) and bus.membership.gone == []
+
+
+def test_queued_jobs_fail_service_unavailable_when_their_target_can_no_longer_be_served(bus: Bus) -> None:
+    worker, caller = bus.worker("llm"), bus.socket(b"caller")
+    bus.request(caller, "llm")
+    received(worker.jobs)
+    queued = bus.request(caller, "llm")
+    bus.broker.fail_unservable()
+    assert nothing_for(caller)  # still servable: it waits
+    bus.membership.serving.discard("llm")
+    bus.broker.fail_unservable()
+    reply = received(caller)
+    assert (reply.env.cid, error_of(reply)[0]) == (queued.id, ErrorCode.SERVICE_UNAVAILABLE)
+
+
+def test_a_cancel_while_queued_answers_cancelled_at_once_and_the_job_never_runs(bus: Bus) -> None:
+    worker, caller = bus.worker("parser"), bus.socket(b"caller")
+    bus.request(caller, "parser")
+    running = received(worker.jobs)
+    queued = bus.request(caller, "parser")
+    frames.send(caller, Envelope(kind=JobCancel.KIND, src="test", cid=queued.id), JobCancel("caller gone"))
+    bus.step()
+    reply = received(caller)
+    assert (reply.env.cid, error_of(reply)[0]) == (queued.id, ErrorCode.CANCELLED)
+    worker.answer(bus, running)
+    assert received(caller).env.status == "ok" and nothing_for(worker.jobs)
+
+
+def test_a_cancel_while_a_worker_holds_the_job_goes_to_its_heartbeat_socket(bus: Bus) -> None:
+    worker, caller = bus.worker("llm"), bus.socket(b"caller")
+    env = bus.request(caller, "llm")
+    received(worker.jobs)
+    frames.send(caller, Envelope(kind=JobCancel.KIND, src="test", cid=env.id), JobCancel("caller gone"))
+    bus.step()
+    cancel = received(worker.hb)
+    assert (cancel.env.kind, cancel.env.cid) == (JobCancel.KIND, env.id) and nothing_for(caller)
+
+
+def test_only_the_caller_of_a_job_may_cancel_it(bus: Bus) -> None:
+    worker, caller, stranger = bus.worker("llm"), bus.socket(b"caller"), bus.socket(b"stranger")
+    env = bus.request(caller, "llm")
+    received(worker.jobs)
+    frames.send(stranger, Envelope(kind=JobCancel.KIND, src="x", cid=env.id), JobCancel("not mine"))
+    bus.step()
+    assert nothing_for(worker.hb)
+
+
+@pytest.mark.parametrize(
+    ("setup", "to", "deadline_s", "code"),
+    [
+        ("none", "nobody", 30.0, ErrorCode.SERVICE_UNAVAILABLE),
+        ("none", "", 30.0, ErrorCode.SERVICE_UNAVAILABLE),
+        ("stopping", "indexer", 30.0, ErrorCode.SHUTTING_DOWN),
+        ("none", "indexer", -1.0, ErrorCode.DEADLINE_EXCEEDED),
+    ],
+    ids=["unknown target", "empty target", "kernel stopping", "deadline already passed"],
+)
+def test_a_request_that_cannot_be_served_is_refused_at_once(
+    bus: Bus, setup: str, to: str, deadline_s: float, code: ErrorCode
+) -> None:
+    worker, caller = bus.worker("indexer"), bus.socket(b"caller")
+    if setup == "stopping":
+        bus.broker.accepting = False
+    env = bus.request(caller, to, deadline_s=deadline_s)
+    reply = received(caller)
+    assert (reply.env.cid, error_of(reply)[0]) == (env.id, code)
+    assert nothing_for(worker.jobs)
+
+
+def test_a_request_for_a_restarting_worker_waits_for_it_instead_of_failing(bus: Bus) -> None:
+    caller = bus.socket(b"caller")
+    bus.membership.serving.add("watcher")  # its slot is STARTING: no READY yet
+    env = bus.request(caller, "watcher")
+    assert nothing_for(caller)
+    worker = Worker(bus, "watcher", "watcher", 1)
+    assert received(worker.jobs).env.id == env.id
+
+
+def test_an_exact_worker_name_routes_to_that_worker_and_a_service_to_the_least_loaded(bus: Bus) -> None:
+    one, two, caller = bus.worker("parser#1", "parser", 2), bus.worker("parser#2", "parser", 2), bus.socket(b"c")
+    bus.request(caller, "parser#2")
+    assert received(two.jobs) and nothing_for(one.jobs)
+    bus.request(caller, "parser")
+    assert received(one.jobs) and nothing_for(two.jobs)  # parser#2 holds one job, parser#1 none
+    bus.request(caller, "parser")
+    bus.request(caller, "parser")
+    assert received(one.jobs) and received(two.jobs)  # both now hold two: capacity reached
+    bus.request(caller, "parser")
+    assert nothing_for(one.jobs) and nothing_for(two.jobs)
+
+
+def test_a_reply_from_a_worker_that_does_not_hold_the_job_is_dropped(bus: Bus) -> None:
+    holder, other, caller = bus.worker("a#1", "a"), bus.worker("a#2", "a"), bus.socket(b"caller")
+    bus.request(caller, "a")
+    job = received(holder.jobs)
+    other.answer(bus, job, b"forged")
+    assert nothing_for(caller)
+    holder.answer(bus, job, b"real")
+    assert received(caller).body() == EchoReply(b"real")
+
+
+def test_a_request_over_the_size_limit_is_refused_with_message_too_large() -> None:
+    b = Bus(BusPolicy(max_message_mb=1))
+    try:
+        worker, caller = b.worker("indexer"), b.socket(b"caller")
+        env = Envelope(kind=EchoRequest.KIND, src="test", to="indexer", deadline=time.time() + 30)
+        frames.send(caller, env, EchoRequest(b"x" * (2 * 1024 * 1024)))
+        b.step()
+        reply = received(caller)
+        assert (reply.env.cid, error_of(reply)[0]) == (env.id, ErrorCode.MESSAGE_TOO_LARGE)
+        assert nothing_for(worker.jobs)
+    finally:
+        b.close()
+
+
+def test_a_ready_the_supervisor_did_not_start_is_refused_with_a_disconnect(bus: Bus) -> None:
+    bus.membership.refused.add("intruder")
+    sock = bus.socket(b"intruder.1.x")
+    frames.send(sock, Envelope(kind=WorkerReady.KIND, src="intruder"), WorkerReady("intruder", "indexer", 1))
+    bus.step()
+    bye = received(sock)
+    assert bye.env.kind == Disconnect.KIND and "intruder" not in bus.broker.by_name

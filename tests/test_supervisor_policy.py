@@ -1,0 +1,88 @@
+"""The supervisor's state machine and restart policy, in-process: legal transitions declared and enforced,
+backoff doubling to its cap, the restart limit in its window, a stable run forgiving past failures.
+
+No process is spawned here: a slot's exits are fed to the policy with explicit times, so a 60 s window or a
+30 s backoff cap is checked in microseconds. test_faults.py proves the same policy with real crashing workers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from foldermind.kernel.supervisor import TRANSITIONS, IllegalTransition, Slot, State, Supervisor
+from foldermind.protocol.runtime.config import SupervisorConfig, WorkerSpec
+from foldermind.protocol.runtime.home import Home
+
+
+def supervisor(tmp_path: Path, **restart: float) -> tuple[Supervisor, Slot, list[tuple[State, State]]]:
+    config = SupervisorConfig.model_validate(
+        {"restart": {"backoff_jitter": 0.0, **restart}, "workers": {"w": WorkerSpec(module="x").model_dump()}}
+    )
+    seen: list[tuple[State, State]] = []
+    sup = Supervisor(Home.resolve(tmp_path), config, lambda slot, old, reason: seen.append((old, slot.state)))
+    return sup, sup.slots["w"], seen
+
+
+def test_every_state_change_not_declared_is_refused_and_the_slot_keeps_its_state(tmp_path: Path) -> None:
+    sup, slot, seen = supervisor(tmp_path)
+    for old in State:
+        for new in State:
+            slot.state = old
+            if new in TRANSITIONS[old]:
+                sup._set(slot, new, "test")
+                assert slot.state is new and seen[-1] == (old, new)
+            else:
+                with pytest.raises(IllegalTransition, match=f"{old} -> {new}"):
+                    sup._set(slot, new, "test")
+                assert slot.state is old
+
+
+def test_the_declared_machine_never_reaches_running_except_from_starting() -> None:
+    assert [old for old, allowed in TRANSITIONS.items() if State.RUNNING in allowed] == [State.STARTING]
+    assert all(State.BACKOFF not in TRANSITIONS[old] for old in (State.EXITED, State.BACKOFF, State.FAILED))
+
+
+def test_backoff_doubles_from_the_initial_delay_up_to_its_cap(tmp_path: Path) -> None:
+    sup, slot, _ = supervisor(tmp_path, backoff_initial_s=0.5, backoff_max_s=3.0, max_restarts=100, window_s=1000)
+    delays = []
+    for i in range(6):
+        now = 100.0 + i
+        slot.state = State.RUNNING
+        sup._failed_exit(slot, now)
+        assert slot.state is State.BACKOFF and slot.due is not None
+        delays.append(round(slot.due - now, 3))
+    assert delays == [0.5, 1.0, 2.0, 3.0, 3.0, 3.0]
+
+
+def test_more_than_max_restarts_within_the_window_ends_failed_until_restarted(tmp_path: Path) -> None:
+    sup, slot, _ = supervisor(tmp_path, max_restarts=3, window_s=60)
+    for t in (0.0, 10.0, 20.0):
+        slot.state = State.RUNNING
+        sup._failed_exit(slot, t)
+        assert slot.state is State.BACKOFF
+    slot.state = State.RUNNING
+    sup._failed_exit(slot, 30.0)
+    assert slot.state is State.FAILED and slot.due is None
+
+
+def test_exits_older_than_the_window_do_not_count_toward_the_limit(tmp_path: Path) -> None:
+    sup, slot, _ = supervisor(tmp_path, max_restarts=2, window_s=60)
+    for t in (0.0, 50.0, 100.0, 150.0, 200.0):  # never more than 2 within any 60 s
+        slot.state = State.RUNNING
+        sup._failed_exit(slot, t)
+        assert slot.state is State.BACKOFF, t
+
+
+def test_a_run_longer_than_stable_after_starts_the_backoff_over(tmp_path: Path) -> None:
+    sup, slot, _ = supervisor(tmp_path, backoff_initial_s=0.5, stable_after_s=10, max_restarts=100, window_s=1000)
+    for t in (0.0, 1.0, 2.0):
+        slot.state = State.RUNNING
+        slot.running_since = t - 0.1
+        sup._failed_exit(slot, t)
+    assert slot.due is not None and round(slot.due - 2.0, 3) == 2.0  # 0.5, 1, 2: short runs
+    slot.state = State.RUNNING
+    slot.running_since = 5.0
+    sup._failed_exit(slot, 20.0)  # ran 15 s: stable
+    assert slot.due is not None and round(slot.due - 20.0, 3) == 0.5
