@@ -77,7 +77,7 @@ ANSWERS_ARGS ?=
 bench-answers: install
 	$(BIN)/python -m tests.bench.answers $(ANSWERS_ARGS)
 
-# Load (issue 6; docs/reliability-load.md, ~10 min): 8 MCP clients, each its own session, mixing search,
+# Load (docs/reliability-load.md, ~10 min): 8 MCP clients, each its own session, mixing search,
 # summaries, reads and chat for 5 minutes while new files are indexed; errors, search latency under load
 # against idle, RSS of every process. LOAD_ARGS="--home DIR" keeps the seed index in DIR for the next run;
 # "--minutes M", "--clients N" and "--report PATH" as `python -m tests.bench.load --help` says.
@@ -85,7 +85,7 @@ LOAD_ARGS ?=
 load: install
 	$(BIN)/python -m tests.bench.load $(LOAD_ARGS)
 
-# Crash-consistency soak (issue 6; figures in docs/reliability.md): 2500 mixed files (--short: most of one
+# Crash-consistency soak (figures in docs/reliability.md): 2500 mixed files (--short: most of one
 # chunk, so embedding does not dominate), 4 min of kill -9s of random workers and of the kernel, with edits,
 # renames and deletes in between, then the index compared with a fresh one of the final folder (~6 min on
 # an idle 2-core machine, much longer on a busy one). Exits 1 on any discrepancy; tests/test_soak.py is the short one.

@@ -78,7 +78,7 @@ def make_zip_bomb_docx(path: Path, uncompressed_mb: int = 300) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------
-# Hostile files (issue 6): each one small on disk, made in a few milliseconds.
+# Hostile files: each one small on disk, made in a few milliseconds.
 
 
 def _write_pdf(path: Path, objects: list[bytes], root: int = 1) -> Path:

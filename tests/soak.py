@@ -24,7 +24,7 @@ seed make the same corpus and the same sequence of choices, not the same interle
 Two limits of the system's policy are respected, not tested, by the kill schedule: a worker killed
 more than ``max_restarts`` times in ``window_s`` is left FAILED on purpose (test_faults proves that),
 so a worker is killed at most 3 times a minute; and a file whose parse loses its parser twice is
-quarantined on purpose (SPEC section 6), so two parser kills are kept ``PARSER_KILL_GAP_S`` apart.
+quarantined on purpose, so two parser kills are kept ``PARSER_KILL_GAP_S`` apart.
 """
 
 from __future__ import annotations

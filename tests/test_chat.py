@@ -109,7 +109,7 @@ def structured(result: CallToolResult) -> dict[str, Any]:
 
 
 def check_citations(out: dict[str, Any], docs: Path) -> None:
-    """SPEC section 3: markers are 1-based into citations, numbered in first-use order, all resolving."""
+    """Markers are 1-based into citations, numbered in first-use order, all resolving."""
     cites = out["citations"]
     assert [c["id"] for c in cites] == list(range(1, len(cites) + 1))
     numbers = [int(n) for n in MARKER_RE.findall(out["answer"])]

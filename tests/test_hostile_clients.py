@@ -1,4 +1,4 @@
-"""Hostile clients (issue 6 item 3) against a real kernel and front door over real HTTP.
+"""Hostile clients against a real kernel and front door over real HTTP.
 
 - Every tool's arguments fuzzed with hypothesis through the real MCP SDK client: each answer is a tool
   result or a typed error, never an HTTP 500, a traceback or an untyped internal error.

@@ -1,6 +1,6 @@
-"""Hostile files through the whole pipeline (issue 6 item 2, SPEC section 6), in one real kernel.
+"""Hostile files through the whole pipeline, in one real kernel.
 
-One Smart Folder holds every hostile input the issue lists, next to a few normal files: bombs (a DOCX
+One Smart Folder holds every hostile input this suite knows, next to a few normal files: bombs (a DOCX
 zip bomb, billion laughs and an external entity inside a DOCX, a PDF whose content stream inflates
 past pypdf's limit), malformed PDFs (a cyclic page tree, 100,000 nested arrays, a petabyte declared
 /Length), a 2 GB sparse file, invalid UTF-8 and NUL bytes in text, HTML nested 100,000 levels, file
@@ -529,8 +529,8 @@ def test_hostile_files_end_failed_with_a_reason_or_indexed_and_no_worker_stays_d
         n_indexed + n_failed,
     )
 
-    # No worker stays down. A hostile file may cost a parser restart (two, then it is quarantined:
-    # SPEC 6); none here does, every one is a typed error. The one restart allowed is a worker replaced
+    # No worker stays down. A hostile file may cost a parser restart (two, then it is quarantined);
+    # none here does, every one is a typed error. The one restart allowed is a worker replaced
     # for missed heartbeats (or leaving by itself when it stops hearing the kernel): on a loaded machine
     # a starved process misses them, and the kernel replacing it is the kernel working, not a file.
     workers = k.status().workers

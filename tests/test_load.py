@@ -1,4 +1,4 @@
-"""Load, the short variant of ``make load`` (issue 6, item 4): a real kernel on a small Smart Folder of
+"""Load, the short variant of ``make load``: a real kernel on a small Smart Folder of
 generated abstracts, 8 real ``mcp`` SDK clients over HTTP (each its own session, the product's rate limit)
 mixing search, summaries, reads, similar files, folder and index status and chat on the real SmolLM2-135M
 for ~30 s, while a writer adds a new file to the folder every second. The run is

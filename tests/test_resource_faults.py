@@ -1,4 +1,4 @@
-"""Resource faults (issue 6, item 5): a full disk under the home, and model files missing or corrupt.
+"""Resource faults: a full disk under the home, and model files missing or corrupt.
 
 Disk full: the whole home (config, data with SQLite / Tantivy / usearch, logs, run/ with the sockets) sits
 on a small tmpfs of its own, so every writer of the home meets the same full disk; the Smart Folder is

@@ -1,4 +1,4 @@
-"""The ``foldermind`` command line (SPEC section 2)."""
+"""The ``foldermind`` command line."""
 
 from __future__ import annotations
 

@@ -92,7 +92,8 @@ PROMPT_TOKENS = 500
 GEN_TOKENS = 128  # generated tokens timed, after the first
 REPEATS = 3
 ISSUE_RATES = {"ctransformers": (192.0, 69.0), "llama-cpp": (223.0, 75.0)}
-"""The issue's raw rates on this machine, SmolLM2 on 2 threads: (prompt, generated) tokens/s."""
+"""Raw rates measured earlier on this machine, SmolLM2 on 2 threads: (prompt, generated) tokens/s, the
+baseline this run is compared with."""
 
 MAX_CONTEXT_FILES = 5  # chat_with_documents' default
 LLM_READY_TIMEOUT_S = 600.0

@@ -1,4 +1,4 @@
-"""MCP over streamable HTTP: search latency per mode, and throughput under concurrent clients (issue 4).
+"""MCP over streamable HTTP: search latency per mode, and throughput under concurrent clients.
 
 Run by ``python -m tests.bench.search`` (the entry point: it starts the kernel, with the front door on an
 OS-assigned port and the rate limit raised, on an indexed SciFact). Here:

@@ -35,11 +35,11 @@ def tail() -> str:
     text = ""
     if INGEST_REPORT.exists():
         text += "\n## Ingestion\n\n"
-        text += f"The ingestion figures (SciFact, issue 3) are in [{INGEST_REPORT.name}]({INGEST_REPORT.name}).\n"
+        text += f"The ingestion figures (SciFact) are in [{INGEST_REPORT.name}]({INGEST_REPORT.name}).\n"
     summary = section(MCP_REPORT.read_text(encoding="utf-8"), "Summary") if MCP_REPORT.exists() else ""
     if summary:
         text += "\n## Search and MCP\n\n"
-        text += "Retrieval quality, latency and throughput over MCP HTTP on SciFact (issue 4): the Summary of\n"
+        text += "Retrieval quality, latency and throughput over MCP HTTP on SciFact: the Summary of\n"
         text += f"[{MCP_REPORT.name}]({MCP_REPORT.name}), written by `python -m tests.bench.search`; the full\n"
         text += "figures, the method and the machine's load are there.\n\n"
         text += summary + "\n"

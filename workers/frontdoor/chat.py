@@ -1,4 +1,4 @@
-"""chat_with_documents: sessions, evidence, the llm call and its check (SPEC section 3, seed 000).
+"""chat_with_documents: sessions, evidence, the llm call and its check.
 
 An answer starts from evidence: the indexer picks the sentences of the best passages that answer the
 question (``evidence.request``). Quoted, each with its ``[n]``, they are the extractive answer, which needs

@@ -1,4 +1,4 @@
-"""The front door's guard: size, auth, Origin and rate checks in front of the MCP app (SPEC section 4).
+"""The front door's guard: size, auth, Origin and rate checks in front of the MCP app.
 
 A pure ASGI middleware, so the SDK's SSE streams pass through unbuffered. Checks run in this order
 and the first refusal answers: size (431 for the headers, 411/413 for the body, before anything reads

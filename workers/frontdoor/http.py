@@ -30,7 +30,7 @@ log = logging.getLogger("foldermind.frontdoor")
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``port``, or on an OS-assigned port if that one is taken (SPEC section 4)."""
+    """A listening socket on ``port``, or on an OS-assigned port if that one is taken."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     for candidate in (port, 0) if port else (0,):
         # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the

@@ -1,4 +1,4 @@
-"""The path rules every path-taking tool applies before anything touches the disk (SPEC section 3).
+"""The path rules every path-taking tool applies before anything touches the disk.
 
 Only the shape is checked here: absolute, OS-native, no traversal. Whether the path resolves (symlinks
 followed) inside a registered Smart Folder is the indexer's call, since it alone knows the folders; it

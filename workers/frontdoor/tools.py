@@ -1,4 +1,4 @@
-"""The MCP tools (SPEC section 3): read-only, schema'd, typed errors, bounded inputs.
+"""The MCP tools: read-only, schema'd, typed errors, bounded inputs.
 
 Each tool validates its input (pydantic, with explicit bounds), checks path shapes locally, then asks the
 worker that owns the data through the broker with a deadline. A handler signals a failure by

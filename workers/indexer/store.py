@@ -101,7 +101,7 @@ STATUS_COUNTS = {
     "pending": "files_pending",
 }
 """Which count a document's status adds to. Skipped (too large, a name that cannot be indexed) counts as
-failed: it is a failure with its reason (SPEC 6), and indexed + failed must reach the total for
+failed: it is a failure with its reason, and indexed + failed must reach the total for
 ``folders add --wait`` to finish."""
 
 
