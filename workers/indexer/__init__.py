@@ -38,6 +38,7 @@ from foldermind.protocol.messages import (
 from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.indexer import changes
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
@@ -255,65 +256,11 @@ class IndexerWorker(Worker):
         accepted = 0
         with self._writing("recording file changes"), self.store.tx() as db:
             for event in req.body.events:
-                accepted += self._apply_event(db, event["kind"], event["path"], event.get("dest"))
+                accepted += changes.apply(
+                    self.store, db, event["kind"], event["path"], event.get("dest"), self.policy.max_file_bytes
+                )
         self.pipeline.wake()
         return ChangesReply(accepted)
-
-    def _move(self, db: Any, old: str, new: str, folder_id: str) -> bool:
-        """Point the document at ``old`` to ``new`` (False if unknown). When the file now at ``new`` is
-        not what was indexed, it is queued again: events can arrive out of order (a batch re-sent after
-        the indexer was lost goes after newer ones), and a "modified" applied before the move would
-        otherwise be overwritten by the moved document's old chunks."""
-        if not self.store.move_document(db, old, new, folder_id):
-            return False
-        doc = self.store.document(new)
-        try:
-            st = os.stat(new)
-        except OSError:
-            return True  # gone again: its delete event follows
-        if doc is not None and (doc.size, doc.mtime_ns) != (st.st_size, st.st_mtime_ns):
-            self.store.mark_pending(db, folder_id, new, st.st_size, st.st_mtime_ns)
-        return True
-
-    def _apply_event(self, db: Any, kind: str, path: str, dest: str | None) -> int:
-        if kind == "moved" and dest:
-            target = self.store.folder_for_path(dest)
-            if target is None:  # moved out of every Smart Folder
-                return self._apply_event(db, "deleted", path, None)
-            if self._move(db, path, dest, target.id):
-                return 1
-            moved = 0
-            prefix = path.rstrip("/") + "/"
-            rows = db.execute("SELECT path FROM documents WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
-            for (old,) in rows.fetchall():
-                moved += self._move(db, old, dest.rstrip("/") + "/" + old[len(prefix) :], target.id)
-            if moved:
-                return moved
-            return self._apply_event(db, "created", dest, None)
-        if kind == "deleted":
-            prefix = path.rstrip("/") + "/"
-            ids = [
-                r[0]
-                for r in db.execute(
-                    "SELECT id FROM documents WHERE path = ? OR substr(path, 1, ?) = ?", (path, len(prefix), prefix)
-                )
-            ]
-            self.store.delete_documents(db, ids)
-            return len(ids)
-        folder = self.store.folder_for_path(path)
-        if folder is None:
-            return 0
-        try:
-            st = os.stat(path)
-        except OSError:
-            return self._apply_event(db, "deleted", path, None)
-        doc = self.store.document(path)
-        if st.st_size > self.policy.max_file_bytes:
-            reason = f"file too large ({st.st_size} bytes > {self.policy.max_file_bytes})"  # as a reconcile says
-            self.store.mark_skipped(db, folder.id, path, reason)
-        elif doc is None or (doc.size, doc.mtime_ns) != (st.st_size, st.st_mtime_ns) or doc.status != "indexed":
-            self.store.mark_pending(db, folder.id, path, st.st_size, st.st_mtime_ns)
-        return 1
 
     # ---------------------------------------------------------------------------------------
     # search and documents (the data behind the MCP tools)

@@ -347,6 +347,21 @@ class Store:
             db.execute("UPDATE folders SET last_organized_at = ? WHERE id IN (?, ?)", (now, row[1], folder_id))
         return True
 
+    def paths_under(self, db: sqlite3.Connection, folder: str) -> list[str]:
+        """The documents' paths inside the directory ``folder`` (not ``folder`` itself)."""
+        prefix = folder.rstrip("/") + "/"
+        return [
+            r[0] for r in db.execute("SELECT path FROM documents WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
+        ]
+
+    def ids_at_or_under(self, db: sqlite3.Connection, path: str) -> list[int]:
+        """The documents at ``path``, or inside it when it is a directory."""
+        prefix = path.rstrip("/") + "/"
+        rows = db.execute(
+            "SELECT id FROM documents WHERE path = ? OR substr(path, 1, ?) = ?", (path, len(prefix), prefix)
+        )
+        return [r[0] for r in rows]
+
     def pending(self, limit: int) -> list[Document]:
         rows = self.db.execute(
             "SELECT id, folder_id, path, size, mtime_ns, sha256, status, attempts FROM documents "
