@@ -3,8 +3,8 @@ production workers so a test can catch them mid-job).
 
 Every switch is an environment variable named ``FOLDERMIND_TEST_*`` (:data:`PREFIX`), set by a test in a
 worker's ``env`` table of its home's ``supervisor.toml``. Production code never imports this module when no
-such variable is set: it asks :func:`foldermind.workers.base.test_switches`, which returns ``None`` in a
-normal run, so a user's process cannot trip a switch it did not name this way. ``tests/README.md`` lists
+such variable is set: it asks :func:`foldermind.workers.base.testing` first, which is false in a normal
+run, so a user's process cannot trip a switch it did not name this way. ``tests/README.md`` lists
 the switches and the tests that use them.
 
 - ``FOLDERMIND_TEST_DELAY=KIND:SECONDS[,KIND:SECONDS]``: sleep that long before handling each message of
@@ -46,12 +46,9 @@ SWITCHES = (DELAY, PARSER_HOLD, PARSER_HOLD_REPLY, LLM_HANG, LLM_SLOW, LLM_SAY)
 HOLD_MAX_S = 30.0
 
 
-def _unknown() -> list[str]:
-    return sorted(k for k in os.environ if k.startswith(PREFIX) and k not in SWITCHES)
-
-
-if _unknown():
-    log.warning("unknown test switches ignored: %s", ", ".join(_unknown()))
+_unknown = sorted(k for k in os.environ if k.startswith(PREFIX) and k not in SWITCHES)
+if _unknown:
+    log.warning("unknown test switches ignored: %s", ", ".join(_unknown))
 
 
 def delays() -> dict[str, float]:

@@ -44,8 +44,8 @@ def value(v: Any) -> str:
     raise TypeError(f"no TOML form for {type(v).__name__}")
 
 
-def comment(text: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH - 2, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
+def comment(text: str, first: str = "# ", rest: str = "# ") -> list[str]:
+    return textwrap.wrap(text, WIDTH - 2, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
 
 
 def table(name: str, model: BaseModel) -> list[str]:
@@ -76,9 +76,7 @@ def render() -> str:
     workers_help = type(config).model_fields["workers"].description or ""
     keys = ["# Keys of a worker:"]
     for key, field in WorkerSpec.model_fields.items():
-        keys += textwrap.wrap(
-            f"{key}: {field.description}", WIDTH - 2, initial_indent="#   ", subsequent_indent="#     "
-        )
+        keys += comment(f"{key}: {field.description}", "#   ", "#     ")
     blocks.append(comment(workers_help) + keys)
     blocks += [worker(name, spec) for name, spec in PROCESS_MAP.items()]
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"

@@ -762,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     facts = machine.facts(REPO)
-    facts["mcp / uvicorn / httpx2"] = " / ".join(machine.version(p) for p in ("mcp", "uvicorn", "httpx2"))
+    machine.versions(facts, *machine.MCP_STACK)
     shown = ("modes", "split", "corpus", "limit")
     options = {k: (",".join(v) if isinstance(v, list) else v) for k, v in vars(args).items() if k in shown}
     results = Results(machine=facts, args=options)

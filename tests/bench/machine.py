@@ -52,6 +52,15 @@ def version(name: str) -> str:
         return "-"
 
 
+def versions(facts: dict[str, str], *names: str, label: str = "") -> None:
+    """Add the versions of the distributions ``names`` to ``facts``, as one "a / b / c" line."""
+    facts[label or " / ".join(names)] = " / ".join(version(n) for n in names)
+
+
+MCP_STACK = ("mcp", "uvicorn", "httpx2")
+"""The distributions every MCP bench reports."""
+
+
 def wait_for_quiet(limit_percent: float = 10.0, max_s: float = 60.0) -> tuple[float, float]:
     """Wait (at most ``max_s``) until the machine uses under ``limit_percent`` of its CPU over a
     second, so the figures are not someone else's; returns (the last load in %, seconds waited)."""

@@ -375,10 +375,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     facts = machine.facts(REPO)
-    facts["mcp / uvicorn / httpx2"] = " / ".join(machine.version(p) for p in ("mcp", "uvicorn", "httpx2"))
-    facts["torch / onnxruntime / tantivy / usearch"] = " / ".join(
-        machine.version(p) for p in ("torch", "onnxruntime", "tantivy", "usearch")
-    )
+    machine.versions(facts, *machine.MCP_STACK)
+    machine.versions(facts, "torch", "onnxruntime", "tantivy", "usearch")
     results = Results(machine=facts, docs=args.docs, clients=args.clients, overrides=args.search)
     try:
         run(args, results)
