@@ -206,7 +206,9 @@ def test_a_dropped_worker_run_copy_that_wakes_up_is_told_to_go(kernel: RunningKe
 
 
 def test_restart_is_refused_while_stopping_and_stop_still_completes(home_dir: Path) -> None:
-    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + "restart = { stop_grace_s = 2.0 }\n").start()
+    # The stop stays under way for as long as the hung testworker's grace (10 s): long enough for the CLI
+    # started below to reach the kernel on a loaded machine (with 2 s it once found the kernel gone).
+    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + "restart = { stop_grace_s = 10.0 }\n").start()
     with k.client() as client:
         client.send("testworker", FaultRequest("hang_gil", seconds=30), timeout=60)
         wait_for(lambda: k.worker("testworker")["in_flight"] == 1, 5, what="job in flight")
