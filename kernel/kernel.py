@@ -13,7 +13,8 @@ import os
 import signal
 import socket
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psutil
 import zmq
@@ -22,13 +23,14 @@ from foldermind.kernel import __version__
 from foldermind.kernel.broker import Broker
 from foldermind.kernel.supervisor import Slot, State, Supervisor
 from foldermind.protocol import frames
-from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, JobError, ProtocolError
 from foldermind.protocol.messages import (
     AttachReply,
     AttachRequest,
     Envelope,
     KernelInfo,
     McpInfo,
+    Message,
     PingReply,
     PingRequest,
     RestartReply,
@@ -45,7 +47,14 @@ from foldermind.protocol.runtime.home import Home
 
 log = logging.getLogger("foldermind.kernel")
 
-_CONTROL_KINDS = frozenset(k.KIND for k in (PingRequest, StatusRequest, RestartRequest, StopRequest, AttachRequest))
+B = TypeVar("B", bound=Message)
+ControlHandler = Callable[[bytes, Envelope, Any], "Message | None"]
+
+
+def _control(kind: type[B], handler: Callable[[bytes, Envelope, B], Message | None]) -> tuple[str, ControlHandler]:
+    """One control command: its request class and the handler that gets that body (typed), returns the reply
+    (None: it answers later) or raises :class:`JobError`."""
+    return kind.KIND, handler
 
 
 class Kernel:
@@ -64,6 +73,15 @@ class Kernel:
         self.supervisor = Supervisor(home, config, self._publish_state)
         self.broker = Broker(self.bus, config.bus, self.supervisor)
         self.broker.control = self._on_control
+        self._commands = dict(
+            [
+                _control(PingRequest, self._ping),
+                _control(StatusRequest, lambda _client, _env, _body: self.status()),
+                _control(RestartRequest, self._restart),
+                _control(StopRequest, self._stop),
+                _control(AttachRequest, self._attach),
+            ]
+        )
         self.supervisor.on_gone = self.broker.drop_name
         self.supervisor.on_fd_change = self._watch_fd
         self._stop_waiters: list[tuple[bytes, Envelope]] = []
@@ -160,41 +178,44 @@ class Kernel:
 
     def _on_control(self, client: bytes, packet: frames.Packet) -> None:
         env = packet.env
-        if env.kind not in _CONTROL_KINDS:
+        handler = self._commands.get(env.kind)
+        if handler is None:
             info = ErrorInfo(ErrorCode.UNKNOWN_KIND, f"kernel does not handle {env.kind}")
             self.broker.reply_error(client, env, info)
             return
         try:
-            body = packet.body()
+            reply = handler(client, env, packet.body())
         except ProtocolError as exc:
             self.broker.reply_error(client, env, ErrorInfo(ErrorCode.BAD_REQUEST, str(exc)))
-            return
+        except JobError as exc:
+            self.broker.reply_error(client, env, exc.info)
+        else:
+            if reply is not None:
+                self.broker.reply(client, env, reply)
+
+    def _ping(self, _client: bytes, _env: Envelope, _body: PingRequest) -> Message:
+        return PingReply("kernel", os.getpid(), time.monotonic() - self.started)
+
+    def _restart(self, _client: bytes, _env: Envelope, body: RestartRequest) -> Message:
+        if not self.supervisor.targets(body.target):
+            raise JobError(ErrorCode.UNKNOWN_WORKER, f"no worker named {body.target!r}")
+        if self._stopping:
+            raise JobError(ErrorCode.SHUTTING_DOWN, "foldermind is stopping")
+        return RestartReply(self.supervisor.restart(body.target))
+
+    def _stop(self, client: bytes, env: Envelope, _body: StopRequest) -> None:
+        """Answered when every worker has stopped (the report), by :meth:`run`."""
+        self._stop_waiters.append((client, env))
+        self._begin_stop()
+
+    def _attach(self, _client: bytes, env: Envelope, body: AttachRequest) -> Message:
         # Field types were checked when the body was decoded; a pid must also name a process.
-        if isinstance(body, AttachRequest) and body.pid <= 0:
-            self.broker.reply_error(client, env, ErrorInfo(ErrorCode.BAD_REQUEST, f"{env.kind}: pid must be positive"))
-            return
-        if isinstance(body, PingRequest):
-            self.broker.reply(client, env, PingReply("kernel", os.getpid(), time.monotonic() - self.started))
-        elif isinstance(body, StatusRequest):
-            self.broker.reply(client, env, self.status())
-        elif isinstance(body, RestartRequest):
-            if not self.supervisor.targets(body.target):
-                info = ErrorInfo(ErrorCode.UNKNOWN_WORKER, f"no worker named {body.target!r}")
-                self.broker.reply_error(client, env, info)
-            elif self._stopping:
-                self.broker.reply_error(client, env, ErrorInfo(ErrorCode.SHUTTING_DOWN, "foldermind is stopping"))
-            else:
-                self.broker.reply(client, env, RestartReply(self.supervisor.restart(body.target)))
-        elif isinstance(body, StopRequest):
-            self._stop_waiters.append((client, env))
-            self._begin_stop()
-        elif isinstance(body, AttachRequest):
-            slot = self.supervisor.attach(body.name, body.pid)
-            if slot is None:
-                info = ErrorInfo(ErrorCode.UNKNOWN_WORKER, f"no worker {body.name!r}, or it is already attached")
-                self.broker.reply_error(client, env, info)
-            else:
-                self.broker.reply(client, env, AttachReply(slot.name, slot.service))
+        if body.pid <= 0:
+            raise JobError(ErrorCode.BAD_REQUEST, f"{env.kind}: pid must be positive")
+        slot = self.supervisor.attach(body.name, body.pid)
+        if slot is None:
+            raise JobError(ErrorCode.UNKNOWN_WORKER, f"no worker {body.name!r}, or it is already attached")
+        return AttachReply(slot.name, slot.service)
 
     def status(self) -> StatusReply:
         now = time.monotonic()

@@ -9,9 +9,9 @@ from foldermind.protocol.errors import (
     DeadlineExceeded,
     ErrorCode,
     ErrorInfo,
+    JobError,
     KernelUnavailable,
     ProtocolError,
-    RemoteError,
     ServiceUnavailable,
     WorkerLost,
 )
@@ -25,10 +25,10 @@ __all__ = [
     "Envelope",
     "ErrorCode",
     "ErrorInfo",
+    "JobError",
     "KernelUnavailable",
     "Message",
     "ProtocolError",
-    "RemoteError",
     "ServiceUnavailable",
     "WorkerLost",
 ]

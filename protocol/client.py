@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import zmq
 
 from foldermind.protocol import frames
-from foldermind.protocol.errors import ErrorInfo, KernelUnavailable, ProtocolError, raise_for
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, JobError, KernelUnavailable, ProtocolError
 from foldermind.protocol.messages import Envelope, JobCancel, Message
 
 T = TypeVar("T", bound=Message)
@@ -126,7 +126,7 @@ class BusClient:
     @staticmethod
     def _unwrap(packet: frames.Packet, reply_type: type[T]) -> Reply[T]:
         if packet.env.status == "error":
-            raise_for(packet.env.error or ErrorInfo("internal", "error reply without error"))
+            raise JobError.of(packet.env.error or ErrorInfo(ErrorCode.INTERNAL, "error reply without error"))
         body = packet.body()
         if not isinstance(body, reply_type):
             raise ProtocolError(f"expected {reply_type.KIND}, got {packet.env.kind}")

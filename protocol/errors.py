@@ -1,59 +1,387 @@
-"""Typed errors of the bus.
+"""The error catalogue and the typed errors of the bus.
 
-A failed job travels as an error reply whose ``error`` is ``{code, message, retryable}``. On the
-client side it becomes one exception of a deliberately shallow hierarchy (the httpx idea): catch
-``BusError`` for everything, or one subclass for the case you can act on.
+Every error code foldermind produces is declared once, in :class:`ErrorCode`: its wire value, what kind
+of failure it is (:class:`Fault`, which is how callers decide to wait, retry or give up), whether it is
+retryable by default, who produces it, the sentence a user reads, and the code an MCP client sees. There
+is no other table of codes: the broker, the workers, the front door and the CLI all read these members,
+and docs/protocol.md's error table is rendered from them (:mod:`foldermind.protocol.reference`).
+
+A failed job travels as an error reply whose ``error`` is ``{code, message, retryable}``
+(:class:`ErrorInfo`). One exception carries it all the way (the httpx idea of a shallow hierarchy): a
+handler raises :class:`JobError`, the worker framework sends its ``info``, the client raises a
+:class:`JobError` again from the reply (a subclass for the three cases a caller acts on), and the MCP
+front door raises the same class for its own failures and shows ``code.mcp`` to the client.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
+
+
+class Fault(StrEnum):
+    """What kind of failure a code is: the one thing a caller decides on (wait, retry once, give up)."""
+
+    meaning: str
+
+    def __new__(cls, value: str, meaning: str) -> Fault:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
+
+    UNAVAILABLE = (
+        "unavailable",
+        "No worker can take the job now (none running, a model still loading, the kernel stopping): wait, "
+        "then ask again.",
+    )
+    TIMEOUT = "timeout", "The job ran past its deadline."
+    LOST = "lost", "The job died with its worker or inside its handler: asking once more may work."
+    REJECTED = (
+        "rejected",
+        "The request cannot be served as asked (its fields, its target, its size, the index's state): the "
+        "same request fails the same way.",
+    )
+    FAILED = (
+        "failed",
+        "The work itself failed: a file that cannot be parsed, a full disk, a secret that cannot be stored.",
+    )
+    CANCELLED = "cancelled", "The caller gave the job up."
 
 
 class ErrorCode(StrEnum):
-    """Error codes the bus itself produces. Workers may use their own codes (e.g. ``INVALID_QUERY``)."""
+    """Every error code, with its catalogue entry (``fault``, ``retryable``, ``source``, ``meaning``, ``mcp``).
 
-    WORKER_LOST = "worker_lost"
-    """The worker serving the job died or stopped answering heartbeats; the job may be retried."""
-    DEADLINE_EXCEEDED = "deadline_exceeded"
-    """The job was not answered before its deadline; the worker that held it is replaced."""
-    SERVICE_UNAVAILABLE = "service_unavailable"
-    """No worker of that service is running or coming back (unknown, FAILED or stopped)."""
-    BAD_REQUEST = "bad_request"
-    """The message was well-framed but its body did not fit its kind."""
-    UNKNOWN_KIND = "unknown_kind"
-    """The receiver has no handler for that message kind."""
-    INTERNAL = "internal"
-    """The handler raised an unexpected exception (details are in that worker's log only)."""
-    SHUTTING_DOWN = "shutting_down"
-    """The kernel is stopping and takes no new jobs."""
-    UNKNOWN_WORKER = "unknown_worker"
-    """A control request named a worker or pool that is not in the process map."""
-    MESSAGE_TOO_LARGE = "message_too_large"
-    """The request was bigger than ``bus.max_message_mb``; it was not delivered."""
-    CANCELLED = "cancelled"
-    """The caller gave the job up (``job.cancel``): it was dropped from the queue, or its worker stopped early."""
+    The member's value is the code on the wire (lower case). ``mcp`` is what an MCP client sees: the code in
+    upper case, except for the bus's own failures, which a client sees as ``SERVICE_UNAVAILABLE`` (retry
+    later; the internal cause stays in the message). ``argument`` names the tool argument whose invalid
+    value a client sees as this code (a schema violation of any other argument is ``INVALID_ARGUMENT``).
+    """
+
+    fault: Fault
+    retryable: bool
+    source: str
+    meaning: str
+    mcp: str
+    argument: str
+
+    def __new__(
+        cls, value: str, fault: Fault, retryable: bool, source: str, meaning: str, mcp: str = "", argument: str = ""
+    ) -> ErrorCode:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.fault = fault
+        member.retryable = retryable
+        member.source = source
+        member.meaning = meaning
+        member.mcp = mcp or value.upper()
+        member.argument = argument
+        return member
+
+    @classmethod
+    def of(cls, raw: object) -> ErrorCode:
+        """The member for a code read off the wire; a code this build does not know is ``internal``."""
+        found = cls._value2member_map_.get(raw) if isinstance(raw, str) else None
+        return found if isinstance(found, ErrorCode) else ErrorCode.INTERNAL
+
+    @classmethod
+    def for_argument(cls, name: str) -> ErrorCode | None:
+        """The code an invalid value of the tool argument ``name`` is, if one is declared for it."""
+        return next((code for code in cls if code.argument == name), None)
+
+    # The bus and the kernel.
+    WORKER_LOST = (
+        "worker_lost",
+        Fault.LOST,
+        True,
+        "broker",
+        "The worker holding the job died, disconnected, missed heartbeats, or was restarted or stood down. "
+        "The job may be retried.",
+        "SERVICE_UNAVAILABLE",
+    )
+    DEADLINE_EXCEEDED = (
+        "deadline_exceeded",
+        Fault.TIMEOUT,
+        False,
+        "broker",
+        "The job was not answered before its deadline, either while a worker held it (that worker is cancelled, "
+        "and replaced if it is still busy `bus.overrun_grace_s` later) or while it was still queued (then it "
+        "is retryable). The deadline may also have passed before the request arrived.",
+        "SERVICE_UNAVAILABLE",
+    )
+    SERVICE_UNAVAILABLE = (
+        "service_unavailable",
+        Fault.UNAVAILABLE,
+        False,
+        "broker",
+        "No worker of that name or service is running or coming back: an unknown target, an empty `to`, every "
+        "slot FAILED or EXITED, or the kernel stopping with the job still queued.",
+    )
+    SHUTTING_DOWN = (
+        "shutting_down",
+        Fault.UNAVAILABLE,
+        False,
+        "broker, kernel",
+        "The kernel is stopping and accepts no new jobs.",
+        "SERVICE_UNAVAILABLE",
+    )
+    MESSAGE_TOO_LARGE = (
+        "message_too_large",
+        Fault.REJECTED,
+        False,
+        "broker",
+        "The message was larger than `bus.max_message_mb` in total and was not delivered (see "
+        "[Rejection rules](#rejection-rules)).",
+        "SERVICE_UNAVAILABLE",
+    )
+    CANCELLED = (
+        "cancelled",
+        Fault.CANCELLED,
+        False,
+        "broker, the worker holding the job, frontdoor",
+        "The caller gave the job up with `job.cancel` (see [`job.cancel`](#jobcancel)); for an MCP client, it "
+        "disconnected before the answer was ready.",
+    )
+    UNKNOWN_WORKER = (
+        "unknown_worker",
+        Fault.REJECTED,
+        False,
+        "kernel (control API)",
+        "`ctl.restart.request` names no worker or pool, or `ctl.attach.request` names no worker or one that is "
+        "already attached.",
+    )
+    BAD_REQUEST = (
+        "bad_request",
+        Fault.REJECTED,
+        False,
+        "worker, kernel",
+        "The header was well-formed but the body did not fit its kind (a missing required field or a non-map "
+        "body). The kernel also returns it for a kind that is not registered at all. Workers also use it when "
+        "a field's value is out of range (see the kinds below); the test worker, for an unknown fault action.",
+    )
+    UNKNOWN_KIND = (
+        "unknown_kind",
+        Fault.REJECTED,
+        False,
+        "worker, kernel",
+        "The receiver has no handler for that kind.",
+    )
+    INTERNAL = (
+        "internal",
+        Fault.LOST,
+        False,
+        "worker, frontdoor",
+        "The handler raised an unexpected exception; the details are in that worker's log. A code this build "
+        "does not know is read as `internal`.",
+    )
+
+    # The parser.
+    PARSE_FAILED = (
+        "parse_failed",
+        Fault.FAILED,
+        False,
+        "parser (`parse.request`)",
+        "The file could not be turned into text. The message says why: `unsupported format: .xyz`, `not a "
+        "text file`, `no extractable text (scanned?)`, `encrypted PDF`, `corrupt PDF: ...`, `corrupt DOCX: "
+        "...`, `suspicious DOCX (zip bomb?)`, `malformed HTML: ...`, `out of memory`, `document nested too "
+        "deeply`.",
+    )
+    FILE_TOO_LARGE = (
+        "file_too_large",
+        Fault.REJECTED,
+        False,
+        "parser (`parse.request`)",
+        "The file is larger than `max_bytes`, or its extracted text would not fit in one reply (more than "
+        "90 % of the bus's message limit).",
+    )
+    UNREADABLE = (
+        "unreadable",
+        Fault.FAILED,
+        False,
+        "parser (`parse.request`)",
+        "The file could not be read (an `OSError`, or the path is a folder).",
+    )
+    MODEL_UNAVAILABLE = (
+        "model_unavailable",
+        Fault.UNAVAILABLE,
+        True,
+        "embedder (`embed.request`), parser (`parse.request`)",
+        "The embedding model is still loading or failed to load (embedder), or the model's tokenizer could not "
+        "be loaded (parser). The message gives the reason.",
+    )
+
+    # The indexer.
+    INVALID_QUERY = (
+        "invalid_query",
+        Fault.REJECTED,
+        False,
+        "indexer (`search.request`), frontdoor",
+        "The query is empty or longer than 1000 characters after stripping, `mode` is not `hybrid`, `semantic` "
+        "or `keyword`, `fusion` is not `rrf` or `weighted`, or `top_k` is not an integer.",
+        "",
+        "query",
+    )
+    INVALID_SMART_FOLDER = (
+        "invalid_smart_folder",
+        Fault.REJECTED,
+        False,
+        "indexer (`search.request`), frontdoor",
+        "`folder_id` names no registered Smart Folder.",
+        "",
+        "smart_folder_id",
+    )
+    INVALID_PATH = (
+        "invalid_path",
+        Fault.REJECTED,
+        False,
+        "indexer (`folders.add.request`, `doc.read.request`, `doc.similar.request`, `doc.summary.request`), frontdoor",
+        "The path is empty, relative, contains a NUL byte or a `..` segment, or does not resolve to an existing "
+        "folder (`folders.add`); for the `doc.*` kinds, it resolves (symlinks followed) outside every "
+        "registered Smart Folder or is not a file.",
+        "",
+        "file_path",
+    )
+    FILE_NOT_INDEXED = (
+        "file_not_indexed",
+        Fault.REJECTED,
+        False,
+        "indexer (`doc.read.request`, `doc.similar.request`)",
+        "The file is inside a Smart Folder but not indexed (pending, failed or skipped); the message gives its "
+        "status and error.",
+    )
+    NOT_EMBEDDED = (
+        "not_embedded",
+        Fault.REJECTED,
+        False,
+        "indexer (`doc.similar.request`)",
+        "The file has no stored vectors yet.",
+    )
+    FILE_NOT_ANALYZED = (
+        "file_not_analyzed",
+        Fault.REJECTED,
+        False,
+        "indexer (`doc.summary.request`)",
+        "No analysis is cached for that path (current or original); the message carries a hint.",
+    )
+    FOLDER_OVERLAP = (
+        "folder_overlap",
+        Fault.REJECTED,
+        False,
+        "indexer (`folders.add.request`)",
+        "The folder is already registered, or lies inside or around a registered one.",
+    )
+    UNKNOWN_FOLDER = (
+        "unknown_folder",
+        Fault.REJECTED,
+        False,
+        "indexer (`folders.remove.request`, `index.reconcile.request`)",
+        "No Smart Folder has that id or registered path.",
+    )
+    DISK_FULL = (
+        "disk_full",
+        Fault.FAILED,
+        True,
+        "indexer (`index.ingest.request`)",
+        "A write to the index failed for lack of disk space (ENOSPC); nothing was lost and the files are "
+        "indexed once space is free again.",
+    )
+
+    # The llm worker.
+    MODEL_NOT_READY = (
+        "model_not_ready",
+        Fault.UNAVAILABLE,
+        False,
+        "llm (`llm.chat.request`, `llm.analyze.request`), frontdoor",
+        "The local model is still loading (then retryable), or could not be loaded; the message gives the "
+        "reason (file missing, not a GGUF file, an architecture or tensor type the backend cannot run, ...).",
+    )
+    PROMPT_TOO_LONG = (
+        "prompt_too_long",
+        Fault.REJECTED,
+        False,
+        "llm (`llm.chat.request`, `llm.analyze.request`)",
+        "Even without sources the question does not fit the model's context window.",
+    )
+    LLM_TIMEOUT = (
+        "llm_timeout",
+        Fault.TIMEOUT,
+        False,
+        "llm (`llm.chat.request`), frontdoor",
+        "The request's deadline passed while generating; the worker stopped the generation itself. (A "
+        "generation stuck in native code instead overruns the deadline: the broker answers `deadline_exceeded` "
+        "and replaces the worker if it is still busy `bus.overrun_grace_s` later.)",
+    )
+
+    # The MCP front door (a tool's failure as its client sees it).
+    TOKEN_PERSIST_FAILED = (
+        "token_persist_failed",
+        Fault.FAILED,
+        False,
+        "frontdoor (`mcp.token.rotate.request`)",
+        "The new token could not be stored; the old one stays stored and in use.",
+    )
+    INVALID_ARGUMENT = (
+        "invalid_argument",
+        Fault.REJECTED,
+        False,
+        "frontdoor",
+        "A tool argument broke its schema (the message names the argument and the rule, never the value).",
+    )
+    UNKNOWN_TOOL = (
+        "unknown_tool",
+        Fault.REJECTED,
+        False,
+        "frontdoor",
+        "No tool has that name.",
+    )
+    RESPONSE_TOO_LARGE = (
+        "response_too_large",
+        Fault.REJECTED,
+        False,
+        "frontdoor",
+        "The tool's result is over `mcp.max_response_mb`; ask for less.",
+    )
+    RETRIEVAL_FAILED = (
+        "retrieval_failed",
+        Fault.LOST,
+        True,
+        "frontdoor (`chat_with_documents`)",
+        "The search behind a chat answer failed (its worker unavailable, lost or past its deadline).",
+    )
+    CHECK_FAILED = (
+        "check_failed",
+        Fault.LOST,
+        True,
+        "frontdoor (`chat_with_documents`)",
+        "Checking the model's sentences against the passages failed; the quotes answer instead.",
+    )
+    GENERATION_FAILED = (
+        "generation_failed",
+        Fault.LOST,
+        False,
+        "frontdoor (`chat_with_documents`)",
+        "The model's answer failed (its worker lost, an error inside it); the quotes answer instead.",
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
     """The typed error carried by an error reply."""
 
-    code: str
+    code: ErrorCode
     message: str
     retryable: bool = False
 
     def to_wire(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "retryable": self.retryable}
+        return {"code": str(self.code), "message": self.message, "retryable": self.retryable}
 
     @classmethod
     def from_wire(cls, raw: Any) -> ErrorInfo:
         if not isinstance(raw, dict):
             raise ProtocolError("error field is not a map")
         return cls(
-            code=str(raw.get("code", ErrorCode.INTERNAL)),
+            code=ErrorCode.of(raw.get("code", ErrorCode.INTERNAL)),
             message=str(raw.get("message", "")),
             retryable=bool(raw.get("retryable", False)),
         )
@@ -79,42 +407,50 @@ class KernelUnavailable(BusError):
     """No kernel answers on this home's bus (not started, or it died)."""
 
 
-class RemoteError(BusError):
-    """A job ended with an error reply. ``info`` holds the typed code."""
+class JobError(BusError):
+    """A job that ended with a typed error.
 
-    def __init__(self, info: ErrorInfo) -> None:
-        super().__init__(f"{info.code}: {info.message}")
-        self.info = info
+    Raised by a handler (the worker framework answers with :attr:`info`), raised again by the client that
+    receives the error reply (:meth:`of`), and raised by the MCP front door for a tool's own failures.
+    ``retryable`` defaults to the code's catalogue entry.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, retryable: bool | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.retryable = code.retryable if retryable is None else retryable
 
     @property
-    def code(self) -> str:
-        return self.info.code
+    def info(self) -> ErrorInfo:
+        return ErrorInfo(self.code, self.message, self.retryable)
 
-    @property
-    def retryable(self) -> bool:
-        return self.info.retryable
+    @classmethod
+    def of(cls, info: ErrorInfo) -> JobError:
+        """The exception for an error reply: the subclass that matches its code, else a JobError."""
+        kind: type[JobError] = next((sub for sub in _ACTIONABLE if info.code in sub.codes), JobError)
+        return kind(info.code, info.message, info.retryable)
+
+    codes: ClassVar[frozenset[ErrorCode]] = frozenset()
+    """The codes a subclass is raised for."""
 
 
-class WorkerLost(RemoteError):
+class WorkerLost(JobError):
     """The worker died holding the job (``worker_lost``)."""
 
+    codes = frozenset({ErrorCode.WORKER_LOST})
 
-class DeadlineExceeded(RemoteError):
+
+class DeadlineExceeded(JobError):
     """The job missed its deadline (``deadline_exceeded``)."""
 
-
-class ServiceUnavailable(RemoteError):
-    """No worker can take the job (``service_unavailable``)."""
+    codes = frozenset({ErrorCode.DEADLINE_EXCEEDED})
 
 
-_BY_CODE: dict[str, type[RemoteError]] = {
-    ErrorCode.WORKER_LOST: WorkerLost,
-    ErrorCode.DEADLINE_EXCEEDED: DeadlineExceeded,
-    ErrorCode.SERVICE_UNAVAILABLE: ServiceUnavailable,
-    ErrorCode.SHUTTING_DOWN: ServiceUnavailable,
-}
+class ServiceUnavailable(JobError):
+    """No worker can take the job (``service_unavailable``, ``shutting_down``)."""
+
+    codes = frozenset({ErrorCode.SERVICE_UNAVAILABLE, ErrorCode.SHUTTING_DOWN})
 
 
-def raise_for(info: ErrorInfo) -> None:
-    """Raise the exception that matches an error reply's code."""
-    raise _BY_CODE.get(info.code, RemoteError)(info)
+_ACTIONABLE = (WorkerLost, DeadlineExceeded, ServiceUnavailable)

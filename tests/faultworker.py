@@ -24,11 +24,13 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from foldermind.protocol import frames
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Message, message
-from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext, model_loads
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, model_loads, route
 
 log = logging.getLogger("foldermind.testworker")
 
@@ -48,6 +50,9 @@ class FaultRequest(Message):
 
     action: str
     seconds: float = 0.0
+    started: str = ""
+    """A file the worker creates just before the action, so a test can wait for the job to be running
+    (the broker's in_flight only says it was handed over)."""
 
 
 @message("fault.reply")
@@ -78,15 +83,16 @@ class TestWorker(Worker):
                 time.sleep(3600)
 
     def handlers(self) -> dict[str, Handler]:
-        return {**super().handlers(), FaultRequest.KIND: self.on_fault}
+        return dict([*super().handlers().items(), route(FaultRequest, self.on_fault)])
 
     def details(self) -> dict[str, Any]:
         return {"fault": os.environ.get("FOLDERMIND_FAULT", "")}
 
-    def on_fault(self, req: Request) -> Result:
-        assert isinstance(req.body, FaultRequest)
+    def on_fault(self, req: Request[FaultRequest]) -> Result:
         action, seconds = req.body.action, req.body.seconds
         log.warning("fault requested: %s", action)
+        if req.body.started:
+            Path(req.body.started).touch()
         if action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
         elif action == "hang_gil":
@@ -101,14 +107,14 @@ class TestWorker(Worker):
             until = time.monotonic() + seconds
             while time.monotonic() < until:
                 if req.cancelled():
-                    raise JobError("cancelled", "fault wait_cancel: cancelled by the caller")
+                    raise JobError(ErrorCode.CANCELLED, "fault wait_cancel: cancelled by the caller")
                 time.sleep(0.02)
         elif action == "garbage":
             self._send_garbage()
         elif action == "exit":
             signal.raise_signal(signal.SIGTERM)
         else:
-            raise JobError("bad_request", f"unknown fault action {action!r}")
+            raise JobError(ErrorCode.BAD_REQUEST, f"unknown fault action {action!r}")
         return FaultReply(action=action, pid=os.getpid())
 
     def _send_garbage(self) -> None:

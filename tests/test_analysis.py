@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from foldermind.protocol.errors import RemoteError
+from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
     FolderAddReply,
     FolderAddRequest,
@@ -537,7 +537,7 @@ class Kernel:
     def summary_or_code(self, path: Path) -> dict[str, Any] | str:
         try:
             return self.summary(path)
-        except RemoteError as exc:
+        except JobError as exc:
             return exc.code
 
 

@@ -65,3 +65,64 @@ def test_a_normal_process_has_no_test_kinds_and_never_loads_the_faults_module() 
     out = subprocess.run([sys.executable, "-c", with_tests], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[0].startswith("['fault.reply',")
+
+
+def _code_literals(source: str) -> list[str]:
+    """Error codes written as strings where code decides on them: compared with a ``.code``, two or more
+    as the keys of one dict or in one set/tuple/list (a mapping table), or the code argument of an error."""
+    from foldermind.protocol.errors import ErrorCode
+
+    codes = {str(c) for c in ErrorCode} | {c.mcp for c in ErrorCode}
+
+    def named(node: ast.AST | None) -> list[str]:
+        if isinstance(node, ast.Constant) and node.value in codes:
+            return [str(node.value)]
+        if isinstance(node, (ast.Set, ast.Tuple, ast.List)):
+            return [str(e.value) for e in node.elts if isinstance(e, ast.Constant) and e.value in codes]
+        return []
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(isinstance(s, ast.Attribute) and s.attr == "code" for s in sides):
+                found |= {f"{node.lineno}: {v}" for s in sides for v in named(s)}
+        elif isinstance(node, ast.Dict):
+            keys = [v for k in node.keys for v in named(k)]
+            found |= {f"{node.lineno}: {v}" for v in keys} if len(keys) >= 2 else set()
+        elif isinstance(node, (ast.Set, ast.Tuple, ast.List)) and len(named(node)) >= 2:
+            found |= {f"{node.lineno}: {v}" for v in named(node)}
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if func.endswith(("Error", "Info", "Failure", "Failed")):
+                found |= {f"{node.lineno}: {v}" for v in named(node.args[0])}
+    return sorted(found)
+
+
+def test_the_code_scan_finds_a_mapping_table_a_string_code_and_a_string_comparison() -> None:
+    source = (
+        'CODES = {"worker_lost": "RETRIEVAL_FAILED", "internal": "RETRIEVAL_FAILED"}\n'
+        'raise JobError("invalid_path", "no")\n'
+        'if error.code in ("service_unavailable", "shutting_down"):\n    pass\n'
+        'state = {"state": "disk_full"}\n'  # a status value that happens to read like a code: not a decision
+    )
+    assert _code_literals(source) == [
+        "1: internal",
+        "1: worker_lost",
+        "2: invalid_path",
+        "3: service_unavailable",
+        "3: shutting_down",
+    ]
+
+
+def test_error_codes_are_written_only_in_the_catalogue() -> None:
+    """Every code is an ``ErrorCode`` member (protocol/errors.py) with its fault, retryable default and MCP
+    code; nothing else keeps a table of codes or decides on a code spelled as a string."""
+    catalogue = REPO / "protocol" / "errors.py"
+    offenders = [
+        f"{path.relative_to(REPO)}:{hit}"
+        for path in _production_files()
+        if path != catalogue
+        for hit in _code_literals(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, f"error codes written outside the catalogue: {offenders}"

@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from foldermind.protocol import frames
-from foldermind.protocol.errors import DeadlineExceeded, RemoteError, ServiceUnavailable, WorkerLost
+from foldermind.protocol.errors import DeadlineExceeded, JobError, ServiceUnavailable, WorkerLost
 from foldermind.protocol.messages import (
     EchoReply,
     EchoRequest,
@@ -143,7 +143,7 @@ def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: Running
     frames.send_raw_for_tests(client.sock, [frames.MAGIC + b"\xff" * 100, b"\x80"])
     # Oversized as a whole (each frame under ZeroMQ's per-frame cap): refused, and the sender told.
     big = b"\x00" * (40 * 1024 * 1024)
-    with pytest.raises(RemoteError) as err:
+    with pytest.raises(JobError) as err:
         client.request("testworker", EchoRequest(), EchoReply, buffers=[big, big], timeout=10)
     assert err.value.code == "message_too_large"
     header = frames.raw_header(v=1, kind="ping.request", id="big", to="kernel", src="t")
@@ -169,10 +169,10 @@ def test_unknown_service_and_unknown_kind_fail_fast_with_typed_errors(kernel: Ru
     with pytest.raises(ServiceUnavailable):
         client.request("no-such-service", PingRequest(), PingReply, timeout=30)
     assert time.monotonic() - t0 < 1.0
-    with pytest.raises(RemoteError) as err:  # parsers have no fault handler
+    with pytest.raises(JobError) as err:  # parsers have no fault handler
         client.request("parser", FaultRequest("crash"), FaultReply, timeout=5)
     assert err.value.code == "unknown_kind"
-    with pytest.raises(RemoteError) as err:
+    with pytest.raises(JobError) as err:
         client.request("kernel", FaultRequest("crash"), FaultReply, timeout=5)
     assert err.value.code == "unknown_kind"
     assert all(w["restarts"] == 0 for w in kernel.status().workers)
@@ -289,7 +289,7 @@ def test_a_reply_too_big_for_the_bus_fails_the_caller_and_spares_the_worker(home
                 try:
                     client.request("testworker", EchoRequest(data=b"x" * size), EchoReply, timeout=20)
                     break  # both fit from here on
-                except RemoteError as exc:
+                except JobError as exc:
                     assert exc.code == "message_too_large" and time.monotonic() - t0 < 5
                     if "reply" in str(exc):
                         seen_reply_refusal = True
@@ -332,13 +332,13 @@ def test_request_with_a_cancel_event_ends_cancelled(kernel: RunningKernel) -> No
 
     kernel.wait_state("testworker", "RUNNING")
     cancel = threading.Event()
-    errors: list[RemoteError] = []
+    errors: list[JobError] = []
 
     def call() -> None:
         with kernel.client("cancel-event") as client:
             try:
                 client.request("testworker", FaultRequest("wait_cancel", 60), FaultReply, timeout=30, cancel=cancel)
-            except RemoteError as exc:
+            except JobError as exc:
                 errors.append(exc)
 
     thread = threading.Thread(target=call)

@@ -16,10 +16,10 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from tokenizers import Tokenizer
 
-from foldermind.protocol.errors import RemoteError
+from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, Envelope, ParseReply, ParseRequest
 from foldermind.workers import parser as parser_module
-from foldermind.workers.base import JobError, Request, WorkerContext
+from foldermind.workers.base import Request, WorkerContext
 from foldermind.workers.parser import ParserWorker, apply_memory_limit
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import (
@@ -629,10 +629,10 @@ def test_parser_worker_errors_are_typed(parser_kernel: RunningKernel, tmp_path: 
         tmp_path / "missing.md": ("unreadable", "unreadable: No such file or directory"),
     }
     for path, (code, message) in cases.items():
-        with pytest.raises(RemoteError) as info:
+        with pytest.raises(JobError) as info:
             client.request("parser", ParseRequest(path=str(path), max_bytes=4096), ParseReply, timeout=30)
         assert (info.value.code, info.value.info.message) == (code, message)
-    with pytest.raises(RemoteError) as info:
+    with pytest.raises(JobError) as info:
         client.request("parser", ParseRequest(path="relative/file.txt"), ParseReply, timeout=30)
     assert info.value.code == "bad_request"
     # Both parsers are still up and serving.

@@ -13,7 +13,7 @@ import msgpack
 import pytest
 import zmq
 
-from foldermind.protocol import frames
+from foldermind.protocol import frames, reference
 from foldermind.protocol.errors import ProtocolError
 from foldermind.protocol.messages import (
     PROTOCOL_VERSION,
@@ -47,6 +47,22 @@ def test_every_declared_kind_is_documented() -> None:
     missing = sorted(set(REGISTRY) - documented)
     assert not missing, f"kinds missing from docs/protocol.md: {missing}"
     assert not documented - set(REGISTRY), f"documented kinds that do not exist: {documented - set(REGISTRY)}"
+
+
+def test_the_generated_parts_of_the_protocol_doc_are_current() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    assert "<!-- generated: errors -->" in text
+    assert reference.render(text) == text, "run: python -m foldermind.protocol.reference docs/protocol.md"
+
+
+def test_a_stale_generated_part_is_found_and_rewritten(tmp_path: Path) -> None:
+    stale = tmp_path / "protocol.md"
+    stale.write_text("# P\n\n<!-- generated: errors -->\n| an old table |\n<!-- end generated -->\nhand-written\n")
+    assert reference.main([str(stale), "--check"]) == 1
+    assert reference.main([str(stale)]) == 0 and reference.main([str(stale), "--check"]) == 0
+    fresh = stale.read_text()
+    assert "| an old table |" not in fresh and "| `worker_lost` | broker |" in fresh
+    assert fresh.endswith("<!-- end generated -->\nhand-written\n")
 
 
 def test_every_request_kind_has_a_reply_kind() -> None:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import RemoteError
+from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
     DescribeReply,
     DescribeRequest,
@@ -161,8 +161,8 @@ class World:
     def call(self, msg: Message, reply: type[Any], timeout: float = 20) -> Any:
         return self.client.request("indexer", msg, reply, timeout=timeout).body
 
-    def error(self, msg: Message, reply: type[Any]) -> RemoteError:
-        with pytest.raises(RemoteError) as info:
+    def error(self, msg: Message, reply: type[Any]) -> JobError:
+        with pytest.raises(JobError) as info:
             self.call(msg, reply)
         return info.value
 
@@ -279,7 +279,7 @@ def test_nasty_queries_never_fail(world: World) -> None:
 def test_any_text_is_a_query_or_invalid_query(world: World, query: str) -> None:
     try:
         reply = world.search(query, "hybrid", top_k=3)
-    except RemoteError as exc:
+    except JobError as exc:
         assert exc.code == "invalid_query" and not query.strip()
         return
     assert reply.mode_used == "hybrid" and len(reply.results) <= 3

@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import psutil
 import zmq
 
 from foldermind.protocol import frames
-from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, JobError, ProtocolError
 from foldermind.protocol.messages import (
     DescribeReply,
     DescribeRequest,
@@ -51,17 +51,18 @@ from foldermind.protocol.runtime.context import WorkerContext as WorkerContext  
 log = logging.getLogger("foldermind.worker")
 
 Result = Message | tuple[Message, Sequence[frames.Buffer]]
-Handler = Callable[["Request"], Result]
+Handler = Callable[["Request[Any]"], Result]
+B = TypeVar("B", bound=Message)
 
 _PR_SET_PDEATHSIG = 1
 
 
 @dataclass(slots=True)
-class Request:
-    """One job: its envelope, typed body and raw buffer frames."""
+class Request(Generic[B]):
+    """One job: its envelope, its body (of the kind the handler was routed for) and raw buffer frames."""
 
     env: Envelope
-    body: Message
+    body: B
     buffers: list[Any]
     send_partial: Callable[[Message], None] | None = None
     is_cancelled: Callable[[], bool] | None = None
@@ -76,12 +77,10 @@ class Request:
         return self.is_cancelled is not None and self.is_cancelled()
 
 
-class JobError(Exception):
-    """Raise from a handler to answer with a typed error instead of a result."""
-
-    def __init__(self, code: str, message: str, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.info = ErrorInfo(code, message, retryable)
+def route(kind: type[B], handler: Callable[[Request[B]], Result]) -> tuple[str, Handler]:
+    """One entry of :meth:`Worker.handlers`: jobs of ``kind.KIND`` go to ``handler``, whose ``req.body`` is
+    that class (the registry decodes the kind to it, and the type checker holds the pair together)."""
+    return kind.KIND, handler
 
 
 TEST_SWITCH_PREFIX = "FOLDERMIND_TEST_"
@@ -112,20 +111,22 @@ class Worker:
         """Runs after the last job on a graceful stop."""
 
     def handlers(self) -> dict[str, Handler]:
-        return {
-            PingRequest.KIND: self.on_ping,
-            DescribeRequest.KIND: self.on_describe,
-            EchoRequest.KIND: self.on_echo,
-        }
+        return dict(
+            [
+                route(PingRequest, self.on_ping),
+                route(DescribeRequest, self.on_describe),
+                route(EchoRequest, self.on_echo),
+            ]
+        )
 
     def details(self) -> dict[str, Any]:
         """Worker-specific facts for ``describe`` (model state, queue sizes, ...)."""
         return {}
 
-    def on_ping(self, req: Request) -> Result:
+    def on_ping(self, req: Request[PingRequest]) -> Result:
         return PingReply(name=self.ctx.name, pid=os.getpid(), uptime_s=time.monotonic() - self.started)
 
-    def on_describe(self, req: Request) -> Result:
+    def on_describe(self, req: Request[DescribeRequest]) -> Result:
         return DescribeReply(
             name=self.ctx.name,
             service=self.ctx.service,
@@ -135,8 +136,7 @@ class Worker:
             details=self.details(),
         )
 
-    def on_echo(self, req: Request) -> Result:
-        assert isinstance(req.body, EchoRequest)
+    def on_echo(self, req: Request[EchoRequest]) -> Result:
         return EchoReply(data=req.body.data), req.buffers
 
 

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from foldermind.protocol.errors import ErrorCode
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.workers import model_files
-from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("foldermind.embedder")
 
 ROLE = "Turns batches of chunks into normalised float32 vectors."
-MODEL_UNAVAILABLE = "model_unavailable"
 BATCH_ENV = "FOLDERMIND_EMBED_BATCH"
 THREADS_ENV = "FOLDERMIND_EMBED_THREADS"
 RETRY_ENV = "FOLDERMIND_EMBED_RETRY_S"
@@ -125,7 +124,7 @@ class EmbedderWorker(Worker):
             self._start_load_locked()
 
     def handlers(self) -> dict[str, Handler]:
-        return {**super().handlers(), EmbedRequest.KIND: self.on_embed}
+        return dict([*super().handlers().items(), route(EmbedRequest, self.on_embed)])
 
     def details(self) -> dict[str, Any]:
         with self._cond:
@@ -190,14 +189,13 @@ class EmbedderWorker(Worker):
             if self.state == "ready" and self._model is not None:
                 return self._model
             if self.state == "loading":
-                raise JobError(MODEL_UNAVAILABLE, "the embedding model is still loading", retryable=True)
-            raise JobError(MODEL_UNAVAILABLE, self.error or "the embedding model failed to load", retryable=True)
+                raise JobError(ErrorCode.MODEL_UNAVAILABLE, "the embedding model is still loading")
+            raise JobError(ErrorCode.MODEL_UNAVAILABLE, self.error or "the embedding model failed to load")
 
     # ---------------------------------------------------------------------------------------
     # jobs
 
-    def on_embed(self, req: Request) -> Result:
-        assert isinstance(req.body, EmbedRequest)
+    def on_embed(self, req: Request[EmbedRequest]) -> Result:
         texts = req.body.texts
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise JobError(ErrorCode.BAD_REQUEST, "embed.request: texts must be a list of strings")

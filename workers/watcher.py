@@ -53,7 +53,7 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.protocol.runtime.config import ingest_from_env
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 
 log = logging.getLogger("foldermind.watcher")
 
@@ -196,7 +196,7 @@ class WatcherWorker(Worker):
             observer.stop()
 
     def handlers(self) -> dict[str, Handler]:
-        return {**super().handlers(), WatchSyncRequest.KIND: self.on_sync}
+        return dict([*super().handlers().items(), route(WatchSyncRequest, self.on_sync)])
 
     def details(self) -> dict[str, Any]:
         return {"watching": len(self._observers)}
@@ -221,7 +221,7 @@ class WatcherWorker(Worker):
             except Exception:
                 log.exception("initial sync failed; retrying")
 
-    def on_sync(self, req: Request) -> Result:
+    def on_sync(self, req: Request[WatchSyncRequest]) -> Result:
         return WatchSyncReply(self.sync())
 
     def sync(self) -> int:

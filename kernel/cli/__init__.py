@@ -19,7 +19,7 @@ import psutil
 
 from foldermind.kernel import __version__
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import BusError, KernelUnavailable, RemoteError
+from foldermind.protocol.errors import BusError, JobError, KernelUnavailable
 from foldermind.protocol.messages import (
     AttachReply,
     AttachRequest,
@@ -357,8 +357,8 @@ def restart(worker: str) -> None:
     with connect(home) as client:
         try:
             names = client.request("kernel", RestartRequest(worker), RestartReply, timeout=10).body.restarted
-        except RemoteError as exc:
-            raise click.ClickException(exc.info.message) from exc
+        except JobError as exc:
+            raise click.ClickException(exc.message) from exc
     click.echo(f"restarting {', '.join(names)}")
 
 
@@ -445,8 +445,8 @@ def worker_run(name: str) -> None:
     with connect(home) as client:
         try:
             client.request("kernel", AttachRequest(name, os.getpid()), AttachReply, timeout=10)
-        except RemoteError as exc:
-            raise click.ClickException(exc.info.message) from exc
+        except JobError as exc:
+            raise click.ClickException(exc.message) from exc
         # Wait until the supervisor's copy has gone, so our READY is the only one for this name.
         give_up = time.monotonic() + config.restart_policy_for(services[name]).stop_grace_s + 10
         while time.monotonic() < give_up:
@@ -484,8 +484,8 @@ def _call(home: Home, to: str, msg: Any, reply: Any, timeout: float = 30) -> Any
     with connect(home) as client:
         try:
             return client.request(to, msg, reply, timeout=timeout).body
-        except RemoteError as exc:
-            raise click.ClickException(exc.info.message) from exc
+        except JobError as exc:
+            raise click.ClickException(exc.message) from exc
         except BusError as exc:
             raise click.ClickException(str(exc)) from exc
 

@@ -18,7 +18,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from foldermind.kernel.cli import bridge, connect, current_config, current_home, home_option, kernel_running
-from foldermind.protocol.errors import BusError, RemoteError
+from foldermind.protocol.errors import BusError, JobError
 from foldermind.protocol.messages import TokenRotateReply, TokenRotateRequest
 from foldermind.protocol.runtime import defaults
 from foldermind.protocol.runtime.home import Home
@@ -76,8 +76,8 @@ def token_rotate() -> None:
         with connect(home) as client:
             try:
                 client.request("frontdoor", TokenRotateRequest(), TokenRotateReply, timeout=10)
-            except RemoteError as exc:
-                raise click.ClickException(f"rotation failed, the old token still works: {exc.info.message}") from exc
+            except JobError as exc:
+                raise click.ClickException(f"rotation failed, the old token still works: {exc.message}") from exc
             except BusError as exc:
                 raise click.ClickException(f"the front door did not answer: {exc}") from exc
         value = TokenStore(home).load_or_create()

@@ -45,7 +45,7 @@ import psutil
 from mcp.client import Client
 
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import BusError, RemoteError
+from foldermind.protocol.errors import BusError, JobError
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, ReadDocumentReply, ReadDocumentRequest
 from tests.bench import machine
 from tests.bench.kernels import BenchFailure, Kernel, say
@@ -404,7 +404,7 @@ def drain(kernel: Kernel, client: BusClient, written: list[Written], out: Result
         try:
             reply = client.request("indexer", ReadDocumentRequest(path=str(w.path)), ReadDocumentReply, timeout=30).body
             ok = w.marker in reply.text
-        except RemoteError as exc:
+        except JobError as exc:
             ok, reply = False, None
             why = exc.code
         if ok:

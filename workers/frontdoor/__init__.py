@@ -17,11 +17,12 @@ import resource
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import McpInfoReply, McpInfoRequest, TokenRotateReply, TokenRotateRequest
 from foldermind.protocol.runtime.config import llm_from_env, mcp_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
-from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.frontdoor.bus import Bus
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.http import HttpServer, bind, build_app, issued_sessions
@@ -93,11 +94,13 @@ class FrontdoorWorker(Worker):
         )
 
     def handlers(self) -> dict[str, Handler]:
-        return {
-            **super().handlers(),
-            McpInfoRequest.KIND: self.on_info,
-            TokenRotateRequest.KIND: self.on_rotate,
-        }
+        return dict(
+            [
+                *super().handlers().items(),
+                route(McpInfoRequest, self.on_info),
+                route(TokenRotateRequest, self.on_rotate),
+            ]
+        )
 
     def details(self) -> dict[str, Any]:
         guard = self.guard.stats() if self.guard is not None else {}
@@ -111,7 +114,7 @@ class FrontdoorWorker(Worker):
             "timed_out": timed_out,
         }
 
-    def on_info(self, req: Request) -> Result:
+    def on_info(self, req: Request[McpInfoRequest]) -> Result:
         return McpInfoReply(
             url=self.url,
             port=self.port,
@@ -124,12 +127,12 @@ class FrontdoorWorker(Worker):
     def sessions(self) -> int:
         return len(issued_sessions(self.server))
 
-    def on_rotate(self, req: Request) -> Result:
+    def on_rotate(self, req: Request[TokenRotateRequest]) -> Result:
         try:
             self.tokens.rotate()
         except TokenPersistError as exc:
             log.warning("token rotation failed; the previous token stays in use")
-            raise JobError("token_persist_failed", str(exc)) from exc
+            raise JobError(ErrorCode.TOKEN_PERSIST_FAILED, str(exc)) from exc
         log.info("bearer token rotated")
         return TokenRotateReply(token_mode=self.tokens.mode)
 

@@ -1,4 +1,4 @@
-"""Tool calls reach the other workers through the broker; this is where bus failures become tool codes.
+"""Tool calls reach the other workers through the broker; this is where a bus failure gets its tool message.
 
 The MCP server runs on an asyncio loop while :class:`BusClient` is a blocking ZeroMQ socket: each call
 runs in a worker thread with that thread's own client (ZeroMQ sockets are not thread-safe), so many tool
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import anyio
@@ -18,22 +18,10 @@ import anyio.to_thread
 
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import BusError, RemoteError
+from foldermind.protocol.errors import BusError, ErrorCode, JobError
 from foldermind.protocol.messages import Message
 
 T = TypeVar("T", bound=Message)
-
-UNAVAILABLE = {"worker_lost", "deadline_exceeded", "service_unavailable", "shutting_down", "message_too_large"}
-"""Bus-level failures: the caller sees SERVICE_UNAVAILABLE (retry later), not the internal cause."""
-
-
-class ToolFailure(Exception):
-    """A tool's typed failure: ``code`` is what the client sees (INVALID_PATH, SERVICE_UNAVAILABLE, ...)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class Bus:
@@ -60,31 +48,28 @@ class Bus:
         msg: Message,
         reply_type: type[T],
         timeout: float | None = None,
-        codes: Mapping[str, str] | None = None,
         on_partial: Callable[[Message], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> tuple[T, Sequence[frames.Buffer]]:
-        """``codes`` maps a remote error code to the tool code the client sees (instead of the default:
-        bus failures -> SERVICE_UNAVAILABLE, a worker's own code -> upper case). Setting ``cancel`` gives
-        the request up (``job.cancel``)."""
+        """A failure is a :class:`JobError` with the code that says what happened; a bus failure (the
+        worker lost, past its deadline, none running, no kernel) gets a message that names the worker and
+        hides the internal cause, and a client sees it as ``SERVICE_UNAVAILABLE`` (``ErrorCode.mcp``).
+        Setting ``cancel`` gives the request up (``job.cancel``)."""
         try:
             reply = self._client().request(
                 to, msg, reply_type, timeout=timeout or self.deadline_s, on_partial=on_partial, cancel=cancel
             )
-        except RemoteError as exc:
-            mapped = (codes or {}).get(exc.code)
-            if mapped:
-                raise ToolFailure(mapped, exc.info.message) from None
-            if exc.code in UNAVAILABLE:
-                raise ToolFailure(
-                    "SERVICE_UNAVAILABLE", f"the {to} worker is unavailable ({exc.code}); retry shortly"
-                ) from None
-            raise ToolFailure(exc.code.upper(), exc.info.message) from None
+        except JobError as exc:
+            if exc.code.mcp == ErrorCode.SERVICE_UNAVAILABLE.mcp:
+                raise JobError(exc.code, f"the {to} worker is unavailable ({exc.code}); retry shortly") from None
+            raise
         except BusError as exc:
             # No kernel answered, or a reply we could not read: the client's socket may hold a stale
             # reply now, so it is replaced.
             self._drop_client()
-            raise ToolFailure("SERVICE_UNAVAILABLE", f"the {to} worker is unavailable ({type(exc).__name__})") from None
+            raise JobError(
+                ErrorCode.SERVICE_UNAVAILABLE, f"the {to} worker is unavailable ({type(exc).__name__})"
+            ) from None
         return reply.body, reply.buffers
 
     async def call(
@@ -93,7 +78,6 @@ class Bus:
         msg: Message,
         reply_type: type[T],
         timeout: float | None = None,
-        codes: Mapping[str, str] | None = None,
         on_partial: Callable[[Message], None] | None = None,
     ) -> T:
         """``call_sync`` on a worker thread. If this task is cancelled (the MCP client sent
@@ -102,7 +86,7 @@ class Bus:
         cancel = threading.Event()
         try:
             body, _ = await anyio.to_thread.run_sync(
-                functools.partial(self.call_sync, to, msg, reply_type, timeout, codes, on_partial, cancel),
+                functools.partial(self.call_sync, to, msg, reply_type, timeout, on_partial, cancel),
                 abandon_on_cancel=True,
             )
         except anyio.get_cancelled_exc_class():

@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from foldermind.protocol.errors import ErrorCode, Fault, JobError
 from foldermind.protocol.messages import (
     ChatPartial,
     ChatReply,
@@ -38,30 +39,34 @@ from foldermind.protocol.messages import (
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.frontdoor import answers, schemas
 from foldermind.workers.frontdoor.answers import Composed, Evidence
-from foldermind.workers.frontdoor.bus import Bus, ToolFailure
+from foldermind.workers.frontdoor.bus import Bus
 
 HISTORY_TURNS = 6
 """Turns a session remembers; the llm worker keeps as many of the latest as fit its window."""
 
-SEARCH_CODES = dict.fromkeys(
-    ("worker_lost", "deadline_exceeded", "service_unavailable", "shutting_down", "internal"), "RETRIEVAL_FAILED"
-)
-# From the llm: a dead or missing worker is a model that is not ready; a job that ran past its deadline
-# is LLM_TIMEOUT (the broker replaces the worker that held it); a lost worker is a failed generation.
-# Each of them is a fallback's reason now: the quotes answer instead.
-LLM_CODES = {
-    "deadline_exceeded": "LLM_TIMEOUT",
-    "llm_timeout": "LLM_TIMEOUT",
-    "model_not_ready": "MODEL_NOT_READY",
-    "service_unavailable": "MODEL_NOT_READY",
-    "shutting_down": "MODEL_NOT_READY",
-    "worker_lost": "GENERATION_FAILED",
-    "internal": "GENERATION_FAILED",
-    "generation_failed": "GENERATION_FAILED",
-    "prompt_too_long": "PROMPT_TOO_LONG",
-    "message_too_large": "GENERATION_FAILED",
-}
-CHECK_CODES = dict.fromkeys(SEARCH_CODES, "CHECK_FAILED")
+TRANSIENT = frozenset({Fault.UNAVAILABLE, Fault.TIMEOUT, Fault.LOST})
+"""A step's failures the caller did not cause: the chat reports them as the step's own code."""
+
+
+def _step_failed(exc: JobError, code: ErrorCode) -> JobError:
+    """A search or check step that failed for a transient reason is ``code`` (RETRIEVAL_FAILED,
+    CHECK_FAILED); a rejection keeps its own code (an invalid folder, a request too large)."""
+    return JobError(code, exc.message) if exc.code.fault in TRANSIENT else exc
+
+
+def _generation_failed(exc: JobError) -> JobError:
+    """The model's failure as the fallback's reason: a model that is not there (loading, failed, its worker
+    down) is MODEL_NOT_READY, a deadline LLM_TIMEOUT (the broker replaces a worker stuck past it), a
+    question too long for the window PROMPT_TOO_LONG, anything else GENERATION_FAILED."""
+    if exc.code is ErrorCode.PROMPT_TOO_LONG:
+        return exc
+    if exc.code.fault is Fault.UNAVAILABLE:
+        return JobError(ErrorCode.MODEL_NOT_READY, exc.message)
+    if exc.code.fault is Fault.TIMEOUT:
+        return JobError(ErrorCode.LLM_TIMEOUT, exc.message)
+    return JobError(ErrorCode.GENERATION_FAILED, exc.message)
+
+
 # Progress values only grow (MCP's rule): 1 is the quotes, 2 + n the n-th generated token.
 
 
@@ -150,18 +155,20 @@ class Chat:
         on_progress: Callable[[ChatPartial], None] | None,
     ) -> schemas.ChatOutput:
         previous = session.history[-1]["question"] if session.history else ""
-        reply = await self.bus.call(
-            "indexer",
-            EvidenceRequest(
-                question=query[:1000],
-                context=previous[:500],
-                max_files=max_files,
-                per_file=self.policy.chunks_per_file,
-                max_spans=max(self.policy.evidence_sources, self.policy.max_quotes),
-            ),
-            EvidenceReply,
-            codes=SEARCH_CODES,
-        )
+        try:
+            reply = await self.bus.call(
+                "indexer",
+                EvidenceRequest(
+                    question=query[:1000],
+                    context=previous[:500],
+                    max_files=max_files,
+                    per_file=self.policy.chunks_per_file,
+                    max_spans=max(self.policy.evidence_sources, self.policy.max_quotes),
+                ),
+                EvidenceReply,
+            )
+        except JobError as exc:
+            raise _step_failed(exc, ErrorCode.RETRIEVAL_FAILED) from None
         evidence = Evidence(reply)
         quoted = answers.extractive(evidence, self.policy.max_quotes)
         note = reply.note
@@ -178,8 +185,8 @@ class Chat:
             on_progress(ChatPartial(quoted.answer + "\n\n", 1, self.policy.max_answer_tokens + 2))
         try:
             generated, dropped, out = await self._generate(session, query, persona, evidence, on_progress)
-        except ToolFailure as failure:
-            fallback = f"{failure.code}: {failure.message}"
+        except JobError as failure:
+            fallback = f"{failure.code.mcp}: {failure.message}"
             return self._done(session, query, quoted, "fallback", note, reason=fallback)
         if not generated.grounded:
             reason = f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage"
@@ -214,24 +221,22 @@ class Chat:
             if on_progress is not None and isinstance(msg, ChatPartial):
                 on_progress(ChatPartial(msg.delta, msg.completion_tokens + 2, msg.max_tokens + 2))
 
-        reply = await self.bus.call(
-            "llm", request, ChatReply, timeout=self.policy.timeout_s, codes=LLM_CODES, on_partial=partial
-        )
+        try:
+            reply = await self.bus.call("llm", request, ChatReply, timeout=self.policy.timeout_s, on_partial=partial)
+        except JobError as exc:
+            raise _generation_failed(exc) from None
         found = answers.claims(reply.answer, reply.cited)
         if not found:
             return Composed(""), 0, reply
         sources = [s["window"] for s in shown]
-        check = await self.bus.call(
-            "indexer",
-            CheckRequest(
-                query,
-                found,
-                sources,
-                reference=evidence.spans[0]["text"] if evidence.spans else "",
-            ),
-            CheckReply,
-            codes=CHECK_CODES,
-        )
+        try:
+            check = await self.bus.call(
+                "indexer",
+                CheckRequest(query, found, sources, reference=evidence.spans[0]["text"] if evidence.spans else ""),
+                CheckReply,
+            )
+        except JobError as exc:
+            raise _step_failed(exc, ErrorCode.CHECK_FAILED) from None
         composed, dropped = answers.checked(evidence, found, check.checks, len(shown))
         composed.carries = check.carries
         return composed, dropped, reply

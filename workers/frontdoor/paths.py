@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from foldermind.workers.frontdoor.bus import ToolFailure
+from foldermind.protocol.errors import ErrorCode, JobError
 
 MAX_PATH_CHARS = 4096
 
@@ -18,11 +18,11 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-class InvalidPath(ToolFailure):
+class InvalidPath(JobError):
     """A path refused by its shape; the message says which rule (never echoes more than the rule)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("INVALID_PATH", message)
+        super().__init__(ErrorCode.INVALID_PATH, message)
 
 
 def check_path(raw: str) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
     ChangesReply,
     ChangesRequest,
@@ -37,7 +38,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.indexer import changes
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.documents import DocumentService
@@ -46,7 +47,7 @@ from foldermind.workers.indexer.evidence import EvidenceService
 from foldermind.workers.indexer.pipeline import Pipeline
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify
-from foldermind.workers.indexer.store import Folder, Store, StoreError
+from foldermind.workers.indexer.store import Folder, Store
 from foldermind.workers.indexer.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer")
@@ -87,21 +88,23 @@ class IndexerWorker(Worker):
         self.encoder.close()
 
     def handlers(self) -> dict[str, Handler]:
-        return {
-            **super().handlers(),
-            FolderAddRequest.KIND: self.on_folder_add,
-            FolderListRequest.KIND: self.on_folder_list,
-            FolderRemoveRequest.KIND: self.on_folder_remove,
-            ReconcileRequest.KIND: self.on_reconcile,
-            ChangesRequest.KIND: self.on_changes,
-            SearchRequest.KIND: self.on_search,
-            EvidenceRequest.KIND: self.on_evidence,
-            CheckRequest.KIND: self.on_check,
-            ReadDocumentRequest.KIND: self.on_read,
-            SimilarRequest.KIND: self.on_similar,
-            SummaryRequest.KIND: self.on_summary,
-            IndexStatusRequest.KIND: self.on_index_status,
-        }
+        return dict(
+            [
+                *super().handlers().items(),
+                route(FolderAddRequest, self.on_folder_add),
+                route(FolderListRequest, self.on_folder_list),
+                route(FolderRemoveRequest, self.on_folder_remove),
+                route(ReconcileRequest, self.on_reconcile),
+                route(ChangesRequest, self.on_changes),
+                route(SearchRequest, self.on_search),
+                route(EvidenceRequest, self.on_evidence),
+                route(CheckRequest, self.on_check),
+                route(ReadDocumentRequest, self.on_read),
+                route(SimilarRequest, self.on_similar),
+                route(SummaryRequest, self.on_summary),
+                route(IndexStatusRequest, self.on_index_status),
+            ]
+        )
 
     @property
     def status_note(self) -> str:
@@ -137,7 +140,7 @@ class IndexerWorker(Worker):
             full = classify(exc, what, self.store.path, self.data_dir)
             if full is None:
                 raise
-            raise JobError("disk_full", str(full), retryable=True) from exc
+            raise JobError(ErrorCode.DISK_FULL, str(full)) from exc
 
     def details(self) -> dict[str, Any]:
         return {
@@ -175,31 +178,23 @@ class IndexerWorker(Worker):
             state=state,
         )
 
-    def on_folder_add(self, req: Request) -> Result:
-        assert isinstance(req.body, FolderAddRequest)
+    def on_folder_add(self, req: Request[FolderAddRequest]) -> Result:
         raw = req.body.path
         if not raw or "\x00" in raw or not os.path.isabs(raw):
-            raise JobError("invalid_path", f"not an absolute path: {raw!r}")
+            raise JobError(ErrorCode.INVALID_PATH, f"not an absolute path: {raw!r}")
         path = os.path.realpath(raw)
         if not os.path.isdir(path):
-            raise JobError("invalid_path", f"not a folder: {raw}")
-        try:
-            with self._writing("registering a Smart Folder"):
-                folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000])
-        except StoreError as exc:
-            raise JobError(exc.code, str(exc)) from exc
+            raise JobError(ErrorCode.INVALID_PATH, f"not a folder: {raw}")
+        with self._writing("registering a Smart Folder"):
+            folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000])
         log.info("Smart Folder %s registered", folder.id)
         return FolderAddReply(self.folder_info(folder))
 
-    def on_folder_list(self, req: Request) -> Result:
+    def on_folder_list(self, req: Request[FolderListRequest]) -> Result:
         return FolderListReply([self.folder_info(f) for f in self.store.folders()])
 
-    def on_folder_remove(self, req: Request) -> Result:
-        assert isinstance(req.body, FolderRemoveRequest)
-        try:
-            folder = self.store.find_folder(req.body.folder)
-        except StoreError as exc:
-            raise JobError(exc.code, str(exc)) from exc
+    def on_folder_remove(self, req: Request[FolderRemoveRequest]) -> Result:
+        folder = self.store.find_folder(req.body.folder)
         info = self.folder_info(folder)
         purged = self.store.remove_folder(folder.id)
         self.pipeline.wake()
@@ -209,13 +204,9 @@ class IndexerWorker(Worker):
     # ---------------------------------------------------------------------------------------
     # changes from the watcher
 
-    def on_reconcile(self, req: Request) -> Result:
-        assert isinstance(req.body, ReconcileRequest)
+    def on_reconcile(self, req: Request[ReconcileRequest]) -> Result:
         body = req.body
-        try:
-            folder = self.store.find_folder(body.folder_id)
-        except StoreError as exc:
-            raise JobError(exc.code, str(exc)) from exc
+        folder = self.store.find_folder(body.folder_id)
         known = self.store.documents_in(folder.id)
         new = changed = unchanged = 0
         seen: set[str] = set()
@@ -251,8 +242,7 @@ class IndexerWorker(Worker):
         )
         return ReconcileReply(new=new, changed=changed, unchanged=unchanged, deleted=len(gone))
 
-    def on_changes(self, req: Request) -> Result:
-        assert isinstance(req.body, ChangesRequest)
+    def on_changes(self, req: Request[ChangesRequest]) -> Result:
         accepted = 0
         with self._writing("recording file changes"), self.store.tx() as db:
             for event in req.body.events:
@@ -265,32 +255,25 @@ class IndexerWorker(Worker):
     # ---------------------------------------------------------------------------------------
     # search and documents (the data behind the MCP tools)
 
-    def on_search(self, req: Request) -> Result:
-        assert isinstance(req.body, SearchRequest)
+    def on_search(self, req: Request[SearchRequest]) -> Result:
         return self.searches.search(req.body)
 
-    def on_evidence(self, req: Request) -> Result:
-        assert isinstance(req.body, EvidenceRequest)
+    def on_evidence(self, req: Request[EvidenceRequest]) -> Result:
         return self.evidence.select(req.body)
 
-    def on_check(self, req: Request) -> Result:
-        assert isinstance(req.body, CheckRequest)
+    def on_check(self, req: Request[CheckRequest]) -> Result:
         return self.evidence.check(req.body)
 
-    def on_read(self, req: Request) -> Result:
-        assert isinstance(req.body, ReadDocumentRequest)
+    def on_read(self, req: Request[ReadDocumentRequest]) -> Result:
         return self.documents.read(req.body)
 
-    def on_similar(self, req: Request) -> Result:
-        assert isinstance(req.body, SimilarRequest)
+    def on_similar(self, req: Request[SimilarRequest]) -> Result:
         return self.documents.similar(req.body)
 
-    def on_summary(self, req: Request) -> Result:
-        assert isinstance(req.body, SummaryRequest)
+    def on_summary(self, req: Request[SummaryRequest]) -> Result:
         return self.documents.summary(req.body)
 
-    def on_index_status(self, req: Request) -> Result:
-        assert isinstance(req.body, IndexStatusRequest)
+    def on_index_status(self, req: Request[IndexStatusRequest]) -> Result:
         reply = self.documents.status(req.body)
         reply.storage = self.storage()
         return reply

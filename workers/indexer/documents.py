@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from foldermind.protocol.errors import ErrorCode
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
     FailureInfo,
     FolderInfo,
@@ -31,7 +31,6 @@ from foldermind.protocol.messages import (
     SummaryRequest,
 )
 from foldermind.workers import model_files
-from foldermind.workers.base import JobError
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.extracted import read_lines
 from foldermind.workers.indexer.search import hit_from_row
@@ -67,30 +66,30 @@ class DocumentService:
     def resolve(self, raw: object) -> str:
         """The real path of ``raw`` if it lies inside a Smart Folder, else ``invalid_path``."""
         if not isinstance(raw, str) or not raw or len(raw) > MAX_PATH_CHARS or "\x00" in raw:
-            raise JobError("invalid_path", "the path must be 1..4096 characters without NUL bytes")
+            raise JobError(ErrorCode.INVALID_PATH, "the path must be 1..4096 characters without NUL bytes")
         if not os.path.isabs(raw):
-            raise JobError("invalid_path", f"not an absolute path: {_short(raw)}")
+            raise JobError(ErrorCode.INVALID_PATH, f"not an absolute path: {_short(raw)}")
         if ".." in raw.replace(os.sep, "/").split("/"):
-            raise JobError("invalid_path", f"'..' segments are not accepted: {_short(raw)}")
+            raise JobError(ErrorCode.INVALID_PATH, f"'..' segments are not accepted: {_short(raw)}")
         real = os.path.realpath(raw)
         if self.store.folder_for_path(real) is None:
-            raise JobError("invalid_path", f"{_short(raw)} is not inside any Smart Folder (symlinks followed)")
+            raise JobError(ErrorCode.INVALID_PATH, f"{_short(raw)} is not inside any Smart Folder (symlinks followed)")
         return real
 
     def indexed_document(self, raw: object) -> tuple[str, int]:
         """(real path, document id) of an indexed file, else ``invalid_path`` / ``file_not_indexed``."""
         real = self.resolve(raw)
         if not os.path.isfile(real):
-            raise JobError("invalid_path", f"not a file: {_short(real)}")
+            raise JobError(ErrorCode.INVALID_PATH, f"not a file: {_short(real)}")
         state = self.store.document_state(real)
         if state is None:
             raise JobError(
-                "file_not_indexed", f"{Path(real).name} is not indexed (hidden, unsupported, or not seen yet)"
+                ErrorCode.FILE_NOT_INDEXED, f"{Path(real).name} is not indexed (hidden, unsupported, or not seen yet)"
             )
         doc_id, status, error = state
         if status != "indexed":
             why = f": {error}" if error else ""
-            raise JobError("file_not_indexed", f"{Path(real).name} is not indexed (status {status}{why})")
+            raise JobError(ErrorCode.FILE_NOT_INDEXED, f"{Path(real).name} is not indexed (status {status}{why})")
         return real, doc_id
 
     # ---------------------------------------------------------------------------------------
@@ -127,14 +126,16 @@ class DocumentService:
         blobs = [blob for _, blob in self.store.doc_vectors(doc_id) if len(blob) == ndim * 4]
         if not blobs:
             why = self.embed_error()
-            raise JobError("not_embedded", f"{Path(real).name} has no vectors yet" + (f" ({why})" if why else ""))
+            raise JobError(
+                ErrorCode.NOT_EMBEDDED, f"{Path(real).name} has no vectors yet" + (f" ({why})" if why else "")
+            )
         # The document's direction: the mean of its chunk vectors. One search, and it stands for the
         # whole file, where a best-of-chunks match lets one shared paragraph (a licence, a
         # disclaimer) make unrelated files look alike. For a one-chunk file the two are the same.
         centroid = np.mean(np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), ndim), axis=0)
         norm = float(np.linalg.norm(centroid))
         if norm <= 1e-12:
-            raise JobError("not_embedded", f"{Path(real).name} has no usable vector")
+            raise JobError(ErrorCode.NOT_EMBEDDED, f"{Path(real).name} has no usable vector")
         centroid = (centroid / norm).astype(np.float32)
         results = self._nearest_documents(centroid, doc_id, top_k, len(blobs))
         chunks = self.store.chunk_count(doc_id)
@@ -168,7 +169,9 @@ class DocumentService:
         real = self.resolve(body.path)  # the path it was analyzed at may not exist any more
         analysis = self.store.analysis(real)
         if analysis is None:
-            raise JobError("file_not_analyzed", f"{Path(real).name} has not been analyzed yet; {NOT_ANALYZED_HINT}")
+            raise JobError(
+                ErrorCode.FILE_NOT_ANALYZED, f"{Path(real).name} has not been analyzed yet; {NOT_ANALYZED_HINT}"
+            )
         return SummaryReply(analysis)
 
     # ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import ErrorCode, ErrorInfo
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.indexer.extracted import rebuild
@@ -31,9 +31,6 @@ log = logging.getLogger("foldermind.indexer.enrich")
 DONE, GAVE_UP = 1, 2
 LEAD_CHARS = 4000
 """Leading text sent per document: the worker cuts it further, by tokens."""
-
-_WAIT = {ErrorCode.SERVICE_UNAVAILABLE, ErrorCode.SHUTTING_DOWN, "model_not_ready"}
-_RETRY = {ErrorCode.WORKER_LOST, ErrorCode.DEADLINE_EXCEEDED}
 
 
 class Enricher:
@@ -99,11 +96,11 @@ class Enricher:
         self.store.enrich_analysis(doc_id, updates, DONE, analyzed_at=self.analyzed_at)
 
     def _failed(self, doc_id: int, error: ErrorInfo) -> None:
-        if error.code in _WAIT:
+        if error.code.fault is Fault.UNAVAILABLE:
             # No model to ask now: the document stays waiting, nothing is lost.
             self.retry_at = time.monotonic() + self.policy.analysis_retry_s
             return
-        if error.code in _RETRY:
+        if error.code.fault in (Fault.LOST, Fault.TIMEOUT):
             self.attempts[doc_id] = self.attempts.get(doc_id, 0) + 1
             if self.attempts[doc_id] < 2:
                 self.retry_at = time.monotonic() + 1.0

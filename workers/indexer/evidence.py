@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
     CheckReply,
     CheckRequest,
@@ -39,7 +40,6 @@ from foldermind.protocol.messages import (
     SearchHit,
     SearchRequest,
 )
-from foldermind.workers.base import JobError
 from foldermind.workers.indexer import sentences
 from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
 from foldermind.workers.indexer.search import MAX_QUERY_CHARS, SearchService
@@ -123,7 +123,7 @@ class EvidenceService:
         t0 = time.perf_counter()
         question = body.question.strip() if isinstance(body.question, str) else ""
         if not question:
-            raise JobError("invalid_query", "the question is empty")
+            raise JobError(ErrorCode.INVALID_QUERY, "the question is empty")
         query = f"{body.context.strip()} {question}".strip()[-MAX_QUERY_CHARS:]
         max_files = max(1, min(body.max_files, MAX_FILES))
         per_file = max(1, min(body.per_file, 10))

@@ -26,7 +26,7 @@ import zmq
 
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env
 from foldermind.workers.indexer.analysis import MAX_CHARS, analyze
@@ -39,7 +39,8 @@ from foldermind.workers.indexer.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer.pipeline")
 
-_LOST = (ErrorCode.WORKER_LOST, ErrorCode.DEADLINE_EXCEEDED)
+_LOST = (Fault.LOST, Fault.TIMEOUT)
+"""A parse that died with its parser or ran past its deadline: tried once more, then the file is quarantined."""
 
 
 def sha256_of(path: str) -> str:
@@ -323,7 +324,7 @@ class Pipeline(threading.Thread):
         if error.code == ErrorCode.DEADLINE_EXCEEDED and error.retryable:
             self._send(client, job)  # expired in the queue, never reached a parser: not its fault
             return
-        if error.code in _LOST and job.attempt == 1:
+        if error.code.fault in _LOST and job.attempt == 1:
             log.warning("parse of document %d lost its parser (%s); retrying on a fresh one", job.doc.id, error.code)
             job.attempt = 2
             self._send(client, job)
@@ -338,9 +339,9 @@ class Pipeline(threading.Thread):
             self.store.requeue(job.doc.id)
             return
         reason = error.message
-        if error.code in _LOST:
+        if error.code.fault in _LOST:
             reason = f"quarantined: the parser failed twice on this file ({error.message})"
-        elif error.retryable or error.code in (ErrorCode.SERVICE_UNAVAILABLE, ErrorCode.SHUTTING_DOWN):
+        elif error.retryable or error.code.fault is Fault.UNAVAILABLE:
             # No parser can take it now (all FAILED, stopping, tokenizer missing): stay pending.
             log.warning("document %d stays pending: %s", job.doc.id, error.code)
             self._parse_retry_at = time.monotonic() + self.PARSE_RETRY_S
@@ -432,7 +433,7 @@ class Pipeline(threading.Thread):
     def _embedded(self, ids: list[int], packet: frames.Packet) -> None:
         if packet.env.status == "error":
             error = packet.env.error or ErrorInfo(ErrorCode.INTERNAL, "error without detail")
-            if error.code in _LOST:
+            if error.code.fault in _LOST:
                 return  # the chunks stay unembedded and go out again with the next batch
             # The model cannot load (or no embedder runs): documents stay keyword-searchable and
             # are embedded once it can, without anyone asking.

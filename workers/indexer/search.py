@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import SearchHit, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.base import JobError
 from foldermind.workers.indexer import fusion
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.scoped import ScopedVectors
 from foldermind.workers.indexer.snippets import snippet
-from foldermind.workers.indexer.store import Store, StoreError
+from foldermind.workers.indexer.store import Store
 from foldermind.workers.indexer.vectors import VectorIndex
 
 MAX_QUERY_CHARS = 1000
@@ -54,8 +54,8 @@ class SearchService:
         if body.folder_id is not None:
             try:
                 scope = self.store.find_folder(str(body.folder_id)).id  # an id or the folder's path
-            except StoreError as exc:
-                raise JobError("invalid_smart_folder", str(exc)) from exc
+            except JobError as exc:
+                raise JobError(ErrorCode.INVALID_SMART_FOLDER, exc.message) from exc
         timings = dict.fromkeys(STAGES, 0.0)
         if not has_searchable_text(query):  # only punctuation or operators: nothing to look for
             return SearchReply([], 0, _ms(t0), mode, None, timings)
@@ -99,14 +99,14 @@ class SearchService:
     def _validate(self, body: SearchRequest) -> tuple[str, str, str, int]:
         query = body.query.strip() if isinstance(body.query, str) else ""
         if not query or len(query) > MAX_QUERY_CHARS:
-            raise JobError("invalid_query", f"query must be 1..{MAX_QUERY_CHARS} characters")
+            raise JobError(ErrorCode.INVALID_QUERY, f"query must be 1..{MAX_QUERY_CHARS} characters")
         if body.mode not in MODES:
-            raise JobError("invalid_query", f"mode must be one of {', '.join(MODES)}")
+            raise JobError(ErrorCode.INVALID_QUERY, f"mode must be one of {', '.join(MODES)}")
         fuse = body.fusion or self.policy.fusion
         if fuse not in fusion.FUSIONS:
-            raise JobError("invalid_query", f"fusion must be one of {', '.join(fusion.FUSIONS)}")
+            raise JobError(ErrorCode.INVALID_QUERY, f"fusion must be one of {', '.join(fusion.FUSIONS)}")
         if isinstance(body.top_k, bool) or not isinstance(body.top_k, int):
-            raise JobError("invalid_query", "top_k must be an integer")
+            raise JobError(ErrorCode.INVALID_QUERY, "top_k must be an integer")
         return query, body.mode, fuse, max(1, min(body.top_k, MAX_TOP_K))
 
     def _keyword(self, query: str, depth: int, scope: str | None) -> tuple[Ranking, int]:

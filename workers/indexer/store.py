@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foldermind.protocol.errors import ErrorCode, JobError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS folders (
     id TEXT PRIMARY KEY,
@@ -103,14 +105,6 @@ STATUS_COUNTS = {
 """Which count a document's status adds to. Skipped (too large, a name that cannot be indexed) counts as
 failed: it is a failure with its reason, and indexed + failed must reach the total for
 ``folders add --wait`` to finish."""
-
-
-class StoreError(Exception):
-    """A refused request, with a typed ``code`` (``folder_overlap``, ``unknown_folder``, ...)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +215,7 @@ class Store:
                         if path == row["path"]
                         else ("inside" if _inside(path, row["path"]) else "around")
                     )
-                    raise StoreError("folder_overlap", f"{path} is {relation} the Smart Folder {row['path']}")
+                    raise JobError(ErrorCode.FOLDER_OVERLAP, f"{path} is {relation} the Smart Folder {row['path']}")
             folder = Folder(str(uuid.uuid4()), name or Path(path).name or path, description, path, time.time(), None)
             db.execute(
                 "INSERT INTO folders(id, name, description, path, added_at) VALUES(?, ?, ?, ?, ?)",
@@ -239,7 +233,7 @@ class Store:
         for folder in self.folders():
             if id_or_path in (folder.id, folder.path) or id_or_path.rstrip("/") == folder.path:
                 return folder
-        raise StoreError("unknown_folder", f"no Smart Folder {id_or_path!r}")
+        raise JobError(ErrorCode.UNKNOWN_FOLDER, f"no Smart Folder {id_or_path!r}")
 
     def folder_for_path(self, path: str) -> Folder | None:
         for folder in self.folders():

@@ -19,10 +19,11 @@ from typing import Any
 
 import psutil
 
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, ChatPartial, ChatReply, ChatRequest
 from foldermind.protocol.runtime.config import LlmPolicy, llm_from_env
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext, testing
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.llm import citations, prompt
 from foldermind.workers.llm.backends import (
     Backend,
@@ -114,13 +115,21 @@ class LlmWorker(Worker):
         }
 
     def handlers(self) -> dict[str, Handler]:
-        return {**super().handlers(), ChatRequest.KIND: self.on_chat, AnalyzeRequest.KIND: self.on_analyze}
+        return dict(
+            [
+                *super().handlers().items(),
+                route(ChatRequest, self.on_chat),
+                route(AnalyzeRequest, self.on_analyze),
+            ]
+        )
 
     def _ready(self) -> Backend:
         if self.backend is None:
             if self.state == "loading":
-                raise JobError("model_not_ready", "the local model is still loading; retry shortly", retryable=True)
-            raise JobError("model_not_ready", f"the local model could not be loaded: {self.reason}")
+                raise JobError(
+                    ErrorCode.MODEL_NOT_READY, "the local model is still loading; retry shortly", retryable=True
+                )
+            raise JobError(ErrorCode.MODEL_NOT_READY, f"the local model could not be loaded: {self.reason}")
         return self.backend
 
     def chat_threads(self) -> int:
@@ -145,8 +154,7 @@ class LlmWorker(Worker):
             seed=p.seed,
         )
 
-    def on_chat(self, req: Request) -> Result:
-        assert isinstance(req.body, ChatRequest)
+    def on_chat(self, req: Request[ChatRequest]) -> Result:
         body = req.body
         backend = self._ready()
         max_tokens = body.max_tokens or self.policy.max_answer_tokens
@@ -158,7 +166,7 @@ class LlmWorker(Worker):
                 backend, body.question, passages, history, body.persona, max_tokens, self.policy.max_prompt_tokens
             )
         except prompt.PromptTooLong as exc:
-            raise JobError("prompt_too_long", str(exc)) from None
+            raise JobError(ErrorCode.PROMPT_TOO_LONG, str(exc)) from None
         prompt_s = time.monotonic() - started
         out = Generation()
         deadline = req.env.deadline
@@ -199,14 +207,16 @@ class LlmWorker(Worker):
                 if time.monotonic() - last_sent >= PARTIAL_EVERY_S:
                     flush()
         except ContextOverflow as exc:
-            raise JobError("prompt_too_long", str(exc)) from None
+            raise JobError(ErrorCode.PROMPT_TOO_LONG, str(exc)) from None
         flush()
         if out.finish == "cancelled" and req.cancelled():
             self.cancelled += 1
             log.info("chat answer cancelled by its caller after %d tokens", out.completion_tokens)
-            raise JobError("cancelled", f"cancelled by the caller after {out.completion_tokens} tokens")
+            raise JobError(ErrorCode.CANCELLED, f"cancelled by the caller after {out.completion_tokens} tokens")
         if out.finish == "cancelled":
-            raise JobError("llm_timeout", f"no answer within the deadline ({out.completion_tokens} tokens generated)")
+            raise JobError(
+                ErrorCode.LLM_TIMEOUT, f"no answer within the deadline ({out.completion_tokens} tokens generated)"
+            )
         raw = citations.strip_controls("".join(pieces), backend.model.control_tokens)
         attributed = 0
         if self.policy.attribute_uncited:
@@ -231,8 +241,7 @@ class LlmWorker(Worker):
             },
         )
 
-    def on_analyze(self, req: Request) -> Result:
-        assert isinstance(req.body, AnalyzeRequest)
+    def on_analyze(self, req: Request[AnalyzeRequest]) -> Result:
         backend = self._ready()
         tokens = prompt.build_analysis(backend, req.body.file_name, req.body.text, self.policy.analysis_input_tokens)
         out = Generation()
@@ -240,7 +249,7 @@ class LlmWorker(Worker):
         try:
             text = "".join(backend.stream(tokens, params, out))
         except ContextOverflow as exc:
-            raise JobError("prompt_too_long", str(exc)) from None
+            raise JobError(ErrorCode.PROMPT_TOO_LONG, str(exc)) from None
         summary, entities = prompt.parse_analysis(text)
         return AnalyzeReply(
             summary=summary,

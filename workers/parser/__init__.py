@@ -19,8 +19,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import ParseReply, ParseRequest
-from foldermind.workers.base import Handler, JobError, Request, Result, Worker, WorkerContext, testing
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, parse_file
 
@@ -82,7 +83,7 @@ class ParserWorker(Worker):
         self.status_note = f"memory cap {self.memory_limit_mb} MiB" if self.memory_limit_mb else "no memory cap"
 
     def handlers(self) -> dict[str, Handler]:
-        return {**super().handlers(), ParseRequest.KIND: self.on_parse}
+        return dict([*super().handlers().items(), route(ParseRequest, self.on_parse)])
 
     def details(self) -> dict[str, Any]:
         if self._tokenizer is not None:
@@ -110,22 +111,23 @@ class ParserWorker(Worker):
                 message = f"cannot load the tokenizer: {self._tokenizer_error}"
                 # Files wait as pending (retried) rather than fail: `status` is where the user sees why.
                 self.status_note = f"{message}; files wait"[:300]
-                raise JobError("model_unavailable", message, retryable=True) from exc
+                raise JobError(ErrorCode.MODEL_UNAVAILABLE, message) from exc
             self._tokenizer_error = ""
             cap = f"memory cap {self.memory_limit_mb} MiB" if self.memory_limit_mb else "no memory cap"
             self.status_note = f"tokenizer loaded, {cap}"
         return self._tokenizer
 
-    def on_parse(self, req: Request) -> Result:
+    def on_parse(self, req: Request[ParseRequest]) -> Result:
         body = req.body
-        assert isinstance(body, ParseRequest)
         path = Path(body.path)
         if not path.is_absolute():
-            raise JobError("bad_request", f"path must be absolute: {body.path!r}")
+            raise JobError(ErrorCode.BAD_REQUEST, f"path must be absolute: {body.path!r}")
         if not MIN_TOKENS <= body.max_tokens <= MAX_TOKENS:
-            raise JobError("bad_request", f"max_tokens must be {MIN_TOKENS}..{MAX_TOKENS}, not {body.max_tokens}")
+            raise JobError(
+                ErrorCode.BAD_REQUEST, f"max_tokens must be {MIN_TOKENS}..{MAX_TOKENS}, not {body.max_tokens}"
+            )
         if body.overlap_tokens < 0 or body.max_bytes <= 0:
-            raise JobError("bad_request", "overlap_tokens must be >= 0 and max_bytes > 0")
+            raise JobError(ErrorCode.BAD_REQUEST, "overlap_tokens must be >= 0 and max_bytes > 0")
         tokenizer = self.tokenizer()
         _hold(path, after=False)
         try:
@@ -137,23 +139,23 @@ class ParserWorker(Worker):
         except MemoryError:
             self.failed += 1
             gc.collect()
-            raise JobError("parse_failed", "out of memory") from None
+            raise JobError(ErrorCode.PARSE_FAILED, "out of memory") from None
         except RecursionError:
             self.failed += 1
-            raise JobError("parse_failed", "document nested too deeply") from None
+            raise JobError(ErrorCode.PARSE_FAILED, "document nested too deeply") from None
         except Exception as exc:
             # A library choking on a hostile file: the traceback stays in this worker's log, the
             # document is recorded as failed with a reason.
             log.exception("parsing %s failed", path.suffix or "a file")
             self.failed += 1
-            raise JobError("parse_failed", f"parser error: {exc.__class__.__name__}") from None
+            raise JobError(ErrorCode.PARSE_FAILED, f"parser error: {exc.__class__.__name__}") from None
         finally:
             _hold(path, after=True)  # whatever the outcome, before it goes out
         size = sum(len(c["text"].encode()) + 200 for c in chunks)
         if size > self.ctx.max_message_bytes * REPLY_HEADROOM:
             self.failed += 1
             raise JobError(
-                "file_too_large",
+                ErrorCode.FILE_TOO_LARGE,
                 f"extracted text too large for one reply ({size} bytes; the bus carries {self.ctx.max_message_bytes})",
             )
         self.parsed += 1

@@ -19,12 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from foldermind.protocol.errors import ErrorCode
 from foldermind.workers.parser.formats import docx, html, md, pdf, txt
 from foldermind.workers.parser.formats.document import (
-    FILE_TOO_LARGE,
     NOT_TEXT,
-    PARSE_FAILED,
-    UNREADABLE,
     ParsedDocument,
     ParseError,
     Segment,
@@ -38,13 +36,10 @@ from foldermind.workers.parser.formats.txt import decode_text, parse_txt
 
 __all__ = [
     "ENCRYPTED_PDF",
-    "FILE_TOO_LARGE",
     "FORMATS",
     "NOT_TEXT",
     "NO_TEXT_PDF",
-    "PARSE_FAILED",
     "SUFFIXES",
-    "UNREADABLE",
     "ZIP_BOMB",
     "ParseError",
     "ParsedDocument",
@@ -78,7 +73,7 @@ def parse_file(path: Path, max_bytes: int) -> ParsedDocument:
     """Parse the file at ``path``; raises :class:`ParseError` when it cannot."""
     fmt = format_of(path)
     if fmt is None:
-        raise ParseError(PARSE_FAILED, f"unsupported format: {path.suffix or 'no suffix'}")
+        raise ParseError(ErrorCode.PARSE_FAILED, f"unsupported format: {path.suffix or 'no suffix'}")
     return PARSERS[fmt](read_bytes(path, max_bytes), max_bytes)
 
 
@@ -99,16 +94,16 @@ def read_bytes(path: Path, max_bytes: int) -> bytes:
         with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
-                raise ParseError(UNREADABLE, f"unreadable: {path.name} is a directory")
+                raise ParseError(ErrorCode.UNREADABLE, f"unreadable: {path.name} is a directory")
             if not stat.S_ISREG(st.st_mode):
-                raise ParseError(UNREADABLE, "unreadable: not a regular file")
+                raise ParseError(ErrorCode.UNREADABLE, "unreadable: not a regular file")
             if st.st_size > max_bytes:
-                raise ParseError(FILE_TOO_LARGE, _too_large(st.st_size, max_bytes))
+                raise ParseError(ErrorCode.FILE_TOO_LARGE, _too_large(st.st_size, max_bytes))
             data = fh.read(max_bytes + 1)
     except OSError as exc:
-        raise ParseError(UNREADABLE, f"unreadable: {exc.strerror or exc}") from exc
+        raise ParseError(ErrorCode.UNREADABLE, f"unreadable: {exc.strerror or exc}") from exc
     if len(data) > max_bytes:  # it grew since stat()
-        raise ParseError(FILE_TOO_LARGE, _too_large(len(data), max_bytes))
+        raise ParseError(ErrorCode.FILE_TOO_LARGE, _too_large(len(data), max_bytes))
     return data
 
 

@@ -17,9 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-PARSE_FAILED = "parse_failed"
-FILE_TOO_LARGE = "file_too_large"
-UNREADABLE = "unreadable"
+from foldermind.protocol.errors import ErrorCode
 
 MAX_HEADING_CHARS = 200
 """Longer heading texts are cut in heading paths (the heading's own segment keeps all of it)."""
@@ -30,7 +28,7 @@ NOT_TEXT = "not a text file"
 class ParseError(Exception):
     """A file that cannot be parsed; ``code`` is ``parse_failed``, ``file_too_large`` or ``unreadable``."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message

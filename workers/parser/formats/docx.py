@@ -9,8 +9,8 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from foldermind.protocol.errors import ErrorCode
 from foldermind.workers.parser.formats.document import (
-    PARSE_FAILED,
     Builder,
     Headings,
     ParsedDocument,
@@ -44,15 +44,15 @@ def check_zip(data: bytes, max_bytes: int) -> None:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             infos = zf.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
-        raise ParseError(PARSE_FAILED, f"corrupt DOCX: {reason(exc)}") from exc
+        raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt DOCX: {reason(exc)}") from exc
     total = 0
     for info in infos:
         total += info.file_size
         ratio = info.file_size / max(info.compress_size, 1)
         if info.file_size >= DOCX_RATIO_MIN_BYTES and ratio > DOCX_MAX_RATIO:
-            raise ParseError(PARSE_FAILED, ZIP_BOMB)
+            raise ParseError(ErrorCode.PARSE_FAILED, ZIP_BOMB)
     if total > DOCX_MAX_EXPANSION * max_bytes:
-        raise ParseError(PARSE_FAILED, ZIP_BOMB)
+        raise ParseError(ErrorCode.PARSE_FAILED, ZIP_BOMB)
 
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
@@ -71,7 +71,7 @@ def parse_docx(data: bytes, max_bytes: int) -> ParsedDocument:
     except MemoryError:
         raise
     except Exception as exc:
-        raise ParseError(PARSE_FAILED, f"corrupt DOCX: {reason(exc)}") from exc
+        raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt DOCX: {reason(exc)}") from exc
 
 
 def _docx_document(document: DocxDocument) -> ParsedDocument:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from foldermind.protocol.errors import ErrorCode
 from foldermind.workers.parser.formats.document import (
     NOT_TEXT,
-    PARSE_FAILED,
     Builder,
     Headings,
     ParsedDocument,
@@ -58,7 +58,7 @@ def parse_html(data: bytes) -> ParsedDocument:
     except MemoryError:
         raise
     except Exception as exc:
-        raise ParseError(PARSE_FAILED, f"malformed HTML: {reason(exc)}") from exc
+        raise ParseError(ErrorCode.PARSE_FAILED, f"malformed HTML: {reason(exc)}") from exc
     title_tag = soup.find("title")
     title = " ".join(title_tag.get_text(" ").split()) if title_tag is not None else ""
     walker = _HtmlWalker()
@@ -66,7 +66,7 @@ def parse_html(data: bytes) -> ParsedDocument:
     doc = ParsedDocument("html", walker.builder.segments(), title=title or walker.first_h1)
     # The HTML parsers read any bytes as text: binary data named .html would be indexed as junk.
     if looks_binary(doc.text):
-        raise ParseError(PARSE_FAILED, NOT_TEXT)
+        raise ParseError(ErrorCode.PARSE_FAILED, NOT_TEXT)
     return doc
 
 

@@ -9,8 +9,8 @@ import logging
 import re
 from typing import Any
 
+from foldermind.protocol.errors import ErrorCode
 from foldermind.workers.parser.formats.document import (
-    PARSE_FAILED,
     Builder,
     ParsedDocument,
     ParseError,
@@ -48,17 +48,17 @@ def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
             with contextlib.suppress(DependencyError, NotImplementedError, FileNotDecryptedError, PdfReadError):
                 opened = int(reader.decrypt(""))  # an empty user password opens it
             if not opened:
-                raise ParseError(PARSE_FAILED, ENCRYPTED_PDF)
+                raise ParseError(ErrorCode.PARSE_FAILED, ENCRYPTED_PDF)
         pages = reader.pages
         count = len(pages)
         if not count:
-            raise ParseError(PARSE_FAILED, "corrupt PDF: no pages")
+            raise ParseError(ErrorCode.PARSE_FAILED, "corrupt PDF: no pages")
     except ParseError:
         raise
     except MemoryError:
         raise
     except Exception as exc:
-        raise ParseError(PARSE_FAILED, f"corrupt PDF: {reason(exc)}") from exc
+        raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt PDF: {reason(exc)}") from exc
 
     builder = Builder()
     failures: list[str] = []
@@ -77,12 +77,12 @@ def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
     segments = builder.segments()
     if not segments:
         if failures and len(failures) == count:
-            raise ParseError(PARSE_FAILED, f"corrupt PDF: {failures[0]}")
+            raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt PDF: {failures[0]}")
         if warnings.read_errors:
             # pypdf skipped what it could not read (a page's resources nested 100,000 deep, say) and
             # found no text in the rest: the file is broken, not scanned.
-            raise ParseError(PARSE_FAILED, f"corrupt PDF: {warnings.read_errors[0]}")
-        raise ParseError(PARSE_FAILED, NO_TEXT_PDF)
+            raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt PDF: {warnings.read_errors[0]}")
+        raise ParseError(ErrorCode.PARSE_FAILED, NO_TEXT_PDF)
     return ParsedDocument("pdf", segments, title=_pdf_title(reader), pages=count)
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import codecs
 import unicodedata
 
+from foldermind.protocol.errors import ErrorCode
 from foldermind.workers.parser.formats.document import (
     NOT_TEXT,
-    PARSE_FAILED,
     Builder,
     ParsedDocument,
     ParseError,
@@ -48,14 +48,14 @@ def decode_text(data: bytes) -> str:
             try:
                 text = data.decode(encoding)
             except UnicodeDecodeError:
-                raise ParseError(PARSE_FAILED, NOT_TEXT) from None
+                raise ParseError(ErrorCode.PARSE_FAILED, NOT_TEXT) from None
             break
     if text is None:
         text = _utf8(data)
     if text is None:
         text = _detect(data)
     if looks_binary(text):
-        raise ParseError(PARSE_FAILED, NOT_TEXT)
+        raise ParseError(ErrorCode.PARSE_FAILED, NOT_TEXT)
     return text
 
 
@@ -87,7 +87,7 @@ def _detect(data: bytes) -> str:
     results = charset_normalizer.from_bytes(data)
     best = results.best()
     if best is None:
-        raise ParseError(PARSE_FAILED, NOT_TEXT)
+        raise ParseError(ErrorCode.PARSE_FAILED, NOT_TEXT)
     tied = {r.encoding: r for r in results if r.chaos == best.chaos and r.coherence == best.coherence}
     chosen = next((tied[name] for name in _PREFERRED if name in tied), best)
     return str(chosen)

@@ -1,0 +1,126 @@
+"""The control API (CLI -> kernel, ``to="kernel"``) and the kernel's events (its PUB socket; the topic
+frame is the kind)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from foldermind.protocol.messages.envelope import Message, message
+
+
+class KernelInfo(TypedDict):
+    pid: int
+    uptime_s: float
+    version: str
+    rss_bytes: int
+
+
+class WorkerInfo(TypedDict):
+    name: str
+    service: str
+    state: str
+    pid: int | None
+    uptime_s: float | None
+    restarts: int
+    in_flight: int
+    last_error: str | None
+    rss_bytes: int | None
+    note: str
+
+
+class McpInfo(TypedDict):
+    url: str | None
+    port: int | None
+    state: str
+
+
+@message("ctl.status.request")
+@dataclass(slots=True)
+class StatusRequest(Message):
+    """The whole process map, as ``foldermind status`` prints it."""
+
+
+@message("ctl.status.reply")
+@dataclass(slots=True)
+class StatusReply(Message):
+    """``kernel``, ``workers`` (name, service, state, pid, uptime_s, restarts, in_flight,
+    last_error, rss_bytes), ``mcp`` (url, port, state) and ``folders`` (per-folder progress)."""
+
+    kernel: KernelInfo
+    workers: list[WorkerInfo]
+    mcp: McpInfo
+    folders: list[dict[str, Any]] = field(default_factory=list)
+
+
+@message("ctl.restart.request")
+@dataclass(slots=True)
+class RestartRequest(Message):
+    """Restart one worker (``parser#2``) or a whole pool (``parser``), FAILED ones included.
+
+    The others keep serving. Jobs held by a restarted worker fail with ``worker_lost``.
+    """
+
+    target: str
+
+
+@message("ctl.restart.reply")
+@dataclass(slots=True)
+class RestartReply(Message):
+    """The worker names being restarted."""
+
+    restarted: list[str]
+
+
+@message("ctl.stop.request")
+@dataclass(slots=True)
+class StopRequest(Message):
+    """Stop every worker (SIGTERM, a grace period, then SIGKILL), then the kernel itself."""
+
+
+@message("ctl.stop.reply")
+@dataclass(slots=True)
+class StopReply(Message):
+    """Sent once every worker is gone: ``report`` maps worker name to how it ended
+    (``exited 0``, ``killed by signal 9``, ``killed after 5 s grace``, ``was FAILED``, ...)."""
+
+    report: dict[str, str]
+
+
+@message("ctl.attach.request")
+@dataclass(slots=True)
+class AttachRequest(Message):
+    """``foldermind worker run NAME``: stand the supervisor's copy of ``name`` down and accept a
+    READY for that name from the foreground process ``pid`` instead. When that process goes away
+    (disconnect or missed heartbeats) the supervisor starts its own copy again."""
+
+    name: str
+    pid: int
+
+
+@message("ctl.attach.reply")
+@dataclass(slots=True)
+class AttachReply(Message):
+    """The worker was stood down; ``service`` is the service name the foreground copy must use."""
+
+    name: str
+    service: str
+
+
+# Events
+
+
+@message("event.worker_state")
+@dataclass(slots=True)
+class WorkerStateEvent(Message):
+    """A worker changed state (STARTING, RUNNING, BACKOFF, STOPPING, EXITED, FAILED).
+
+    ``reason`` says why (``spawned``, ``ready``, ``exited with status -9``, ``restart limit``...).
+    """
+
+    name: str
+    service: str
+    old: str
+    new: str
+    pid: int | None
+    reason: str = ""

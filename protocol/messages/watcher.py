@@ -1,0 +1,22 @@
+"""The watcher (CLI -> watcher)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from foldermind.protocol.messages.envelope import Message, message
+
+
+@message("watch.sync.request")
+@dataclass(slots=True)
+class WatchSyncRequest(Message):
+    """CLI -> watcher: re-read the folder list from the indexer, (un)watch folders accordingly and
+    reconcile the new ones."""
+
+
+@message("watch.sync.reply")
+@dataclass(slots=True)
+class WatchSyncReply(Message):
+    """How many folders are now watched."""
+
+    folders: int
