@@ -30,3 +30,13 @@ def kernel(home_dir: Path) -> Iterator[RunningKernel]:
         yield k.start()
     finally:
         k.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`make test` runs tests side by side (pytest-xdist, ``--dist loadgroup``). A module whose tests share
+    a module-scoped fixture (one indexed kernel for the file) runs on one worker, so the fixture starts
+    once; every other test goes to whichever worker is free. Each test has its own home and ports."""
+    for item in items:
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(d.scope == "module" for chain in defs.values() for d in chain):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))

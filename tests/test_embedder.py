@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 
 from foldermind.protocol import frames
 from foldermind.protocol.client import Reply
-from foldermind.protocol.errors import RemoteError
+from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
     DescribeReply,
     DescribeRequest,
@@ -111,14 +110,17 @@ def test_embeds_normalised_vectors_like_the_model_itself(embed_kernel: RunningKe
 
 
 def test_missing_model_is_a_typed_retryable_error_until_it_appears(home_dir: Path) -> None:
+    # Long enough that the two requests below surely come within it on a loaded machine (2 s once did not).
+    retry_s = 10
     late = home_dir / "late-model"  # does not exist yet
-    config = f'[workers.embedder]\nenv = {{ FOLDERMIND_EMBED_MODEL_DIR = "{late}", FOLDERMIND_EMBED_RETRY_S = "2" }}\n'
+    env = f'FOLDERMIND_EMBED_MODEL_DIR = "{late}", FOLDERMIND_EMBED_RETRY_S = "{retry_s}"'
+    config = f"[workers.embedder]\nenv = {{ {env} }}\n"
     k = RunningKernel(home_dir, FAST_RESTART + config)
     try:
         start(k)
         client = k.client()
         for _ in range(2):  # the second one comes within the retry interval: no new load attempt
-            with pytest.raises(RemoteError) as caught:
+            with pytest.raises(JobError) as caught:
                 client.request("embedder", EmbedRequest(texts=["hello"]), EmbedReply, timeout=60)
             assert caught.value.code == "model_unavailable"
             assert caught.value.retryable
@@ -135,10 +137,17 @@ def test_missing_model_is_a_typed_retryable_error_until_it_appears(home_dir: Pat
         worker = wait_for(lambda: with_note(k, "model failed"), 10, 0.1, "embedder note")
         assert (worker["state"], worker["restarts"]) == ("RUNNING", 0)
 
-        # The model turns up: a request after the retry interval loads it, without a restart.
+        # The model turns up: the first request after the retry interval loads it, without a restart
+        # (the ones before it still fail without a load attempt: `loads` ends at 2).
         late.symlink_to(model_files.model_dir(), target_is_directory=True)
-        time.sleep(2.1)
-        reply = client.request("embedder", EmbedRequest(texts=["hello", "world"]), EmbedReply, timeout=120)
+
+        def embedded() -> Reply[EmbedReply] | None:
+            try:
+                return client.request("embedder", EmbedRequest(texts=["hello", "world"]), EmbedReply, timeout=120)
+            except JobError:
+                return None
+
+        reply = wait_for(embedded, retry_s + 60, 0.5, "the model loaded after the retry interval")
         assert vectors_of(reply).shape == (2, 384)
         assert reply.body.model == "late-model"
         details = client.request("embedder", DescribeRequest(), DescribeReply, timeout=10).body.details

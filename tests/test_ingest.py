@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from foldermind.protocol.messages import FolderListReply, FolderListRequest
 from tests.filemakers import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb_docx
 from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, wait_for
 
@@ -210,9 +211,13 @@ def test_indexer_killed_mid_batch_indexes_every_file_exactly_once(home_dir: Path
     try:
         cli(home_dir, "folders", "add", str(docs))
 
+        client = k.client()
+
         def some_indexed() -> bool:
-            folder = json.loads(cli(home_dir, "folders", "list", "--json").stdout)[0]
-            return 0 < folder["files_indexed"] < n
+            # Over the bus, not a CLI process: polled every 50 ms, so that a machine under load, which
+            # indexes the files in a few seconds, is still seen halfway.
+            folders = client.request("indexer", FolderListRequest(), FolderListReply, timeout=10).body.folders
+            return 0 < folders[0]["files_indexed"] < n
 
         wait_for(some_indexed, 60, 0.05, "indexing under way")
         old = k.worker("indexer")["pid"]

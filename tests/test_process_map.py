@@ -103,11 +103,15 @@ def test_stop_is_orderly_and_reports_every_worker(home_dir: Path) -> None:
 
 def test_stop_kills_a_worker_that_ignores_sigterm(home_dir: Path) -> None:
     """The grace period ends in SIGKILL: a worker hung in C code cannot hold the stop up."""
-    grace = "restart = { stop_grace_s = 1.0 }\n"  # shorter than heartbeat liveness (3 s)
-    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + grace).start()
+    grace = "restart = { stop_grace_s = 1.0 }\n"
+    # The hung worker must still be the one holding the job when the stop comes: with the default liveness
+    # (3 s) a `foldermind stop` slow to start on a loaded machine found it dropped and a fresh copy running.
+    patient = "[bus]\nheartbeat_liveness = 60\n"
+    k = RunningKernel(home_dir, patient + FAST_RESTART + TESTWORKER + grace).start()
     with k.client() as client:
-        client.send("testworker", FaultRequest("hang_gil", seconds=300), timeout=120)
-        wait_for(lambda: k.worker("testworker")["in_flight"] == 1, 5, what="job in flight")
+        running = home_dir / "hang-started"
+        client.send("testworker", FaultRequest("hang_gil", seconds=300, started=str(running)), timeout=120)
+        wait_for(running.exists, 20, what="the hang under way")
     out = cli(home_dir, "stop").stdout
     assert "testworker" in out and "killed after 1 s grace" in out
     assert "parser#1" in out
@@ -206,12 +210,15 @@ def test_a_dropped_worker_run_copy_that_wakes_up_is_told_to_go(kernel: RunningKe
 
 
 def test_restart_is_refused_while_stopping_and_stop_still_completes(home_dir: Path) -> None:
-    # The stop stays under way for as long as the hung testworker's grace (10 s): long enough for the CLI
-    # started below to reach the kernel on a loaded machine (with 2 s it once found the kernel gone).
+    # The stop stays under way for the testworker's whole grace (10 s): its job sleeps on (a graceful stop
+    # lets the job in hand finish) while its heartbeats go on. A job holding the GIL would not do: its
+    # missed heartbeats get it dropped after 3 s, and a CLI slow to start on a loaded machine then found the
+    # stop already done and the kernel gone.
     k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + "restart = { stop_grace_s = 10.0 }\n").start()
     with k.client() as client:
-        client.send("testworker", FaultRequest("hang_gil", seconds=30), timeout=60)
-        wait_for(lambda: k.worker("testworker")["in_flight"] == 1, 5, what="job in flight")
+        running = home_dir / "sleep-started"
+        client.send("testworker", FaultRequest("hang_sleep", seconds=30, started=str(running)), timeout=60)
+        wait_for(running.exists, 20, what="the job under way")
     stopper = cli_process(home_dir, "stop", stdout=subprocess.PIPE)
     wait_for(lambda: k.worker("parser#1")["state"] != "RUNNING", 10, what="stop under way")
     refused = cli(home_dir, "restart", "parser", check=False)
