@@ -58,7 +58,7 @@ test: lint typecheck pytest
 # protocol's declarations. Tests fail when either is stale; this rewrites both.
 docs: install
 	$(BIN)/foldermind config defaults > supervisor.toml
-	$(BIN)/python -m foldermind.protocol.reference docs/protocol.md
+	$(BIN)/python -m foldermind.protocol.reference docs/protocol.md --with tests.faultworker
 
 # The bus (docs/benchmarks.md, ~2 min), ingestion on SciFact (docs/benchmarks-ingest.md, ~15 min), then
 # search on SciFact over MCP HTTP: quality, latency, throughput (docs/benchmarks-mcp.md, its Summary copied

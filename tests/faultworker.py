@@ -34,6 +34,9 @@ from foldermind.workers.base import Handler, Request, Result, Worker, WorkerCont
 
 log = logging.getLogger("foldermind.testworker")
 
+SERVED_BY = "the test worker, in tests only"
+"""Who answers the kinds of this module (docs/protocol.md's service table)."""
+
 
 @message("fault.request")
 @dataclass(slots=True)
@@ -49,7 +52,9 @@ class FaultRequest(Message):
     """
 
     action: str
+    """What to do (see below)."""
     seconds: float = 0.0
+    """Duration for the `hang_*` actions."""
     started: str = ""
     """A file the worker creates just before the action, so a test can wait for the job to be running
     (the broker's in_flight only says it was handed over)."""
@@ -61,7 +66,9 @@ class FaultReply(Message):
     """The action the test worker performed (only when it survives it)."""
 
     action: str
+    """The action performed."""
     pid: int
+    """The test worker's pid."""
 
 
 class TestWorker(Worker):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from array import array
@@ -50,19 +51,40 @@ def test_every_declared_kind_is_documented() -> None:
 
 
 def test_the_generated_parts_of_the_protocol_doc_are_current() -> None:
+    import tests.faultworker  # noqa: F401  (its test-only kinds are documented too)
+
     text = DOCS.read_text(encoding="utf-8")
-    assert "<!-- generated: errors -->" in text
-    assert reference.render(text) == text, "run: python -m foldermind.protocol.reference docs/protocol.md"
+    assert reference.render(text) == text, "stale: run make docs"
+    parts = set(reference.generated(text))
+    assert {"errors", "services"} <= parts
+    with_fields = {kind for kind, cls in REGISTRY.items() if dataclasses.fields(cls)}
+    assert not with_fields - {p.removeprefix("fields ") for p in parts}, "a kind's field table is not generated"
+
+
+def test_every_field_of_every_kind_says_what_it_means() -> None:
+    import tests.faultworker  # noqa: F401
+
+    undocumented = [
+        f"{kind}.{spec.name}"
+        for kind, cls in REGISTRY.items()
+        for spec in dataclasses.fields(cls)
+        if not reference.field_docs(cls).get(spec.name)
+    ]
+    assert not undocumented, f"fields without a docstring under them: {undocumented}"
 
 
 def test_a_stale_generated_part_is_found_and_rewritten(tmp_path: Path) -> None:
     stale = tmp_path / "protocol.md"
-    stale.write_text("# P\n\n<!-- generated: errors -->\n| an old table |\n<!-- end generated -->\nhand-written\n")
+    stale.write_text(
+        "# P\n\n<!-- generated: errors -->\n| an old table |\n<!-- end generated -->\nhand-written\n"
+        "<!-- generated: fields ping.reply -->\n<!-- end generated -->\n"
+    )
     assert reference.main([str(stale), "--check"]) == 1
     assert reference.main([str(stale)]) == 0 and reference.main([str(stale), "--check"]) == 0
     fresh = stale.read_text()
     assert "| an old table |" not in fresh and "| `worker_lost` | broker |" in fresh
-    assert fresh.endswith("<!-- end generated -->\nhand-written\n")
+    assert "| `uptime_s` | float | required | Seconds since the process started. |" in fresh
+    assert "<!-- end generated -->\nhand-written\n<!-- generated: fields ping.reply -->" in fresh
 
 
 def test_every_request_kind_has_a_reply_kind() -> None:

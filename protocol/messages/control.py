@@ -8,6 +8,9 @@ from typing import Any, TypedDict
 
 from foldermind.protocol.messages.envelope import Message, message
 
+SERVED_BY = 'the kernel (`to = "kernel"`), which also publishes the `event.*` kinds'
+"""Who answers the kinds of this module (docs/protocol.md's service table)."""
+
 
 class KernelInfo(TypedDict):
     pid: int
@@ -48,9 +51,15 @@ class StatusReply(Message):
     last_error, rss_bytes), ``mcp`` (url, port, state) and ``folders`` (per-folder progress)."""
 
     kernel: KernelInfo
+    """`{pid: int, uptime_s: float, version: str, rss_bytes: int}`."""
     workers: list[WorkerInfo]
+    """One entry per slot, in `supervisor.toml` order (see below)."""
     mcp: McpInfo
+    """`{url: str or null, port: int or null, state: str}`; today always `{null, null, "not_serving"}`."""
     folders: list[dict[str, Any]] = field(default_factory=list)
+    """Per-folder progress; the kernel always sends `[]` (see below). A plain map here, not the indexer's
+    `FolderInfo`: the CLI fills it with what `folders.list.reply` says, and the control kinds do not depend on
+    the indexer's."""
 
 
 @message("ctl.restart.request")
@@ -62,6 +71,7 @@ class RestartRequest(Message):
     """
 
     target: str
+    """A worker name (`parser#2`) or a service/pool name (`parser`)."""
 
 
 @message("ctl.restart.reply")
@@ -70,6 +80,8 @@ class RestartReply(Message):
     """The worker names being restarted."""
 
     restarted: list[str]
+    """The names of the slots matched by `target` (this includes any slot handed to `worker run`, which is not actually
+    restarted)."""
 
 
 @message("ctl.stop.request")
@@ -85,6 +97,7 @@ class StopReply(Message):
     (``exited 0``, ``killed by signal 9``, ``killed after 5 s grace``, ``was FAILED``, ...)."""
 
     report: dict[str, str]
+    """Worker name to how it ended."""
 
 
 @message("ctl.attach.request")
@@ -95,7 +108,9 @@ class AttachRequest(Message):
     (disconnect or missed heartbeats) the supervisor starts its own copy again."""
 
     name: str
+    """The worker name to take over (`parser#2`; a pool name is not accepted)."""
     pid: int
+    """The pid of the foreground process that will send READY."""
 
 
 @message("ctl.attach.reply")
@@ -104,7 +119,9 @@ class AttachReply(Message):
     """The worker was stood down; ``service`` is the service name the foreground copy must use."""
 
     name: str
+    """The slot name."""
     service: str
+    """The service name the foreground copy must announce in its READY."""
 
 
 # Events
@@ -119,8 +136,14 @@ class WorkerStateEvent(Message):
     """
 
     name: str
+    """Slot name."""
     service: str
+    """Service name."""
     old: str
+    """Previous state."""
     new: str
+    """New state (STARTING, RUNNING, BACKOFF, STOPPING, EXITED, FAILED)."""
     pid: int | None
+    """The slot's pid after the change, `null` if none."""
     reason: str = ""
+    """Why the state changed."""

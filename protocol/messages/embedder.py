@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from foldermind.protocol.messages.envelope import Message, message
 
+SERVED_BY = "the embedder"
+"""Who answers the kinds of this module (docs/protocol.md's service table)."""
+
 
 @message("embed.request")
 @dataclass(slots=True)
@@ -14,6 +17,7 @@ class EmbedRequest(Message):
     message says why the model cannot load)."""
 
     texts: list[str]
+    """The texts to embed, at most 4096."""
 
 
 @message("embed.reply")
@@ -23,6 +27,10 @@ class EmbedReply(Message):
     order. ``model`` names the model that made them."""
 
     count: int
+    """The number of vectors (the number of texts)."""
     dim: int
+    """The length of each vector (384 for all-MiniLM-L6-v2)."""
     model: str
+    """`all-MiniLM-L6-v2` for the bundled model, else the name of the model's directory."""
     dtype: str = "float32"
+    """The element type of the buffer."""

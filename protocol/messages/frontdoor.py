@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from foldermind.protocol.messages.envelope import Message, message
 
+SERVED_BY = "the MCP front door"
+"""Who answers the kinds of this module (docs/protocol.md's service table)."""
+
 
 @message("mcp.info.request")
 @dataclass(slots=True)
@@ -20,11 +23,17 @@ class McpInfoReply(Message):
     token's storage ``token_mode`` (keyring or file) and open ``sessions``."""
 
     url: str
+    """The MCP endpoint, e.g. `http://127.0.0.1:53827/mcp`."""
     port: int
+    """The port actually bound: the configured one, or an OS-assigned one when it was taken."""
     state: str
+    """`starting`, `running` or `error`."""
     error: str = ""
+    """Why the HTTP server is not running, when `state` is `error`."""
     token_mode: str = ""
+    """Where the bearer token is stored: `keyring` or `file`."""
     sessions: int = 0
+    """MCP sessions open (handshake-era clients; stateless 2026-07-28 requests have none)."""
 
 
 @message("mcp.token.rotate.request")
@@ -40,3 +49,4 @@ class TokenRotateReply(Message):
     """The storage mode the new token went to (never the token itself: the CLI reads the store)."""
 
     token_mode: str
+    """Where the new token was stored (`keyring` or `file`); the token itself never travels on the bus."""

@@ -7,6 +7,9 @@ from typing import Any, NotRequired, TypedDict
 
 from foldermind.protocol.messages.envelope import Message, message
 
+SERVED_BY = "the indexer"
+"""Who answers the kinds of this module (docs/protocol.md's service table)."""
+
 
 class FileEntry(TypedDict):
     path: str
@@ -29,8 +32,12 @@ class ReconcileRequest(Message):
     queues new and changed files, forgets vanished ones, and records ``skipped`` (path -> reason)."""
 
     folder_id: str
+    """The Smart Folder's id."""
     files: list[FileEntry]
+    """Every eligible file now in the folder, each `{path, size, mtime_ns}` (absolute path, bytes, modification time in
+    ns)."""
     skipped: dict[str, str] = field(default_factory=dict)
+    """Paths to record as skipped, with the reason (the watcher sends none today)."""
 
 
 @message("index.reconcile.reply")
@@ -39,9 +46,13 @@ class ReconcileReply(Message):
     """How many files were new, changed, unchanged and deleted."""
 
     new: int
+    """Files recorded as new."""
     changed: int
+    """Known files queued again."""
     unchanged: int
+    """Known files left as they were."""
     deleted: int
+    """Documents deleted because their file is gone."""
 
 
 @message("index.changes.request")
@@ -51,6 +62,7 @@ class ChangesRequest(Message):
     (and its analysis) and only updates its path."""
 
     events: list[ChangeEvent]
+    """Each `{kind, path, dest}` (`ChangeEvent`)."""
 
 
 @message("index.changes.reply")
@@ -59,6 +71,7 @@ class ChangesReply(Message):
     """How many events were taken into account."""
 
     accepted: int
+    """Documents affected: deleted or moved ones, plus 1 per `created`/`modified` event inside a Smart Folder."""
 
 
 class FolderInfo(TypedDict):
@@ -83,8 +96,11 @@ class FolderAddRequest(Message):
     ``invalid_path``, ``folder_overlap`` (inside or around a registered folder)."""
 
     path: str
+    """Absolute path of an existing folder (the CLI makes it absolute)."""
     name: str = ""
+    """Display name (cut to 200 characters); `""` means the folder's own name."""
     description: str = ""
+    """What the folder holds (cut to 2000 characters)."""
 
 
 @message("folders.add.reply")
@@ -93,6 +109,7 @@ class FolderAddReply(Message):
     """The registered folder."""
 
     folder: FolderInfo
+    """The registered folder (`FolderInfo`, below)."""
 
 
 @message("folders.list.request")
@@ -107,6 +124,7 @@ class FolderListReply(Message):
     """The folders, in the order they were added."""
 
     folders: list[FolderInfo]
+    """One `FolderInfo` per folder, in the order they were added."""
 
 
 @message("folders.remove.request")
@@ -116,6 +134,7 @@ class FolderRemoveRequest(Message):
     touched). Errors: ``unknown_folder``."""
 
     folder: str
+    """The folder's id or its registered path (a trailing `/` is ignored); the CLI makes an existing path absolute."""
 
 
 @message("folders.remove.reply")
@@ -124,7 +143,21 @@ class FolderRemoveReply(Message):
     """The folder removed and how many documents were purged."""
 
     folder: FolderInfo
+    """The removed folder's `FolderInfo`, as it was just before the removal."""
     documents_purged: int
+    """The number of documents deleted."""
+
+
+class Location(TypedDict):
+    """Where a chunk is in its file: 1-based lines of the extracted text, the page(s) of a paginated
+    format, the heading path it sits under."""
+
+    line_start: int
+    line_end: int
+    page: NotRequired[int]
+    page_end: NotRequired[int]
+    """Only when the chunk runs onto a later page than ``page``."""
+    heading: NotRequired[str]
 
 
 class SearchHit(TypedDict):
@@ -137,7 +170,7 @@ class SearchHit(TypedDict):
     smart_folder: str
     folder_id: str
     modified_at: float
-    location: dict[str, Any]
+    location: Location
     text: NotRequired[str]
     """The whole chunk, only when the request set ``with_text`` (grounded chat builds its prompt from it)."""
 
@@ -151,11 +184,17 @@ class SearchRequest(Message):
     whole chunk text as ``text``. Errors: ``invalid_query``, ``invalid_smart_folder``."""
 
     query: str
+    """The query, 1 to 1000 characters once stripped."""
     mode: str = "hybrid"
+    """`keyword`, `semantic` or `hybrid`."""
     top_k: int = 10
+    """How many results; clamped to 1..200 (the MCP tool allows 1..50)."""
     folder_id: str | None = None
+    """Only this Smart Folder's documents: its id or its registered path."""
     fusion: str = ""
+    """How `hybrid` merges the two rankings: `rrf` or `weighted`; `""` means `[search] fusion`."""
     with_text: bool = False
+    """Add each hit's whole chunk text as `text` (the front door's chat builds its prompt from it)."""
 
 
 @message("search.reply")
@@ -166,11 +205,19 @@ class SearchReply(Message):
     ``rows``) so the cost of each stage is visible beside the process hops."""
 
     results: list[SearchHit]
+    """At most `top_k` hits, best first (see below)."""
     total_matches: int
+    """Keyword: the chunks Tantivy matched; semantic: the neighbours retrieved; hybrid: the larger of the keyword count
+    and the fused list's length."""
     query_ms: float
+    """Time spent in the indexer, in milliseconds."""
     mode_used: str
+    """The mode that produced the results."""
     note: str | None = None
+    """Why the mode differs from the one asked: `semantic search unavailable (REASON): answered from keyword search`."""
     timings: dict[str, float] = field(default_factory=dict)
+    """Milliseconds per stage: `embed` (the query vector), `keyword` (Tantivy), `vector` (usearch or the exact folder
+    search), `fuse`, `rows` (reading the hits back from SQLite and making snippets); a stage that did not run is 0."""
 
 
 class EvidenceSpan(TypedDict):
@@ -201,11 +248,18 @@ class EvidenceRequest(Message):
     best first. Errors as ``search.request``."""
 
     question: str
+    """The question (the front door cuts it to 1000 characters)."""
     context: str = ""
+    """The previous question of the conversation: put in front of the question for the search, and counted at 0.3 of its
+    weight when sentences are scored, so a follow-up finds its subject."""
     max_files: int = 5
+    """Files the passages come from (1..20)."""
     per_file: int = 1
+    """Chunks taken from each file (1..10)."""
     max_spans: int = 4
+    """Sentences returned at most (1..12)."""
     folder_id: str | None = None
+    """Only this Smart Folder (an id or its path)."""
 
 
 @message("evidence.reply")
@@ -218,12 +272,20 @@ class EvidenceReply(Message):
     ``split``, ``encode``, ``score``) and ``encoded``: sentence vectors made (not from the cache)."""
 
     passages: list[SearchHit]
+    """The chunks searched, as `SearchHit`s (see `search.reply`), rank order, without `text`."""
     spans: list[EvidenceSpan]
+    """The chosen sentences, best first (below)."""
     supported: bool
+    """Whether the best sentence answers the question at all: its cosine is at least 0.40 or it holds at least half the
+    question's terms (idf-weighted). False: the documents do not say."""
     mode_used: str
+    """The search's mode (`keyword` when no vectors exist yet)."""
     note: str | None = None
+    """The search's note, or `sentences scored by their words only (REASON)` when no sentence vector could be made."""
     timings: dict[str, float] = field(default_factory=dict)
+    """Milliseconds: `search`, `split`, `encode`, `score`."""
     encoded: int = 0
+    """Sentence vectors made for this request (the rest came from the cache)."""
 
 
 class Claim(TypedDict):
@@ -251,8 +313,12 @@ class CheckRequest(Message):
     count as given), and a sentence whose vector is close to the claim's."""
 
     question: str
+    """The question the answer was written for."""
     claims: list[Claim]
+    """The answer's sentences, each `{text, sources}` (`Claim`): the sentence without markers, and the 0-based indexes
+    into `sources` that it cites."""
     sources: list[str]
+    """The texts the model was shown (the spans' windows)."""
     reference: str = ""
     """An answer the claims are compared with (the best quote): see the reply's ``carries``."""
 
@@ -265,7 +331,12 @@ class CheckReply(Message):
     does not only talks around the question."""
 
     checks: list[ClaimCheck]
+    """One `ClaimCheck` per claim, in order: `{supported, source, quote, similarity, missing}`: the supporting source's
+    index (-1: none), its sentence nearest the claim (its exact words; empty when unsupported), that cosine (-1
+    without vectors) and the facts of the claim the best source lacks."""
     carries: bool = False
+    """Whether the supported claims state at least one fact (a figure, a name) of the request's ``reference``
+    that the question does not."""
 
 
 @message("doc.read.request")
@@ -277,9 +348,13 @@ class ReadDocumentRequest(Message):
     or not a file), ``file_not_indexed`` (inside a folder but not indexed: pending, failed, skipped)."""
 
     path: str
+    """The file's absolute path."""
     start_line: int = 1
+    """First line to return, 1-based."""
     end_line: int | None = None
+    """Last line to return, inclusive; `null` means to the end."""
     max_chars: int = 100_000
+    """Most characters to return; values above 100,000 count as 100,000."""
 
 
 @message("doc.read.reply")
@@ -289,11 +364,17 @@ class ReadDocumentReply(Message):
     count, and ``truncated`` when ``max_chars`` or the document's end cut the asked range short."""
 
     file_path: str
+    """The resolved path of the file read."""
     text: str
+    """The lines `start_line..end_line`, joined by `"\\n"` (no trailing line break)."""
     start_line: int
+    """The first line returned (as asked)."""
     end_line: int
+    """The last line returned; `start_line - 1` when none was."""
     total_lines: int
+    """The document's line count (0 for a document without text)."""
     truncated: bool
+    """`max_chars` cut the asked range short, or `end_line` was past the end of the document."""
 
 
 @message("doc.similar.request")
@@ -304,7 +385,9 @@ class SimilarRequest(Message):
     no vectors yet."""
 
     path: str
+    """The file's absolute path (path rules as `doc.read.request`)."""
     top_k: int = 5
+    """How many documents; clamped to 1..50 (the MCP tool allows 1..25)."""
 
 
 @message("doc.similar.reply")
@@ -313,7 +396,10 @@ class SimilarReply(Message):
     """One hit per similar document (its best chunk), best first."""
 
     results: list[SearchHit]
+    """One `SearchHit` per similar document (its chunk nearest to the centroid), best first; the snippet is that chunk's
+    beginning."""
     note: str | None = None
+    """`based on N of M chunks: the rest are not embedded yet` while the file is still being embedded."""
 
 
 @message("doc.summary.request")
@@ -323,6 +409,7 @@ class SummaryRequest(Message):
     Errors: ``invalid_path``, ``file_not_analyzed`` (with a hint in the message)."""
 
     path: str
+    """The file's current absolute path, or the path it had when it was analyzed."""
 
 
 @message("doc.summary.reply")
@@ -332,6 +419,9 @@ class SummaryReply(Message):
     suggested_name, confidence, analyzed_at) and ``file_path`` = where the file is now."""
 
     analysis: dict[str, Any]
+    """The analysis fields (summary, category, entity, type, date, keywords, key_entities, suggested_name, confidence),
+    `analyzed_at` (epoch seconds) and `file_path`, where the file is now. A plain map: the analysis record is
+    the stored JSON of `workers/indexer/analysis.py`, whose fields grow with it."""
 
 
 class FailureInfo(TypedDict):
@@ -341,12 +431,42 @@ class FailureInfo(TypedDict):
     error: str
 
 
+class EmbeddingInfo(TypedDict):
+    """The index's vectors and the query encoder (see ``index.status.reply``)."""
+
+    model: str
+    dim: int
+    state: str
+    note: str
+    query_encoder: str
+    query_backend: str | None
+    query_backend_note: str | None
+
+
+class StorageInfo(TypedDict):
+    """The disk under the index: ``state`` is ``ok`` or ``disk_full`` (with what failed, where, the free
+    bytes then and since when, epoch seconds)."""
+
+    state: str
+    message: str
+    what: str
+    path: str
+    free_bytes: int
+    since: float | None
+
+
+def storage_ok() -> StorageInfo:
+    """The disk has room (``free_bytes`` -1: not measured)."""
+    return StorageInfo(state="ok", message="", what="", path="", free_bytes=-1, since=None)
+
+
 @message("index.status.request")
 @dataclass(slots=True)
 class IndexStatusRequest(Message):
     """Totals, per-folder progress, the embedding model and its state, recent failures."""
 
     max_failures: int = 20
+    """How many recent failures to list; clamped to 0..200."""
 
 
 @message("index.status.reply")
@@ -358,7 +478,16 @@ class IndexStatusReply(Message):
     since}`` (a full disk pauses indexing, nothing is marked failed for it)."""
 
     totals: dict[str, int]
+    """Over every folder: `files_total`, `files_indexed`, `files_failed` (skipped ones not counted), `files_pending`,
+    `chunks`, `chunks_embedded`."""
     folders: list[FolderInfo]
-    embedding: dict[str, Any]
+    """One `FolderInfo` per folder (as `folders.list.reply`)."""
+    embedding: EmbeddingInfo
+    """`{model, dim, state, note, query_encoder, query_backend, query_backend_note}`, see below."""
     recent_failures: list[FailureInfo]
-    storage: dict[str, Any] = field(default_factory=dict)
+    """Documents `failed` or `skipped`, most recently changed first, each `{path, folder_id, status, error}`
+    (`FailureInfo`)."""
+    storage: StorageInfo = field(default_factory=storage_ok)
+    """`{state, message, what, path, free_bytes, since}`: `state` is `ok`, or `disk_full` while a write of the index
+    found no room (indexing pauses and resumes by itself once space is freed; no file is marked failed for it;
+    `since` is epoch seconds)."""

@@ -7,6 +7,12 @@ from typing import Any
 
 from foldermind.protocol.messages.envelope import Message, message
 
+SERVED_BY = (
+    "every worker answers `ping`, `describe` and `echo` (the kernel answers `ping` too); `worker.*` and"
+    " `job.cancel` pass between a worker and the kernel"
+)
+"""Who answers the kinds of this module (docs/protocol.md's service table)."""
+
 
 @message("worker.ready")
 @dataclass(slots=True)
@@ -21,10 +27,15 @@ class WorkerReady(Message):
     """
 
     name: str
+    """The worker's slot name (`parser#2`)."""
     service: str
+    """The service name requests are routed by (`parser`)."""
     pid: int
+    """The worker's process id; must match the process the supervisor started (or the `worker run` pid)."""
     capacity: int = 1
+    """How many jobs the broker may hand it at once (values below 1 are treated as 1)."""
     kinds: list[str] = field(default_factory=list)
+    """The request kinds it handles (informational; the broker does not use it)."""
 
 
 @message("worker.heartbeat")
@@ -39,8 +50,11 @@ class Heartbeat(Message):
     """
 
     name: str
+    """The sender's name (`kernel` in the kernel's answer)."""
     pid: int
+    """The sender's pid (`0` in the kernel's answer)."""
     busy: int = 0
+    """Jobs the worker is running right now (0 or 1; the kernel does not use it)."""
     note: str = ""
     """A short state line the kernel shows in ``status`` (e.g. ``model ready``); never document text."""
     loading: bool = False
@@ -54,7 +68,9 @@ class Disconnect(Message):
     """Either side says goodbye: a worker stopping cleanly, or the kernel refusing/dismissing one."""
 
     name: str
+    """The worker's name."""
     reason: str = ""
+    """`stopping` from a worker, `refused` from the kernel."""
 
 
 @message("job.cancel")
@@ -69,6 +85,7 @@ class JobCancel(Message):
     and one that does not simply finishes. Either way the caller still gets exactly one final reply."""
 
     reason: str = ""
+    """Informational."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,8 +104,11 @@ class PingReply(Message):
     """The answering process's name, pid and seconds since it started."""
 
     name: str
+    """The answering worker's name, or `kernel`."""
     pid: int
+    """Its process id."""
     uptime_s: float
+    """Seconds since the process started."""
 
 
 @message("describe.request")
@@ -103,11 +123,17 @@ class DescribeReply(Message):
     """Name, service, pid, the kinds it handles, its RSS and worker-specific ``details``."""
 
     name: str
+    """Worker name."""
     service: str
+    """Service name."""
     pid: int
+    """Process id."""
     kinds: list[str]
+    """Request kinds it handles, sorted."""
     rss_bytes: int
+    """Its resident memory."""
     details: dict[str, Any] = field(default_factory=dict)
+    """Worker-specific facts (see below): each worker's own, so a map of no fixed shape."""
 
 
 @message("echo.request")
@@ -116,6 +142,7 @@ class EchoRequest(Message):
     """Send ``data`` and every buffer frame straight back (benchmarks and tests)."""
 
     data: bytes = b""
+    """Bytes to send back."""
 
 
 @message("echo.reply")
@@ -124,3 +151,4 @@ class EchoReply(Message):
     """The request's ``data``; the request's buffer frames follow unchanged."""
 
     data: bytes = b""
+    """The request's `data`."""

@@ -7,6 +7,9 @@ from typing import TypedDict
 
 from foldermind.protocol.messages.envelope import Message, message
 
+SERVED_BY = "the llm worker"
+"""Who answers the kinds of this module (docs/protocol.md's service table)."""
+
 
 class ChatPassage(TypedDict):
     file_name: str
@@ -32,11 +35,17 @@ class ChatRequest(Message):
     """
 
     question: str
+    """The user's question (the tool bounds it to 2000 characters)."""
     passages: list[ChatPassage] = field(default_factory=list)
+    """Ranked passages, best first, each `{file_name, text}` (`ChatPassage`); numbered 1..n in the prompt."""
     history: list[ChatTurn] = field(default_factory=list)
+    """Earlier turns of the session, oldest first, each `{question, answer}` (`ChatTurn`)."""
     persona: str = ""
+    """Tone of the answer; it goes into the system message before the rules, which keep the last word."""
     max_tokens: int = 0
+    """Answer budget in tokens; `0` means `[llm] max_answer_tokens`."""
     stream: bool = False
+    """Send `llm.chat.partial` replies while generating."""
 
 
 @message("llm.chat.partial")
@@ -46,8 +55,11 @@ class ChatPartial(Message):
     markers are the prompt's numbers, not yet checked); ``completion_tokens`` counts tokens so far."""
 
     delta: str
+    """New answer text, raw: its markers are the prompt's numbers, not yet checked."""
     completion_tokens: int
+    """Tokens generated so far."""
     max_tokens: int
+    """The answer budget."""
 
 
 @message("llm.chat.reply")
@@ -60,18 +72,29 @@ class ChatReply(Message):
     ``generate_s``."""
 
     answer: str
+    """The checked answer."""
     cited: list[int]
+    """The passages cited, as 0-based indexes into the request's `passages`, in first-use order: marker `[k]` names
+    `cited[k-1]`."""
     grounded: bool
+    """`cited` is not empty."""
     prompt_tokens: int
+    """Tokens of the prompt as the model saw it."""
     completion_tokens: int
+    """Tokens generated."""
     passages_used: int
+    """How many passages (from the front) fit the prompt."""
     finish: str
+    """`eos`, `stop`, `max_tokens` or `context`."""
     model: str
+    """The model's name (from its GGUF header)."""
     backend: str
+    """`ctransformers` or `llama-cpp`."""
     attributed: int = 0
     """Sentences the model left uncited that were given the marker of the passage holding their words
     (``[llm] attribute_uncited``)."""
     timings: dict[str, float] = field(default_factory=dict)
+    """Seconds: `prompt_build_s`, `first_token_s` (prompt evaluation plus the first token), `generate_s`."""
 
 
 @message("llm.analyze.request")
@@ -82,7 +105,9 @@ class AnalyzeRequest(Message):
     its ingest queue is idle. Errors as ``llm.chat.request``."""
 
     file_name: str
+    """The document's file name."""
     text: str
+    """Its leading text; the worker cuts it to `[llm] analysis_input_tokens` tokens."""
 
 
 @message("llm.analyze.reply")
@@ -92,7 +117,12 @@ class AnalyzeReply(Message):
     them."""
 
     summary: str
+    """The summary (at most 600 characters)."""
     entities: list[str]
+    """Up to eight names from the `Entities:` line."""
     model: str
+    """The model that wrote them."""
     prompt_tokens: int = 0
+    """Tokens of the prompt."""
     completion_tokens: int = 0
+    """Tokens generated."""

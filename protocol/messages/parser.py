@@ -7,6 +7,9 @@ from typing import TypedDict
 
 from foldermind.protocol.messages.envelope import Message, message
 
+SERVED_BY = "the parser pool"
+"""Who answers the kinds of this module (docs/protocol.md's service table)."""
+
 
 class ChunkInfo(TypedDict):
     """One chunk of a parsed document, with where it came from."""
@@ -32,9 +35,13 @@ class ParseRequest(Message):
     ``encrypted PDF``, ``not a text file``, ...), ``file_too_large``, ``unreadable``."""
 
     path: str
+    """Absolute path of the file."""
     max_bytes: int = 50 * 1024 * 1024
+    """Refuse a file larger than this (50 MiB by default)."""
     max_tokens: int = 256
+    """Largest chunk, in tokens of the embedding model's tokenizer, `[CLS]`/`[SEP]` included (8 to 8192)."""
     overlap_tokens: int = 32
+    """How far each chunk of a section starts before the end of the previous one (at most half the chunk budget)."""
 
 
 @message("parse.reply")
@@ -44,6 +51,12 @@ class ParseReply(Message):
     paginated formats, and the ``chunks`` in order."""
 
     format: str
+    """`txt`, `md`, `pdf`, `docx` or `html`."""
     chunks: list[ChunkInfo]
+    """The chunks in document order (see below); empty for a file with no text, such as an empty `.txt`."""
     title: str | None = None
+    """The title the document names: the PDF's metadata title, the HTML `<title>` (else the first `<h1>`), the Markdown
+    front matter's `title:` (else the first `#` heading), or the DOCX title property (else the first `Title`-style
+    paragraph)."""
     pages: int | None = None
+    """The page count, for PDF only."""

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from foldermind.protocol.messages.envelope import Message, message
 
+SERVED_BY = "the watcher"
+"""Who answers the kinds of this module (docs/protocol.md's service table)."""
+
 
 @message("watch.sync.request")
 @dataclass(slots=True)
@@ -20,3 +23,4 @@ class WatchSyncReply(Message):
     """How many folders are now watched."""
 
     folders: int
+    """The number of folders now watched."""

@@ -34,7 +34,9 @@ from foldermind.protocol.messages import (
     ReconcileRequest,
     SearchRequest,
     SimilarRequest,
+    StorageInfo,
     SummaryRequest,
+    storage_ok,
 )
 from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
@@ -117,18 +119,18 @@ class IndexerWorker(Worker):
     def status_note(self, value: str) -> None:
         raise AttributeError("the indexer's note follows its state")
 
-    def storage(self) -> dict[str, Any]:
+    def storage(self) -> StorageInfo:
         full = self.pipeline.disk_full
         if full is None:
-            return {"state": "ok", "message": "", "what": "", "path": "", "free_bytes": -1, "since": None}
-        return {
-            "state": "disk_full",
-            "message": str(full),
-            "what": full.what,
-            "path": str(full.path),
-            "free_bytes": full.free_bytes,
-            "since": full.since,
-        }
+            return storage_ok()
+        return StorageInfo(
+            state="disk_full",
+            message=str(full),
+            what=full.what,
+            path=str(full.path),
+            free_bytes=full.free_bytes,
+            since=full.since,
+        )
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:

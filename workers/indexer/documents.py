@@ -18,6 +18,7 @@ import numpy as np
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
+    EmbeddingInfo,
     FailureInfo,
     FolderInfo,
     IndexStatusReply,
@@ -191,7 +192,7 @@ class DocumentService:
             recent_failures=failures,
         )
 
-    def _embedding(self, totals: dict[str, int]) -> dict[str, Any]:
+    def _embedding(self, totals: dict[str, int]) -> EmbeddingInfo:
         error = self.embed_error()
         embedded, chunks = totals["chunks_embedded"], totals["chunks"]
         if error:
@@ -203,15 +204,15 @@ class DocumentService:
             state, note = "ready", "nothing to embed yet" if not chunks else "vectors on their way"
         else:
             state, note = "loading", "no vector yet: the embedding model is loading or busy"
-        return {
-            "model": self.store.get_meta("embed_model") or self.encoder.model_name or _configured_model(),
-            "dim": self.vectors.ndim,
-            "state": state,
-            "note": note,
-            "query_encoder": self.encoder.state,
-            "query_backend": self.encoder.backend,
-            "query_backend_note": self.encoder.backend_note or None,
-        }
+        return EmbeddingInfo(
+            model=self.store.get_meta("embed_model") or self.encoder.model_name or _configured_model(),
+            dim=self.vectors.ndim,
+            state=state,
+            note=note,
+            query_encoder=self.encoder.state,
+            query_backend=self.encoder.backend,
+            query_backend_note=self.encoder.backend_note or None,
+        )
 
 
 def _configured_model() -> str:

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.protocol.errors import ErrorCode, JobError
-from foldermind.protocol.messages import SearchHit, SearchReply, SearchRequest
+from foldermind.protocol.messages import Location, SearchHit, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer import fusion
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text
@@ -159,8 +159,8 @@ def hit_from_row(row: Any, score: float, text: str) -> SearchHit:
     )
 
 
-def location(row: Any) -> dict[str, Any]:
-    loc: dict[str, Any] = {"line_start": row["line_start"], "line_end": row["line_end"]}
+def location(row: Any) -> Location:
+    loc = Location(line_start=row["line_start"], line_end=row["line_end"])
     if row["page_start"] is not None:
         loc["page"] = row["page_start"]
         if row["page_end"] not in (None, row["page_start"]):
