@@ -6,6 +6,9 @@ deadline, so when the worker dies, misses heartbeats or overruns the deadline, t
 ``worker_lost`` / ``deadline_exceeded`` at once instead of waiting forever.
 
 The broker reads only envelopes; bodies and buffer frames are forwarded untouched.
+
+Its length (~490 lines): routing and the job table are one set of rules (every row of protocol.md's
+job table is a branch here) and are read together.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ States (supervisord's, made explicit)::
 
 FAILED stays FAILED until ``foldermind restart``. Every change is published as an
 ``event.worker_state``.
+
+Its length (~460 lines): the state machine, the restart policy and the process handling of a slot,
+whose transitions are asserted together.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ Every load is checked (:func:`load_or_export`): probe sentences (short, non-ASCI
 model's max length) are encoded by torch and by ONNX Runtime, one at a time and as one padded
 batch, and the session is used only if every pair has cosine >= :data:`MIN_COSINE`. A cached file
 that does not load or does not agree is exported again, once; otherwise the caller keeps torch.
+
+Its length (~480 lines): the export, its check against torch and the runtime session of one model
+file, which must agree on the same inputs and outputs.
 """
 
 from __future__ import annotations

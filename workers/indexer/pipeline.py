@@ -5,6 +5,9 @@ It runs beside the indexer's serving thread with a bus client of its own, keeps 
 applies the journal to Tantivy (one commit for everything finished since the last one). A parse
 that loses its parser (crash, hang, memory limit) is retried once on a fresh parser and then
 quarantined as failed with its reason.
+
+Its length (~530 lines): one thread's loop, whose parse window, retries and commits share state and
+locks; split, the rules about when a document is written or retried would be read in pieces.
 """
 
 from __future__ import annotations
