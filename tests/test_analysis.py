@@ -26,8 +26,7 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
-from foldermind.workers.indexer import analysis
-from foldermind.workers.indexer.analysis import analyze, find_date, infer_type, key_entities, keywords, summarize
+from foldermind.workers.indexer.analysis import analyze, find_date, infer_type, key_entities, keywords, summarize, text
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.store import SCHEMA, Store
 from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir, wait_for
@@ -369,7 +368,7 @@ def test_huge_text_is_capped_and_stays_cheap() -> None:
     out = run("", texts=[head, tail])
     assert time.perf_counter() - started < 2.0  # generous: ~0.1 s on a slow machine
     assert "zebra" not in out["keywords"] and out["keywords"][0] in ("kelp", "forests", "otters")
-    assert len(analysis._prepare([head, tail])) <= analysis.MAX_CHARS
+    assert len(text.prepare([head, tail])) <= text.MAX_CHARS
 
 
 # ------------------------------------------------------------------------------------------------

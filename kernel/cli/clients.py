@@ -17,7 +17,8 @@ import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from foldermind.kernel.cli import bridge, connect, current_config, current_home, home_option, kernel_running
+from foldermind.kernel.cli import bridge
+from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, kernel_running
 from foldermind.protocol.errors import BusError, JobError
 from foldermind.protocol.messages import TokenRotateReply, TokenRotateRequest
 from foldermind.protocol.runtime import defaults

@@ -32,7 +32,7 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env
-from foldermind.workers.indexer.analysis import MAX_CHARS, analyze
+from foldermind.workers.indexer.analysis import MAX_CHARS, Analysis, analyze
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
 from foldermind.workers.indexer.extracted import rebuild
@@ -366,7 +366,7 @@ class Pipeline(threading.Thread):
         chunks = [dict(c) for c in reply.chunks]
         # The deterministic analysis, made before the transaction (which holds the write lock). It never
         # fails indexing: on any error the document is indexed without one.
-        fields: dict[str, Any] | None = None
+        fields: Analysis | None = None
         try:
             folder = self.store.find_folder(job.doc.folder_id)
             # A section's chunks overlap: rebuilt into the extracted text, no word counts twice.

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -436,7 +436,7 @@ class Store:
     # ---------------------------------------------------------------------------------------
     # analysis (get_document_summary)
 
-    def write_analysis(self, db: sqlite3.Connection, doc_id: int, path: str, fields: dict[str, Any]) -> None:
+    def write_analysis(self, db: sqlite3.Connection, doc_id: int, path: str, fields: Mapping[str, Any]) -> None:
         """Store a fresh deterministic analysis of the document now at ``path``, waiting for the LLM.
         Call it in the transaction that writes the document's chunks, so the two always match."""
         db.execute(

@@ -1,0 +1,179 @@
+"""``foldermind folders add|list|remove`` and ``foldermind search``."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import click
+
+from foldermind.kernel.cli.common import (
+    connect,
+    current_home,
+    home_option,
+    one_line,
+    require_running,
+)
+from foldermind.kernel.cli.status import fetch_status
+from foldermind.protocol.errors import BusError, JobError
+from foldermind.protocol.messages import (
+    FolderAddReply,
+    FolderAddRequest,
+    FolderListReply,
+    FolderListRequest,
+    FolderRemoveReply,
+    FolderRemoveRequest,
+    SearchReply,
+    SearchRequest,
+    WatchSyncReply,
+    WatchSyncRequest,
+)
+from foldermind.protocol.runtime.home import Home
+
+
+def _call(home: Home, to: str, msg: Any, reply: Any, timeout: float = 30) -> Any:
+    require_running(home)
+    with connect(home) as client:
+        try:
+            return client.request(to, msg, reply, timeout=timeout).body
+        except JobError as exc:
+            raise click.ClickException(exc.message) from exc
+        except BusError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group()
+def folders() -> None:
+    """Register, list and remove Smart Folders."""
+
+
+@folders.command("add")
+@home_option
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option("--name", default="", help="Display name (default: the folder's name).")
+@click.option("--description", default="", help="What the folder holds.")
+@click.option("--wait", is_flag=True, help="Show progress until the folder is indexed.")
+def folders_add(path: str, name: str, description: str, wait: bool) -> None:
+    """Register PATH as a Smart Folder and index it."""
+    home = current_home()
+    folder = _call(home, "indexer", FolderAddRequest(os.path.abspath(path), name, description), FolderAddReply).folder
+    click.echo(f"registered {folder['name']} ({folder['id']}): {folder['path']}")
+    _call(home, "watcher", WatchSyncRequest(), WatchSyncReply, timeout=120)
+    if wait:
+        _wait_indexed(home, folder["id"])
+
+
+def _folder(home: Home, folder_id: str) -> dict[str, Any]:
+    for f in _call(home, "indexer", FolderListRequest(), FolderListReply, timeout=10).folders:
+        if f["id"] == folder_id:
+            return dict(f)
+    raise click.ClickException("the folder was removed meanwhile")
+
+
+def _wait_indexed(home: Home, folder_id: str) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[extra]}"),
+    ) as bar:
+        files = bar.add_task("files    ", total=None, extra="")
+        embedded = bar.add_task("embedding", total=None, extra="")
+        postponed = ""
+        while True:
+            f = _folder(home, folder_id)
+            done = f["files_indexed"] + f["files_failed"]
+            bar.update(files, total=max(f["files_total"], 1), completed=done, extra=f"{f['files_failed']} failed")
+            bar.update(embedded, total=max(f["chunks"], 1), completed=f["chunks_embedded"], extra="chunks")
+            if f["state"] == "ready" and done >= f["files_total"]:
+                if f["chunks_embedded"] >= f["chunks"]:
+                    break
+                postponed = _embedder_trouble(home)
+                if postponed:  # keyword search works already; vectors follow once the model loads
+                    break
+            time.sleep(0.3)
+    click.echo(
+        f"indexed: {f['files_indexed']} files ({f['files_failed']} failed), {f['chunks']} chunks, "
+        f"{f['chunks_embedded']} embedded"
+    )
+    if postponed:
+        click.echo(f"embedding postponed: {postponed}")
+
+
+def _embedder_trouble(home: Home) -> str:
+    """Why the embedder cannot embed now ('' when it can)."""
+    status = fetch_status(home)
+    for w in status.workers if status else []:
+        if w["service"] == "embedder":
+            if w["state"] != "RUNNING":
+                return f"the embedder is {w['state']}: {w['last_error'] or ''}".rstrip(": ")
+            if w.get("note", "").startswith("model failed"):
+                return str(w["note"])
+    return ""
+
+
+@folders.command("list")
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def folders_list(as_json: bool) -> None:
+    """Every Smart Folder with its indexing progress."""
+    found = _call(current_home(), "indexer", FolderListRequest(), FolderListReply, timeout=10).folders
+    if as_json:
+        click.echo(json.dumps([dict(f) for f in found], indent=2))
+        return
+    if not found:
+        click.echo("no Smart Folders yet: foldermind folders add PATH")
+    for f in found:
+        click.echo(f"{f['id']}  {f['name']:<20} {f['path']}")
+        click.echo(
+            f"    {f['state']}: {f['files_indexed']}/{f['files_total']} files, {f['files_failed']} failed, "
+            f"{f['chunks']} chunks"
+        )
+
+
+@folders.command("remove")
+@home_option
+@click.argument("folder")
+def folders_remove(folder: str) -> None:
+    """Unregister a Smart Folder (by id or path) and purge its index entries; files are never touched."""
+    home = current_home()
+    target = os.path.abspath(folder) if os.path.exists(folder) else folder
+    reply = _call(home, "indexer", FolderRemoveRequest(target), FolderRemoveReply)
+    _call(home, "watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+    click.echo(f"removed {reply.folder['name']} ({reply.documents_purged} documents purged from the index)")
+
+
+@click.command()
+@home_option
+@click.argument("query")
+@click.option("--mode", type=click.Choice(["hybrid", "semantic", "keyword"]), default="hybrid", show_default=True)
+@click.option("--top-k", type=click.IntRange(1, 50), default=10, show_default=True)
+@click.option("--folder", "folder_id", default=None, help="Only this Smart Folder (id).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def search(query: str, mode: str, top_k: int, folder_id: str | None, as_json: bool) -> None:
+    """Search the indexed documents (the search_documents tool from a terminal)."""
+    reply = _call(current_home(), "indexer", SearchRequest(query, mode, top_k, folder_id), SearchReply)
+    if as_json:
+        click.echo(json.dumps(reply.to_body(), indent=2, ensure_ascii=False))
+        return
+    if reply.note:
+        click.echo(f"({reply.note})")
+    for i, r in enumerate(reply.results, 1):
+        loc = r["location"]
+        where = ", ".join(
+            x
+            for x in (
+                f"p. {loc['page']}" if "page" in loc else "",
+                loc.get("heading", ""),
+                f"lines {loc['line_start']}-{loc['line_end']}",
+            )
+            if x
+        )
+        click.echo(f"{i}. {one_line(r['file_path'])}  ({where})  score {r['score']:.3f}")
+        click.echo(f"   {' '.join(r['snippet'].split())}")
+    click.echo(f"{len(reply.results)} of {reply.total_matches} matches, {reply.query_ms:.1f} ms, {reply.mode_used}")

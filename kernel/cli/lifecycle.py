@@ -1,0 +1,201 @@
+"""``foldermind start`` and ``foldermind stop``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import suppress
+
+import click
+import psutil
+
+from foldermind.kernel import __version__
+from foldermind.kernel.cli.common import (
+    connect,
+    current_config,
+    current_home,
+    home_option,
+)
+from foldermind.protocol.errors import BusError, KernelUnavailable
+from foldermind.protocol.messages import (
+    FolderAddReply,
+    FolderAddRequest,
+    FolderListReply,
+    FolderListRequest,
+    PingReply,
+    PingRequest,
+    StopReply,
+    StopRequest,
+    WatchSyncReply,
+    WatchSyncRequest,
+)
+from foldermind.protocol.runtime import logs
+from foldermind.protocol.runtime.config import SupervisorConfig
+from foldermind.protocol.runtime.home import Home, KernelLock
+
+
+@click.command()
+@home_option
+@click.option("--foreground", is_flag=True, help="Run the kernel in this terminal (service managers, debugging).")
+@click.option("--port", type=int, default=None, help="MCP port (default 53827; env FOLDERMIND_MCP_PORT).")
+@click.option("--detached", is_flag=True, hidden=True, help="Set by `start` for the kernel it spawns.")
+@click.option(
+    "--demo-folder",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Register this folder when no Smart Folder is registered yet (`make run` passes docs/).",
+)
+def start(foreground: bool, port: int | None, detached: bool, demo_folder: str | None) -> None:
+    """Start the supervisor and every worker."""
+    home = current_home()
+    home.ensure()
+    config = current_config(home)
+    if port is not None:
+        os.environ["FOLDERMIND_MCP_PORT"] = str(port)
+    pid = home.running_pid()
+    if pid is not None:
+        click.echo(f"foldermind is already running (pid {pid}).")
+        return
+    demo = os.path.abspath(demo_folder) if demo_folder else None
+    if foreground or detached:
+        sys.exit(_run_foreground(home, config, log_to_terminal=not detached, demo_folder=demo))
+    _start_background(home, config)
+    if demo:
+        _register_demo(home, demo)
+
+
+def _register_demo(home: Home, folder: str) -> None:
+    """Register ``folder`` if no Smart Folder exists yet, so the first search answers at once."""
+    with connect(home) as client:
+        give_up = time.monotonic() + 60
+        while True:
+            try:
+                existing = client.request("indexer", FolderListRequest(), FolderListReply, timeout=5).body.folders
+                break
+            except BusError:
+                if time.monotonic() > give_up:
+                    return
+                time.sleep(0.5)
+        if existing:
+            return
+        try:
+            client.request("indexer", FolderAddRequest(folder, "demo", "foldermind's own docs"), FolderAddReply)
+            client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+        except BusError as exc:
+            click.echo(f"could not register the demo folder: {exc}", err=True)
+            return
+    click.echo(f"registered {folder} as the demo Smart Folder: try `foldermind search restart`")
+
+
+def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool, demo_folder: str | None = None) -> int:
+    from foldermind.kernel.kernel import Kernel
+
+    lock = KernelLock(home)
+    if not lock.acquire():
+        click.echo(f"foldermind is already running (pid {home.running_pid()}).")
+        return 0
+    logs.setup(
+        home.log_file("kernel"),
+        config.kernel.log_max_mb,
+        config.kernel.log_backups,
+        also_stderr=log_to_terminal,
+    )
+    try:
+        kernel = Kernel(home, config)
+        click.echo(f"foldermind {__version__} running in the foreground (pid {os.getpid()}); Ctrl-C stops it.")
+        threading.Thread(target=_announce_mcp, args=(home, 60), daemon=True).start()
+        if demo_folder:
+            # The kernel loop owns this thread; the demo registration is an ordinary bus client.
+            threading.Thread(target=_register_demo, args=(home, demo_folder), daemon=True).start()
+        return kernel.run()
+    finally:
+        lock.release()
+
+
+def _announce_mcp(home: Home, wait_s: float) -> None:
+    """Print the MCP URL once the front door has bound its port (and how to connect a client)."""
+    info = home.wait_mcp_serving(wait_s)
+    if info is None:
+        click.echo("MCP: the front door is still starting; `foldermind status` shows its URL once it serves.")
+        return
+    flag = f" --home {home.root}" if home.root is not None else ""
+    click.echo(f"MCP: {info['url']}  (bearer token: `foldermind{flag} token show`)")
+    click.echo(f"     client config: `foldermind{flag} config snippet --client claude-desktop|claude-code|cursor|zed`")
+
+
+def _start_background(home: Home, config: SupervisorConfig) -> None:
+    args = [sys.executable, "-m", "foldermind.kernel.cli"]
+    if home.root is not None:
+        args += ["--home", str(home.root)]
+    args += ["start", "--detached"]
+    # Only what escapes logging (an interpreter crash) lands in this file; the log is kernel.log.
+    with open(home.log_dir / "kernel.stderr.log", "ab") as out:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True
+        )
+    give_up = time.monotonic() + config.kernel.start_wait_s
+    with connect(home) as client:
+        while time.monotonic() < give_up:
+            if proc.poll() is not None:
+                raise click.ClickException(
+                    f"the kernel exited with status {proc.returncode}; see {home.log_dir / 'kernel.log'}"
+                )
+            try:
+                client.request("kernel", PingRequest(), PingReply, timeout=0.5)
+            except KernelUnavailable:
+                continue
+            click.echo(f"foldermind started (pid {proc.pid}).")
+            click.echo(f"home: {home.root or 'platform default'}; logs: {home.log_dir}")
+            _announce_mcp(home, wait_s=20)
+            return
+    raise click.ClickException(f"the kernel did not answer within {config.kernel.start_wait_s:g} s")
+
+
+@click.command()
+@home_option
+def stop() -> None:
+    """Stop every worker, then the kernel (SIGTERM, a grace period, then SIGKILL)."""
+    home = current_home()
+    pid = home.running_pid()
+    if pid is None:
+        click.echo("foldermind is not running.")
+        return
+    config = current_config(home)
+    grace = max(config.restart.stop_grace_s, *(config.restart_policy_for(s).stop_grace_s for s in config.workers))
+    report: dict[str, str] | None = None
+    with connect(home) as client:
+        try:
+            report = client.request("kernel", StopRequest(), StopReply, timeout=grace + 10).body.report
+        except BusError as exc:
+            click.echo(f"the kernel did not report back ({exc}); signalling it directly", err=True)
+    if report is not None:
+        for name, how in report.items():
+            click.echo(f"  {name:<14} {how}")
+    if not _wait_gone(pid, grace + 5):
+        _signal(pid, signal.SIGTERM)
+        if not _wait_gone(pid, grace + 5):
+            _signal(pid, signal.SIGKILL)
+            _wait_gone(pid, 5)
+            click.echo(f"kernel pid {pid} killed")
+    click.echo("foldermind stopped.")
+
+
+def _signal(pid: int, sig: int) -> None:
+    with suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    if pid <= 0:
+        return True
+    try:
+        psutil.Process(pid).wait(timeout=seconds)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.TimeoutExpired:
+        return False
+    return True
