@@ -424,7 +424,8 @@ class SummaryReply(Message):
     analysis: dict[str, Any]
     """The analysis fields (summary, category, entity, type, date, keywords, key_entities, suggested_name, confidence),
     `analyzed_at` (epoch seconds) and `file_path`, where the file is now. A plain map: the analysis record is
-    the stored JSON of `workers/indexer/analysis.py`, whose fields grow with it."""
+    the stored JSON of `workers/indexer/analysis/` (its `Analysis` record) plus the model's fields, which
+    grow with it."""
 
 
 class FailureInfo(TypedDict):
