@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from foldermind.protocol import frames
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -52,7 +54,7 @@ class BusPolicy(_Strict):
         " killing it would cost a model reload. A worker whose heartbeats stop is lost sooner anyway.",
     )
     max_message_mb: int = Field(
-        64,
+        frames.DEFAULT_MAX_BYTES // (1024 * 1024),
         ge=1,
         description="Largest message accepted, all frames together (MiB). A bigger request is refused with"
         " message_too_large (a bigger reply is dropped), and ZeroMQ disconnects a peer that sends a single frame"
