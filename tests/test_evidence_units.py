@@ -113,6 +113,28 @@ def test_the_quoted_answer_quotes_the_best_sentences_verbatim_with_markers_in_fi
     assert not unsupported.grounded and unsupported.answer == answers.NOT_FOUND
 
 
+def test_a_quote_is_labelled_with_its_section_when_it_does_not_name_it() -> None:
+    named, plain = _hit("/d/humanize.txt"), _hit("/d/notes.txt")
+    named["location"]["heading"] = "django.contrib.humanize > apnumber"
+    reply = EvidenceReply(
+        passages=[named, plain, _hit("/d/other.txt")],
+        spans=[_span(0, "For numbers 1-9, returns the number spelled out.", 0.9), _span(1, "Plain.", 0.85)],
+        supported=True,
+        mode_used="hybrid",
+    )
+    reply.passages[2]["location"]["heading"] = "apnumber"
+    reply.spans.append(_span(2, "The apnumber filter spells numbers out.", 0.8))
+    ev = answers.Evidence(reply)
+    out = answers.extractive(ev, max_quotes=3)
+    assert out.answer == (
+        "apnumber: \u201cFor numbers 1-9, returns the number spelled out.\u201d [1] \u201cPlain.\u201d [2]"
+        " \u201cThe apnumber filter spells numbers out.\u201d [3]"  # it names its section already
+    )
+    assert out.citations[0].quote == "For numbers 1-9, returns the number spelled out."  # the label is not quoted
+    assert ev.window(reply.spans[0]) == "apnumber:\nFor numbers 1-9, returns the number spelled out."
+    assert ev.window(reply.spans[1]) == "Plain."
+
+
 def test_a_figure_question_names_what_it_counts() -> None:
     assert sentences.counted("How many patients were pooled in the meta-analysis?") == sentences.content_terms(
         "patients"
@@ -121,10 +143,32 @@ def test_a_figure_question_names_what_it_counts() -> None:
     assert sentences.counted("Which filter turns numbers into words?") == set()
 
 
+def test_a_sentence_counts_the_question_terms_of_its_heading_at_a_discount() -> None:
+    def hit(heading: str, text: str) -> SearchHit:
+        h = _hit("/d/settings.txt")
+        h["location"]["heading"] = heading
+        h["text"] = text
+        return h
+
+    hits = [
+        hit("Settings > SESSION_COOKIE_AGE", "Default: ``1209600`` (2 weeks, in seconds)"),
+        hit("Settings > CSRF_COOKIE_AGE", "Default: ``31449600`` (about 1 year, in seconds)"),
+        hit("Sessions", "The session cookie age is set by a setting."),
+    ]
+    cands = evidence.EvidenceService._candidates(hits)
+    evidence.EvidenceService._cover("How long does a session cookie last by default?", "", cands)
+    by_text = {c.sentence.text: c.coverage for c in cands}
+    session = by_text["Default: ``1209600`` (2 weeks, in seconds)"]
+    csrf = by_text["Default: ``31449600`` (about 1 year, in seconds)"]
+    own = by_text["The session cookie age is set by a setting."]
+    assert csrf < session < own  # its heading names the session cookie; its own words only "default"
+    assert session > 0 and cands[0].section == sentences.content_terms("Settings SESSION_COOKIE_AGE")
+
+
 def _span_of(text: str, at: int, figure: bool) -> EvidenceSpan:
     found = sentences.split(text, 1)
     hit = SearchHit(text=text, file_path="/d/settings.txt")  # type: ignore[typeddict-item]
-    cand = evidence._Candidate(0, found, at, sentences.content_terms(found[at].text))
+    cand = evidence._Candidate(0, found, at, sentences.content_terms(found[at].text), set())
     return evidence.EvidenceService._span([hit], cand, figure)
 
 

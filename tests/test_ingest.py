@@ -170,6 +170,40 @@ def test_edit_touch_rename_delete_and_changes_while_stopped(indexed: tuple[Runni
     assert files_found(home, "東京") == set()
 
 
+def test_an_index_made_by_older_parsers_is_parsed_again_once_on_start(indexed: tuple[RunningKernel, Path]) -> None:
+    k, docs = indexed
+    home = k.root
+    (docs / "manual.rst").write_text("Manual\n======\n\nInstall\n-------\n\nUnpack the gondola kit first.\n")
+    wait_for(lambda: files_found(home, "gondola") == {"manual.rst"}, 30, 0.3, "the .rst file indexed")
+    assert search(home, "gondola")["results"][0]["location"]["heading"] == "Manual > Install"
+    k.stop()
+    # What an older version left: chunks without the headings this one finds, and its extraction number.
+    db = sqlite3.connect(home / "data" / "index.sqlite")
+    with db:
+        db.execute("UPDATE chunks SET heading = NULL")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'extraction'")
+    db.close()
+    before = chunk_ids(home, "notes.txt")
+    k.start()
+    wait_for(
+        lambda: search(home, "gondola")["results"][0]["location"].get("heading") == "Manual > Install",
+        60,
+        0.3,
+        "the file parsed again with this version's parsers",
+    )
+    wait_for(lambda: settled(home), 60, 0.3, "every document parsed again")
+    assert chunk_ids(home, "notes.txt") != before  # unchanged files too: an upgrade reaches them
+    assert files_found(home, "zanzibar") == {"notes.txt"}
+    db = sqlite3.connect(home / "data" / "index.sqlite")
+    assert db.execute("SELECT value FROM meta WHERE key = 'extraction'").fetchone()[0] != "1"
+    db.close()
+    parsed = chunk_ids(home, "notes.txt")
+    k.stop()
+    k.start()  # recorded: the next start parses nothing again
+    wait_for(lambda: settled(home), 60, 0.3, "settled after the second start")
+    assert chunk_ids(home, "notes.txt") == parsed
+
+
 def test_bad_files_fail_with_reasons_while_neighbours_index(home_dir: Path) -> None:
     docs = home_dir / "bad"
     docs.mkdir()

@@ -31,6 +31,7 @@ from foldermind.workers.parser.formats import (
     ParseError,
     Segment,
     document_text,
+    format_of,
     parse_file,
 )
 from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir
@@ -433,6 +434,55 @@ def test_txt_extracted_text_is_the_file_line_for_line(tmp_path: Path) -> None:
     seg = by_text(doc, "After two")
     assert (seg.line_start, seg.line_end) == (5, 7)
     assert document_text(tmp_path / "notes.txt", 50 * MB) == doc.text
+
+
+RST = """\
+=========================
+:mod:`Template` reference
+=========================
+
+.. templatefilter:: apnumber
+
+``apnumber``
+============
+
+For numbers 1-9, returns the number spelled out.
+Otherwise, returns the number.
+
+Someday/Maybe
+-------------
+Used for high-level ideas.
+
+Not a title
+--
+
+An em dash line
+---
+is not a title either: its adornment is shorter than the text.
+
+:tfilter:`~humanize.intcomma`
+============
+
+Adds commas.
+"""
+
+
+def test_rest_section_titles_make_heading_paths_and_the_first_is_the_title(tmp_path: Path) -> None:
+    doc = parse_file(write(tmp_path / "ref.txt", RST), 50 * MB)
+    assert (doc.format, doc.title) == ("txt", "Template reference")
+    assert doc.text == RST  # still the file, line for line
+    assert_positions(doc)
+    assert by_text(doc, ".. templatefilter").heading == "Template reference"
+    assert by_text(doc, "For numbers 1-9").heading == "Template reference > apnumber"
+    assert by_text(doc, "``apnumber``").text == "``apnumber``\n============"
+    # A title followed at once by its text, one level down (a new adornment style).
+    assert by_text(doc, "Used for high-level").heading == "Template reference > apnumber > Someday/Maybe"
+    assert by_text(doc, "Not a title").heading == "Template reference > apnumber > Someday/Maybe"
+    assert by_text(doc, "An em dash").text.startswith("An em dash line\n---\nis not")
+    # Back up a level; roles shown as reST renders them; an adornment a little short still counts.
+    assert by_text(doc, "Adds commas").heading == "Template reference > intcomma"
+    assert format_of(Path("guide.rst")) == "txt"
+    assert parse_file(write(tmp_path / "plain.txt", "no titles\n\nat all\n"), MB).title is None
 
 
 def test_utf16_with_bom(tmp_path: Path) -> None:

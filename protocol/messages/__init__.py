@@ -107,6 +107,7 @@ from foldermind.protocol.messages.llm import (
     ChatTurn,
 )
 from foldermind.protocol.messages.parser import (
+    EXTRACTION,
     ChunkInfo,
     ParseReply,
     ParseRequest,
@@ -117,6 +118,7 @@ from foldermind.protocol.messages.watcher import (
 )
 
 __all__ = [
+    "EXTRACTION",
     "PROTOCOL_VERSION",
     "REGISTRY",
     "AnalyzeReply",

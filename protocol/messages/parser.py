@@ -10,6 +10,11 @@ from foldermind.protocol.messages.envelope import Message, message
 SERVED_BY = "the parser pool"
 """Who answers the kinds of this module (docs/protocol.md's service table)."""
 
+EXTRACTION = 2
+"""What the parsers of this version make of a file (its text, segments, headings, chunks). Bumped whenever a
+format's output changes (2: reST section titles in text files became headings); an index that recorded an
+older one parses every document again, once, so an upgrade reaches files that did not change."""
+
 
 class ChunkInfo(TypedDict):
     """One chunk of a parsed document, with where it came from."""

@@ -6,6 +6,11 @@ verbatim, each followed by its ``[n]``; :func:`claims` splits a generated answer
 sources they cite, and :func:`checked` keeps those the indexer's ``evidence.check`` found supported, cited to
 the sentence that supports them. Citations are numbered in the order the answer first uses them, one per
 quoted sentence, and carry that sentence as ``quote`` with its lines.
+
+A quote is labelled with the section it sits in (``apnumber: “For numbers 1-9, returns the number spelled
+out.” [1]``) when the quote does not name it: in a reference manual the term asked for is often only the
+heading, and "For numbers 1-9, ..." alone does not say which filter does it. The model sees the same label
+in front of each window, and a generated sentence is checked against the labelled window.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ QUOTE_RATIO = 0.8
 """A further quote joins the first only when its score is at least this share of the best one's."""
 NOT_FOUND = "The documents do not say: no indexed passage answers this question."
 NOTHING_MATCHED = "The documents do not say: no indexed document matched this question."
+SECTION_CHARS = 80
+"""A longer innermost heading is a sentence set as a heading, not a name: no label."""
 
 # A sentence ends at a stop followed by white space (so "2.2 angstroms" and "KOBAS 2.0" stay whole), or at
 # a line break.
@@ -50,6 +57,20 @@ class Evidence:
     def sources(self, n: int) -> list[EvidenceSpan]:
         """The spans a model is shown (their windows), best first."""
         return self.spans[:n]
+
+    def section(self, span: EvidenceSpan) -> str:
+        """The innermost heading over ``span`` when the quote does not already hold its words, else ""."""
+        heading = self.reply.passages[span["passage"]]["location"].get("heading") or ""
+        name = heading.rsplit(" > ", 1)[-1].strip()
+        if not name or len(name) > SECTION_CHARS or _words(name) <= _words(span["text"]):
+            return ""
+        return name
+
+    def window(self, span: EvidenceSpan) -> str:
+        """The text a model is shown for ``span`` (and a generated sentence is checked against): its window,
+        after its section's name on a line of its own (so a quote taken from the window is never the label)."""
+        name = self.section(span)
+        return f"{name}:\n{span['window']}" if name else span["window"]
 
     def citation(self, span: EvidenceSpan, quote: str, number: int) -> schemas.Citation:
         hit = self.reply.passages[span["passage"]]
@@ -86,7 +107,8 @@ def extractive(evidence: Evidence, max_quotes: int) -> Composed:
     for span in chosen:
         number = len(citations) + 1
         citations.append(evidence.citation(span, span["text"], number))
-        parts.append(f"\u201c{span['text']}\u201d [{number}]")
+        name = evidence.section(span)
+        parts.append(f"{name + ': ' if name else ''}\u201c{span['text']}\u201d [{number}]")
     return Composed(" ".join(parts), citations)
 
 
@@ -138,6 +160,10 @@ def checked(evidence: Evidence, found: list[Claim], checks: list[ClaimCheck], so
             citations.append(evidence.citation(span, check["quote"], number))
         parts.append(_with_marker(claim["text"], number))
     return Composed(" ".join(parts), citations), dropped
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
 
 
 def _with_marker(text: str, number: int) -> str:

@@ -211,7 +211,7 @@ class Chat:
         files = evidence.reply.passages
         request = ChatRequest(
             question=query,
-            passages=[{"file_name": files[s["passage"]]["file_name"], "text": s["window"]} for s in shown],
+            passages=[{"file_name": files[s["passage"]]["file_name"], "text": evidence.window(s)} for s in shown],
             history=session.history[-HISTORY_TURNS:],
             persona=persona,
             stream=on_progress is not None,
@@ -228,7 +228,7 @@ class Chat:
         found = answers.claims(reply.answer, reply.cited)
         if not found:
             return Composed(""), 0, reply
-        sources = [s["window"] for s in shown]
+        sources = [evidence.window(s) for s in shown]
         try:
             check = await self.bus.call(
                 "indexer",

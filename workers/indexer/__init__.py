@@ -17,6 +17,7 @@ from typing import Any
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
+    EXTRACTION,
     ChangesReply,
     ChangesRequest,
     CheckRequest,
@@ -65,6 +66,7 @@ class IndexerWorker(Worker):
     def setup(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store(self.data_dir / "index.sqlite")
+        self._reparse_if_outdated()
         self.bm25 = KeywordIndex(self.data_dir / "tantivy")
         self.vectors = VectorIndex(
             self.data_dir / "vectors.usearch",
@@ -82,6 +84,17 @@ class IndexerWorker(Worker):
         self.documents = DocumentService(
             self.store, self.vectors, self.encoder, self.folder_info, lambda: self.pipeline.embed_error
         )
+
+    def _reparse_if_outdated(self) -> None:
+        """Documents parsed by parsers that read files differently (an older :data:`EXTRACTION`) are parsed
+        again."""
+        if self.store.get_meta("extraction") == str(EXTRACTION):
+            return
+        with self.store.tx() as db:
+            n = self.store.reparse_all(db)
+            self.store.set_meta(db, "extraction", str(EXTRACTION))
+        if n:
+            log.info("%d documents will be parsed again: this version's parsers read files differently", n)
 
     def teardown(self) -> None:
         self.pipeline.stop()

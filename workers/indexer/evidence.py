@@ -7,7 +7,8 @@ split into sentences (:mod:`.sentences`, which keeps every sentence's lines). A 
     SEMANTIC * cosine(question, sentence) + LEXICAL * coverage + PRIOR * 1 / (1 + chunk rank)
 
 where coverage is the idf-weighted share of the question's content terms the sentence holds (idf over the
-candidate sentences, so a word every sentence has counts for little). Encoding every sentence would cost
+candidate sentences, so a word every sentence has counts for little; a term only its heading path holds counts
+:data:`SECTION_WEIGHT` of its idf). Encoding every sentence would cost
 ~9 ms each on one thread (MiniLM on ONNX Runtime, measured here), so only the :data:`ENCODE_AT_MOST` best by
 coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`, in the query encoder's
 :class:`~.encoder.VectorCache`, keyed by model and text):
@@ -70,6 +71,10 @@ the gold answer from 30 to 33 of the 48 tune questions (held out: 18 of 24 befor
 FRAGMENT_PENALTY = 0.05
 """Taken from a "sentence" that does not end like one (a title, a heading, a table row): those restate a
 topic; they rarely hold the answer."""
+SECTION_WEIGHT = 0.5
+"""How much a question's term counts when only the sentence's heading path holds it: a sentence is about its
+section ("Default: 1209600 (2 weeks, in seconds)" under SESSION_COOKIE_AGE, "*February 26, 2013*" under
+"Django 1.5 release notes"), though less surely than about its own words."""
 CONTEXT_WEIGHT = 0.3
 """How much a follow-up's previous question counts when its sentences are scored (retrieval uses both in
 full): enough to find "it", not so much that the previous answer's sentence wins again."""
@@ -86,6 +91,8 @@ class _Candidate:
     at: int
     """Its place among them."""
     terms: set[str]
+    section: set[str]
+    """Terms of its heading path that it does not hold itself."""
     coverage: float = 0.0
     semantic: float = 0.0
     score: float = 0.0
@@ -181,12 +188,16 @@ class EvidenceService:
             encoded=encoded,
         )
 
-    def _candidates(self, hits: list[SearchHit]) -> list[_Candidate]:
+    @staticmethod
+    def _candidates(hits: list[SearchHit]) -> list[_Candidate]:
         out: list[_Candidate] = []
         for i, hit in enumerate(hits):
             text = hit.get("text", "")
             found = sentences.split(text, int(hit["location"]["line_start"]))
-            out.extend(_Candidate(i, found, j, sentences.content_terms(s.text)) for j, s in enumerate(found))
+            heading = sentences.content_terms(hit["location"].get("heading", "").replace(" > ", "\n"))
+            for j, s in enumerate(found):
+                own = sentences.content_terms(s.text)
+                out.append(_Candidate(i, found, j, own, heading - own))
         return out
 
     @staticmethod
@@ -202,7 +213,8 @@ class EvidenceService:
         idf = {t: weight[t] * math.log(1 + (n - k + 0.5) / (k + 0.5)) for t, k in held.items()}
         total = sum(idf.values())
         for c in candidates:
-            c.coverage = sum(w for t, w in idf.items() if t in c.terms) / total
+            held_here = sum(w for t, w in idf.items() if t in c.terms)
+            c.coverage = (held_here + SECTION_WEIGHT * sum(w for t, w in idf.items() if t in c.section)) / total
 
     def _semantic(self, question: str, query: str, candidates: list[_Candidate]) -> tuple[int, str]:
         """Cosines of the most promising candidates with the question (and, for a follow-up, the question

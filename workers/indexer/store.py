@@ -380,6 +380,11 @@ class Store:
                 (error, time.time(), doc_id),
             )
 
+    def reparse_all(self, db: sqlite3.Connection) -> int:
+        """Every document to be parsed again (its chunks stay searchable until new ones replace them)."""
+        cur = db.execute("UPDATE documents SET status = 'pending', attempts = 0, sha256 = NULL, error = NULL")
+        return cur.rowcount
+
     def requeue(self, doc_id: int) -> None:
         self.db.execute("UPDATE documents SET status = 'pending', attempts = 0 WHERE id = ?", (doc_id,))
 
