@@ -178,7 +178,8 @@ class IngestPolicy(_Strict):
     embed_backend: Literal["onnx", "torch"] = Field(
         "onnx",
         description='What runs the embedder\'s model: "onnx" uses the checked ONNX export (see model_cache_dir) and'
-        " never imports torch once it exists (~2x torch's rate here, same vectors: docs/benchmarks-onnx.md); torch"
+        " never imports torch once it exists (a start costs ~1.4 CPU-s and ~270 MiB instead of ~5.6 and ~530, the"
+        " same vectors: docs/benchmarks-onnx.md); torch"
         ' runs instead when onnxruntime is missing or the export fails or disagrees (`status` says why). "torch"'
         " never tries ONNX.",
     )
