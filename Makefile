@@ -46,7 +46,8 @@ $(INSPECTOR):
 	else echo "npm not found: the MCP Inspector CLI test will be skipped"; fi
 
 # Side by side: two at a time (pytest-xdist) on this 2-core machine, 22 min against ~25 in order; more
-# is CPU-bound (~17 s of CPU per test kernel start, load 8 at -n 4) and no faster. tests/conftest.py keeps
+# is CPU-bound (~17 s of CPU per test kernel start before the shared ONNX cache, ~8 s after: the embedder
+# and the indexer load the checked export without torch; load 8 at -n 4) and no faster. tests/conftest.py keeps
 # a module that shares one kernel on one worker. PYTEST_WORKERS=0 runs in order.
 PYTEST_WORKERS ?= 2
 pytest: install $(INSPECTOR)

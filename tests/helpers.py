@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,15 +27,19 @@ from foldermind.protocol.runtime.home import Home
 
 T = TypeVar("T")
 
-# Quick restarts so fault tests do not wait on production backoff. Queries are encoded with torch: the
-# default ONNX backend exports the model once per home (~7 s of CPU, ~800 MiB), which tests of other
-# things need not pay in every throw-away home; tests/test_encoder.py and the front-door suite use ONNX.
+MODEL_CACHE = Path(tempfile.gettempdir()) / f"foldermind-test-models-{os.getuid()}"
+"""The model cache every test kernel shares (``[ingest] model_cache_dir``, written into each test home's
+supervisor.toml by :class:`RunningKernel` unless the test sets its own): the checked ONNX export is made
+once per machine, so a test kernel's embedder and indexer load it without importing torch (~9 CPU-s less
+per start). Safe to share: a file is named by its model's digest and verified against its check record on
+every load. Tests of the export itself use a cache of their own."""
 TORCH_QUERIES = """
 [search]
 query_backend = "torch"
 """
-FAST_RESTART = (
-    """
+"""Queries encoded with torch (the soak and load runs keep it; ONNX is the default everywhere else)."""
+# Quick restarts so fault tests do not wait on production backoff.
+FAST_RESTART = """
 [restart]
 backoff_initial_s = 0.1
 backoff_max_s = 1.0
@@ -41,8 +47,25 @@ stable_after_s = 5.0
 start_timeout_s = 20.0
 stop_grace_s = 3.0
 """
-    + TORCH_QUERIES
-)
+
+
+def with_model_cache(config: str, cache: Path = MODEL_CACHE) -> str:
+    """``config`` (a supervisor.toml) with ``[ingest] model_cache_dir`` set to ``cache`` unless it sets one."""
+    try:
+        data = tomllib.loads(config)
+    except tomllib.TOMLDecodeError:
+        return config  # a test of a broken config file: left as the test wrote it
+    ingest = data.get("ingest", {})
+    if "model_cache_dir" in ingest:
+        return config
+    line = f"model_cache_dir = {json.dumps(str(cache))}"
+    header = re.search(r"^\[ingest\][ \t]*$", config, re.MULTILINE)
+    if header:
+        return config[: header.end()] + "\n" + line + config[header.end() :]
+    if ingest:  # an inline table: not rewritten
+        return config
+    return config.rstrip("\n") + f"\n\n[ingest]\n{line}\n"
+
 
 TESTWORKER = """
 [workers.testworker]
@@ -88,7 +111,7 @@ class RunningKernel:
         self.root = root
         self.home = Home.resolve(root)
         self.home.ensure()
-        self.home.supervisor_override.write_text(config)
+        self.home.supervisor_override.write_text(with_model_cache(config))
         self._clients: list[BusClient] = []
         self.events: list[WorkerStateEvent] = []
         self._sub: zmq.Socket[bytes] | None = None

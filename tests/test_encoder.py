@@ -1,10 +1,12 @@
-"""The query encoder's ONNX backend on the real bundled model: export, cache, check against torch,
-fallbacks to torch, and the query-vector cache. One export is shared by the module (a few seconds)."""
+"""The query encoder's ONNX backend on the real bundled model: export, cache, check against torch and its
+record, fallbacks to torch, and the query-vector cache. One export is shared by the module (a few seconds)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,7 +20,7 @@ import numpy.typing as npt
 import pytest
 
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
-from foldermind.workers import model_files, onnx_model
+from foldermind.workers import model_files, onnx_export, onnx_model
 from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
 from tests.helpers import wait_for
 
@@ -55,7 +57,8 @@ class Shared:
     model: SentenceTransformer
     model_dir: Path
     data_dir: Path
-    loaded: onnx_model.Loaded
+    """The model cache the module's export is in."""
+    loaded: onnx_export.Loaded
 
     def reference(self, texts: list[str]) -> npt.NDArray[np.float32]:
         return torch_vectors(self.model, texts)
@@ -71,15 +74,15 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Shared:
     path = model_files.model_dir()
     model = SentenceTransformer(str(path), device="cpu")
     model.eval()
-    data_dir = tmp_path_factory.mktemp("onnx-data")
-    before = onnx_model.export_count
-    loaded = onnx_model.load_or_export(model, path, MODEL, data_dir, 1, lambda texts: torch_vectors(model, texts))
-    assert onnx_model.export_count == before + 1
+    data_dir = tmp_path_factory.mktemp("onnx-cache")
+    before = onnx_export.export_count
+    loaded = onnx_export.open_checked(path, MODEL, data_dir, 1)
+    assert onnx_export.export_count == before + 1
     return Shared(model, path, data_dir, loaded)
 
 
-def encoder_for(data_dir: Path, **search: Any) -> QueryEncoder:
-    return QueryEncoder(SearchPolicy(**search), IngestPolicy(), NO_BUS, "test-encoder", data_dir=data_dir)
+def encoder_for(cache_dir: Path, **search: Any) -> QueryEncoder:
+    return QueryEncoder(SearchPolicy(**search), IngestPolicy(), NO_BUS, "test-encoder", cache_dir=cache_dir)
 
 
 def settled(enc: QueryEncoder) -> None:
@@ -96,9 +99,16 @@ def settled(enc: QueryEncoder) -> None:
 def test_export_matches_torch_on_sentences_non_ascii_and_truncated_long_text(shared: Shared) -> None:
     loaded = shared.loaded
     assert loaded.exported and loaded.cosine >= onnx_model.MIN_COSINE and loaded.note == ""
-    assert loaded.path.parent == shared.data_dir / "models"
+    assert loaded.path.parent == shared.data_dir
     assert loaded.path.name.startswith(f"{MODEL}-") and loaded.path.suffix == ".onnx"
-    assert [p.name for p in loaded.path.parent.iterdir()] == [loaded.path.name]  # no temporary file left
+    record = onnx_model.check_file(loaded.path)
+    visible = sorted(p.name for p in loaded.path.parent.iterdir() if not p.name.startswith("."))
+    assert visible == [loaded.path.name, record.name]  # no temporary file left
+    check = loaded.check  # the record: this file, checked against torch, with torch's vectors of the probes
+    assert check.onnx_sha256 == onnx_model.file_sha256(loaded.path) and check.cosine >= onnx_model.MIN_COSINE
+    assert check.preprocessing.max_seq_length == 256 and check.onnxruntime and check.torch
+    reference = shared.reference(list(onnx_model.PROBES))
+    assert np.allclose(check.vectors(384), reference, atol=1e-6)
     # The long text is cut at the model's limit, by both.
     assert shared.model.max_seq_length == 256
     assert len(shared.model.tokenizer(LONG)["input_ids"]) > 256
@@ -116,26 +126,31 @@ def test_export_matches_torch_on_sentences_non_ascii_and_truncated_long_text(sha
 def test_the_cached_file_is_reused_not_exported_again(shared: Shared) -> None:
     path = shared.loaded.path
     mtime = path.stat().st_mtime_ns
-    before = onnx_model.export_count
-    again = onnx_model.load_or_export(shared.model, shared.model_dir, MODEL, shared.data_dir, 1, shared.reference)
+    before = onnx_export.export_count
+    again = onnx_export.open_checked(shared.model_dir, MODEL, shared.data_dir, 1)
     assert not again.exported and again.path == path and again.note == ""
-    assert onnx_model.export_count == before and path.stat().st_mtime_ns == mtime
+    assert onnx_export.export_count == before and path.stat().st_mtime_ns == mtime
 
 
 def test_a_corrupt_cached_file_is_detected_and_exported_again(shared: Shared, tmp_path: Path) -> None:
     good = shared.loaded.path
-    bad = tmp_path / "models" / good.name
-    bad.parent.mkdir()
-    bad.write_bytes(good.read_bytes()[: good.stat().st_size // 3])  # cut short: does not load
-    stale = tmp_path / "models" / f"{MODEL}-0123456789abcdef.onnx"  # an export of an older model
+    bad = tmp_path / good.name
+    bad.write_bytes(good.read_bytes()[: good.stat().st_size // 3])  # cut short
+    shutil.copy2(onnx_model.check_file(good), onnx_model.check_file(bad))
+    stale = tmp_path / f"{MODEL}-0123456789abcdef.onnx"  # an export of an older model, unused for long
     stale.write_bytes(b"old")
-    before = onnx_model.export_count
-    loaded = onnx_model.load_or_export(shared.model, shared.model_dir, MODEL, tmp_path, 1, shared.reference)
-    assert loaded.exported and onnx_model.export_count == before + 1
-    assert "unusable" in loaded.note and "does not load" in loaded.note
+    old = time.time() - onnx_export.UNUSED_EXPORT_S - 60
+    os.utime(stale, (old, old))
+    recent = tmp_path / f"{MODEL}-fedcba9876543210.onnx"  # another home's version, in use: kept
+    recent.write_bytes(b"in use")
+    before = onnx_export.export_count
+    loaded = onnx_export.open_checked(shared.model_dir, MODEL, tmp_path, 1)
+    assert loaded.exported and onnx_export.export_count == before + 1
+    assert loaded.note.startswith("exported again:") and "not the file its check record describes" in loaded.note
     assert loaded.cosine >= onnx_model.MIN_COSINE
     assert bad.stat().st_size == good.stat().st_size
-    assert sorted(p.name for p in bad.parent.iterdir()) == [good.name]  # the stale export is gone
+    visible = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert visible == sorted([good.name, onnx_model.check_file(good).name, recent.name])
 
 
 def test_a_file_that_loads_but_disagrees_with_torch_is_refused(shared: Shared, tmp_path: Path) -> None:
@@ -148,17 +163,21 @@ def test_a_file_that_loads_but_disagrees_with_torch_is_refused(shared: Shared, t
     weights = weights * 1.5 + 0.01  # the word embeddings, probably: every row changes
     biggest.CopyFrom(numpy_helper.from_array(weights.astype(np.float32), biggest.name))
     target = onnx_model.cache_file(tmp_path, MODEL, onnx_model.model_digest(shared.model_dir))
-    target.parent.mkdir(parents=True)
     onnx.save(graph, str(target))
-    with pytest.raises(onnx_model.OnnxError, match="disagrees with torch"):
-        onnx_model._checked(target, shared.model, 1, shared.reference)
-    # load_or_export would export again; told to stop, it neither exports nor keeps the bad file.
+    # A record that vouches for this very file (its hash) but holds the real torch vectors.
+    check = dataclasses.replace(
+        shared.loaded.check, onnx_bytes=target.stat().st_size, onnx_sha256=onnx_model.file_sha256(target)
+    )
+    onnx_model.check_file(target).write_text(check.to_json())
+    with pytest.raises(onnx_model.OnnxError, match="disagrees with its recorded torch vectors"):
+        onnx_model.load_cached(target, shared.model_dir, 1)
+    # open_checked would export again; told to stop, it does not export.
     stop = threading.Event()
     stop.set()
-    before = onnx_model.export_count
+    before = onnx_export.export_count
     with pytest.raises(onnx_model.OnnxError, match="stopped"):
-        onnx_model.load_or_export(shared.model, shared.model_dir, MODEL, tmp_path, 1, shared.reference, stop)
-    assert onnx_model.export_count == before
+        onnx_export.open_checked(shared.model_dir, MODEL, tmp_path, 1, stop)
+    assert onnx_export.export_count == before
 
 
 def test_an_export_in_progress_stops_when_told_and_leaves_no_file(shared: Shared, tmp_path: Path) -> None:
@@ -167,14 +186,14 @@ def test_an_export_in_progress_stops_when_told_and_leaves_no_file(shared: Shared
     dest = tmp_path / "models" / "m.onnx"
     started = time.monotonic()
     with pytest.raises(onnx_model.OnnxError, match="stopped"):
-        onnx_model.export(shared.model_dir, dest, stop)
+        onnx_export.export(shared.model_dir, dest, stop)
     assert time.monotonic() - started < 5
     assert list(dest.parent.iterdir()) == []
 
 
 def test_a_failed_export_says_why(tmp_path: Path) -> None:
     with pytest.raises(onnx_model.OnnxError, match=r"export failed \(exit 1\): .+no config\.json"):
-        onnx_model.export(tmp_path, tmp_path / "out" / "m.onnx")
+        onnx_export.export(tmp_path, tmp_path / "out" / "m.onnx")
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -199,10 +218,10 @@ def test_the_digest_follows_weights_and_configs_only(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_torch_export_exporter_works_too(shared: Shared, tmp_path: Path) -> None:
     """The fallback exporter (torch.export + onnxscript), for a torch without the TorchScript one."""
-    dest = tmp_path / "dynamo.onnx"
-    onnx_model.export(shared.model_dir, dest, exporter="dynamo")
-    encoder, cosine = onnx_model._checked(dest, shared.model, 1, shared.reference)
-    assert cosine >= onnx_model.MIN_COSINE
+    dest = onnx_model.cache_file(tmp_path, MODEL, onnx_model.model_digest(shared.model_dir))
+    onnx_export.export(shared.model_dir, dest, exporter="dynamo")
+    encoder, check, cosine = onnx_model.load_cached(dest, shared.model_dir, 1)
+    assert cosine >= onnx_model.MIN_COSINE and check.exporter == "dynamo"
     assert encoder.encode(["kittens"]).shape == (1, 384)
 
 
@@ -228,12 +247,12 @@ def test_onnxruntime_is_refused_rather_than_crashing_after_usearch() -> None:
 
 
 def test_the_encoder_answers_with_onnx_from_the_cached_export(shared: Shared) -> None:
-    before = onnx_model.export_count
+    before = onnx_export.export_count
     enc = encoder_for(shared.data_dir)
     try:
         settled(enc)
         assert enc.backend == "onnx" and enc.backend_note == "", enc.backend_note
-        assert onnx_model.export_count == before and enc.onnx_exported is False
+        assert onnx_export.export_count == before and enc.onnx_exported is False
         assert enc.onnx_file == str(shared.loaded.path)
         vector, why = enc.encode("kittens chasing yarn", 384, MODEL)
         assert vector is not None, why
@@ -252,7 +271,7 @@ def test_backend_torch_never_tries_onnx(tmp_path: Path) -> None:
     try:
         settled(enc)
         assert enc.backend == "torch" and enc.backend_note == "" and enc.onnx_file is None
-        assert not (tmp_path / "models").exists()
+        assert list(tmp_path.iterdir()) == []
         vector, why = enc.encode("kittens chasing yarn", 384, MODEL)
         assert vector is not None and vector.shape == (384,), why
     finally:
@@ -265,15 +284,18 @@ def test_an_onnx_file_that_cannot_load_leaves_torch_answering(
     def broken_export(model_dir: Path, dest: Path, *args: Any, **kwargs: Any) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(b"this is not an onnx model")
+        good = shared.loaded.check
+        check = dataclasses.replace(good, onnx_bytes=dest.stat().st_size, onnx_sha256=onnx_model.file_sha256(dest))
+        onnx_model.check_file(dest).write_text(check.to_json())
 
-    monkeypatch.setattr(onnx_model, "export", broken_export)
+    monkeypatch.setattr(onnx_export, "export", broken_export)
     enc = encoder_for(tmp_path)
     try:
         settled(enc)
         assert enc.backend == "torch"
         assert enc.backend_note.startswith("onnx unavailable:") and "does not load" in enc.backend_note
         assert enc.describe()["backend_note"] == enc.backend_note
-        assert list((tmp_path / "models").iterdir()) == []  # the bad file is not kept for the next start
+        assert [p for p in tmp_path.iterdir() if not p.name.startswith(".")] == []  # not kept for the next start
         vector, why = enc.encode("kittens chasing yarn", 384, MODEL)
         assert vector is not None, why
         assert float(np.dot(vector, shared.reference(["kittens chasing yarn"])[0])) >= 1 - 1e-4

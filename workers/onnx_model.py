@@ -1,86 +1,72 @@
-"""ONNX Runtime for the sentence-transformers model: exported once, cached, checked against torch.
+"""ONNX Runtime for the sentence-transformers model: exported once per machine, checked against torch
+once, then loaded without torch.
 
 The whole sentence-transformers pipeline (transformer, pooling, normalisation: whatever modules the
-model directory names) is exported to ONNX, so a configured model's own pooling is in the graph too.
-The export runs in a child process (``python -m foldermind.workers.onnx_model MODEL_DIR OUT``):
-the exporters trace for seconds and switch global torch state, which has no place in a worker that
-answers searches meanwhile, and a crash there costs only the export. It tries the TorchScript
-exporter first (~1.5 s here, needs ``onnx``), then torch.export's (~9 s, needs ``onnxscript``).
+model directory names) is exported to ONNX by a child process (:mod:`foldermind.workers.onnx_export`),
+which also checks the file against torch and records that check. This module is the workers' side and
+never imports torch: the embedder and the indexer's query encoder load a checked export with ONNX
+Runtime and tokenize with the ``tokenizers`` package from the model's ``tokenizer.json``, so on a
+machine with a checked export neither worker imports torch at all (about 4.5 CPU-s and ~300 MiB each).
 
-The file is cached as ``<data>/models/<name>-<digest>.onnx``; the digest covers the model's weights,
-configs and tokenizer files and this module's export format, so a changed model gets a new file.
-It is written under a temporary name and renamed, so a reader never sees half a file.
+The cache (``[ingest] model_cache_dir``, default ``<user cache dir>/foldermind/models``) is shared by
+every home on the machine: ``<name>-<digest>.onnx``, where the digest covers the model's weights,
+configs and tokenizer files and :data:`EXPORT_FORMAT`, and beside it ``<file>.checked.json``, the check
+record: the file's size and SHA-256, the preprocessing torch used (max length, prompt, lower-casing),
+the onnxruntime and torch versions, the least cosine measured and torch's own vectors of the probe
+sentences. Both are written under temporary names and renamed, and an export holds a lock file, so two
+homes starting at once export once and never see half a file.
 
-Every load is checked (:func:`load_or_export`): probe sentences (short, non-ASCII, one past the
-model's max length) are encoded by torch and by ONNX Runtime, one at a time and as one padded
-batch, and the session is used only if every pair has cosine >= :data:`MIN_COSINE`. A cached file
-that does not load or does not agree is exported again, once; otherwise the caller keeps torch.
-
-Its length (~480 lines): the export, its check against torch and the runtime session of one model
-file, which must agree on the same inputs and outputs.
+Every load (:func:`open_checked`) hashes the file against its record (~0.1 CPU-s for 90 MB) and
+encodes the probes (short, non-ASCII, one past the model's max length; one at a time and as one padded
+batch), which must agree with the recorded torch vectors (cosine >= :data:`MIN_COSINE`): a corrupt file,
+a record that disagrees or an onnxruntime that computes otherwise is caught without torch. An export
+that is missing or unusable is made again (once, in the child, which checks it against torch); when that
+fails too, :class:`OnnxError` says why and the caller uses torch.
 """
 
 from __future__ import annotations
 
-import argparse
+import base64
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
-import secrets
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+    from tokenizers import Encoding
 
 log = logging.getLogger("foldermind.onnx")
 
-MODULE = "foldermind.workers.onnx_model"
-EXPORT_FORMAT = 1
-"""Bump when the exported graph changes (inputs, outputs, wrapper): every cached file is then redone."""
+EXPORT_FORMAT = 2
+"""Bump when the exported graph or its check record changes: every cached file is then redone.
+2: the check record beside the file, tokenization by ``tokenizers``."""
 OPSET = 17
-DYNAMO_OPSET = 18
-"""torch.export's exporter writes opset 18 at least."""
 OUTPUT = "sentence_embedding"
 MIN_COSINE = 0.9999
-EXPORT_TIMEOUT_S = 600.0
-EXPORT_NICE = 10
-"""The export child yields the CPU to the workers that are serving or indexing meanwhile."""
-MODELS_SUBDIR = "models"
-EXPORTERS = ("auto", "torchscript", "dynamo")
+CHECK_SUFFIX = ".checked.json"
 
-EXPORT_SAMPLE = (
-    "a short query",
-    "a longer sentence, so the sample batch is padded and the attention mask is part of the graph",
-)
 PROBES = (
     "x",
     "How does the immune system respond to a viral infection?",
-    "Größenwahn, café crème, naïve façade — 東京の天気 🚀 Ελληνικά",
+    "  Größenwahn, café crème, naïve façade — 東京の天気 🚀 Ελληνικά  ",
     "Long text past the model's limit: "
     + "the quick brown fox jumps over the lazy dog near the riverbank at dawn while birds sing. " * 40,
 )
-"""Checked on every load; the last one is far longer than 256 tokens, so truncation is checked too."""
+"""Checked at the export against torch, and on every load against torch's recorded vectors; the third has
+edge whitespace (stripped by sentence-transformers), the last is far longer than 256 tokens (truncation)."""
 
 _HASHED_SUFFIXES = frozenset({".json", ".txt", ".safetensors", ".bin", ".model"})
 _SKIPPED_DIRS = frozenset({"onnx", "openvino", ".git", ".cache", "__pycache__"})
-_TEMP_RE = re.compile(r"^\..+\.onnx\.\d+-[0-9a-f]+\.tmp$")
-_STALE_TEMP_S = 3600.0
-
-export_count = 0
-"""Exports this process has run (the tests check that a cached file is reused)."""
 
 
 class OnnxError(Exception):
@@ -140,7 +126,7 @@ def onnxruntime_unsafe() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# the cache file
+# the cache file and its check record
 
 
 def model_digest(model_dir: Path) -> str:
@@ -164,230 +150,161 @@ def _model_files(root: Path) -> list[Path]:
     return found
 
 
-def cache_file(data_dir: Path, name: str, digest: str) -> Path:
+def cache_file(cache_dir: Path, name: str, digest: str) -> Path:
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
-    return data_dir / MODELS_SUBDIR / f"{safe}-{digest}.onnx"
+    return cache_dir / f"{safe}-{digest}.onnx"
 
 
-def _tidy(dest: Path) -> None:
-    """Remove this model's exports for other digests, and temporary files a killed export left."""
-    prefix = dest.name[: -len("-0123456789abcdef.onnx")]
-    pattern = re.compile(rf"^{re.escape(prefix)}-[0-9a-f]{{16}}\.onnx$")
-    now = time.time()
-    for path in dest.parent.iterdir():
-        with contextlib.suppress(OSError):
-            if path.name != dest.name and pattern.match(path.name):
-                path.unlink()
-                log.info("removed %s (an export of another version of the model)", path.name)
-            elif _TEMP_RE.match(path.name) and now - path.stat().st_mtime > _STALE_TEMP_S:
-                path.unlink()
+def check_file(path: Path) -> Path:
+    """The check record beside an export: ``<file>.checked.json``."""
+    return path.with_name(path.name + CHECK_SUFFIX)
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Preprocessing:
+    """What sentence-transformers does to a text before the transformer sees it, as the export child read
+    it from the loaded model: the prompt it prepends, lower-casing, its max length (truncation)."""
+
+    tokenizer: str
+    """``tokenizer.json``'s path relative to the model directory."""
+    max_seq_length: int
+    prompt: str = ""
+    do_lower_case: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """The record of an export's check against torch (``<file>.checked.json``)."""
+
+    digest: str
+    export_format: int
+    onnx_bytes: int
+    onnx_sha256: str
+    preprocessing: Preprocessing
+    cosine: float
+    """The least cosine between ONNX and torch over the probes, one at a time and batched."""
+    min_cosine: float
+    onnxruntime: str
+    torch: str
+    exporter: str
+    checked_at: float
+    probes: list[str]
+    reference: str
+    """Torch's vectors of ``probes`` (each encoded alone), float32 little-endian, base64."""
+
+    def vectors(self, dim: int) -> NDArray[np.float32]:
+        raw = np.frombuffer(base64.b64decode(self.reference), dtype="<f4").astype(np.float32)
+        if raw.size != len(self.probes) * dim:
+            raise OnnxError(f"the check record holds {raw.size} floats, not {len(self.probes)} x {dim}")
+        return raw.reshape(len(self.probes), dim)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_file(cls, path: Path) -> Check:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data["preprocessing"] = Preprocessing(**data["preprocessing"])
+            return cls(**data)
+        except FileNotFoundError:
+            raise OnnxError("the cached export has no check record") from None
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise OnnxError(f"the cached export has an unreadable check record: {reason(exc)}") from exc
+
+
+def encode_reference(vectors: NDArray[np.float32]) -> str:
+    return base64.b64encode(np.ascontiguousarray(vectors, dtype="<f4").tobytes()).decode("ascii")
 
 
 # ---------------------------------------------------------------------------------------------
-# export (in a child process)
-
-
-def export(model_dir: Path, dest: Path, stop: threading.Event | None = None, exporter: str = "auto") -> None:
-    """Export the model at ``model_dir`` to ``dest`` (atomically) in a child process.
-
-    Raises :class:`OnnxError` with the child's reason when it fails, times out or ``stop`` is set.
-    """
-    global export_count
-    if exporter not in EXPORTERS:
-        raise ValueError(f"exporter must be one of {EXPORTERS}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", MODULE, str(model_dir), str(tmp), "--exporter", exporter]
-    started = time.monotonic()
-    export_count += 1
-    try:
-        with tempfile.TemporaryFile() as out:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
-            while True:
-                try:
-                    code = proc.wait(timeout=0.2)
-                    break
-                except subprocess.TimeoutExpired:
-                    stopped = stop is not None and stop.is_set()
-                    if stopped or time.monotonic() - started > EXPORT_TIMEOUT_S:
-                        proc.kill()
-                        proc.wait()
-                        why = "export stopped" if stopped else f"export took over {EXPORT_TIMEOUT_S:.0f} s"
-                        raise OnnxError(why) from None
-            if code != 0:
-                out.seek(0)
-                raise OnnxError(f"export failed (exit {code}): {_last_line(out.read())}")
-        if not tmp.is_file() or tmp.stat().st_size == 0:
-            raise OnnxError("the export wrote no file")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-        _fsync_dir(dest.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
-    log.info("exported %s to %s in %.1f s", model_dir, dest, time.monotonic() - started)
-
-
-def _last_line(raw: bytes) -> str:
-    lines = [line.strip() for line in raw[-8000:].decode("utf-8", "replace").splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no output"
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _export_here(model_dir: Path, out: Path, exporter: str) -> str:
-    """The child's work: load the model and export it; returns the exporter that succeeded."""
-    if not (model_dir / "config.json").is_file():  # before seconds of imports
-        raise OnnxError(f"{model_dir} is not a model directory (no config.json)")
-    import warnings
-
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    warnings.simplefilter("ignore")  # tracer and deprecation warnings are expected, and verified away
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    torch.set_num_threads(1)
-    model = SentenceTransformer(str(model_dir), device="cpu")
-    model.eval()
-    sample = features(model, list(EXPORT_SAMPLE))
-    names = [key for key, value in sample.items() if isinstance(value, torch.Tensor)]
-    if "input_ids" not in names:
-        raise OnnxError(f"the model's preprocessing gives no input_ids ({', '.join(sample)})")
-
-    class Pipeline(torch.nn.Module):
-        """The model's modules in order, from tensors (in ``names`` order) to the sentence embedding."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-            result: torch.Tensor = self.model(dict(zip(names, tensors, strict=True)))[OUTPUT]
-            return result
-
-    wrapper = Pipeline().eval()
-    args = tuple(sample[n] for n in names)
-    failures: list[str] = []
-    for way in ("torchscript", "dynamo") if exporter == "auto" else (exporter,):
-        try:
-            with torch.no_grad():
-                if way == "torchscript":
-                    axes = {n: {0: "batch", 1: "sequence"} for n in names}
-                    torch.onnx.export(
-                        wrapper,
-                        args,
-                        str(out),
-                        input_names=names,
-                        output_names=[OUTPUT],
-                        dynamic_axes={**axes, OUTPUT: {0: "batch"}},
-                        opset_version=OPSET,
-                        dynamo=False,
-                    )
-                else:
-                    batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
-                    torch.onnx.export(
-                        wrapper,
-                        args,
-                        str(out),
-                        input_names=names,
-                        output_names=[OUTPUT],
-                        dynamic_shapes=(tuple({0: batch, 1: sequence} for _ in names),),
-                        opset_version=DYNAMO_OPSET,
-                        dynamo=True,
-                        external_data=False,
-                    )
-            return way
-        except Exception as exc:
-            failures.append(f"{way}: {_reason(exc)}")
-            out.unlink(missing_ok=True)
-    raise OnnxError("; ".join(failures))
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="Export a model to ONNX.")
-    parser.add_argument("model_dir", type=Path)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--exporter", choices=EXPORTERS, default="auto")
-    args = parser.parse_args(argv)
-    with contextlib.suppress(OSError):
-        os.nice(EXPORT_NICE)
-    os.environ["HF_HUB_OFFLINE"] = "1"  # nothing is ever downloaded
-    try:
-        way = _export_here(args.model_dir, args.out, args.exporter)
-    except Exception as exc:
-        print(_reason(exc), file=sys.stderr, flush=True)
-        return 1
-    print(f"exported with the {way} exporter", flush=True)
-    return 0
-
-
-# ---------------------------------------------------------------------------------------------
-# load and check
-
-
-def features(model: SentenceTransformer, texts: list[str]) -> dict[str, Any]:
-    """The model's own preprocessing (tokenizer, truncation at its max length, its default prompt)."""
-    prompt = _default_prompt(model)
-    if prompt:
-        texts = [prompt + t for t in texts]
-    preprocess = getattr(model, "preprocess", None) or model.tokenize  # preprocess: sentence-transformers >= 6
-    result: dict[str, Any] = preprocess(texts)
-    return result
-
-
-def _default_prompt(model: SentenceTransformer) -> str:
-    name = getattr(model, "default_prompt_name", None)
-    prompts = getattr(model, "prompts", None) or {}
-    return str(prompts.get(name) or "") if name else ""
+# the session
 
 
 class OnnxEncoder:
-    """An ONNX Runtime session over an exported model, fed by the sentence-transformers model's preprocessing."""
+    """An ONNX Runtime session over an exported model, fed by the model's own ``tokenizer.json`` with the
+    preprocessing sentence-transformers applies (checked equal by the probes)."""
 
-    def __init__(self, path: Path, model: SentenceTransformer, threads: int) -> None:
+    def __init__(self, path: Path, model_dir: Path, prep: Preprocessing, threads: int) -> None:
         try:
             import onnxruntime as ort  # type: ignore[import-untyped]
+            from tokenizers import Tokenizer
         except ImportError as exc:
-            raise OnnxError(f"onnxruntime is not installed ({exc})") from exc
+            raise OnnxError(f"onnxruntime or tokenizers is not installed ({exc})") from exc
+        try:
+            self.tokenizer = Tokenizer.from_file(str(model_dir / prep.tokenizer))
+        except Exception as exc:
+            raise OnnxError(f"the model's {prep.tokenizer} does not load: {reason(exc)}") from exc
+        self.tokenizer.no_padding()  # padded here, per batch, to its longest text
+        self.tokenizer.enable_truncation(max_length=prep.max_seq_length)
+        padding = self.tokenizer.padding
+        self.pad_id = int(padding["pad_id"]) if padding else 0
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3  # errors only
-        # With more than one thread, idle pool threads sleep instead of spinning: the embedder needs the cores.
+        # With more than one thread, idle pool threads sleep instead of spinning: other workers need the cores.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self.session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as exc:
-            raise OnnxError(f"{path.name} does not load: {_reason(exc)}") from exc
-        self.path, self.model, self.threads = path, model, threads
+            raise OnnxError(f"{path.name} does not load: {reason(exc)}") from exc
+        self.path, self.prep, self.threads = path, prep, threads
         self.inputs: list[str] = [i.name for i in self.session.get_inputs()]
+        unknown = [n for n in self.inputs if n not in ("input_ids", "attention_mask", "token_type_ids")]
+        if unknown:
+            raise OnnxError(f"{path.name} wants inputs the tokenizer does not give: {', '.join(unknown)}")
         self.output: str = self.session.get_outputs()[0].name
 
-    def encode(self, texts: list[str]) -> NDArray[np.float32]:
-        """One L2-normalised float32 row per text."""
-        found = features(self.model, texts)
-        feeds: dict[str, NDArray[np.int64]] = {}
-        for name in self.inputs:
-            value = found.get(name)
-            if value is None:
-                raise OnnxError(f"the model's preprocessing gives no {name}")
-            array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
-            feeds[name] = np.ascontiguousarray(array, dtype=np.int64)
-        raw = np.asarray(self.session.run([self.output], feeds)[0], dtype=np.float32)
-        if raw.ndim != 2 or raw.shape[0] != len(texts):
-            raise OnnxError(f"the session returned shape {raw.shape} for {len(texts)} texts")
+    def tokenize(self, texts: Sequence[str]) -> list[Encoding]:
+        """As sentence-transformers does: its prompt prepended, then stripped, lower-cased if it says so."""
+        prep = self.prep
+        prepared = [(prep.prompt + t).strip() for t in texts]
+        if prep.do_lower_case:
+            prepared = [t.lower() for t in prepared]
+        return list(self.tokenizer.encode_batch(prepared, add_special_tokens=True))
+
+    def run(self, encodings: Sequence[Encoding]) -> NDArray[np.float32]:
+        """One L2-normalised float32 row per encoding, in one forward pass padded to the longest."""
+        rows, width = len(encodings), max((len(e.ids) for e in encodings), default=0)
+        ids = np.full((rows, width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((rows, width), dtype=np.int64)
+        types = np.zeros((rows, width), dtype=np.int64)
+        for i, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[i, :n], mask[i, :n], types[i, :n] = enc.ids, enc.attention_mask, enc.type_ids
+        given = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        raw = np.asarray(self.session.run([self.output], {n: given[n] for n in self.inputs})[0], dtype=np.float32)
+        if raw.ndim != 2 or raw.shape[0] != rows:
+            raise OnnxError(f"the session returned shape {raw.shape} for {rows} texts")
         norms = np.linalg.norm(raw, axis=1, keepdims=True)
         return np.ascontiguousarray(raw / np.maximum(norms, 1e-12), dtype=np.float32)
+
+    def encode(self, texts: list[str]) -> NDArray[np.float32]:
+        """One L2-normalised float32 row per text, all in one padded batch."""
+        return self.run(self.tokenize(texts))
+
+    def encode_longest_first(self, texts: list[str], batch_size: int) -> NDArray[np.float32]:
+        """Bulk vectors: the texts sorted by token count, longest first, cut into batches of ``batch_size``
+        (so each batch pads to texts of about its own length, and a too-large batch fails on the first
+        one), the rows put back in the callers' order."""
+        encodings = self.tokenize(texts)
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        out: NDArray[np.float32] | None = None
+        for at in range(0, len(order), batch_size):
+            rows = order[at : at + batch_size]
+            vectors = self.run([encodings[i] for i in rows])
+            if out is None:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[rows] = vectors
+        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 
 def agreement(
@@ -407,73 +324,58 @@ def agreement(
     return float(cosines.min())
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    encoder: OnnxEncoder
-    path: Path
-    exported: bool
-    """True when this load exported the file; False when a cached file was reused."""
-    cosine: float
-    seconds: float
-    note: str
-    """Why a cached file was replaced, else empty."""
+# ---------------------------------------------------------------------------------------------
+# a cached export, checked against its record (no torch)
 
 
-def load_or_export(
-    model: SentenceTransformer,
-    model_dir: Path,
-    name: str,
-    data_dir: Path,
-    threads: int,
-    reference: Callable[[list[str]], NDArray[np.float32]],
-    stop: threading.Event | None = None,
-    exporter: str = "auto",
-) -> Loaded:
-    """A checked ONNX encoder for ``model``: the cached export if it loads and agrees with
-    ``reference``, else a fresh export. Raises :class:`OnnxError` when neither is usable."""
-    started = time.monotonic()
-    path = cache_file(data_dir, name, model_digest(model_dir))
-    note = ""
-    if path.is_file():
-        try:
-            encoder, cosine = _checked(path, model, threads, reference)
-            return Loaded(encoder, path, False, cosine, time.monotonic() - started, "")
-        except OnnxError as exc:
-            note = f"the cached {path.name} was unusable ({exc}); exported again"
-            log.warning("%s", note)
-    if stop is not None and stop.is_set():
-        raise OnnxError("export stopped")
-    export(model_dir, path, stop, exporter)
+def load_cached(path: Path, model_dir: Path, threads: int) -> tuple[OnnxEncoder, Check, float]:
+    """The export at ``path``, its check record and the least probe cosine of this load, if it is the file
+    its record describes and still agrees with the recorded torch vectors; else :class:`OnnxError` saying
+    how it differs."""
+    check = Check.from_file(check_file(path))
+    digest = path.stem.rsplit("-", 1)[-1]
+    if check.digest != digest or check.export_format != EXPORT_FORMAT:
+        other = f"{check.digest}, format {check.export_format}"
+        raise OnnxError(f"the cached export has a check record of another export ({other})")
     try:
-        encoder, cosine = _checked(path, model, threads, reference)
-    except OnnxError:
-        path.unlink(missing_ok=True)  # never leave a file that fails its check to the next start
-        raise
-    with contextlib.suppress(OSError):
-        _tidy(path)
-    return Loaded(encoder, path, True, cosine, time.monotonic() - started, note)
-
-
-def _checked(
-    path: Path, model: SentenceTransformer, threads: int, reference: Callable[[list[str]], NDArray[np.float32]]
-) -> tuple[OnnxEncoder, float]:
-    encoder = OnnxEncoder(path, model, threads)
+        size = path.stat().st_size
+        if size != check.onnx_bytes or file_sha256(path) != check.onnx_sha256:
+            raise OnnxError("the cached export is not the file its check record describes (changed or corrupt)")
+    except OSError as exc:
+        raise OnnxError(f"the cached export is unreadable: {reason(exc)}") from exc
+    encoder = OnnxEncoder(path, model_dir, check.preprocessing, threads)
     try:
-        cosine = agreement(encoder, reference)
+        recorded = check.vectors(dimension(encoder))
+        cosine = agreement(encoder, lambda texts: recorded, check.probes)
     except OnnxError:
         raise
     except Exception as exc:
-        raise OnnxError(f"{path.name} fails on the probe sentences: {_reason(exc)}") from exc
+        raise OnnxError(f"the cached export fails on the probe sentences: {reason(exc)}") from exc
     if not cosine >= MIN_COSINE:  # NaN fails too
-        raise OnnxError(f"{path.name} disagrees with torch (least cosine {cosine:.6f} < {MIN_COSINE})")
-    return encoder, cosine
+        raise OnnxError(f"the cached export disagrees with its recorded torch vectors (least cosine {cosine:.6f})")
+    with contextlib.suppress(OSError):
+        os.utime(check_file(path))  # "in use": another home's tidy keeps it (onnx_export.UNUSED_EXPORT_S)
+    return encoder, check, cosine
 
 
-def _reason(exc: BaseException) -> str:
+def dimension(encoder: OnnxEncoder) -> int:
+    """The session's vector size (from the graph's output shape, else by encoding one text)."""
+    shape = encoder.session.get_outputs()[0].shape
+    last = shape[-1] if shape else None
+    return last if isinstance(last, int) else int(encoder.encode(["x"]).shape[1])
+
+
+def reason(exc: BaseException) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
     return (f"{exc.__class__.__name__}: {first}" if first else exc.__class__.__name__)[:300]
 
 
-if __name__ == "__main__":
-    sys.exit(_main())
+def version(dist: str) -> str:
+    """An installed distribution's version (without importing it), else empty."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""

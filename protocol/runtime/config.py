@@ -175,6 +175,20 @@ class IngestPolicy(_Strict):
     embed_model_dir: str = Field(
         "", description="A sentence-transformers model directory; empty = the bundled all-MiniLM-L6-v2."
     )
+    embed_backend: Literal["onnx", "torch"] = Field(
+        "onnx",
+        description='What runs the embedder\'s model: "onnx" uses the checked ONNX export (see model_cache_dir) and'
+        " never imports torch once it exists (a start costs ~1.4 CPU-s and ~270 MiB instead of ~5.6 and ~530, the"
+        " same vectors: docs/benchmarks-onnx.md); torch"
+        ' runs instead when onnxruntime is missing or the export fails or disagrees (`status` says why). "torch"'
+        " never tries ONNX.",
+    )
+    model_cache_dir: str = Field(
+        "",
+        description="Where the model's ONNX export and its check record are kept, shared by every home on this"
+        " machine (exported once, ~10 s and ~800 MiB in a child process that checks it against torch); empty ="
+        " <user cache dir>/foldermind/models.",
+    )
 
     @property
     def max_file_bytes(self) -> int:
@@ -215,11 +229,11 @@ class SearchPolicy(_Strict):
     )
     query_backend: Literal["onnx", "torch"] = Field(
         "onnx",
-        description='What runs the local query model: "onnx" exports it once to ONNX (in a child process, cached in'
-        " the home's data/models/ folder), checks it against torch on every load and answers with ONNX Runtime"
-        " (~6-9 ms a query against ~14-17 ms; the session costs the indexer ~200 MiB more, and the one-time export"
-        " child ~7 s and ~800 MiB); torch answers until it is ready, and instead of it when onnxruntime is missing"
-        ' or the export fails or disagrees (the indexer\'s details say why). "torch" never tries ONNX.',
+        description='What runs the local query model: "onnx" answers with ONNX Runtime from the checked export the'
+        " embedder uses too ([ingest] model_cache_dir; ~6-9 ms a query against ~14-17 ms) and never imports torch"
+        " once it exists; until it is ready queries go to the embedder, and torch answers instead of it when"
+        ' onnxruntime is missing or the export fails or disagrees (the indexer\'s details say why). "torch" never'
+        " tries ONNX.",
     )
     query_threads: int = Field(
         1,

@@ -21,8 +21,18 @@ from typing import Any
 import platformdirs
 
 APP = "foldermind"
+MODELS_SUBDIR = "models"
 # sockaddr_un.sun_path holds 108 bytes on Linux (104 on macOS); keep room for the socket file name.
 _MAX_SOCKET_DIR = 90
+
+
+def model_cache_dir(configured: str = "") -> Path:
+    """Where model exports are kept for every home of this user on this machine: ``configured``
+    (``[ingest] model_cache_dir``), else ``<user cache dir>/foldermind/models``. Not per home: an export's
+    name holds a digest of the model's files and the export format, so homes can share one file."""
+    if configured:
+        return Path(configured).expanduser()
+    return Path(platformdirs.user_cache_dir(APP, appauthor=False)) / MODELS_SUBDIR
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from tests.bench.transports import REPO
 
 REPORT = REPO / "docs" / "benchmarks.md"
 INGEST_REPORT = REPORT.parent / "benchmarks-ingest.md"
+ONNX_REPORT = REPORT.parent / "benchmarks-onnx.md"
 MCP_REPORT = REPORT.parent / "benchmarks-mcp.md"
 TAIL_HEADINGS = ("## Ingestion", "## Search and MCP", "## Local model: chat and analysis")
 
@@ -36,6 +37,11 @@ def tail() -> str:
     if INGEST_REPORT.exists():
         text += "\n## Ingestion\n\n"
         text += f"The ingestion figures (SciFact) are in [{INGEST_REPORT.name}]({INGEST_REPORT.name}).\n"
+        if ONNX_REPORT.exists():
+            text += (
+                "The embedder's encode, ONNX Runtime against torch, and what a worker start costs:"
+                f" [{ONNX_REPORT.name}]({ONNX_REPORT.name}) (`python -m tests.bench.onnx_embed`).\n"
+            )
     summary = section(MCP_REPORT.read_text(encoding="utf-8"), "Summary") if MCP_REPORT.exists() else ""
     if summary:
         text += "\n## Search and MCP\n\n"

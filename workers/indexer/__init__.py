@@ -75,9 +75,7 @@ class IndexerWorker(Worker):
         )
         self.pipeline = Pipeline(self.store, self.bm25, self.vectors, self.ctx.bus_endpoint, self.policy, self.ctx.name)
         self.pipeline.start()
-        self.encoder = QueryEncoder(
-            self.search_policy, self.policy, self.ctx.bus_endpoint, self.ctx.name, data_dir=self.data_dir
-        )
+        self.encoder = QueryEncoder(self.search_policy, self.policy, self.ctx.bus_endpoint, self.ctx.name)
         self.encoder.start()
         self.searches = SearchService(self.store, self.bm25, self.vectors, self.encoder, self.search_policy)
         self.evidence = EvidenceService(self.searches, self.encoder)
@@ -123,10 +121,14 @@ class IndexerWorker(Worker):
 
     @property
     def status_note(self) -> str:
-        """A full disk under the index, while it lasts (the heartbeat carries it to ``status``)."""
+        """A full disk under the index while it lasts, else what answers queries (the heartbeat carries it to
+        ``status``)."""
         pipeline: Pipeline | None = getattr(self, "pipeline", None)
         full = pipeline.disk_full if pipeline is not None else None
-        return str(full)[:300] if full is not None else ""
+        if full is not None:
+            return str(full)[:300]
+        encoder: QueryEncoder | None = getattr(self, "encoder", None)
+        return encoder.summary()[:300] if encoder is not None else ""
 
     @status_note.setter
     def status_note(self, value: str) -> None:

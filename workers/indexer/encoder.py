@@ -6,12 +6,14 @@ never queued behind an indexing batch at the embedder. Until that model is ready
 load, or if it is not the model the index was built with, the query goes to the embedder over the
 bus (``query_embed_timeout_s``); when that fails too, the caller answers from keyword search.
 
-Two local backends (``query_backend``): torch answers as soon as the model is loaded (~16-19 ms a
-query on one thread); with ``"onnx"`` (the default) the same thread then loads the model's ONNX
-export (:mod:`foldermind.workers.onnx_model`: exported once in a child process, cached under the
-home's data folder, checked against torch on every load) and ONNX Runtime answers from then on
-(~9-10 ms). If onnxruntime is missing, the export fails or its vectors disagree with torch's, torch
-keeps answering and :meth:`QueryEncoder.describe` says why.
+Two local backends (``query_backend``). With ``"onnx"`` (the default) that thread opens the checked ONNX
+export the embedder shares (:mod:`foldermind.workers.onnx_export`: exported once per machine by a child
+process, checked there against torch, then verified on every load against the recorded torch vectors),
+and ONNX Runtime answers (~9-10 ms a query on one thread), tokenized by ``tokenizers``: torch and
+sentence-transformers are never imported (about 4.5 CPU-s and ~300 MiB of the indexer's start saved).
+Until it is ready (a first export takes ~10 s) queries go to the embedder. Only if onnxruntime is missing
+or the export fails or disagrees is torch loaded (~16-19 ms a query), and :meth:`QueryEncoder.describe`
+says why; ``"torch"`` never tries ONNX.
 
 Recent query vectors are kept (``query_cache_size``, keyed by the model and the exact query text),
 so a repeated query skips the encode whichever way its vector came.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -36,8 +39,8 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
-from foldermind.protocol.runtime.home import Home
-from foldermind.workers import model_files, onnx_model
+from foldermind.protocol.runtime.home import model_cache_dir
+from foldermind.workers import model_files, onnx_export, onnx_model
 
 # Before the indexer imports usearch (its vector index, imported after this module): otherwise
 # loading onnxruntime later in this process crashes it. See onnx_model.init_cxx_locale.
@@ -100,12 +103,12 @@ class QueryEncoder:
         ingest: IngestPolicy,
         bus_endpoint: str,
         name: str,
-        data_dir: Path | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
-        """``data_dir`` is where the ONNX export is cached (under ``models/``); default: the home's data folder."""
+        """``cache_dir`` is where the ONNX export is kept; default: ``[ingest] model_cache_dir``'s."""
         self.policy, self.ingest = policy, ingest
         self.bus_endpoint, self.worker_name = bus_endpoint, name
-        self.data_dir = data_dir
+        self.cache_dir = cache_dir or model_cache_dir(ingest.model_cache_dir)
         self.state: State = "off"
         self.error = ""
         self.model_name: str | None = None
@@ -120,8 +123,10 @@ class QueryEncoder:
         self.onnx_file: str | None = None
         self.onnx_s: float | None = None
         self.onnx_exported: bool | None = None
+        self.onnx_cosine: float | None = None
         self.cache = VectorCache(policy.query_cache_size)
         self._model: SentenceTransformer | None = None
+        self._model_path: Path | None = None
         self._onnx: onnx_model.OnnxEncoder | None = None
         self._client: BusClient | None = None
         self._threads_set: set[int] = set()
@@ -150,60 +155,78 @@ class QueryEncoder:
             path = model_files.model_dir(
                 os.environ.get(model_files.MODEL_DIR_ENV) or self.ingest.embed_model_dir or None
             )
-            model, dim = model_files.load_model(path, self.threads)
             name = model_files.model_name(path)
         except Exception as exc:
+            self._failed(exc)
+            return
+        why_torch = ""
+        if self.policy.query_backend == "onnx":
             with self._lock:
-                self.state, self.error = "failed", _reason(exc)
-            log.warning("query model unavailable (%s); queries go to the embedder", self.error)
-            return
-        wants_onnx = self.policy.query_backend == "onnx"
-        with self._lock:
-            self._model, self.model_name, self.dim = model, name, dim
-            self.state, self.load_s, self.backend = "ready", time.monotonic() - started, "torch"
-            self.backend_note = "onnx loading; torch answers meanwhile" if wants_onnx else ""
-        log.info("query model %s ready (%d-d, torch, %d threads) in %.1f s", name, dim, self.threads, self.load_s)
-        if wants_onnx:
+                self.backend_note = "onnx loading; queries go to the embedder meanwhile"
             with model_files.gc_paused():  # loading or exporting the ONNX graph is a model load too
-                self._load_onnx(model, path, name)
-
-    def _load_onnx(self, model: SentenceTransformer, path: Path, name: str) -> None:
-        if importlib.util.find_spec("onnxruntime") is None:
-            self._keep_torch("onnxruntime is not installed")
+                why_torch = self._load_onnx(path, name, started)
+            if not why_torch or self._stop.is_set():
+                return
+        try:
+            with self._lock:
+                self._load_torch_locked(path)
+        except Exception as exc:
+            self._failed(exc)
             return
+        with self._lock:
+            self.model_name, self.state, self.load_s = name, "ready", time.monotonic() - started
+            self.backend, self.backend_note = "torch", why_torch
+        log.info("query model %s ready (%s-d, torch, %d threads) in %.1f s", name, self.dim, self.threads, self.load_s)
+
+    def _failed(self, exc: BaseException) -> None:
+        with self._lock:
+            self.state, self.error = "failed", onnx_model.reason(exc)
+        log.warning("query model unavailable (%s); queries go to the embedder", self.error)
+
+    def _load_torch_locked(self, path: Path) -> SentenceTransformer:
+        """The torch model (loaded now if it is not yet: the fallback); the caller holds ``self._lock``."""
+        if self._model is None:
+            model, dim = model_files.load_model(path, self.threads)
+            self._model, self._model_path, self.dim = model, path, dim
+        return self._model
+
+    def _load_onnx(self, path: Path, name: str, started: float) -> str:
+        """Open the checked export and answer with it; returns why it cannot be used, else empty."""
+        if importlib.util.find_spec("onnxruntime") is None:
+            return self._keep_torch("onnxruntime is not installed")
         unsafe = onnx_model.onnxruntime_unsafe()
         if unsafe:
-            self._keep_torch(unsafe)
-            return
+            return self._keep_torch(unsafe)
         try:
-            data_dir = self.data_dir or Home.resolve().data_dir
-            loaded = onnx_model.load_or_export(
-                model, path, name, data_dir, self.threads, self._torch_vectors, stop=self._stop
-            )
+            loaded = onnx_export.open_checked(path, name, self.cache_dir, self.threads, stop=self._stop)
+            dim = onnx_model.dimension(loaded.encoder)
         except Exception as exc:
             if self._stop.is_set():
                 with self._lock:
-                    self.backend_note = "onnx not loaded: the encoder was closed"
+                    self.state, self.backend_note = "off", "onnx not loaded: the encoder was closed"
                 log.info("ONNX query backend not loaded: the encoder was closed")
-                return
-            self._keep_torch(_reason(exc))
-            return
+                return "the encoder was closed"
+            return self._keep_torch(str(exc) if isinstance(exc, onnx_model.OnnxError) else onnx_model.reason(exc))
         with self._lock:
             self._onnx, self.backend, self.backend_note = loaded.encoder, "onnx", loaded.note
             self.onnx_file, self.onnx_s, self.onnx_exported = str(loaded.path), loaded.seconds, loaded.exported
+            self.onnx_cosine, self._model_path = loaded.cosine, path
+            self.model_name, self.dim, self.state, self.load_s = name, dim, "ready", time.monotonic() - started
         log.info(
-            "ONNX query backend ready (%s %s in %.1f s, least probe cosine %.6f, %d threads)",
+            "query model %s ready (%d-d, onnx, %s %s in %.1f s, least probe cosine %.6f, %d threads)",
+            name,
+            dim,
             "exported" if loaded.exported else "loaded",
             loaded.path.name,
             loaded.seconds,
             loaded.cosine,
             self.threads,
         )
+        return ""
 
-    def _keep_torch(self, why: str) -> None:
-        with self._lock:
-            self.backend, self.backend_note = "torch", f"onnx unavailable: {why}"
-        log.warning("ONNX query backend unavailable (%s); torch answers queries", why)
+    def _keep_torch(self, why: str) -> str:
+        log.warning("ONNX query backend unavailable (%s); loading torch", why)
+        return f"onnx unavailable: {why}"
 
     # ---------------------------------------------------------------------------------------
     # queries
@@ -267,16 +290,18 @@ class QueryEncoder:
             try:
                 return np.asarray(onnx.encode(texts), dtype=np.float32)
             except Exception as exc:
-                why = _reason(exc)
+                why = onnx_model.reason(exc)
+                log.warning("ONNX query backend failed (%s); loading torch, which answers from now on", why)
                 with self._lock:
                     self._onnx, self.backend, self.backend_note = None, "torch", f"onnx failed on {what}: {why}"
-                log.warning("ONNX query backend failed (%s); torch answers from now on", why)
+        with self._lock:
+            assert self._model_path is not None
+            model = self._load_torch_locked(self._model_path)
         import torch
 
-        assert self._model is not None
         model_files.torch_threads_here(self.threads, self._threads_set)
         with torch.inference_mode():
-            raw = self._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+            raw = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(raw, dtype=np.float32)
 
     @property
@@ -286,7 +311,7 @@ class QueryEncoder:
         return self._client
 
     def _local_unusable(self, ndim: int, index_model: str | None) -> str:
-        if self.state != "ready" or self._model is None:
+        if self.state != "ready" or (self._model is None and self._onnx is None):
             return f"query model {self.state}"
         if self.dim != ndim:
             return f"the query model makes {self.dim}-d vectors, the index holds {ndim}-d"
@@ -297,20 +322,13 @@ class QueryEncoder:
     def _encode_local(self, query: str) -> NDArray[np.float32]:
         return np.ascontiguousarray(self._encode_batch([query], "a query")[0], dtype=np.float32)
 
-    def _torch_vectors(self, texts: list[str]) -> NDArray[np.float32]:
-        """Torch vectors of ``texts``, each encoded alone as a query is (also the ONNX check's reference)."""
-        import torch
-
-        assert self._model is not None
-        model_files.torch_threads_here(self.threads, self._threads_set)
-        rows = []
-        with torch.inference_mode():
-            for text in texts:
-                raw = self._model.encode(
-                    [text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-                )
-                rows.append(np.asarray(raw[0], dtype=np.float32))
-        return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
+    def summary(self) -> str:
+        """One line for the indexer's ``status`` note: what answers queries, and why when not ONNX."""
+        if self.policy.query_encoder != "local":
+            return ""
+        if self.state != "ready":
+            return f"queries: model {self.state}" + (f" ({self.error})" if self.error else "")
+        return f"queries: {self.backend}" + (f" ({self.backend_note})" if self.backend_note else "")
 
     def describe(self) -> dict[str, object]:
         return {
@@ -327,11 +345,8 @@ class QueryEncoder:
             "onnx_file": self.onnx_file,
             "onnx_s": self.onnx_s,
             "onnx_exported": self.onnx_exported,
+            "onnx_cosine": self.onnx_cosine,
+            "model_cache_dir": str(self.cache_dir),
+            "torch_loaded": "torch" in sys.modules,
             "cache": self.cache.describe(),
         }
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return (f"{exc.__class__.__name__}: {first}" if first else exc.__class__.__name__)[:300]
