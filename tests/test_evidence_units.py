@@ -143,6 +143,23 @@ def test_a_figure_question_names_what_it_counts() -> None:
     assert sentences.counted("Which filter turns numbers into words?") == set()
 
 
+def test_a_figure_is_a_number_standing_as_one_not_the_digits_of_a_name() -> None:
+    for text in ("A total of 9,020 patients", "2.56% (95% CI)", "with 1 \u03bcg of rhAng-1", "a 32-character key"):
+        assert sentences.has_figure(text), text
+    for text in ("the effects of Ang-1 and Ang-2", "HER2-positive cancer", "in 23S RNA", "COVID-19 wards"):
+        assert not sentences.has_figure(text), text
+    assert sentences.has_figure("It began in February.") and sentences.has_figure("forty thousand dollars")
+
+
+def test_a_title_underline_is_never_part_of_a_sentence() -> None:
+    text = "Default ``EmailField.max_length`` increased to 254\n" + "-" * 50 + "\n\nIn order to store more.\n"
+    assert [s.text for s in sentences.split(text, 10)] == [
+        "Default ``EmailField.max_length`` increased to 254",
+        "In order to store more.",
+    ]
+    assert sentences.asks_for_figure("Under what response body size is it left alone?")
+
+
 def test_a_sentence_counts_the_question_terms_of_its_heading_at_a_discount() -> None:
     def hit(heading: str, text: str) -> SearchHit:
         h = _hit("/d/settings.txt")
@@ -184,5 +201,9 @@ def test_a_figure_question_quotes_the_neighbour_that_states_the_figure_after_or_
     before = _span_of(text, parts.index("The number of seconds a reset link is valid for."), figure=True)
     assert before["text"].startswith("Default: ``259200``") and before["line_start"] == 4
     assert before["line_end"] == 6
+    two_on = "Set max_all to control the page.\nThe admin shows a link then.\nBy default, this is set to 200.\n"
+    assert _span_of(two_on, 0, figure=True)["text"] == (
+        "Set max_all to control the page. The admin shows a link then. By default, this is set to 200."
+    )
     plain = _span_of(text, parts.index("The number of seconds a reset link is valid for."), figure=False)
     assert plain["text"] == "The number of seconds a reset link is valid for."

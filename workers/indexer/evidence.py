@@ -55,8 +55,10 @@ CACHE_SIZE = 4096
 """Sentence vectors kept (384 floats each: ~6 MiB)."""
 SUPPORT_SEMANTIC = 0.40
 SUPPORT_LEXICAL = 0.50
-"""The best sentence answers the question when its cosine reaches SUPPORT_SEMANTIC or it holds
-SUPPORT_LEXICAL of the question's terms; below both, the documents do not say."""
+"""The best sentence answers the question when a sentence of its passage (itself, most often) has a cosine
+of SUPPORT_SEMANTIC or holds SUPPORT_LEXICAL of the question's terms; below both, the documents do not say.
+Its passage, not only itself: the sentence stating a figure ("Sixty-one (42 males) patients were recruited.")
+often names little of the question its passage is about."""
 CLAIM_COVERAGE = 0.6
 CLAIM_SIMILARITY = 0.5
 FIGURE_BONUS = 0.15
@@ -78,6 +80,9 @@ section ("Default: 1209600 (2 weeks, in seconds)" under SESSION_COOKIE_AGE, "*Fe
 CONTEXT_WEIGHT = 0.3
 """How much a follow-up's previous question counts when its sentences are scored (retrieval uses both in
 full): enough to find "it", not so much that the previous answer's sentence wins again."""
+FOLLOW_ON = 2
+"""How far after a figure question's sentence its figure may be ("Set list_max_show_all to ..." / "The admin
+will display ..." / "By default, this is set to 200.")."""
 WINDOW_CHARS = 700
 MAX_FILES = 20
 MAX_SPANS = 12
@@ -164,8 +169,10 @@ class EvidenceService:
             if len(spans) >= max(1, min(body.max_spans, MAX_SPANS)):
                 break
         best = ranked[0] if ranked else None
-        supported = best is not None and (
-            (not vectors_why and best.semantic >= SUPPORT_SEMANTIC) or best.coverage >= SUPPORT_LEXICAL
+        supported = best is not None and any(
+            (not vectors_why and c.semantic >= SUPPORT_SEMANTIC) or c.coverage >= SUPPORT_LEXICAL
+            for c in candidates
+            if c.passage == best.passage
         )
         note = found.note
         if vectors_why and candidates:
@@ -262,16 +269,18 @@ class EvidenceService:
 
     @staticmethod
     def _span(hits: list[SearchHit], c: _Candidate, figure: bool) -> EvidenceSpan:
-        """The span quoted for ``c``: its sentence, and a neighbour too when the question asks for a figure
-        that the sentence lacks and the neighbour states: the next one ("Set list_max_show_all to ..." /
-        "By default, this is set to 200."), else the one before (a settings entry's "Default: 259200" /
-        "The number of seconds a password reset link is valid for."); its window is the sentence before and
-        the one after that."""
+        """The span quoted for ``c``: its sentence, and its neighbours too when the question asks for a figure
+        that the sentence lacks and a neighbour states: up to the first of the next :data:`FOLLOW_ON` that
+        does ("Set list_max_show_all to ..." / "By default, this is set to 200."), else the one before (a
+        settings entry's "Default: 259200" / "The number of seconds a password reset link is valid for."); its
+        window is the sentence before and the one after that."""
         text = hits[c.passage].get("text", "")
         first = last = c.at
         if figure and not sentences.has_figure(c.sentence.text):
-            if c.at + 1 < len(c.siblings) and sentences.has_figure(c.siblings[c.at + 1].text):
-                last += 1
+            ahead = [k for k in range(c.at + 1, min(c.at + 1 + FOLLOW_ON, len(c.siblings)))]
+            stated = next((k for k in ahead if sentences.has_figure(c.siblings[k].text)), None)
+            if stated is not None:
+                last = stated
             elif c.at > 0 and sentences.has_figure(c.siblings[c.at - 1].text):
                 first -= 1
         quoted = sentences.quote(text[c.siblings[first].start : c.siblings[last].end])

@@ -7,7 +7,8 @@ extracted text, so its lines are the chunk's first line plus the line breaks bef
 Splitting: a sentence ends at ``.``, ``!``, ``?`` or ``…`` followed by white space and what can start a
 sentence (not after a known abbreviation such as ``e.g.`` or ``Fig.``), at a blank line, and at a single line
 break when the line before it looks finished (ends in a stop or a colon, or is short, as headings and list
-items are) or the next line starts a list item. Other line breaks are wrapping (PDF lines, hard-wrapped
+items are) or the next line starts a list item; a line of one repeated punctuation character (a title's
+underline) is a break of its own. Other line breaks are wrapping (PDF lines, hard-wrapped
 text) and are read as spaces. A sentence longer than :data:`MAX_CHARS` is cut at a ``;`` or ``,`` or a space.
 """
 
@@ -39,6 +40,8 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022\u2023\u25aa]|\d{1,3}[.)]|#{1,6})\s")
 _SPACE = re.compile(r"\s+")
 _LEAD = re.compile(r"^(?:#{1,6}\s+|[-*\u2022\u2023\u25aa]\s+|>\s+)+")
 _WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*%?", re.UNICODE)
+_RULE = re.compile(r"([!-/:-@\[-`{-~])\1{2,}")
+"""A line of one punctuation character (a reST title's adornment, a rule): never part of a sentence."""
 
 STOPWORDS = _wordset(
     """a about above after again against all also am an and any are as at be because been before being below
@@ -103,7 +106,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
         end = pos + len(line)
         body = line.strip()
         nxt = text[end : text.find("\n", end) if text.find("\n", end) >= 0 else len(text)]
-        if not body:
+        if not body or _RULE.fullmatch(body):
             cuts.update((pos, end))
         elif end < len(text) and (
             body[-1] in ".!?:;\u2026" or len(body) <= SHORT_LINE or _BULLET.match(nxt) or not nxt.strip()
@@ -214,7 +217,7 @@ def fact_forms(text: str) -> set[str]:
 
 _FIGURE_QUESTION = re.compile(
     r"\b(?:how\s+(?:many|much|long|old|large|big|far|often|tall|high|wide|deep|heavy|fast)|"
-    r"what\s+(?:year|dose|dosage|percentage|proportion|share|size|number|amount|length|age|date|month|"
+    r"what\s+(?:[\w-]+\s+){0,2}?(?:year|dose|dosage|percentage|proportion|share|size|number|amount|length|age|date|month|"
     r"day|time|limit|rate|duration|value|version|temperature)|when\b|at\s+most|up\s+to|"
     r"maximum|minimum|by\s+default|default\s+(?:value|size|length|limit|timeout))",
     re.IGNORECASE,
@@ -224,7 +227,12 @@ _COUNTED = re.compile(
     r"\bwhat\s+(?:dose|dosage|number|percentage|proportion|share|amount)\s+of\s+(?:the\s+)?([a-z][\w-]*)",
     re.IGNORECASE,
 )
-_DIGIT = re.compile(r"\d")
+_FIGURE = re.compile(
+    r"(?<![\w.-])[$\u20ac\u00a3]?\d(?:[\d,.]*\d)?(?!\w)"  # 9,020  2.56  $40  32-character
+    r"|(?<![\w.-])\d+(?=%|[a-z\u00b5\u03bc]{1,3}\b)"  # 2.56%  50g  4h
+)
+"""A number standing as one; not the digits of a name (``Ang-1``, ``HER2``, ``23S``, ``COVID-19``), which state
+no figure: a figure question's bonus went to "the effects of Ang-1" over "1 μg of rhAng-1"."""
 _FINISHED = re.compile(r"[.!?:;\u2026][\"')\]\u201d\u2019]*$")
 
 
@@ -244,8 +252,8 @@ def counted(question: str) -> set[str]:
 
 
 def has_figure(text: str) -> bool:
-    """Whether ``text`` states a figure: digits, or a number word or month name."""
-    return bool(_DIGIT.search(text)) or any(w.lower() in NUMBER_WORDS or w.lower() in MONTHS for w in words(text))
+    """Whether ``text`` states a figure: a number standing as one, or a number word or month name."""
+    return bool(_FIGURE.search(text)) or any(w.lower() in NUMBER_WORDS or w.lower() in MONTHS for w in words(text))
 
 
 def finished(text: str) -> bool:
