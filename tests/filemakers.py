@@ -365,8 +365,9 @@ def make_mbox(path: Path, marker: str, messages: int = 5, marked: int = 3) -> Pa
     return path
 
 
-def make_odt(path: Path, marker: str) -> Path:
-    """A text document (odfpy): title, "Setup" > "Windows" headings, ``marker`` under "Windows"."""
+def make_odt(path: Path, marker: str, paragraphs: int = 1) -> Path:
+    """A text document (odfpy): title, "Setup" > "Windows" headings, ``marker`` under "Windows", then
+    ``paragraphs - 1`` more paragraphs there."""
     from odf.opendocument import OpenDocumentText
     from odf.text import H, P
 
@@ -377,6 +378,8 @@ def make_odt(path: Path, marker: str) -> Path:
     doc.text.addElement(P(text="Unpack everything."))
     doc.text.addElement(H(outlinelevel=2, text="Windows"))
     doc.text.addElement(P(text=f"Run the {marker} installer."))
+    for n in range(2, paragraphs + 1):
+        doc.text.addElement(P(text=f"Step {n}: check the cable, then the switch, then the light."))
     doc.save(str(path))
     return path
 

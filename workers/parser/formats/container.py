@@ -6,8 +6,10 @@ the parts' prologs only:
 
 - **zip bombs** (:func:`check_zip`): an entry of 1 MiB or more that inflates over 200 times, or entries
   that together inflate past 20 times ``max_bytes``, is refused as ``suspicious KIND (zip bomb?)``.
-  Office XML deflates about 5-15 times, repetitive sheet XML up to about 60 times (measured on the
-  writers' output in tests/test_formats.py), so 200 is far from real files and far below a bomb's ~1000.
+  Measured on the writers' own output (python-pptx 30 slides, openpyxl 20,000 rows, ebooklib 20
+  chapters, odfpy 2,000 paragraphs and 5,000 sheet rows): the largest part of each deflates 7-27 times,
+  and 2,000 identical DOCX paragraphs reach 104; a part of zeros deflates about 1,000 times. 200 sits
+  between them.
 - **XML entity declarations** (:func:`check_xml_parts`): a DTD that declares entities is how
   billion-laughs and external-entity (XXE) attacks start, and no part these writers make declares
   one, so such a part is refused as ``suspicious KIND (XML entity declarations)`` whatever its

