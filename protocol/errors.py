@@ -186,8 +186,9 @@ class ErrorCode(StrEnum):
         "parser (`parse.request`)",
         "The file could not be turned into text. The message says why: `unsupported format: .xyz`, `not a "
         "text file`, `no extractable text (scanned?)`, `encrypted PDF`, `corrupt PDF: ...`, `corrupt DOCX: "
-        "...`, `suspicious DOCX (zip bomb?)`, `malformed HTML: ...`, `out of memory`, `document nested too "
-        "deeply`.",
+        "...` (likewise PPTX, XLSX, EPUB, OpenDocument, RTF), `suspicious DOCX (zip bomb?)` (likewise for "
+        "every zip format), `suspicious XLSX (XML entity declarations)` (PPTX, XLSX, EPUB, OpenDocument), "
+        "`malformed CSV: ...`, `malformed HTML: ...`, `out of memory`, `document nested too deeply`.",
     )
     FILE_TOO_LARGE = (
         "file_too_large",
@@ -195,7 +196,9 @@ class ErrorCode(StrEnum):
         False,
         "parser (`parse.request`)",
         "The file is larger than `max_bytes`, or its extracted text would not fit in one reply (more than "
-        "90 % of the bus's message limit).",
+        "90 % of the bus's message limit), or it holds more than the parser reads of one file: "
+        "`spreadsheet too large: more than 1000000 cells (the limit)` (XLSX, ODS, CSV), `mailbox too large: "
+        "more than 10000 messages (the limit)`.",
     )
     UNREADABLE = (
         "unreadable",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from datetime import UTC
 from pathlib import Path
 
 
@@ -68,12 +69,33 @@ def make_docx(path: Path, title: str, sections: list[tuple[str, list[str]]], tab
 
 def make_zip_bomb_docx(path: Path, uncompressed_mb: int = 300) -> Path:
     """A DOCX-shaped zip whose document.xml inflates to hundreds of MB of zeros."""
+    return make_zip_bomb(path, "word/document.xml", uncompressed_mb)
+
+
+def make_zip_bomb(path: Path, member: str, uncompressed_mb: int = 300) -> Path:
+    """A zip (any of the zip formats: the member says which) whose ``member`` inflates to
+    ``uncompressed_mb`` MiB of zeros (~1000:1)."""
     block = b"\0" * (1024 * 1024)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
-        with zf.open("word/document.xml", "w", force_zip64=True) as fh:
+        with zf.open(member, "w", force_zip64=True) as fh:
             for _ in range(uncompressed_mb):
                 fh.write(block)
+    return path
+
+
+def with_doctype(path: Path, member: str, doctype: str = "") -> Path:
+    """The zip at ``path`` rewritten with ``doctype`` (the billion-laughs one by default) declared in the XML
+    part ``member``, after its XML declaration."""
+    doctype = doctype or BILLION_LAUGHS
+    with zipfile.ZipFile(path) as zf:
+        parts = {info.filename: zf.read(info) for info in zf.infolist()}
+    xml = parts[member].decode()
+    declaration_end = xml.index("?>") + 2 if xml.startswith("<?xml") else 0
+    parts[member] = (xml[:declaration_end] + doctype + xml[declaration_end:]).encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in parts.items():
+            zf.writestr(name, data)
     return path
 
 
@@ -214,5 +236,226 @@ def make_nested_html(path: Path, depth: int, inner: str) -> Path:
         + f"<p>{inner}</p>"
         + "</div>" * depth
         + "</body></html>"
+    )
+    return path
+
+
+# ------------------------------------------------------------------------------------------------
+# The other formats (issue 16), each written by its own library; ``marker`` lands in a known place.
+
+
+def make_pptx(path: Path, marker: str, slides: int = 3, marked: int = 2) -> Path:
+    """A deck of ``slides`` titled slides ("Slide title N"), ``marker`` in slide ``marked``'s body, a
+    table on slide 1 and speaker notes on every slide."""
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    deck = Presentation()
+    deck.core_properties.title = "Quarterly Review"
+    deck.core_properties.author = "Ada Lovelace"
+    for n in range(1, slides + 1):
+        slide = deck.slides.add_slide(deck.slide_layouts[1])  # title and content
+        assert slide.shapes.title is not None
+        slide.shapes.title.text = f"Slide title {n}"
+        body = f"The {marker} figures are on this slide." if n == marked else f"Ordinary slide {n} about revenue."
+        slide.placeholders[1].text_frame.text = body
+        slide.notes_slide.notes_text_frame.text = f"Speaker notes for slide {n}."
+        if n == 1:
+            table = slide.shapes.add_table(2, 2, Inches(1), Inches(5), Inches(4), Inches(1)).table
+            for r, row in enumerate([["Region", "Revenue"], ["North", "1200"]]):
+                for c, value in enumerate(row):
+                    table.cell(r, c).text = value
+    deck.save(str(path))
+    return path
+
+
+def make_xlsx(path: Path, marker: str, rows: int = 20, marked_row: int = 7, sheet: str = "Ledger") -> Path:
+    """A workbook: a "Summary" sheet, then ``sheet`` with a header and ``rows`` data rows, ``marker`` in
+    data row ``marked_row`` (sheet row ``marked_row + 1``); written by openpyxl's streaming writer."""
+    from openpyxl import Workbook
+
+    book = Workbook(write_only=True)
+    book.properties.title = "Field Ledger"
+    book.properties.creator = "Grace Hopper"
+    summary = book.create_sheet("Summary")
+    summary.append(["Total", rows])
+    data = book.create_sheet(sheet)
+    data.append(["Item", "Count", "Note"])
+    for n in range(1, rows + 1):
+        data.append([f"item{n}", n * 2, marker if n == marked_row else f"note {n}"])
+    book.save(str(path))
+    return path
+
+
+def make_csv(path: Path, marker: str, rows: int = 20, marked_row: int = 7, delimiter: str = ",") -> Path:
+    """A header and ``rows`` records (stdlib csv), ``marker`` in record ``marked_row`` (file line
+    ``marked_row + 1``)."""
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, delimiter=delimiter)
+        writer.writerow(["name", "city", "remark"])
+        for n in range(1, rows + 1):
+            writer.writerow([f"person{n}", "Oslo", marker if n == marked_row else f"remark, number {n}"])
+    return path
+
+
+def make_epub(path: Path, marker: str, chapters: int = 3, marked: int = 2) -> Path:
+    """A book (ebooklib) of ``chapters`` chapters titled "Chapter N", ``marker`` in chapter ``marked``."""
+    from ebooklib import epub
+
+    book = epub.EpubBook()
+    book.set_identifier("foldermind-test")
+    book.set_title("The Lighthouse Log")
+    book.set_language("en")
+    book.add_author("Mary Shelley")
+    items = []
+    for n in range(1, chapters + 1):
+        item = epub.EpubHtml(title=f"Chapter {n}", file_name=f"chap{n}.xhtml", lang="en")
+        body = f"The {marker} was seen at dawn." if n == marked else f"Nothing unusual in chapter {n}."
+        item.content = f"<h1>Chapter {n}</h1><h2>Morning</h2><p>{body}</p>"
+        book.add_item(item)
+        items.append(item)
+    book.toc = items
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", *items]
+    epub.write_epub(str(path), book)
+    return path
+
+
+def make_message(
+    subject: str, body: str, sender: str = "Ada <ada@example.com>", attachments: list[tuple[str, bytes]] | None = None
+) -> bytes:
+    """One message (stdlib email), with ``attachments`` (file name, bytes) attached."""
+    from datetime import datetime
+    from email.message import EmailMessage
+    from email.utils import format_datetime
+
+    msg = EmailMessage()
+    msg["Subject"] = subject
+    msg["From"] = sender
+    msg["To"] = "Team <team@example.com>"
+    msg["Date"] = format_datetime(datetime(2024, 3, 5, 9, 30, tzinfo=UTC))
+    msg.set_content(body)
+    for name, data in attachments or []:
+        msg.add_attachment(data, maintype="application", subtype="octet-stream", filename=name)
+    return msg.as_bytes()
+
+
+def make_eml(path: Path, subject: str, body: str, attachments: list[tuple[str, bytes]] | None = None) -> Path:
+    path.write_bytes(make_message(subject, body, attachments=attachments))
+    return path
+
+
+def make_mbox(path: Path, marker: str, messages: int = 5, marked: int = 3) -> Path:
+    """A mailbox (stdlib mailbox) of ``messages`` messages, ``marker`` in message ``marked``'s body."""
+    import mailbox
+
+    box = mailbox.mbox(str(path), create=True)
+    box.lock()
+    try:
+        for n in range(1, messages + 1):
+            body = f"Please review the {marker} draft." if n == marked else f"Routine update number {n}."
+            box.add(make_message(f"Status {n}", body))
+        box.flush()
+    finally:
+        box.unlock()
+        box.close()
+    return path
+
+
+def make_odt(path: Path, marker: str, paragraphs: int = 1) -> Path:
+    """A text document (odfpy): title, "Setup" > "Windows" headings, ``marker`` under "Windows", then
+    ``paragraphs - 1`` more paragraphs there."""
+    from odf.opendocument import OpenDocumentText
+    from odf.text import H, P
+
+    doc = OpenDocumentText()
+    doc.meta.addElement(_odf_title("Field Manual"))
+    doc.text.addElement(P(text="Introduction to the manual."))
+    doc.text.addElement(H(outlinelevel=1, text="Setup"))
+    doc.text.addElement(P(text="Unpack everything."))
+    doc.text.addElement(H(outlinelevel=2, text="Windows"))
+    doc.text.addElement(P(text=f"Run the {marker} installer."))
+    for n in range(2, paragraphs + 1):
+        doc.text.addElement(P(text=f"Step {n}: check the cable, then the switch, then the light."))
+    doc.save(str(path))
+    return path
+
+
+def make_ods(path: Path, marker: str, rows: int = 10, marked_row: int = 4, sheet: str = "Stock") -> Path:
+    """A spreadsheet (odfpy): sheet ``sheet`` with a header and ``rows`` rows, ``marker`` in data row ``marked_row``."""
+    from odf.opendocument import OpenDocumentSpreadsheet
+    from odf.table import Table, TableCell, TableRow
+    from odf.text import P
+
+    doc = OpenDocumentSpreadsheet()
+    table = Table(name=sheet)
+    for values in [
+        ["Item", "Count"],
+        *[[marker if n == marked_row else f"item{n}", str(n)] for n in range(1, rows + 1)],
+    ]:
+        row = TableRow()
+        for value in values:
+            cell = TableCell()
+            cell.addElement(P(text=value))
+            row.addElement(cell)
+        table.addElement(row)
+    doc.spreadsheet.addElement(table)
+    doc.save(str(path))
+    return path
+
+
+def make_odp(path: Path, marker: str, slides: int = 3, marked: int = 2) -> Path:
+    """A presentation (odfpy): ``slides`` slides titled "Deck slide N", ``marker`` on slide ``marked``."""
+    from odf.draw import Frame, Page, TextBox
+    from odf.namespaces import PRESENTATIONNS
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.style import MasterPage, PageLayout
+    from odf.text import P
+
+    doc = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    doc.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    doc.masterstyles.addElement(master)
+    for n in range(1, slides + 1):
+        page = Page(masterpagename=master)
+        title = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+        title.setAttrNS(PRESENTATIONNS, "class", "title")
+        box = TextBox()
+        box.addElement(P(text=f"Deck slide {n}"))
+        title.addElement(box)
+        page.addElement(title)
+        body = Frame(width="20cm", height="10cm", x="1cm", y="5cm")
+        body.setAttrNS(PRESENTATIONNS, "class", "outline")
+        box = TextBox()
+        box.addElement(P(text=f"The {marker} chart." if n == marked else f"Plain slide {n}."))
+        body.addElement(box)
+        page.addElement(body)
+        doc.presentation.addElement(page)
+    doc.save(str(path))
+    return path
+
+
+def _odf_title(text: str) -> object:
+    from odf.dc import Title
+
+    return Title(text=text)
+
+
+def make_rtf(path: Path, marker: str, lines: int = 5, marked: int = 3) -> Path:
+    """An RTF file (RTF is text: written here), with title and author in its info group and ``marker`` on
+    paragraph ``marked``."""
+    paragraphs = [
+        f"The {marker} clause is on this line." if n == marked else f"Ordinary paragraph {n}."
+        for n in range(1, lines + 1)
+    ]
+    body = "".join(f"{text}\\par\n" for text in paragraphs)
+    path.write_text(
+        "{\\rtf1\\ansi\\deff0{\\fonttbl{\\f0 Times;}}{\\info{\\title Lease Terms}{\\author Jane Austen}}\n"
+        f"\\f0 {body}}}",
+        encoding="ascii",
     )
     return path

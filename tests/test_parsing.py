@@ -37,6 +37,7 @@ from foldermind.workers.parser.formats import (
 from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir
 
 MB = 1024 * 1024
+ALL_FORMATS = ["txt", "md", "pdf", "docx", "html", "pptx", "xlsx", "csv", "epub", "email", "odf", "rtf"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -565,8 +566,8 @@ def test_unreadable_and_unsupported(tmp_path: Path) -> None:
         locked = write(tmp_path / "locked.txt", "secret")
         locked.chmod(0)
         assert parse_error(locked).message == "unreadable: Permission denied"
-    other = parse_error(write(tmp_path / "sheet.xlsx", b"PK"))
-    assert (other.code, other.message) == ("parse_failed", "unsupported format: .xlsx")
+    other = parse_error(write(tmp_path / "drawing.dwg", b"AC1032"))  # .xlsx is read since issue 16
+    assert (other.code, other.message) == ("parse_failed", "unsupported format: .dwg")
 
 
 def test_memory_limit_from_the_environment() -> None:
@@ -608,7 +609,7 @@ def request(body: ParseRequest) -> Request:
 def test_worker_handler_maps_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     worker = parser_worker()
     assert ParseRequest.KIND in worker.handlers()
-    assert worker.details()["formats"] == ["txt", "md", "pdf", "docx", "html"]
+    assert worker.details()["formats"] == ALL_FORMATS
     assert worker.details()["tokenizer"] == "not loaded yet"
     path = write(tmp_path / "hello.txt", "Hello there.\n")
     reply = worker.on_parse(request(ParseRequest(path=str(path))))
@@ -666,7 +667,7 @@ def test_parser_worker_answers_parse_requests(parser_kernel: RunningKernel, tmp_
         assert text[c["char_start"] : c["char_end"]] == c["text"]
 
     details = client.request("parser#1", DescribeRequest(), DescribeReply, timeout=10).body.details
-    assert details["formats"] == ["txt", "md", "pdf", "docx", "html"]
+    assert details["formats"] == ALL_FORMATS
     assert details["memory_limit_mb"] == 2048
 
 

@@ -54,6 +54,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import ingest_from_env
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.parser.formats import SUFFIXES
 
 log = logging.getLogger("foldermind.watcher")
 
@@ -61,7 +62,9 @@ NAME_NOT_UTF8 = "file name is not valid UTF-8: rename the file to index it"
 _RESCAN = "\x00rescan:"
 """Key prefix of a pending folder rescan (NUL never appears in a path)."""
 
-SUPPORTED = frozenset({".txt", ".text", ".md", ".markdown", ".pdf", ".docx", ".html", ".htm"})
+SUPPORTED = frozenset(SUFFIXES)
+"""The suffixes (lower case) the parsers read: taken from their registry, so a new format is watched the
+moment it is parsed (a list kept here once missed .rst)."""
 TEMPORARY = ("~$*", "*.swp", "*.swo", "*.swx", "*~", "*.part", "*.crdownload", "*.download", "*.tmp", "#*#", ".~lock*")
 
 

@@ -10,10 +10,11 @@ from foldermind.protocol.messages.envelope import Message, message
 SERVED_BY = "the parser pool"
 """Who answers the kinds of this module (docs/protocol.md's service table)."""
 
-EXTRACTION = 2
+EXTRACTION = 3
 """What the parsers of this version make of a file (its text, segments, headings, chunks). Bumped whenever a
-format's output changes (2: reST section titles in text files became headings); an index that recorded an
-older one parses every document again, once, so an upgrade reaches files that did not change."""
+format's output changes (2: reST section titles in text files became headings; 3: PPTX, XLSX/XLSM, CSV/TSV,
+EPUB, EML/MBOX, ODT/ODS/ODP and RTF files are read, where they were skipped before); an index that recorded
+an older one parses every document again, once, so an upgrade reaches files that did not change."""
 
 
 class ChunkInfo(TypedDict):
@@ -52,16 +53,18 @@ class ParseRequest(Message):
 @message("parse.reply")
 @dataclass(slots=True)
 class ParseReply(Message):
-    """``format`` (txt, md, pdf, docx, html), ``title`` if the document names one, ``pages`` for
-    paginated formats, and the ``chunks`` in order."""
+    """``format`` (txt, md, pdf, docx, html, pptx, xlsx, csv, epub, email, odf, rtf), ``title`` if the
+    document names one, ``pages`` for paginated formats, and the ``chunks`` in order."""
 
     format: str
-    """`txt`, `md`, `pdf`, `docx` or `html`."""
+    """`txt`, `md`, `pdf`, `docx`, `html`, `pptx`, `xlsx` (also .xlsm), `csv` (also .tsv), `epub`, `email` (.eml and
+    .mbox), `odf` (.odt, .ods, .odp) or `rtf`."""
     chunks: list[ChunkInfo]
     """The chunks in document order (see below); empty for a file with no text, such as an empty `.txt`."""
     title: str | None = None
     """The title the document names: the PDF's metadata title, the HTML `<title>` (else the first `<h1>`), the Markdown
-    front matter's `title:` (else the first `#` heading), or the DOCX title property (else the first `Title`-style
-    paragraph)."""
+    front matter's `title:` (else the first `#` heading), the DOCX title property (else the first `Title`-style
+    paragraph), the PPTX title property (else the first slide's title), the XLSX, EPUB, OpenDocument or RTF title
+    metadata, or an `.eml`'s subject."""
     pages: int | None = None
-    """The page count, for PDF only."""
+    """The page count, for PDF; the slide count, for PPTX and ODP (a slide is a page: chunks cite its number)."""

@@ -55,6 +55,7 @@ from foldermind.protocol.messages import (
 from foldermind.protocol.runtime.config import IngestPolicy
 from tests.bench import machine
 from tests.bench.cpu import cpu_seconds
+from tests.bench.formats import kept_section
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.machine import wait_for_quiet
 from tests.bench.scifact import scifact_dir, scifact_queries, write_corpus
@@ -1133,7 +1134,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_write:
         REPORT.parent.mkdir(parents=True, exist_ok=True)
-        REPORT.write_text(text, encoding="utf-8")
+        REPORT.write_text(text + kept_section(REPORT), encoding="utf-8")  # tests.bench.formats's section stays
         say(f"wrote {REPORT.relative_to(REPO)}")
     return 1 if results.errors else 0
 

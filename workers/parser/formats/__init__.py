@@ -1,14 +1,18 @@
 """One file -> its extracted text, as segments that know where they came from: the format registry.
 
 Each format is one module of this package (:mod:`.txt`, :mod:`.md`, :mod:`.pdf`, :mod:`.docx`,
-:mod:`.html`) declaring its ``FORMAT`` name, the file name ``SUFFIXES`` it reads and
+:mod:`.html`, :mod:`.pptx`, :mod:`.xlsx`, :mod:`.delimited` (CSV/TSV), :mod:`.epub`, :mod:`.mail`,
+:mod:`.opendocument`, :mod:`.rtf`) declaring its ``FORMAT`` name, the file name ``SUFFIXES`` it reads and
 ``parse(data, max_bytes) -> ParsedDocument``; a new format is one more module and one more entry in
 :data:`PARSERS`. The document model they fill (segments, positions, normalisation) is
 :mod:`.document`.
 
 A plain-text file's extracted text is the file itself (decoded, line breaks normalised), so its
 line numbers are the file's. Other formats give their visible text, one block (paragraph, heading,
-list item, table row, PDF page) per segment. Empty segments stand for blank lines.
+list item, table row, PDF page, slide text frame) per segment. Empty segments stand for blank lines.
+Every module imports its library inside ``parse``, so importing the registry (the watcher does, for
+the suffixes) loads none of them. What the zip formats share is :mod:`.container`, what the
+spreadsheets share :mod:`.sheets`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,20 @@ from pathlib import Path
 from types import ModuleType
 
 from foldermind.protocol.errors import ErrorCode
-from foldermind.workers.parser.formats import docx, html, md, pdf, txt
+from foldermind.workers.parser.formats import (
+    delimited,
+    docx,
+    epub,
+    html,
+    mail,
+    md,
+    opendocument,
+    pdf,
+    pptx,
+    rtf,
+    txt,
+    xlsx,
+)
 from foldermind.workers.parser.formats.document import (
     NOT_TEXT,
     ParsedDocument,
@@ -55,7 +72,7 @@ __all__ = [
     "read_bytes",
 ]
 
-MODULES: tuple[ModuleType, ...] = (txt, md, pdf, docx, html)
+MODULES: tuple[ModuleType, ...] = (txt, md, pdf, docx, html, pptx, xlsx, delimited, epub, mail, opendocument, rtf)
 """The format modules, in the order their names are listed."""
 PARSERS: dict[str, Callable[[bytes, int], ParsedDocument]] = {m.FORMAT: m.parse for m in MODULES}
 """Format name -> its parse function."""

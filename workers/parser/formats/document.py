@@ -138,6 +138,22 @@ class Builder:
         return out
 
 
+def one_line(text: str | None) -> str:
+    """``text`` on one line, runs of whitespace as one space ("" for None)."""
+    return " ".join((text or "").split())
+
+
+def add_fields(
+    builder: Builder, fields: Sequence[tuple[str, str | None]], page: int | None = None, heading: str | None = None
+) -> None:
+    """``Name: value`` lines for the fields that have a value (a document's title and author, a mail's
+    header block), so what users search by is in the extracted text; then a blank line."""
+    lines = [f"{name}: {one_line(value)}" for name, value in fields if one_line(value)]
+    if lines:
+        builder.add("\n".join(lines), page=page, heading=heading)
+        builder.blank()
+
+
 def reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     if len(text) > 200:

@@ -1,22 +1,21 @@
 """DOCX (python-docx): paragraphs, ``Heading N`` styles as heading paths, tables row by row, content
-controls opened up; the zip is checked for bombs before python-docx opens it."""
+controls opened up; the zip is checked for bombs (:func:`.container.check_zip`, shared with the other zip
+formats) before python-docx opens it."""
 
 from __future__ import annotations
 
 import io
 import re
-import zipfile
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from foldermind.protocol.errors import ErrorCode
+from foldermind.workers.parser.formats.container import check_zip, corrupt, zip_bomb
 from foldermind.workers.parser.formats.document import (
     Builder,
     Headings,
     ParsedDocument,
     ParseError,
     clean,
-    reason,
 )
 
 if TYPE_CHECKING:
@@ -25,34 +24,11 @@ if TYPE_CHECKING:
 FORMAT = "docx"
 SUFFIXES = (".docx",)
 
-DOCX_MAX_EXPANSION = 20
-"""A DOCX whose entries add up to more than this many times ``max_bytes`` is refused."""
-DOCX_MAX_RATIO = 200
-"""A DOCX entry that inflates more than this many times is refused..."""
-DOCX_RATIO_MIN_BYTES = 1024 * 1024
-"""...when it inflates to at least this size (a tiny, very repetitive XML part is no threat)."""
-ZIP_BOMB = "suspicious DOCX (zip bomb?)"
+ZIP_BOMB = zip_bomb("DOCX")
 
 
 def parse(data: bytes, max_bytes: int) -> ParsedDocument:
     return parse_docx(data, max_bytes)
-
-
-def check_zip(data: bytes, max_bytes: int) -> None:
-    """Refuse a DOCX that is not a zip, or whose entries would inflate suspiciously."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            infos = zf.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
-        raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt DOCX: {reason(exc)}") from exc
-    total = 0
-    for info in infos:
-        total += info.file_size
-        ratio = info.file_size / max(info.compress_size, 1)
-        if info.file_size >= DOCX_RATIO_MIN_BYTES and ratio > DOCX_MAX_RATIO:
-            raise ParseError(ErrorCode.PARSE_FAILED, ZIP_BOMB)
-    if total > DOCX_MAX_EXPANSION * max_bytes:
-        raise ParseError(ErrorCode.PARSE_FAILED, ZIP_BOMB)
 
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
@@ -60,7 +36,7 @@ _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 
 def parse_docx(data: bytes, max_bytes: int) -> ParsedDocument:
     """DOCX (python-docx): paragraphs, ``Heading N`` styles as heading paths, tables row by row."""
-    check_zip(data, max_bytes)
+    check_zip(data, max_bytes, "DOCX")
     import docx
 
     try:
@@ -71,7 +47,7 @@ def parse_docx(data: bytes, max_bytes: int) -> ParsedDocument:
     except MemoryError:
         raise
     except Exception as exc:
-        raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt DOCX: {reason(exc)}") from exc
+        raise corrupt("DOCX", exc) from exc
 
 
 def _docx_document(document: DocxDocument) -> ParsedDocument:
