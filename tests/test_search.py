@@ -52,7 +52,7 @@ from foldermind.workers.indexer.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import document_text, parse_md, parse_txt
 from tests.filemakers import make_pdf
-from tests.helpers import FAST_RESTART, TORCH_QUERIES, RunningKernel, remove_tree, short_tmpdir, wait_for
+from tests.helpers import FAST_RESTART, MODEL_CACHE, TORCH_QUERIES, RunningKernel, remove_tree, short_tmpdir, wait_for
 
 MAX_BYTES = 50 * 1024 * 1024
 NASTY = [
@@ -430,11 +430,12 @@ def test_index_status_reports_totals_folders_model_and_failures(world: World) ->
 def test_local_query_vectors_equal_the_embedders(world: World) -> None:
     """The indexer's own query model and the embedder over the bus (its fallback) give one vector."""
     endpoint = world.kernel.home.bus_endpoint
-    data_dir = world.kernel.home.data_dir
     remote = QueryEncoder(
-        SearchPolicy(query_encoder="embedder"), IngestPolicy(), endpoint, "test-remote", data_dir=data_dir
+        SearchPolicy(query_encoder="embedder"), IngestPolicy(), endpoint, "test-remote", cache_dir=MODEL_CACHE
     )
-    local = QueryEncoder(SearchPolicy(query_encoder="local"), IngestPolicy(), endpoint, "test-local", data_dir=data_dir)
+    local = QueryEncoder(
+        SearchPolicy(query_encoder="local"), IngestPolicy(), endpoint, "test-local", cache_dir=MODEL_CACHE
+    )
     try:
         local.start()
         via_bus, why = remote.encode("kittens chasing yarn", 384, "all-MiniLM-L6-v2")
