@@ -19,8 +19,10 @@ order. Measured on 298 real SciFact chunks (160 abstracts, the parsers' chunker)
 rounds on a machine another process kept ~1.9 cores busy: batch 8 gave 17.7 chunks/s on one intra-op
 thread and 27.2 on two, batch 16 15.9 / 25.4, batch 32 14.8 / 13.1; so 8, with the usable CPUs as
 threads (``FOLDERMIND_EMBED_THREADS``). torch (batch 32) gave 17.6 / 29.0 in the same run: under that
-contention ONNX only matched torch's rate (the issue's ~2x was measured side by side on a quiet machine;
-to be re-measured quiet), with identical vectors (least cosine 1.000000 over every chunk and setting).
+contention ONNX only matched torch's rate, and rerun on a quiet machine (load 0.3, same day) it still does:
+ONNX 18.6 (batch 8, one thread) / 26.3 (batch 16, two) against torch 17.8 / 27.4, with identical vectors
+(least cosine 1.000000 over every chunk and setting). What ONNX buys here is the start (no torch: see above),
+not the encode; onnxruntime's BERT optimizer fuses no attention in this export (+5% at 256 tokens).
 
 READY goes out at once: ``setup()`` only starts a background thread that loads the model, so the
 supervisor's start timeout never waits on it and the first ``embed.request`` usually finds the model
