@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import re
 import threading
@@ -158,24 +159,32 @@ def test_sessions_continue_and_a_second_call_on_one_session_queues(served: Any) 
     _, _, url, token, _ = served
     question = "How long does a cat sleep?"
 
-    async def go() -> tuple[list[CallToolResult], list[CallToolResult]]:
+    async def go(run: int) -> tuple[list[CallToolResult], list[CallToolResult]]:
         async with mc.http_client(url, token) as client:
+            one = f"s-one-{run}"
             same = await asyncio.gather(
-                _chat(client, {"query": question, "session_id": "s-one"}),
-                _chat(client, {"query": question, "session_id": "s-one"}),
+                _chat(client, {"query": question, "session_id": one}),
+                _chat(client, {"query": question, "session_id": one}),
             )
             # One after the other: each answer then has the whole llm deadline to itself, also on a loaded
             # machine (run together, the second waited behind the first and once fell back on its deadline).
-            apart = [await _chat(client, {"query": question, "session_id": s}) for s in ("s-two", "s-three")]
+            apart = [await _chat(client, {"query": question, "session_id": f"{s}-{run}"}) for s in ("s-two", "s-3")]
             return list(same), apart
 
-    same, apart = mc.run(go)
-    same_out = [structured(r) for r in same]
-    apart_out = [structured(r) for r in apart]
-    assert {o["session_id"] for o in same_out} == {"s-one"}
+    for run in range(2):
+        same, apart = mc.run(functools.partial(go, run))
+        same_out = [structured(r) for r in same]
+        apart_out = [structured(r) for r in apart]
+        # A generation that ran past the llm deadline on a loaded machine (the test suite runs kernels side by
+        # side) says nothing of sessions: such a run is tried once more, and must not happen twice.
+        late = [o for o in same_out + apart_out if "LLM_TIMEOUT" in (o.get("fallback_reason") or "")]
+        if not late:
+            break
+    assert not late, f"answers fell back on the llm deadline in both runs: {late}"
+    assert {o["session_id"] for o in same_out} == {f"s-one-{run}"}
     # The two calls on one session ran one after the other: the second prompt carries the first turn.
     prompts = sorted(o["tokens_used"]["prompt"] for o in same_out)
-    assert prompts[1] > prompts[0]
+    assert prompts[1] > prompts[0] > 0, same_out
     # Two sessions do not share memory: the same question costs the same prompt in each.
     assert apart_out[0]["tokens_used"]["prompt"] == apart_out[1]["tokens_used"]["prompt"] == prompts[0]
 

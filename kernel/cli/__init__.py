@@ -43,6 +43,7 @@ clients.register(cli)
 
 
 def main() -> None:
+    clients.quiet_token_log()
     try:
         cli(prog_name="foldermind")
     except UnsafeHomeError as exc:

@@ -295,9 +295,13 @@ def summary(path: str, as_json: bool) -> None:
             click.echo(f"  {key}: {', '.join(out[key])}")
 
 
-def register(group: click.Group) -> None:
-    # The front door logs the token's storage mode once per start; a terminal command need not repeat
-    # it on every call (`token show` says the mode itself).
+def quiet_token_log() -> None:
+    """The front door logs the token's storage mode once per start; a terminal command need not repeat it
+    on every call (`token show` says the mode itself). Called when the command line runs, not on import:
+    a process that only imports the CLI (a test, a tool reading its commands) keeps its logging as it was."""
     logging.getLogger("foldermind.token").setLevel(logging.ERROR)
+
+
+def register(group: click.Group) -> None:
     for command in (mcp_cmd, token, config, test_connection, ask, summary):
         group.add_command(command)
