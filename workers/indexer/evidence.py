@@ -277,7 +277,7 @@ class EvidenceService:
         text = hits[c.passage].get("text", "")
         first = last = c.at
         if figure and not sentences.has_figure(c.sentence.text):
-            ahead = [k for k in range(c.at + 1, min(c.at + 1 + FOLLOW_ON, len(c.siblings)))]
+            ahead = range(c.at + 1, min(c.at + 1 + FOLLOW_ON, len(c.siblings)))
             stated = next((k for k in ahead if sentences.has_figure(c.siblings[k].text)), None)
             if stated is not None:
                 last = stated
