@@ -236,11 +236,14 @@ class Kernel:
                     note=self.broker.note(slot.name),
                 )
             )
+        me = psutil.Process()
+        own = int(me.memory_info().rss)
         kernel = KernelInfo(
             pid=os.getpid(),
             uptime_s=round(now - self.started, 3),
             version=__version__,
-            rss_bytes=int(psutil.Process().memory_info().rss),
+            rss_bytes=own,
+            tree_rss_bytes=own + _children_rss(me),
         )
         return StatusReply(kernel=kernel, workers=workers, mcp=self.mcp_info(), folders=[])
 
@@ -254,3 +257,12 @@ class Kernel:
             # A file left by an earlier frontdoor process says nothing about this one.
             return McpInfo(url=None, port=None, state="starting" if slot.state is State.STARTING else "stopped")
         return McpInfo(url=info.get("url"), port=info.get("port"), state=str(info.get("state", "unknown")))
+
+
+def _children_rss(process: psutil.Process) -> int:
+    """The RSS of every process under ``process`` (a child may end while it is counted: then it counts 0)."""
+    total = 0
+    for child in process.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += int(child.memory_info().rss)
+    return total

@@ -102,7 +102,7 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
     config = (
         FAST_RESTART
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
-        + "[llm]\ntimeout_s = 30\nanalysis = false\n"
+        + '[llm]\ntimeout_s = 30\nanalysis = false\nload = "at_start"\n'
         + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_SAY = "{root / "say"}", '
         + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )
@@ -296,7 +296,9 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
     config = (
         FAST_RESTART + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + f'[llm]\nmodel_path = "{bad}"\nanalysis = false\n'
     )
-    with kernel_with_folder(root, config, "failed", 60) as (_k, _docs, url, token):
+    # The model loads on first use: the first answer that wants it tries, fails and falls back; it is not
+    # tried again (the status line keeps the reason).
+    with kernel_with_folder(root, config, "loads on first use", 60) as (k, _docs, url, token):
         for mode in MODES:
             out = chat(url, token, {"query": BUDGET_Q, "answer_mode": mode})
             assert ANSWER in out["answer"] and cites_budget(out), (mode, out)
@@ -304,3 +306,4 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
             if mode != "extractive":
                 assert out["answer_mode_used"] == "fallback"
                 assert out["fallback_reason"].startswith("MODEL_NOT_READY") and "broken.gguf" in out["fallback_reason"]
+        assert "failed" in k.worker("llm")["note"] and "broken.gguf" in k.worker("llm")["note"]

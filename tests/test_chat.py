@@ -68,7 +68,8 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
     config = (
         FAST_RESTART
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
-        + f"[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\n"
+        # at_start: the model loads at once, and the restarted llm's again (the tests wait for "ready")
+        + f'[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\nload = "at_start"\n'
         + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_HANG = "hang-once:{armed}", '
         + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )

@@ -139,7 +139,7 @@ def served() -> Iterator[Served]:
         k.start()
         cli(k.root, "folders", "add", str(docs), "--wait", timeout=120)
         info = mc.mcp_info(k.root)
-        # The model loads in the background: until it has, a valid chat is MODEL_NOT_READY, not an answer.
+        # The model loads on the first chat (or a summary after indexing): wait for no load in progress.
         wait_for(lambda: llm_state(k) not in (None, "loading"), 240, 0.5, "the llm to load its model")
         yield Served(k, root, docs, str(info["url"]), mc.token_of(k.root))
     finally:

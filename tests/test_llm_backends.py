@@ -33,9 +33,11 @@ from foldermind.workers.llm.backends import (
     Generation,
     GenParams,
     _sized_tokenize,
+    ctransformers_build,
     load_backend,
     patch_ctransformers,
 )
+from foldermind.workers.llm.gguf_header import HeaderError, read_header
 from foldermind.workers.llm.model_file import ModelFileError, inspect, needs_conversion, prepare_for_ctransformers
 from tests.gguf_fixture import TinyModel, write_arch, write_bpe_llama, write_spm_llama
 
@@ -87,7 +89,7 @@ def load(name: str, path: Path, cache: Path, context: int = 512, threads: int = 
 
 
 # ------------------------------------------------------------------------------------------------
-# fixtures (module scope: a ctransformers load costs ~1.5 s, most of it py-cpuinfo's CPU probe)
+# fixtures (module scope: a load reads and converts files)
 
 
 @pytest.fixture(scope="module")
@@ -484,6 +486,71 @@ def test_unreadable_files(content: str, spm: TinyModel, tmp_path: Path) -> None:
         inspect(path)
     with pytest.raises(ModelFileError, match="not a readable GGUF"):
         load("ctransformers", path, tmp_path / "cache")
+
+
+def header_by_gguf_reader(path: Path) -> tuple[int, dict[str, Any], tuple[tuple[str, str], ...]]:
+    """What the gguf package's reader finds in ``path``, in :func:`read_header`'s shape."""
+    reader = gguf.GGUFReader(str(path))
+    fields: dict[str, Any] = {}
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF."):
+            continue
+        if field.types[0] == gguf.GGUFValueType.ARRAY and field.types[-1] == gguf.GGUFValueType.STRING:
+            fields[name] = [bytes(field.parts[i]) for i in field.data]
+        else:
+            fields[name] = field.contents()
+    version = int(reader.fields["GGUF.version"].contents())
+    return version, fields, tuple((t.name, t.tensor_type.name) for t in reader.tensors)
+
+
+def same_values(ours: Any, theirs: Any) -> bool:
+    if isinstance(ours, float) or isinstance(theirs, float):
+        return bool(np.float32(ours) == np.float32(theirs))
+    if isinstance(ours, list) and isinstance(theirs, list):
+        return len(ours) == len(theirs) and all(same_values(a, b) for a, b in zip(ours, theirs, strict=True))
+    return bool(ours == theirs)
+
+
+def test_the_header_reader_reads_every_field_and_tensor_the_gguf_package_reads(
+    spm: TinyModel, bpe: TinyModel, work: Path
+) -> None:
+    paths = [spm.path, bpe.path, write_spm_llama(work / "spm-v3-header.gguf", version=3).path]
+    if has_smollm2():
+        paths.append(model_file.bundled_model())
+    for path in paths:
+        header = read_header(path)
+        version, fields, tensors = header_by_gguf_reader(path)
+        assert header.version == version and header.tensors == tensors, path.name
+        assert header.fields.keys() == fields.keys(), path.name
+        for key, value in fields.items():
+            assert same_values(header.fields[key], value), (path.name, key)
+
+
+@pytest.mark.parametrize("damage", ["counts cut", "a key cut", "values cut", "a count past the end"])
+def test_a_damaged_header_is_refused_with_where(damage: str, bpe: TinyModel, tmp_path: Path) -> None:
+    data = bpe.path.read_bytes()
+    broken = {
+        "counts cut": data[:10],
+        "a key cut": data[:30],
+        "values cut": data[:300],
+        "a count past the end": data[:16] + (2**40).to_bytes(8, "little") + data[24:],  # 2^40 key-value pairs
+    }[damage]
+    path = tmp_path / "damaged.gguf"
+    path.write_bytes(broken)
+    with pytest.raises(HeaderError, match=r"truncated at byte|past the end at byte"):
+        read_header(path)
+
+
+def test_the_ctransformers_build_is_the_one_its_own_cpu_probe_picks() -> None:
+    """The /proc/cpuinfo rule picks the library ctransformers' py-cpuinfo probe would (here, on this CPU)."""
+    build = ctransformers_build()
+    if build is None:
+        pytest.skip("not x86-64 Linux: ctransformers probes the CPU itself")
+    from cpuinfo import get_cpu_info
+
+    flags = set(get_cpu_info()["flags"])
+    expected = "avx2" if "avx2" in flags else "avx" if {"avx", "f16c"} <= flags else "basic"
+    assert build == expected
 
 
 def test_missing_model_file(tmp_path: Path) -> None:

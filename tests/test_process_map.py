@@ -43,6 +43,9 @@ def test_status_json_has_the_spec_shape_and_every_worker_answers(kernel: Running
         # supervisor.toml's `nice`: parsers yield the CPU to the embedder.
         assert psutil.Process(w["pid"]).nice() == {"parser": 10, "llm": 5}.get(w["service"], 0)
         assert w["rss_bytes"] > 1_000_000
+    # The whole tree is at least the kernel and its workers (sampled a moment apart: a tenth of slack).
+    parts = data["kernel"]["rss_bytes"] + sum(w["rss_bytes"] for w in data["workers"])
+    assert data["kernel"]["tree_rss_bytes"] >= 0.9 * parts, (data["kernel"], parts)
     assert {"url", "port", "state"} <= set(data["mcp"])
     assert data["folders"] == []
     with kernel.client() as client:
@@ -58,6 +61,7 @@ def test_status_json_has_the_spec_shape_and_every_worker_answers(kernel: Running
     text = cli(kernel.root, "status").stdout
     for name in DEFAULT_MAP:
         assert name in text
+    assert "whole tree" in text
 
 
 def test_second_start_refuses_a_twin(kernel: RunningKernel) -> None:

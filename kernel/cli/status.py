@@ -76,7 +76,8 @@ def status(as_json: bool) -> None:
         return
     k = st.kernel
     uptime, rss = _fmt_uptime(k["uptime_s"]), _fmt_bytes(k["rss_bytes"])
-    click.echo(f"kernel  pid {k['pid']}  up {uptime}  v{k['version']}  {rss}")
+    tree = _fmt_bytes(k["tree_rss_bytes"])
+    click.echo(f"kernel  pid {k['pid']}  up {uptime}  v{k['version']}  {rss}  (whole tree {tree})")
     header = f"{'WORKER':<14}{'STATE':<10}{'PID':>8}{'UPTIME':>9}{'RESTARTS':>10}{'JOBS':>6}{'RSS':>9}"
     click.echo(f"{header}  LAST ERROR / NOTE")
     for w in st.workers:

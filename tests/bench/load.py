@@ -198,7 +198,7 @@ def kernel_config(plan: Plan) -> str:
     question costs); the rate limit and background analysis as the plan says."""
     mcp = "[mcp]\nport = 0\n" + (f"rate_per_minute = {plan.rate_per_minute}\n" if plan.rate_per_minute else "")
     search = "".join(f"{k} = {v}\n" for k, v in {"query_cache_size": "0", **plan.search}.items())
-    text = mcp + f"\n[llm]\nanalysis = {str(plan.analysis).lower()}\n\n[search]\n{search}"
+    text = mcp + f'\n[llm]\nanalysis = {str(plan.analysis).lower()}\nload = "at_start"\n\n[search]\n{search}'
     return text + (f"\n{plan.extra_config.strip()}\n" if plan.extra_config.strip() else "")
 
 

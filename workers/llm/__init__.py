@@ -1,28 +1,32 @@
 """The llm worker: local generation for grounded chat (``llm.chat``) and document analysis
 (``llm.analyze``).
 
-The model loads on a background thread after READY (the converted copy for ctransformers is made
-once, on the first start); until then, or when it cannot load, requests fail with ``MODEL_NOT_READY``
-and the reason, and ``foldermind status`` shows the state on this worker's line. Generation runs on
-the serving thread, one job at a time: a chat streams ``llm.chat.partial`` replies and stops at its
-deadline; a generation stuck inside the native library is the broker's to end (a worker that overruns a
-job's deadline is replaced).
+The model is loaded when it is needed and freed when it is not (:mod:`.residency`): by default in the
+first request that needs it (``[llm] load = "on_use"``; the converted copy for ctransformers is made once,
+on the first load), and it is unloaded after ``[llm] idle_unload_s`` without a request. With
+``load = "at_start"`` it loads on a background thread after READY, and requests meanwhile fail with
+``MODEL_NOT_READY`` (retryable). A model that cannot load fails requests with ``MODEL_NOT_READY`` and the
+reason, and ``foldermind status`` shows the state on this worker's line. Generation runs on the serving
+thread, one job at a time: a chat streams ``llm.chat.partial`` replies and stops at its deadline; a
+generation stuck inside the native library is the broker's to end (a worker that overruns a job's deadline
+is replaced).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import psutil
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, ChatPartial, ChatReply, ChatRequest
-from foldermind.protocol.runtime.config import LlmPolicy, llm_from_env
-from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.config import LlmPolicy, ingest_from_env, llm_from_env
+from foldermind.protocol.runtime.home import model_cache_dir
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.llm import citations, prompt
 from foldermind.workers.llm.backends import (
@@ -32,7 +36,8 @@ from foldermind.workers.llm.backends import (
     GenParams,
     load_backend,
 )
-from foldermind.workers.llm.model_file import ModelFileError, resolve
+from foldermind.workers.llm.model_file import resolve
+from foldermind.workers.llm.residency import NotReady, Residency
 from foldermind.workers.model_files import gc_paused
 
 log = logging.getLogger("foldermind.llm")
@@ -47,68 +52,72 @@ class LlmWorker(Worker):
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         self.policy: LlmPolicy = llm_from_env()
-        self.cache_dir = Home.resolve(ctx.home or None).data_dir / "models"
-        self.backend: Backend | None = None
-        self.state = "loading"
-        self.reason = ""
+        # The converted copy for ctransformers is keyed by the source's digest: one per machine, like the
+        # embedder's ONNX export (a new home's first answer does not pay a ~3 s conversion again).
+        self.cache_dir = model_cache_dir(ingest_from_env().model_cache_dir)
         self.model_path = ""
-        self.load_s = 0.0
-        self.status_note = f"loading ({self.policy.backend})"
         self.cores = os.cpu_count() or 1
         # Background summaries (and llama-cpp, whose count is fixed at load) get half the cores at most.
         self.threads = self.policy.threads or max(1, self.cores // 2)
         self.last_chat_threads = 0
         self.cancelled = 0  # chat answers stopped because their caller gave them up
+        self.model = Residency(self._load, self.policy.idle_unload_s, self._noted)
+        self.status_note = ""
+        self._noted()
 
     def setup(self) -> None:
-        threading.Thread(target=self._load, name="model-load", daemon=True).start()
+        self.model.start(at_start=self.policy.load == "at_start")
 
-    def _load(self) -> None:
-        started = time.monotonic()
-        try:
-            path = resolve(self.policy.model_path)
-            self.model_path = str(path)
-            # Converting and loading the model holds the GIL in long GC passes otherwise (see gc_paused).
-            with gc_paused():
-                backend = load_backend(
-                    self.policy.backend,
-                    path,
-                    self.cache_dir,
-                    self.policy.context_length,
-                    self.threads,
-                    self.policy.batch_size,
-                    self.policy.seed,
-                )
-        except ModelFileError as exc:
-            self._failed(str(exc))
-            return
-        except Exception as exc:  # a backend's own surprise: the worker stays up and says why
-            self._failed(f"{type(exc).__name__}: {exc}", traceback=True)
-            return
-        self.load_s = time.monotonic() - started
-        self.backend = backend
-        self.state = "ready"
-        self.status_note = f"{backend.model.name} ({backend.NAME}, ctx {backend.context_length}): ready"
-        log.info("model %s ready on %s in %.1f s", backend.model.name, backend.NAME, self.load_s)
+    def teardown(self) -> None:
+        self.model.stop()
 
-    def _failed(self, reason: str, traceback: bool = False) -> None:
-        self.reason = reason[:300]
-        self.state = "failed"
-        self.status_note = f"model failed: {self.reason}"[:300]
-        log.error("model not loaded: %s", self.reason, exc_info=traceback)
+    def _load(self) -> Backend:
+        path = resolve(self.policy.model_path)
+        self.model_path = str(path)
+        # Converting and loading the model holds the GIL in long GC passes otherwise (see gc_paused).
+        with gc_paused():
+            return load_backend(
+                self.policy.backend,
+                path,
+                self.cache_dir,
+                self.policy.context_length,
+                self.threads,
+                self.policy.batch_size,
+                self.policy.seed,
+            )
+
+    def _noted(self) -> None:
+        """The status line for the model's state (the heartbeat carries it to ``foldermind status``)."""
+        model, backend = self.model, self.model.backend
+        if backend is not None:
+            note = f"{backend.model.name} ({backend.NAME}, ctx {backend.context_length}): ready"
+        elif model.state == "failed":
+            note = f"model failed: {model.reason}"
+        elif model.state == "loading":
+            note = f"loading ({self.policy.backend})"
+        else:
+            freed = f" (freed after idle, {model.unloads}x)" if model.unloads else ""
+            note = f"model unloaded: loads on first use{freed}"
+        self.status_note = note[:300]
 
     def details(self) -> dict[str, Any]:
-        model = self.backend.model if self.backend else None
+        backend = self.model.backend
+        model = backend.model if backend else None
         return {
             "role": ROLE,
-            "state": self.state,
-            "reason": self.reason,
+            "state": self.model.state,
+            "reason": self.model.reason,
             "backend": self.policy.backend,
             "model": model.name if model else "",
             "model_path": self.model_path,
             "architecture": model.architecture if model else "",
-            "context_length": self.backend.context_length if self.backend else 0,
-            "load_s": round(self.load_s, 2),
+            "context_length": backend.context_length if backend else 0,
+            "load_s": round(self.model.load_s, 2),
+            "load": self.policy.load,
+            "loads": self.model.loads,
+            "unloads": self.model.unloads,
+            "idle_unload_s": self.policy.idle_unload_s,
+            "idle_s": round(self.model.idle_s(), 1),
             "threads": self.last_chat_threads or self.threads,
             "threads_auto": not self.policy.threads,
             "cancelled": self.cancelled,
@@ -123,14 +132,18 @@ class LlmWorker(Worker):
             ]
         )
 
-    def _ready(self) -> Backend:
-        if self.backend is None:
-            if self.state == "loading":
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[Backend]:
+        """The model for this request (loaded now if it was unloaded); ``MODEL_NOT_READY`` if it cannot be."""
+        try:
+            with self.model.use() as backend:
+                yield backend
+        except NotReady as exc:
+            if exc.state == "loading":
                 raise JobError(
                     ErrorCode.MODEL_NOT_READY, "the local model is still loading; retry shortly", retryable=True
-                )
-            raise JobError(ErrorCode.MODEL_NOT_READY, f"the local model could not be loaded: {self.reason}")
-        return self.backend
+                ) from None
+            raise JobError(ErrorCode.MODEL_NOT_READY, f"the local model could not be loaded: {exc.reason}") from None
 
     def chat_threads(self) -> int:
         """Threads for one chat answer: the configured count, else the cores nobody else is using now.
@@ -155,8 +168,11 @@ class LlmWorker(Worker):
         )
 
     def on_chat(self, req: Request[ChatRequest]) -> Result:
+        with self._using() as backend:
+            return self._chat(req, backend)
+
+    def _chat(self, req: Request[ChatRequest], backend: Backend) -> Result:
         body = req.body
-        backend = self._ready()
         max_tokens = body.max_tokens or self.policy.max_answer_tokens
         started = time.monotonic()
         passages = [prompt.Passage(p["file_name"], p["text"]) for p in body.passages]
@@ -242,7 +258,10 @@ class LlmWorker(Worker):
         )
 
     def on_analyze(self, req: Request[AnalyzeRequest]) -> Result:
-        backend = self._ready()
+        with self._using() as backend:
+            return self._analyze(req, backend)
+
+    def _analyze(self, req: Request[AnalyzeRequest], backend: Backend) -> Result:
         tokens = prompt.build_analysis(backend, req.body.file_name, req.body.text, self.policy.analysis_input_tokens)
         out = Generation()
         params = self._params(self.policy.analysis_max_tokens)

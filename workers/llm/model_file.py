@@ -6,7 +6,7 @@ trip over is checked here first, with a reason a user can act on. Its llama.cpp 
 SentencePiece vocabularies: it needs ``tokenizer.ggml.scores``, an ``output.weight`` (no tied embeddings)
 and the byte tokens ``<0x00>``..``<0xFF>`` (it looks ``<0x0A>`` up while loading and throws without
 it). Models such as SmolLM2 ship a GPT-2 byte-level BPE vocabulary instead, so
-:func:`convert_for_ctransformers` writes a copy once (cached in the data folder, keyed by the source's
+:func:`convert_for_ctransformers` writes a copy once (cached in the shared model folder, keyed by the source's
 hash) in which every token's text is its raw bytes, single bytes become ``<0xXX>`` byte tokens, scores
 are zero, ``output.weight`` is a copy of ``token_embd.weight`` and the header says GGUF v2. Tokenizing
 such a model is then done exactly, in Python, by a ``tokenizers`` BPE built from the source vocabulary and
@@ -100,48 +100,51 @@ def _field(reader: Any, key: str, default: Any = None) -> Any:
 
 def inspect(path: Path) -> ModelInfo:
     """Read a GGUF file's header (memory-mapped: the weights are not read)."""
-    try:
-        import gguf
+    from foldermind.workers.llm.gguf_header import read_header
 
-        reader = gguf.GGUFReader(str(path))
+    try:
+        header = read_header(path)
     except ModuleNotFoundError:
         raise ModelFileError("the gguf package is not installed (pip install gguf)") from None
-    except Exception as exc:  # the reader raises ValueError, struct errors, IndexError on junk
+    except Exception as exc:  # HeaderError, an OSError, or GGUFReader's own on a version 1 file
         raise ModelFileError(f"not a readable GGUF file: {path.name}: {type(exc).__name__}: {exc}"[:300]) from None
-    arch = str(_field(reader, "general.architecture", "") or "")
+    fields = header.fields
+
+    def text(key: str) -> str:
+        value = fields.get(key)
+        return value if isinstance(value, str) else ""
+
+    def number(key: str) -> int | None:
+        value = fields.get(key)
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    arch = text("general.architecture")
     if not arch:
         raise ModelFileError(f"{path.name}: no general.architecture in the GGUF header")
-    version = int(_field(reader, "GGUF.version", 0) or 0)
-    tokenizer = str(_field(reader, "tokenizer.ggml.model", "") or "")
-    template = _field(reader, "tokenizer.chat_template")
-    add_bos = _field(reader, "tokenizer.ggml.add_bos_token")
-    bos, eos = _field(reader, "tokenizer.ggml.bos_token_id"), _field(reader, "tokenizer.ggml.eos_token_id")
+    tokenizer = text("tokenizer.ggml.model")
+    add_bos = fields.get("tokenizer.ggml.add_bos_token")
+    tokens, types = fields.get("tokenizer.ggml.tokens"), fields.get("tokenizer.ggml.token_type")
     controls: dict[str, int] = {}
-    tokens_field, types_field = (
-        reader.fields.get("tokenizer.ggml.tokens"),
-        reader.fields.get("tokenizer.ggml.token_type"),
-    )
-    if tokens_field is not None and types_field is not None:
-        types = [int(types_field.parts[i][0]) for i in types_field.data]
-        for token_id, kind in enumerate(types):
-            if kind in (TOKEN_CONTROL, TOKEN_USER_DEFINED):
-                text = bytes(tokens_field.parts[tokens_field.data[token_id]]).decode("utf-8", errors="replace")
-                controls[text] = token_id
+    if isinstance(tokens, list) and isinstance(types, list):
+        for token_id, (token, kind) in enumerate(zip(tokens, types, strict=False)):
+            if kind in (TOKEN_CONTROL, TOKEN_USER_DEFINED) and isinstance(token, bytes):
+                controls[token.decode("utf-8", errors="replace")] = token_id
+    names = {name for name, _ in header.tensors}
     return ModelInfo(
         path=path,
-        name=str(_field(reader, "general.name", "") or path.stem),
+        name=text("general.name") or path.stem,
         architecture=arch,
-        version=version,
+        version=header.version,
         tokenizer_model=tokenizer,
-        pre_tokenizer=str(_field(reader, "tokenizer.ggml.pre", "") or ""),
-        context_length=int(_field(reader, f"{arch}.context_length", 0) or 0),
-        bos_token_id=int(bos) if bos is not None else None,
-        eos_token_id=int(eos) if eos is not None else None,
+        pre_tokenizer=text("tokenizer.ggml.pre"),
+        context_length=number(f"{arch}.context_length") or 0,
+        bos_token_id=number("tokenizer.ggml.bos_token_id"),
+        eos_token_id=number("tokenizer.ggml.eos_token_id"),
         add_bos_token=bool(add_bos) if add_bos is not None else tokenizer == "llama",
-        chat_template=str(template) if template else None,
-        has_scores="tokenizer.ggml.scores" in reader.fields,
-        has_output_weight=any(t.name == "output.weight" for t in reader.tensors),
-        tensor_types=frozenset(t.tensor_type.name for t in reader.tensors),
+        chat_template=text("tokenizer.chat_template") or None,
+        has_scores="tokenizer.ggml.scores" in fields,
+        has_output_weight="output.weight" in names,
+        tensor_types=frozenset(kind for _, kind in header.tensors),
         size=path.stat().st_size,
         control_tokens=controls,
     )
@@ -315,4 +318,11 @@ def _write_bpe_tokenizer(tokens: list[str], types: list[int], merges: list[str],
     tok.decoder = decoders.ByteLevel()
     specials = [t for t, kind in zip(tokens, types, strict=True) if kind in (TOKEN_CONTROL, TOKEN_USER_DEFINED)]
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
-    target.write_text(tok.to_str(), encoding="utf-8")
+    # Atomically, like the model copy: homes share the cache, and another may be reading it now.
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(tok.to_str())
+        os.replace(tmp_name, target)
+    finally:
+        Path(tmp_name).unlink(missing_ok=True)

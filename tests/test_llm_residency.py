@@ -1,0 +1,133 @@
+"""The llm worker's model is in memory only while it is used: loaded by the first request that needs it,
+freed after ``[llm] idle_unload_s`` without one, loaded again by the next; never freed under a request.
+
+Real processes and the real bundled model (SmolLM2-135M on ctransformers): a kernel whose llm unloads
+after a few seconds, asked over the bus, and the residency object itself around a real backend.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from foldermind.protocol.messages import ChatReply, ChatRequest, DescribeReply, DescribeRequest
+from foldermind.workers.llm.backends import Backend, load_backend
+from foldermind.workers.llm.model_file import bundled_model
+from foldermind.workers.llm.residency import NotReady, Residency
+from tests.helpers import MODEL_CACHE, RunningKernel, remove_tree, require_bundled_model, short_tmpdir, wait_for
+
+require_bundled_model()
+
+IDLE_S = 3.0
+PASSAGE = {"file_name": "budget.txt", "text": "The budget for the obsidianwave project is forty thousand dollars."}
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[RunningKernel]:
+    root = short_tmpdir()
+    # No summaries: nothing but this test's own requests may touch the model.
+    k = RunningKernel(root / "home", f"[llm]\nidle_unload_s = {IDLE_S}\nanalysis = false\n")
+    try:
+        yield k.start()
+    finally:
+        k.stop()
+        remove_tree(root)
+
+
+def details(k: RunningKernel) -> dict[str, object]:
+    return k.client().request("llm", DescribeRequest(), DescribeReply, timeout=10).body.details
+
+
+def rss_mib(k: RunningKernel) -> float:
+    return float(psutil.Process(k.worker("llm")["pid"]).memory_info().rss) / 2**20
+
+
+def ask(k: RunningKernel) -> ChatReply:
+    question = ChatRequest(question="What is the budget for the obsidianwave project?", passages=[PASSAGE])
+    return k.client().request("llm", question, ChatReply, timeout=60).body
+
+
+def test_the_model_loads_on_the_first_chat_is_freed_after_the_idle_time_and_loads_again(
+    kernel: RunningKernel,
+) -> None:
+    before = details(kernel)
+    assert (before["state"], before["loads"], before["load"]) == ("unloaded", 0, "on_use")
+    assert "loads on first use" in kernel.worker("llm")["note"]
+    idle_rss = rss_mib(kernel)
+
+    first = ask(kernel)
+    assert first.completion_tokens > 0 and first.answer.strip(), first
+    loaded = details(kernel)
+    assert (loaded["state"], loaded["loads"]) == ("ready", 1)
+    loaded_rss = rss_mib(kernel)
+    assert loaded_rss > idle_rss + 100, (idle_rss, loaded_rss)  # the model really is in memory
+
+    wait_for(lambda: details(kernel)["state"] == "unloaded", IDLE_S * 10, 0.2, "the idle unload")
+    freed = details(kernel)
+    assert freed["unloads"] == 1 and "freed after idle" in wait_for(
+        lambda: "freed" in (n := kernel.worker("llm")["note"]) and n, 10, 0.1, "the status note"
+    )
+    freed_rss = rss_mib(kernel)
+    assert freed_rss < loaded_rss - 100, (loaded_rss, freed_rss)  # and really given back
+
+    again = ask(kernel)  # loads again, within the same request deadline
+    assert again.completion_tokens > 0 and again.answer.strip(), again
+    assert details(kernel)["loads"] == 2
+
+
+def real_load(path: Path) -> Backend:
+    return load_backend("ctransformers", path, MODEL_CACHE, 1024, 1, 64, 0)
+
+
+def test_a_model_held_by_a_request_is_never_freed_and_is_freed_once_idle_after_it() -> None:
+    states: list[str] = []
+    model = bundled_model()
+    residency = Residency(lambda: real_load(model), idle_unload_s=0.2, on_change=lambda: states.append(residency.state))
+    held, release = threading.Event(), threading.Event()
+
+    def request() -> None:
+        with residency.use():
+            held.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=request)
+    worker.start()
+    try:
+        assert held.wait(60), "the request never got the model"
+        time.sleep(0.5)  # well past idle_unload_s since the load: only the request keeps it
+        assert not residency.unload_if_idle() and residency.state == "ready"
+    finally:
+        release.set()
+        worker.join(30)
+    assert not residency.unload_if_idle()  # just used: the idle time starts again at the request's end
+    wait_for(residency.unload_if_idle, 5, 0.05, "the unload once idle")
+    assert residency.backend is None and (residency.loads, residency.unloads) == (1, 1)
+    assert states == ["loading", "ready", "unloaded"]
+
+
+def test_a_model_that_cannot_load_stays_failed_with_its_reason_and_is_not_retried(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x00" * 64)
+    attempts: list[int] = []
+
+    def load() -> Backend:
+        attempts.append(1)
+        return real_load(broken)
+
+    residency = Residency(load, idle_unload_s=0, on_change=lambda: None)
+    for _ in range(2):
+        with pytest.raises(NotReady) as err, residency.use():
+            pass
+        assert err.value.state == "failed" and "broken.gguf" in err.value.reason
+    assert len(attempts) == 1
+
+
+def test_an_illegal_state_change_is_a_bug_said_as_one() -> None:
+    residency = Residency(lambda: real_load(bundled_model()), idle_unload_s=0, on_change=lambda: None)
+    with pytest.raises(AssertionError, match="unloaded -> ready"):
+        residency._move("ready")

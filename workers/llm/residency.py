@@ -1,0 +1,156 @@
+"""When the llm worker's model is in memory: loaded on use (or at start), freed after an idle while.
+
+The model is the llm worker's memory: SmolLM2-135M under ctransformers holds ~100 MB more than the worker
+without it, a bigger GGUF a user configures gigabytes. A tree that is only searched, or has finished its
+summaries, should not hold it (docs/benchmarks.md has the measured figures). So the model's residency
+is a small state machine of its own, apart from the requests that use it::
+
+    unloaded --use--> loading --> ready --idle_unload_s--> unloaded
+                          \\--> failed  (sticky: the reason stays on the status line until a restart)
+
+``use()`` is the only way a request reaches the model. In ``unloaded`` it loads the model in the request
+itself (the first chat answer waits for the load, ~1-2 s for SmolLM2 on 2 cores, and the front door's
+quotes are out before that); in ``loading`` (a background load at start) and ``failed`` it raises
+:class:`NotReady` at once, so a caller falls back instead of waiting. While a request holds the model the
+unloader cannot free it: both take one lock, the unloader only when it is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+from foldermind.workers.llm.backends import Backend
+from foldermind.workers.llm.model_file import ModelFileError
+
+log = logging.getLogger("foldermind.llm")
+
+State = Literal["unloaded", "loading", "ready", "failed"]
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    "unloaded": frozenset({"loading"}),
+    "loading": frozenset({"ready", "failed"}),
+    "ready": frozenset({"unloaded"}),
+    "failed": frozenset(),
+}
+"""The legal moves; any other is a bug, and :meth:`Residency._move` says so."""
+
+
+class NotReady(Exception):
+    """The model cannot serve now: ``loading`` (retry shortly) or ``failed`` (the reason)."""
+
+    def __init__(self, state: State, reason: str) -> None:
+        super().__init__(reason)
+        self.state, self.reason = state, reason
+
+
+class Residency:
+    """Holds the model the ``load`` callable makes, loads it on use, frees it after ``idle_unload_s``."""
+
+    def __init__(self, load: Callable[[], Backend], idle_unload_s: float, on_change: Callable[[], None]) -> None:
+        self._load, self.idle_unload_s, self._on_change = load, idle_unload_s, on_change
+        self.state: State = "unloaded"
+        self.reason = ""
+        self.backend: Backend | None = None
+        self.load_s = 0.0
+        self.loads = self.unloads = 0
+        self.last_used = time.monotonic()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+
+    def _move(self, new: State) -> None:
+        if new not in TRANSITIONS[self.state]:
+            raise AssertionError(f"llm model: no transition {self.state} -> {new}")
+        self.state = new
+        self._on_change()
+
+    def start(self, at_start: bool) -> None:
+        """Begin: load in the background now if ``at_start``; watch for idleness if unloading is on."""
+        if at_start:
+            self._move("loading")
+            threading.Thread(target=self._load_now, name="model-load", daemon=True).start()
+        if self.idle_unload_s:
+            threading.Thread(target=self._unload_when_idle, name="model-unload", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def _load_now(self) -> None:
+        """``loading`` -> ``ready`` or ``failed``; the load's own exceptions become the reason."""
+        started = time.monotonic()
+        try:
+            backend = self._load()
+        except Exception as exc:  # a bad file or a backend's own surprise: the worker stays up and says why
+            known = isinstance(exc, ModelFileError)
+            self.reason = (str(exc) if known else f"{type(exc).__name__}: {exc}")[:300]
+            self._move("failed")
+            log.error("model not loaded: %s", self.reason, exc_info=not known)
+            return
+        self.backend, self.load_s = backend, time.monotonic() - started
+        self.loads += 1
+        self.last_used = time.monotonic()
+        self._move("ready")
+        log.info("model %s ready on %s in %.1f s", backend.model.name, backend.NAME, self.load_s)
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[Backend]:
+        """The model for one request, loaded first if it is ``unloaded``; :class:`NotReady` if it cannot be."""
+        with self._lock:
+            if self.state == "unloaded":
+                self._move("loading")
+                self._load_now()
+            if self.backend is None:
+                raise NotReady(self.state, self.reason)
+            try:
+                yield self.backend
+            finally:
+                self.last_used = time.monotonic()
+
+    def idle_s(self) -> float:
+        return time.monotonic() - self.last_used
+
+    def unload_if_idle(self) -> bool:
+        """Free the model if it has not been used for ``idle_unload_s`` and no request holds it."""
+        if self.state != "ready" or self.idle_s() < self.idle_unload_s or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self.state != "ready" or self.idle_s() < self.idle_unload_s:  # a request came in meanwhile
+                return False
+            backend, self.backend = self.backend, None
+            assert backend is not None
+            backend.close()
+            del backend
+            self.unloads += 1
+            self._move("unloaded")
+        finally:
+            self._lock.release()
+        _return_memory()
+        log.info("model unloaded after %.0f s idle", self.idle_s())
+        return True
+
+    def _unload_when_idle(self) -> None:
+        # A quarter of the idle time between looks, so a model is freed at most 25% late; at least 1 s.
+        every = max(1.0, min(60.0, self.idle_unload_s / 4))
+        while not self._stopping.wait(every):
+            self.unload_if_idle()
+
+
+def _return_memory() -> None:
+    """Collect what the model left behind and hand freed heap pages back to the system.
+
+    The load's objects were frozen out of the collector (``model_files.gc_paused``); unfrozen now, the
+    ones the model held are garbage. glibc keeps freed heap memory for reuse unless asked to trim it,
+    and RSS is what ``status`` and the user's task manager show."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()  # what is left is the worker's own long-lived state: keep later passes off it again
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
