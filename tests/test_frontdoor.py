@@ -237,19 +237,12 @@ def test_client_setup_commands(served: Any) -> None:
     out = cli(k.root, "test-connection").stdout
     assert url in out and all(name in out for name in TOOLS)
     assert cli(k.root, "token", "show").stdout.strip() == token
-    for client in ("claude-desktop", "cursor", "zed"):
-        entry = json.loads(cli(k.root, "config", "snippet", "--client", client).stdout)
-        server = entry["context_servers" if client == "zed" else "mcpServers"]["foldermind"]
-        assert server == {"url": url, "headers": {"Authorization": f"Bearer {token}"}}
-        stdio = json.loads(cli(k.root, "config", "snippet", "--client", client, "--stdio").stdout)
-        command = stdio["context_servers" if client == "zed" else "mcpServers"]["foldermind"]
-        assert command["args"] == ["--home", str(k.root), "mcp"] and Path(command["command"]).name == "foldermind"
-    code = cli(k.root, "config", "snippet", "--client", "claude-code").stdout
-    assert url in code and f"Authorization: Bearer {token}" in code and "--transport http" in code
-    # The snippet's stdio command really works as a client would launch it.
-    assert "foldermind mcp" in cli(k.root, "config", "snippet", "--client", "claude-code", "--stdio").stdout.replace(
-        f" --home {k.root}", ""
-    )
+    # A snippet carries the URL the running front door bound (tests/test_clients.py checks every client's shape).
+    zed = json.loads(cli(k.root, "config", "snippet", "--client", "zed").stdout)
+    assert zed["context_servers"]["foldermind"] == {"url": url, "headers": {"Authorization": f"Bearer {token}"}}
+    desktop = json.loads(cli(k.root, "config", "snippet", "--client", "claude-desktop").stdout)
+    command = desktop["mcpServers"]["foldermind"]
+    assert command["args"] == ["--home", str(k.root), "mcp"] and Path(command["command"]).name == "foldermind"
 
 
 def test_mcp_inspector_cli(served: Any) -> None:

@@ -14,6 +14,7 @@ import click
 import psutil
 
 from foldermind.kernel import __version__
+from foldermind.kernel.cli.clientfacts import CLIENTS
 from foldermind.kernel.cli.common import (
     connect,
     current_config,
@@ -124,7 +125,7 @@ def _announce_mcp(home: Home, wait_s: float) -> None:
         return
     flag = f" --home {home.root}" if home.root is not None else ""
     click.echo(f"MCP: {info['url']}  (bearer token: `foldermind{flag} token show`)")
-    click.echo(f"     client config: `foldermind{flag} config snippet --client claude-desktop|claude-code|cursor|zed`")
+    click.echo(f"     client config: `foldermind{flag} config install --client {'|'.join(CLIENTS)}`")
 
 
 def _start_background(home: Home, config: SupervisorConfig) -> None:
