@@ -354,3 +354,15 @@ def test_a_changed_entry_is_replaced_in_place_and_a_duplicate_is_refused() -> No
         clientfile.with_entry('{"mcpServers": []}', client, {}, None)
     with pytest.raises(jsonedit.ParseError, match="top level"):
         clientfile.with_entry("[]", client, {}, None)
+
+
+def test_a_windows_file_keeps_its_crlf_line_endings_in_and_out() -> None:
+    client = CLIENTS["zed"]
+    text = '{\r\n  "context_servers": {\r\n    "a": {} // mine\r\n  }\r\n}\r\n'
+    new = clientfile.with_entry(text, client, {"command": "f"}, None)
+    assert "\n" not in new.replace("\r\n", "") and json5.loads(new)["context_servers"]["foldermind"] == {"command": "f"}
+    assert new == (
+        '{\r\n  "context_servers": {\r\n    "a": {}, // mine\r\n'
+        '    "foldermind": {\r\n      "command": "f"\r\n    }\r\n  }\r\n}\r\n'
+    )
+    assert clientfile.without_entry(new, client) == text

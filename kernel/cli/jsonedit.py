@@ -127,8 +127,8 @@ def skip_blank(text: str, pos: int) -> int:
         if text[pos].isspace():
             pos += 1
         elif text.startswith("//", pos):
-            eol = text.find("\n", pos)
-            pos = len(text) if eol < 0 else eol
+            stop = text.find("\n", pos)
+            pos = len(text) if stop < 0 else stop
         elif text.startswith("/*", pos):
             end = text.find("*/", pos + 2)
             pos = len(text) if end < 0 else end + 2
@@ -137,14 +137,26 @@ def skip_blank(text: str, pos: int) -> int:
     return pos
 
 
+def eol(text: str, pos: int) -> tuple[int, int]:
+    """The end of ``pos``'s line (before its "\n" or "\r\n") and the start of the next line."""
+    end = text.find("\n", pos)
+    if end < 0:
+        return len(text), len(text)
+    return (end - 1 if end > pos and text[end - 1] == "\r" else end), end + 1
+
+
+def newline(text: str) -> str:
+    """The file's line ending, which inserted text uses too."""
+    return "\r\n" if "\r\n" in text else "\n"
+
+
 def line_tail_end(text: str, pos: int) -> int:
     """Where the line that ``pos`` is on ends, if all that follows ``pos`` on it is blank or a comment (so
     text added there stays on its own line and keeps the comment beside what it was written for)."""
-    eol = text.find("\n", pos)
-    eol = len(text) if eol < 0 else eol
-    tail = text[pos:eol].strip()
+    end = eol(text, pos)[0]
+    tail = text[pos:end].strip()
     if not tail or tail.startswith("//") or (tail.startswith("/*") and tail.endswith("*/") and tail.count("*/") == 1):
-        return eol
+        return end
     return pos
 
 
@@ -177,9 +189,10 @@ def render(value: Any, indent: str, unit: str) -> str:
 
 def apply(text: str, edits: Sequence[tuple[int, int, str]]) -> str:
     """Replace each ``[start, end)`` with its text, from the back so earlier offsets stay right; texts
-    inserted at one offset end up in the order given."""
+    inserted at one offset end up in the order given, with the file's own line ending."""
+    nl = newline(text)
     for start, end, new in reversed(sorted(edits, key=lambda edit: edit[0])):
-        text = text[:start] + new + text[end:]
+        text = text[:start] + new.replace("\n", nl) + text[end:]
     return text
 
 
@@ -228,12 +241,8 @@ def remove(doc: Document, box: Container, index: int) -> str:
     elif index > 0:  # the last slot without a trailing comma: the one before it loses its comma
         prev_comma = skip_blank(text, box.slots[index - 1].end)
         edits.append((prev_comma, prev_comma + 1, ""))
-    if start != slot.start:
-        tail = line_tail_end(text, end)
-        if tail != end and not text[end:tail].strip():
-            end = tail + 1 if tail < len(text) else tail
-        elif tail == end and end < len(text) and text[end] == "\n":
-            end += 1
+    if start != slot.start and not text[end : eol(text, end)[0]].strip():
+        end = eol(text, end)[1]  # the slot had its lines to itself: they go, line endings included
     edits.append((start, end, ""))
     return apply(text, edits)
 
