@@ -11,7 +11,7 @@ import click
 
 from foldermind.kernel.cli import entries
 from foldermind.kernel.cli.clientfacts import CLIENTS, GENERIC, NAMES, user_file
-from foldermind.kernel.cli.common import current_config, current_home, home_option
+from foldermind.kernel.cli.common import current_config, current_home, home_option, typed
 from foldermind.protocol.runtime import defaults
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
@@ -84,7 +84,7 @@ def config_snippet(name: str, stdio: bool, http: bool) -> None:
         click.echo(f"# paste into {user_file(client)} ({client.where})", err=True)
         if client.note:
             click.echo(f"# {client.note}", err=True)
-        hint = entries.secret_hint(client, stdio)
+        hint = entries.secret_hint(client, stdio, typed(home, "token", "show"))
         if hint:
             click.echo(f"# {hint}", err=True)
         click.echo(f"# or let foldermind merge it in: `foldermind config install --client {name}`", err=True)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from foldermind.kernel.cli.clientfacts import CLIENTS, GENERIC, TOKEN_ENV, VSCODE_INPUT_ID, Client, Secret
+from foldermind.kernel.cli.common import installed_exe
 from foldermind.protocol.runtime.config import SupervisorConfig
 from foldermind.protocol.runtime.home import Home
 
@@ -35,7 +34,7 @@ class Target:
 def bridge_command(home: Home) -> list[str]:
     """How a client should launch the bridge: this installation's own ``foldermind`` executable, by its
     absolute path, because a client started from a desktop has no venv on its PATH."""
-    exe = Path(sys.executable).parent / "foldermind"
+    exe = installed_exe()
     cmd = [str(exe)] if exe.exists() else [shutil.which("foldermind") or "foldermind"]
     if home.root is not None:
         cmd += ["--home", str(home.root)]
@@ -120,16 +119,17 @@ def snippet(name: str, stdio: bool, target: Target) -> str:
     return json.dumps(document(CLIENTS[name], stdio, target), indent=2)
 
 
-def secret_hint(client: Client, stdio: bool) -> str | None:
-    """What the user must do so the client can fill the token in, or why the token is in the file."""
+def secret_hint(client: Client, stdio: bool, show: str) -> str | None:
+    """What the user must do so the client can fill the token in, or why the token is in the file;
+    ``show`` is the command that prints the token, as the user can type it."""
     if stdio or client.http is None:
         return None
     secret = client.http.secret
     if secret is Secret.INPUT:
-        return f"{client.title} asks for the token once (input {VSCODE_INPUT_ID}): paste `foldermind token show`"
+        return f"{client.title} asks for the token once (input {VSCODE_INPUT_ID}): paste what `{show}` prints"
     if secret is Secret.LITERAL:
         return f"{client.title} documents no env or secret reference for headers, so the token is written as is"
     return (
         f"{client.title} reads the token from {TOKEN_ENV} in its own environment: start it from a shell where"
-        f' `export {TOKEN_ENV}="$(foldermind token show)"` ran (or use --stdio, which needs no token)'
+        f' `export {TOKEN_ENV}="$({show})"` ran (or use --stdio, which needs no token)'
     )

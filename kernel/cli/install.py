@@ -17,7 +17,7 @@ import click
 from foldermind.kernel.cli import clientfile, entries
 from foldermind.kernel.cli.clientconfig import say_url_source, target, transport_options, wants_stdio
 from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
-from foldermind.kernel.cli.common import current_home, home_option
+from foldermind.kernel.cli.common import current_home, home_option, typed
 from foldermind.kernel.cli.jsonedit import ParseError
 
 client_option = click.option("--client", "name", type=click.Choice(list(CLIENTS)), required=True)
@@ -84,7 +84,7 @@ def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_ru
     except ParseError as exc:
         raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
     _change(path, old, new, dry_run, "foldermind entry installed")
-    hint = entries.secret_hint(client, stdio)
+    hint = entries.secret_hint(client, stdio, typed(home, "token", "show"))
     if hint:
         click.echo(hint, err=True)
     say_url_source(t, stdio)
