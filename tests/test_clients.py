@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -366,3 +368,80 @@ def test_a_windows_file_keeps_its_crlf_line_endings_in_and_out() -> None:
         '    "foldermind": {\r\n      "command": "f"\r\n    }\r\n  }\r\n}\r\n'
     )
     assert clientfile.without_entry(new, client) == text
+
+
+# -- doctor ------------------------------------------------------------------------------------------------
+
+
+def doctor(fm: Path, project: Path) -> tuple[int, dict[str, dict[str, str]]]:
+    result = run(fm, "doctor", "--json", "--project", str(project), ok=False)
+    checks = json.loads(result.stdout)["checks"]
+    by_name: dict[str, dict[str, str]] = {}
+    for c in checks:  # a client with a user file and a project file has two checks: keep the worse
+        if c["name"] not in by_name or c["status"] == "fail":
+            by_name[c["name"]] = c
+    return result.exit_code, by_name
+
+
+def test_doctor_finds_an_entry_with_another_port_and_says_how_to_fix_it(
+    env: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user, fm = env
+    monkeypatch.setenv(TOKEN_ENV, token(fm))
+    run(fm, "config", "install", "--client", "cursor", "--http")
+    entry = {"url": "http://127.0.0.1:1234/mcp", "headers": {"Authorization": f"Bearer {token(fm)}"}}
+    existing(user / USER_FILES["zed"], json.dumps({"context_servers": {"foldermind": entry}}))
+    code, checks = doctor(fm, user)
+    assert code == 1
+    assert checks["cursor"]["status"] == "ok", checks["cursor"]
+    zed = checks["zed"]
+    assert zed["status"] == "fail" and "http://127.0.0.1:1234/mcp" in zed["detail"] and URL in zed["detail"]
+    assert zed["fix"].endswith("config install --client zed --http`")
+    # Fixed as doctor says: all is well again.
+    run(fm, "config", "install", "--client", "zed", "--http")
+    code, checks = doctor(fm, user)
+    assert checks["zed"]["status"] == "ok" and code == 0, checks
+
+
+def test_doctor_passes_a_fresh_command_form_install_and_reports_the_rest(env: tuple[Path, Path]) -> None:
+    user, fm = env
+    run(fm, "config", "install", "--client", "claude-desktop")
+    run(fm, "config", "install", "--client", "vscode", "--project", str(user))
+    code, checks = doctor(fm, user)
+    assert code == 0, checks
+    assert checks["claude-desktop"]["status"] == "ok" and checks["vscode"]["status"] == "ok"
+    assert checks["cursor"]["status"] == "info" and "no config file" in checks["cursor"]["detail"]
+    assert checks["port"]["status"] == "ok" and str(PORT) in checks["port"]["detail"]
+    assert checks["token"]["status"] == "info"  # the command form made no token
+    assert checks["embedding model"]["status"] == "ok" and checks["disk"]["status"] in ("ok", "warn")
+    assert checks["folders"]["status"] == "info"
+
+
+def test_doctor_fails_a_rotated_token_a_url_entry_in_claude_desktop_and_a_missing_command(
+    env: tuple[Path, Path],
+) -> None:
+    user, fm = env
+    old = token(fm)
+    run(fm, "config", "install", "--client", "zed", "--http")
+    run(fm, "token", "rotate")
+    assert token(fm) != old
+    existing(user / USER_FILES["claude-desktop"], json.dumps({"mcpServers": {"foldermind": {"url": URL}}}))
+    moved = {"command": "/nowhere/foldermind", "args": ["mcp"]}
+    existing(user / USER_FILES["windsurf"], json.dumps({"mcpServers": {"foldermind": moved}}))
+    code, checks = doctor(fm, user)
+    assert code == 1
+    assert checks["zed"]["status"] == "fail" and "not this install's" in checks["zed"]["detail"]
+    assert checks["claude-desktop"]["status"] == "fail" and "skips" in checks["claude-desktop"]["detail"]
+    assert checks["windsurf"]["status"] == "fail" and "/nowhere/foldermind" in checks["windsurf"]["detail"]
+
+
+def test_doctor_says_who_holds_a_taken_port(env: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    user, fm = env
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        monkeypatch.setenv("FOLDERMIND_MCP_PORT", str(port))
+        _, checks = doctor(fm, user)
+    assert checks["port"]["status"] == "warn" and f"port {port} is taken" in checks["port"]["detail"]
+    assert f"pid {os.getpid()}" in checks["port"]["detail"]

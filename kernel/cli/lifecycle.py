@@ -123,7 +123,7 @@ def _announce_mcp(home: Home, wait_s: float) -> None:
         return
     click.echo(f"MCP: {info['url']}  (bearer token: `{typed(home, 'token', 'show')}`)")
     click.echo(f"     connect a client: `{typed(home, 'config', 'install', '--client', 'NAME')}`, NAME one of")
-    click.echo(f"     {', '.join(CLIENTS)}")
+    click.echo(f"     {', '.join(CLIENTS)}; `{typed(home, 'doctor')}` checks the whole setup")
 
 
 def _start_background(home: Home, config: SupervisorConfig) -> None:
