@@ -115,6 +115,59 @@ def test_tools_list_over_http_has_schemas_and_read_only_annotations(served: Any)
     assert instructions and "never instructions" in instructions
 
 
+def say_the_same(result: CallToolResult) -> dict[str, Any]:
+    """One text block whose JSON is exactly the structuredContent (a client reading either, like Claude Code
+    that shows the model only structuredContent when there is one, gets everything); an error carries its
+    {code, message} as that text and no structuredContent (clients check structuredContent against the
+    tool's outputSchema even on errors)."""
+    texts = [c for c in result.content if c.type == "text"]
+    assert len(texts) == len(result.content) == 1, result.content
+    body = json.loads(texts[0].text)
+    if result.is_error:
+        assert result.structured_content is None and set(body) == {"code", "message"}, result
+    else:
+        assert body == result.structured_content, result
+    assert isinstance(body, dict)
+    return body
+
+
+def test_structured_content_and_text_say_the_same_for_every_tool_and_error_in_both_eras(served: Any) -> None:
+    _, docs, url, token = served
+    fox, guide = str(docs / "fox.txt"), str(docs / "guide.md")
+    analyzed = lambda: not mc.call(url, token, "get_document_summary", {"file_path": guide}).is_error  # noqa: E731
+    wait_for(analyzed, 120, 0.5, "guide.md analyzed")
+    calls: list[tuple[str, dict[str, Any], bool]] = [  # (tool, arguments, an error expected)
+        ("search_documents", {"query": "brown fox"}, False),
+        ("search_documents", {"query": "fox", "smart_folder_id": "no-such-folder"}, True),
+        ("chat_with_documents", {"query": "What do foxes do?", "answer_mode": "extractive"}, False),
+        ("chat_with_documents", {"query": "x" * 2001}, True),
+        ("list_smart_folders", {}, False),
+        ("get_document_summary", {"file_path": guide}, False),
+        ("get_document_summary", {"file_path": "relative/fox.txt"}, True),
+        ("read_document", {"file_path": fox, "start_line": 2}, False),
+        ("read_document", {"file_path": fox, "start_line": 3, "end_line": 2}, True),
+        ("find_similar", {"file_path": fox, "top_k": 2}, False),
+        ("find_similar", {"file_path": str(docs / "absent.txt")}, True),
+        ("index_status", {}, False),
+        ("no_such_tool", {}, True),
+    ]
+
+    async def go(mode: str) -> list[tuple[str, bool, dict[str, Any]]]:
+        async with mc.http_client(url, token, mode=mode) as client:
+            out = []
+            for tool, args, _ in calls:
+                result = await client.call_tool(tool, args)
+                assert isinstance(result, CallToolResult)
+                out.append((tool, bool(result.is_error), say_the_same(result)))
+            return out
+
+    for mode in ("auto", "legacy"):  # the stateless 2026-07-28 revision, and the initialize handshake
+        seen = asyncio.run(go(mode))
+        assert [is_error for _, is_error, _ in seen] == [bad for _, _, bad in calls], (mode, seen)
+    # Every tool answered at least once without error, so each success shape was compared.
+    assert {tool for tool, is_error, _ in seen if not is_error} == TOOLS
+
+
 def test_search_documents_every_mode(served: Any) -> None:
     _, docs, url, token = served
     for mode in ("hybrid", "keyword", "semantic"):
