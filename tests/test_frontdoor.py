@@ -18,7 +18,8 @@ from typing import Any
 
 import psutil
 import pytest
-from mcp.types import CallToolResult
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, McpInfoReply, McpInfoRequest
 from foldermind.workers.frontdoor.http import bind
@@ -166,6 +167,50 @@ def test_structured_content_and_text_say_the_same_for_every_tool_and_error_in_bo
         assert [is_error for _, is_error, _ in seen] == [bad for _, _, bad in calls], (mode, seen)
     # Every tool answered at least once without error, so each success shape was compared.
     assert {tool for tool, is_error, _ in seen if not is_error} == TOOLS
+
+
+PROMPTS = {"answer_from_documents", "summarise_folder", "find_similar_documents"}
+
+
+def test_prompts_frame_the_index_for_the_clients_model_in_both_eras(served: Any) -> None:
+    _, docs, url, token = served
+    fox = str(docs / "fox.txt")
+
+    async def go(mode: str) -> tuple[dict[str, list[str]], list[str], list[str]]:
+        async with mc.http_client(url, token, mode=mode) as client:
+            listed = {p.name: [a.name for a in p.arguments or []] for p in (await client.list_prompts()).prompts}
+            folder = (await client.call_tool("list_smart_folders", {})).structured_content["folders"][0]["id"]  # type: ignore[index]
+            texts = []
+            for name, args in (
+                ("answer_from_documents", {"query": "What do foxes do?"}),
+                ("summarise_folder", {"smart_folder_id": folder}),
+                ("find_similar_documents", {"file_path": fox, "top_k": "2"}),
+            ):
+                got = await client.get_prompt(name, args)
+                assert [m.role for m in got.messages] == ["user"], got
+                texts.append(got.messages[0].content.text)  # type: ignore[union-attr]
+            errors = []
+            for name, args in (
+                ("answer_from_documents", {"query": "x" * 2001}),
+                ("answer_from_documents", {"query": "   "}),
+                ("summarise_folder", {"smart_folder_id": "no-such-folder"}),
+                ("find_similar_documents", {"file_path": "relative/fox.txt"}),
+                ("no_such_prompt", {}),
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await client.get_prompt(name, args)
+                assert refused.value.code == INVALID_PARAMS
+                errors.append(refused.value.error.message.split(":")[0])
+            return listed, texts, errors
+
+    for mode in ("auto", "legacy"):
+        listed, (answer, summary, similar), errors = asyncio.run(go(mode))
+        assert set(listed) == PROMPTS and listed["answer_from_documents"] == ["query", "max_passages"], listed
+        assert "[1] " + fox in answer and "Foxes are small omnivores." in answer and "DATA" in answer
+        assert "cite" in answer.lower() or "Cite" in answer
+        assert 'Summarise the Smart Folder "' in summary and str(docs) in summary and "[1] " in summary
+        assert fox in similar and "[1] " in similar and "[1] " + fox not in similar
+        assert errors == ["INVALID_QUERY", "INVALID_QUERY", "INVALID_SMART_FOLDER", "INVALID_PATH", "INVALID_ARGUMENT"]
 
 
 def test_search_documents_every_mode(served: Any) -> None:
