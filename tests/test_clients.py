@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shlex
 import socket
 import sys
 from collections.abc import Iterator
@@ -319,6 +320,44 @@ def test_project_forms_write_the_projects_own_file(env: tuple[Path, Path]) -> No
         refused = run(fm, "config", "install", "--client", name, "--project", str(project), ok=False)
         assert refused.exit_code == 2 and "no project-level config file" in refused.stderr
     assert not (user / ".claude.json").exists()
+
+
+def test_a_symlinked_config_is_edited_where_it_points_and_stays_a_link(env: tuple[Path, Path]) -> None:
+    user, fm = env
+    real = existing(user / "dotfiles" / "zed.json", ZED_SETTINGS)
+    link = user / USER_FILES["zed"]
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    run(fm, "config", "install", "--client", "zed")
+    assert link.is_symlink() and "foldermind" in real.read_text()
+    assert (real.parent / "zed.json.foldermind.bak").read_text() == ZED_SETTINGS
+
+
+def test_a_new_file_holding_the_token_itself_is_readable_by_its_owner_only(env: tuple[Path, Path]) -> None:
+    user, fm = env
+    run(fm, "config", "install", "--client", "zed", "--http")  # Zed: the token is written as is
+    assert (user / USER_FILES["zed"]).stat().st_mode & 0o777 == 0o600
+    run(fm, "config", "install", "--client", "cursor", "--http")  # Cursor: only ${env:...}
+    assert (user / USER_FILES["cursor"]).stat().st_mode & 0o777 == 0o644
+
+
+def test_the_claude_code_snippet_also_gives_claude_mcp_add_lines_that_read_the_token_when_run(
+    env: tuple[Path, Path],
+) -> None:
+    _, fm = env
+    http = run(fm, "config", "snippet", "--client", "claude-code").stderr
+    line = next(x for x in http.splitlines() if x.startswith("# or run: claude mcp add"))
+    words = shlex.split(line.removeprefix("# or run: "))
+    assert words[:8] == ["claude", "mcp", "add", "--transport", "http", "--scope", "user", "foldermind"]
+    assert words[8] == URL and words[9] == "--header" and words[10].startswith("Authorization: Bearer $(")
+    assert token(fm) not in http
+    stdio = run(fm, "config", "snippet", "--client", "claude-code", "--stdio").stderr
+    line = next(x for x in stdio.splitlines() if x.startswith("# or run: claude mcp add"))
+    exe, args = command(fm)
+    assert shlex.split(line.removeprefix("# or run: ")) == [
+        *["claude", "mcp", "add", "--scope", "user", "foldermind", "--"],
+        *[exe, *args],
+    ]
 
 
 # -- the text edits themselves ---------------------------------------------------------------------------

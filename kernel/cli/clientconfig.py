@@ -7,6 +7,8 @@ the port actually bound can differ only when the configured one is taken at star
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from foldermind.kernel.cli import entries
@@ -66,6 +68,15 @@ def say_url_source(t: entries.Target, stdio: bool) -> None:
         )
 
 
+def claude_mcp_add(home: Home, stdio: bool, t: entries.Target) -> str:
+    """The same entry as Claude Code's own command adds it (user scope: every project)."""
+    if stdio:
+        return shlex.join(["claude", "mcp", "add", "--scope", "user", entries.SERVER_NAME, "--", *t.command])
+    head = shlex.join(["claude", "mcp", "add", "--transport", "http", "--scope", "user", entries.SERVER_NAME, t.url])
+    # $(...) so the token is read when the line runs, not pasted into the shell's history.
+    return f'{head} --header "Authorization: Bearer $({typed(home, "token", "show")})"'
+
+
 @config.command("snippet")
 @home_option
 @click.option("--client", "name", type=click.Choice(NAMES), required=True)
@@ -87,5 +98,7 @@ def config_snippet(name: str, stdio: bool, http: bool) -> None:
         hint = entries.secret_hint(client, stdio, typed(home, "token", "show"))
         if hint:
             click.echo(f"# {hint}", err=True)
-        click.echo(f"# or let foldermind merge it in: `foldermind config install --client {name}`", err=True)
+        if name == "claude-code":
+            click.echo(f"# or run: {claude_mcp_add(home, stdio, t)}", err=True)
+        click.echo(f"# or let foldermind merge it in: `{typed(home, 'config', 'install', '--client', name)}`", err=True)
     say_url_source(t, stdio)

@@ -105,6 +105,8 @@ CLIENTS: dict[str, Client] = {
                 "${VAR} in headers: bug reports say some versions send it unexpanded"
                 " (anthropics/claude-code#6204, #51581); use --stdio if the token is refused",
             ),
+            note="~/.claude.json is also Claude Code's own state, which it rewrites while it runs: quit it before"
+            " `config install` into that file, or run the `claude mcp add` line `config snippet` prints.",
         ),
         Client(
             name="cursor",

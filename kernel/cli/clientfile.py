@@ -142,12 +142,15 @@ def without_entry(text: str, client: Client) -> str:
     return text
 
 
-def write(path: Path, old: str, new: str) -> Path | None:
+def write(path: Path, old: str, new: str, private: bool = False) -> Path | None:
     """Replace the file atomically with ``new``, first copying ``old`` beside it when the file existed.
-    Returns the backup's path. The new file keeps the old one's permission bits (a config may be 0600)."""
+    Returns the backup's path. The file keeps its permission bits (a config may be 0600); a new one is
+    0600 when ``private`` (it holds the token itself), else 0644. A symlinked config (a dotfiles checkout)
+    is written where the link points, so the link stays a link."""
+    path = path.resolve() if path.is_symlink() else path
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
-    mode = 0o644
+    mode = 0o600 if private else 0o644
     if path.exists():
         mode = stat.S_IMODE(path.stat().st_mode)
         backup = path.with_name(path.name + BACKUP_SUFFIX)

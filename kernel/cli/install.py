@@ -16,7 +16,7 @@ import click
 
 from foldermind.kernel.cli import clientfile, entries
 from foldermind.kernel.cli.clientconfig import say_url_source, target, transport_options, wants_stdio
-from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
+from foldermind.kernel.cli.clientfacts import CLIENTS, Client, Secret, config_file
 from foldermind.kernel.cli.common import current_home, home_option, typed
 from foldermind.kernel.cli.jsonedit import ParseError
 
@@ -37,19 +37,21 @@ def _where(client: Client, project: Path | None) -> Path:
         raise click.UsageError(str(exc)) from exc
 
 
-def _change(path: Path, old: str, new: str, dry_run: bool, done: str) -> None:
-    """Show or make the change; a file already as wanted is left untouched (no backup, no write)."""
+def _change(path: Path, old: str, new: str, dry_run: bool, done: str, private: bool = False) -> bool:
+    """Show or make the change; a file already as wanted is left untouched (no backup, no write).
+    Whether the file changed."""
     if new == old:
         click.echo(f"{path}: {done} already; nothing to change")
-        return
+        return False
     if dry_run:
         diff = difflib.unified_diff(
             old.splitlines(keepends=True), new.splitlines(keepends=True), str(path), str(path) + " (after)"
         )
         sys.stdout.writelines(line if line.endswith("\n") else line + "\n" for line in diff)
-        return
-    backup = clientfile.write(path, old, new)
+        return False
+    backup = clientfile.write(path, old, new, private)
     click.echo(f"{path}: {done}" + (f" (the previous file is {backup})" if backup else ""))
+    return True
 
 
 def _read(path: Path, client: Client) -> str:
@@ -83,12 +85,13 @@ def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_ru
         new = clientfile.with_entry(old, client, entries.entry(client, stdio, t), item)
     except ParseError as exc:
         raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
-    _change(path, old, new, dry_run, "foldermind entry installed")
-    hint = entries.secret_hint(client, stdio, typed(home, "token", "show"))
-    if hint:
-        click.echo(hint, err=True)
+    literal = not stdio and client.http is not None and client.http.secret is Secret.LITERAL
+    changed = _change(path, old, new, dry_run, "foldermind entry installed", private=literal)
+    for line in (client.note, entries.secret_hint(client, stdio, typed(home, "token", "show"))):
+        if line:
+            click.echo(line, err=True)
     say_url_source(t, stdio)
-    if not dry_run:
+    if changed:
         click.echo(f"restart {client.title} (or reload its MCP servers) to pick it up", err=True)
 
 
