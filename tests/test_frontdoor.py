@@ -365,6 +365,14 @@ def test_mcp_inspector_cli(served: Any) -> None:
     chat = json.loads(answered.stdout)
     assert not chat.get("isError"), chat
     assert chat["structuredContent"]["answer"] and chat["structuredContent"]["session_id"].startswith("mcp-")
+    # The prompts, as the Inspector lists and renders them.
+    prompts = subprocess.run([*base, "--method", "prompts/list"], capture_output=True, text=True, timeout=120)
+    assert prompts.returncode == 0, prompts.stderr
+    assert {p["name"] for p in json.loads(prompts.stdout)["prompts"]} == PROMPTS
+    args = ["--method", "prompts/get", "--prompt-name", "answer_from_documents", "--prompt-args", "query=brown fox"]
+    framed = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
+    assert framed.returncode == 0, framed.stderr
+    assert "[1] " + str(docs / "fox.txt") in json.loads(framed.stdout)["messages"][0]["content"]["text"]
     # The Inspector launching the stdio bridge, as a stdio-only client would.
     k = served[0]
     bridge = [inspector, "--cli", sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root), "mcp"]
