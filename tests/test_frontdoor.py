@@ -347,38 +347,32 @@ def test_mcp_inspector_cli(served: Any) -> None:
     _, docs, url, token = served
     inspector = inspector_bin()
     base = [inspector, "--cli", url, "--transport", "http", "--header", f"Authorization: Bearer {token}"]
-    listed = subprocess.run([*base, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
-    assert listed.returncode == 0, listed.stderr
-    assert {t["name"] for t in json.loads(listed.stdout)["tools"]} == TOOLS
-    args = ["--method", "tools/call", "--tool-name", "search_documents", "--tool-arg", "query=brown fox"]
-    called = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
-    assert called.returncode == 0, called.stderr
-    result = json.loads(called.stdout)
+
+    def inspect(*args: str, via: list[str] = base, timeout: float = 120) -> Any:
+        """One Inspector CLI call that must succeed; its JSON output."""
+        done = subprocess.run([*via, *args], capture_output=True, text=True, timeout=timeout)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert {t["name"] for t in inspect("--method", "tools/list")["tools"]} == TOOLS
+    result = inspect("--method", "tools/call", "--tool-name", "search_documents", "--tool-arg", "query=brown fox")
     assert result["structuredContent"]["results"][0]["file_path"] == str(docs / "fox.txt")
     args = ["--method", "tools/call", "--tool-name", "read_document", "--tool-arg", "file_path=relative/x"]
     refused = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
     assert json.loads(json.loads(refused.stdout)["content"][0]["text"])["code"] == "INVALID_PATH", refused.stdout
     # Grounded chat: the Inspector checks structuredContent against the tool's output schema.
     args = ["--method", "tools/call", "--tool-name", "chat_with_documents", "--tool-arg", "query=What do foxes do?"]
-    answered = subprocess.run([*base, *args], capture_output=True, text=True, timeout=180)
-    assert answered.returncode == 0, answered.stderr
-    chat = json.loads(answered.stdout)
+    chat = inspect(*args, timeout=180)
     assert not chat.get("isError"), chat
     assert chat["structuredContent"]["answer"] and chat["structuredContent"]["session_id"].startswith("mcp-")
     # The prompts, as the Inspector lists and renders them.
-    prompts = subprocess.run([*base, "--method", "prompts/list"], capture_output=True, text=True, timeout=120)
-    assert prompts.returncode == 0, prompts.stderr
-    assert {p["name"] for p in json.loads(prompts.stdout)["prompts"]} == PROMPTS
+    assert {p["name"] for p in inspect("--method", "prompts/list")["prompts"]} == PROMPTS
     args = ["--method", "prompts/get", "--prompt-name", "answer_from_documents", "--prompt-args", "query=brown fox"]
-    framed = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
-    assert framed.returncode == 0, framed.stderr
-    assert "[1] " + str(docs / "fox.txt") in json.loads(framed.stdout)["messages"][0]["content"]["text"]
+    assert "[1] " + str(docs / "fox.txt") in inspect(*args)["messages"][0]["content"]["text"]
     # The Inspector launching the stdio bridge, as a stdio-only client would.
     k = served[0]
     bridge = [inspector, "--cli", sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root), "mcp"]
-    listed = subprocess.run([*bridge, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
-    assert listed.returncode == 0, listed.stderr
-    assert {t["name"] for t in json.loads(listed.stdout)["tools"]} == TOOLS
+    assert {t["name"] for t in inspect("--method", "tools/list", via=bridge)["tools"]} == TOOLS
     wrong = [inspector, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer wrong"]
     denied = subprocess.run([*wrong, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
     assert "tools" not in denied.stdout
