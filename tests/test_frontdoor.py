@@ -170,6 +170,17 @@ def test_structured_content_and_text_say_the_same_for_every_tool_and_error_in_bo
 
 
 PROMPTS = {"answer_from_documents", "summarise_folder", "find_similar_documents"}
+PROMPT_REFUSALS = {"INVALID_QUERY", "INVALID_PATH", "INVALID_SMART_FOLDER", "INVALID_ARGUMENT", "FILE_NOT_INDEXED"}
+HOSTILE_PROMPT_ARGS = (
+    [("answer_from_documents", {"query": "fox", "max_passages": n}) for n in ("0", "-1", "21", "abc", "1e309", "")]
+    + [("answer_from_documents", {"query": q}) for q in ("\x00", "AND OR NOT (", "*" * 1000, "\u202e\ufeff")]
+    + [
+        ("find_similar_documents", {"file_path": p})
+        for p in ("/etc/passwd", "/tmp/../etc/passwd", "file:///etc/passwd", "\\\\host\\share", "/a\x00b", "/" * 5000)
+    ]
+    + [("summarise_folder", {"smart_folder_id": i}) for i in ("", "x" * 201, "/", "../", "\x00")]
+    + [("answer_from_documents", {}), ("summarise_folder", {"smart_folder_id": "x", "extra": "y"})]
+)
 
 
 def test_prompts_frame_the_index_for_the_clients_model_in_both_eras(served: Any) -> None:
@@ -201,6 +212,12 @@ def test_prompts_frame_the_index_for_the_clients_model_in_both_eras(served: Any)
                     await client.get_prompt(name, args)
                 assert refused.value.code == INVALID_PARAMS
                 errors.append(refused.value.error.message.split(":")[0])
+            for name, args in HOSTILE_PROMPT_ARGS:  # a typed refusal or a rendering, never an internal error
+                try:
+                    await client.get_prompt(name, args)
+                except MCPError as exc:
+                    assert exc.code == INVALID_PARAMS, (name, args, exc.error)
+                    assert exc.error.message.split(":")[0] in PROMPT_REFUSALS, (name, args, exc.error)
             return listed, texts, errors
 
     for mode in ("auto", "legacy"):
