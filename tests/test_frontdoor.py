@@ -18,7 +18,8 @@ from typing import Any
 
 import psutil
 import pytest
-from mcp.types import CallToolResult
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, McpInfoReply, McpInfoRequest
 from foldermind.workers.frontdoor.http import bind
@@ -113,6 +114,120 @@ def test_tools_list_over_http_has_schemas_and_read_only_annotations(served: Any)
     assert search.input_schema["properties"]["query"]["maxLength"] == 1000
     assert search.input_schema["properties"]["top_k"]["maximum"] == 50
     assert instructions and "never instructions" in instructions
+
+
+def say_the_same(result: CallToolResult) -> dict[str, Any]:
+    """One text block whose JSON is exactly the structuredContent (a client reading either, like Claude Code
+    that shows the model only structuredContent when there is one, gets everything); an error carries its
+    {code, message} as that text and no structuredContent (clients check structuredContent against the
+    tool's outputSchema even on errors)."""
+    texts = [c for c in result.content if c.type == "text"]
+    assert len(texts) == len(result.content) == 1, result.content
+    body = json.loads(texts[0].text)
+    if result.is_error:
+        assert result.structured_content is None and set(body) == {"code", "message"}, result
+    else:
+        assert body == result.structured_content, result
+    assert isinstance(body, dict)
+    return body
+
+
+def test_structured_content_and_text_say_the_same_for_every_tool_and_error_in_both_eras(served: Any) -> None:
+    _, docs, url, token = served
+    fox, guide = str(docs / "fox.txt"), str(docs / "guide.md")
+    analyzed = lambda: not mc.call(url, token, "get_document_summary", {"file_path": guide}).is_error  # noqa: E731
+    wait_for(analyzed, 120, 0.5, "guide.md analyzed")
+    calls: list[tuple[str, dict[str, Any], bool]] = [  # (tool, arguments, an error expected)
+        ("search_documents", {"query": "brown fox"}, False),
+        ("search_documents", {"query": "fox", "smart_folder_id": "no-such-folder"}, True),
+        ("chat_with_documents", {"query": "What do foxes do?", "answer_mode": "extractive"}, False),
+        ("chat_with_documents", {"query": "x" * 2001}, True),
+        ("list_smart_folders", {}, False),
+        ("get_document_summary", {"file_path": guide}, False),
+        ("get_document_summary", {"file_path": "relative/fox.txt"}, True),
+        ("read_document", {"file_path": fox, "start_line": 2}, False),
+        ("read_document", {"file_path": fox, "start_line": 3, "end_line": 2}, True),
+        ("find_similar", {"file_path": fox, "top_k": 2}, False),
+        ("find_similar", {"file_path": str(docs / "absent.txt")}, True),
+        ("index_status", {}, False),
+        ("no_such_tool", {}, True),
+    ]
+
+    async def go(mode: str) -> list[tuple[str, bool, dict[str, Any]]]:
+        async with mc.http_client(url, token, mode=mode) as client:
+            out = []
+            for tool, args, _ in calls:
+                result = await client.call_tool(tool, args)
+                assert isinstance(result, CallToolResult)
+                out.append((tool, bool(result.is_error), say_the_same(result)))
+            return out
+
+    for mode in ("auto", "legacy"):  # the stateless 2026-07-28 revision, and the initialize handshake
+        seen = asyncio.run(go(mode))
+        assert [is_error for _, is_error, _ in seen] == [bad for _, _, bad in calls], (mode, seen)
+    # Every tool answered at least once without error, so each success shape was compared.
+    assert {tool for tool, is_error, _ in seen if not is_error} == TOOLS
+
+
+PROMPTS = {"answer_from_documents", "summarise_folder", "find_similar_documents"}
+PROMPT_REFUSALS = {"INVALID_QUERY", "INVALID_PATH", "INVALID_SMART_FOLDER", "INVALID_ARGUMENT", "FILE_NOT_INDEXED"}
+HOSTILE_PROMPT_ARGS = (
+    [("answer_from_documents", {"query": "fox", "max_passages": n}) for n in ("0", "-1", "21", "abc", "1e309", "")]
+    + [("answer_from_documents", {"query": q}) for q in ("\x00", "AND OR NOT (", "*" * 1000, "\u202e\ufeff")]
+    + [
+        ("find_similar_documents", {"file_path": p})
+        for p in ("/etc/passwd", "/tmp/../etc/passwd", "file:///etc/passwd", "\\\\host\\share", "/a\x00b", "/" * 5000)
+    ]
+    + [("summarise_folder", {"smart_folder_id": i}) for i in ("", "x" * 201, "/", "../", "\x00")]
+    + [("answer_from_documents", {}), ("summarise_folder", {"smart_folder_id": "x", "extra": "y"})]
+)
+
+
+def test_prompts_frame_the_index_for_the_clients_model_in_both_eras(served: Any) -> None:
+    _, docs, url, token = served
+    fox = str(docs / "fox.txt")
+
+    async def go(mode: str) -> tuple[dict[str, list[str]], list[str], list[str]]:
+        async with mc.http_client(url, token, mode=mode) as client:
+            listed = {p.name: [a.name for a in p.arguments or []] for p in (await client.list_prompts()).prompts}
+            folder = (await client.call_tool("list_smart_folders", {})).structured_content["folders"][0]["id"]  # type: ignore[index]
+            texts = []
+            for name, args in (
+                ("answer_from_documents", {"query": "What do foxes do?"}),
+                ("summarise_folder", {"smart_folder_id": folder}),
+                ("find_similar_documents", {"file_path": fox, "top_k": "2"}),
+            ):
+                got = await client.get_prompt(name, args)
+                assert [m.role for m in got.messages] == ["user"], got
+                texts.append(got.messages[0].content.text)  # type: ignore[union-attr]
+            errors = []
+            for name, args in (
+                ("answer_from_documents", {"query": "x" * 2001}),
+                ("answer_from_documents", {"query": "   "}),
+                ("summarise_folder", {"smart_folder_id": "no-such-folder"}),
+                ("find_similar_documents", {"file_path": "relative/fox.txt"}),
+                ("no_such_prompt", {}),
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await client.get_prompt(name, args)
+                assert refused.value.code == INVALID_PARAMS
+                errors.append(refused.value.error.message.split(":")[0])
+            for name, args in HOSTILE_PROMPT_ARGS:  # a typed refusal or a rendering, never an internal error
+                try:
+                    await client.get_prompt(name, args)
+                except MCPError as exc:
+                    assert exc.code == INVALID_PARAMS, (name, args, exc.error)
+                    assert exc.error.message.split(":")[0] in PROMPT_REFUSALS, (name, args, exc.error)
+            return listed, texts, errors
+
+    for mode in ("auto", "legacy"):
+        listed, (answer, summary, similar), errors = asyncio.run(go(mode))
+        assert set(listed) == PROMPTS and listed["answer_from_documents"] == ["query", "max_passages"], listed
+        assert "[1] " + fox in answer and "Foxes are small omnivores." in answer and "DATA" in answer
+        assert "cite" in answer.lower() or "Cite" in answer
+        assert 'Summarise the Smart Folder "' in summary and str(docs) in summary and "[1] " in summary
+        assert fox in similar and "[1] " in similar and "[1] " + fox not in similar
+        assert errors == ["INVALID_QUERY", "INVALID_QUERY", "INVALID_SMART_FOLDER", "INVALID_PATH", "INVALID_ARGUMENT"]
 
 
 def test_search_documents_every_mode(served: Any) -> None:
@@ -237,49 +352,44 @@ def test_client_setup_commands(served: Any) -> None:
     out = cli(k.root, "test-connection").stdout
     assert url in out and all(name in out for name in TOOLS)
     assert cli(k.root, "token", "show").stdout.strip() == token
-    for client in ("claude-desktop", "cursor", "zed"):
-        entry = json.loads(cli(k.root, "config", "snippet", "--client", client).stdout)
-        server = entry["context_servers" if client == "zed" else "mcpServers"]["foldermind"]
-        assert server == {"url": url, "headers": {"Authorization": f"Bearer {token}"}}
-        stdio = json.loads(cli(k.root, "config", "snippet", "--client", client, "--stdio").stdout)
-        command = stdio["context_servers" if client == "zed" else "mcpServers"]["foldermind"]
-        assert command["args"] == ["--home", str(k.root), "mcp"] and Path(command["command"]).name == "foldermind"
-    code = cli(k.root, "config", "snippet", "--client", "claude-code").stdout
-    assert url in code and f"Authorization: Bearer {token}" in code and "--transport http" in code
-    # The snippet's stdio command really works as a client would launch it.
-    assert "foldermind mcp" in cli(k.root, "config", "snippet", "--client", "claude-code", "--stdio").stdout.replace(
-        f" --home {k.root}", ""
-    )
+    # A snippet carries the URL the running front door bound (tests/test_clients.py checks every client's shape).
+    zed = json.loads(cli(k.root, "config", "snippet", "--client", "zed").stdout)
+    assert zed["context_servers"]["foldermind"] == {"url": url, "headers": {"Authorization": f"Bearer {token}"}}
+    desktop = json.loads(cli(k.root, "config", "snippet", "--client", "claude-desktop").stdout)
+    command = desktop["mcpServers"]["foldermind"]
+    assert command["args"] == ["--home", str(k.root), "mcp"] and Path(command["command"]).name == "foldermind"
 
 
 def test_mcp_inspector_cli(served: Any) -> None:
     _, docs, url, token = served
     inspector = inspector_bin()
     base = [inspector, "--cli", url, "--transport", "http", "--header", f"Authorization: Bearer {token}"]
-    listed = subprocess.run([*base, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
-    assert listed.returncode == 0, listed.stderr
-    assert {t["name"] for t in json.loads(listed.stdout)["tools"]} == TOOLS
-    args = ["--method", "tools/call", "--tool-name", "search_documents", "--tool-arg", "query=brown fox"]
-    called = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
-    assert called.returncode == 0, called.stderr
-    result = json.loads(called.stdout)
+
+    def inspect(*args: str, via: list[str] = base, timeout: float = 120) -> Any:
+        """One Inspector CLI call that must succeed; its JSON output."""
+        done = subprocess.run([*via, *args], capture_output=True, text=True, timeout=timeout)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert {t["name"] for t in inspect("--method", "tools/list")["tools"]} == TOOLS
+    result = inspect("--method", "tools/call", "--tool-name", "search_documents", "--tool-arg", "query=brown fox")
     assert result["structuredContent"]["results"][0]["file_path"] == str(docs / "fox.txt")
     args = ["--method", "tools/call", "--tool-name", "read_document", "--tool-arg", "file_path=relative/x"]
     refused = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
     assert json.loads(json.loads(refused.stdout)["content"][0]["text"])["code"] == "INVALID_PATH", refused.stdout
     # Grounded chat: the Inspector checks structuredContent against the tool's output schema.
     args = ["--method", "tools/call", "--tool-name", "chat_with_documents", "--tool-arg", "query=What do foxes do?"]
-    answered = subprocess.run([*base, *args], capture_output=True, text=True, timeout=180)
-    assert answered.returncode == 0, answered.stderr
-    chat = json.loads(answered.stdout)
+    chat = inspect(*args, timeout=180)
     assert not chat.get("isError"), chat
     assert chat["structuredContent"]["answer"] and chat["structuredContent"]["session_id"].startswith("mcp-")
+    # The prompts, as the Inspector lists and renders them.
+    assert {p["name"] for p in inspect("--method", "prompts/list")["prompts"]} == PROMPTS
+    args = ["--method", "prompts/get", "--prompt-name", "answer_from_documents", "--prompt-args", "query=brown fox"]
+    assert "[1] " + str(docs / "fox.txt") in inspect(*args)["messages"][0]["content"]["text"]
     # The Inspector launching the stdio bridge, as a stdio-only client would.
     k = served[0]
     bridge = [inspector, "--cli", sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root), "mcp"]
-    listed = subprocess.run([*bridge, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
-    assert listed.returncode == 0, listed.stderr
-    assert {t["name"] for t in json.loads(listed.stdout)["tools"]} == TOOLS
+    assert {t["name"] for t in inspect("--method", "tools/list", via=bridge)["tools"]} == TOOLS
     wrong = [inspector, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer wrong"]
     denied = subprocess.run([*wrong, "--method", "tools/list"], capture_output=True, text=True, timeout=120)
     assert "tools" not in denied.stdout

@@ -6,6 +6,10 @@
 - :mod:`.folders`: ``folders add|list|remove``, ``search``;
 - :mod:`.clients`: what MCP clients need (``mcp``, ``token``, ``config``, ``test-connection``, ``ask``,
   ``summary``), with :mod:`.bridge` for the stdio bridge;
+- :mod:`.clientconfig`, :mod:`.install`: ``config defaults|snippet|install|uninstall``, from the one table
+  of client facts in :mod:`.clientfacts` (entries built by :mod:`.entries`, files edited by
+  :mod:`.clientfile` and :mod:`.jsonedit`);
+- :mod:`.doctor`: ``doctor``, the checks of a setup;
 - :mod:`.common`: the helpers they share (``--home``, the home's config, a bus client).
 """
 
@@ -16,7 +20,7 @@ import sys
 import click
 
 from foldermind.kernel import __version__
-from foldermind.kernel.cli import clients, folders, lifecycle, status, worker
+from foldermind.kernel.cli import clients, doctor, folders, lifecycle, status, worker
 from foldermind.kernel.cli.common import home_option
 from foldermind.protocol.runtime.home import UnsafeHomeError
 
@@ -37,6 +41,7 @@ for _command in (
     worker.worker,
     folders.folders,
     folders.search,
+    doctor.doctor,
 ):
     cli.add_command(_command)
 clients.register(cli)

@@ -1,14 +1,12 @@
-"""Commands that connect MCP clients: ``mcp`` (the stdio bridge), ``token``, ``config snippet`` and
-``test-connection``; and ``config defaults`` (every setting with its default and help)."""
+"""Commands that connect MCP clients: ``mcp`` (the stdio bridge), ``token`` and ``test-connection``, and the
+terminal forms of the tools (``ask``, ``summary``). ``config`` is in :mod:`.clientconfig`."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
-import shutil
 import sys
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,16 +15,12 @@ import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from foldermind.kernel.cli import bridge
+from foldermind.kernel.cli import bridge, clientconfig, install
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, kernel_running
 from foldermind.protocol.errors import BusError, JobError
 from foldermind.protocol.messages import TokenRotateReply, TokenRotateRequest
-from foldermind.protocol.runtime import defaults
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
-
-CLIENTS = ("claude-desktop", "claude-code", "cursor", "zed")
-SERVER_NAME = "foldermind"
 
 
 def _serving(home: Home) -> dict[str, Any]:
@@ -91,66 +85,6 @@ def token_rotate() -> None:
             raise click.ClickException(f"rotation failed, the old token still works: {exc}") from exc
     click.echo(value)
     click.echo("token rotated: re-copy your client snippets (`foldermind config snippet --client ...`)", err=True)
-
-
-@click.group()
-def config() -> None:
-    """Client configuration, and the settings' defaults."""
-
-
-@config.command("defaults")
-def config_defaults() -> None:
-    """Print every setting with its default and its help, as supervisor.toml (override any of them in
-    <home>/config/supervisor.toml)."""
-    click.echo(defaults.render(), nl=False)
-
-
-def _command(home: Home) -> list[str]:
-    """How a client should launch the bridge: this installation's own ``foldermind`` executable."""
-    exe = Path(sys.executable).parent / "foldermind"
-    cmd = [str(exe)] if exe.exists() else [shutil.which("foldermind") or "foldermind"]
-    if home.root is not None:
-        cmd += ["--home", str(home.root)]
-    return [*cmd, "mcp"]
-
-
-def snippet(client: str, url: str, tok: str, stdio: bool, command: list[str]) -> str:
-    auth = {"Authorization": f"Bearer {tok}"}
-    if client == "claude-code":
-        if stdio:
-            return f"claude mcp add {SERVER_NAME} -- " + " ".join(command)
-        return f'claude mcp add --transport http {SERVER_NAME} {url} --header "Authorization: Bearer {tok}"'
-    if stdio:
-        entry: dict[str, Any] = {"command": command[0], "args": command[1:]}
-    else:
-        entry = {"url": url, "headers": auth}
-    key = "context_servers" if client == "zed" else "mcpServers"
-    return json.dumps({key: {SERVER_NAME: entry}}, indent=2)
-
-
-WHERE = {
-    "claude-desktop": "claude_desktop_config.json (Settings > Developer > Edit Config)",
-    "claude-code": "a terminal (or the same entry in .mcp.json)",
-    "cursor": "~/.cursor/mcp.json (Settings > MCP)",
-    "zed": "~/.config/zed/settings.json",
-}
-
-
-@config.command("snippet")
-@home_option
-@click.option("--client", "client", type=click.Choice(CLIENTS), required=True)
-@click.option("--stdio", is_flag=True, help="The command form (`foldermind mcp`) instead of the HTTP URL.")
-def config_snippet(client: str, stdio: bool) -> None:
-    """Paste-ready client config with the real port and token filled in."""
-    home = current_home()
-    home.ensure()
-    command = _command(home)
-    if stdio:
-        url, tok = "", ""
-    else:
-        url, tok = str(_serving(home)["url"]), TokenStore(home).load_or_create()
-    click.echo(f"# paste into {WHERE[client]}", err=True)
-    click.echo(snippet(client, url, tok, stdio, command))
 
 
 async def list_tools(url: str, tok: str) -> list[str]:
@@ -303,5 +237,7 @@ def quiet_token_log() -> None:
 
 
 def register(group: click.Group) -> None:
-    for command in (mcp_cmd, token, config, test_connection, ask, summary):
+    for sub in (install.install_cmd, install.uninstall_cmd):
+        clientconfig.config.add_command(sub)
+    for command in (mcp_cmd, token, clientconfig.config, test_connection, ask, summary):
         group.add_command(command)

@@ -1,11 +1,15 @@
 """Helpers every command group shares: the ``--home`` option, the home and its config, a bus client,
-whether a kernel runs."""
+whether a kernel runs, and how to print a command a user can type as it is."""
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -71,3 +75,36 @@ def require_running(home: Home) -> None:
 def one_line(name: str) -> str:
     """A file name on one terminal line: control characters (a newline in a name) shown escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def installed_exe() -> Path:
+    """This install's ``foldermind`` script, beside the interpreter running it (a venv's bin/)."""
+    return Path(sys.executable).parent / "foldermind"
+
+
+def prog(path: str | None = None) -> list[str]:
+    """How to invoke this install from a shell whose PATH is ``path`` (default: this one's): plain
+    ``foldermind`` only when that name finds this very install; otherwise its script by absolute path,
+    since a venv's bin/ is on no PATH outside the venv (what `make run` and a new user's shell have)."""
+    exe = installed_exe()
+    if not exe.exists():
+        return [sys.executable, "-m", "foldermind.kernel.cli"]
+    found = shutil.which("foldermind", path=path)
+    return ["foldermind"] if found and os.path.samefile(found, exe) else [str(exe)]
+
+
+def typed(home: Home, *args: str) -> str:
+    """A command line to print for the user, ready to paste: this install's program, ``--home`` when the
+    home is not the default one, then ``args``."""
+    flag = ["--home", str(home.root)] if home.root is not None else []
+    return shlex.join([*prog(), *flag, *args])
+
+
+def activate_hint() -> str | None:
+    """When the commands printed carry a path: how to put that bin/ on PATH for this shell instead."""
+    if prog()[0] == "foldermind" or sys.prefix == sys.base_prefix:
+        return None
+    script = Path(sys.prefix) / "bin" / "activate"
+    if not script.exists():
+        return None
+    return f"(or run `source {shlex.quote(str(script))}` once in your shell, then type `foldermind` alone)"

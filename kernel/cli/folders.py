@@ -15,6 +15,7 @@ from foldermind.kernel.cli.common import (
     home_option,
     one_line,
     require_running,
+    typed,
 )
 from foldermind.kernel.cli.status import fetch_status
 from foldermind.protocol.errors import BusError, JobError
@@ -122,12 +123,13 @@ def _embedder_trouble(home: Home) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def folders_list(as_json: bool) -> None:
     """Every Smart Folder with its indexing progress."""
-    found = _call(current_home(), "indexer", FolderListRequest(), FolderListReply, timeout=10).folders
+    home = current_home()
+    found = _call(home, "indexer", FolderListRequest(), FolderListReply, timeout=10).folders
     if as_json:
         click.echo(json.dumps([dict(f) for f in found], indent=2))
         return
     if not found:
-        click.echo("no Smart Folders yet: foldermind folders add PATH")
+        click.echo(f"no Smart Folders yet: {typed(home, 'folders', 'add', 'PATH')}")
     for f in found:
         click.echo(f"{f['id']}  {f['name']:<20} {f['path']}")
         click.echo(

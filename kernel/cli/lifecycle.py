@@ -14,12 +14,8 @@ import click
 import psutil
 
 from foldermind.kernel import __version__
-from foldermind.kernel.cli.common import (
-    connect,
-    current_config,
-    current_home,
-    home_option,
-)
+from foldermind.kernel.cli.clientfacts import CLIENTS
+from foldermind.kernel.cli.common import activate_hint, connect, current_config, current_home, home_option, typed
 from foldermind.protocol.errors import BusError, KernelUnavailable
 from foldermind.protocol.messages import (
     FolderAddReply,
@@ -88,7 +84,10 @@ def _register_demo(home: Home, folder: str) -> None:
         except BusError as exc:
             click.echo(f"could not register the demo folder: {exc}", err=True)
             return
-    click.echo(f"registered {folder} as the demo Smart Folder: try `foldermind search restart`")
+    click.echo(f"registered {folder} as the demo Smart Folder: try `{typed(home, 'search', 'restart')}`")
+    hint = activate_hint()
+    if hint:
+        click.echo(hint)
 
 
 def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool, demo_folder: str | None = None) -> int:
@@ -122,9 +121,9 @@ def _announce_mcp(home: Home, wait_s: float) -> None:
     if info is None:
         click.echo("MCP: the front door is still starting; `foldermind status` shows its URL once it serves.")
         return
-    flag = f" --home {home.root}" if home.root is not None else ""
-    click.echo(f"MCP: {info['url']}  (bearer token: `foldermind{flag} token show`)")
-    click.echo(f"     client config: `foldermind{flag} config snippet --client claude-desktop|claude-code|cursor|zed`")
+    click.echo(f"MCP: {info['url']}  (bearer token: `{typed(home, 'token', 'show')}`)")
+    click.echo(f"     connect a client: `{typed(home, 'config', 'install', '--client', 'NAME')}`, NAME one of")
+    click.echo(f"     {', '.join(CLIENTS)}; `{typed(home, 'doctor')}` checks the whole setup")
 
 
 def _start_background(home: Home, config: SupervisorConfig) -> None:

@@ -18,7 +18,8 @@ from typing import Annotated, Any, Literal, TypeVar
 import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from foldermind.protocol.errors import ErrorCode, JobError
@@ -44,6 +45,7 @@ from foldermind.workers.frontdoor.bus import Bus
 from foldermind.workers.frontdoor.chat import Chat
 from foldermind.workers.frontdoor.disconnect import client_gone, until_gone
 from foldermind.workers.frontdoor.paths import check_path
+from foldermind.workers.frontdoor.prompts import Prompts
 
 log = logging.getLogger("foldermind.frontdoor")
 
@@ -333,13 +335,35 @@ class FoldermindServer(MCPServer[Any]):
                 if self._tool_manager.get_tool(name) is None:
                     return failure(JobError(ErrorCode.UNKNOWN_TOOL, f"no tool named {name[:100]!r}"))
                 return failure(JobError(ErrorCode.INTERNAL, f"{name} failed"))
-            fields = sorted({str(err["loc"][0]) for err in invalid.errors() if err["loc"]})
-            judged = [code for code in map(ErrorCode.for_argument, fields) if code is not None]
-            # Field names and the rule broken only: the rejected values are the caller's data.
-            detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in invalid.errors()[:5])
-            return failure(
-                JobError(judged[0] if judged else ErrorCode.INVALID_ARGUMENT, f"invalid arguments: {detail}")
-            )
+            return failure(invalid_arguments(invalid))
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        """As the SDK renders a prompt, but a failure keeps its code: a JSON-RPC invalid-params error whose
+        message is ``CODE: message`` (the SDK would say only "Error rendering prompt")."""
+        try:
+            return await super().get_prompt(name, arguments, context)
+        except ValueError as exc:
+            typed = _cause(exc, JobError)
+            invalid = _cause(exc, ValidationError)
+            if typed is None and invalid is not None:
+                typed = invalid_arguments(invalid)
+            if typed is None:
+                if self._prompt_manager.get_prompt(name) is None:
+                    typed = JobError(ErrorCode.INVALID_ARGUMENT, f"no prompt named {name[:100]!r}")
+                else:
+                    typed = JobError(ErrorCode.INVALID_ARGUMENT, str(exc)[:300])
+            raise MCPError(INVALID_PARAMS, f"{typed.code.mcp}: {typed.message}") from None
+
+
+def invalid_arguments(invalid: ValidationError) -> JobError:
+    """Arguments that broke their bounds, as the code of the first argument that has one."""
+    fields = sorted({str(err["loc"][0]) for err in invalid.errors() if err["loc"]})
+    judged = [code for code in map(ErrorCode.for_argument, fields) if code is not None]
+    # Field names and the rule broken only: the rejected values are the caller's data.
+    detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in invalid.errors()[:5])
+    return JobError(judged[0] if judged else ErrorCode.INVALID_ARGUMENT, f"invalid arguments: {detail}")
 
 
 E = TypeVar("E", bound=BaseException)
@@ -364,4 +388,5 @@ def build_server(bus: Bus, policy: McpPolicy, version: str, llm: LlmPolicy | Non
         log_level="WARNING",
     )
     Tools(bus, policy, llm or LlmPolicy()).register(server)
+    Prompts(bus).register(server)
     return server

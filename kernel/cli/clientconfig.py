@@ -1,0 +1,104 @@
+"""``foldermind config``: ``defaults`` (every setting with its help) and ``snippet`` (a client's entry to
+paste); :mod:`.install` adds ``install`` and ``uninstall`` to the same group.
+
+A snippet does not need a running supervisor: without one it uses the configured URL and says so, since
+the port actually bound can differ only when the configured one is taken at start.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import click
+
+from foldermind.kernel.cli import entries
+from foldermind.kernel.cli.clientfacts import CLIENTS, GENERIC, NAMES, user_file
+from foldermind.kernel.cli.common import current_config, current_home, home_option, typed
+from foldermind.protocol.runtime import defaults
+from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.token_store import TokenStore
+
+
+@click.group()
+def config() -> None:
+    """Client configuration, and the settings' defaults."""
+
+
+@config.command("defaults")
+def config_defaults() -> None:
+    """Print every setting with its default and its help, as supervisor.toml (override any of them in
+    <home>/config/supervisor.toml)."""
+    click.echo(defaults.render(), nl=False)
+
+
+def transport_options(func: click.decorators.FC) -> click.decorators.FC:
+    """``--stdio`` / ``--http``: the command form or the URL form (default per client)."""
+    func = click.option("--http", "http", is_flag=True, help="The URL form (streamable HTTP with the token).")(func)
+    return click.option("--stdio", is_flag=True, help="The command form (`foldermind mcp`): no token needed.")(func)
+
+
+def wants_stdio(name: str, stdio: bool, http: bool) -> bool:
+    """Which form: what was asked, else HTTP where the client has it; Claude Desktop refuses HTTP."""
+    if stdio and http:
+        raise click.UsageError("--stdio and --http exclude each other")
+    client = CLIENTS.get(name)
+    if client is not None and client.http is None:
+        if http:
+            raise click.ClickException(f"{client.title} takes only the command form: {client.note}")
+        return True
+    return stdio
+
+
+def target(home: Home, stdio: bool) -> entries.Target:
+    """This install as an entry points at it. The token is read only for the URL form."""
+    command = entries.bridge_command(home)
+    if stdio:
+        return entries.Target(command, "", "", url_is_live=False)
+    live = entries.live_url(home)
+    url = live or entries.configured_url(current_config(home))
+    return entries.Target(command, url, TokenStore(home).load_or_create(), url_is_live=live is not None)
+
+
+def say_url_source(t: entries.Target, stdio: bool) -> None:
+    if not stdio and not t.url_is_live:
+        click.echo(
+            f"# foldermind is not running: {t.url} is the configured URL (if that port is taken at start,"
+            " `foldermind status` shows the one used and `foldermind doctor` finds entries that differ)",
+            err=True,
+        )
+
+
+def claude_mcp_add(home: Home, stdio: bool, t: entries.Target) -> str:
+    """The same entry as Claude Code's own command adds it (user scope: every project)."""
+    if stdio:
+        return shlex.join(["claude", "mcp", "add", "--scope", "user", entries.SERVER_NAME, "--", *t.command])
+    head = shlex.join(["claude", "mcp", "add", "--transport", "http", "--scope", "user", entries.SERVER_NAME, t.url])
+    # $(...) so the token is read when the line runs, not pasted into the shell's history.
+    return f'{head} --header "Authorization: Bearer $({typed(home, "token", "show")})"'
+
+
+@config.command("snippet")
+@home_option
+@click.option("--client", "name", type=click.Choice(NAMES), required=True)
+@transport_options
+def config_snippet(name: str, stdio: bool, http: bool) -> None:
+    """Paste-ready client config with the real URL and the token (or the client's reference to it)."""
+    home = current_home()
+    home.ensure()
+    stdio = wants_stdio(name, stdio, http)
+    t = target(home, stdio)
+    click.echo(entries.snippet(name, stdio, t))
+    if name == GENERIC:
+        click.echo("# not any client's file: the transport, URL, header or command to give a client", err=True)
+    else:
+        client = CLIENTS[name]
+        click.echo(f"# paste into {user_file(client)} ({client.where})", err=True)
+        if client.note:
+            click.echo(f"# {client.note}", err=True)
+        hint = entries.secret_hint(client, stdio, typed(home, "token", "show"))
+        if hint:
+            click.echo(f"# {hint}", err=True)
+        if name == "claude-code":
+            click.echo(f"# or run: {claude_mcp_add(home, stdio, t)}", err=True)
+        click.echo(f"# or let foldermind merge it in: `{typed(home, 'config', 'install', '--client', name)}`", err=True)
+    say_url_source(t, stdio)

@@ -1,0 +1,112 @@
+"""``foldermind config install`` and ``config uninstall``: our entry merged into (or taken out of) a
+client's real config file, everything else in it kept byte for byte.
+
+Install defaults to the command form (``foldermind mcp``) for every client: it needs no token in the file
+and starts the supervisor when the client starts, so it is the form that keeps working after a token
+rotation or a port change. ``--http`` writes the URL form, the token referenced as the client allows.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+
+import click
+
+from foldermind.kernel.cli import clientfile, entries
+from foldermind.kernel.cli.clientconfig import say_url_source, target, transport_options, wants_stdio
+from foldermind.kernel.cli.clientfacts import CLIENTS, Client, Secret, config_file
+from foldermind.kernel.cli.common import current_home, home_option, typed
+from foldermind.kernel.cli.jsonedit import ParseError
+
+client_option = click.option("--client", "name", type=click.Choice(list(CLIENTS)), required=True)
+project_option = click.option(
+    "--project",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Edit the project's file (.mcp.json, .cursor/mcp.json, .vscode/mcp.json, .zed/settings.json) in DIR.",
+)
+dry_run_option = click.option("--dry-run", is_flag=True, help="Print the change as a unified diff; write nothing.")
+
+
+def _where(client: Client, project: Path | None) -> Path:
+    try:
+        return config_file(client, project.resolve() if project else None)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def _change(path: Path, old: str, new: str, dry_run: bool, done: str, private: bool = False) -> bool:
+    """Show or make the change; a file already as wanted is left untouched (no backup, no write).
+    Whether the file changed."""
+    if new == old:
+        click.echo(f"{path}: {done} already; nothing to change")
+        return False
+    if dry_run:
+        diff = difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), str(path), str(path) + " (after)"
+        )
+        sys.stdout.writelines(line if line.endswith("\n") else line + "\n" for line in diff)
+        return False
+    backup = clientfile.write(path, old, new, private)
+    click.echo(f"{path}: {done}" + (f" (the previous file is {backup})" if backup else ""))
+    return True
+
+
+def _read(path: Path, client: Client) -> str:
+    """The file's text, refused with its line and column when it is not the client's format."""
+    old = clientfile.read(path)
+    try:
+        clientfile.parse(old, client)
+    except ParseError as exc:
+        fmt = "JSON with comments" if client.jsonc else "JSON"
+        raise click.ClickException(f"{path} is not valid {fmt} ({exc}); nothing was changed") from None
+    return old
+
+
+@click.command("install")
+@home_option
+@client_option
+@transport_options
+@project_option
+@dry_run_option
+def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_run: bool) -> None:
+    """Merge the foldermind entry into CLIENT's config file (command form unless --http)."""
+    client = CLIENTS[name]
+    home = current_home()
+    home.ensure()
+    stdio = wants_stdio(name, stdio or not http, http)
+    path = _where(client, project)
+    old = _read(path, client)
+    t = target(home, stdio)
+    item = entries.vscode_input() if entries.needs_input(client, stdio) else None
+    try:
+        new = clientfile.with_entry(old, client, entries.entry(client, stdio, t), item)
+    except ParseError as exc:
+        raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
+    literal = not stdio and client.http is not None and client.http.secret is Secret.LITERAL
+    changed = _change(path, old, new, dry_run, "foldermind entry installed", private=literal)
+    for line in (client.note, entries.secret_hint(client, stdio, typed(home, "token", "show"))):
+        if line:
+            click.echo(line, err=True)
+    say_url_source(t, stdio)
+    if changed:
+        click.echo(f"restart {client.title} (or reload its MCP servers) to pick it up", err=True)
+
+
+@click.command("uninstall")
+@home_option
+@client_option
+@project_option
+@dry_run_option
+def uninstall_cmd(name: str, project: Path | None, dry_run: bool) -> None:
+    """Take the foldermind entry out of CLIENT's config file; every other entry stays."""
+    client = CLIENTS[name]
+    path = _where(client, project)
+    old = _read(path, client)
+    try:
+        new = clientfile.without_entry(old, client)
+    except ParseError as exc:
+        raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
+    _change(path, old, new, dry_run, "foldermind entry removed")

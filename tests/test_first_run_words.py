@@ -1,0 +1,58 @@
+"""The commands foldermind prints for a new user (after `make run`, `foldermind start`, in hints) can be typed
+as they are: plain ``foldermind`` only when that name on the user's PATH is this install, else this install's
+script by its path, since a venv's bin/ is on no PATH outside the venv."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from foldermind.kernel.cli import common
+from foldermind.protocol.runtime.home import Home
+
+BIN = Path(sys.executable).parent
+
+
+def test_outside_the_venv_the_printed_command_is_the_scripts_path_and_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    home = Home.resolve(tmp_path / "fm")
+    line = common.typed(home, "config", "snippet", "--client", "generic", "--stdio")
+    words = shlex.split(line)
+    assert words[0] == str(BIN / "foldermind") and words[1:3] == ["--home", str(tmp_path / "fm")]
+    # Typed as printed, in a shell whose PATH has no venv on it.
+    ran = subprocess.run(line, shell=True, capture_output=True, text=True, env={**os.environ}, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert '"transport": "stdio"' in ran.stdout
+    hint = common.activate_hint()
+    assert hint == f"(or run `source {BIN / 'activate'}` once in your shell, then type `foldermind` alone)"
+
+
+def test_with_the_venv_on_path_the_printed_command_is_plain_foldermind(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{BIN}:/usr/bin:/bin")
+    assert common.prog() == ["foldermind"]
+    assert common.typed(Home.resolve(None), "search", "restart") == "foldermind search restart"
+    assert common.activate_hint() is None
+
+
+def test_another_foldermind_on_path_does_not_pass_for_this_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "foldermind"
+    other.write_text("#!/bin/sh\necho other\n")
+    other.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert common.prog() == [str(BIN / "foldermind")]
+
+
+def test_a_home_with_a_space_is_quoted_so_the_line_still_pastes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    root = tmp_path / "my home"
+    line = common.typed(Home.resolve(root), "token", "show")
+    assert shlex.split(line)[1:] == ["--home", str(root), "token", "show"]
