@@ -1,14 +1,21 @@
 """The pure parts of answering from evidence: sentences with their lines, the facts a claim states, a
-generated answer cut into claims with their sources, and the quoted answer's shape."""
+generated answer cut into claims with their sources, and the quoted answer's shape; and a passage read on
+into the next chunk (the real parser, chunker and index database, no processes)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from foldermind.protocol.messages import EvidenceReply, EvidenceSpan, SearchHit
+from foldermind.protocol.messages import ChunkInfo, EvidenceReply, EvidenceSpan, SearchHit
 from foldermind.workers.frontdoor import answers
 from foldermind.workers.indexer import evidence, sentences
+from foldermind.workers.indexer.store import Store
+from foldermind.workers.parser.chunker import chunk, load_tokenizer
+from foldermind.workers.parser.formats import parse_txt
 
 
 def test_sentences_keep_their_lines_and_skip_abbreviations_and_wrapping() -> None:
@@ -151,6 +158,29 @@ def test_a_figure_is_a_number_standing_as_one_not_the_digits_of_a_name() -> None
     assert sentences.has_figure("It began in February.") and sentences.has_figure("forty thousand dollars")
 
 
+def test_may_one_and_first_state_no_figure_but_other_number_words_do() -> None:
+    for text in ("You may use the admin.", "each word must be in at least one of them", "First, create it."):
+        assert not sentences.has_figure(text), text
+    for text in ("It began in May 2020.", "two weeks", "the third release", "It happened in June."):
+        assert sentences.has_figure(text), text
+
+
+def test_a_short_line_ends_its_sentence_unless_the_next_line_goes_on_in_lower_case_or_a_figure() -> None:
+    # A chunk that starts mid-line makes its first line short; the sentence goes on.
+    assert [s.text for s in sentences.split("PostgreSQL's defaults are 35 and\n15.\n\nNext one.\n")] == [
+        "PostgreSQL's defaults are 35 and 15.",
+        "Next one.",
+    ]
+    assert [s.text for s in sentences.split("the number of\nseconds it waits.\n")] == [
+        "the number of seconds it waits."
+    ]
+    # A short line followed by a capital is a heading or an entry of its own.
+    assert [s.text for s in sentences.split("Default: ``1209600``\nThe age of session cookies.\n")] == [
+        "Default: ``1209600``",
+        "The age of session cookies.",
+    ]
+
+
 def test_a_title_underline_is_never_part_of_a_sentence() -> None:
     text = "Default ``EmailField.max_length`` increased to 254\n" + "-" * 50 + "\n\nIn order to store more.\n"
     assert [s.text for s in sentences.split(text, 10)] == [
@@ -207,3 +237,40 @@ def test_a_figure_question_quotes_the_neighbour_that_states_the_figure_after_or_
     )
     plain = _span_of(text, parts.index("The number of seconds a reset link is valid for."), figure=False)
     assert plain["text"] == "The number of seconds a reset link is valid for."
+
+
+def chunked_store(tmp_path: Path, text: str, max_tokens: int) -> tuple[Store, str, list[ChunkInfo]]:
+    """``text`` as a txt file's chunks (the real parser and chunker) in a real index database."""
+    parsed = parse_txt(text.encode())
+    chunks = chunk(parsed.segments, load_tokenizer(), max_tokens=max_tokens, overlap_tokens=16)
+    store = Store(tmp_path / "index.sqlite")
+    folder = store.add_folder(str(tmp_path), "F", "")
+    path = str(tmp_path / "style.txt")
+    with store.tx() as db:
+        store.mark_pending(db, folder.id, path, 1, 1)
+    doc = store.document(path)
+    assert doc is not None
+    with store.tx() as db:
+        store.write_document(db, doc.id, 1, 1, "sha", "txt", None, None, [dict(c) for c in chunks])
+    return store, path, chunks
+
+
+def hit_of(path: str, c: ChunkInfo) -> SearchHit:
+    return cast(SearchHit, {"file_path": path, "chunk_index": c["ordinal"], "text": c["text"]})
+
+
+def test_a_passage_reads_on_into_the_next_chunk_to_the_end_of_the_paragraph_its_boundary_cuts(tmp_path: Path) -> None:
+    rules = " ".join(f"Rule {n} of the house style says the lines are wrapped with care." for n in range(1, 13))
+    text = f"{rules} We allow up to 88 characters.\n\nA new paragraph starts here. It is not read on.\n"
+    store, path, chunks = chunked_store(tmp_path, text, max_tokens=64)
+    assert len(chunks) >= 3 and chunks[1]["char_start"] < chunks[0]["char_end"]  # a boundary inside the paragraph
+    first = chunks[0]
+    more = evidence.continuation(store, hit_of(path, first))
+    assert more and text[first["char_start"] : first["char_end"] + len(more)] == first["text"] + more  # verbatim
+    assert "\n\n" not in more and "new paragraph" not in more
+    assert len(more) <= evidence.CONTINUE_CHARS
+    # The paragraph's last chunk reads nothing on; nor a hit whose chunk changed since the search.
+    last = next(c for c in chunks if "A new paragraph" in c["text"])
+    assert evidence.continuation(store, hit_of(path, last)) == ""
+    stale = cast(SearchHit, {**hit_of(path, first), "text": "something else"})
+    assert evidence.continuation(store, stale) == ""

@@ -23,7 +23,9 @@ from foldermind.workers.indexer.bm25 import stems
 MAX_CHARS = 400
 """Past this a "sentence" is a table row or a run-on line: cut it, so a quote stays readable."""
 SHORT_LINE = 48
-"""A line this short that ends without a stop is a heading or a list item: it ends a sentence."""
+"""A line this short that ends without a stop is a heading or a list item: it ends a sentence, unless the next
+line goes on with a lower-case word or a figure (a chunk that starts mid-line makes its first line short:
+"PostgreSQL's defaults are 35 and" / "15.")."""
 
 
 def _wordset(text: str) -> frozenset[str]:
@@ -38,6 +40,7 @@ _END = re.compile(r"[.!?\u2026]+[\"')\]\u201d\u2019]*(?=\s)")
 _STARTS = re.compile(r"\s+([\"'(\[\u201c\u2018]*)([A-Z0-9\u00c0-\u024f]|[^\x00-\x7f])")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022\u2023\u25aa]|\d{1,3}[.)]|#{1,6})\s")
 _SPACE = re.compile(r"\s+")
+_GOES_ON = re.compile(r"\s*[a-z0-9]")
 _LEAD = re.compile(r"^(?:#{1,6}\s+|[-*\u2022\u2023\u25aa]\s+|>\s+)+")
 _WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*%?", re.UNICODE)
 _RULE = re.compile(r"([!-/:-@\[-`{-~])\1{2,}")
@@ -109,7 +112,10 @@ def _spans(text: str) -> list[tuple[int, int]]:
         if not body or _RULE.fullmatch(body):
             cuts.update((pos, end))
         elif end < len(text) and (
-            body[-1] in ".!?:;\u2026" or len(body) <= SHORT_LINE or _BULLET.match(nxt) or not nxt.strip()
+            body[-1] in ".!?:;\u2026"
+            or (len(body) <= SHORT_LINE and not _GOES_ON.match(nxt))
+            or _BULLET.match(nxt)
+            or not nxt.strip()
         ):
             cuts.add(end)
         pos = end
@@ -251,9 +257,16 @@ def counted(question: str) -> set[str]:
     return content_terms(m.group(1) or m.group(2))
 
 
+_FIGURE_WORDS = (NUMBER_WORDS | MONTHS) - {"one", "first", "second", "once", "half", "may"}
+"""Number words and month names that state a figure. Not the few that are mostly something else: "may" (the
+verb), "one" ("at least one of", "one of the"), "first" and "second" (an order, a unit of time), "once",
+"half": "each word must be in at least one of search_fields" took a figure question's bonus from "PostgreSQL's
+defaults are 35 and 15."."""
+
+
 def has_figure(text: str) -> bool:
     """Whether ``text`` states a figure: a number standing as one, or a number word or month name."""
-    return bool(_FIGURE.search(text)) or any(w.lower() in NUMBER_WORDS or w.lower() in MONTHS for w in words(text))
+    return bool(_FIGURE.search(text)) or any(w.lower() in _FIGURE_WORDS for w in words(text))
 
 
 def finished(text: str) -> bool:
