@@ -1,11 +1,12 @@
-"""The ``foldermind`` command line: the group and where each command lives.
+"""The ``foldermind`` command line: the group and where each command lives (:data:`COMMANDS`; a command's
+module is imported only when it runs).
 
 - :mod:`.lifecycle`: ``start``, ``stop``;
 - :mod:`.status`: ``status``, ``restart``, ``logs``;
 - :mod:`.worker`: ``worker run``;
 - :mod:`.folders`: ``folders add|list|remove``, ``search``;
-- :mod:`.clients`: what MCP clients need (``mcp``, ``token``, ``config``, ``test-connection``, ``ask``,
-  ``summary``), with :mod:`.bridge` for the stdio bridge;
+- :mod:`.clients`: what MCP clients need (``mcp``, ``token``, ``test-connection``, ``ask``, ``summary``),
+  with :mod:`.bridge` for the stdio bridge;
 - :mod:`.clientconfig`, :mod:`.install`: ``config defaults|snippet|install|uninstall``, from the one table
   of client facts in :mod:`.clientfacts` (entries built by :mod:`.entries`, files edited by
   :mod:`.clientfile` and :mod:`.jsonedit`);
@@ -15,40 +16,72 @@
 
 from __future__ import annotations
 
+import importlib
+import logging
 import sys
 
 import click
 
 from foldermind.kernel import __version__
-from foldermind.kernel.cli import clients, doctor, folders, lifecycle, status, worker
 from foldermind.kernel.cli.common import home_option
 from foldermind.protocol.runtime.home import UnsafeHomeError
 
+COMMANDS: dict[str, tuple[str, str]] = {
+    "start": ("lifecycle", "start"),
+    "stop": ("lifecycle", "stop"),
+    "status": ("status", "status"),
+    "restart": ("status", "restart"),
+    "logs": ("status", "logs_cmd"),
+    "worker": ("worker", "worker"),
+    "folders": ("folders", "folders"),
+    "search": ("folders", "search"),
+    "doctor": ("doctor", "doctor"),
+    "mcp": ("clients", "mcp_cmd"),
+    "token": ("clients", "token"),
+    "config": ("install", "config"),  # clientconfig's group, with install's two subcommands in it
+    "test-connection": ("clients", "test_connection"),
+    "ask": ("clients", "ask"),
+    "summary": ("clients", "summary"),
+}
+"""Command name -> (its module in this package, the click command in it)."""
 
-@click.group()
+
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when that command runs (or help lists them all).
+
+    Every command imported up front cost each invocation the MCP SDK, httpx, anyio and the JSON5 editor
+    (~1.3 s of imports on a busy machine, python -X importtime), which ``foldermind search`` or ``status``
+    never use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module = importlib.import_module(f"{__name__}.{where[0]}")
+        command = getattr(module, where[1])
+        assert isinstance(command, click.Command), (cmd_name, command)
+        return command
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="foldermind")
 @home_option
 def cli() -> None:
     """foldermind: search and chat with your folders from any MCP client, locally."""
 
 
-for _command in (
-    lifecycle.start,
-    lifecycle.stop,
-    status.status,
-    status.restart,
-    status.logs_cmd,
-    worker.worker,
-    folders.folders,
-    folders.search,
-    doctor.doctor,
-):
-    cli.add_command(_command)
-clients.register(cli)
+def quiet_token_log() -> None:
+    """The front door logs the token's storage mode once per start; a terminal command need not repeat it
+    on every call (`token show` says the mode itself). Called when the command line runs, not on import:
+    a process that only imports the CLI (a test, a tool reading its commands) keeps its logging as it was."""
+    logging.getLogger("foldermind.token").setLevel(logging.ERROR)
 
 
 def main() -> None:
-    clients.quiet_token_log()
+    quiet_token_log()
     try:
         cli(prog_name="foldermind")
     except UnsafeHomeError as exc:

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from foldermind.kernel.cli import clientfile, entries
-from foldermind.kernel.cli.clientconfig import say_url_source, target, transport_options, wants_stdio
+from foldermind.kernel.cli.clientconfig import config, say_url_source, target, transport_options, wants_stdio
 from foldermind.kernel.cli.clientfacts import CLIENTS, Client, Secret, config_file
 from foldermind.kernel.cli.common import current_home, home_option, typed
 from foldermind.kernel.cli.jsonedit import ParseError
@@ -110,3 +110,9 @@ def uninstall_cmd(name: str, project: Path | None, dry_run: bool) -> None:
     except ParseError as exc:
         raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
     _change(path, old, new, dry_run, "foldermind entry removed")
+
+
+# `config` is clientconfig's group; its two subcommands that edit files join it here, so the group is
+# complete wherever it is reached from (the command line asks this module for it).
+config.add_command(install_cmd)
+config.add_command(uninstall_cmd)
