@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import psutil
 import pytest
 
 from foldermind.protocol import frames
@@ -155,3 +156,29 @@ def test_missing_model_is_a_typed_retryable_error_until_it_appears(home_dir: Pat
         assert k.worker("embedder")["pid"] == pid
     finally:
         k.stop()
+
+
+def test_an_idle_embedder_frees_its_model_and_the_next_request_loads_it_again() -> None:
+    root = short_tmpdir()
+    k = RunningKernel(root, FAST_RESTART + "[ingest]\nembed_idle_unload_s = 2\n")
+    try:
+        start(k)
+        client = k.client()
+        first = vectors_of(client.request("embedder", EmbedRequest(texts=TEXTS), EmbedReply, timeout=120))
+
+        def describe() -> dict[str, Any]:
+            return dict(client.request("embedder", DescribeRequest(), DescribeReply, timeout=10).body.details)
+
+        loaded_rss = psutil.Process(k.worker("embedder")["pid"]).memory_info().rss
+        unloaded = wait_for(lambda: (d := describe())["state"] == "unloaded" and d, 30, 0.2, "the idle unload")
+        assert unloaded["unloads"] == 1 and unloaded["loads"] == 1
+        assert wait_for(lambda: with_note(k, "unloaded after"), 10, 0.1, "the status note")
+        freed_rss = psutil.Process(k.worker("embedder")["pid"]).memory_info().rss
+        assert freed_rss < loaded_rss - 50 * 2**20, (loaded_rss, freed_rss)  # the model's memory given back
+
+        again = vectors_of(client.request("embedder", EmbedRequest(texts=TEXTS), EmbedReply, timeout=120))
+        np.testing.assert_array_equal(again, first)  # the same model, loaded again
+        assert describe()["loads"] == 2
+    finally:
+        k.stop()
+        remove_tree(root)

@@ -31,6 +31,10 @@ load failed it gets ``model_unavailable`` (retryable) with the reason, and a lat
 (at most once per :data:`RETRY_AFTER_S`), so a model that becomes available later is picked up without a
 restart.
 
+Idle: after ``[ingest] embed_idle_unload_s`` (10 minutes) without a request the model is freed (~230 MiB
+back to the system; the worker stays up), and the next request loads it again as at start. The indexer
+encodes queries with its own copy, so only new chunks wait for that load.
+
 Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order), never as msgpack lists.
 
 Environment:
@@ -84,7 +88,7 @@ overruns one, which would restart the load from scratch."""
 MAX_TEXTS = 4096
 """Refuse bigger requests: the worker serves one job at a time and its reply must fit a message."""
 
-State = Literal["loading", "ready", "failed"]
+State = Literal["unloaded", "loading", "ready", "failed"]
 Backend = Literal["onnx", "torch"]
 
 
@@ -151,6 +155,9 @@ class EmbedderWorker(Worker):
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._last_attempt = 0.0  # monotonic start of the latest load attempt
+        self._last_used = time.monotonic()  # end of the latest embed request
+        self._encoding = 0  # embed requests encoding now (the unloader leaves their model alone)
+        self.unloads = 0
         self._torch_threads_set: set[int] = set()  # thread idents torch.set_num_threads ran in
 
     @property
@@ -165,6 +172,8 @@ class EmbedderWorker(Worker):
         # Keep READY immediate: the model loads in the background.
         with self._cond:
             self._start_load_locked()
+        if self.policy.embed_idle_unload_s:
+            threading.Thread(target=self._unload_when_idle, name="embedder-unload", daemon=True).start()
 
     def teardown(self) -> None:
         self._stop.set()  # an export in progress is abandoned (its child process killed)
@@ -195,6 +204,8 @@ class EmbedderWorker(Worker):
                 "threads": self.threads,
                 "load_s": self.load_s,
                 "loads": self.loads,
+                "unloads": self.unloads,
+                "idle_unload_s": self.policy.embed_idle_unload_s,
                 "retry_after_s": self.retry_after_s,
                 "texts_embedded": self.texts_embedded,
             }
@@ -271,9 +282,26 @@ class EmbedderWorker(Worker):
         self.status_note = f"model ready ({name}, {dim}-d, {self.backend}{note})"[:200]
         self._cond.notify_all()
 
+    def _unload_when_idle(self) -> None:
+        """Free the model once no request has used it for ``embed_idle_unload_s`` (looked at a quarter of
+        that apart: freed at most 25% late)."""
+        idle_s = self.policy.embed_idle_unload_s
+        while not self._stop.wait(max(1.0, min(60.0, idle_s / 4))):
+            with self._cond:
+                if self.state != "ready" or self._encoding or time.monotonic() - self._last_used < idle_s:
+                    continue
+                self._model = self._onnx = None
+                self.state, self.unloads = "unloaded", self.unloads + 1
+                self.status_note = f"model unloaded after {idle_s:g} s idle: the next request loads it"[:200]
+            model_files.return_memory()
+            log.info("embedding model unloaded after %.0f s idle", idle_s)
+
     def _wait_ready(self, deadline: float) -> None:
-        """Wait for a load in progress (and retry a failed one, rate-limited); raises unless a model is ready."""
+        """Wait for a load in progress (start one for a model unloaded when idle, retry a failed one,
+        rate-limited); raises unless a model is ready."""
         with self._cond:
+            if self.state == "unloaded":
+                self._start_load_locked()
             if self.state == "failed" and time.monotonic() - self._last_attempt >= self.retry_after_s:
                 log.info("retrying the embedding model load")
                 self._start_load_locked()
@@ -294,11 +322,18 @@ class EmbedderWorker(Worker):
             raise JobError(ErrorCode.BAD_REQUEST, "embed.request: texts must be a list of strings")
         if len(texts) > MAX_TEXTS:
             raise JobError(ErrorCode.BAD_REQUEST, f"embed.request: {len(texts)} texts, at most {MAX_TEXTS} per request")
-        self._wait_ready(req.env.deadline)
-        assert self.dim is not None and self.model_name is not None
-        if not texts:
-            return EmbedReply(count=0, dim=self.dim, model=self.model_name, dtype="float32"), [b""]
-        vectors = self._encode(texts, req.env.deadline)
+        with self._cond:
+            self._encoding += 1
+        try:
+            self._wait_ready(req.env.deadline)
+            assert self.dim is not None and self.model_name is not None
+            if not texts:
+                return EmbedReply(count=0, dim=self.dim, model=self.model_name, dtype="float32"), [b""]
+            vectors = self._encode(texts, req.env.deadline)
+        finally:
+            with self._cond:
+                self._encoding -= 1
+                self._last_used = time.monotonic()
         return (
             EmbedReply(count=vectors.shape[0], dim=vectors.shape[1], model=self.model_name, dtype="float32"),
             [vectors.data.cast("B")],

@@ -8,9 +8,11 @@ Found without importing the package (importing a model package may pull in unrel
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib.util
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,3 +117,17 @@ def torch_threads_here(threads: int, done: set[int]) -> None:
 
         torch.set_num_threads(threads)
         done.add(me)
+
+
+def return_memory() -> None:
+    """Collect what the model left behind and hand freed heap pages back to the system.
+
+    The load's objects were frozen out of the collector (:func:`gc_paused`); unfrozen now, the
+    ones the model held are garbage. glibc keeps freed heap memory for reuse unless asked to trim it,
+    and RSS is what ``status`` and the user's task manager show."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()  # what is left is the worker's own long-lived state: keep later passes off it again
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)

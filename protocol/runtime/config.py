@@ -183,6 +183,13 @@ class IngestPolicy(_Strict):
         ' runs instead when onnxruntime is missing or the export fails or disagrees (`status` says why). "torch"'
         " never tries ONNX.",
     )
+    embed_idle_unload_s: float = Field(
+        600.0,
+        ge=0,
+        description="The embedder frees its model after this long without an embedding request (0 = kept): an idle"
+        " tree does not hold it, and the next file's chunks wait for a load again (~1.4 CPU-s from the cached ONNX"
+        " export). Queries are encoded by the indexer's own copy, so search never waits for it.",
+    )
     model_cache_dir: str = Field(
         "",
         description="Where the model's ONNX export and its check record are kept, shared by every home on this"

@@ -18,10 +18,7 @@ unloader cannot free it: both take one lock, the unloader only when it is free.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import gc
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +26,7 @@ from typing import Literal
 
 from foldermind.workers.llm.backends import Backend
 from foldermind.workers.llm.model_file import ModelFileError
+from foldermind.workers.model_files import return_memory
 
 log = logging.getLogger("foldermind.llm")
 
@@ -131,7 +129,7 @@ class Residency:
             self._move("unloaded")
         finally:
             self._lock.release()
-        _return_memory()
+        return_memory()
         log.info("model unloaded after %.0f s idle", self.idle_s())
         return True
 
@@ -140,17 +138,3 @@ class Residency:
         every = max(1.0, min(60.0, self.idle_unload_s / 4))
         while not self._stopping.wait(every):
             self.unload_if_idle()
-
-
-def _return_memory() -> None:
-    """Collect what the model left behind and hand freed heap pages back to the system.
-
-    The load's objects were frozen out of the collector (``model_files.gc_paused``); unfrozen now, the
-    ones the model held are garbage. glibc keeps freed heap memory for reuse unless asked to trim it,
-    and RSS is what ``status`` and the user's task manager show."""
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()  # what is left is the worker's own long-lived state: keep later passes off it again
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
