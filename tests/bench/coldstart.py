@@ -71,7 +71,8 @@ def main() -> None:
     parser.add_argument("--home", default="")
     args = parser.parse_args()
     machine = facts(Path(__file__).resolve().parents[2])
-    config = f'[ingest]\nmodel_cache_dir = "{MODEL_CACHE}"\n'
+    # No summaries: the llm would be writing them after every start, on the CPU the start is measured on.
+    config = f'[ingest]\nmodel_cache_dir = "{MODEL_CACHE}"\n[llm]\nanalysis = false\n'
     kernel = Kernel("coldstart", config, Path(args.home) if args.home else None)
     starts: list[tuple[float, float, float]] = []
     try:
