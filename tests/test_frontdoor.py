@@ -12,7 +12,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,21 +57,28 @@ def write_docs(root: Path) -> Path:
     return docs
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[RunningKernel, Path, str, str]]:
+@contextmanager
+def serving(write: Callable[[Path], Path] = write_docs) -> Iterator[tuple[RunningKernel, Path, str, str]]:
+    """A kernel serving MCP with the Smart Folder ``write`` makes: (kernel, folder, url, token)."""
     root = short_tmpdir()
     # The product's query path (ONNX), as a user's front door runs it.
     config = FAST_RESTART.replace(TORCH_QUERIES, "") + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
     k = RunningKernel(root / "home", config)
-    docs = write_docs(root)
+    docs = write(root)
     try:
         k.start()
-        cli(k.root, "folders", "add", str(docs), "--wait", timeout=120)
+        cli(k.root, "folders", "add", str(docs), "--wait", timeout=300)
         info = mc.mcp_info(k.root)
         yield k, docs, str(info["url"]), mc.token_of(k.root)
     finally:
         k.stop()
         remove_tree(root)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[RunningKernel, Path, str, str]]:
+    with serving() as running:
+        yield running
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:
