@@ -24,7 +24,6 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from mcp.server.lowlevel.helper_types import ReadResourceContents
-from mcp.shared.exceptions import MCPError
 from mcp.types import ListResourcesResult, Resource, ResourceTemplate
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -64,10 +63,6 @@ def document_uri(path: str) -> str:
 
 def folder_uri(folder_id: str) -> str:
     return f"{SCHEME}://folder/{quote(folder_id, safe='')}"
-
-
-def is_ours(uri: str) -> bool:
-    return uri.startswith(f"{SCHEME}://")
 
 
 def document_path(uri: str) -> str | None:
@@ -177,6 +172,8 @@ class Resources:
             if len(uri) > MAX_URI_CHARS:
                 raise JobError(ErrorCode.INVALID_ARGUMENT, f"the URI is longer than {MAX_URI_CHARS} characters")
             parts = urlsplit(uri)
+            if parts.scheme != SCHEME:
+                raise JobError(ErrorCode.INVALID_ARGUMENT, f"no such resource: this server's URIs are {SCHEME}://...")
             if parts.netloc == "document":
                 return [await self.document(uri, parts.query)]
             if parts.netloc == "folder":
@@ -184,8 +181,6 @@ class Resources:
             raise JobError(ErrorCode.INVALID_ARGUMENT, "no such resource: foldermind://document/... or ://folder/...")
         except JobError as exc:
             raise rpc_error(exc) from None
-        except MCPError:
-            raise
 
     async def document(self, uri: str, query: str) -> ReadResourceContents:
         asked: DocumentQuery = _query(query, DocumentQuery)

@@ -57,7 +57,7 @@ from foldermind.workers.frontdoor.disconnect import client_gone, until_gone
 from foldermind.workers.frontdoor.paths import check_path
 from foldermind.workers.frontdoor.prompts import Prompts
 from foldermind.workers.frontdoor.refusals import cause, invalid_arguments, rpc_error
-from foldermind.workers.frontdoor.resources import TEMPLATE, Resources, is_ours
+from foldermind.workers.frontdoor.resources import TEMPLATE, Resources
 
 log = logging.getLogger("foldermind.frontdoor")
 
@@ -345,9 +345,9 @@ class FoldermindServer(MCPServer[Any]):
     async def read_resource(
         self, uri: AnyUrl | str, context: Context[Any, Any] | None = None
     ) -> Iterable[ReadResourceContents] | InputRequiredResult:
-        if is_ours(str(uri)):
-            return await self.resources.read(str(uri))
-        return await super().read_resource(uri, context)
+        # Every URI is ours to judge (the SDK's registry is empty), so none reaches the SDK's handler,
+        # which logs a refused URI (a path, often) at info.
+        return await self.resources.read(str(uri))
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
