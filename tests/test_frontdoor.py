@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from tests.helpers import (
     RunningKernel,
     cli,
     kill9,
+    npm_installed,
     remove_tree,
     short_tmpdir,
     status_json,
@@ -408,27 +408,8 @@ INSPECTOR = "2.12.0"  # as the Makefile installs it
 
 def inspector_bin() -> str:
     """The Inspector CLI as `make test` installs it in .cache/inspector, else installed here if npm exists."""
-    prefix = Path(os.environ.get("FOLDERMIND_INSPECTOR_DIR", Path(__file__).parent.parent / ".cache" / "inspector"))
-    local = prefix / "node_modules" / ".bin" / "mcp-inspector"
-    if local.exists():
-        return str(local)
-    if shutil.which("npm") is None:
-        pytest.skip("npm is not installed: the MCP Inspector CLI cannot run here")
-    subprocess.run(
-        [
-            "npm",
-            "install",
-            "--prefix",
-            str(prefix),
-            "--no-audit",
-            "--no-fund",
-            f"@modelcontextprotocol/inspector@{INSPECTOR}",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return str(local)
+    prefix = npm_installed("inspector", "@modelcontextprotocol/inspector", INSPECTOR, "FOLDERMIND_INSPECTOR_DIR")
+    return str(prefix / "node_modules" / ".bin" / "mcp-inspector")
 
 
 def test_logs_never_carry_query_text(served: Any) -> None:

@@ -1,5 +1,6 @@
 """The MCP resources through real clients: the mcp SDK's client in both protocol eras (the stateless
-2026-07-28 revision and the initialize handshake) and the MCP Inspector's CLI (npm).
+2026-07-28 revision and the initialize handshake), over the stdio bridge, the MCP Inspector's CLI and
+the TypeScript SDK's client (both npm).
 
 One kernel for the module: its Smart Folder holds a few documents to read, a broken one, a symlink that
 points outside it, and enough notes that ``resources/list`` takes more than one page.
@@ -8,6 +9,7 @@ points outside it, and enough notes that ``resources/list`` takes more than one 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import warnings
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextResourceContents
 
 from foldermind.workers.frontdoor.resources import LIST_PAGE, document_uri, folder_uri
 from tests import mcpclient as mc
-from tests.helpers import RunningKernel
+from tests.helpers import RunningKernel, npm_installed
 from tests.test_frontdoor import inspector_bin, serving, write_docs
 
 ERAS = ("auto", "legacy")  # the stateless 2026-07-28 revision, and the initialize handshake
@@ -163,6 +165,7 @@ def test_a_document_resource_refuses_exactly_what_read_document_refuses(served: 
                 document_uri(str(docs / "fox.txt")) + "?lines=1-2",
                 document_uri(str(docs / "fox.txt")) + "?start_line=1&start_line=2",
                 "foldermind://nothing/here",
+                "file:///etc/passwd",
                 "foldermind://document/" + quote("file:///etc/passwd", safe=""),
             ):
                 with pytest.raises(MCPError) as refused:
@@ -175,7 +178,7 @@ def test_a_document_resource_refuses_exactly_what_read_document_refuses(served: 
         assert tool is not None and tool == resource, (case, tool, resource)
         assert rpc == INVALID_PARAMS, case
     assert [resource for _, resource, _ in seen[:4]] == ["INVALID_PATH"] * 3 + ["FILE_NOT_INDEXED"]
-    assert [code for _, code, _ in seen[len(cases) :]] == ["INVALID_ARGUMENT"] * 4 + ["INVALID_PATH"]
+    assert [code for _, code, _ in seen[len(cases) :]] == ["INVALID_ARGUMENT"] * 5 + ["INVALID_PATH"]
     # What was refused stays out of the logs: the outside file's name and its text alike.
     logs = "".join(p.read_text(errors="replace") for p in k.home.log_dir.glob("*.log*"))
     assert "secret text outside" not in logs and "outside.txt" not in logs
@@ -291,3 +294,24 @@ def test_the_mcp_inspector_lists_templates_and_resources_and_reads_one(served: A
     assert listed[0].startswith("foldermind://folder/") and document_uri(str(docs / "fox.txt")) in listed
     read = inspect("--method", "resources/read", "--uri", document_uri(str(docs / "fox.txt")))
     assert read["contents"][0]["text"].startswith("The quick brown fox")
+
+
+TS_SDK = "1.32.2"  # as the Makefile installs it
+
+
+def test_the_typescript_sdk_client_lists_templates_and_resources_and_reads_one(served: Any) -> None:
+    _, docs, url, token = served
+    prefix = npm_installed("ts-sdk", "@modelcontextprotocol/sdk", TS_SDK, "FOLDERMIND_TS_SDK_DIR")
+    # ESM resolves packages from the script's own directory: the script runs beside the SDK's node_modules.
+    script = prefix / "ts_resources.mjs"
+    shutil.copyfile(Path(__file__).with_name("ts_resources.mjs"), script)
+    fox = document_uri(str(docs / "fox.txt"))
+    done = subprocess.run(["node", str(script), url, token, fox], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["capabilities"] == {"subscribe": True, "listChanged": True}
+    assert seen["templates"] == ["foldermind://document/{path}"]
+    assert seen["listed"][0].startswith("foldermind://folder/") and len(seen["listed"]) > LIST_PAGE
+    assert seen["nextCursor"], "the first page says where the next one starts"
+    assert seen["text"].startswith("The quick brown fox")
+    assert seen["refused"]["code"] == INVALID_PARAMS and "INVALID_PATH" in seen["refused"]["message"]
