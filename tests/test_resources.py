@@ -196,6 +196,49 @@ def test_a_stdio_client_reads_a_document_resource_through_the_bridge(served: Any
     assert anyio.run(go) == (["foldermind://document/{path}"], "A cat sleeps most of the day.")
 
 
+HOSTILE_URIS = [
+    "foldermind://document/",
+    "foldermind://document/%00",
+    "foldermind://document/%2Fa%00b",
+    "foldermind://document/%ZZ",
+    "foldermind://document/" + quote("/" * 5000, safe=""),
+    "foldermind://document/" + "%2F" * 6000,
+    "foldermind://document/" + quote("\\\\host\\share\\x.txt", safe=""),
+    "foldermind://document/" + quote("C:\\Windows\\win.ini", safe=""),
+    "foldermind://document/%2Fetc%2Fpasswd?start_line=1e309",
+    "foldermind://document/%2Fetc%2Fpasswd?end_line=-1",
+    "foldermind://document/%2Fetc%2Fpasswd?start_line=%00",
+    "foldermind://document/%2Fetc%2Fpasswd?" + "&".join(f"k{n}=v" for n in range(50)),
+    "foldermind://document/%2Fetc%2Fpasswd?&&==",
+    "foldermind://folder/",
+    "foldermind://folder/%00?after=-5",
+    "foldermind://folder/x?after=99999999999999999999999",
+    "foldermind://\u202e\ufeff/x",
+    "foldermind:document",
+    "foldermind://",
+]
+HOSTILE_REFUSALS = {"INVALID_PATH", "INVALID_ARGUMENT", "INVALID_SMART_FOLDER", "FILE_NOT_INDEXED"}
+
+
+def test_hostile_resource_uris_get_a_typed_refusal_never_an_internal_error(served: Any) -> None:
+    _, _, url, token = served
+
+    async def go() -> list[tuple[str, int, str]]:
+        async with mc.http_client(url, token) as client:
+            seen = []
+            for uri in HOSTILE_URIS:
+                try:
+                    await client.read_resource(uri)
+                except MCPError as exc:
+                    seen.append((uri, exc.code, exc.error.message.split(":")[0]))
+                else:
+                    seen.append((uri, 0, "read"))
+            return seen
+
+    for uri, rpc, code in anyio.run(go):
+        assert rpc == INVALID_PARAMS and code in HOSTILE_REFUSALS, (uri[:80], rpc, code)
+
+
 def test_a_folder_resource_lists_its_documents_with_their_status(served: Any) -> None:
     _, docs, url, token = served
 
