@@ -45,12 +45,22 @@ $(INSPECTOR):
 	    @modelcontextprotocol/inspector@$(INSPECTOR_VERSION); \
 	else echo "npm not found: the MCP Inspector CLI test will be skipped"; fi
 
+# The TypeScript SDK's client (npm @modelcontextprotocol/sdk) is another: tests/test_resources.py runs a
+# script of it from this prefix. Without npm, likewise skipped.
+TS_SDK_VERSION := 1.32.2
+TS_SDK := .cache/ts-sdk/node_modules/@modelcontextprotocol/sdk/package.json
+$(TS_SDK):
+	if command -v npm >/dev/null; then \
+	  npm install --prefix .cache/ts-sdk --no-audit --no-fund --loglevel=error \
+	    @modelcontextprotocol/sdk@$(TS_SDK_VERSION); \
+	else echo "npm not found: the TypeScript SDK client test will be skipped"; fi
+
 # Side by side: two at a time (pytest-xdist) on this 2-core machine, 22 min against ~25 in order; more
 # is CPU-bound (~17 s of CPU per test kernel start before the shared ONNX cache, ~8 s after: the embedder
 # and the indexer load the checked export without torch; load 8 at -n 4) and no faster. tests/conftest.py keeps
 # a module that shares one kernel on one worker. PYTEST_WORKERS=0 runs in order.
 PYTEST_WORKERS ?= 2
-pytest: install $(INSPECTOR)
+pytest: install $(INSPECTOR) $(TS_SDK)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: lint typecheck pytest

@@ -280,7 +280,7 @@ class ErrorCode(StrEnum):
         "unknown_folder",
         Fault.REJECTED,
         False,
-        "indexer (`folders.remove.request`, `index.reconcile.request`)",
+        "indexer (`folders.remove.request`, `folders.documents.request`, `index.reconcile.request`)",
         "No Smart Folder has that id or registered path.",
     )
     DISK_FULL = (

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
+import pytest
 import zmq
 
 from foldermind.protocol import frames
@@ -250,3 +251,21 @@ def require_bundled_model() -> None:
         importlib.metadata.distribution(BUNDLED_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         pytest.skip(f"{BUNDLED_DISTRIBUTION} (the default model) is not installed", allow_module_level=True)
+
+
+def npm_installed(name: str, package: str, version: str, env: str = "") -> Path:
+    """The npm prefix (``.cache/NAME``, or ``$ENV``) holding ``package@version``, as the Makefile installs it
+    for `make test`; installed here when missing and npm exists, else the test is skipped."""
+    repo = Path(__file__).resolve().parent.parent
+    prefix = Path(os.environ.get(env, "") or repo / ".cache" / name)
+    if (prefix / "node_modules" / package / "package.json").exists():
+        return prefix
+    if shutil.which("npm") is None:
+        pytest.skip(f"npm is not installed: {package} cannot run here")
+    subprocess.run(
+        ["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", f"{package}@{version}"],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return prefix

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 from mcp.client import Client
+from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
@@ -42,16 +43,21 @@ def token_of(home: Path) -> str:
 
 @asynccontextmanager
 async def http_client(
-    url: str, token: str | None, headers: dict[str, str] | None = None, mode: str = "auto"
+    url: str,
+    token: str | None,
+    headers: dict[str, str] | None = None,
+    mode: str = "auto",
+    message_handler: MessageHandlerFnT | None = None,
 ) -> AsyncIterator[Client]:
     """``mode``: "auto" (the newest revision both sides speak: stateless 2026-07-28, no session id) or
-    "legacy" (the initialize handshake, with an Mcp-Session-Id the rate limit buckets on)."""
+    "legacy" (the initialize handshake, with an Mcp-Session-Id the rate limit buckets on).
+    ``message_handler`` gets the server's notifications (the handshake era's standalone stream)."""
     all_headers = dict(headers or {})
     if token is not None:
         all_headers["Authorization"] = f"Bearer {token}"
     async with (
         httpx2.AsyncClient(headers=all_headers, timeout=httpx2.Timeout(30.0)) as http,
-        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode, message_handler=message_handler) as client,
     ):
         yield client
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from tests.helpers import (
     RunningKernel,
     cli,
     kill9,
+    npm_installed,
     remove_tree,
     short_tmpdir,
     status_json,
@@ -56,21 +57,28 @@ def write_docs(root: Path) -> Path:
     return docs
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[RunningKernel, Path, str, str]]:
+@contextmanager
+def serving(write: Callable[[Path], Path] = write_docs) -> Iterator[tuple[RunningKernel, Path, str, str]]:
+    """A kernel serving MCP with the Smart Folder ``write`` makes: (kernel, folder, url, token)."""
     root = short_tmpdir()
     # The product's query path (ONNX), as a user's front door runs it.
     config = FAST_RESTART.replace(TORCH_QUERIES, "") + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
     k = RunningKernel(root / "home", config)
-    docs = write_docs(root)
+    docs = write(root)
     try:
         k.start()
-        cli(k.root, "folders", "add", str(docs), "--wait", timeout=120)
+        cli(k.root, "folders", "add", str(docs), "--wait", timeout=300)
         info = mc.mcp_info(k.root)
         yield k, docs, str(info["url"]), mc.token_of(k.root)
     finally:
         k.stop()
         remove_tree(root)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[RunningKernel, Path, str, str]]:
+    with serving() as running:
+        yield running
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:
@@ -400,27 +408,8 @@ INSPECTOR = "2.12.0"  # as the Makefile installs it
 
 def inspector_bin() -> str:
     """The Inspector CLI as `make test` installs it in .cache/inspector, else installed here if npm exists."""
-    prefix = Path(os.environ.get("FOLDERMIND_INSPECTOR_DIR", Path(__file__).parent.parent / ".cache" / "inspector"))
-    local = prefix / "node_modules" / ".bin" / "mcp-inspector"
-    if local.exists():
-        return str(local)
-    if shutil.which("npm") is None:
-        pytest.skip("npm is not installed: the MCP Inspector CLI cannot run here")
-    subprocess.run(
-        [
-            "npm",
-            "install",
-            "--prefix",
-            str(prefix),
-            "--no-audit",
-            "--no-fund",
-            f"@modelcontextprotocol/inspector@{INSPECTOR}",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return str(local)
+    prefix = npm_installed("inspector", "@modelcontextprotocol/inspector", INSPECTOR, "FOLDERMIND_INSPECTOR_DIR")
+    return str(prefix / "node_modules" / ".bin" / "mcp-inspector")
 
 
 def test_logs_never_carry_query_text(served: Any) -> None:

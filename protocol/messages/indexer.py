@@ -1,6 +1,6 @@
 """The indexer: changes from the watcher, Smart Folders, search, evidence and documents.
 
-Its length (~490 lines): the indexer serves 13 request kinds, and each field carries its meaning.
+Its length (~540 lines): the indexer serves 14 request kinds, and each field carries its meaning.
 """
 
 from __future__ import annotations
@@ -90,6 +90,9 @@ class FolderInfo(TypedDict):
     chunks: int
     chunks_embedded: int
     state: str
+    changed_at: float | None
+    """The last time one of its documents was recorded, indexed, failed or moved (epoch seconds); a reader that
+    compares it (the MCP front door's resource notifications) learns that the folder's content changed."""
 
 
 @message("folders.add.request")
@@ -149,6 +152,48 @@ class FolderRemoveReply(Message):
     """The removed folder's `FolderInfo`, as it was just before the removal."""
     documents_purged: int
     """The number of documents deleted."""
+
+
+class DocumentEntry(TypedDict):
+    """One document of a folder's listing."""
+
+    id: int
+    """The document's id: stable while the file keeps its path or is moved; the listing's order."""
+    path: str
+    folder_id: str
+    status: str
+    """`pending`, `indexed`, `failed` or `skipped`."""
+    size: int
+    mtime_ns: int
+    title: str | None
+    format: str | None
+
+
+@message("folders.documents.request")
+@dataclass(slots=True)
+class FolderDocumentsRequest(Message):
+    """The documents recorded for one Smart Folder (or every folder), in id order, a page at a time: those
+    with an id above ``after``, at most ``limit``. Errors: ``unknown_folder``."""
+
+    folder: str = ""
+    """The folder's id or registered path; `""` means every folder."""
+    after: int = 0
+    """Only documents with an id above this one (the previous page's `next_after`)."""
+    limit: int = 100
+    """Most documents to return; clamped to 1..500."""
+    indexed_only: bool = False
+    """Only documents whose status is `indexed` (those a read can open)."""
+
+
+@message("folders.documents.reply")
+@dataclass(slots=True)
+class FolderDocumentsReply(Message):
+    """A page of documents and where the next one starts."""
+
+    documents: list[DocumentEntry]
+    """At most `limit` `DocumentEntry` maps, in id order."""
+    next_after: int | None = None
+    """The `after` of the next page; `null` when this page is the last."""
 
 
 class Location(TypedDict):

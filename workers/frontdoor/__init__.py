@@ -25,7 +25,7 @@ from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStor
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.frontdoor.bus import Bus
 from foldermind.workers.frontdoor.guard import Guard
-from foldermind.workers.frontdoor.http import HttpServer, bind, build_app, issued_sessions
+from foldermind.workers.frontdoor.http import HttpServer, bind, build_app
 from foldermind.workers.frontdoor.tools import build_server
 
 log = logging.getLogger("foldermind.frontdoor")
@@ -125,7 +125,7 @@ class FrontdoorWorker(Worker):
         )
 
     def sessions(self) -> int:
-        return len(issued_sessions(self.server))
+        return len(self.server.issued_sessions())
 
     def on_rotate(self, req: Request[TokenRotateRequest]) -> Result:
         try:

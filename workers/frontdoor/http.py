@@ -13,7 +13,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 
 import h11
 import uvicorn
@@ -55,12 +55,6 @@ def loopback_origins(port: int) -> set[str]:
     return {f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"}
 
 
-def issued_sessions(server: FoldermindServer) -> Collection[str]:
-    """The MCP session ids the server issued and still holds. The SDK keeps no public view of them; the
-    mcp version is pinned (pyproject.toml)."""
-    return server.session_manager._server_instances.keys()
-
-
 def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Callable[[], str]) -> Guard:
     """The app stack; its outermost layer, the guard, is the ASGI app to serve."""
     origins = loopback_origins(port) | set(policy.allowed_origins)
@@ -86,7 +80,7 @@ def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Cal
         rate_per_minute=policy.rate_per_minute,
         # Session ids the server never issued share the no-session bucket, or a client could dodge the
         # limit by inventing a new id per request.
-        session_known=lambda sid: sid in issued_sessions(server),
+        session_known=lambda sid: sid in server.issued_sessions(),
     )
 
 

@@ -12,15 +12,26 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import anyio.from_thread
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequiredResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from mcp.types import (
+    CallToolResult,
+    GetPromptResult,
+    InputRequiredResult,
+    ListResourcesResult,
+    PaginatedRequestParams,
+    ResourceTemplate,
+    TextContent,
+    ToolAnnotations,
+)
+from pydantic import AnyUrl, BaseModel, Field, ValidationError
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
@@ -29,8 +40,6 @@ from foldermind.protocol.messages import (
     FolderListRequest,
     IndexStatusReply,
     IndexStatusRequest,
-    ReadDocumentReply,
-    ReadDocumentRequest,
     SearchHit,
     SearchReply,
     SearchRequest,
@@ -40,12 +49,15 @@ from foldermind.protocol.messages import (
     SummaryRequest,
 )
 from foldermind.protocol.runtime.config import LlmPolicy, McpPolicy
-from foldermind.workers.frontdoor import schemas
+from foldermind.workers.frontdoor import reading, schemas
 from foldermind.workers.frontdoor.bus import Bus
+from foldermind.workers.frontdoor.changes import ChangeFeed
 from foldermind.workers.frontdoor.chat import Chat
 from foldermind.workers.frontdoor.disconnect import client_gone, until_gone
 from foldermind.workers.frontdoor.paths import check_path
 from foldermind.workers.frontdoor.prompts import Prompts
+from foldermind.workers.frontdoor.refusals import cause, invalid_arguments, rpc_error
+from foldermind.workers.frontdoor.resources import TEMPLATE, Resources
 
 log = logging.getLogger("foldermind.frontdoor")
 
@@ -237,21 +249,12 @@ class Tools:
     async def read_document(
         self,
         file_path: PathArg,
-        start_line: Annotated[int, Field(ge=1, le=10_000_000, description="first line (1-based)")] = 1,
-        end_line: Annotated[
-            int | None, Field(ge=1, le=10_000_000, description="last line, inclusive; omit: to the end")
-        ] = None,
+        start_line: reading.StartLine = 1,
+        end_line: reading.EndLine = None,
     ) -> Annotated[CallToolResult, schemas.ReadOutput]:
         """Read lines of an indexed file's extracted text (at most 100,000 characters; `truncated` says when
         the range was cut). Use the line numbers from a search result's location."""
-        if end_line is not None and end_line < start_line:
-            raise JobError(ErrorCode.INVALID_ARGUMENT, "end_line is before start_line")
-        check_path(file_path)
-        reply = await self.bus.call(
-            "indexer",
-            ReadDocumentRequest(path=file_path, start_line=start_line, end_line=end_line, max_chars=100_000),
-            ReadDocumentReply,
-        )
+        reply = await reading.read_lines(self.bus, file_path, start_line, end_line)
         # The reply's fields are the output's, one for one.
         return self.ok(schemas.ReadOutput.model_validate(reply.to_body()))
 
@@ -316,7 +319,35 @@ def _files_directly_inside(path: str) -> int | None:
 
 class FoldermindServer(MCPServer[Any]):
     """MCPServer whose failures come back typed, never as bare text: a tool raises :class:`JobError`
-    (the SDK wraps it; its cause is unwrapped here), argument validation errors get a code by field."""
+    (the SDK wraps it; its cause is unwrapped here), argument validation errors get a code by field.
+    Its resources are :class:`~.resources.Resources`' (the SDK's own resource registry holds fixed ones;
+    ours follow the index), and :class:`~.changes.ChangeFeed` tells clients when they change."""
+
+    def __init__(self, resources: Resources, feed: ChangeFeed, **settings: Any) -> None:
+        super().__init__(**settings, subscriptions=feed, middleware=[feed])
+        self.resources = resources
+        self.feed = feed
+
+    def issued_sessions(self) -> Collection[str]:
+        """The MCP session ids the server issued and still holds (handshake-era clients). The SDK keeps no
+        public view of them; the mcp version is pinned (pyproject.toml)."""
+        return self.session_manager._server_instances.keys()
+
+    async def _handle_list_resources(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        # The SDK's handler lists its registry in one page and ignores the cursor.
+        return await self.resources.page(params.cursor if params is not None else None)
+
+    async def list_resource_templates(self) -> list[ResourceTemplate]:
+        return [TEMPLATE, *await super().list_resource_templates()]
+
+    async def read_resource(
+        self, uri: AnyUrl | str, context: Context[Any, Any] | None = None
+    ) -> Iterable[ReadResourceContents] | InputRequiredResult:
+        # Every URI is ours to judge (the SDK's registry is empty), so none reaches the SDK's handler,
+        # which logs a refused URI (a path, often) at info.
+        return await self.resources.read(str(uri))
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -324,13 +355,13 @@ class FoldermindServer(MCPServer[Any]):
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            typed = _cause(exc, JobError)
+            typed = cause(exc, JobError)
             if typed is not None:
                 return failure(typed)
             if isinstance(exc, UnexpectedToolError):
                 log.exception("tool %s crashed", name)
                 return failure(JobError(ErrorCode.INTERNAL, f"{name} failed inside the server; see the frontdoor log"))
-            invalid = _cause(exc, ValidationError)
+            invalid = cause(exc, ValidationError)
             if invalid is None:
                 if self._tool_manager.get_tool(name) is None:
                     return failure(JobError(ErrorCode.UNKNOWN_TOOL, f"no tool named {name[:100]!r}"))
@@ -345,8 +376,8 @@ class FoldermindServer(MCPServer[Any]):
         try:
             return await super().get_prompt(name, arguments, context)
         except ValueError as exc:
-            typed = _cause(exc, JobError)
-            invalid = _cause(exc, ValidationError)
+            typed = cause(exc, JobError)
+            invalid = cause(exc, ValidationError)
             if typed is None and invalid is not None:
                 typed = invalid_arguments(invalid)
             if typed is None:
@@ -354,33 +385,13 @@ class FoldermindServer(MCPServer[Any]):
                     typed = JobError(ErrorCode.INVALID_ARGUMENT, f"no prompt named {name[:100]!r}")
                 else:
                     typed = JobError(ErrorCode.INVALID_ARGUMENT, str(exc)[:300])
-            raise MCPError(INVALID_PARAMS, f"{typed.code.mcp}: {typed.message}") from None
-
-
-def invalid_arguments(invalid: ValidationError) -> JobError:
-    """Arguments that broke their bounds, as the code of the first argument that has one."""
-    fields = sorted({str(err["loc"][0]) for err in invalid.errors() if err["loc"]})
-    judged = [code for code in map(ErrorCode.for_argument, fields) if code is not None]
-    # Field names and the rule broken only: the rejected values are the caller's data.
-    detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in invalid.errors()[:5])
-    return JobError(judged[0] if judged else ErrorCode.INVALID_ARGUMENT, f"invalid arguments: {detail}")
-
-
-E = TypeVar("E", bound=BaseException)
-
-
-def _cause(exc: BaseException, kind: type[E]) -> E | None:
-    """The first exception of ``kind`` in ``exc``'s chain of causes (``exc`` included)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, kind):
-            return seen
-        seen = seen.__cause__
-    return None
+            raise rpc_error(typed, refused=True) from None
 
 
 def build_server(bus: Bus, policy: McpPolicy, version: str, llm: LlmPolicy | None = None) -> FoldermindServer:
     server = FoldermindServer(
+        Resources(bus),
+        ChangeFeed(bus, lambda: server.issued_sessions()),
         name="foldermind",
         title="foldermind",
         instructions=INSTRUCTIONS,

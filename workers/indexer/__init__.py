@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
@@ -21,9 +21,12 @@ from foldermind.protocol.messages import (
     ChangesReply,
     ChangesRequest,
     CheckRequest,
+    DocumentEntry,
     EvidenceRequest,
     FolderAddReply,
     FolderAddRequest,
+    FolderDocumentsReply,
+    FolderDocumentsRequest,
     FolderInfo,
     FolderListReply,
     FolderListRequest,
@@ -54,6 +57,8 @@ from foldermind.workers.indexer.store import Folder, Store
 from foldermind.workers.indexer.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer")
+
+MAX_DOCUMENT_PAGE = 500
 
 
 class IndexerWorker(Worker):
@@ -107,6 +112,7 @@ class IndexerWorker(Worker):
                 route(FolderAddRequest, self.on_folder_add),
                 route(FolderListRequest, self.on_folder_list),
                 route(FolderRemoveRequest, self.on_folder_remove),
+                route(FolderDocumentsRequest, self.on_folder_documents),
                 route(ReconcileRequest, self.on_reconcile),
                 route(ChangesRequest, self.on_changes),
                 route(SearchRequest, self.on_search),
@@ -193,6 +199,7 @@ class IndexerWorker(Worker):
             chunks=p["chunks"],
             chunks_embedded=p["chunks_embedded"],
             state=state,
+            changed_at=self.store.changed_at(folder.id),
         )
 
     def on_folder_add(self, req: Request[FolderAddRequest]) -> Result:
@@ -217,6 +224,15 @@ class IndexerWorker(Worker):
         self.pipeline.wake()
         log.info("Smart Folder %s removed (%d documents purged)", folder.id, len(purged))
         return FolderRemoveReply(info, len(purged))
+
+    def on_folder_documents(self, req: Request[FolderDocumentsRequest]) -> Result:
+        body = req.body
+        folder_id = self.store.find_folder(body.folder).id if body.folder else None
+        limit = max(1, min(int(body.limit), MAX_DOCUMENT_PAGE))
+        rows = self.store.document_page(folder_id, max(0, int(body.after)), limit + 1, bool(body.indexed_only))
+        documents = [cast(DocumentEntry, dict(r)) for r in rows[:limit]]  # the SELECT names its keys
+        more = len(rows) > limit
+        return FolderDocumentsReply(documents, documents[-1]["id"] if more else None)
 
     # ---------------------------------------------------------------------------------------
     # changes from the watcher

@@ -276,6 +276,28 @@ class Store:
         counts["files_not_yet_searchable"] = int(behind[0])
         return counts
 
+    def changed_at(self, folder_id: str) -> float | None:
+        """When a document of the folder was last recorded, indexed, failed or moved (a deletion lowers the
+        count instead)."""
+        row = self.db.execute("SELECT MAX(updated_at) FROM documents WHERE folder_id = ?", (folder_id,)).fetchone()
+        return None if row[0] is None else float(row[0])
+
+    def document_page(self, folder_id: str | None, after: int, limit: int, indexed_only: bool) -> list[sqlite3.Row]:
+        """Documents with an id above ``after``, in id order (keyset paging: a page stays right while others
+        are added or deleted)."""
+        where = ["id > ?"]
+        args: list[Any] = [after]
+        if folder_id is not None:
+            where.append("folder_id = ?")
+            args.append(folder_id)
+        if indexed_only:
+            where.append("status = 'indexed'")
+        return self.db.execute(
+            "SELECT id, path, folder_id, status, size, mtime_ns, title, format FROM documents "
+            f"WHERE {' AND '.join(where)} ORDER BY id LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+
     # ---------------------------------------------------------------------------------------
     # documents
 
