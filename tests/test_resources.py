@@ -342,19 +342,33 @@ def test_the_mcp_inspector_lists_templates_and_resources_and_reads_one(served: A
 TS_SDK = "1.32.2"  # as the Makefile installs it
 
 
-def test_the_typescript_sdk_client_lists_templates_and_resources_and_reads_one(served: Any) -> None:
+def test_the_typescript_sdk_client_lists_and_reads_resources_gets_a_prompt_and_hears_of_a_new_file(
+    served: Any,
+) -> None:
     _, docs, url, token = served
     prefix = npm_installed("ts-sdk", "@modelcontextprotocol/sdk", TS_SDK, "FOLDERMIND_TS_SDK_DIR")
     # ESM resolves packages from the script's own directory: the script runs beside the SDK's node_modules.
     script = prefix / "ts_resources.mjs"
     shutil.copyfile(Path(__file__).with_name("ts_resources.mjs"), script)
     fox = document_uri(str(docs / "fox.txt"))
-    done = subprocess.run(["node", str(script), url, token, fox], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout)
+    node = subprocess.Popen(
+        ["node", str(script), url, token, fox], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert node.stdout is not None
+        first = node.stdout.readline()
+        assert json.loads(first or "{}") == {"listening": True}, node.stderr.read() if node.stderr else first
+        (docs / "added-typescript.txt").write_text("A file that arrived while the TypeScript client listened.\n")
+        out, err = node.communicate(timeout=120)
+    finally:
+        node.kill()
+    assert node.returncode == 0, err
+    seen = json.loads(out)
     assert seen["capabilities"] == {"subscribe": True, "listChanged": True}
     assert seen["templates"] == ["foldermind://document/{path}"]
     assert seen["listed"][0].startswith("foldermind://folder/") and len(seen["listed"]) > LIST_PAGE
     assert seen["nextCursor"], "the first page says where the next one starts"
     assert seen["text"].startswith("The quick brown fox")
     assert seen["refused"]["code"] == INVALID_PARAMS and "INVALID_PATH" in seen["refused"]["message"]
+    assert "quick brown fox" in seen["prompt"] and "[1]" in seen["prompt"]  # the search's passages, numbered
+    assert seen["changed"], "no resources/list_changed reached the TypeScript client after a file was added"

@@ -1,9 +1,12 @@
 // The TypeScript SDK's client (npm @modelcontextprotocol/sdk) against the front door: it lists the resource
-// templates and the first page of resources and reads one resource, then prints what it saw as JSON for
-// tests/test_resources.py. Run from the directory whose node_modules holds the SDK (the test copies it there).
+// templates and the first page of resources, reads one resource and gets a prompt; then it prints
+// {"listening": true} on a line of its own, waits (at most 90 s) for the resources/list_changed that a file
+// the test adds meanwhile brings, and prints what it saw as JSON for tests/test_resources.py. Run from the
+// directory whose node_modules holds the SDK (the test copies it there).
 // Usage: node ts_resources.mjs URL TOKEN URI
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ResourceListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const [url, token, uri] = process.argv.slice(2);
 const transport = new StreamableHTTPClientTransport(new URL(url), {
@@ -20,6 +23,16 @@ try {
 } catch (error) {
   refused = { code: error.code, message: error.message };
 }
+const prompt = await client.getPrompt({ name: "answer_from_documents", arguments: { query: "quick brown fox" } });
+let changed = false;
+const announced = new Promise((resolve) => {
+  client.setNotificationHandler(ResourceListChangedNotificationSchema, () => {
+    changed = true;
+    resolve();
+  });
+});
+console.log(JSON.stringify({ listening: true }));
+await Promise.race([announced, new Promise((resolve) => setTimeout(resolve, 90000))]);
 console.log(
   JSON.stringify({
     capabilities: client.getServerCapabilities()?.resources ?? null,
@@ -28,6 +41,8 @@ console.log(
     nextCursor: listed.nextCursor ?? null,
     text: read.contents[0].text,
     refused,
+    prompt: prompt.messages.map((m) => m.content.text ?? "").join("\n"),
+    changed,
   }),
 );
 await client.close();
