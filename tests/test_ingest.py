@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from foldermind.protocol.messages import FolderListReply, FolderListRequest
+from foldermind.protocol.messages import DescribeReply, DescribeRequest, FolderListReply, FolderListRequest
 from tests.filemakers import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb_docx
 from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, wait_for
 
@@ -194,6 +194,14 @@ def test_an_index_made_by_older_parsers_is_parsed_again_once_on_start(indexed: t
     wait_for(lambda: settled(home), 60, 0.3, "every document parsed again")
     assert chunk_ids(home, "notes.txt") != before  # unchanged files too: an upgrade reaches them
     assert files_found(home, "zanzibar") == {"notes.txt"}
+    # Their texts did not change: every chunk kept its vector, none went to the embedder again, and the
+    # vector index holds them under their new ids.
+    folders = json.loads(cli(home, "folders", "list", "--json").stdout)
+    assert all(f["chunks_embedded"] == f["chunks"] for f in folders), folders
+    assert (
+        k.client().request("embedder", DescribeRequest(), DescribeReply, timeout=10).body.details["texts_embedded"] == 0
+    )
+    assert "notes.txt" in {Path(r["file_path"]).name for r in search(home, "zanzibar logistics", "semantic")["results"]}
     db = sqlite3.connect(home / "data" / "index.sqlite")
     assert db.execute("SELECT value FROM meta WHERE key = 'extraction'").fetchone()[0] != "1"
     db.close()

@@ -689,6 +689,49 @@ def test_a_folder_counts_files_not_yet_in_the_keyword_index_until_its_commit() -
         remove_tree(root)
 
 
+def test_a_document_written_again_keeps_the_vectors_of_its_unchanged_chunks_and_only_those() -> None:
+    root = short_tmpdir("fmv-")
+    try:
+        store = Store(root / "index.sqlite")
+        folder = store.add_folder(str(root), "f", "")
+
+        def chunk(n: int, text: str) -> dict[str, Any]:
+            return {"ordinal": n, "text": text, "tokens": 3, "line_start": n + 1, "line_end": n + 1}
+
+        texts = ["alpha beta", "gamma delta", "epsilon zeta"]
+        doc_id = indexed(
+            store,
+            folder.id,
+            str(root / "x.txt"),
+            [chunk(n, t) | {"char_start": 0, "char_end": 1} for n, t in enumerate(texts)],
+        )
+        old = [
+            int(r[0]) for r in store.db.execute("SELECT id FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,))
+        ]
+        blobs = [np.full(4, n, dtype=np.float32).tobytes() for n in range(3)]
+        assert store.store_vectors(old, blobs) == old
+        edited = ["alpha beta", "gamma DELTA changed", "epsilon zeta", "a new chunk"]
+        with store.tx() as db:
+            new = store.write_document(
+                db,
+                doc_id,
+                1,
+                1,
+                "h2",
+                "txt",
+                None,
+                None,
+                [chunk(n, t) | {"char_start": 0, "char_end": 1} for n, t in enumerate(edited)],
+            )
+        kept = dict(store.vectors(new))
+        assert set(kept) == {new[0], new[2]}  # the unchanged texts, with their very vectors
+        assert kept[new[0]] == blobs[0] and kept[new[2]] == blobs[2]
+        assert [i for i, _ in store.unembedded(10, set())] == [new[1], new[3]]  # only these go to the embedder
+        assert set(store.dead_vectors()) == set(old)  # the old ids leave the usearch file at its next save
+    finally:
+        remove_tree(root)
+
+
 def test_scoped_vector_search_is_exact_small_and_deepens_big() -> None:
     root = short_tmpdir("fmv-")
     try:

@@ -396,7 +396,7 @@ class Pipeline(threading.Thread):
                 "analysis of document %d failed (%s%s); indexed without one", job.doc.id, type(exc).__name__, where
             )
         with self.store.tx() as db:
-            self.store.write_document(
+            ids = self.store.write_document(
                 db,
                 job.doc.id,
                 job.size,
@@ -410,6 +410,8 @@ class Pipeline(threading.Thread):
             if fields is not None:
                 # Same transaction: the analysis always describes the content just indexed.
                 self.store.write_analysis(db, job.doc.id, job.doc.path, fields)
+        if reused := self.store.vectors(ids):  # chunks whose text is unchanged kept their vectors
+            self.vectors.add([k for k, _ in reused], np.vstack([np.frombuffer(b, dtype=np.float32) for _, b in reused]))
         self._wrote()
         self._journal_dirty = True
         if changed_meanwhile:

@@ -430,13 +430,20 @@ class Store:
         pages: int | None,
         chunks: list[dict[str, Any]],
     ) -> list[int]:
-        """Replace a document's chunks; returns the new chunk ids. Journaled for Tantivy."""
+        """Replace a document's chunks; returns the new chunk ids. Journaled for Tantivy.
+
+        A new chunk whose text an old chunk of the document had keeps that chunk's vector (the same text
+        makes the same vector): a file parsed again after an upgrade of the parsers, or edited in one place,
+        is embedded again only where its text changed (``vectors(ids)`` gives the kept ones, for usearch)."""
+        kept = dict(
+            db.execute("SELECT text, vector FROM chunks WHERE doc_id = ? AND vector IS NOT NULL", (doc_id,)).fetchall()
+        )
         db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
         ids: list[int] = []
         for c in chunks:
             cur = db.execute(
                 "INSERT INTO chunks(doc_id, ordinal, text, tokens, heading, page_start, page_end, line_start, "
-                "line_end, char_start, char_end) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "line_end, char_start, char_end, vector) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     doc_id,
                     c["ordinal"],
@@ -449,6 +456,7 @@ class Store:
                     c["line_end"],
                     c["char_start"],
                     c["char_end"],
+                    kept.get(c["text"]),
                 ),
             )
             ids.append(int(cur.lastrowid or 0))
