@@ -466,6 +466,14 @@ class Broker:
         if peer.key is not None and self.remote is not None:
             self.remote.lost(peer.name, reason)
 
+    def dismiss_keys(self, allowed: set[str], reason: str) -> None:
+        """Drop every remote member whose key name is not in ``allowed`` (a ``bus deny``) and tell it to go.
+        Its connection stays open (ZeroMQ cannot close one peer of a bound socket), but nothing it sends is
+        routed any more: replies from a dropped peer are ignored, and a new READY needs an allowed key."""
+        for peer in [p for p in self.peers.values() if p.key is not None and p.key not in allowed]:
+            self.drop(peer, reason, ErrorCode.WORKER_LOST)
+            self._send_disconnect(peer.ident, peer.name, reason)
+
     def drop_name(self, name: str, pid: int, reason: str) -> None:
         peer = self.by_name.get(name)
         if peer is not None and peer.pid == pid:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import psutil
 import zmq
 
-from foldermind.kernel import __version__
+from foldermind.kernel import __version__, curve
 from foldermind.kernel.broker import Broker
 from foldermind.kernel.curve import Gate
 from foldermind.kernel.remote import REMOTE, RemoteMembers
@@ -74,7 +74,11 @@ class Kernel:
         self.poller = zmq.Poller()
         self.poller.register(self.bus, zmq.POLLIN)
         self.supervisor = Supervisor(home, config, self._publish_state)
-        self.remote = RemoteMembers(set(self.supervisor.services), set(self.supervisor.slots))
+        self.remote = RemoteMembers(
+            set(self.supervisor.services), set(self.supervisor.slots), lambda: set(curve.allowed(home))
+        )
+        self._allowed_stamp: tuple[int, int] | None = None
+        self._next_allow_check = 0.0
         self.gate: Gate | None = None
         self.tcp: zmq.Socket[Any] | None = None
         if config.bus.listen_tcp:
@@ -189,6 +193,9 @@ class Kernel:
             now = time.monotonic()
             self.broker.tick(now)
             self.supervisor.tick(now)
+            if self.tcp is not None and now >= self._next_allow_check:
+                self._next_allow_check = now + self.config.bus.heartbeat_interval_s
+                self._dismiss_denied()
         report = self.supervisor.report()
         for client, env in self._stop_waiters:
             self.broker.reply(client, env, StopReply(report))
@@ -201,6 +208,18 @@ class Kernel:
         self.events.close(linger=0)
         self.ctx.term()
         return 0
+
+    def _dismiss_denied(self) -> None:
+        """After a ``bus deny`` (the allow list's file changed): its key's members are dropped and told to go."""
+        try:
+            st = self.home.allowed_keys_file.stat()
+            stamp = (st.st_mtime_ns, st.st_ino)
+        except OSError:
+            stamp = (0, 0)
+        if stamp == self._allowed_stamp:
+            return
+        self._allowed_stamp = stamp
+        self.broker.dismiss_keys(set(curve.allowed(self.home)), "its key was denied")
 
     def _drain_wake(self) -> None:
         try:

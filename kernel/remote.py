@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger("foldermind.remote")
@@ -36,12 +37,17 @@ class Member:
 class RemoteMembers:
     """Implements the broker's :class:`~foldermind.kernel.broker.RemoteMembership`."""
 
-    def __init__(self, services: set[str], local_names: set[str]) -> None:
+    def __init__(self, services: set[str], local_names: set[str], allowed: Callable[[], set[str]]) -> None:
         self.services = services
         self.local_names = local_names
+        self.allowed = allowed
         self.members: OrderedDict[str, Member] = OrderedDict()
 
     def admit(self, name: str, service: str, pid: int, key: str) -> str | None:
+        # Its connection passed the ZAP handler, but the key may have been denied since (the connection
+        # outlives the entry: see Broker.dismiss_keys).
+        if key not in self.allowed():
+            return "its key is no longer allowed"
         if service not in self.services:
             return f"no service {service!r} in this kernel's process map"
         # The name is the worker's own (SERVICE@HOST:PID): it must not pass for a local slot.

@@ -188,6 +188,20 @@ def test_a_remote_worker_is_refused_until_allowed_then_joins_answers_its_service
             wait_for(lambda: tcp_kernel.worker("testworker")["in_flight"] == 1, 10, 0.05, "the local member busy")
             reply = client.request("testworker", FaultRequest("hang_sleep", seconds=0), FaultReply, timeout=10)
             assert reply.body.pid == proc.pid
+        assert "remote, key box-a" in cli(tcp_kernel.root, "status").stdout
+    finally:
+        stop(proc)
+
+
+def test_bus_deny_drops_a_connected_member_and_it_goes(tcp_kernel: RunningKernel, remote_home: Path) -> None:
+    cli(tcp_kernel.root, "bus", "allow", "box-c", public_key(remote_home, "worker"))
+    proc = run_remote(tcp_kernel, remote_home)
+    try:
+        wait_for(lambda: member_of(tcp_kernel, proc.pid, "REMOTE"), 30, 0.2, "the remote member")
+        cli(tcp_kernel.root, "bus", "deny", "box-c")
+        lost = wait_for(lambda: member_of(tcp_kernel, proc.pid, "LOST"), 10, 0.1, "the member LOST")
+        assert lost["last_error"] == "its key was denied"
+        assert proc.wait(15) == 0  # told to go, it stops cleanly
     finally:
         stop(proc)
 
