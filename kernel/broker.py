@@ -8,11 +8,11 @@ deadline, so when the worker dies, misses heartbeats or overruns the deadline, t
 The broker reads only envelopes; bodies and buffer frames are forwarded untouched.
 
 Workers on other machines reach it over a second ROUTER, the kernel's CURVE-only tcp socket (:mod:`.curve`):
-their identities get :data:`REMOTE_PREFIX`, which no ipc peer can have (ZeroMQ reserves identities that start
-with a zero byte and makes up 5-byte ones itself), so both sockets share one table of peers and jobs and
-a reply always leaves by the socket its peer came in on. A remote peer may only be a worker: READY,
-heartbeats, replies to its own jobs, goodbye; anything else is refused, so an admitted key serves jobs but
-cannot search the index, read documents or stop the kernel.
+their identities get :data:`REMOTE_PREFIX` (ZeroMQ reserves identities that start with a zero byte and makes
+up 5-byte ones itself; an ipc peer that picks such an identity anyway is refused), so both sockets share one
+table of peers and jobs and a reply always leaves by the socket its peer came in on. A remote peer may only
+be a worker: READY, heartbeats, replies to its own jobs, goodbye; anything else is refused, so an admitted key
+serves jobs but cannot search the index, read documents or stop the kernel.
 
 Its length (~540 lines): routing and the job table are one set of rules (every row of protocol.md's
 job table is a branch here) and are read together.
@@ -180,6 +180,10 @@ class Broker:
             ident = frames.identity_of(packet.route[0])
             if sock is self.remote_sock:
                 ident = REMOTE_PREFIX + ident
+            elif ident.startswith(REMOTE_PREFIX):
+                self.stats["dropped_bad"] += 1
+                self._bad.warn("dropped a message from an ipc peer whose identity passes for a remote one")
+                continue
             try:
                 self._dispatch(ident, packet)
             except Exception as exc:
