@@ -61,7 +61,7 @@ def bus_allow(name: str, public_key: str) -> None:
 @home_option
 @click.argument("name")
 def bus_deny(name: str) -> None:
-    """Remove NAME's key from the allow list: its next connection is refused."""
+    """Remove NAME's key from the allow list: the kernel drops its members and refuses it from then on."""
     home = current_home()
     if not curve.deny(home, name):
         raise click.ClickException(f"no key named {name!r} is allowed")

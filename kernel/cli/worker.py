@@ -34,7 +34,7 @@ from foldermind.protocol.runtime.keys import ensure_keypair, valid_key
 
 @click.group()
 def worker() -> None:
-    """Developer commands for single workers."""
+    """Single workers: one in this terminal, here or for a kernel on another machine (run --connect)."""
 
 
 @worker.command("keys")
