@@ -7,7 +7,14 @@ deadline, so when the worker dies, misses heartbeats or overruns the deadline, t
 
 The broker reads only envelopes; bodies and buffer frames are forwarded untouched.
 
-Its length (~490 lines): routing and the job table are one set of rules (every row of protocol.md's
+Workers on other machines reach it over a second ROUTER, the kernel's CURVE-only tcp socket (:mod:`.curve`):
+their identities get :data:`REMOTE_PREFIX` (ZeroMQ reserves identities that start with a zero byte and makes
+up 5-byte ones itself; an ipc peer that picks such an identity anyway is refused), so both sockets share one
+table of peers and jobs and a reply always leaves by the socket its peer came in on. A remote peer may only
+be a worker: READY, heartbeats, replies to its own jobs, goodbye; anything else is refused, so an admitted key
+serves jobs but cannot search the index, read documents or stop the kernel.
+
+Its length (~540 lines): routing and the job table are one set of rules (every row of protocol.md's
 job table is a branch here) and are read together.
 """
 
@@ -18,7 +25,7 @@ import heapq
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,6 +39,8 @@ from foldermind.protocol.runtime.config import BusPolicy
 log = logging.getLogger("foldermind.broker")
 
 HB_SUFFIX = b"/hb"
+REMOTE_PREFIX = b"\x00tcp/"
+"""Prepended to the identity of every peer on the tcp socket: see the module docstring."""
 
 
 class Membership(Protocol):
@@ -42,6 +51,16 @@ class Membership(Protocol):
     def worker_gone(self, name: str, pid: int, reason: str, kill: bool) -> None: ...
 
     def may_serve(self, target: str) -> bool: ...
+
+
+class RemoteMembership(Protocol):
+    """What the broker asks of the kernel's registry of remote members (:mod:`.remote`)."""
+
+    def admit(self, name: str, service: str, pid: int, key: str) -> str | None:
+        """None if a READY from a tcp peer admitted under ``key`` may join; else why not."""
+        ...
+
+    def lost(self, name: str, reason: str) -> None: ...
 
 
 @dataclass(eq=False, slots=True)
@@ -57,6 +76,7 @@ class Peer:
     note: str = ""
     loading: bool = False  # its last heartbeat said it is loading a model
     jobs: set[str] = field(default_factory=set)
+    key: str | None = None  # a remote member: the allow-list name of its key
 
     @property
     def free(self) -> bool:
@@ -107,8 +127,17 @@ ControlHandler = Callable[[bytes, frames.Packet], None]
 
 
 class Broker:
-    def __init__(self, sock: zmq.Socket[Any], policy: BusPolicy, membership: Membership) -> None:
+    def __init__(
+        self,
+        sock: zmq.Socket[Any],
+        policy: BusPolicy,
+        membership: Membership,
+        remote_sock: zmq.Socket[Any] | None = None,
+        remote: RemoteMembership | None = None,
+    ) -> None:
         self.sock = sock
+        self.remote_sock = remote_sock
+        self.remote = remote
         self.policy = policy
         self.membership = membership
         self.control: ControlHandler | None = None
@@ -128,22 +157,33 @@ class Broker:
     # ---------------------------------------------------------------------------------------
     # incoming
 
-    def on_readable(self) -> None:
-        """Drain the bus socket."""
+    def on_readable(self, remote: bool = False) -> None:
+        """Drain the bus socket (``remote``: the tcp one)."""
+        sock = self.remote_sock if remote and self.remote_sock is not None else self.sock
         # Ask before reading: ending each drain on a failed recv would raise zmq.Again every time.
-        while frames.readable(self.sock):
-            raw = frames.recv_frames(self.sock)
+        while frames.readable(sock):
+            raw = frames.recv_frames(sock)
+            if sock is self.remote_sock and not self._admit_remote(raw):
+                continue
             try:
                 packet = frames.parse(raw, 1, self.policy.max_message_bytes)
             except ProtocolError as exc:
                 self.stats["dropped_bad"] += 1
                 sender = frames.identity_of(raw[0]) if raw else b"?"
+                if sock is self.remote_sock:
+                    sender = REMOTE_PREFIX + sender
                 self._bad.warn("dropped a bad message from %r: %s", sender, exc)
                 env = getattr(exc, "env", None)
                 if isinstance(env, Envelope):
                     self._refuse_oversized(sender, env, str(exc))
                 continue
             ident = frames.identity_of(packet.route[0])
+            if sock is self.remote_sock:
+                ident = REMOTE_PREFIX + ident
+            elif ident.startswith(REMOTE_PREFIX):
+                self.stats["dropped_bad"] += 1
+                self._bad.warn("dropped a message from an ipc peer whose identity passes for a remote one")
+                continue
             try:
                 self._dispatch(ident, packet)
             except Exception as exc:
@@ -156,6 +196,38 @@ class Broker:
                     info = ErrorInfo(ErrorCode.BAD_REQUEST, f"the kernel could not handle this {packet.env.kind}")
                     with contextlib.suppress(Exception):
                         self.reply_error(ident, packet.env, info)
+
+    def _admit_remote(self, raw: list[Any]) -> bool:
+        """A message from the tcp socket: only what a worker sends goes on (see the module docstring)."""
+        ident = frames.identity_of(raw[0]) if raw else b""
+        if ident.endswith(HB_SUFFIX):
+            return True
+        try:
+            env = frames.parse(raw, 1, self.policy.max_message_bytes).env
+        except ProtocolError:
+            return True  # on_readable refuses it, with the usual log
+        if env.kind in (WorkerReady.KIND, Disconnect.KIND) or env.kind.endswith(".reply") or env.status == "partial":
+            return True
+        self.stats["dropped_bad"] += 1
+        self._bad.warn("refused %s from a remote peer: a remote worker may only serve jobs", env.kind)
+        if env.status == "ok" and env.kind != JobCancel.KIND:
+            info = ErrorInfo(ErrorCode.BAD_REQUEST, "a remote worker may only serve jobs")
+            self._send(REMOTE_PREFIX + ident, env.reply("kernel", status="error", error=info), {})
+        return False
+
+    def _route(self, ident: bytes) -> tuple[zmq.Socket[Any], bytes]:
+        """The socket a peer is reached by, and its identity there."""
+        if self.remote_sock is not None and ident.startswith(REMOTE_PREFIX):
+            return self.remote_sock, ident[len(REMOTE_PREFIX) :]
+        return self.sock, ident
+
+    def _send(self, ident: bytes, env: Envelope, body: Any, buffers: Sequence[frames.Buffer] = ()) -> None:
+        sock, route = self._route(ident)
+        frames.send(sock, env, body, buffers, route=[route])
+
+    def _forward(self, ident: bytes, packet: frames.Packet) -> None:
+        sock, route = self._route(ident)
+        frames.forward(sock, [route], packet)
 
     def _dispatch(self, ident: bytes, packet: frames.Packet) -> None:
         env = packet.env
@@ -220,7 +292,7 @@ class Broker:
         # Answer every other heartbeat, READY or not yet: a worker still in setup() must not
         # think the kernel has died.
         reply = Envelope(kind=Heartbeat.KIND, src="kernel", cid=env.id)
-        frames.send(self.sock, reply, Heartbeat("kernel", 0), route=[hb_ident])
+        self._send(hb_ident, reply, Heartbeat("kernel", 0))
 
     def _on_ready(self, ident: bytes, packet: frames.Packet) -> None:
         try:
@@ -229,18 +301,29 @@ class Broker:
             self._bad.warn("bad READY from %r: %s", ident, exc)
             return
         assert isinstance(body, WorkerReady)
-        if not self.membership.accept_ready(body.name, body.service, body.pid):
+        key: str | None = None
+        if ident.startswith(REMOTE_PREFIX):
+            key = frames.user_id(packet.body_frame) or "?"
+            why = self.remote.admit(body.name, body.service, body.pid, key) if self.remote else "no remote members"
+            if why is None and body.name in self.by_name:
+                why = "that name is taken"
+            if why is not None:
+                log.warning("refused a remote READY (key %s): %s", key, why)
+                self._send_disconnect(ident, body.name, "refused")
+                return
+        elif not self.membership.accept_ready(body.name, body.service, body.pid):
             log.warning("refused READY from %s (pid %d): not a slot the supervisor runs", body.name, body.pid)
             self._send_disconnect(ident, body.name, "refused")
             return
         old = self.by_name.get(body.name)
         if old is not None:
             self.drop(old, "replaced by a new READY", ErrorCode.WORKER_LOST)
-        peer = Peer(body.name, body.service, body.pid, ident, max(1, body.capacity), time.monotonic())
+        peer = Peer(body.name, body.service, body.pid, ident, max(1, body.capacity), time.monotonic(), key=key)
         self.peers[ident] = peer
         self.by_name[peer.name] = peer
         self.by_service.setdefault(peer.service, []).append(peer)
-        log.info("%s ready (pid %d, service %s)", peer.name, peer.pid, peer.service)
+        where = f", remote, key {key}" if key is not None else ""
+        log.info("%s ready (pid %d, service %s%s)", peer.name, peer.pid, peer.service, where)
         self._pump(peer.service)
         self._pump(peer.name)
 
@@ -251,7 +334,7 @@ class Broker:
             if env.status != "partial":
                 self._overrun_ended(peer, env.cid)
             return  # answered after its deadline, or by a worker already declared lost
-        frames.forward(self.sock, [job.client], packet)
+        self._forward(job.client, packet)
         self.stats["routed"] += 1
         if env.status == "partial":
             return
@@ -268,7 +351,7 @@ class Broker:
             self._finish(job)
             return
         # The job socket's thread is busy with this very job; the heartbeat thread is listening.
-        frames.forward(self.sock, [job.worker.ident + HB_SUFFIX], packet)
+        self._forward(job.worker.ident + HB_SUFFIX, packet)
 
     def _on_request(self, client: bytes, packet: frames.Packet) -> None:
         env = packet.env
@@ -334,7 +417,7 @@ class Broker:
     def _assign(self, job: Job, peer: Peer) -> None:
         job.worker = peer
         peer.jobs.add(job.env.id)
-        frames.forward(self.sock, [peer.ident], job.packet)
+        self._forward(peer.ident, job.packet)
 
     def _finish(self, job: Job) -> None:
         job.done = True
@@ -343,17 +426,17 @@ class Broker:
             job.worker.jobs.discard(job.env.id)
 
     def reply_error(self, client: bytes, env: Envelope, info: ErrorInfo) -> None:
-        frames.send(self.sock, env.reply("kernel", status="error", error=info), {}, route=[client])
+        self._send(client, env.reply("kernel", status="error", error=info), {})
 
     def reply(self, client: bytes, env: Envelope, body: Any) -> None:
         reply = env.reply("kernel")
         reply.kind = body.KIND
-        frames.send(self.sock, reply, body, route=[client])
+        self._send(client, reply, body)
 
     def _send_disconnect(self, ident: bytes, name: str, reason: str) -> None:
         env = Envelope(kind=Disconnect.KIND, src="kernel")
-        frames.send(self.sock, env, Disconnect(name, reason), route=[ident])
-        frames.send(self.sock, env, Disconnect(name, reason), route=[ident + HB_SUFFIX])
+        self._send(ident, env, Disconnect(name, reason))
+        self._send(ident + HB_SUFFIX, env, Disconnect(name, reason))
 
     # ---------------------------------------------------------------------------------------
     # losing workers
@@ -384,6 +467,16 @@ class Broker:
                 )
                 self._finish(job)
         log.info("%s dropped from routing: %s", peer.name, reason)
+        if peer.key is not None and self.remote is not None:
+            self.remote.lost(peer.name, reason)
+
+    def dismiss_keys(self, allowed: set[str], reason: str) -> None:
+        """Drop every remote member whose key name is not in ``allowed`` (a ``bus deny``) and tell it to go.
+        Its connection stays open (ZeroMQ cannot close one peer of a bound socket), but nothing it sends is
+        routed any more: replies from a dropped peer are ignored, and a new READY needs an allowed key."""
+        for peer in [p for p in self.peers.values() if p.key is not None and p.key not in allowed]:
+            self.drop(peer, reason, ErrorCode.WORKER_LOST)
+            self._send_disconnect(peer.ident, peer.name, reason)
 
     def drop_name(self, name: str, pid: int, reason: str) -> None:
         peer = self.by_name.get(name)
@@ -429,7 +522,7 @@ class Broker:
         worker.jobs.add(job_id)  # its job thread is still busy: nothing new goes there meanwhile
         self._overruns[job_id] = _Overrun(worker, now + grace)
         cancel = Envelope(kind=JobCancel.KIND, src="kernel", to=worker.name, cid=job_id)
-        frames.send(self.sock, cancel, JobCancel("deadline"), route=[worker.ident + HB_SUFFIX])
+        self._send(worker.ident + HB_SUFFIX, cancel, JobCancel("deadline"))
         log.warning("%s overran a job deadline; cancelled, %g s to answer before it is replaced", worker.name, grace)
 
     def _overrun_ended(self, peer: Peer | None, job_id: str) -> None:

@@ -19,8 +19,10 @@ from typing import Any, TypeVar
 import psutil
 import zmq
 
-from foldermind.kernel import __version__
+from foldermind.kernel import __version__, curve
 from foldermind.kernel.broker import Broker
+from foldermind.kernel.curve import Gate
+from foldermind.kernel.remote import REMOTE, RemoteMembers
 from foldermind.kernel.supervisor import Slot, State, Supervisor
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, JobError, ProtocolError
@@ -42,8 +44,9 @@ from foldermind.protocol.messages import (
     WorkerInfo,
     WorkerStateEvent,
 )
-from foldermind.protocol.runtime.config import SupervisorConfig
+from foldermind.protocol.runtime.config import WILDCARD_HOSTS, SupervisorConfig, split_host_port
 from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.keys import curve_server, ensure_keypair, load_keypair
 
 log = logging.getLogger("foldermind.kernel")
 
@@ -71,7 +74,17 @@ class Kernel:
         self.poller = zmq.Poller()
         self.poller.register(self.bus, zmq.POLLIN)
         self.supervisor = Supervisor(home, config, self._publish_state)
-        self.broker = Broker(self.bus, config.bus, self.supervisor)
+        self.remote = RemoteMembers(
+            set(self.supervisor.services), set(self.supervisor.slots), lambda: set(curve.allowed(home))
+        )
+        self._allowed_stamp: tuple[int, int] | None = None
+        self._next_allow_check = 0.0
+        self.gate: Gate | None = None
+        self.tcp: zmq.Socket[Any] | None = None
+        if config.bus.listen_tcp:
+            self.gate, self.tcp = self._listen_tcp(config.bus.listen_tcp)
+            self.poller.register(self.tcp, zmq.POLLIN)
+        self.broker = Broker(self.bus, config.bus, self.supervisor, self.tcp, self.remote)
         self.broker.control = self._on_control
         self._commands = dict(
             [
@@ -103,6 +116,25 @@ class Kernel:
         finally:
             os.umask(old_umask)
         return sock
+
+    def _listen_tcp(self, host_port: str) -> tuple[Gate, zmq.Socket[Any]]:
+        """The CURVE-only ROUTER where remote workers join, its ZAP handler running before it binds."""
+        gate = Gate(self.ctx, self.home)
+        gate.open()
+        sock: zmq.Socket[Any] = self.ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 500)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.config.bus.max_message_bytes)
+        # No ROUTER_HANDOVER here: a second connection with a remote member's identity (another admitted
+        # key, say) is refused rather than taking its jobs over. ZMTP heartbeats close a dead link's
+        # connection, so the identity is free again when that worker's replacement connects.
+        sock.setsockopt(zmq.HEARTBEAT_IVL, int(self.config.bus.heartbeat_interval_s * 1000))
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(self.config.bus.liveness_s * 1000))
+        ensure_keypair(self.home.bus_keys)
+        curve_server(sock, load_keypair(self.home.bus_keys))
+        host, port = split_host_port(host_port)
+        sock.setsockopt(zmq.IPV6, ":" in host)
+        sock.bind(f"tcp://{'*' if host in WILDCARD_HOSTS else ('[' + host + ']' if ':' in host else host)}:{port}")
+        return gate, sock
 
     def _watch_fd(self, fd: int, add: bool) -> None:
         if add:
@@ -140,6 +172,8 @@ class Kernel:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         log.info("kernel %s started (pid %d), bus %s", __version__, os.getpid(), self.home.bus_endpoint)
+        if self.config.bus.listen_tcp:
+            log.info("remote workers join on tcp://%s (CURVE, allow-listed keys only)", self.config.bus.listen_tcp)
         self.supervisor.start_all()
         while not (self._stopping and self.supervisor.all_stopped):
             now = time.monotonic()
@@ -148,6 +182,8 @@ class Kernel:
             for sock, _ in self.poller.poll(timeout_ms):
                 if sock is self.bus:
                     self.broker.on_readable()
+                elif sock is self.tcp:
+                    self.broker.on_readable(remote=True)
                 elif sock == self._wake_r.fileno():
                     self._drain_wake()
                 elif isinstance(sock, int):
@@ -157,14 +193,33 @@ class Kernel:
             now = time.monotonic()
             self.broker.tick(now)
             self.supervisor.tick(now)
+            if self.tcp is not None and now >= self._next_allow_check:
+                self._next_allow_check = now + self.config.bus.heartbeat_interval_s
+                self._dismiss_denied()
         report = self.supervisor.report()
         for client, env in self._stop_waiters:
             self.broker.reply(client, env, StopReply(report))
         log.info("kernel stopped: %s", report)
         self.bus.close(linger=500)
+        if self.tcp is not None:
+            self.tcp.close(linger=500)
+        if self.gate is not None:
+            self.gate.stop()
         self.events.close(linger=0)
         self.ctx.term()
         return 0
+
+    def _dismiss_denied(self) -> None:
+        """After a ``bus deny`` (the allow list's file changed): its key's members are dropped and told to go."""
+        try:
+            st = self.home.allowed_keys_file.stat()
+            stamp = (st.st_mtime_ns, st.st_ino)
+        except OSError:
+            stamp = (0, 0)
+        if stamp == self._allowed_stamp:
+            return
+        self._allowed_stamp = stamp
+        self.broker.dismiss_keys(set(curve.allowed(self.home)), "its key was denied")
 
     def _drain_wake(self) -> None:
         try:
@@ -234,6 +289,26 @@ class Kernel:
                     last_error=slot.last_error,
                     rss_bytes=self.supervisor.rss(slot),
                     note=self.broker.note(slot.name),
+                    remote=False,
+                    key=None,
+                )
+            )
+        for member in self.remote.members.values():
+            up = member.state == REMOTE
+            workers.append(
+                WorkerInfo(
+                    name=member.name,
+                    service=member.service,
+                    state=member.state,
+                    pid=member.pid,
+                    uptime_s=round(now - member.joined, 3) if up else None,
+                    restarts=0,
+                    in_flight=self.broker.in_flight(member.name) if up else 0,
+                    last_error=member.last_error,
+                    rss_bytes=None,
+                    note=self.broker.note(member.name) if up else "",
+                    remote=True,
+                    key=member.key,
                 )
             )
         me = psutil.Process()

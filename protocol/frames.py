@@ -154,6 +154,18 @@ def identity_of(frame: Any) -> bytes:
     return bytes(_bytes_of(frame))
 
 
+def user_id(frame: Any) -> str | None:
+    """The ZAP handler's name for the connection a received frame came over (a CURVE peer's User-Id), or None
+    (an ipc peer, or a frame received as bytes)."""
+    if not isinstance(frame, zmq.Frame):
+        return None
+    try:
+        value = frame.get("User-Id")
+    except zmq.ZMQError:
+        return None
+    return value if isinstance(value, str) else None
+
+
 def buffer_bytes(buf: Any) -> memoryview:
     """A received buffer frame as a zero-copy memoryview (e.g. for ``numpy.frombuffer``)."""
     view = _bytes_of(buf)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import zmq
 
-from foldermind.kernel.broker import HB_SUFFIX, Broker
+from foldermind.kernel.broker import HB_SUFFIX, REMOTE_PREFIX, Broker
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode
 from foldermind.protocol.messages import (
@@ -364,3 +364,11 @@ def test_a_ready_the_supervisor_did_not_start_is_refused_with_a_disconnect(bus: 
     bus.step()
     bye = received(sock)
     assert bye.env.kind == Disconnect.KIND and "intruder" not in bus.broker.by_name
+
+
+def test_an_ipc_peer_whose_identity_passes_for_a_remote_one_is_dropped(bus: Bus) -> None:
+    # Remote peers' identities carry REMOTE_PREFIX inside the broker; one chosen locally must not blur the two.
+    worker, spoof = bus.worker("indexer"), bus.socket(REMOTE_PREFIX + b"caller")
+    bus.request(spoof, "indexer")
+    assert nothing_for(worker.jobs) and nothing_for(spoof)
+    assert bus.broker.stats["dropped_bad"] == 1

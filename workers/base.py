@@ -46,6 +46,7 @@ from foldermind.protocol.messages import (
     PingRequest,
     WorkerReady,
 )
+from foldermind.protocol.runtime import keys
 from foldermind.protocol.runtime.context import WorkerContext as WorkerContext  # re-exported for the workers
 
 log = logging.getLogger("foldermind.worker")
@@ -140,6 +141,13 @@ class Worker:
         return EchoReply(data=req.body.data), req.buffers
 
 
+def _connect(sock: zmq.Socket[Any], ctx: WorkerContext) -> None:
+    """Connect to the bus; a remote worker's sockets (both of them) first become CURVE clients."""
+    if ctx.curve_server_key:
+        keys.curve_client(sock, keys.load_keypair(Path(ctx.curve_keys)), ctx.curve_server_key)
+    sock.connect(ctx.bus_endpoint)
+
+
 class _Heartbeat(threading.Thread):
     """Sends heartbeats on a socket of its own and exits the process if the kernel goes silent."""
 
@@ -150,7 +158,10 @@ class _Heartbeat(threading.Thread):
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.IDENTITY, identity)
         self.sock.setsockopt(zmq.MAXMSGSIZE, ctx.max_message_bytes)
-        self.sock.connect(ctx.bus_endpoint)
+        # A DEALER whose only peer refused it (a CURVE key not allowed) has nowhere to queue and would block
+        # this thread in send for good; with a timeout the silence is noticed and the process exits.
+        self.sock.setsockopt(zmq.SNDTIMEO, int(ctx.heartbeat_interval_s * 1000))
+        _connect(self.sock, ctx)
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -163,7 +174,8 @@ class _Heartbeat(threading.Thread):
                 env = Envelope(kind=Heartbeat.KIND, src=self.ctx.name, to="kernel")
                 note = self.runner.worker.status_note
                 beat = Heartbeat(self.ctx.name, os.getpid(), self.runner.busy, note, loading=model_loads.active())
-                frames.send(self.sock, env, beat)
+                with contextlib.suppress(zmq.Again):  # not connected: silence, counted below
+                    frames.send(self.sock, env, beat)
                 next_beat = now + interval
             if self.sock.poll(int(max(next_beat - time.monotonic(), 0) * 1000) + 1):
                 try:
@@ -214,7 +226,7 @@ class _Runner:
         self.sock.setsockopt(zmq.LINGER, 1000)
         self.sock.setsockopt(zmq.IDENTITY, self.identity)
         self.sock.setsockopt(zmq.MAXMSGSIZE, ctx.max_message_bytes)
-        self.sock.connect(ctx.bus_endpoint)
+        _connect(self.sock, ctx)
         # A signal only sets a flag; the wake-up pipe makes the blocking poll return to see it.
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)

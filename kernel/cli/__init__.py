@@ -3,7 +3,8 @@ module is imported only when it runs).
 
 - :mod:`.lifecycle`: ``start``, ``stop``;
 - :mod:`.status`: ``status``, ``restart``, ``logs``;
-- :mod:`.worker`: ``worker run``;
+- :mod:`.worker`: ``worker run`` (here or, with ``--connect``, against a kernel on another machine), ``worker keys``;
+- :mod:`.bus`: ``bus keys|allow|deny``, the kernel's keys and allow list for remote workers;
 - :mod:`.folders`: ``folders add|list|remove``, ``search``;
 - :mod:`.clients`: what MCP clients need (``mcp``, ``token``, ``test-connection``, ``ask``, ``summary``),
   with :mod:`.bridge` for the stdio bridge;
@@ -33,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "restart": ("status", "restart"),
     "logs": ("status", "logs_cmd"),
     "worker": ("worker", "worker"),
+    "bus": ("bus", "bus"),
     "folders": ("folders", "folders"),
     "search": ("folders", "search"),
     "doctor": ("doctor", "doctor"),

@@ -26,6 +26,7 @@ from foldermind.protocol.messages import (
     RestartRequest,
     StatusReply,
     StatusRequest,
+    WorkerInfo,
 )
 from foldermind.protocol.runtime.home import Home
 
@@ -58,6 +59,11 @@ def _fmt_uptime(s: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+def _remote_note(w: WorkerInfo) -> str:
+    """A remote member says so, with its key's allow-list name (the kernel cannot restart it)."""
+    return f"remote, key {w.get('key')}; " if w.get("remote") else ""
+
+
 @click.command()
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -84,7 +90,7 @@ def status(as_json: bool) -> None:
         click.echo(
             f"{w['name']:<14}{w['state']:<10}{w['pid'] or '-':>8}{_fmt_uptime(w['uptime_s']):>9}"
             f"{w['restarts']:>10}{w['in_flight']:>6}{_fmt_bytes(w['rss_bytes']):>9}  "
-            f"{w['last_error'] or w.get('note') or ''}"
+            f"{_remote_note(w)}{w['last_error'] or w.get('note') or ''}"
         )
     mcp = st.mcp
     click.echo(f"mcp     {mcp['state']}" + (f"  {mcp['url']}" if mcp["url"] else ""))

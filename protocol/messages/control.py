@@ -32,6 +32,11 @@ class WorkerInfo(TypedDict):
     last_error: str | None
     rss_bytes: int | None
     note: str
+    remote: bool
+    """A worker on another machine that joined over the tcp bus (state REMOTE or LOST; the kernel cannot
+    restart it)."""
+    key: str | None
+    """A remote member's key, by its name on the allow list (`foldermind bus allow NAME KEY`); null locally."""
 
 
 class McpInfo(TypedDict):
@@ -50,13 +55,15 @@ class StatusRequest(Message):
 @dataclass(slots=True)
 class StatusReply(Message):
     """``kernel``, ``workers`` (name, service, state, pid, uptime_s, restarts, in_flight,
-    last_error, rss_bytes), ``mcp`` (url, port, state) and ``folders`` (per-folder progress)."""
+    last_error, rss_bytes, note, remote, key), ``mcp`` (url, port, state) and ``folders`` (per-folder progress)."""
 
     kernel: KernelInfo
     """`{pid: int, uptime_s: float, version: str, rss_bytes: int, tree_rss_bytes: int}`: the kernel's own RSS
     and that of its whole process tree (workers and their children)."""
     workers: list[WorkerInfo]
-    """One entry per slot, in `supervisor.toml` order (see below)."""
+    """One entry per slot, in `supervisor.toml` order (see below), then one per remote member (`remote: true`,
+    state `REMOTE` or `LOST`, `key`: the allow-list name of its key; pid and rss are the remote process's own,
+    rss unknown)."""
     mcp: McpInfo
     """`{url: str or null, port: int or null, state: str}`; today always `{null, null, "not_serving"}`."""
     folders: list[dict[str, Any]] = field(default_factory=list)

@@ -15,9 +15,20 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from foldermind.protocol import frames
+
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "*", ""})
+"""Hosts that listen on every interface: [bus] listen_tcp takes one only with listen_tcp_any."""
+
+
+def split_host_port(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as (host, port); ValueError says what is wrong."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{value!r} is not HOST:PORT with a port from 1 to 65535")
+    return host.removeprefix("[").removesuffix("]"), int(port)
 
 
 class _Strict(BaseModel):
@@ -63,6 +74,26 @@ class BusPolicy(_Strict):
     tcp_debug_endpoint: str = Field(
         "", description="Bind the internal bus on TCP as well (host:port) for remote debugging; empty = ipc:// only."
     )
+    listen_tcp: str = Field(
+        "",
+        description="HOST:PORT where workers on other machines join (`foldermind worker run NAME --connect"
+        " tcp://HOST:PORT --server-key KEY`); empty = off. Always CURVE-encrypted, and only worker keys admitted"
+        " with `foldermind bus allow` get in. A wildcard host (0.0.0.0, ::, *) also needs listen_tcp_any.",
+    )
+    listen_tcp_any: bool = Field(
+        False, description="true = listen_tcp may name a wildcard host and listen on every interface."
+    )
+
+    @model_validator(mode="after")
+    def _tcp_spelled_out(self) -> BusPolicy:
+        if self.listen_tcp:
+            host, _port = split_host_port(self.listen_tcp)
+            if host in WILDCARD_HOSTS and not self.listen_tcp_any:
+                raise ValueError(
+                    f"[bus] listen_tcp = {self.listen_tcp!r} listens on every interface: set listen_tcp_any = true"
+                    " as well if that is meant, or name one address"
+                )
+        return self
 
     @property
     def max_message_bytes(self) -> int:

@@ -31,6 +31,10 @@ class WorkerContext:
     log_max_mb: int = _KERNEL.log_max_mb
     log_backups: int = _KERNEL.log_backups
     home: str = ""
+    curve_server_key: str = ""
+    """A remote worker (``worker run NAME --connect``): the kernel's public key; both sockets are CURVE clients."""
+    curve_keys: str = ""
+    """... and the folder of this home's worker keypair (a path, so the secret key is never in an environment)."""
 
     ENV: ClassVar[dict[str, str]] = {
         "name": "FOLDERMIND_WORKER_NAME",
@@ -44,6 +48,8 @@ class WorkerContext:
         "log_max_mb": "FOLDERMIND_LOG_MAX_MB",
         "log_backups": "FOLDERMIND_LOG_BACKUPS",
         "home": "FOLDERMIND_HOME",
+        "curve_server_key": "FOLDERMIND_CURVE_SERVER_KEY",
+        "curve_keys": "FOLDERMIND_CURVE_KEYS",
     }
 
     def to_env(self) -> dict[str, str]:

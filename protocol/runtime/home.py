@@ -134,6 +134,25 @@ class Home:
     def supervisor_override(self) -> Path:
         return self.config_dir / "supervisor.toml"
 
+    @property
+    def keys_dir(self) -> Path:
+        """The CURVE keys of the tcp bus (``bus/``: the kernel's; ``worker/``: this home's as a remote worker)
+        and ``allowed.json``, the worker keys the kernel admits: config, not runtime state, so a restart keeps
+        them; 0700, every file 0600."""
+        return self.config_dir / "keys"
+
+    @property
+    def bus_keys(self) -> Path:
+        return self.keys_dir / "bus"
+
+    @property
+    def worker_keys(self) -> Path:
+        return self.keys_dir / "worker"
+
+    @property
+    def allowed_keys_file(self) -> Path:
+        return self.keys_dir / "allowed.json"
+
     def log_file(self, name: str) -> Path:
         return self.log_dir / f"{name}.log"
 

@@ -1,0 +1,284 @@
+"""Workers on another machine: a kernel listening on loopback tcp with CURVE ([bus] listen_tcp), and a test
+worker from a second home (its own keys) joining it with `foldermind worker run testworker --connect`.
+
+Real processes throughout; the second home stands for the second machine (what crosses between them is the
+tcp port and the two public keys, as between hosts)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from foldermind.protocol import frames
+from foldermind.protocol.errors import WorkerLost
+from foldermind.protocol.messages import Envelope, PingReply, PingRequest
+from foldermind.protocol.runtime.config import ConfigError, load
+from foldermind.protocol.runtime.home import Home
+from tests.faultworker import FaultReply, FaultRequest
+from tests.helpers import (
+    FAST_RESTART,
+    TESTWORKER,
+    RunningKernel,
+    cli,
+    cli_process,
+    kill9,
+    remove_tree,
+    short_tmpdir,
+    status_json,
+    wait_for,
+)
+
+ONLY_TESTWORKER = "".join(
+    f"\n[workers.{name}]\nenabled = false\n"
+    for name in ("watcher", "parser", "embedder", "indexer", "llm", "frontdoor")
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def tcp_kernel() -> Iterator[RunningKernel]:
+    """A kernel with only the test worker, listening for remote workers on a loopback port."""
+    root = short_tmpdir()
+    port = free_port()
+    k = RunningKernel(root, FAST_RESTART + TESTWORKER + ONLY_TESTWORKER + f'\n[bus]\nlisten_tcp = "127.0.0.1:{port}"\n')
+    k.port = port  # type: ignore[attr-defined]
+    try:
+        yield k.start()
+    finally:
+        k.stop()
+        remove_tree(root)
+
+
+@pytest.fixture
+def remote_home() -> Iterator[Path]:
+    """The other machine: a home of its own that has the test worker in its map and no kernel."""
+    root = short_tmpdir("fm-r-")
+    home = Home.resolve(root)
+    home.ensure()
+    home.supervisor_override.write_text(TESTWORKER)
+    yield root
+    remove_tree(root)
+
+
+def public_key(home: Path, group: str) -> str:
+    key: str = json.loads(cli(home, group, "keys", "--json").stdout)["public_key"]
+    return key
+
+
+def endpoint(kernel: RunningKernel) -> str:
+    return f"tcp://127.0.0.1:{kernel.port}"  # type: ignore[attr-defined]
+
+
+def run_remote(kernel: RunningKernel, home: Path) -> subprocess.Popen[str]:
+    server_key = public_key(kernel.root, "bus")
+    return cli_process(
+        home,
+        *("worker", "run", "testworker", "--connect", endpoint(kernel), "--server-key", server_key),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def remote_members(kernel: RunningKernel) -> list[dict[str, Any]]:
+    return [w for w in status_json(kernel.root)["workers"] if w.get("remote")]
+
+
+def member_of(kernel: RunningKernel, pid: int, state: str) -> dict[str, Any] | None:
+    for w in remote_members(kernel):
+        if w["pid"] == pid and w["state"] == state:
+            return w
+    return None
+
+
+def kernel_log(kernel: RunningKernel) -> str:
+    return kernel.home.log_file("kernel").read_text(errors="replace")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)
+
+
+# ------------------------------------------------------------------------------------------------
+# configuration and keys, no kernel
+
+
+def test_a_wildcard_listen_tcp_is_refused_unless_listen_tcp_any_spells_it_out(tmp_path: Path) -> None:
+    config = tmp_path / "supervisor.toml"
+    for host in ("0.0.0.0", "[::]", "*"):
+        config.write_text(f'[bus]\nlisten_tcp = "{host}:7000"\n')
+        with pytest.raises(ConfigError, match="listen_tcp_any"):
+            load(config)
+    config.write_text('[bus]\nlisten_tcp = "0.0.0.0:7000"\nlisten_tcp_any = true\n')
+    assert load(config).bus.listen_tcp == "0.0.0.0:7000"
+    config.write_text('[bus]\nlisten_tcp = "127.0.0.1"\n')
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        load(config)
+    assert load(None).bus.listen_tcp == ""  # off by default
+
+
+def test_bus_and_worker_keys_are_made_once_in_private_files_and_printed_as_json(home_dir: Path) -> None:
+    bus_key = public_key(home_dir, "bus")
+    worker_key = public_key(home_dir, "worker")
+    assert len(bus_key) == len(worker_key) == 40 and bus_key != worker_key
+    assert public_key(home_dir, "bus") == bus_key  # the same keypair, not a new one per call
+    assert cli(home_dir, "worker", "keys").stdout.strip() == worker_key
+    keys = Home.resolve(home_dir).keys_dir
+    assert stat.S_IMODE(keys.stat().st_mode) == 0o700
+    files = [p for p in keys.rglob("*") if p.is_file()]
+    assert len(files) == 4 and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files), files
+
+
+def test_bus_allow_takes_only_a_public_key_and_bus_deny_removes_the_name(home_dir: Path) -> None:
+    key = public_key(home_dir, "worker")
+    bad = cli(home_dir, "bus", "allow", "laptop", "not-a-key", check=False)
+    assert bad.returncode != 0 and "not a CURVE public key" in bad.stderr
+    cli(home_dir, "bus", "allow", "gpu-box", key)
+    allowed = Home.resolve(home_dir).allowed_keys_file
+    assert json.loads(allowed.read_text()) == {"gpu-box": key}
+    assert stat.S_IMODE(allowed.stat().st_mode) == 0o600
+    cli(home_dir, "bus", "deny", "gpu-box")
+    assert json.loads(allowed.read_text()) == {}
+    assert cli(home_dir, "bus", "deny", "gpu-box", check=False).returncode != 0
+
+
+# ------------------------------------------------------------------------------------------------
+# a remote worker against a running kernel
+
+
+def test_a_remote_worker_is_refused_until_allowed_then_joins_answers_its_service_and_shows_as_remote(
+    tcp_kernel: RunningKernel, remote_home: Path
+) -> None:
+    refused = run_remote(tcp_kernel, remote_home)
+    try:
+        # Not on the allow list: the handshake is refused, the worker hears no kernel and exits by itself.
+        refused.wait(30)
+        assert "refused a tcp bus handshake" in kernel_log(tcp_kernel)
+        assert member_of(tcp_kernel, refused.pid, "REMOTE") is None
+    finally:
+        stop(refused)
+    cli(tcp_kernel.root, "bus", "allow", "box-a", public_key(remote_home, "worker"))
+    proc = run_remote(tcp_kernel, remote_home)
+    try:
+        member = wait_for(lambda: member_of(tcp_kernel, proc.pid, "REMOTE"), 30, 0.2, "the remote member")
+        assert member["name"].startswith("testworker@") and member["service"] == "testworker"
+        assert member["key"] == "box-a" and member["remote"] is True
+        local = tcp_kernel.worker("testworker")
+        assert local["remote"] is False and local["key"] is None
+        with tcp_kernel.client() as client, tcp_kernel.client("busy") as busy:
+            # By name, and by service while the local member is busy: the free remote one takes it.
+            assert client.request(member["name"], PingRequest(), PingReply, timeout=10).body.pid == proc.pid
+            busy.send("testworker", FaultRequest("hang_sleep", seconds=3), timeout=20)
+            wait_for(lambda: tcp_kernel.worker("testworker")["in_flight"] == 1, 10, 0.05, "the local member busy")
+            reply = client.request("testworker", FaultRequest("hang_sleep", seconds=0), FaultReply, timeout=10)
+            assert reply.body.pid == proc.pid
+        assert "remote, key box-a" in cli(tcp_kernel.root, "status").stdout
+    finally:
+        stop(proc)
+
+
+def test_bus_deny_drops_a_connected_member_and_it_goes(tcp_kernel: RunningKernel, remote_home: Path) -> None:
+    cli(tcp_kernel.root, "bus", "allow", "box-c", public_key(remote_home, "worker"))
+    proc = run_remote(tcp_kernel, remote_home)
+    try:
+        wait_for(lambda: member_of(tcp_kernel, proc.pid, "REMOTE"), 30, 0.2, "the remote member")
+        cli(tcp_kernel.root, "bus", "deny", "box-c")
+        lost = wait_for(lambda: member_of(tcp_kernel, proc.pid, "LOST"), 10, 0.1, "the member LOST")
+        assert lost["last_error"] == "its key was denied"
+        assert proc.wait(15) == 0  # told to go, it stops cleanly
+    finally:
+        stop(proc)
+
+
+def test_a_remote_worker_killed_mid_job_is_dropped_lost_and_its_job_fails_worker_lost(
+    tcp_kernel: RunningKernel, remote_home: Path, tmp_path: Path
+) -> None:
+    cli(tcp_kernel.root, "bus", "allow", "box-b", public_key(remote_home, "worker"))
+    proc = run_remote(tcp_kernel, remote_home)
+    try:
+        member = wait_for(lambda: member_of(tcp_kernel, proc.pid, "REMOTE"), 30, 0.2, "the remote member")
+        started = tmp_path / "started"
+        with tcp_kernel.client() as client:
+            job = client.send(member["name"], FaultRequest("hang_sleep", seconds=60, started=str(started)), timeout=60)
+            wait_for(started.exists, 10, 0.05, "the remote job running")
+            kill9(proc.pid)
+            t0 = time.monotonic()
+            packet = client.receive(30)
+            assert packet.env.cid == job.id
+            with pytest.raises(WorkerLost):
+                client._unwrap(packet, FaultReply)
+            # Heartbeat liveness (3 s by default), not the job's 60 s deadline.
+            assert time.monotonic() - t0 < 10
+        lost = wait_for(lambda: member_of(tcp_kernel, proc.pid, "LOST"), 10, 0.2, "the member LOST")
+        assert "missed" in (lost["last_error"] or "") and lost["key"] == "box-b"
+        assert tcp_kernel.worker("testworker")["state"] == "RUNNING"  # the local member was never touched
+    finally:
+        stop(proc)
+
+
+def _dealer(kernel: RunningKernel, curve_keys: tuple[bytes, bytes] | None) -> zmq.Socket[Any]:
+    sock: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    if curve_keys is not None:
+        sock.curve_publickey, sock.curve_secretkey = curve_keys
+        sock.curve_serverkey = public_key(kernel.root, "bus").encode()
+    sock.connect(endpoint(kernel))
+    return sock
+
+
+def _kernel_ping(sock: zmq.Socket[Any], wait_s: float) -> frames.Packet | None:
+    frames.send(
+        sock, Envelope(kind=PingRequest.KIND, src="probe", to="kernel", deadline=time.time() + 5), PingRequest()
+    )
+    return frames.recv(sock) if sock.poll(int(wait_s * 1000)) else None
+
+
+def test_unknown_keys_plaintext_and_garbage_on_the_tcp_port_are_refused_and_everything_keeps_running(
+    tcp_kernel: RunningKernel,
+) -> None:
+    before = tcp_kernel.pids()
+    unknown = _dealer(tcp_kernel, zmq.curve_keypair())
+    plaintext = _dealer(tcp_kernel, None)
+    try:
+        assert _kernel_ping(unknown, 2) is None
+        assert _kernel_ping(plaintext, 1) is None
+        for junk in (b"\xff" * 64, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", bytes(range(256)) * 64):
+            with socket.create_connection(("127.0.0.1", tcp_kernel.port)) as raw:  # type: ignore[attr-defined]
+                raw.sendall(junk)
+        wait_for(lambda: "refused a tcp bus handshake" in kernel_log(tcp_kernel), 10, 0.1, "the refusal logged")
+    finally:
+        unknown.close(0)
+        plaintext.close(0)
+    assert tcp_kernel.pids() == before
+    with tcp_kernel.client() as client:
+        assert client.request("kernel", PingRequest(), PingReply, timeout=5).body.pid == tcp_kernel.kernel_pid
+        assert client.request("testworker", PingRequest(), PingReply, timeout=5).body.pid == before["testworker"]
+
+
+def test_an_admitted_key_may_serve_jobs_but_not_send_requests(tcp_kernel: RunningKernel, home_dir: Path) -> None:
+    keys = zmq.curve_keypair()
+    cli(tcp_kernel.root, "bus", "allow", "probe", keys[0].decode())
+    sock = _dealer(tcp_kernel, keys)
+    try:
+        packet = wait_for(lambda: _kernel_ping(sock, 1), 15, 0, "an answer to an admitted key")
+        assert packet.env.status == "error" and packet.env.error is not None
+        assert packet.env.error.code == "bad_request" and "may only serve jobs" in packet.env.error.message
+    finally:
+        sock.close(0)
+        cli(tcp_kernel.root, "bus", "deny", "probe")
