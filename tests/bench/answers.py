@@ -394,7 +394,11 @@ def run(args: argparse.Namespace, results: Results) -> None:
     if not questions:
         raise BenchFailure("no questions picked")
     results.questions = questions
-    kernel = Kernel("answers", kernel_config(llm={"load": '"at_start"'}), Path(args.home) if args.home else None)
+    kernel = Kernel(
+        "answers",
+        kernel_config(llm={"load": '"at_start"', "idle_unload_s": "0"}),
+        Path(args.home) if args.home else None,
+    )
     try:
         # Every question's corpus, whatever --split / --limit picked: a kept home's index stays the same.
         corpora = build_corpora(kernel.root / "corpora", load_questions())

@@ -484,10 +484,13 @@ def tool_error(result: CallToolResult) -> str:
 
 
 def chat_config(attribute_uncited: bool) -> str:
-    """The search benches' override, with no analysis job between two chats; the model loaded at start, so
-    the first question's time is a question's, not a load's."""
+    """The search benches' override, with no analysis job between two chats; the model loaded at start and
+    never unloaded (an index built first can take longer than the idle time), so a question's time is a
+    question's, not a load's."""
     flag = "true" if attribute_uncited else "false"
-    return kernel_config(llm={"analysis": "false", "attribute_uncited": flag, "load": '"at_start"'})
+    return kernel_config(
+        llm={"analysis": "false", "attribute_uncited": flag, "load": '"at_start"', "idle_unload_s": "0"}
+    )
 
 
 def wait_llm_ready(kernel: Kernel, client: BusClient, timeout: float = LLM_READY_TIMEOUT_S) -> tuple[str, float]:
@@ -640,7 +643,7 @@ def search_round(http: BlockingClient, queries: list[str], into: Series) -> None
 def analysis_phase(args: argparse.Namespace, out: Analysis, results: Results) -> None:
     out.docs = args.analysis_docs
     queries = scifact_queries()[: args.search_queries]
-    config = kernel_config(llm={"analysis": "true", "load": '"at_start"'})
+    config = kernel_config(llm={"analysis": "true", "load": '"at_start"', "idle_unload_s": "0"})
     with indexed_kernel(None, args.analysis_docs, config) as (kernel, index), kernel.client("bench-llm") as client:
         out.index = index
         t_indexed = time.monotonic()

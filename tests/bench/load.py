@@ -198,7 +198,9 @@ def kernel_config(plan: Plan) -> str:
     question costs); the rate limit and background analysis as the plan says."""
     mcp = "[mcp]\nport = 0\n" + (f"rate_per_minute = {plan.rate_per_minute}\n" if plan.rate_per_minute else "")
     search = "".join(f"{k} = {v}\n" for k, v in {"query_cache_size": "0", **plan.search}.items())
-    text = mcp + f'\n[llm]\nanalysis = {str(plan.analysis).lower()}\nload = "at_start"\n\n[search]\n{search}'
+    # The model loaded at start and kept: a chat's time is a chat's, not a load's.
+    llm = f'[llm]\nanalysis = {str(plan.analysis).lower()}\nload = "at_start"\nidle_unload_s = 0\n'
+    text = f"{mcp}\n{llm}\n[search]\n{search}"
     return text + (f"\n{plan.extra_config.strip()}\n" if plan.extra_config.strip() else "")
 
 
