@@ -106,6 +106,18 @@ def available() -> bool:
     return importlib.util.find_spec(ENGINE_MODULE) is not None
 
 
+def state() -> str:
+    """This process's OCR: ``loaded``, ``not loaded yet`` (it loads on the first scan), ``off`` or ``not
+    installed``."""
+    from foldermind.protocol.runtime.config import ingest_from_env
+
+    if _engine is not None:
+        return "loaded"
+    if not ingest_from_env().ocr:
+        return "off"
+    return "not loaded yet" if available() else "not installed"
+
+
 _engine: Any = None
 
 
@@ -123,8 +135,9 @@ def engine() -> Any:
     return _engine
 
 
-class OcrTimeout(Exception):
-    """A page's OCR ran past its time limit."""
+class OcrTimeout(BaseException):
+    """A page's OCR ran past its time limit. A BaseException, as KeyboardInterrupt is: it is raised wherever
+    the engine happens to be, and RapidOCR wraps any Exception from its resize step in an error of its own."""
 
 
 @contextlib.contextmanager
@@ -152,9 +165,10 @@ def read_page(image: Image, page: int, timeout_s: float) -> PageText:
     import numpy as np
 
     rgb = np.asarray(image.convert("RGB"))[:, :, ::-1]  # RapidOCR takes OpenCV's BGR order
+    read = engine()  # loaded outside the page's time: the first page would pay for it
     try:
         with time_limit(timeout_s):
-            found, _ = engine()(rgb)
+            found, _ = read(rgb)
     except OcrTimeout:
         raise ParseError(ErrorCode.PARSE_FAILED, ocr_timed_out(page, timeout_s)) from None
     return page_text(found or [])

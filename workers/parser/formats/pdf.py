@@ -2,8 +2,9 @@
 only with an empty password.
 
 A page without a usable text layer (fewer than :data:`MIN_TEXT_CHARS` letters or digits: a scan, or a
-scan with a page number stamped on it) is rendered with pypdfium2 and read with OCR (:mod:`.ocr`); its
-segment carries the OCR's confidence. A mixed PDF keeps its text pages as pypdf reads them and OCRs only
+scan with a page number stamped on it) that holds an image is rendered with pypdfium2 and read with OCR
+(:mod:`.ocr`, :mod:`.pdf_ocr`); its segment carries the OCR's confidence, and OCR's text replaces the
+text layer's only when it holds more. A mixed PDF keeps its text pages as pypdf reads them and OCRs only
 the others, at most ``[ingest] ocr_max_pages`` of them and only while the parse deadline allows; a page
 that OCR cannot read in ``ocr_timeout_s`` is left out. A PDF in which neither finds text is refused
 with "no extractable text"."""
@@ -98,7 +99,7 @@ def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
     builder = Builder()
     for number in range(1, count + 1):
         found = read.pages.get(number)
-        if found is not None and found.lines and _alnum(found.text) >= _alnum(texts.get(number, "")):
+        if found is not None and found.lines and _alnum(found.text) > _alnum(texts.get(number, "")):
             builder.add(found.text, page=number, ocr=found.confidence)
         elif number in texts:
             builder.add(texts[number], page=number)

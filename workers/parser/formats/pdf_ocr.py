@@ -1,6 +1,8 @@
 """The OCR of a PDF's scanned pages: each rendered with pypdfium2 (PDFium, in its wheel), then read by :mod:`.ocr`.
 
 pypdf reads the text layer (:mod:`.pdf`) but draws nothing; PDFium renders a page as a viewer shows it.
+Only a page that holds an image is a scan: a page without one and without text is blank (or draws its
+letters as vector paths, which is rare), and OCR of a blank letter page costs ~1.5 s here to find nothing.
 Pages are rendered one at a time at :data:`.ocr.RENDER_DPI` in grey (a letter page: 2550 x 3300 px, 8 MiB)
 and dropped before the next, so a long scan costs one page's pixels at a time. OCR reads at most
 ``ocr_max_pages`` pages and starts none past the parse's OCR deadline; a page it cannot read in
@@ -51,7 +53,8 @@ def read_pages(data: bytes, numbers: list[int], options: ocr.Settings) -> PagesR
                 break
             try:
                 image = _render(document, number)
-                out.pages[number] = ocr.read_page(image, number, options.timeout_s)
+                if image is not None:
+                    out.pages[number] = ocr.read_page(image, number, options.timeout_s)
             except ParseError as exc:
                 log.warning("page %d left out: %s", number, exc.message)
                 out.failures.append(exc.message)
@@ -60,12 +63,21 @@ def read_pages(data: bytes, numbers: list[int], options: ocr.Settings) -> PagesR
     return out
 
 
-def _render(document: Any, number: int) -> Image:
+MAX_FORM_DEPTH = 4
+"""How deep into nested form XObjects an image is looked for (scanners put it on the page itself)."""
+
+
+def _render(document: Any, number: int) -> Image | None:
+    """The page rendered for OCR, or None when it holds no image (nothing scanned on it)."""
     import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
 
     try:
         page = document[number - 1]
         try:
+            images = page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,), max_depth=MAX_FORM_DEPTH)
+            if next(iter(images), None) is None:
+                return None
             width, height = page.get_size()
             bitmap = page.render(scale=ocr.render_scale(width, height), grayscale=True)
             image: Image = bitmap.to_pil()
