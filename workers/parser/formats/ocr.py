@@ -1,22 +1,27 @@
 """OCR: a page image -> its lines of text and their mean confidence (RapidOCR on ONNX Runtime).
 
-RapidOCR's ``rapidocr-onnxruntime`` wheel ships its three PP-OCRv4 ONNX models (text detection, the
-180-degree angle classifier, recognition; 16 MB in all), so reading a scan downloads nothing and needs no
-system binary. The engine loads once per parser process (~0.4 s) and runs on one ONNX thread: the parser
-pool gives the parallelism, as it does for the tokenizer, and each thread would reserve address space
-under the parser's memory cap.
+RapidOCR's ``rapidocr-onnxruntime`` wheel ships its PP-OCRv4 ONNX models (text detection, recognition, and a
+180-degree line classifier; 16 MB in all), so reading a scan downloads nothing and needs no system binary.
+The line classifier is not used: on clean typeset pages it turned lines that open with "(" or a quote
+upside down before recognition, and two such lines of thirteen read as garbage (a page's CER 17%; 0.3%
+without it, docs/benchmarks-ingest.md). A page scanned upside down is therefore not read.
+
+The engine loads once per parser process (~0.4 s) and runs on one ONNX thread (and one OpenCV thread): the
+parser pool gives the parallelism, as it does for the tokenizer, and each thread would reserve address
+space under the parser's memory cap.
 
 Bounds, so that a hostile image costs at most this parser:
 
 - **pixels** (:data:`MAX_PIXELS`): an image is refused from its header, before it is decoded, when it
-  holds more pixels than a letter page scanned at 1200 dpi; Pillow's own bomb check is set to the same
-  figure. A PDF page is rendered at :data:`RENDER_DPI` unless that would pass :data:`MAX_RENDER_PIXELS`
-  (a page of 200 x 200 inches), then smaller.
+  holds more pixels than a letter page scanned at 1200 dpi (Pillow's own bomb check is this one). A PDF
+  page is rendered at :data:`RENDER_DPI` unless that would pass :data:`MAX_RENDER_PIXELS` (a page of
+  200 x 200 inches), then smaller.
 - **time** (:func:`time_limit`): each page gets ``[ingest] ocr_timeout_s``. The limit is a SIGALRM timer
   on the parser's main thread, so it fires between two ONNX runs (the longest, detection on a full page,
   takes ~2 s here) and the page is left out with a reason.
 - **memory**: RapidOCR shrinks every image to 2000 px on its longest side before detection, so a page
-  costs about the same whatever its resolution (~300 MiB of address space on top of the parser's).
+  costs about the same whatever its resolution (~600 MiB of address space at its peak, on top of the
+  parser's ~550 with OCR loaded: :func:`foldermind.workers.parser.spare_address_space`).
 
 Confidence is RapidOCR's recognition score per line (lines under 0.5 are dropped by RapidOCR itself); a
 page's confidence is the mean over its lines, weighted by their length.
@@ -46,8 +51,10 @@ ENGINE_MODULE = "rapidocr_onnxruntime"
 MAX_PIXELS = 10_200 * 13_200
 """A letter page at 1200 dpi (~135 Mpx): more than any scanner makes, far less than a bomb."""
 RENDER_DPI = 300
-"""PDF pages without a text layer are rendered at this resolution for OCR (docs/benchmarks-ingest.md: the
-CER at 150 and 300 dpi)."""
+"""PDF pages without a text layer are rendered at this resolution, images not smoothed, for OCR. RapidOCR
+then shrinks the page to 2000 px on its longest side itself; measured on one typeset letter page stored as
+JPEG in a PDF (CER at 150 / 300 dpi scans): rendered at 300 dpi 11.2% / 2.6%, rendered straight to 2000 px
+(182 dpi) 14.0% / 5.6%, the page's own image 11.8% / 2.8%; smoothing the image cost 0-3 points more."""
 MAX_RENDER_PIXELS = 40_000_000
 """A rendered page never holds more pixels than this (a poster-sized page is rendered at a lower dpi)."""
 BUDGET_SHARE = 0.8
@@ -127,11 +134,13 @@ def engine() -> Any:
     if _engine is None:
         if not available():
             raise ParseError(ErrorCode.PARSE_FAILED, OCR_MISSING)
+        import cv2
         from rapidocr_onnxruntime import RapidOCR
 
         logging.getLogger("RapidOCR").setLevel(logging.WARNING)  # it logs every model it loads
-        threads = {"intra_op_num_threads": 1, "inter_op_num_threads": 1}
-        _engine = RapidOCR(**{f"{part}_{key}": n for part in ("det", "cls", "rec") for key, n in threads.items()})
+        cv2.setNumThreads(1)
+        # Its global thread settings, which RapidOCR copies over any per-model ones.
+        _engine = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
     return _engine
 
 
@@ -168,7 +177,7 @@ def read_page(image: Image, page: int, timeout_s: float) -> PageText:
     read = engine()  # loaded outside the page's time: the first page would pay for it
     try:
         with time_limit(timeout_s):
-            found, _ = read(rgb)
+            found, _ = read(rgb, use_cls=False)
     except OcrTimeout:
         raise ParseError(ErrorCode.PARSE_FAILED, ocr_timed_out(page, timeout_s)) from None
     return page_text(found or [])

@@ -3,8 +3,8 @@
 pypdf reads the text layer (:mod:`.pdf`) but draws nothing; PDFium renders a page as a viewer shows it.
 Only a page that holds an image is a scan: a page without one and without text is blank (or draws its
 letters as vector paths, which is rare), and OCR of a blank letter page costs ~1.5 s here to find nothing.
-Pages are rendered one at a time at :data:`.ocr.RENDER_DPI` in grey (a letter page: 2550 x 3300 px, 8 MiB)
-and dropped before the next, so a long scan costs one page's pixels at a time. OCR reads at most
+Pages are rendered one at a time at :data:`.ocr.RENDER_DPI` in grey (a letter page: 2550 x 3300 px,
+8 MiB), and dropped before the next, so a long scan costs one page's pixels at a time. OCR reads at most
 ``ocr_max_pages`` pages and starts none past the parse's OCR deadline; a page it cannot read in
 ``ocr_timeout_s`` is left out and its reason kept, for a file in which nothing else was found.
 """
@@ -79,7 +79,7 @@ def _render(document: Any, number: int) -> Image | None:
             if next(iter(images), None) is None:
                 return None
             width, height = page.get_size()
-            bitmap = page.render(scale=ocr.render_scale(width, height), grayscale=True)
+            bitmap = page.render(scale=ocr.render_scale(width, height), grayscale=True, no_smoothimage=True)
             image: Image = bitmap.to_pil()
             return image
         finally:
