@@ -25,6 +25,7 @@ from tests import mcpclient as mc
 from tests.filemakers import make_image, make_image_bomb, make_mixed_pdf, make_scanned_pdf
 from tests.helpers import FAST_RESTART, RunningKernel, cli, remove_tree, short_tmpdir, wait_for
 from tests.test_formats import parsed, refused
+from tests.test_frontdoor import structured
 from tests.test_ingest import documents
 
 MB = 1024 * 1024
@@ -152,12 +153,6 @@ def served_scans() -> Iterator[tuple[RunningKernel, Path, str, str]]:
     finally:
         k.stop()
         remove_tree(root)
-
-
-def structured(result: Any) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    out: dict[str, Any] = result.structured_content
-    return out
 
 
 def test_a_folder_of_scans_is_found_by_page_with_ocr_in_the_location_and_the_image_bomb_fails_alone(
