@@ -5,7 +5,8 @@ text are one segment with ``page`` 1 (or the frame's number) and the OCR's mean 
 "page 1, lines 3-5, ocr". The image's size is checked from its header before any pixel is decoded
 (:func:`.ocr.check_pixels`), so a 30,000 x 30,000 decompression bomb is refused as ``image too large``
 without inflating a byte of it. An image in which OCR finds no text is indexed with no chunks, like an
-empty text file: it is not broken.
+empty text file: it is not broken. A frame OCR cannot read within ``ocr_timeout_s`` is left out; an
+image none of whose frames could be read fails with that reason.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def parse(data: bytes, max_bytes: int) -> ParsedDocument:
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt image: {reason(exc)}") from exc
     builder = Builder()
+    failures: list[str] = []
     pages = min(frames, options.max_pages)
     if frames > pages:
         log.warning("an image of %d frames: OCR reads the first %d ([ingest] ocr_max_pages)", frames, pages)
@@ -55,8 +57,16 @@ def parse(data: bytes, max_bytes: int) -> ParsedDocument:
             raise
         except (OSError, ValueError, SyntaxError, EOFError) as exc:
             raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt image: {reason(exc)}") from exc
-        found = ocr.read_page(image, number, options.timeout_s)
+        try:
+            found = ocr.read_page(image, number, options.timeout_s)
+        except ParseError as exc:  # a frame OCR could not read in time is left out, as a PDF's page is
+            log.warning("frame %d left out: %s", number, exc.message)
+            failures.append(exc.message)
+            continue
         if found.lines:
             builder.blank()
             builder.add(found.text, page=number, ocr=found.confidence)
-    return ParsedDocument(FORMAT, builder.segments(), pages=frames)
+    segments = builder.segments()
+    if not segments and failures:
+        raise ParseError(ErrorCode.PARSE_FAILED, failures[0])
+    return ParsedDocument(FORMAT, segments, pages=frames)
