@@ -462,7 +462,7 @@ def make_rtf(path: Path, marker: str, lines: int = 5, marked: int = 3) -> Path:
     return path
 
 
-def render_page(lines: list[str], dpi: int = 200, points: int = 12) -> Any:
+def render_page(lines: list[str], dpi: int = 200, points: int = 14) -> Any:
     """A letter page (8.5 x 11 in) at ``dpi`` with ``lines`` typeset in Pillow's own font at ``points`` pt, black on
     white, as a scanner would give it (a grey PIL image)."""
     from PIL import Image, ImageDraw, ImageFont
