@@ -261,6 +261,20 @@ def render(conds: list[Condition], search: Search | None, facts: dict[str, str],
         ),
         "",
     ]
+    missed = [c for c in conds if c.chars and c.cer > TARGETS[c.dpi]]
+    if missed:
+        worst = max(c.errors_no_space / c.chars_no_space for c in missed)
+        lines += para(
+            f"Missed: {', '.join(c.label for c in missed)}. Their letters are read (CER without spaces at most "
+            f"{worst * 100:.2f}%): the misses are spaces the recognizer drops between words set close, which JPEG's "
+            "blur around the letters makes more frequent; a keyword search then misses the merged words."
+        )
+        lines.append("")
+    lines += para(
+        "The machine is shared with other sessions (the load averages and CPU use below): wall-clock pages/s "
+        "is what was left of it; CPU s/page is the parser's own cost."
+    )
+    lines.append("")
     if search is not None:
         lines += para(
             f"Known-item search: a kernel indexed the 300-dpi scanned PDF (rotated 1 degree, noise, JPEG); each page's "
