@@ -6,6 +6,7 @@ import io
 import zipfile
 from datetime import UTC
 from pathlib import Path
+from typing import Any
 
 
 def _pdf_escape(text: str) -> str:
@@ -458,4 +459,67 @@ def make_rtf(path: Path, marker: str, lines: int = 5, marked: int = 3) -> Path:
         f"\\f0 {body}}}",
         encoding="ascii",
     )
+    return path
+
+
+def render_page(lines: list[str], dpi: int = 200, points: int = 14) -> Any:
+    """A letter page (8.5 x 11 in) at ``dpi`` with ``lines`` typeset in Pillow's own font at ``points`` pt, black on
+    white, as a scanner would give it (a grey PIL image)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    page = Image.new("L", (int(8.5 * dpi), int(11 * dpi)), 255)
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.load_default(size=round(points / 72 * dpi))
+    y = dpi
+    for line in lines:
+        draw.text((dpi, y), line, font=font, fill=0)
+        y += round(points * 1.5 / 72 * dpi)
+    return page
+
+
+def make_scanned_pdf(path: Path, pages: list[list[str]], dpi: int = 200) -> Path:
+    """An image-only PDF (Pillow's PDF writer: one grey image per page, no text layer at all)."""
+    images = [render_page(lines, dpi) for lines in pages]
+    images[0].save(path, "PDF", save_all=True, append_images=images[1:], resolution=dpi)
+    return path
+
+
+def make_mixed_pdf(path: Path, text_lines: list[str], scanned_lines: list[str], dpi: int = 200) -> Path:
+    """A PDF whose page 1 has a text layer (``text_lines``) and page 2 is a scan of ``scanned_lines``."""
+    from pypdf import PdfReader, PdfWriter
+
+    text = make_pdf(path.with_suffix(".text.tmp"), [text_lines])
+    scan = make_scanned_pdf(path.with_suffix(".scan.tmp"), [scanned_lines], dpi)
+    writer = PdfWriter()
+    for part in (text, scan):
+        writer.append(PdfReader(part))
+    with open(path, "wb") as fh:
+        writer.write(fh)
+    text.unlink()
+    scan.unlink()
+    return path
+
+
+def make_image(path: Path, lines: list[str], dpi: int = 200) -> Path:
+    """An image file of ``lines`` (its format from the suffix: .png, .jpg, .tiff, ...)."""
+    render_page(lines, dpi).save(path)
+    return path
+
+
+def make_image_bomb(path: Path, side: int = 30_000) -> Path:
+    """A real decompression bomb: a grey PNG of ``side`` x ``side`` pixels (900 Mpx for 30,000) of zeros, ~4 MB
+    on disk, written row block by row block so making it never holds the pixels."""
+    import struct
+    import zlib
+
+    assert side % 100 == 0, "written 100 rows at a time"
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    deflate = zlib.compressobj(1)
+    block = bytes(side + 1) * 100  # 100 rows: each a filter byte and its pixels
+    idat = b"".join([*(deflate.compress(block) for _ in range(side // 100)), deflate.flush()])
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
     return path

@@ -210,7 +210,7 @@ def test_every_new_suffix_is_read_and_watched_in_any_case() -> None:
     for suffix, fmt in expected.items():
         for name in (f"a{suffix}", f"A{suffix.upper()}", f"b{suffix.title()}"):
             assert format_of(Path(name)) == fmt and eligible_name(name), name
-    assert format_of(Path("scan.png")) is None and not eligible_name("scan.png")  # OCR is not here yet
+    assert format_of(Path("scan.xyz")) is None and not eligible_name("scan.xyz")  # images: tests/test_ocr.py
 
 
 # ------------------------------------------------------------------------------------------------

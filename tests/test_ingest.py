@@ -76,7 +76,7 @@ def make_corpus(root: Path) -> None:
     # Never indexed: hidden, temporary, unsupported.
     (root / ".hidden.txt").write_text("hiddenword")
     (root / "draft.txt.swp").write_text("swapword")
-    (root / "image.png").write_bytes(b"\x89PNG\r\n")
+    (root / "layers.psd").write_bytes(b"8BPS\x00\x01")  # images are read (OCR): a format no parser reads
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ from foldermind.workers.parser.formats import (
 from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir
 
 MB = 1024 * 1024
-ALL_FORMATS = ["txt", "md", "pdf", "docx", "html", "pptx", "xlsx", "csv", "epub", "email", "odf", "rtf"]
+ALL_FORMATS = ["txt", "md", "pdf", "docx", "html", "pptx", "xlsx", "csv", "epub", "email", "odf", "rtf", "image"]
 
 
 # ------------------------------------------------------------------------------------------------

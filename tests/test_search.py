@@ -414,7 +414,9 @@ def test_summary_of_an_indexed_file_failed_files_have_none_and_paths_are_checked
 def test_index_status_reports_totals_folders_model_and_failures(world: World) -> None:
     status: IndexStatusReply = world.call(IndexStatusRequest(), IndexStatusReply)
     totals = status.totals
-    assert set(totals) == {"files_total", "files_indexed", "files_failed", "files_pending", "chunks", "chunks_embedded"}
+    counts = ("files_total", "files_indexed", "files_failed", "files_pending", "files_unsupported")
+    assert set(totals) == {*counts, "chunks", "chunks_embedded"}
+    assert totals["files_unsupported"] == sum(status.unsupported.values())
     assert totals["files_total"] == sum(f["files_total"] for f in status.folders)
     assert totals["chunks"] == sum(f["chunks"] for f in status.folders) == totals["chunks_embedded"]
     assert totals["files_failed"] == 1 and totals["files_indexed"] == 10 + BIG + 3

@@ -11,6 +11,11 @@ opens it (opening a FIFO blocks). A path that is not valid UTF-8 cannot travel o
 strings) nor live in the index (SQLite text): the file is listed as skipped under its name with each
 undecodable byte shown as U+FFFD, and any event that names such a path makes the watcher rescan that
 folder instead of sending the event.
+
+Files no parser reads (by suffix) are not documents either, but users ask why a file is not found: each
+scan counts them by suffix and the indexer keeps the count of the folder's last scan for ``index_status``
+(a file added later is counted at the next scan; rescanning on every such event would cost a folder walk
+per unrelated file).
 """
 
 from __future__ import annotations
@@ -70,9 +75,20 @@ TEMPORARY = ("~$*", "*.swp", "*.swo", "*.swx", "*~", "*.part", "*.crdownload", "
 
 def eligible_name(name: str) -> bool:
     """Hidden files, editor/download temporaries and unsupported formats are never indexed."""
-    if name.startswith(".") or any(fnmatch.fnmatch(name, pat) for pat in TEMPORARY):
-        return False
-    return os.path.splitext(name)[1].lower() in SUPPORTED
+    return not ignored_name(name) and os.path.splitext(name)[1].lower() in SUPPORTED
+
+
+def ignored_name(name: str) -> bool:
+    """Hidden files and editor/download temporaries: not documents, not even unsupported ones."""
+    return name.startswith(".") or any(fnmatch.fnmatch(name, pat) for pat in TEMPORARY)
+
+
+def unsupported_suffix(name: str) -> str | None:
+    """The suffix (lower case; ``""`` for none) of a document no parser reads, else None."""
+    if ignored_name(name):
+        return None
+    suffix = os.path.splitext(name)[1].lower()
+    return None if suffix in SUPPORTED else suffix
 
 
 def eligible_path(path: str, root: str) -> bool:
@@ -101,9 +117,10 @@ def shown_path(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "replace")
 
 
-def scan(root: str) -> tuple[list[FileEntry], dict[str, str]]:
+def scan(root: str, unsupported: dict[str, int] | None = None) -> tuple[list[FileEntry], dict[str, str]]:
     """Every eligible file under ``root``, and the eligible files that cannot be indexed (shown path ->
-    reason); symlinked folders are not followed."""
+    reason); symlinked folders are not followed. ``unsupported``, when given, counts the files left out
+    because no parser reads their suffix (suffix -> files; ``index_status`` shows the count)."""
     found: list[FileEntry] = []
     skipped: dict[str, str] = {}
     stack = [root]
@@ -126,6 +143,10 @@ def scan(root: str) -> tuple[list[FileEntry], dict[str, str]]:
                         continue
                     st = entry.stat(follow_symlinks=True)
                     found.append(FileEntry(path=entry.path, size=st.st_size, mtime_ns=st.st_mtime_ns))
+                elif unsupported is not None and entry.is_file():
+                    suffix = unsupported_suffix(entry.name)
+                    if suffix is not None:
+                        unsupported[suffix] = unsupported.get(suffix, 0) + 1
             except OSError:
                 continue
     return found, skipped
@@ -256,13 +277,14 @@ class WatcherWorker(Worker):
     def reconcile(self, folder: FolderInfo) -> None:
         """Send the folder's full list of files to the indexer."""
         t0 = time.monotonic()
-        files, skipped = scan(folder["path"])
-        request = ReconcileRequest(folder_id=folder["id"], files=files, skipped=skipped)
+        unsupported: dict[str, int] = {}
+        files, skipped = scan(folder["path"], unsupported)
+        request = ReconcileRequest(folder_id=folder["id"], files=files, skipped=skipped, unsupported=unsupported)
         reply = self.client().request("indexer", request, ReconcileReply, timeout=120).body
         with self._lock:
             self._reconciled.add(folder["path"])
         log.info(
-            "folder %s: %d files scanned in %.2f s (%d new, %d changed, %d deleted, %d skipped)",
+            "folder %s: %d files scanned in %.2f s (%d new, %d changed, %d deleted, %d skipped, %d unsupported)",
             folder["id"],
             len(files),
             time.monotonic() - t0,
@@ -270,6 +292,7 @@ class WatcherWorker(Worker):
             reply.changed,
             reply.deleted,
             len(skipped),
+            sum(unsupported.values()),
         )
 
     def note_rescan(self, root: str) -> None:

@@ -40,7 +40,10 @@ class ReconcileRequest(Message):
     """Every eligible file now in the folder, each `{path, size, mtime_ns}` (absolute path, bytes, modification time in
     ns)."""
     skipped: dict[str, str] = field(default_factory=dict)
-    """Paths to record as skipped, with the reason (the watcher sends none today)."""
+    """Paths to record as skipped, with the reason (a file name that is not valid UTF-8)."""
+    unsupported: dict[str, int] = field(default_factory=dict)
+    """How many files of the folder no parser reads, by suffix (lower case, `""` for none): left out, counted in
+    `index.status.reply`."""
 
 
 @message("index.reconcile.reply")
@@ -198,7 +201,7 @@ class FolderDocumentsReply(Message):
 
 class Location(TypedDict):
     """Where a chunk is in its file: 1-based lines of the extracted text, the page(s) of a paginated
-    format, the heading path it sits under."""
+    format, the heading path it sits under, and whether its text was read with OCR."""
 
     line_start: int
     line_end: int
@@ -206,6 +209,20 @@ class Location(TypedDict):
     page_end: NotRequired[int]
     """Only when the chunk runs onto a later page than ``page``."""
     heading: NotRequired[str]
+    ocr: NotRequired[bool]
+    """Only for text read with OCR from a page image (a scanned PDF page, an image file): `true`."""
+    ocr_confidence: NotRequired[float]
+    """With `ocr`: the OCR's mean confidence on that page, 0..1."""
+
+
+class OcrPage(TypedDict):
+    """A page of a document whose text was read with OCR: its lines in the extracted text and the OCR's
+    mean confidence."""
+
+    page: int | None
+    line_start: int
+    line_end: int
+    confidence: float
 
 
 class SearchHit(TypedDict):
@@ -423,6 +440,9 @@ class ReadDocumentReply(Message):
     """The document's line count (0 for a document without text)."""
     truncated: bool
     """`max_chars` cut the asked range short, or `end_line` was past the end of the document."""
+    ocr_pages: list[OcrPage] = field(default_factory=list)
+    """The pages among the lines returned whose text was read with OCR (a scanned PDF page, an image file), each
+    `{page, line_start, line_end, confidence}` (`OcrPage`); empty when the text is the file's own."""
 
 
 @message("doc.similar.request")
@@ -504,6 +524,30 @@ class StorageInfo(TypedDict):
     since: float | None
 
 
+class FormatInfo(TypedDict):
+    """A file format the parsers read: its name, the suffixes that name it (any case), and whether its text is
+    read with OCR (every image file; the pages of a PDF without a text layer)."""
+
+    format: str
+    suffixes: list[str]
+    ocr: bool
+
+
+class OcrInfo(TypedDict):
+    """Whether scanned pages and image files are read: ``enabled`` is ``[ingest] ocr``, ``available`` that
+    the engine is installed, ``engine`` its name, ``note`` why OCR does not run when it does not."""
+
+    enabled: bool
+    available: bool
+    engine: str
+    note: str
+
+
+def ocr_unknown() -> OcrInfo:
+    """OCR's state, not reported (an indexer of an older version)."""
+    return OcrInfo(enabled=False, available=False, engine="", note="not reported")
+
+
 def storage_ok() -> StorageInfo:
     """The disk has room (``free_bytes`` -1: not measured)."""
     return StorageInfo(state="ok", message="", what="", path="", free_bytes=-1, since=None)
@@ -521,14 +565,16 @@ class IndexStatusRequest(Message):
 @message("index.status.reply")
 @dataclass(slots=True)
 class IndexStatusReply(Message):
-    """``totals`` (files_total, files_indexed, files_failed, files_pending, chunks, chunks_embedded),
-    ``folders``, ``embedding`` (model, dim, state: ready/loading/unavailable, note) and the most recent
-    failures with their reasons; ``storage``: ``{state: ok/disk_full, message, what, path, free_bytes,
-    since}`` (a full disk pauses indexing, nothing is marked failed for it)."""
+    """``totals`` (files_total, files_indexed, files_failed, files_pending, files_unsupported, chunks,
+    chunks_embedded), ``folders``, ``embedding`` (model, dim, state: ready/loading/unavailable, note) and the
+    most recent failures with their reasons; ``storage``: ``{state: ok/disk_full, message, what, path,
+    free_bytes, since}`` (a full disk pauses indexing, nothing is marked failed for it); the ``formats``
+    read, whether ``ocr`` runs, and the ``unsupported`` files by suffix."""
 
     totals: dict[str, int]
     """Over every folder: `files_total`, `files_indexed`, `files_failed` (skipped ones not counted), `files_pending`,
-    `chunks`, `chunks_embedded`."""
+    `files_unsupported` (left out: no parser reads their suffix; as of each folder's last scan), `chunks`,
+    `chunks_embedded`."""
     folders: list[FolderInfo]
     """One `FolderInfo` per folder (as `folders.list.reply`)."""
     embedding: EmbeddingInfo
@@ -540,3 +586,9 @@ class IndexStatusReply(Message):
     """`{state, message, what, path, free_bytes, since}`: `state` is `ok`, or `disk_full` while a write of the index
     found no room (indexing pauses and resumes by itself once space is freed; no file is marked failed for it;
     `since` is epoch seconds)."""
+    formats: list[FormatInfo] = field(default_factory=list)
+    """Every format the parsers read, each `{format, suffixes, ocr}` (`FormatInfo`)."""
+    ocr: OcrInfo = field(default_factory=ocr_unknown)
+    """`{enabled, available, engine, note}` (`OcrInfo`): whether scanned pages and image files are read."""
+    unsupported: dict[str, int] = field(default_factory=dict)
+    """The files left out because no parser reads their suffix, by suffix (`""`: no suffix), over every folder."""

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from foldermind.protocol.messages.envelope import Message, message
 
 SERVED_BY = "the parser pool"
 """Who answers the kinds of this module (docs/protocol.md's service table)."""
 
-EXTRACTION = 3
+EXTRACTION = 4
 """What the parsers of this version make of a file (its text, segments, headings, chunks). Bumped whenever a
 format's output changes (2: reST section titles in text files became headings; 3: PPTX, XLSX/XLSM, CSV/TSV,
-EPUB, EML/MBOX, ODT/ODS/ODP and RTF files are read, where they were skipped before); an index that recorded
-an older one parses every document again, once, so an upgrade reaches files that did not change."""
+EPUB, EML/MBOX, ODT/ODS/ODP and RTF files are read, where they were skipped before; 4: PDF pages without a
+text layer and image files are read with OCR, where a scanned PDF failed with "no extractable text"); an
+index that recorded an older one parses every document again, once, so an upgrade reaches files that did
+not change."""
 
 
 class ChunkInfo(TypedDict):
@@ -30,6 +32,8 @@ class ChunkInfo(TypedDict):
     line_end: int
     char_start: int
     char_end: int
+    ocr_confidence: NotRequired[float]
+    """Only for text read with OCR from a page image: the OCR's mean confidence on the page it was read from, 0..1."""
 
 
 @message("parse.request")
@@ -38,7 +42,8 @@ class ParseRequest(Message):
     """Parse the file at ``path`` (absolute) into chunks no longer than ``max_tokens`` tokens of the
     embedding model's own tokenizer, overlapping by ``overlap_tokens``; refuse files over
     ``max_bytes``. Errors: ``parse_failed`` (message says why: ``no extractable text (scanned?)``,
-    ``encrypted PDF``, ``not a text file``, ...), ``file_too_large``, ``unreadable``."""
+    ``encrypted PDF``, ``not a text file``, ``image too large``, ``OCR is off``, ...), ``file_too_large``,
+    ``unreadable``."""
 
     path: str
     """Absolute path of the file."""
@@ -53,12 +58,13 @@ class ParseRequest(Message):
 @message("parse.reply")
 @dataclass(slots=True)
 class ParseReply(Message):
-    """``format`` (txt, md, pdf, docx, html, pptx, xlsx, csv, epub, email, odf, rtf), ``title`` if the
+    """``format`` (txt, md, pdf, docx, html, pptx, xlsx, csv, epub, email, odf, rtf, image), ``title`` if the
     document names one, ``pages`` for paginated formats, and the ``chunks`` in order."""
 
     format: str
     """`txt`, `md`, `pdf`, `docx`, `html`, `pptx`, `xlsx` (also .xlsm), `csv` (also .tsv), `epub`, `email` (.eml and
-    .mbox), `odf` (.odt, .ods, .odp) or `rtf`."""
+    .mbox), `odf` (.odt, .ods, .odp), `rtf` or `image` (.png, .jpg, .jpeg, .tif, .tiff, .webp, .bmp: read with
+    OCR)."""
     chunks: list[ChunkInfo]
     """The chunks in document order (see below); empty for a file with no text, such as an empty `.txt`."""
     title: str | None = None
@@ -67,4 +73,5 @@ class ParseReply(Message):
     paragraph), the PPTX title property (else the first slide's title), the XLSX, EPUB, OpenDocument or RTF title
     metadata, or an `.eml`'s subject."""
     pages: int | None = None
-    """The page count, for PDF; the slide count, for PPTX and ODP (a slide is a page: chunks cite its number)."""
+    """The page count, for PDF; the slide count, for PPTX and ODP (a slide is a page: chunks cite its number); the
+    frame count of an image (a multi-page TIFF has several)."""

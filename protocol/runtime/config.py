@@ -191,6 +191,25 @@ class IngestPolicy(_Strict):
     parse_window: int = Field(
         4, ge=1, description="Parses the indexer keeps in flight (enough to keep the parser pool busy)."
     )
+    ocr: bool = Field(
+        True,
+        description="Read scanned PDF pages (pages with no text layer) and image files (.png .jpg .jpeg .tif .tiff"
+        " .webp .bmp) with OCR (RapidOCR, its ONNX models shipped in its wheel: nothing is downloaded). Off: image"
+        ' files fail with "OCR is off" and a PDF with no text layer with "no extractable text".',
+    )
+    ocr_max_pages: int = Field(
+        50,
+        ge=1,
+        description="At most this many pages of one PDF are read with OCR (~2-3 s a page on 2 cores); later pages"
+        " without a text layer are left out of the index. The parse timeout holds for the whole file: OCR stops at"
+        " four fifths of it and the pages read by then are indexed.",
+    )
+    ocr_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="OCR of one page or image must finish within this time, or that page is left out (a file"
+        " none of whose pages could be read this way fails with the reason).",
+    )
     embed_batch: int = Field(32, ge=1, description="Chunks per embedding request.")
     embed_window: int = Field(
         2,
@@ -231,6 +250,12 @@ class IngestPolicy(_Strict):
     @property
     def max_file_bytes(self) -> int:
         return int(self.max_file_size_mb * 1024 * 1024)
+
+    def parse_deadline_s(self, size: int) -> float:
+        """How long the parse of a file of ``size`` bytes may take: parsing time grows with size (~1.2 s/MB
+        of plain text here), so big files get a longer deadline. The indexer waits this long for a parser;
+        the parser's OCR stops short of it."""
+        return self.parse_timeout_s + 2.0 * size / 1_048_576
 
 
 class SearchPolicy(_Strict):

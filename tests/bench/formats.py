@@ -170,19 +170,24 @@ def render(results: list[Result], facts: dict[str, str], count: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+KEPT = (HEADING, "OCR (scanned pages and images)")
+"""The sections of ``report`` other benches write (this one, tests.bench.ocr) that ``tests.bench.ingest`` keeps."""
+
+
 def kept_section(report: Path = REPORT) -> str:
-    """This bench's section of ``report`` as it stands ("" when absent): what ``tests.bench.ingest`` keeps."""
+    """The sections :data:`KEPT` of ``report`` as they stand ("" when absent): what ``tests.bench.ingest`` keeps."""
     if not report.exists():
         return ""
-    body = section(report.read_text(encoding="utf-8"), HEADING)
-    return f"\n## {HEADING}\n\n{body}\n" if body else ""
+    text = report.read_text(encoding="utf-8")
+    kept = [(heading, section(text, heading)) for heading in KEPT]
+    return "".join(f"\n## {heading}\n\n{body}\n" for heading, body in kept if body)
 
 
-def write_section(text: str, report: Path = REPORT) -> None:
+def write_section(text: str, report: Path = REPORT, heading: str = HEADING) -> None:
     old = report.read_text(encoding="utf-8") if report.exists() else ""
-    body = section(old, HEADING)
+    body = section(old, heading)
     if body:
-        old = old.replace(f"## {HEADING}\n\n{body}", text.rstrip("\n"))
+        old = old.replace(f"## {heading}\n\n{body}", text.rstrip("\n"))
         report.write_text(old if old.endswith("\n") else old + "\n", encoding="utf-8")
     else:
         report.write_text(old.rstrip("\n") + "\n\n" + text, encoding="utf-8")

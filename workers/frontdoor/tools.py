@@ -127,6 +127,8 @@ class Tools:
                 heading=loc.get("heading"),
                 line_start=loc["line_start"],
                 line_end=loc["line_end"],
+                ocr=loc.get("ocr", False),
+                ocr_confidence=loc.get("ocr_confidence"),
             ),
             chunk_id=hit["chunk_id"],
             chunk_index=hit["chunk_index"],
@@ -270,9 +272,10 @@ class Tools:
 
     async def index_status(self) -> Annotated[CallToolResult, schemas.IndexStatusOutput]:
         """What is indexed: totals, each folder's progress, the embedding model's state, recent failures,
-        and whether indexing waits for disk space."""
+        whether indexing waits for disk space, the file formats read (and whether OCR reads scans and
+        images), and how many files were left out as unsupported."""
         reply = await self.bus.call("indexer", IndexStatusRequest(), IndexStatusReply)
-        emb, disk = reply.embedding, reply.storage
+        emb, disk, ocr = reply.embedding, reply.storage, reply.ocr
         return self.ok(
             schemas.IndexStatusOutput(
                 totals=reply.totals,
@@ -293,6 +296,11 @@ class Tools:
                     message=disk.get("message") or None,
                     since=iso(disk.get("since")),
                 ),
+                formats=[schemas.FileFormat.model_validate(dict(f)) for f in reply.formats],
+                ocr=schemas.OcrState(
+                    enabled=bool(ocr.get("enabled")), available=bool(ocr.get("available")), note=ocr.get("note") or None
+                ),
+                unsupported=dict(reply.unsupported),
             )
         )
 

@@ -262,6 +262,7 @@ class IndexerWorker(Worker):
             for path, reason in body.skipped.items():
                 seen.add(path)
                 self.store.mark_skipped(db, folder.id, path, reason[:500])
+            self.store.set_unsupported(db, folder.id, body.unsupported)
             gone = [doc.id for path, doc in known.items() if path not in seen]
             self.store.delete_documents(db, gone)
         self.pipeline.wake()

@@ -21,8 +21,11 @@ from foldermind.protocol.messages import (
     EmbeddingInfo,
     FailureInfo,
     FolderInfo,
+    FormatInfo,
     IndexStatusReply,
     IndexStatusRequest,
+    OcrInfo,
+    OcrPage,
     ReadDocumentReply,
     ReadDocumentRequest,
     SearchHit,
@@ -38,6 +41,8 @@ from foldermind.workers.indexer.search import hit_from_row
 from foldermind.workers.indexer.snippets import snippet
 from foldermind.workers.indexer.store import Folder, Store
 from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.parser import formats
+from foldermind.workers.parser.formats import ocr
 
 MAX_PATH_CHARS = 4096
 MAX_READ_CHARS = 100_000
@@ -106,6 +111,10 @@ class DocumentService:
             raise JobError(ErrorCode.BAD_REQUEST, "max_chars must be an integer >= 1")
         real, doc_id = self.indexed_document(body.path)
         lines = read_lines(self.store, doc_id, start, end, min(max_chars, MAX_READ_CHARS))
+        scanned = [
+            OcrPage(page=page, line_start=first, line_end=last, confidence=round(confidence, 3))
+            for page, first, last, confidence in self.store.ocr_pages(doc_id, lines.start_line, lines.end_line)
+        ]
         return ReadDocumentReply(
             file_path=real,
             text=lines.text,
@@ -113,6 +122,7 @@ class DocumentService:
             end_line=lines.end_line,
             total_lines=lines.total_lines,
             truncated=lines.truncated,
+            ocr_pages=scanned,
         )
 
     # ---------------------------------------------------------------------------------------
@@ -181,6 +191,8 @@ class DocumentService:
     def status(self, body: IndexStatusRequest) -> IndexStatusReply:
         limit = body.max_failures if _is_int(body.max_failures) else 20
         totals = self.store.totals()
+        unsupported = self.store.unsupported()
+        totals["files_unsupported"] = sum(unsupported.values())
         failures = [
             FailureInfo(path=r["path"], folder_id=r["folder_id"], status=r["status"], error=r["error"])
             for r in self.store.recent_failures(max(0, min(limit, MAX_FAILURES)))
@@ -190,6 +202,9 @@ class DocumentService:
             folders=[self.folder_info(f) for f in self.store.folders()],
             embedding=self._embedding(totals),
             recent_failures=failures,
+            formats=[FormatInfo(format=f, suffixes=list(s), ocr=o) for f, s, o in formats.table()],
+            ocr=_ocr_info(),
+            unsupported=unsupported,
         )
 
     def _embedding(self, totals: dict[str, int]) -> EmbeddingInfo:
@@ -213,6 +228,14 @@ class DocumentService:
             query_backend=self.encoder.backend,
             query_backend_note=self.encoder.backend_note or None,
         )
+
+
+def _ocr_info() -> OcrInfo:
+    from foldermind.protocol.runtime.config import ingest_from_env
+
+    enabled, available = ingest_from_env().ocr, ocr.available()
+    note = "" if enabled and available else (ocr.OCR_OFF if not enabled else ocr.OCR_MISSING)
+    return OcrInfo(enabled=enabled, available=available, engine=ocr.ENGINE_MODULE, note=note)
 
 
 def _configured_model() -> str:

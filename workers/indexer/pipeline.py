@@ -293,8 +293,7 @@ class Pipeline(threading.Thread):
             max_tokens=self.policy.chunk_max_tokens,
             overlap_tokens=self.policy.chunk_overlap_tokens,
         )
-        # Parsing time grows with size (~1.2 s/MB of plain text here): big files get a longer deadline.
-        deadline = self.policy.parse_timeout_s + 2.0 * job.size / 1_048_576
+        deadline = self.policy.parse_deadline_s(job.size)
         # Recorded before a parser can hold it: a crash during the parse finds its attempt counted.
         self.store.set_attempts(job.doc.id, job.attempt)
         env = client.send("parser", request, timeout=deadline, attempt=job.attempt)

@@ -167,6 +167,9 @@ def location(row: Any) -> Location:
             loc["page_end"] = row["page_end"]
     if row["heading"]:
         loc["heading"] = row["heading"]
+    if row["ocr_confidence"] is not None:
+        loc["ocr"] = True
+        loc["ocr_confidence"] = round(float(row["ocr_confidence"]), 3)
     return loc
 
 

@@ -68,7 +68,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     line_end INTEGER NOT NULL,
     char_start INTEGER NOT NULL,
     char_end INTEGER NOT NULL,
-    vector BLOB
+    vector BLOB,
+    ocr_confidence REAL                       -- read with OCR from a page image: its mean confidence
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
 CREATE INDEX IF NOT EXISTS chunks_unembedded ON chunks(id) WHERE vector IS NULL;
@@ -163,6 +164,8 @@ class Store:
             columns = {str(r["name"]) for r in db.execute("PRAGMA table_info(analysis)")}
             if "enriched" not in columns:
                 db.execute("ALTER TABLE analysis ADD COLUMN enriched INTEGER NOT NULL DEFAULT 0")
+            if "ocr_confidence" not in {str(r["name"]) for r in db.execute("PRAGMA table_info(chunks)")}:
+                db.execute("ALTER TABLE chunks ADD COLUMN ocr_confidence REAL")
             # Here, not in SCHEMA: on an old database the column it covers does not exist before this.
             db.execute("CREATE INDEX IF NOT EXISTS analysis_enrich ON analysis(enriched, analyzed_at)")
 
@@ -205,6 +208,18 @@ class Store:
         db.execute(
             "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = ?", (key, value, value)
         )
+
+    def set_unsupported(self, db: sqlite3.Connection, folder_id: str, counts: Mapping[str, int]) -> None:
+        """Keep the folder's last scan's count of files no parser reads, by suffix."""
+        self.set_meta(db, f"unsupported:{folder_id}", json.dumps(dict(counts), sort_keys=True))
+
+    def unsupported(self) -> dict[str, int]:
+        """The files no parser reads, by suffix, over the registered folders' last scans."""
+        out: dict[str, int] = {}
+        for folder in self.folders():
+            for suffix, n in json.loads(self.get_meta(f"unsupported:{folder.id}", "{}")).items():
+                out[suffix] = out.get(suffix, 0) + int(n)
+        return dict(sorted(out.items(), key=lambda item: (-item[1], item[0])))
 
     # ---------------------------------------------------------------------------------------
     # folders
@@ -250,6 +265,7 @@ class Store:
             doc_ids = [r[0] for r in db.execute("SELECT id FROM documents WHERE folder_id = ?", (folder_id,))]
             db.executemany("INSERT INTO journal(doc_id) VALUES(?)", [(d,) for d in doc_ids])
             db.execute("DELETE FROM folders WHERE id = ?", (folder_id,))
+            db.execute("DELETE FROM meta WHERE key = ?", (f"unsupported:{folder_id}",))
         return doc_ids
 
     def progress(self, folder_id: str) -> dict[str, int]:
@@ -443,7 +459,7 @@ class Store:
         for c in chunks:
             cur = db.execute(
                 "INSERT INTO chunks(doc_id, ordinal, text, tokens, heading, page_start, page_end, line_start, "
-                "line_end, char_start, char_end, vector) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "line_end, char_start, char_end, ocr_confidence, vector) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     doc_id,
                     c["ordinal"],
@@ -456,6 +472,7 @@ class Store:
                     c["line_end"],
                     c["char_start"],
                     c["char_end"],
+                    c.get("ocr_confidence"),
                     kept.get(c["text"]),
                 ),
             )
@@ -551,8 +568,8 @@ class Store:
             marks = ",".join("?" * len(part))
             rows = self.db.execute(
                 f"SELECT c.id, c.text, c.heading, c.page_start, c.page_end, c.line_start, c.line_end, c.ordinal, "
-                f"c.doc_id, d.path, d.mtime_ns, f.name AS folder_name, f.id AS folder_id FROM chunks c "
-                f"JOIN documents d ON d.id = c.doc_id JOIN folders f ON f.id = d.folder_id "
+                f"c.ocr_confidence, c.doc_id, d.path, d.mtime_ns, f.name AS folder_name, f.id AS folder_id "
+                f"FROM chunks c JOIN documents d ON d.id = c.doc_id JOIN folders f ON f.id = d.folder_id "
                 f"WHERE c.id IN ({marks}) AND d.status = 'indexed'",
                 part,
             )
@@ -635,6 +652,17 @@ class Store:
         )
         for r in cur:
             yield ChunkPos(int(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]))
+
+    def ocr_pages(self, doc_id: int, start: int, end: int) -> list[tuple[int | None, int, int, float]]:
+        """(page, first line, last line, mean confidence) of each page of the document whose text was read
+        with OCR and that has a chunk in lines ``start..end``, in page order."""
+        rows = self.db.execute(
+            "SELECT page_start, MIN(line_start), MAX(line_end), AVG(ocr_confidence) FROM chunks "
+            "WHERE doc_id = ? AND ocr_confidence IS NOT NULL AND line_end >= ? AND line_start <= ? "
+            "GROUP BY page_start ORDER BY MIN(line_start)",
+            (doc_id, start, end),
+        )
+        return [(r[0], int(r[1]), int(r[2]), float(r[3])) for r in rows]
 
     def doc_vectors(self, doc_id: int) -> list[tuple[int, bytes]]:
         rows = self.db.execute(

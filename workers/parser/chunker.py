@@ -5,7 +5,8 @@ Rules:
 - A chunk never holds more than ``max_tokens`` tokens *including* the special tokens the model adds
   (``[CLS]``/``[SEP]``); every final chunk is re-encoded to check it.
 - A chunk never crosses a heading or a page: a section is a run of segments with the same heading
-  path and page, and sections are chunked on their own.
+  path and page (and OCR confidence, for text read from a page image), and sections are chunked on
+  their own.
 - Inside a section, whole sentences (or lines, or paragraphs) are packed up to the limit; a sentence
   too long for one chunk is cut between words (between tokens for one enormous word).
 - The next chunk of a section starts up to ``overlap_tokens`` before the end of the previous one,
@@ -94,20 +95,21 @@ def chunk(
         for (a, b, seg), count in zip(pending, counts, strict=True):
             pieces = [(a, b, count)] if count <= max_tokens else _refit(full, a, b, tokenizer, budget, specials)
             for ca, cb, n in pieces:
-                chunks.append(
-                    ChunkInfo(
-                        ordinal=len(chunks),
-                        text=full[ca:cb],
-                        tokens=n,
-                        heading=seg.heading,
-                        page_start=seg.page,
-                        page_end=seg.page,
-                        line_start=bisect.bisect_left(newlines, ca) + 1,
-                        line_end=bisect.bisect_left(newlines, cb - 1) + 1,
-                        char_start=ca,
-                        char_end=cb,
-                    )
+                info = ChunkInfo(
+                    ordinal=len(chunks),
+                    text=full[ca:cb],
+                    tokens=n,
+                    heading=seg.heading,
+                    page_start=seg.page,
+                    page_end=seg.page,
+                    line_start=bisect.bisect_left(newlines, ca) + 1,
+                    line_end=bisect.bisect_left(newlines, cb - 1) + 1,
+                    char_start=ca,
+                    char_end=cb,
                 )
+                if seg.ocr is not None:
+                    info["ocr_confidence"] = seg.ocr
+                chunks.append(info)
         pending.clear()
 
     for section in _sections(segments):
@@ -122,16 +124,17 @@ def chunk(
 
 
 def _sections(segments: Sequence[Segment]) -> Iterator[list[int]]:
-    """Runs of non-blank segments with the same heading path and page (blank ones are skipped)."""
+    """Runs of non-blank segments with the same heading path, page and OCR confidence (blank ones are
+    skipped): a chunk of OCR'd text carries the confidence of the page it was read from."""
     run: list[int] = []
-    key: tuple[str | None, int | None] | None = None
+    key: tuple[str | None, int | None, float | None] | None = None
     for i, seg in enumerate(segments):
         if not seg.text.strip():
             continue
-        if run and (seg.heading, seg.page) != key:
+        if run and (seg.heading, seg.page, seg.ocr) != key:
             yield run
             run = []
-        key = (seg.heading, seg.page)
+        key = (seg.heading, seg.page, seg.ocr)
         run.append(i)
     if run:
         yield run

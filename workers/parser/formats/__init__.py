@@ -2,7 +2,7 @@
 
 Each format is one module of this package (:mod:`.txt`, :mod:`.md`, :mod:`.pdf`, :mod:`.docx`,
 :mod:`.html`, :mod:`.pptx`, :mod:`.xlsx`, :mod:`.delimited` (CSV/TSV), :mod:`.epub`, :mod:`.mail`,
-:mod:`.opendocument`, :mod:`.rtf`) declaring its ``FORMAT`` name, the file name ``SUFFIXES`` it reads and
+:mod:`.opendocument`, :mod:`.rtf`, :mod:`.image`) declaring its ``FORMAT`` name, the file name ``SUFFIXES`` it reads and
 ``parse(data, max_bytes) -> ParsedDocument``; a new format is one more module and one more entry in
 :data:`PARSERS`. The document model they fill (segments, positions, normalisation) is
 :mod:`.document`.
@@ -12,7 +12,7 @@ line numbers are the file's. Other formats give their visible text, one block (p
 list item, table row, PDF page, slide text frame) per segment. Empty segments stand for blank lines.
 Every module imports its library inside ``parse``, so importing the registry (the watcher does, for
 the suffixes) loads none of them. What the zip formats share is :mod:`.container`, what the
-spreadsheets share :mod:`.sheets`.
+spreadsheets share :mod:`.sheets`, what PDF scans and image files share (OCR) :mod:`.ocr`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from foldermind.workers.parser.formats import (
     docx,
     epub,
     html,
+    image,
     mail,
     md,
     opendocument,
@@ -48,13 +49,14 @@ from foldermind.workers.parser.formats.document import (
 )
 from foldermind.workers.parser.formats.docx import ZIP_BOMB
 from foldermind.workers.parser.formats.md import parse_md
-from foldermind.workers.parser.formats.pdf import ENCRYPTED_PDF, NO_TEXT_PDF
+from foldermind.workers.parser.formats.pdf import ENCRYPTED_PDF, NO_TEXT_OCR, NO_TEXT_PDF
 from foldermind.workers.parser.formats.txt import decode_text, parse_txt
 
 __all__ = [
     "ENCRYPTED_PDF",
     "FORMATS",
     "NOT_TEXT",
+    "NO_TEXT_OCR",
     "NO_TEXT_PDF",
     "SUFFIXES",
     "ZIP_BOMB",
@@ -72,13 +74,34 @@ __all__ = [
     "read_bytes",
 ]
 
-MODULES: tuple[ModuleType, ...] = (txt, md, pdf, docx, html, pptx, xlsx, delimited, epub, mail, opendocument, rtf)
+MODULES: tuple[ModuleType, ...] = (
+    txt,
+    md,
+    pdf,
+    docx,
+    html,
+    pptx,
+    xlsx,
+    delimited,
+    epub,
+    mail,
+    opendocument,
+    rtf,
+    image,
+)
 """The format modules, in the order their names are listed."""
 PARSERS: dict[str, Callable[[bytes, int], ParsedDocument]] = {m.FORMAT: m.parse for m in MODULES}
 """Format name -> its parse function."""
 FORMATS: tuple[str, ...] = tuple(PARSERS)
 SUFFIXES: dict[str, str] = {suffix: m.FORMAT for m in MODULES for suffix in m.SUFFIXES}
 """File name suffix (lower case) -> format name."""
+OCR_FORMATS = frozenset({pdf.FORMAT, image.FORMAT})
+"""The formats whose text may be read with OCR: every image file, a PDF's pages without a text layer."""
+
+
+def table() -> list[tuple[str, tuple[str, ...], bool]]:
+    """(format, its suffixes, read with OCR) for every format, in :data:`MODULES` order."""
+    return [(m.FORMAT, tuple(m.SUFFIXES), m.FORMAT in OCR_FORMATS) for m in MODULES]
 
 
 def format_of(path: Path) -> str | None:

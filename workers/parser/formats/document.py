@@ -48,6 +48,8 @@ class Segment:
     line_end: int = 1
     char_start: int = 0
     char_end: int = 0
+    ocr: float | None = None
+    """The mean confidence (0..1) of the OCR that read this text from an image; None: the file's own text."""
 
 
 @dataclass(slots=True)
@@ -112,16 +114,16 @@ class Builder:
     """Collects segments in reading order and fixes their positions in the extracted text."""
 
     def __init__(self) -> None:
-        self.parts: list[tuple[str, int | None, str | None]] = []
+        self.parts: list[tuple[str, int | None, str | None, float | None]] = []
 
-    def add(self, text: str, page: int | None = None, heading: str | None = None) -> None:
-        self.parts.append((normalize(text), page, heading))
+    def add(self, text: str, page: int | None = None, heading: str | None = None, ocr: float | None = None) -> None:
+        self.parts.append((normalize(text), page, heading, ocr))
 
     def blank(self) -> None:
         """A blank line between blocks (never two in a row, none at the start)."""
         if self.parts and self.parts[-1][0]:
-            _, page, heading = self.parts[-1]
-            self.parts.append(("", page, heading))
+            _, page, heading, _ = self.parts[-1]
+            self.parts.append(("", page, heading, None))
 
     def segments(self, strip_blank_ends: bool = True) -> list[Segment]:
         parts = self.parts
@@ -130,9 +132,9 @@ class Builder:
                 parts = parts[:-1]
         out: list[Segment] = []
         char, line = 0, 1
-        for text, page, heading in parts:
+        for text, page, heading, ocr in parts:
             end_line = line + text.count("\n")
-            out.append(Segment(text, page, heading, line, end_line, char, char + len(text)))
+            out.append(Segment(text, page, heading, line, end_line, char, char + len(text), ocr))
             char += len(text) + 1
             line = end_line + 1
         return out

@@ -1,5 +1,13 @@
 """PDF (pypdf), page by page: one segment per page with text; pages count from 1. An encrypted PDF opens
-only with an empty password; a PDF with no text layer is refused with "no extractable text"."""
+only with an empty password.
+
+A page without a usable text layer (fewer than :data:`MIN_TEXT_CHARS` letters or digits: a scan, or a
+scan with a page number stamped on it) that holds an image is rendered with pypdfium2 and read with OCR
+(:mod:`.ocr`, :mod:`.pdf_ocr`); its segment carries the OCR's confidence, and OCR's text replaces the
+text layer's only when it holds more. A mixed PDF keeps its text pages as pypdf reads them and OCRs only
+the others, at most ``[ingest] ocr_max_pages`` of them and only while the parse deadline allows; a page
+that OCR cannot read in ``ocr_timeout_s`` is left out. A PDF in which neither finds text is refused
+with "no extractable text"."""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ import re
 from typing import Any
 
 from foldermind.protocol.errors import ErrorCode
+from foldermind.workers.parser.formats import ocr, pdf_ocr
 from foldermind.workers.parser.formats.document import (
     Builder,
     ParsedDocument,
@@ -24,7 +33,11 @@ FORMAT = "pdf"
 SUFFIXES = (".pdf",)
 
 NO_TEXT_PDF = "no extractable text (scanned?)"
+NO_TEXT_OCR = "no extractable text, none found by OCR either"
 ENCRYPTED_PDF = "encrypted PDF"
+MIN_TEXT_CHARS = 16
+"""A page's text layer with fewer letters and digits than this is not usable: the page is read with OCR.
+Scanners stamp page numbers and dates on image pages; a real text page holds more than a line of words."""
 
 
 def parse(data: bytes, max_bytes: int) -> ParsedDocument:
@@ -60,7 +73,7 @@ def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
     except Exception as exc:
         raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt PDF: {reason(exc)}") from exc
 
-    builder = Builder()
+    texts: dict[int, str] = {}
     failures: list[str] = []
     for number in range(1, count + 1):
         try:
@@ -73,17 +86,33 @@ def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
             continue
         text = _pdf_page_text(raw)
         if text:
-            builder.add(text, page=number)
+            texts[number] = text
+    if failures and len(failures) == count:
+        raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt PDF: {failures[0]}")
+    if warnings.read_errors and not texts:
+        # pypdf skipped what it could not read (a page's resources nested 100,000 deep, say) and
+        # found no text in the rest: the file is broken, not scanned.
+        raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt PDF: {warnings.read_errors[0]}")
+    scanned = [n for n in range(1, count + 1) if _alnum(texts.get(n, "")) < MIN_TEXT_CHARS]
+    options = ocr.settings(len(data))
+    read = pdf_ocr.read_pages(data, scanned, options) if scanned and options.enabled else pdf_ocr.PagesRead()
+    builder = Builder()
+    for number in range(1, count + 1):
+        found = read.pages.get(number)
+        if found is not None and found.lines and _alnum(found.text) > _alnum(texts.get(number, "")):
+            builder.add(found.text, page=number, ocr=found.confidence)
+        elif number in texts:
+            builder.add(texts[number], page=number)
     segments = builder.segments()
     if not segments:
-        if failures and len(failures) == count:
-            raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt PDF: {failures[0]}")
-        if warnings.read_errors:
-            # pypdf skipped what it could not read (a page's resources nested 100,000 deep, say) and
-            # found no text in the rest: the file is broken, not scanned.
-            raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt PDF: {warnings.read_errors[0]}")
-        raise ParseError(ErrorCode.PARSE_FAILED, NO_TEXT_PDF)
+        if read.failures:
+            raise ParseError(ErrorCode.PARSE_FAILED, read.failures[0])
+        raise ParseError(ErrorCode.PARSE_FAILED, NO_TEXT_OCR if read.pages else NO_TEXT_PDF)
     return ParsedDocument("pdf", segments, title=_pdf_title(reader), pages=count)
+
+
+def _alnum(text: str) -> int:
+    return sum(ch.isalnum() for ch in text)
 
 
 class _PypdfWarnings(logging.Handler):
