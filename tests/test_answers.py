@@ -306,4 +306,6 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
             if mode != "extractive":
                 assert out["answer_mode_used"] == "fallback"
                 assert out["fallback_reason"].startswith("MODEL_NOT_READY") and "broken.gguf" in out["fallback_reason"]
-        assert "failed" in k.worker("llm")["note"] and "broken.gguf" in k.worker("llm")["note"]
+        # The status line follows with the next heartbeat.
+        note = wait_for(lambda: "failed" in (n := k.worker("llm")["note"]) and n, 10, 0.1, "the llm's note")
+        assert "broken.gguf" in note
