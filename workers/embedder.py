@@ -283,10 +283,9 @@ class EmbedderWorker(Worker):
         self._cond.notify_all()
 
     def _unload_when_idle(self) -> None:
-        """Free the model once no request has used it for ``embed_idle_unload_s`` (looked at a quarter of
-        that apart: freed at most 25% late)."""
+        """Free the model once no request has used it for ``embed_idle_unload_s``."""
         idle_s = self.policy.embed_idle_unload_s
-        while not self._stop.wait(max(1.0, min(60.0, idle_s / 4))):
+        while not self._stop.wait(model_files.idle_check_every(idle_s)):
             with self._cond:
                 if self.state != "ready" or self._encoding or time.monotonic() - self._last_used < idle_s:
                     continue

@@ -26,7 +26,7 @@ from typing import Literal
 
 from foldermind.workers.llm.backends import Backend
 from foldermind.workers.llm.model_file import ModelFileError
-from foldermind.workers.model_files import return_memory
+from foldermind.workers.model_files import idle_check_every, return_memory
 
 log = logging.getLogger("foldermind.llm")
 
@@ -134,7 +134,6 @@ class Residency:
         return True
 
     def _unload_when_idle(self) -> None:
-        # A quarter of the idle time between looks, so a model is freed at most 25% late; at least 1 s.
-        every = max(1.0, min(60.0, self.idle_unload_s / 4))
+        every = idle_check_every(self.idle_unload_s)
         while not self._stopping.wait(every):
             self.unload_if_idle()
