@@ -236,6 +236,17 @@ class ErrorCode(StrEnum):
         "",
         "smart_folder_id",
     )
+    INVALID_FILTER = (
+        "invalid_filter",
+        Fault.REJECTED,
+        False,
+        "indexer (`search.request`), frontdoor",
+        "A search filter's value is not one it accepts: a `file_types` entry that is not an extension a parser "
+        "reads, a `path_glob` that is no glob pattern or an absolute one outside every Smart Folder, a "
+        "`modified_after` / `modified_before` that is no ISO 8601 date or time, or a window that ends before it "
+        "starts. The message names the field and the rule. (A valid filter that admits no document is not an "
+        "error: the search has no results.)",
+    )
     INVALID_PATH = (
         "invalid_path",
         Fault.REJECTED,
@@ -254,6 +265,14 @@ class ErrorCode(StrEnum):
         "indexer (`doc.read.request`, `doc.similar.request`)",
         "The file is inside a Smart Folder but not indexed (pending, failed or skipped); the message gives its "
         "status and error.",
+    )
+    UNKNOWN_CHUNK = (
+        "unknown_chunk",
+        Fault.REJECTED,
+        False,
+        "indexer (`doc.read.request`), frontdoor",
+        "`chunk_id` names no chunk of that file now: the file changed since the search that gave it (a chunk id "
+        "lasts until its file changes; search again), or it is another file's chunk.",
     )
     NOT_EMBEDDED = (
         "not_embedded",

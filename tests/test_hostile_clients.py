@@ -85,6 +85,8 @@ TOOL_CODES = {
     "INVALID_ARGUMENT",
     "INVALID_PATH",
     "INVALID_SMART_FOLDER",
+    "INVALID_FILTER",
+    "UNKNOWN_CHUNK",
     "UNSUPPORTED_SMART_FOLDER",
     "FILE_NOT_INDEXED",
     "FILE_NOT_ANALYZED",
@@ -98,11 +100,20 @@ them: under this load they would mean a worker broke."""
 JSONRPC_TYPED = {-32700, -32600, -32601, -32602}  # parse error, invalid request, no such method, bad params
 
 TOOL_FIELDS: dict[str, tuple[str, ...]] = {
-    "search_documents": ("query", "top_k", "mode", "smart_folder_id"),
+    "search_documents": (
+        "query",
+        "top_k",
+        "mode",
+        "smart_folder_id",
+        "file_types",
+        "path_glob",
+        "modified_after",
+        "modified_before",
+    ),
     "chat_with_documents": ("query", "session_id", "max_context_files", "persona"),
     "list_smart_folders": (),
     "get_document_summary": ("file_path",),
-    "read_document": ("file_path", "start_line", "end_line"),
+    "read_document": ("file_path", "start_line", "end_line", "chunk_id", "before", "after", "unit"),
     "find_similar": ("file_path", "top_k"),
     "index_status": (),
 }
@@ -272,6 +283,14 @@ def valid_values(s: Served) -> dict[str, st.SearchStrategy[Any]]:
         "session_id": st.text(min_size=1, max_size=30),
         "max_context_files": st.integers(1, 20),
         "persona": st.text(max_size=30),
+        "file_types": st.lists(st.sampled_from(["pdf", "txt", "md", "docx", "TXT", ".md", "exe", ""]), max_size=4),
+        "path_glob": st.sampled_from(["**/*.txt", "*", "{a,b}/**", "[!x]*", "/", str(s.docs) + "/**", "/etc/*"]),
+        "modified_after": st.sampled_from(["2020-01-01", "2031-12-31T23:59:59Z", "2025-02-30", "now"]),
+        "modified_before": st.sampled_from(["2040-01-01", "2020-01-01T00:00:00+05:00", "1/2/2025"]),
+        "chunk_id": st.integers(1, 2**63 - 1),
+        "before": st.integers(0, 10_000),
+        "after": st.integers(0, 10_000),
+        "unit": st.sampled_from(["chunks", "lines"]),
     }
 
 

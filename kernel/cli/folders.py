@@ -156,10 +156,34 @@ def folders_remove(folder: str) -> None:
 @click.option("--mode", type=click.Choice(["hybrid", "semantic", "keyword"]), default="hybrid", show_default=True)
 @click.option("--top-k", type=click.IntRange(1, 50), default=10, show_default=True)
 @click.option("--folder", "folder_id", default=None, help="Only this Smart Folder (id).")
+@click.option("--types", "types", default="", help="Only these file extensions, comma-separated: pdf,docx.")
+@click.option("--path-glob", default="", help="Only paths matching this glob, relative to the folder: 'reports/**'.")
+@click.option("--modified-after", default="", help="Only files modified on or after this ISO date (UTC).")
+@click.option("--modified-before", default="", help="Only files modified before this ISO date (UTC).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def search(query: str, mode: str, top_k: int, folder_id: str | None, as_json: bool) -> None:
+def search(
+    query: str,
+    mode: str,
+    top_k: int,
+    folder_id: str | None,
+    types: str,
+    path_glob: str,
+    modified_after: str,
+    modified_before: str,
+    as_json: bool,
+) -> None:
     """Search the indexed documents (the search_documents tool from a terminal)."""
-    reply = _call(current_home(), "indexer", SearchRequest(query, mode, top_k, folder_id), SearchReply)
+    request = SearchRequest(
+        query,
+        mode,
+        top_k,
+        folder_id,
+        file_types=[t for t in (part.strip() for part in types.split(",")) if t],
+        path_glob=path_glob,
+        modified_after=modified_after,
+        modified_before=modified_before,
+    )
+    reply = _call(current_home(), "indexer", request, SearchReply)
     if as_json:
         click.echo(json.dumps(reply.to_body(), indent=2, ensure_ascii=False))
         return

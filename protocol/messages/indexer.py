@@ -244,9 +244,11 @@ class SearchHit(TypedDict):
 @dataclass(slots=True)
 class SearchRequest(Message):
     """Search the index. ``mode``: keyword, semantic or hybrid; ``folder_id`` (an id or a folder's path)
-    scopes both searches before they are cut to ``top_k``. ``fusion`` picks how hybrid merges the two
-    rankings (``rrf`` or ``weighted``; empty: the configured default). ``with_text`` adds each hit's
-    whole chunk text as ``text``. Errors: ``invalid_query``, ``invalid_smart_folder``."""
+    scopes both searches before they are cut to ``top_k``, and so do the filters (``file_types``,
+    ``path_glob``, ``modified_after``, ``modified_before``; a filter that admits nothing gives no results,
+    not an error). ``fusion`` picks how hybrid merges the two rankings (``rrf`` or ``weighted``; empty: the
+    configured default). ``with_text`` adds each hit's whole chunk text as ``text``. Errors:
+    ``invalid_query``, ``invalid_smart_folder``, ``invalid_filter``."""
 
     query: str
     """The query, 1 to 1000 characters once stripped."""
@@ -260,6 +262,16 @@ class SearchRequest(Message):
     """How `hybrid` merges the two rankings: `rrf` or `weighted`; `""` means `[search] fusion`."""
     with_text: bool = False
     """Add each hit's whole chunk text as `text` (the front door's chat builds its prompt from it)."""
+    file_types: list[str] = field(default_factory=list)
+    """Only files with these suffixes, without the dot (`["pdf", "txt"]`, any case; only suffixes a parser reads);
+    empty: any."""
+    path_glob: str = ""
+    """Only files whose path matches this glob (`*`, `?` within a segment, `**` across, `{a,b}`, `[abc]`): relative
+    to the file's Smart Folder, or the whole path when it starts with `/` (then inside a Smart Folder); `""`: any."""
+    modified_after: str = ""
+    """Only files modified at or after this ISO 8601 date or time (UTC unless it has an offset); `""`: any."""
+    modified_before: str = ""
+    """Only files modified before this ISO 8601 date or time (exclusive); `""`: any."""
 
 
 @message("search.reply")
@@ -408,9 +420,11 @@ class CheckReply(Message):
 @dataclass(slots=True)
 class ReadDocumentRequest(Message):
     """A line-ranged read of an indexed file's extracted text (1-based, inclusive ``end_line``; ``None``:
-    to the end), at most ``max_chars`` characters. ``path`` must be absolute; it is resolved (symlinks
+    to the end), at most ``max_chars`` characters; or, with ``chunk_id``, the lines of that chunk and of
+    ``before`` / ``after`` chunks (or lines) around it. ``path`` must be absolute; it is resolved (symlinks
     followed) and must lie inside a registered folder. Errors: ``invalid_path`` (outside every folder,
-    or not a file), ``file_not_indexed`` (inside a folder but not indexed: pending, failed, skipped)."""
+    or not a file), ``file_not_indexed`` (inside a folder but not indexed: pending, failed, skipped),
+    ``unknown_chunk`` (the chunk is not the file's now: it changed since the search), ``bad_request``."""
 
     path: str
     """The file's absolute path."""
@@ -420,6 +434,15 @@ class ReadDocumentRequest(Message):
     """Last line to return, inclusive; `null` means to the end."""
     max_chars: int = 100_000
     """Most characters to return; values above 100,000 count as 100,000."""
+    chunk_id: int | None = None
+    """Read around this chunk of the file (a search hit's `chunk_id`) instead of `start_line..end_line`, which must
+    then be left as they are (1 and `null`)."""
+    before: int = 0
+    """With `chunk_id`: this many chunks (or lines, see `unit`) before it as well, as far as the file's start."""
+    after: int = 0
+    """With `chunk_id`: this many chunks (or lines) after it as well, as far as the file's end."""
+    unit: str = "chunks"
+    """What `before` and `after` count: `chunks` or `lines`."""
 
 
 @message("doc.read.reply")

@@ -160,8 +160,11 @@ class KeywordIndex:
     # ---------------------------------------------------------------------------------------
     # searching
 
-    def build_query(self, query: str, folder_id: str | None) -> tantivy.Query | None:
-        """Any term matches (BM25 sums what matched); ``None`` when the query has no term."""
+    def build_query(
+        self, query: str, folder_id: str | None, docs: tuple[list[int], bool] | None = None
+    ) -> tantivy.Query | None:
+        """Any term matches (BM25 sums what matched); ``None`` when the query has no term. ``docs``: a search
+        filter's ``(doc ids, exclude)``, only those documents or all but those (:mod:`.filters`)."""
         parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
         for term in query_terms(query):
             parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", term)))
@@ -172,15 +175,22 @@ class KeywordIndex:
         if not parts:
             return None
         text_query = tantivy.Query.boolean_query(parts)
-        if folder_id is None:
-            return text_query
-        # Scoped inside the search, so the top ``limit`` are the folder's best, not the index's.
-        scope = tantivy.Query.term_query(self.schema, "folder_id", folder_id)
-        return tantivy.Query.boolean_query([(tantivy.Occur.Must, text_query), (tantivy.Occur.Must, scope)])
+        clauses = [(tantivy.Occur.Must, text_query)]
+        if folder_id is not None:
+            # Scoped inside the search, so the top ``limit`` are the folder's best, not the index's.
+            clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "folder_id", folder_id)))
+        if docs is not None and (docs[0] or not docs[1]):
+            ids, exclude = docs
+            # Scored 0: a filter selects, it adds nothing to a chunk's BM25 score.
+            only = tantivy.Query.const_score_query(tantivy.Query.term_set_query(self.schema, "doc_id", ids), 0.0)
+            clauses.append((tantivy.Occur.MustNot if exclude else tantivy.Occur.Must, only))
+        return text_query if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
 
-    def search(self, query: str, limit: int, folder_id: str | None = None) -> tuple[list[KeywordHit], int]:
-        """Top ``limit`` chunks and the total number of matches."""
-        q = self.build_query(query, folder_id)
+    def search(
+        self, query: str, limit: int, folder_id: str | None = None, docs: tuple[list[int], bool] | None = None
+    ) -> tuple[list[KeywordHit], int]:
+        """Top ``limit`` chunks and the total number of matches (``docs`` as :meth:`build_query`)."""
+        q = self.build_query(query, folder_id, docs)
         if q is None:
             return [], 0
         searcher = self.index.searcher()

@@ -48,6 +48,9 @@ MAX_PATH_CHARS = 4096
 MAX_READ_CHARS = 100_000
 MAX_SIMILAR = 50
 MAX_FAILURES = 200
+UNITS = ("chunks", "lines")
+MAX_ORDINAL = 10_000_000
+MAX_CHUNK_ID = 2**63 - 1  # SQLite's largest integer
 NOT_ANALYZED_HINT = (
     "hint: a file is analyzed right after it is indexed; wait until indexing is done, "
     "or look for a failure in index_status"
@@ -110,6 +113,10 @@ class DocumentService:
         if not _is_int(max_chars) or max_chars < 1:
             raise JobError(ErrorCode.BAD_REQUEST, "max_chars must be an integer >= 1")
         real, doc_id = self.indexed_document(body.path)
+        if body.chunk_id is not None:
+            if start != 1 or end is not None:
+                raise JobError(ErrorCode.BAD_REQUEST, "give chunk_id or a line range (start_line, end_line), not both")
+            start, end = self._around(real, doc_id, body)
         lines = read_lines(self.store, doc_id, start, end, min(max_chars, MAX_READ_CHARS))
         scanned = [
             OcrPage(page=page, line_start=first, line_end=last, confidence=round(confidence, 3))
@@ -124,6 +131,36 @@ class DocumentService:
             truncated=lines.truncated,
             ocr_pages=scanned,
         )
+
+    def _around(self, real: str, doc_id: int, body: ReadDocumentRequest) -> tuple[int, int]:
+        """The lines of chunk ``chunk_id`` of the document and of ``before`` / ``after`` chunks or lines around
+        it, cut at the document's first and last line."""
+        chunk_id, before, after, unit = body.chunk_id, body.before, body.after, body.unit
+        if not isinstance(chunk_id, int) or isinstance(chunk_id, bool):
+            raise JobError(ErrorCode.BAD_REQUEST, "chunk_id must be an integer")
+        if not _is_int(before) or not _is_int(after) or before < 0 or after < 0:
+            raise JobError(ErrorCode.BAD_REQUEST, "before and after must be integers >= 0")
+        if unit not in UNITS:
+            raise JobError(ErrorCode.BAD_REQUEST, f"unit must be one of {', '.join(UNITS)}")
+        stale = JobError(
+            ErrorCode.UNKNOWN_CHUNK,
+            f"chunk {chunk_id} is not a chunk of {Path(real).name} now: the file changed since the search that "
+            "gave it (search again), or the chunk is another file's",
+        )
+        place = self.store.chunk_place(chunk_id) if 0 < chunk_id <= MAX_CHUNK_ID else None
+        if place is None or place[0] != doc_id:
+            raise stale
+        ordinal = place[1]
+        if unit == "chunks":
+            span = self.store.chunk_lines(doc_id, max(0, ordinal - before), ordinal + min(after, MAX_ORDINAL))
+        else:
+            span = self.store.chunk_lines(doc_id, ordinal, ordinal)
+        if span is None:  # written again between the two reads
+            raise stale
+        _, _, first, last = span
+        if unit == "lines":
+            first, last = max(1, first - before), min(self.store.last_line(doc_id), last + after)
+        return first, last
 
     # ---------------------------------------------------------------------------------------
     # doc.similar

@@ -11,12 +11,16 @@ folders' chunks leaves a small folder in a big index with nothing. So:
 The cache is checked against :meth:`Store.change_token` on every search: any commit (a chunk
 embedded, a document moved to another folder, a folder removed) makes it re-read the folder's key
 list, and only the vectors it has not got yet.
+
+A search filter (:mod:`.filters`) is searched the same way over the chunks it admits
+(:meth:`ScopedVectors.search_keys`, the key list given by the caller).
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +33,7 @@ Ranking = list[tuple[int, float]]
 
 EXACT_LIMIT = 20_000
 """Above this many vectors (30 MiB at 384-d) a folder is searched through usearch instead."""
-CACHED_FOLDERS = 3
+CACHED_FOLDERS = 4
 
 
 @dataclass(slots=True)
@@ -52,7 +56,13 @@ class ScopedVectors:
 
     def search(self, folder_id: str, vector: NDArray[np.float32], k: int) -> Ranking:
         """(chunk id, cosine similarity) of the folder's ``k`` nearest chunks, best first."""
-        folder = self._folder(folder_id)
+        return self._search(self._folder(folder_id), vector, k)
+
+    def search_keys(self, name: str, keys: NDArray[np.uint64], vector: NDArray[np.float32], k: int) -> Ranking:
+        """As :meth:`search`, over the chunks ``keys`` (ascending) that a caller picked, cached as ``name``."""
+        return self._search(self._entry(name, lambda: keys), vector, k)
+
+    def _search(self, folder: _Folder, vector: NDArray[np.float32], k: int) -> Ranking:
         if not len(folder.keys) or k <= 0:
             return []
         if folder.matrix is not None:
@@ -70,12 +80,15 @@ class ScopedVectors:
             depth = min(total, depth * 2)
 
     def _folder(self, folder_id: str) -> _Folder:
+        return self._entry(folder_id, lambda: np.asarray(self.store.folder_vector_ids(folder_id), dtype=np.uint64))
+
+    def _entry(self, folder_id: str, read_keys: Callable[[], NDArray[np.uint64]]) -> _Folder:
         token = self.store.change_token()
         cached = self._folders.get(folder_id)
         if cached is not None and cached.token == token:
             self._folders.move_to_end(folder_id)
             return cached
-        keys = np.asarray(self.store.folder_vector_ids(folder_id), dtype=np.uint64)
+        keys = read_keys()
         if cached is not None and np.array_equal(keys, cached.keys):
             cached.token = token
             self._folders.move_to_end(folder_id)

@@ -1,5 +1,5 @@
 """``search.request``: keyword (Tantivy BM25), semantic (usearch, or exact within a folder) and
-hybrid (the two fused), each scoped to a folder inside the search itself.
+hybrid (the two fused), each scoped to a folder and filtered (:mod:`.filters`) inside the search itself.
 
 Every hit is read back from SQLite, which is ahead of Tantivy and usearch: a chunk that is gone,
 or whose document is not ``indexed`` at that moment, is never returned.
@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Location, SearchHit, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.indexer import fusion
+from foldermind.workers.indexer import filters, fusion
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.scoped import ScopedVectors
@@ -46,6 +46,7 @@ class SearchService:
     ) -> None:
         self.store, self.bm25, self.vectors, self.encoder, self.policy = store, bm25, vectors, encoder, policy
         self.scoped = ScopedVectors(store, vectors)
+        self.filters = filters.FilterIndex(store)
 
     def search(self, body: SearchRequest) -> SearchReply:
         t0 = time.perf_counter()
@@ -57,7 +58,10 @@ class SearchService:
             except JobError as exc:
                 raise JobError(ErrorCode.INVALID_SMART_FOLDER, exc.message) from exc
         timings = dict.fromkeys(STAGES, 0.0)
-        if not has_searchable_text(query):  # only punctuation or operators: nothing to look for
+        wanted = filters.parse(body.file_types, body.path_glob, body.modified_after, body.modified_before, self._roots)
+        only = self.filters.admitted(wanted, scope) if wanted.active else None
+        if not has_searchable_text(query) or (only is not None and not only.docs):
+            # Only punctuation or operators: nothing to look for; or the filter admits no document.
             return SearchReply([], 0, _ms(t0), mode, None, timings)
         depth = max(top_k * 4, self.policy.depth_min)
         note: str | None = None
@@ -66,19 +70,19 @@ class SearchService:
         total = 0
         if mode in ("keyword", "hybrid"):
             with _timed(timings, "keyword"):
-                keyword, total = self._keyword(query, depth, scope)
+                keyword, total = self._keyword(query, depth, scope, only)
         if mode in ("semantic", "hybrid"):
             with _timed(timings, "embed"):
-                vector, why = self._query_vector(query, scope)
+                vector, why = self._query_vector(query, scope, only)
             if vector is None:
                 note = f"semantic search unavailable ({why}): answered from keyword search"
                 if mode == "semantic":
                     with _timed(timings, "keyword"):
-                        keyword, total = self._keyword(query, depth, scope)
+                        keyword, total = self._keyword(query, depth, scope, only)
                 mode = "keyword"
             else:
                 with _timed(timings, "vector"):
-                    semantic = self._semantic(vector, depth, scope)
+                    semantic = self._semantic(vector, depth, scope, only)
         with _timed(timings, "fuse"):
             if mode == "hybrid":
                 if fuse == "weighted":
@@ -91,7 +95,7 @@ class SearchService:
             else:
                 ranked = keyword
         with _timed(timings, "rows"):
-            results = self._hits(ranked, query, scope, top_k, bool(body.with_text))
+            results = self._hits(ranked, query, scope, top_k, bool(body.with_text), only)
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
 
     # ---------------------------------------------------------------------------------------
@@ -109,23 +113,42 @@ class SearchService:
             raise JobError(ErrorCode.INVALID_QUERY, "top_k must be an integer")
         return query, body.mode, fuse, max(1, min(body.top_k, MAX_TOP_K))
 
-    def _keyword(self, query: str, depth: int, scope: str | None) -> tuple[Ranking, int]:
-        hits, total = self.bm25.search(query, depth, scope)
+    def _roots(self) -> list[str]:
+        return [folder.path for folder in self.store.folders()]
+
+    def _keyword(self, query: str, depth: int, scope: str | None, only: filters.Admitted | None) -> tuple[Ranking, int]:
+        hits, total = self.bm25.search(query, depth, scope, only.keyword_clause() if only is not None else None)
         return [(h.chunk_id, h.score) for h in hits], total
 
-    def _semantic(self, vector: NDArray[np.float32], depth: int, scope: str | None) -> Ranking:
+    def _semantic(
+        self, vector: NDArray[np.float32], depth: int, scope: str | None, only: filters.Admitted | None
+    ) -> Ranking:
+        if only is not None:  # the filter's documents lie in the scope already
+            return self.scoped.search_keys(only.name, self.filters.keys(only), vector, depth)
         if scope is None:
             return self.vectors.search(vector, depth)
         return self.scoped.search(scope, vector, depth)
 
-    def _query_vector(self, query: str, scope: str | None) -> tuple[NDArray[np.float32] | None, str]:
+    def _query_vector(
+        self, query: str, scope: str | None, only: filters.Admitted | None = None
+    ) -> tuple[NDArray[np.float32] | None, str]:
         if len(self.vectors) == 0:
             return None, "no document is embedded yet"
-        if scope is not None and self.scoped.count(scope) == 0:
+        if only is not None and len(self.filters.keys(only)) == 0:
+            return None, "no document the filters admit is embedded yet"
+        if only is None and scope is not None and self.scoped.count(scope) == 0:
             return None, "no document of this folder is embedded yet"
         return self.encoder.encode(query, self.vectors.ndim, self.store.get_meta("embed_model") or None)
 
-    def _hits(self, ranked: Ranking, query: str, scope: str | None, top_k: int, with_text: bool) -> list[SearchHit]:
+    def _hits(
+        self,
+        ranked: Ranking,
+        query: str,
+        scope: str | None,
+        top_k: int,
+        with_text: bool,
+        only: filters.Admitted | None = None,
+    ) -> list[SearchHit]:
         results: list[SearchHit] = []
         window = top_k * 2 + 8  # a little more than asked: some may be gone since the last index commit
         for start in range(0, len(ranked), window):
@@ -135,6 +158,8 @@ class SearchService:
                 row = rows.get(chunk_id)
                 if row is None or (scope and row["folder_id"] != scope):
                     continue  # deleted after the last index commit, or moved out of the asked folder
+                if only is not None and row["doc_id"] not in only.docs:
+                    continue  # written again since the filter was resolved (a new mtime, say)
                 hit = hit_from_row(row, score, snippet(row["text"], query))
                 if with_text:
                     hit["text"] = row["text"]

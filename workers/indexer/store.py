@@ -679,6 +679,38 @@ class Store:
         )
         return [int(r[0]) for r in rows]
 
+    def filter_candidates(self, folder_id: str | None) -> list[tuple[int, str, int, str, str]]:
+        """(id, path, mtime_ns, status, folder path) of every document, or of one folder's, for a search filter."""
+        where, args = ("WHERE d.folder_id = ?", (folder_id,)) if folder_id is not None else ("", ())
+        rows = self.db.execute(
+            f"SELECT d.id, d.path, d.mtime_ns, d.status, f.path FROM documents d JOIN folders f ON f.id = d.folder_id "
+            f"{where}",
+            args,
+        )
+        return [(int(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4])) for r in rows]
+
+    def vector_ids_of(self, doc_ids: list[int]) -> list[int]:
+        """Ids of the embedded chunks of ``doc_ids``, ascending (one statement: the list goes in as JSON)."""
+        rows = self.db.execute(
+            "SELECT id FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?)) AND vector IS NOT NULL ORDER BY id",
+            (json.dumps(doc_ids),),
+        )
+        return [int(r[0]) for r in rows]
+
+    def chunk_place(self, chunk_id: int) -> tuple[int, int] | None:
+        """(document id, ordinal) of a chunk that exists now."""
+        row = self.db.execute("SELECT doc_id, ordinal FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    def chunk_lines(self, doc_id: int, first: int, last: int) -> tuple[int, int, int, int] | None:
+        """(first ordinal, last ordinal, first line, last line) of the document's chunks ``first..last``."""
+        row = self.db.execute(
+            "SELECT MIN(ordinal), MAX(ordinal), MIN(line_start), MAX(line_end) FROM chunks "
+            "WHERE doc_id = ? AND ordinal BETWEEN ? AND ?",
+            (doc_id, first, last),
+        ).fetchone()
+        return None if row is None or row[0] is None else (int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
     def change_token(self) -> tuple[int, int]:
         """Changes whenever any connection commits: another's (data_version) or this one's."""
         db = self.db
