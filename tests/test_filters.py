@@ -33,6 +33,7 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.workers.indexer import filters
+from foldermind.workers.indexer.bm25 import TERM_SET, KeywordIndex
 from tests import mcpclient as mc
 from tests.filemakers import make_pdf
 from tests.helpers import FAST_RESTART, TORCH_QUERIES, RunningKernel, cli, remove_tree, short_tmpdir, wait_for
@@ -371,3 +372,25 @@ def test_a_chunk_id_goes_stale_when_its_file_is_edited(world: World) -> None:
     stale = world.tool("read_document", {"file_path": str(path), "chunk_id": old})
     assert mc.error_code(stale) == "UNKNOWN_CHUNK"
     assert "changed since the search" in str(stale.content[0].text)
+
+
+def test_keyword_filter_of_many_documents_in_process(tmp_path: Path) -> None:
+    """Past one term set (bm25.TERM_SET ids) the filter is several, or'ed; kept and excluded sets count right."""
+    index = KeywordIndex(tmp_path / "tantivy")
+    n = 2 * TERM_SET + 500
+    rows = [
+        {"id": i + 1, "doc_id": i + 1, "text": f"lighthouse keeper {i}", "heading": None, "folder_id": "f"}
+        for i in range(n)
+    ]
+    index.replace([], rows)
+    index.commit()
+    kept = list(range(1, n + 1, 2))  # every other document: more than two term sets
+    hits, total = index.search("lighthouse", 10 * n, None, (kept, False))
+    assert total == len(kept) and {h.chunk_id for h in hits} == set(kept)
+    hits, total = index.search("lighthouse", 10 * n, None, (kept, True))
+    assert total == n - len(kept) and not {h.chunk_id for h in hits} & set(kept)
+    scores = {h.chunk_id: h.score for h in index.search("lighthouse keeper 7", 10 * n)[0]}
+    filtered = {h.chunk_id: h.score for h in index.search("lighthouse keeper 7", 10 * n, None, (kept, False))[0]}
+    assert filtered == pytest.approx({c: s for c, s in scores.items() if c in set(kept)})  # scored 0
+    assert index.search("lighthouse", 10, None, ([], True))[1] == n  # nothing to exclude: everything
+    index.close()

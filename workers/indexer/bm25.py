@@ -27,6 +27,8 @@ _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD = re.compile(rf"[^\W_{_CJK}]+", re.UNICODE)
 HEADING_BOOST = 0.5
 MAX_QUERY_TERMS = 64
+TERM_SET = 1000
+"""The most ids in one Tantivy term set of a search filter (see :meth:`KeywordIndex.build_query`)."""
 """Past this many terms a query gets no better, only slower (a 1000-character query is ~150 words)."""
 
 
@@ -181,8 +183,13 @@ class KeywordIndex:
             clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "folder_id", folder_id)))
         if docs is not None and (docs[0] or not docs[1]):
             ids, exclude = docs
-            # Scored 0: a filter selects, it adds nothing to a chunk's BM25 score.
-            only = tantivy.Query.const_score_query(tantivy.Query.term_set_query(self.schema, "doc_id", ids), 0.0)
+            # Term sets of at most TERM_SET ids, or'ed: measured on SciFact's index (5 segments), one set of
+            # 2,000 ids took 16 ms and two of 1,000 2.7 ms. Scored 0: a filter selects, it adds nothing to BM25.
+            sets = [
+                (tantivy.Occur.Should, tantivy.Query.term_set_query(self.schema, "doc_id", ids[i : i + TERM_SET]))
+                for i in range(0, max(len(ids), 1), TERM_SET)
+            ]
+            only = tantivy.Query.const_score_query(tantivy.Query.boolean_query(sets), 0.0)
             clauses.append((tantivy.Occur.MustNot if exclude else tantivy.Occur.Must, only))
         return text_query if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
 

@@ -60,6 +60,8 @@ class SearchService:
         timings = dict.fromkeys(STAGES, 0.0)
         wanted = filters.parse(body.file_types, body.path_glob, body.modified_after, body.modified_before, self._roots)
         only = self.filters.admitted(wanted, scope) if wanted.active else None
+        if only is not None and only.docs and not only.others:
+            only = None  # it admits every document of the scope: the search without it is the same, and cheaper
         if not has_searchable_text(query) or (only is not None and not only.docs):
             # Only punctuation or operators: nothing to look for; or the filter admits no document.
             return SearchReply([], 0, _ms(t0), mode, None, timings)
