@@ -130,10 +130,12 @@ class BlockingClient:
         schema = next(t.input_schema for t in tools if t.name == SEARCH)
         return int(schema["properties"]["top_k"]["maximum"])
 
-    def search(self, query: str, mode: str, top_k: int) -> dict[str, Any]:
-        """The result's structuredContent; a tool error, or another mode answering, fails the run."""
+    def search(self, query: str, mode: str, top_k: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The result's structuredContent; a tool error, or another mode answering, fails the run. ``extra``:
+        more arguments (the filters)."""
         assert self._portal is not None and self._client is not None
-        result = self._portal.call(self._client.call_tool, SEARCH, search_args(query, mode, top_k))
+        args = {**search_args(query, mode, top_k), **(extra or {})}
+        result = self._portal.call(self._client.call_tool, SEARCH, args)
         body = result.structured_content
         if result.is_error or not body:
             raise BenchFailure(f"search_documents failed: {result.content}")
