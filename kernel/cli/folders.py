@@ -12,6 +12,7 @@ import click
 from foldermind.kernel.cli.common import (
     connect,
     current_home,
+    failed_and_not_read,
     home_option,
     one_line,
     require_running,
@@ -99,7 +100,7 @@ def _wait_indexed(home: Home, folder_id: str) -> None:
                     break
             time.sleep(0.3)
     click.echo(
-        f"indexed: {f['files_indexed']} files ({f['files_failed']} failed), {f['chunks']} chunks, "
+        f"indexed: {f['files_indexed']} files ({failed_and_not_read(f)}), {f['chunks']} chunks, "
         f"{f['chunks_embedded']} embedded"
     )
     if postponed:
@@ -133,7 +134,7 @@ def folders_list(as_json: bool) -> None:
     for f in found:
         click.echo(f"{f['id']}  {f['name']:<20} {f['path']}")
         click.echo(
-            f"    {f['state']}: {f['files_indexed']}/{f['files_total']} files, {f['files_failed']} failed, "
+            f"    {f['state']}: {f['files_indexed']}/{f['files_total']} files, {failed_and_not_read(f)}, "
             f"{f['chunks']} chunks"
         )
 
