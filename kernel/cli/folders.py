@@ -110,12 +110,16 @@ def _wait_indexed(home: Home, folder_id: str) -> None:
 def _embedder_trouble(home: Home) -> str:
     """Why the embedder cannot embed now ('' when it can)."""
     status = fetch_status(home)
-    for w in status.workers if status else []:
-        if w["service"] == "embedder":
-            if w["state"] != "RUNNING":
-                return f"the embedder is {w['state']}: {w['last_error'] or ''}".rstrip(": ")
-            if w.get("note", "").startswith("model failed"):
-                return str(w["note"])
+    if status is None:
+        return ""
+    embedders = [w for w in status.workers if w["service"] == "embedder"]
+    if not embedders:  # [workers.embedder] enabled = false: nothing would ever embed, so --wait would never end
+        return "no embedder runs ([workers.embedder] enabled = false); keyword search only"
+    for w in embedders:
+        if w["state"] != "RUNNING":
+            return f"the embedder is {w['state']}: {w['last_error'] or ''}".rstrip(": ")
+        if w.get("note", "").startswith("model failed"):
+            return str(w["note"])
     return ""
 
 
