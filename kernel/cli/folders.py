@@ -176,6 +176,7 @@ def search(query: str, mode: str, top_k: int, folder_id: str | None, as_json: bo
             x
             for x in (
                 f"p. {loc['page']}" if "page" in loc else "",
+                f"OCR, {loc.get('ocr_confidence', 0):.0%} confident" if loc.get("ocr") else "",
                 loc.get("heading", ""),
                 f"lines {loc['line_start']}-{loc['line_end']}",
             )
