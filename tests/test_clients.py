@@ -25,7 +25,7 @@ from click.testing import CliRunner, Result
 
 from foldermind.kernel.cli import cli, clientfile, jsonedit
 from foldermind.kernel.cli.clientfacts import CLIENTS, TOKEN_ENV
-from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.home import Home, KernelLock
 from foldermind.protocol.runtime.token_store import TokenStore
 
 PORT = 53999
@@ -484,3 +484,24 @@ def test_doctor_says_who_holds_a_taken_port(env: tuple[Path, Path], monkeypatch:
         _, checks = doctor(fm, user)
     assert checks["port"]["status"] == "warn" and f"port {port} is taken" in checks["port"]["detail"]
     assert f"pid {os.getpid()}" in checks["port"]["detail"]
+
+
+def test_doctor_takes_port_0_as_the_os_picking_one_not_as_a_port_to_free(
+    env: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user, fm = env
+    monkeypatch.setenv("FOLDERMIND_MCP_PORT", "0")
+    _, checks = doctor(fm, user)
+    assert checks["port"]["status"] == "info" and "port = 0 lets the OS pick" in checks["port"]["detail"]
+    # A kernel serving on the port the OS gave it: the real home lock held, and mcp.json as the front door writes it.
+    home = Home.resolve(fm)
+    lock = KernelLock(home)
+    assert lock.acquire()
+    try:
+        home.write_mcp_info({"url": "http://127.0.0.1:41234/mcp", "port": 41234, "state": "running", "error": ""})
+        _, checks = doctor(fm, user)
+    finally:
+        lock.release()
+    port = checks["port"]
+    assert port["status"] == "ok" and "serves http://127.0.0.1:41234/mcp" in port["detail"], port
+    assert "free port" not in port.get("fix", "")

@@ -1,6 +1,7 @@
 """The formats of issue 16 (slides, sheets, CSV, e-books, mail, OpenDocument, RTF): files written by each
 format's own library, with a marker in a known slide, sheet, chapter or message, parsed and chunked here;
-their hostile variants; and one real kernel that indexes a folder of them all.
+their hostile variants; and one real kernel that indexes a folder of them all (a 50,000-row sheet and every
+hostile kind among them), found and read through the MCP tools.
 
 Over 400 lines because it is one suite for one issue's formats: the parse-level tests and the kernel test
 share its helpers and file makers' markers, and split in two the halves would repeat the expected
@@ -29,6 +30,7 @@ from foldermind.workers.parser.formats.container import entity_declarations, zip
 from foldermind.workers.parser.formats.mail import MAX_MESSAGES, too_many_messages
 from foldermind.workers.parser.formats.sheets import MAX_CELLS, too_many_cells
 from foldermind.workers.watcher import eligible_name
+from tests import mcpclient as mc
 from tests.filemakers import (
     make_csv,
     make_docx,
@@ -46,6 +48,7 @@ from tests.filemakers import (
     with_doctype,
 )
 from tests.helpers import FAST_RESTART, RunningKernel, cli, wait_for
+from tests.test_frontdoor import structured
 from tests.test_ingest import documents
 
 MB = 1024 * 1024
@@ -338,75 +341,100 @@ def test_a_mailbox_of_ten_thousand_messages_is_read_and_one_more_is_refused(tmp_
 
 
 # ------------------------------------------------------------------------------------------------
-# A real kernel: a folder of every new format, the hostile ones beside them.
+# A real kernel: a folder of every new format, the hostile ones beside them, read through the MCP tools.
 
-
-def search(home: Path, query: str) -> list[dict[str, Any]]:
-    results: list[dict[str, Any]] = json.loads(cli(home, "search", query, "--mode", "keyword", "--json").stdout)[
-        "results"
-    ]
-    return results
+# Keyword search is all the kernel test asks, so it runs without an embedder: the 50,000-row sheet alone makes
+# about 1,800 chunks, minutes of embedding beside the other tests on a shared 2-core machine. The parse deadline
+# is wall-clock time: that sheet costs ~10 CPU-s, inside the default 60 s on a quiet machine, but at a load
+# average of 24 both its tries missed it and it was quarantined; its speed is the benchmark's to measure
+# (docs/benchmarks-ingest.md), so here the deadline is out of the way and the test asks only that a real parser
+# reads it whole under its memory cap.
+OFFICE_CONFIG = (
+    FAST_RESTART
+    + "\n[mcp]\nport = 0\nrate_per_minute = 6000\n[workers.embedder]\nenabled = false\n"
+    + "[ingest]\nparse_timeout_s = 600\n"
+)
 
 
 @pytest.fixture
-def office_folder(home_dir: Path) -> Iterator[tuple[RunningKernel, Path]]:
+def office_folder(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, str, str]]:
     docs = home_dir / "docs"
     docs.mkdir()
-    k = RunningKernel(home_dir, FAST_RESTART)
+    k = RunningKernel(home_dir, OFFICE_CONFIG)
     try:
         k.start()
-        yield k, docs
+        info = mc.mcp_info(k.root)
+        yield k, docs, str(info["url"]), mc.token_of(k.root)
     finally:
         k.stop()
 
 
 def test_a_folder_of_every_new_format_is_indexed_with_locations_and_its_hostile_files_fail_alone(
-    office_folder: tuple[RunningKernel, Path],
+    office_folder: tuple[RunningKernel, Path, str, str],
 ) -> None:
-    k, docs = office_folder
+    k, docs, url, token = office_folder
     home = k.root
     attachment = make_docx(docs.parent / "terms.docx", "Terms", [("Payment", ["Pay the flamingo invoice."])], [])
     make_pptx(docs / "Review.PPTX", "zeppelin")
     make_xlsx(docs / "ledger.xlsx", "quokka")
+    make_xlsx(docs / "big.xlsx", "okapi", rows=50_000, marked_row=49_999, sheet="Inventory")
     make_csv(docs / "people.csv", "wallaby")
     make_epub(docs / "log.epub", "narwhal")
-    make_eml(
-        docs / "offer.eml",
+    offer = make_message(
         "Contract offer",
         "The ocelot terms are attached.",
-        [("terms.docx", attachment.read_bytes())],
+        sender="Quentin Blake <quentin@example.org>",
+        attachments=[("terms.docx", attachment.read_bytes())],
     )
+    (docs / "offer.eml").write_bytes(offer)
     make_mbox(docs / "inbox.mbox", "axolotl")
     make_odt(docs / "manual.odt", "gecko")
     make_ods(docs / "stock.ods", "lemming")
     make_odp(docs / "deck.odp", "marmoset")
     make_rtf(docs / "lease.rtf", "tapir")
+    for name in ("model.PSD", "render.blend", "notes.xyz"):  # no parser reads these: counted, not documents
+        (docs / name).write_bytes(b"not a format anyone reads")
     # The hostile ones.
     make_zip_bomb(docs / "bomb.pptx", "ppt/slides/slide1.xml", 300)
+    make_zip_bomb(docs / "bomb.xlsx", "xl/worksheets/sheet1.xml", 300)
     make_zip_bomb(docs / "bomb.epub", "EPUB/chap1.xhtml", 300)
+    make_zip_bomb(docs / "bomb.odt", "content.xml", 300)
     with_doctype(make_xlsx(docs / "laughs.xlsx", "hedgehog"), "xl/workbook.xml")
     with_doctype(make_odt(docs / "laughs.odt", "hedgehog"), "content.xml")
+    with_doctype(make_pptx(docs / "laughs.pptx", "hedgehog"), "ppt/presentation.xml")
+    with_doctype(make_epub(docs / "laughs.epub", "hedgehog"), "EPUB/chap1.xhtml")
     (docs / "fake.rtf").write_bytes(random.Random(9).randbytes(2048))
     one = make_message("Ping", "Routine.")
     (docs / "huge.mbox").write_bytes(
         b"".join(b"From a Tue Mar  5 09:30:00 2024\n" + one for _ in range(MAX_MESSAGES + 1))
     )
-    out = cli(home, "folders", "add", str(docs), "--name", "Office", "--wait", timeout=240).stdout
-    assert "registered Office" in out
+    out = cli(home, "folders", "add", str(docs), "--name", "Office", "--wait", timeout=600).stdout
+    assert "registered Office" in out and "embedding postponed: no embedder runs" in out, out
 
     state = documents(home)
     failed = {name: row["error"] for name, row in state.items() if row["status"] == "failed"}
     assert failed == {
         "bomb.pptx": zip_bomb("PPTX"),
+        "bomb.xlsx": zip_bomb("XLSX"),
         "bomb.epub": zip_bomb("EPUB"),
+        "bomb.odt": zip_bomb("OpenDocument"),
         "laughs.xlsx": entity_declarations("XLSX"),
         "laughs.odt": entity_declarations("OpenDocument"),
+        "laughs.pptx": entity_declarations("PPTX"),
+        "laughs.epub": entity_declarations("EPUB"),
         "fake.rtf": NOT_TEXT,
         "huge.mbox": too_many_messages(),
     }
+
+    def search(query: str) -> list[dict[str, Any]]:
+        args = {"query": query, "mode": "keyword", "top_k": 3}
+        results: list[dict[str, Any]] = structured(mc.call(url, token, "search_documents", args))["results"]
+        return results
+
     expected = {  # marker -> (file, page, heading)
         "zeppelin": ("Review.PPTX", 2, "Slide title 2"),
         "quokka": ("ledger.xlsx", None, "Ledger"),
+        "okapi": ("big.xlsx", None, "Inventory"),
         "wallaby": ("people.csv", None, "name | city | remark"),
         "narwhal": ("log.epub", None, "Chapter 2 > Morning"),
         "ocelot": ("offer.eml", None, "Contract offer"),
@@ -418,13 +446,40 @@ def test_a_folder_of_every_new_format_is_indexed_with_locations_and_its_hostile_
         "tapir": ("lease.rtf", None, None),
     }
     for marker, (name, page, heading) in expected.items():
-        hits = wait_for(lambda m=marker: search(home, m), 30, 0.3, f"{marker} found")
-        hit = hits[0]
+        hit = wait_for(lambda m=marker: search(m), 30, 0.3, f"{marker} found")[0]
         location = hit["location"]
         assert (hit["file_name"], location.get("page"), location.get("heading")) == (name, page, heading), hit
-        assert location["line_start"] >= 1
-    assert search(home, "Lovelace")[0]["file_name"] == "Review.PPTX"  # the deck's author is searchable
+        assert location["line_start"] >= 1 and location["ocr"] is False
+        span = {"file_path": hit["file_path"], "start_line": location["line_start"], "end_line": location["line_end"]}
+        assert marker in structured(mc.call(url, token, "read_document", span))["text"], (marker, span)
+
+    # What users search by: titles, authors, a mail's subject and sender, slide titles.
+    metadata = {
+        "Lovelace": "Review.PPTX",  # the deck's author
+        "Quarterly Review": "Review.PPTX",  # its title
+        "Hopper": "ledger.xlsx",  # the workbook's author (big.xlsx has the same: either may come first)
+        "Shelley": "log.epub",
+        "Lighthouse": "log.epub",  # the book's title
+        "Quentin Blake": "offer.eml",  # the sender
+        "Contract offer": "offer.eml",  # the subject
+        "Field Manual": "manual.odt",
+        "Austen": "lease.rtf",
+        "Lease Terms": "lease.rtf",
+        "Deck slide": "deck.odp",  # slide titles
+    }
+    for query, name in metadata.items():
+        names = [h["file_name"] for h in search(query)]
+        assert names[0] == name or (query == "Hopper" and names[0] == "big.xlsx" and name in names), (query, names)
+    slide = search("Slide title")[0]
+    assert (slide["file_name"], slide["location"]["heading"][:11]) == ("Review.PPTX", "Slide title")
+
     status = k.status()
     assert all(w["restarts"] == 0 for w in status.workers), [(w["name"], w["restarts"]) for w in status.workers]
     folder = json.loads(cli(home, "folders", "list", "--json").stdout)[0]
     assert (folder["files_indexed"], folder["files_failed"]) == (len(expected) - 1, len(failed))
+    assert (folder["files_total"], folder["files_unsupported"]) == (len(state), 3)
+    line = next(x for x in cli(home, "status").stdout.splitlines() if x.startswith("folder  Office"))
+    assert f"{len(failed)} failed, 3 not read (other formats)" in line, line
+    index = structured(mc.call(url, token, "index_status"))
+    assert index["unsupported"] == {".blend": 1, ".psd": 1, ".xyz": 1}
+    assert index["folders"][0]["files_unsupported"] == 3

@@ -72,6 +72,14 @@ def require_running(home: Home) -> None:
         raise click.ClickException(f"foldermind is not running (home: {home.root or 'platform default'})")
 
 
+def failed_and_not_read(folder: Any) -> str:
+    """ "3 failed" and, when its last scan found any, "2 not read (other formats)": the files of a folder
+    (a ``FolderInfo``) that are not indexed, as every folder line says them."""
+    out = f"{folder['files_failed']} failed"
+    unsupported = folder.get("files_unsupported") or 0
+    return out + (f", {unsupported} not read (other formats)" if unsupported else "")
+
+
 def one_line(name: str) -> str:
     """A file name on one terminal line: control characters (a newline in a name) shown escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)

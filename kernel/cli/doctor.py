@@ -46,8 +46,19 @@ class Check:
 
 
 def port_checks(home: Home, config: SupervisorConfig) -> list[Check]:
-    configured = urlsplit(entries.configured_url(config)).port or config.mcp.port
+    url_port = urlsplit(entries.configured_url(config)).port  # FOLDERMIND_MCP_PORT=0 is a port too, not "unset"
+    configured = config.mcp.port if url_port is None else url_port
     live = entries.live_url(home)
+    if configured == 0:  # [mcp] port = 0 asks the OS for a free port at every start: none to compare with
+        return [
+            Check(
+                "port",
+                "ok" if live else "info",
+                (f"foldermind serves {live}" if live else "foldermind is not running")
+                + ": [mcp] port = 0 lets the OS pick the port at each start, so a URL-form client entry must be"
+                " installed again after every start; command-form entries (`config install`'s default) need no port",
+            )
+        ]
     if live is not None:
         port = urlsplit(live).port
         if port == configured:

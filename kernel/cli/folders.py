@@ -12,6 +12,7 @@ import click
 from foldermind.kernel.cli.common import (
     connect,
     current_home,
+    failed_and_not_read,
     home_option,
     one_line,
     require_running,
@@ -99,7 +100,7 @@ def _wait_indexed(home: Home, folder_id: str) -> None:
                     break
             time.sleep(0.3)
     click.echo(
-        f"indexed: {f['files_indexed']} files ({f['files_failed']} failed), {f['chunks']} chunks, "
+        f"indexed: {f['files_indexed']} files ({failed_and_not_read(f)}), {f['chunks']} chunks, "
         f"{f['chunks_embedded']} embedded"
     )
     if postponed:
@@ -109,12 +110,16 @@ def _wait_indexed(home: Home, folder_id: str) -> None:
 def _embedder_trouble(home: Home) -> str:
     """Why the embedder cannot embed now ('' when it can)."""
     status = fetch_status(home)
-    for w in status.workers if status else []:
-        if w["service"] == "embedder":
-            if w["state"] != "RUNNING":
-                return f"the embedder is {w['state']}: {w['last_error'] or ''}".rstrip(": ")
-            if w.get("note", "").startswith("model failed"):
-                return str(w["note"])
+    if status is None:
+        return ""
+    embedders = [w for w in status.workers if w["service"] == "embedder"]
+    if not embedders:  # [workers.embedder] enabled = false: nothing would ever embed, so --wait would never end
+        return "no embedder runs ([workers.embedder] enabled = false); keyword search only"
+    for w in embedders:
+        if w["state"] != "RUNNING":
+            return f"the embedder is {w['state']}: {w['last_error'] or ''}".rstrip(": ")
+        if w.get("note", "").startswith("model failed"):
+            return str(w["note"])
     return ""
 
 
@@ -133,7 +138,7 @@ def folders_list(as_json: bool) -> None:
     for f in found:
         click.echo(f"{f['id']}  {f['name']:<20} {f['path']}")
         click.echo(
-            f"    {f['state']}: {f['files_indexed']}/{f['files_total']} files, {f['files_failed']} failed, "
+            f"    {f['state']}: {f['files_indexed']}/{f['files_total']} files, {failed_and_not_read(f)}, "
             f"{f['chunks']} chunks"
         )
 
@@ -195,6 +200,7 @@ def search(
             x
             for x in (
                 f"p. {loc['page']}" if "page" in loc else "",
+                f"OCR, {loc.get('ocr_confidence', 0):.0%} confident" if loc.get("ocr") else "",
                 loc.get("heading", ""),
                 f"lines {loc['line_start']}-{loc['line_end']}",
             )

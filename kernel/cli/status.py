@@ -14,6 +14,7 @@ from foldermind.kernel.cli.common import (
     connect,
     current_config,
     current_home,
+    failed_and_not_read,
     home_option,
     kernel_running,
     require_running,
@@ -97,7 +98,7 @@ def status(as_json: bool) -> None:
     for f in st.folders:
         click.echo(
             f"folder  {f['name']}  {f['path']}  {f['state']}: {f['files_indexed']}/{f['files_total']} files indexed, "
-            f"{f['files_failed']} failed, {f['chunks']} chunks ({f['chunks_embedded']} embedded)"
+            f"{failed_and_not_read(f)}, {f['chunks']} chunks ({f['chunks_embedded']} embedded)"
         )
 
 

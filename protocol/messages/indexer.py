@@ -90,6 +90,9 @@ class FolderInfo(TypedDict):
     files_total: int
     files_indexed: int
     files_failed: int
+    files_unsupported: int
+    """Files in the folder that no parser reads (other formats, by their suffix), as of its last scan; they
+    are not documents, so `files_total` leaves them out."""
     chunks: int
     chunks_embedded: int
     state: str

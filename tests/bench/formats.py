@@ -170,8 +170,9 @@ def render(results: list[Result], facts: dict[str, str], count: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-KEPT = (HEADING, "OCR (scanned pages and images)")
-"""The sections of ``report`` other benches write (this one, tests.bench.ocr) that ``tests.bench.ingest`` keeps."""
+KEPT = (HEADING, "OCR (scanned pages and images)", "Plain text before and after the new formats")
+"""The sections of ``report`` other benches write (this one, tests.bench.ocr) or that were measured by hand, which
+``tests.bench.ingest`` keeps."""
 
 
 def kept_section(report: Path = REPORT) -> str:

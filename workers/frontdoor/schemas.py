@@ -98,6 +98,7 @@ class FolderProgress(BaseModel):
     files_total: int
     files_indexed: int
     files_failed: int
+    files_unsupported: int = Field(0, description="files no parser reads (other formats), as of the last scan")
     chunks: int
     chunks_embedded: int
     state: str

@@ -196,6 +196,7 @@ class IndexerWorker(Worker):
             files_total=p["files_total"],
             files_indexed=p["files_indexed"],
             files_failed=p["files_failed"],
+            files_unsupported=sum(self.store.unsupported(folder.id).values()),
             chunks=p["chunks"],
             chunks_embedded=p["chunks_embedded"],
             state=state,

@@ -213,11 +213,13 @@ class Store:
         """Keep the folder's last scan's count of files no parser reads, by suffix."""
         self.set_meta(db, f"unsupported:{folder_id}", json.dumps(dict(counts), sort_keys=True))
 
-    def unsupported(self) -> dict[str, int]:
-        """The files no parser reads, by suffix, over the registered folders' last scans."""
+    def unsupported(self, folder_id: str | None = None) -> dict[str, int]:
+        """The files no parser reads, by suffix, over the registered folders' last scans (that one folder's
+        with ``folder_id``)."""
         out: dict[str, int] = {}
-        for folder in self.folders():
-            for suffix, n in json.loads(self.get_meta(f"unsupported:{folder.id}", "{}")).items():
+        ids = [folder.id for folder in self.folders()] if folder_id is None else [folder_id]
+        for fid in ids:
+            for suffix, n in json.loads(self.get_meta(f"unsupported:{fid}", "{}")).items():
                 out[suffix] = out.get(suffix, 0) + int(n)
         return dict(sorted(out.items(), key=lambda item: (-item[1], item[0])))
 
