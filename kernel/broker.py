@@ -41,6 +41,8 @@ log = logging.getLogger("foldermind.broker")
 HB_SUFFIX = b"/hb"
 REMOTE_PREFIX = b"\x00tcp/"
 """Prepended to the identity of every peer on the tcp socket: see the module docstring."""
+SPEED_WEIGHT = 0.3
+"""How much the latest job's time moves a member's measured time per job (an exponential moving average)."""
 
 
 class Membership(Protocol):
@@ -77,10 +79,25 @@ class Peer:
     loading: bool = False  # its last heartbeat said it is loading a model
     jobs: set[str] = field(default_factory=set)
     key: str | None = None  # a remote member: the allow-list name of its key
+    took: dict[str, float] = field(default_factory=dict)  # by kind: seconds per job, a moving average
+    last_reply: float = 0.0  # monotonic
 
     @property
     def free(self) -> bool:
         return len(self.jobs) < self.capacity
+
+    def finishes_in(self, kind: str) -> float:
+        """When one more job of ``kind`` would be done here, from its measured time per job: a worker runs its
+        jobs one after another, so those it holds come first. 0 until one is measured (a new member is tried)."""
+        return self.took.get(kind, 0.0) * (len(self.jobs) + 1)
+
+    def measured(self, kind: str, assigned: float, now: float) -> None:
+        # Its jobs run one after another: this one started when it was handed over or when the one before it
+        # was answered, whichever came later (time queued at the worker is not its speed).
+        seconds = now - max(assigned, self.last_reply)
+        self.last_reply = now
+        before = self.took.get(kind)
+        self.took[kind] = seconds if before is None else before + SPEED_WEIGHT * (seconds - before)
 
 
 @dataclass(eq=False, slots=True)
@@ -94,6 +111,7 @@ class Job:
     deadline: float  # monotonic
     worker: Peer | None = None
     done: bool = False
+    assigned: float = 0.0  # monotonic
 
 
 @dataclass(eq=False, slots=True)
@@ -267,8 +285,8 @@ class Broker:
             return
         self.reply_error(job.client, job.env, ErrorInfo(ErrorCode.MESSAGE_TOO_LARGE, f"the reply was too large: {why}"))
         self._finish(job)
+        self._pump(peer.name)  # first: jobs sent to this very worker can go nowhere else
         self._pump(peer.service)
-        self._pump(peer.name)
 
     def _on_heartbeat(self, hb_ident: bytes, packet: frames.Packet) -> None:
         env = packet.env
@@ -304,9 +322,16 @@ class Broker:
         key: str | None = None
         if ident.startswith(REMOTE_PREFIX):
             key = frames.user_id(packet.body_frame) or "?"
-            why = self.remote.admit(body.name, body.service, body.pid, key) if self.remote else "no remote members"
-            if why is None and body.name in self.by_name:
+            taken = self.by_name.get(body.name)
+            why: str | None = "no remote members" if self.remote is None else None
+            # The same key may take its name back (a member joining again after a link went down, before the
+            # kernel noticed: the old connection is dropped first); another key may not take it over.
+            if taken is not None and taken.key != key:
                 why = "that name is taken"
+            if why is None and self.remote is not None:
+                if taken is not None:
+                    self.drop(taken, "replaced by a new READY", ErrorCode.WORKER_LOST)
+                why = self.remote.admit(body.name, body.service, body.pid, key)
             if why is not None:
                 log.warning("refused a remote READY (key %s): %s", key, why)
                 self._send_disconnect(ident, body.name, "refused")
@@ -324,8 +349,8 @@ class Broker:
         self.by_service.setdefault(peer.service, []).append(peer)
         where = f", remote, key {key}" if key is not None else ""
         log.info("%s ready (pid %d, service %s%s)", peer.name, peer.pid, peer.service, where)
+        self._pump(peer.name)  # first: jobs sent to this very worker can go nowhere else
         self._pump(peer.service)
-        self._pump(peer.name)
 
     def _on_reply(self, peer: Peer | None, packet: frames.Packet) -> None:
         env = packet.env
@@ -338,9 +363,11 @@ class Broker:
         self.stats["routed"] += 1
         if env.status == "partial":
             return
+        if env.status == "ok":  # an error may come at once (a refusal) and says nothing of its speed
+            peer.measured(job.env.kind, job.assigned, time.monotonic())
         self._finish(job)
+        self._pump(peer.name)  # first: jobs sent to this very worker can go nowhere else
         self._pump(peer.service)
-        self._pump(peer.name)
 
     def _on_cancel(self, client: bytes, packet: frames.Packet) -> None:
         job = self.jobs.get(packet.env.cid)
@@ -379,11 +406,8 @@ class Broker:
         self.jobs[env.id] = job
         heapq.heappush(self._deadlines, (job.deadline, env.id))
         if peers and not self.queues.get(target):
-            # The common case, without a queue: straight to the least-loaded free worker.
-            best: Peer | None = None
-            for p in peers:
-                if len(p.jobs) < p.capacity and (best is None or len(p.jobs) < len(best.jobs)):
-                    best = p
+            # The common case, without a queue: straight to the free worker that will be done first.
+            best = _pick(peers, env.kind)
             if best is not None:
                 self._assign(job, best)
                 return
@@ -394,13 +418,16 @@ class Broker:
     # routing
 
     def _candidates(self, target: str) -> list[Peer]:
+        # The service first, as _on_request does: a one-slot pool's slot has the service's own name, and its
+        # remote members must be candidates for its queue too.
+        peers = self.by_service.get(target)
+        if peers is not None:
+            return list(peers)
         peer = self.by_name.get(target)
-        if peer is not None:
-            return [peer]
-        return list(self.by_service.get(target, ()))
+        return [peer] if peer is not None else []
 
     def _pump(self, target: str) -> None:
-        """Hand queued jobs for ``target`` to free workers, least-loaded first."""
+        """Hand queued jobs for ``target`` to free workers, the one that will be done first first."""
         queue = self.queues.get(target)
         if not queue:
             return
@@ -409,13 +436,14 @@ class Broker:
             if queue[0].done:
                 queue.popleft()
                 continue
-            free = [p for p in candidates if p.free]
-            if not free:
+            best = _pick(candidates, queue[0].env.kind, len(queue))
+            if best is None:
                 return
-            self._assign(queue.popleft(), min(free, key=lambda p: len(p.jobs)))
+            self._assign(queue.popleft(), best)
 
     def _assign(self, job: Job, peer: Peer) -> None:
         job.worker = peer
+        job.assigned = time.monotonic()
         peer.jobs.add(job.env.id)
         self._forward(peer.ident, job.packet)
 
@@ -469,6 +497,8 @@ class Broker:
         log.info("%s dropped from routing: %s", peer.name, reason)
         if peer.key is not None and self.remote is not None:
             self.remote.lost(peer.name, reason)
+        # A job held back for this member (see _pick) goes to one still here.
+        self._pump(peer.service)
 
     def dismiss_keys(self, allowed: set[str], reason: str) -> None:
         """Drop every remote member whose key name is not in ``allowed`` (a ``bus deny``) and tell it to go.
@@ -532,8 +562,8 @@ class Broker:
         del self._overruns[job_id]
         overrun.peer.jobs.discard(job_id)
         log.info("%s answered a job after its deadline; kept", overrun.peer.name)
-        self._pump(overrun.peer.service)
         self._pump(overrun.peer.name)
+        self._pump(overrun.peer.service)
 
     def _stuck(self, worker: Peer, reason: str) -> None:
         """Declared lost while its process may still run: dropped from routing, killed, replaced."""
@@ -584,3 +614,23 @@ class Broker:
                 else:
                     reason = f"missed {self.policy.heartbeat_liveness} heartbeats"
                 self._stuck(peer, reason)
+
+
+def _pick(peers: Sequence[Peer], kind: str, waiting: int = 1) -> Peer | None:
+    """The free member that will be done with one more job of ``kind`` first (by capacity and measured speed;
+    among members not measured yet, the least loaded), or None when none is free, or when the busy members
+    would be done with the ``waiting`` jobs before that one finishes this job alone: a slower machine takes its
+    share of a batch while the faster ones are full, but not the last jobs, which they would finish sooner."""
+    best: Peer | None = None
+    for p in peers:
+        if p.free and (best is None or (p.finishes_in(kind), len(p.jobs)) < (best.finishes_in(kind), len(best.jobs))):
+            best = p
+    if best is None:
+        return None
+    alone = best.finishes_in(kind)
+    sooner = 0  # jobs the busy members would finish, beyond those they hold, before `best` is done
+    for p in peers:
+        took = p.took.get(kind)
+        if not p.free and took:
+            sooner += max(0, int(alone / took) - len(p.jobs))
+    return None if alone > 0 and sooner >= waiting else best

@@ -12,7 +12,7 @@ handler raises :class:`JobError`, the worker framework sends its ``info``, the c
 :class:`JobError` again from the reply (a subclass for the three cases a caller acts on), and the MCP
 front door raises the same class for its own failures and shows ``code.mcp`` to the client.
 
-Its length (~460 lines) is the catalogue itself: 36 codes, each with its sentence.
+Its length (~470 lines) is the catalogue itself: 37 codes, each with its sentence.
 """
 
 from __future__ import annotations
@@ -206,6 +206,14 @@ class ErrorCode(StrEnum):
         False,
         "parser (`parse.request`)",
         "The file could not be read (an `OSError`, or the path is a folder).",
+    )
+    FILE_CONTENT_NEEDED = (
+        "file_content_needed",
+        Fault.REJECTED,
+        False,
+        "parser on another machine (`parse.request`)",
+        "A parser on another machine cannot read a path on this one: the indexer sends the same request again "
+        "to that parser with the file's bytes (`content`). A caller never sees it.",
     )
     MODEL_UNAVAILABLE = (
         "model_unavailable",

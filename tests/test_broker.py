@@ -372,3 +372,75 @@ def test_an_ipc_peer_whose_identity_passes_for_a_remote_one_is_dropped(bus: Bus)
     bus.request(spoof, "indexer")
     assert nothing_for(worker.jobs) and nothing_for(spoof)
     assert bus.broker.stats["dropped_bad"] == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# scheduling: a pool of members of different speeds (a local one and one on another machine, say)
+
+
+def _measured(bus: Bus, fast: Worker, slow: Worker, caller: zmq.Socket[Any], slow_s: float) -> None:
+    """One job each (neither measured yet: the least loaded takes it), the slow one taking ``slow_s``."""
+    bus.request(caller, "embedder")
+    bus.request(caller, "embedder")
+    fast_job, slow_job = received(fast.jobs), received(slow.jobs)
+    fast.answer(bus, fast_job)
+    time.sleep(slow_s)
+    slow.answer(bus, slow_job)
+    received(caller), received(caller)
+
+
+def test_a_pool_sends_the_next_job_to_the_member_measured_fastest(bus: Bus) -> None:
+    fast, slow = bus.worker("embedder", "embedder"), bus.worker("embedder@box:1", "embedder")
+    caller = bus.socket(b"caller")
+    _measured(bus, fast, slow, caller, 0.3)
+    took = {p.name: p.took[EchoRequest.KIND] for p in bus.broker.peers.values()}
+    assert took["embedder@box:1"] >= 0.3 > took["embedder"]
+    for _ in range(3):  # both free each time: the fast one, not the least recently used or the first listed
+        bus.request(caller, "embedder")
+        fast.answer(bus, received(fast.jobs))
+        received(caller)
+    assert nothing_for(slow.jobs)
+
+
+def test_a_slower_member_takes_its_share_of_a_long_queue_but_not_the_last_jobs_of_a_batch(bus: Bus) -> None:
+    fast, slow = bus.worker("embedder", "embedder"), bus.worker("embedder@box:1", "embedder")
+    caller = bus.socket(b"caller")
+    _measured(bus, fast, slow, caller, 0.3)
+    bus.request(caller, "embedder")
+    held = received(fast.jobs)
+    bus.request(caller, "embedder")  # the fast one, busy, would still be done with it before the slow one
+    assert nothing_for(slow.jobs)
+    fast.answer(bus, held)
+    fast.answer(bus, received(fast.jobs))  # it was held back for the fast one, which took it when free
+    received(caller), received(caller)
+    took = {p.name: p.took[EchoRequest.KIND] for p in bus.broker.peers.values()}
+    # A queue longer than the fast one gets through in the slow one's time: the slow one takes a job too.
+    for _ in range(int(took["embedder@box:1"] / took["embedder"]) + 3):
+        bus.request(caller, "embedder")
+    assert received(fast.jobs) and received(slow.jobs)
+
+
+def test_a_job_held_back_for_a_busy_member_goes_to_another_at_once_when_that_member_is_lost(bus: Bus) -> None:
+    fast, slow = bus.worker("embedder", "embedder"), bus.worker("embedder@box:1", "embedder")
+    caller = bus.socket(b"caller")
+    _measured(bus, fast, slow, caller, 0.3)
+    lost = bus.request(caller, "embedder")
+    received(fast.jobs)
+    held = bus.request(caller, "embedder")
+    assert nothing_for(slow.jobs)
+    frames.send(fast.jobs, Envelope(kind=Disconnect.KIND, src="embedder"), Disconnect("embedder", "bye"))
+    bus.step()
+    assert received(caller).env.cid == lost.id
+    assert received(slow.jobs).env.id == held.id
+
+
+def test_a_job_sent_to_a_worker_by_name_goes_before_its_pools_queue_when_it_frees(bus: Bus) -> None:
+    worker, caller = bus.worker("parser@box:1", "parser"), bus.socket(b"caller")
+    first = bus.request(caller, "parser")
+    bus.request(caller, "parser")
+    bus.request(caller, "parser")  # the pool's queue: two jobs any member could take
+    named = bus.request(caller, "parser@box:1")  # only this worker can
+    job = received(worker.jobs)
+    assert job.env.id == first.id
+    worker.answer(bus, job)
+    assert received(worker.jobs).env.id == named.id

@@ -6,10 +6,12 @@ tcp port and the two public keys, as between hosts)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +21,15 @@ import pytest
 import zmq
 
 from foldermind.protocol import frames
-from foldermind.protocol.errors import WorkerLost
-from foldermind.protocol.messages import Envelope, PingReply, PingRequest
+from foldermind.protocol.errors import ErrorCode, JobError, WorkerLost
+from foldermind.protocol.messages import Envelope, ParseReply, ParseRequest, PingReply, PingRequest
 from foldermind.protocol.runtime.config import ConfigError, load
+from foldermind.protocol.runtime.context import WorkerContext
 from foldermind.protocol.runtime.home import Home
+from foldermind.workers.base import Request
+from foldermind.workers.parser import ParserWorker
 from tests.faultworker import FaultReply, FaultRequest
+from tests.filemakers import make_docx
 from tests.helpers import (
     FAST_RESTART,
     TESTWORKER,
@@ -288,3 +294,116 @@ def test_an_admitted_key_may_serve_jobs_but_not_send_requests(tcp_kernel: Runnin
     finally:
         sock.close(0)
         cli(tcp_kernel.root, "bus", "deny", "probe")
+
+
+class _Recorder(threading.Thread):
+    """A tcp relay in front of the kernel's port that keeps what the client sent: a captured session."""
+
+    def __init__(self, upstream: int) -> None:
+        super().__init__(daemon=True)
+        self.upstream, self.sent = upstream, bytearray()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+
+    def run(self) -> None:
+        client, _ = self.listener.accept()
+        server = socket.create_connection(("127.0.0.1", self.upstream))
+
+        def relay(src: socket.socket, dst: socket.socket, keep: bytearray | None) -> None:
+            with contextlib.suppress(OSError):
+                while data := src.recv(65536):
+                    if keep is not None:
+                        keep.extend(data)
+                    dst.sendall(data)
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+        back = threading.Thread(target=relay, args=(server, client, None), daemon=True)
+        back.start()
+        relay(client, server, self.sent)
+        back.join(5)
+        client.close()
+        server.close()
+        self.listener.close()
+
+
+def test_a_replayed_curve_session_is_refused_and_what_it_carried_never_reaches_the_kernel(
+    tcp_kernel: RunningKernel,
+) -> None:
+    before = tcp_kernel.pids()
+    keys = zmq.curve_keypair()
+    cli(tcp_kernel.root, "bus", "allow", "replayed", keys[0].decode())
+    recorder = _Recorder(tcp_kernel.port)  # type: ignore[attr-defined]
+    recorder.start()
+    sock: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDTIMEO, 2000)
+    sock.curve_publickey, sock.curve_secretkey = keys
+    sock.curve_serverkey = public_key(tcp_kernel.root, "bus").encode()
+    sock.connect(f"tcp://127.0.0.1:{recorder.port}")
+    refused = "refused ping.request from a remote peer"
+    try:
+        # The genuine session: handshake, then a request the kernel reads (and refuses: a remote peer is a worker).
+        packet = _kernel_ping(sock, 10)
+        assert packet is not None and packet.env.error is not None and packet.env.error.code == "bad_request"
+    finally:
+        sock.close(0)
+        cli(tcp_kernel.root, "bus", "deny", "replayed")
+    recorder.join(10)
+    assert len(recorder.sent) > 200  # greeting, HELLO, INITIATE and the request, as they went over the wire
+    seen = kernel_log(tcp_kernel).count(refused)
+    cli(tcp_kernel.root, "bus", "allow", "replayed", keys[0].decode())  # the key itself is still welcome
+    try:
+        # The same bytes again on a new connection: the server's half of the handshake is new every time
+        # (its short-term key and cookie), so the old INITIATE does not open and the kernel closes the link.
+        with socket.create_connection(("127.0.0.1", tcp_kernel.port), timeout=10) as raw:  # type: ignore[attr-defined]
+            with contextlib.suppress(OSError):
+                raw.sendall(bytes(recorder.sent))
+            received = bytearray()
+            with contextlib.suppress(OSError):
+                while data := raw.recv(65536):
+                    received.extend(data)
+        assert len(received) < 400, "more than a greeting and a WELCOME came back"
+        # A genuine session after it, as a barrier: its request is read after anything the replay carried.
+        genuine = _dealer(tcp_kernel, keys)
+        try:
+            assert wait_for(lambda: _kernel_ping(genuine, 1), 15, 0, "an answer to the genuine session")
+        finally:
+            genuine.close(0)
+    finally:
+        cli(tcp_kernel.root, "bus", "deny", "replayed")
+    assert kernel_log(tcp_kernel).count(refused) == seen + 1  # the genuine one's; the replayed one never read
+    assert tcp_kernel.pids() == before
+    with tcp_kernel.client() as client:
+        assert client.request("testworker", PingRequest(), PingReply, timeout=5).body.pid == before["testworker"]
+
+
+# ------------------------------------------------------------------------------------------------
+# a parser on another machine: the file's bytes travel in the job
+
+
+def _parse(worker: ParserWorker, body: ParseRequest, buffers: list[bytes]) -> ParseReply:
+    reply = worker.on_parse(Request(Envelope(kind=ParseRequest.KIND), body, buffers))
+    assert isinstance(reply, ParseReply)
+    return reply
+
+
+def test_a_parser_on_another_machine_asks_for_the_bytes_and_parses_them_never_the_path(tmp_path: Path) -> None:
+    ctx = WorkerContext(name="parser@box:1", service="parser", bus_endpoint="tcp://10.0.0.1:1", curve_server_key="k")
+    remote_parser = ParserWorker(ctx)
+    here = make_docx(tmp_path / "report.docx", "Quarterly", [("Findings", ["The okapi count rose."])], [["a", "b"]])
+    with pytest.raises(JobError) as asked:
+        _parse(remote_parser, ParseRequest(path=str(here)), [])  # a readable path, yet it is not read
+    assert asked.value.info.code == ErrorCode.FILE_CONTENT_NEEDED
+    # The bytes, under a path that means nothing on this machine: its suffix picks the format.
+    reply = _parse(remote_parser, ParseRequest(path="/elsewhere/report.docx", content=True), [here.read_bytes()])
+    assert reply.format == "docx" and "okapi count rose" in " ".join(c["text"] for c in reply.chunks)
+    with pytest.raises(JobError) as large:
+        _parse(remote_parser, ParseRequest(path="/elsewhere/report.docx", max_bytes=100, content=True), [b"x" * 101])
+    assert large.value.info.code == ErrorCode.FILE_TOO_LARGE
+    with pytest.raises(JobError) as missing:
+        _parse(remote_parser, ParseRequest(path="/elsewhere/report.docx", content=True), [])
+    assert missing.value.info.code == ErrorCode.BAD_REQUEST
+    # A local parser still reads the path, as before.
+    local = ParserWorker(WorkerContext(name="parser#1", service="parser", bus_endpoint="ipc:///nowhere"))
+    assert _parse(local, ParseRequest(path=str(here)), []).chunks == reply.chunks

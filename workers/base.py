@@ -9,6 +9,11 @@ A worker process has two DEALER sockets to the kernel's bus:
 
 SIGTERM asks for a graceful stop: the job in hand finishes, a ``worker.disconnect`` is sent, then
 ``teardown()`` runs. Subclasses declare ``service`` and add handlers in ``handlers()``.
+
+A worker on another machine (``worker run --connect``) that was a member and then hears nothing for
+``liveness`` intervals (a link down, a kernel restarting) does not exit: the kernel has dropped it and failed
+its jobs meanwhile, so it closes its sockets and joins again with new ones (a new READY, same name, model kept)
+until the kernel answers or it is stopped. One the kernel never answered (a key not allowed) exits as before.
 """
 
 from __future__ import annotations
@@ -154,6 +159,8 @@ class _Heartbeat(threading.Thread):
     def __init__(self, zctx: zmq.Context[Any], ctx: WorkerContext, identity: bytes, runner: _Runner) -> None:
         super().__init__(name="heartbeat", daemon=True)
         self.ctx, self.runner = ctx, runner
+        # A remote member that has been heard joins again after a silence instead of exiting (module docstring).
+        self.heard = runner.rejoining
         self.sock: zmq.Socket[Any] = zctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.IDENTITY, identity)
@@ -184,6 +191,7 @@ class _Heartbeat(threading.Thread):
                     log.warning("dropped a bad frame on the heartbeat socket: %s", exc)
                     continue
                 last_heard = time.monotonic()
+                self.heard = True
                 if packet.env.kind == Disconnect.KIND:
                     log.warning("the kernel dismissed this worker; stopping")
                     self.runner.request_stop()
@@ -198,6 +206,11 @@ class _Heartbeat(threading.Thread):
                 last_heard += stalled
             looped = now
             if now - last_heard > interval * self.ctx.heartbeat_liveness:
+                if self.ctx.curve_server_key and self.heard:
+                    log.warning("no heartbeat from the kernel for %.1f s: joining it again", now - last_heard)
+                    self.runner.rejoin = True
+                    self.runner.request_stop()
+                    break
                 log.error("no heartbeat from the kernel for %.1f s: exiting", now - last_heard)
                 logging.shutdown()
                 os._exit(0)
@@ -207,10 +220,13 @@ class _Heartbeat(threading.Thread):
 class _Runner:
     """Owns the job socket and runs the serve loop in the main thread."""
 
-    def __init__(self, worker: Worker, ctx: WorkerContext) -> None:
+    def __init__(self, worker: Worker, ctx: WorkerContext, rejoining: bool = False) -> None:
         self.worker, self.ctx = worker, ctx
         self.busy = 0
         self.stop_requested = False
+        self.rejoining = rejoining  # a remote member joining again: setup() has run, the model is kept
+        self.rejoin = False  # set by the heartbeat thread: the kernel went silent, join again
+        self.signalled = False
         # Ids of the jobs in hand, and of those among them whose caller cancelled (the heartbeat thread
         # adds to it; set operations are atomic under the GIL).
         self.running: set[str] = set()
@@ -238,6 +254,7 @@ class _Runner:
             self._wake_w.send(b"x")
 
     def _on_signal(self, signum: int, frame: object) -> None:
+        self.signalled = True
         self.request_stop()
 
     def serve(self) -> int:
@@ -247,7 +264,8 @@ class _Runner:
         heartbeat = _Heartbeat(self.zctx, self.ctx, self.identity + b"/hb", self)
         heartbeat.start()
         handlers = self.worker.handlers()
-        self.worker.setup()
+        if not self.rejoining:
+            self.worker.setup()
         ready = WorkerReady(
             name=self.ctx.name,
             service=self.ctx.service,
@@ -267,6 +285,14 @@ class _Runner:
                     self._wake_r.recv(64)
             if self.sock in events:
                 self._serve_available(handlers)
+        if self.rejoin and not self.signalled:
+            # The kernel dropped this member already; a goodbye could block on a socket with no peer.
+            heartbeat.join(timeout=self.ctx.heartbeat_interval_s * 2)
+            self.zctx.destroy(linger=0)
+            signal.set_wakeup_fd(-1)
+            self._wake_r.close()
+            self._wake_w.close()
+            return 0
         frames.send(
             self.sock,
             Envelope(kind=Disconnect.KIND, src=self.ctx.name, to="kernel"),
@@ -394,4 +420,11 @@ def run(worker_cls: type[Worker], ctx: WorkerContext, configure_logging: bool = 
 
         logs.setup(Path(ctx.log_file), ctx.log_max_mb, ctx.log_backups)
     _die_with_parent(ctx.kernel_pid)
-    return _Runner(worker_cls(ctx), ctx).serve()
+    worker = worker_cls(ctx)
+    runner = _Runner(worker, ctx)
+    code = runner.serve()
+    while runner.rejoin and not runner.signalled:
+        time.sleep(ctx.heartbeat_interval_s)
+        runner = _Runner(worker, ctx, rejoining=True)
+        code = runner.serve()
+    return code

@@ -43,7 +43,7 @@ class ParseRequest(Message):
     embedding model's own tokenizer, overlapping by ``overlap_tokens``; refuse files over
     ``max_bytes``. Errors: ``parse_failed`` (message says why: ``no extractable text (scanned?)``,
     ``encrypted PDF``, ``not a text file``, ``image too large``, ``OCR is off``, ...), ``file_too_large``,
-    ``unreadable``."""
+    ``unreadable``, ``file_content_needed`` (a parser on another machine, asked for a path)."""
 
     path: str
     """Absolute path of the file."""
@@ -53,6 +53,9 @@ class ParseRequest(Message):
     """Largest chunk, in tokens of the embedding model's tokenizer, `[CLS]`/`[SEP]` included (8 to 8192)."""
     overlap_tokens: int = 32
     """How far each chunk of a section starts before the end of the previous one (at most half the chunk budget)."""
+    content: bool = False
+    """The file's bytes follow as the message's one buffer frame (at most ``max_bytes``), and ``path`` only names
+    the file (its suffix picks the format): for a parser on another machine, which cannot read the path."""
 
 
 @message("parse.reply")

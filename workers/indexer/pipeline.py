@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import zmq
@@ -43,16 +43,25 @@ from foldermind.workers.indexer.vectors import VectorIndex
 log = logging.getLogger("foldermind.indexer.pipeline")
 
 _LOST = (Fault.LOST, Fault.TIMEOUT)
+PARSER = "parser"
+CONTENT_HEADROOM = 0.9
+"""A file sent to a parser on another machine may fill at most this share of the bus's message limit."""
 """A parse that died with its parser or ran past its deadline: tried once more, then the file is quarantined."""
+
+
+def _open_regular(path: str) -> BinaryIO:
+    # Opened without blocking and checked on the descriptor: a FIFO put in the file's place would
+    # otherwise block this thread until someone writes to it.
+    fh = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC), "rb")  # noqa: SIM115 (returned)
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise OSError(f"not a regular file: {os.path.basename(path)}")
+    return fh
 
 
 def sha256_of(path: str) -> str:
     digest = hashlib.sha256()
-    # Opened without blocking and checked on the descriptor: a FIFO put in the file's place would
-    # otherwise block this thread until someone writes to it.
-    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC), "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise OSError(f"not a regular file: {os.path.basename(path)}")
+    with _open_regular(path) as fh:
         while block := fh.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
@@ -73,6 +82,8 @@ class _Parse:
     mtime_ns: int
     sha256: str
     attempt: int
+    to: str = PARSER
+    """The pool, or one parser by name: one on another machine that asked for the file's bytes."""
 
 
 class Pipeline(threading.Thread):
@@ -286,18 +297,43 @@ class Pipeline(threading.Thread):
         row = self.store.db.execute("SELECT chunks, format FROM documents WHERE id = ?", (doc_id,)).fetchone()
         return bool(row and row[1] is not None)
 
-    def _send(self, client: BusClient, job: _Parse) -> None:
+    def _send(self, client: BusClient, job: _Parse, content: bytes | None = None) -> None:
         request = ParseRequest(
             path=job.doc.path,
             max_bytes=self.policy.max_file_bytes,
             max_tokens=self.policy.chunk_max_tokens,
             overlap_tokens=self.policy.chunk_overlap_tokens,
+            content=content is not None,
         )
         deadline = self.policy.parse_deadline_s(job.size)
         # Recorded before a parser can hold it: a crash during the parse finds its attempt counted.
         self.store.set_attempts(job.doc.id, job.attempt)
-        env = client.send("parser", request, timeout=deadline, attempt=job.attempt)
+        buffers = () if content is None else (content,)
+        env = client.send(job.to, request, buffers, timeout=deadline, attempt=job.attempt)
         self._inflight[env.id] = job
+
+    def _send_content(self, client: BusClient, job: _Parse, parser: str) -> None:
+        """A parser on another machine asked for the file's bytes: to it, by name, the bytes the digest was
+        taken of (a file changed since is parsed again instead)."""
+        limit = min(self.policy.max_file_bytes, int(client.max_bytes * CONTENT_HEADROOM))
+        try:
+            with _open_regular(job.doc.path) as fh:
+                data = fh.read(limit + 1)
+        except OSError as exc:
+            if not is_file(job.doc.path):
+                self._forget(job.doc)
+            else:
+                self._fail(job.doc.id, f"unreadable: {exc.strerror or exc}")
+            return
+        if len(data) > limit:
+            self._fail(job.doc.id, f"file too large to send to a parser on another machine ({len(data)} > {limit})")
+            return
+        if hashlib.sha256(data).hexdigest() != job.sha256:
+            log.info("document %d changed before its bytes were sent; parsing it again", job.doc.id)
+            self.store.requeue(job.doc.id)
+            return
+        job.to = parser
+        self._send(client, job, data)
 
     def _drain(self, client: BusClient) -> None:
         while client.sock.poll(0):
@@ -316,13 +352,21 @@ class Pipeline(threading.Thread):
             if job is None:
                 continue
             if packet.env.status == "error":
-                self._failed(client, job, packet.env.error or ErrorInfo(ErrorCode.INTERNAL, "error without detail"))
+                error = packet.env.error or ErrorInfo(ErrorCode.INTERNAL, "error without detail")
+                self._failed(client, job, error, packet.env.src)
                 continue
             body = packet.body()
             assert isinstance(body, ParseReply)
             self._store(job, body)
 
-    def _failed(self, client: BusClient, job: _Parse, error: ErrorInfo) -> None:
+    def _failed(self, client: BusClient, job: _Parse, error: ErrorInfo, src: str) -> None:
+        named, job.to = job.to != PARSER, PARSER  # whatever happens next goes to the pool
+        if error.code == ErrorCode.FILE_CONTENT_NEEDED and not named:
+            self._send_content(client, job, src)
+            return
+        if named and error.code == ErrorCode.SERVICE_UNAVAILABLE:
+            self._send(client, job)  # that parser left before it had the bytes: nothing ran
+            return
         if error.code == ErrorCode.DEADLINE_EXCEEDED and error.retryable:
             self._send(client, job)  # expired in the queue, never reached a parser: not its fault
             return

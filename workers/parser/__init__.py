@@ -5,6 +5,10 @@ chunks that fit the embedding model (:mod:`.chunker`, with that model's own toke
 on the first job). A file that cannot be parsed is a typed error (``parse_failed``,
 ``file_too_large``, ``unreadable``) whose message says why.
 
+A parser on another machine (``worker run parser --connect``) cannot read the kernel's paths: asked for one
+it answers ``file_content_needed``, and the indexer sends the request again, to it, with the file's bytes as
+a buffer frame (``content``; bounded by ``max_bytes``), which it parses from memory like any file it reads.
+
 Hostile files cost at most this process: ``setup()`` caps its address space at
 ``FOLDERMIND_PARSER_MEMORY_MB`` (default 2048, 0 = no cap), so a decompression bomb ends in a
 ``MemoryError`` (answered as ``parse_failed: out of memory``) or, at worst, a crash the kernel
@@ -21,11 +25,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import ParseReply, ParseRequest
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
-from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, ocr, parse_file
+from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, ocr, parse_content, parse_file
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -147,10 +152,11 @@ class ParserWorker(Worker):
             )
         if body.overlap_tokens < 0 or body.max_bytes <= 0:
             raise JobError(ErrorCode.BAD_REQUEST, "overlap_tokens must be >= 0 and max_bytes > 0")
+        content = self._content(req)
         tokenizer = self.tokenizer()
         _hold(path, after=False)
         try:
-            doc = parse_file(path, body.max_bytes)
+            doc = parse_file(path, body.max_bytes) if content is None else parse_content(path, content, body.max_bytes)
             chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
         except ParseError as exc:
             self.failed += 1
@@ -179,6 +185,23 @@ class ParserWorker(Worker):
             )
         self.parsed += 1
         return ParseReply(format=doc.format, chunks=chunks, title=doc.title, pages=doc.pages)
+
+    def _content(self, req: Request[ParseRequest]) -> bytes | None:
+        """The file's bytes when the request carries them; None to read the path. A parser on another machine
+        (``worker run --connect``) never reads the path: it names a file on the kernel's machine, and the same
+        path here would be some other file or none."""
+        if not req.body.content:
+            if self.ctx.curve_server_key:
+                raise JobError(ErrorCode.FILE_CONTENT_NEEDED, "this parser is on another machine: send the bytes")
+            return None
+        if len(req.buffers) != 1:
+            raise JobError(ErrorCode.BAD_REQUEST, f"content needs one buffer frame, not {len(req.buffers)}")
+        data = frames.buffer_bytes(req.buffers[0])
+        if len(data) > req.body.max_bytes:
+            raise JobError(
+                ErrorCode.FILE_TOO_LARGE, f"file too large: {len(data)} bytes (the limit is {req.body.max_bytes})"
+            )
+        return bytes(data)
 
 
 def _hold(path: Path, after: bool) -> None:

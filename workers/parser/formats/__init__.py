@@ -68,6 +68,7 @@ __all__ = [
     "extracted_text",
     "format_of",
     "normalize",
+    "parse_content",
     "parse_file",
     "parse_md",
     "parse_txt",
@@ -111,10 +112,24 @@ def format_of(path: Path) -> str | None:
 
 def parse_file(path: Path, max_bytes: int) -> ParsedDocument:
     """Parse the file at ``path``; raises :class:`ParseError` when it cannot."""
+    _format(path)  # an unsupported name is refused before the file is opened
+    return parse_content(path, read_bytes(path, max_bytes), max_bytes)
+
+
+def parse_content(path: Path, data: bytes, max_bytes: int) -> ParsedDocument:
+    """Parse ``data``, the bytes of the file ``path`` names (its suffix picks the format). Every format parses
+    from memory, so bytes sent by another machine need no temporary file."""
+    fmt = _format(path)
+    if len(data) > max_bytes:
+        raise ParseError(ErrorCode.FILE_TOO_LARGE, _too_large(len(data), max_bytes))
+    return PARSERS[fmt](data, max_bytes)
+
+
+def _format(path: Path) -> str:
     fmt = format_of(path)
     if fmt is None:
         raise ParseError(ErrorCode.PARSE_FAILED, f"unsupported format: {path.suffix or 'no suffix'}")
-    return PARSERS[fmt](read_bytes(path, max_bytes), max_bytes)
+    return fmt
 
 
 def document_text(path: Path, max_bytes: int) -> str:
