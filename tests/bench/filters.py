@@ -36,7 +36,7 @@ from tests.bench.scifact import SCIFACT_DOCS, indexed_kernel, scifact_queries, w
 from tests.bench.transports import REPO
 
 REPORT = REPO / "docs" / "benchmarks-mcp.md"
-HEADING = "## 5. Filters (hybrid, top 10, over MCP HTTP)"
+HEADING = "## 6. Filters over MCP HTTP (hybrid, top 10)"
 START = dt.datetime(2020, 1, 1, tzinfo=dt.UTC).timestamp()
 SPAN_S = 6 * 365 * 86400
 FILTERS: dict[str, dict[str, Any]] = {
@@ -138,10 +138,10 @@ def main() -> int:
     lines = [
         HEADING,
         "",
-        f"`python -m tests.bench.filters` ({facts['date (UTC)']}, commit {facts['foldermind']}): {index.files:,} "
-        f"SciFact abstracts, {index.chunks:,} chunks; {len(queries)} queries, each asked with every filter in turn "
-        f"in one MCP session (hybrid, top 10). Load average (1, 5, 15 min) {_load(load_before)} before the rounds, "
-        f"{_load(load_after)} after, on {facts['cores']}.",
+        f"`python -m tests.bench.filters` ({facts['date (UTC)']} UTC, foldermind {facts['foldermind']}): "
+        f"{index.files:,} SciFact abstracts, {index.chunks:,} chunks; {len(queries)} queries, each asked with every "
+        f"filter in turn in one MCP session (hybrid, top 10). Load average (1, 5, 15 min) {_load(load_before)} "
+        f"before the rounds, {_load(load_after)} after, on {facts['cores']}.",
         "",
         *table(
             [
