@@ -156,10 +156,23 @@ def folders_remove(folder: str) -> None:
 @click.option("--mode", type=click.Choice(["hybrid", "semantic", "keyword"]), default="hybrid", show_default=True)
 @click.option("--top-k", type=click.IntRange(1, 50), default=10, show_default=True)
 @click.option("--folder", "folder_id", default=None, help="Only this Smart Folder (id).")
+@click.option("--group-by-file", is_flag=True, help="At most one result per file (its best passage).")
+@click.option("--min-score", type=float, default=None, help="Only results scoring at least this.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def search(query: str, mode: str, top_k: int, folder_id: str | None, as_json: bool) -> None:
-    """Search the indexed documents (the search_documents tool from a terminal)."""
-    reply = _call(current_home(), "indexer", SearchRequest(query, mode, top_k, folder_id), SearchReply)
+def search(
+    query: str,
+    mode: str,
+    top_k: int,
+    folder_id: str | None,
+    group_by_file: bool,
+    min_score: float | None,
+    as_json: bool,
+) -> None:
+    """Search the indexed documents (the search_documents tool from a terminal). In QUERY, "two words" in
+    double quotes must appear together and -word leaves out results holding that word."""
+    request = SearchRequest(query, mode, top_k, folder_id)
+    request.group_by_file, request.min_score = group_by_file, min_score
+    reply = _call(current_home(), "indexer", request, SearchReply)
     if as_json:
         click.echo(json.dumps(reply.to_body(), indent=2, ensure_ascii=False))
         return

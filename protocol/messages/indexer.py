@@ -245,8 +245,10 @@ class SearchHit(TypedDict):
 class SearchRequest(Message):
     """Search the index. ``mode``: keyword, semantic or hybrid; ``folder_id`` (an id or a folder's path)
     scopes both searches before they are cut to ``top_k``. ``fusion`` picks how hybrid merges the two
-    rankings (``rrf`` or ``weighted``; empty: the configured default). ``with_text`` adds each hit's
-    whole chunk text as ``text``. Errors: ``invalid_query``, ``invalid_smart_folder``."""
+    rankings (``blend``, ``weighted`` or ``rrf``; empty: the configured default). In the query,
+    ``"two words"`` is a phrase every hit must hold and ``-word`` a word no hit may hold (any other
+    character is plain text). ``with_text`` adds each hit's whole chunk text as ``text``. Errors:
+    ``invalid_query``, ``invalid_smart_folder``."""
 
     query: str
     """The query, 1 to 1000 characters once stripped."""
@@ -257,9 +259,14 @@ class SearchRequest(Message):
     folder_id: str | None = None
     """Only this Smart Folder's documents: its id or its registered path."""
     fusion: str = ""
-    """How `hybrid` merges the two rankings: `rrf` or `weighted`; `""` means `[search] fusion`."""
+    """How `hybrid` merges the two rankings: `blend`, `weighted` or `rrf`; `""` means `[search] fusion`."""
     with_text: bool = False
     """Add each hit's whole chunk text as `text` (the front door's chat builds its prompt from it)."""
+    min_score: float | None = None
+    """Only hits whose `score` is at least this (the scale of the mode used: BM25 for keyword, cosine for semantic, the
+    fused score for hybrid, whose best hit scores about 1); `null`: no cut."""
+    group_by_file: bool = False
+    """At most one hit per file (its best chunk), so one long file does not fill the results."""
 
 
 @message("search.reply")

@@ -145,12 +145,26 @@ class Tools:
         smart_folder_id: Annotated[
             str | None, Field(max_length=200, description="only this Smart Folder (see list_smart_folders)")
         ] = None,
+        group_by_file: Annotated[
+            bool,
+            Field(
+                description="at most one result per file (its best passage), so one long file does not fill the list"
+            ),
+        ] = False,
+        min_score: Annotated[
+            float | None,
+            Field(
+                description="only results scoring at least this (hybrid: the best scores about 1; keyword: BM25;"
+                " semantic: cosine); omit for no cut"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, schemas.SearchOutput]:
-        """Search the indexed documents by meaning, keyword or both. Each result carries the file, a snippet,
-        its location (page / heading / lines: pass them to read_document) and a stable chunk_id."""
-        reply = await self.bus.call(
-            "indexer", SearchRequest(query=query, mode=mode, top_k=top_k, folder_id=smart_folder_id), SearchReply
-        )
+        """Search the indexed documents by meaning, keyword or both. In the query, "two words" in double quotes
+        must appear together and -word excludes results holding that word. Each result carries the file, a
+        snippet, its location (page / heading / lines: pass them to read_document) and a stable chunk_id."""
+        request = SearchRequest(query=query, mode=mode, top_k=top_k, folder_id=smart_folder_id)
+        request.group_by_file, request.min_score = group_by_file, min_score
+        reply = await self.bus.call("indexer", request, SearchReply)
         return self.ok(
             schemas.SearchOutput(
                 results=[self.result(hit) for hit in reply.results],

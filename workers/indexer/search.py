@@ -1,8 +1,12 @@
 """``search.request``: keyword (Tantivy BM25), semantic (usearch, or exact within a folder) and
-hybrid (the two fused), each scoped to a folder inside the search itself.
+hybrid (the two fused, :mod:`foldermind.workers.indexer.fusion`), each scoped to a folder inside the
+search itself.
 
 Every hit is read back from SQLite, which is ahead of Tantivy and usearch: a chunk that is gone,
-or whose document is not ``indexed`` at that moment, is never returned.
+or whose document is not ``indexed`` at that moment, is never returned. The cuts a request can ask for
+are made on those rows, in rank order, until ``top_k`` are kept: a phrase or an excluded word
+(:mod:`foldermind.workers.indexer.query`; the keyword side already applied them inside Tantivy, the
+semantic side cannot), ``min_score`` and ``group_by_file`` (a file's best chunk only).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Location, SearchHit, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer import fusion
+from foldermind.workers.indexer import query as operators
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.scoped import ScopedVectors
@@ -31,6 +37,8 @@ MAX_QUERY_CHARS = 1000
 MAX_TOP_K = 200
 """The MCP tool allows 50; bus callers (the retrieval bench's Recall@100) may ask for more."""
 MODES = ("hybrid", "semantic", "keyword")
+CUT_DEPTH = 2
+"""How much deeper each side fetches when ``group_by_file`` or a phrase or exclusion will drop candidates."""
 STAGES = ("embed", "keyword", "vector", "fuse", "rows")
 Ranking = fusion.Ranking
 
@@ -57,16 +65,20 @@ class SearchService:
             except JobError as exc:
                 raise JobError(ErrorCode.INVALID_SMART_FOLDER, exc.message) from exc
         timings = dict.fromkeys(STAGES, 0.0)
+        parsed = operators.parse(query)
+        query = parsed.text
         if not has_searchable_text(query):  # only punctuation or operators: nothing to look for
             return SearchReply([], 0, _ms(t0), mode, None, timings)
         depth = max(top_k * 4, self.policy.depth_min)
+        if body.group_by_file or parsed.filters:
+            depth *= CUT_DEPTH  # the cuts drop candidates: fetch deeper so that top_k survive them
         note: str | None = None
         keyword: Ranking = []
         semantic: Ranking = []
         total = 0
         if mode in ("keyword", "hybrid"):
             with _timed(timings, "keyword"):
-                keyword, total = self._keyword(query, depth, scope)
+                keyword, total = self._keyword(parsed, depth, scope)
         if mode in ("semantic", "hybrid"):
             with _timed(timings, "embed"):
                 vector, why = self._query_vector(query, scope)
@@ -74,14 +86,16 @@ class SearchService:
                 note = f"semantic search unavailable ({why}): answered from keyword search"
                 if mode == "semantic":
                     with _timed(timings, "keyword"):
-                        keyword, total = self._keyword(query, depth, scope)
+                        keyword, total = self._keyword(parsed, depth, scope)
                 mode = "keyword"
             else:
                 with _timed(timings, "vector"):
                     semantic = self._semantic(vector, depth, scope)
         with _timed(timings, "fuse"):
             if mode == "hybrid":
-                if fuse == "weighted":
+                if fuse == "blend":
+                    ranked = fusion.blend(keyword, semantic, question=fusion.is_question(query))
+                elif fuse == "weighted":
                     ranked = fusion.weighted(keyword, semantic, self.policy.keyword_weight)
                 else:
                     ranked = fusion.rrf([keyword, semantic], self.policy.rrf_k)
@@ -91,7 +105,8 @@ class SearchService:
             else:
                 ranked = keyword
         with _timed(timings, "rows"):
-            results = self._hits(ranked, query, scope, top_k, bool(body.with_text))
+            cuts = Cuts(parsed, body.min_score, bool(body.group_by_file))
+            results = self._hits(ranked, query, scope, top_k, bool(body.with_text), cuts)
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
 
     # ---------------------------------------------------------------------------------------
@@ -107,10 +122,16 @@ class SearchService:
             raise JobError(ErrorCode.INVALID_QUERY, f"fusion must be one of {', '.join(fusion.FUSIONS)}")
         if isinstance(body.top_k, bool) or not isinstance(body.top_k, int):
             raise JobError(ErrorCode.INVALID_QUERY, "top_k must be an integer")
+        if body.min_score is not None and (
+            isinstance(body.min_score, bool)
+            or not isinstance(body.min_score, int | float)
+            or body.min_score != body.min_score
+        ):
+            raise JobError(ErrorCode.INVALID_QUERY, "min_score must be a number")
         return query, body.mode, fuse, max(1, min(body.top_k, MAX_TOP_K))
 
-    def _keyword(self, query: str, depth: int, scope: str | None) -> tuple[Ranking, int]:
-        hits, total = self.bm25.search(query, depth, scope)
+    def _keyword(self, q: operators.Query, depth: int, scope: str | None) -> tuple[Ranking, int]:
+        hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded)
         return [(h.chunk_id, h.score) for h in hits], total
 
     def _semantic(self, vector: NDArray[np.float32], depth: int, scope: str | None) -> Ranking:
@@ -125,8 +146,11 @@ class SearchService:
             return None, "no document of this folder is embedded yet"
         return self.encoder.encode(query, self.vectors.ndim, self.store.get_meta("embed_model") or None)
 
-    def _hits(self, ranked: Ranking, query: str, scope: str | None, top_k: int, with_text: bool) -> list[SearchHit]:
+    def _hits(
+        self, ranked: Ranking, query: str, scope: str | None, top_k: int, with_text: bool, cuts: Cuts
+    ) -> list[SearchHit]:
         results: list[SearchHit] = []
+        files: set[str] = set()
         window = top_k * 2 + 8  # a little more than asked: some may be gone since the last index commit
         for start in range(0, len(ranked), window):
             part = ranked[start : start + window]
@@ -135,6 +159,14 @@ class SearchService:
                 row = rows.get(chunk_id)
                 if row is None or (scope and row["folder_id"] != scope):
                     continue  # deleted after the last index commit, or moved out of the asked folder
+                if cuts.min_score is not None and score < cuts.min_score:
+                    return results  # ranked best first: nothing further scores more
+                if not operators.admits(cuts.query, row["text"], row["heading"] or ""):
+                    continue  # a semantic neighbour without the phrase, or with an excluded word
+                if cuts.group_by_file:
+                    if row["path"] in files:
+                        continue
+                    files.add(row["path"])
                 hit = hit_from_row(row, score, snippet(row["text"], query))
                 if with_text:
                     hit["text"] = row["text"]
@@ -142,6 +174,15 @@ class SearchService:
                 if len(results) == top_k:
                     return results
         return results
+
+
+@dataclass(frozen=True, slots=True)
+class Cuts:
+    """What a request keeps of the ranked chunks besides its folder: see the module's docstring."""
+
+    query: operators.Query
+    min_score: float | None = None
+    group_by_file: bool = False
 
 
 def hit_from_row(row: Any, score: float, text: str) -> SearchHit:
