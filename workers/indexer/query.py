@@ -16,8 +16,9 @@ narrows, it never changes what "relevant" means. Excluded words leave the text. 
 exclusions has nothing to look for and finds nothing.
 
 The semantic side cannot be told about either, so :func:`admits` checks a chunk's own text after the fact:
-it costs one pass of the analyzer over each candidate chunk read back (a few µs a chunk), and only when the
-query has an operator.
+one pass of the analyzer over the chunk (~0.1-0.9 ms for 1.5 kB, idle to a load average of 18 on the
+2-core machine), only when the query has an operator, and only for the chunks the keyword side did not
+return (Tantivy held those to the operators already).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,8 @@ class SearchService:
             else:
                 ranked = keyword
         with _timed(timings, "rows"):
-            cuts = Cuts(parsed, body.min_score, bool(body.group_by_file))
+            # Tantivy applied the phrases and exclusions to the keyword side already: only the others are checked.
+            cuts = Cuts(parsed, body.min_score, bool(body.group_by_file), {c for c, _ in keyword})
             results = self._hits(ranked, query, scope, top_k, bool(body.with_text), cuts)
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
 
@@ -161,7 +162,7 @@ class SearchService:
                     continue  # deleted after the last index commit, or moved out of the asked folder
                 if cuts.min_score is not None and score < cuts.min_score:
                     return results  # ranked best first: nothing further scores more
-                if not operators.admits(cuts.query, row["text"], row["heading"] or ""):
+                if chunk_id not in cuts.matched and not operators.admits(cuts.query, row["text"], row["heading"] or ""):
                     continue  # a semantic neighbour without the phrase, or with an excluded word
                 if cuts.group_by_file:
                     if row["path"] in files:
@@ -183,6 +184,8 @@ class Cuts:
     query: operators.Query
     min_score: float | None = None
     group_by_file: bool = False
+    matched: set[int] = field(default_factory=set)
+    """Chunks the keyword side returned: Tantivy already held them to the phrases and exclusions."""
 
 
 def hit_from_row(row: Any, score: float, text: str) -> SearchHit:
