@@ -86,7 +86,7 @@ PACKAGES = (
         ("sqlite3/lang_*.html",),
     ),
 )
-FILES = 109  # what the globs above keep: 5 PDFs, 67 + 1 + 36 HTML files 
+FILES = 109  # what the globs above keep: 5 PDFs, 67 + 1 + 36 HTML files
 
 
 def cache_dir() -> Path:
