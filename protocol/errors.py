@@ -231,7 +231,8 @@ class ErrorCode(StrEnum):
         False,
         "indexer (`search.request`), frontdoor",
         "The query is empty or longer than 1000 characters after stripping, `mode` is not `hybrid`, `semantic` "
-        "or `keyword`, `fusion` is not `rrf` or `weighted`, or `top_k` is not an integer.",
+        "or `keyword`, `fusion` is not `blend`, `weighted` or `rrf`, `top_k` is not an integer, or `min_score` is "
+        "not a number.",
         "",
         "query",
     )

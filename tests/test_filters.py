@@ -385,12 +385,12 @@ def test_keyword_filter_of_many_documents_in_process(tmp_path: Path) -> None:
     index.replace([], rows)
     index.commit()
     kept = list(range(1, n + 1, 2))  # every other document: more than two term sets
-    hits, total = index.search("lighthouse", 10 * n, None, (kept, False))
+    hits, total = index.search("lighthouse", 10 * n, None, docs=(kept, False))
     assert total == len(kept) and {h.chunk_id for h in hits} == set(kept)
-    hits, total = index.search("lighthouse", 10 * n, None, (kept, True))
+    hits, total = index.search("lighthouse", 10 * n, None, docs=(kept, True))
     assert total == n - len(kept) and not {h.chunk_id for h in hits} & set(kept)
     scores = {h.chunk_id: h.score for h in index.search("lighthouse keeper 7", 10 * n)[0]}
-    filtered = {h.chunk_id: h.score for h in index.search("lighthouse keeper 7", 10 * n, None, (kept, False))[0]}
+    filtered = {h.chunk_id: h.score for h in index.search("lighthouse keeper 7", 10 * n, None, docs=(kept, False))[0]}
     assert filtered == pytest.approx({c: s for c, s in scores.items() if c in set(kept)})  # scored 0
-    assert index.search("lighthouse", 10, None, ([], True))[1] == n  # nothing to exclude: everything
+    assert index.search("lighthouse", 10, None, docs=([], True))[1] == n  # nothing to exclude: everything
     index.close()

@@ -259,6 +259,24 @@ def test_search_documents_every_mode(served: Any) -> None:
     assert out["results"][0]["location"].get("heading", "").startswith("Setup")
 
 
+def test_search_documents_phrases_exclusions_group_by_file_and_min_score(served: Any) -> None:
+    _, _, url, token = served
+
+    def files(args: dict[str, Any]) -> list[str]:
+        out = structured(mc.call(url, token, "search_documents", {"mode": "keyword", **args}))
+        return [r["file_name"] for r in out["results"]]
+
+    assert files({"query": "small"}) and {"fox.txt", "cats.txt"} <= set(files({"query": "small"}))
+    assert files({"query": "small -cats"}) == ["fox.txt"]
+    assert files({"query": '"small omnivores"'}) == ["fox.txt"] and files({"query": '"omnivores small"'}) == []
+    grouped = files({"query": "fox foxes brown dog", "group_by_file": True, "mode": "hybrid"})
+    assert len(grouped) == len(set(grouped))
+    assert files({"query": "small", "min_score": 1e9}) == []
+    assert mc.error_code(mc.call(url, token, "search_documents", {"query": "cat", "min_score": "x"})) == (
+        "INVALID_ARGUMENT"
+    )
+
+
 def test_search_scoping_and_query_errors(served: Any) -> None:
     _, _, url, token = served
     folders = structured(mc.call(url, token, "list_smart_folders"))["folders"]

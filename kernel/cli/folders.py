@@ -165,6 +165,8 @@ def folders_remove(folder: str) -> None:
 @click.option("--path-glob", default="", help="Only paths matching this glob, relative to the folder: 'reports/**'.")
 @click.option("--modified-after", default="", help="Only files modified on or after this ISO date (UTC).")
 @click.option("--modified-before", default="", help="Only files modified before this ISO date (UTC).")
+@click.option("--group-by-file", is_flag=True, help="At most one result per file (its best passage).")
+@click.option("--min-score", type=float, default=None, help="Only results scoring at least this.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def search(
     query: str,
@@ -175,9 +177,12 @@ def search(
     path_glob: str,
     modified_after: str,
     modified_before: str,
+    group_by_file: bool,
+    min_score: float | None,
     as_json: bool,
 ) -> None:
-    """Search the indexed documents (the search_documents tool from a terminal)."""
+    """Search the indexed documents (the search_documents tool from a terminal). In QUERY, "two words" in
+    double quotes must appear together and -word leaves out results holding that word."""
     request = SearchRequest(
         query,
         mode,
@@ -187,6 +192,8 @@ def search(
         path_glob=path_glob,
         modified_after=modified_after,
         modified_before=modified_before,
+        min_score=min_score,
+        group_by_file=group_by_file,
     )
     reply = _call(current_home(), "indexer", request, SearchReply)
     if as_json:

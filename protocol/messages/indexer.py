@@ -249,9 +249,10 @@ class SearchRequest(Message):
     """Search the index. ``mode``: keyword, semantic or hybrid; ``folder_id`` (an id or a folder's path)
     scopes both searches before they are cut to ``top_k``, and so do the filters (``file_types``,
     ``path_glob``, ``modified_after``, ``modified_before``; a filter that admits nothing gives no results,
-    not an error). ``fusion`` picks how hybrid merges the two rankings (``rrf`` or ``weighted``; empty: the
-    configured default). ``with_text`` adds each hit's whole chunk text as ``text``. Errors:
-    ``invalid_query``, ``invalid_smart_folder``, ``invalid_filter``."""
+    not an error). ``fusion`` picks how hybrid merges the two rankings (``blend``, ``weighted`` or ``rrf``;
+    empty: the configured default). In the query, ``"two words"`` is a phrase every hit must hold and
+    ``-word`` a word no hit may hold (any other character is plain text). ``with_text`` adds each hit's
+    whole chunk text as ``text``. Errors: ``invalid_query``, ``invalid_smart_folder``, ``invalid_filter``."""
 
     query: str
     """The query, 1 to 1000 characters once stripped."""
@@ -262,7 +263,7 @@ class SearchRequest(Message):
     folder_id: str | None = None
     """Only this Smart Folder's documents: its id or its registered path."""
     fusion: str = ""
-    """How `hybrid` merges the two rankings: `rrf` or `weighted`; `""` means `[search] fusion`."""
+    """How `hybrid` merges the two rankings: `blend`, `weighted` or `rrf`; `""` means `[search] fusion`."""
     with_text: bool = False
     """Add each hit's whole chunk text as `text` (the front door's chat builds its prompt from it)."""
     file_types: list[str] = field(default_factory=list)
@@ -275,6 +276,11 @@ class SearchRequest(Message):
     """Only files modified at or after this ISO 8601 date or time (UTC unless it has an offset); `""`: any."""
     modified_before: str = ""
     """Only files modified before this ISO 8601 date or time (exclusive); `""`: any."""
+    min_score: float | None = None
+    """Only hits whose `score` is at least this (the scale of the mode used: BM25 for keyword, cosine for semantic, the
+    fused score for hybrid, whose best hit scores about 1); `null`: no cut."""
+    group_by_file: bool = False
+    """At most one hit per file (its best chunk), so one long file does not fill the results."""
 
 
 @message("search.reply")

@@ -261,15 +261,19 @@ class IngestPolicy(_Strict):
 class SearchPolicy(_Strict):
     """Keyword, semantic and hybrid search in the indexer."""
 
-    fusion: Literal["rrf", "weighted"] = Field(
-        "weighted",
-        description='How hybrid mode merges the keyword (BM25) and semantic (vector) rankings: "rrf"'
-        ' (reciprocal-rank fusion, each list adds 1/(rrf_k + rank)) or "weighted" (scores min-max normalised per'
-        " list, then keyword_weight * bm25 + (1 - keyword_weight) * cosine). Picked by measurement on SciFact:"
-        " docs/benchmarks.md has the figures.",
+    fusion: Literal["blend", "weighted", "rrf"] = Field(
+        "blend",
+        description='How hybrid mode merges the keyword (BM25) and semantic (vector) rankings: "blend" (weighted'
+        " 0.5, plus a bonus for BM25's first hit, and a BM25 first hit 1.2 times above the second kept first"
+        ' unless the query is a question: workers/indexer/fusion.py), "weighted" (scores'
+        ' min-max normalised per list, then keyword_weight * bm25 + (1 - keyword_weight) * cosine) or "rrf"'
+        " (reciprocal-rank fusion, each list adds 1/(rrf_k + rank)). Picked by measurement on real manuals and"
+        " SciFact: docs/benchmarks-lookup.md has the figures.",
     )
     rrf_k: int = Field(60, ge=1, description="The rank offset of rrf fusion.")
-    keyword_weight: float = Field(0.5, ge=0, le=1, description="The keyword side's weight in weighted fusion.")
+    keyword_weight: float = Field(
+        0.5, ge=0, le=1, description='The keyword side\'s weight in "weighted" fusion ("blend" chooses its own).'
+    )
     depth_min: int = Field(
         40, ge=1, le=1000, description="Each side retrieves max(4 * top_k, depth_min) candidates before fusion."
     )

@@ -164,11 +164,25 @@ class Tools:
         modified_before: Annotated[
             str | None, Field(max_length=40, description="only files modified before this ISO date/time (UTC)")
         ] = None,
+        group_by_file: Annotated[
+            bool,
+            Field(
+                description="at most one result per file (its best passage), so one long file does not fill the list"
+            ),
+        ] = False,
+        min_score: Annotated[
+            float | None,
+            Field(
+                description="only results scoring at least this (hybrid: the best scores about 1; keyword: BM25;"
+                " semantic: cosine); omit for no cut"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, schemas.SearchOutput]:
-        """Search the indexed documents by meaning, keyword or both. Each result carries the file, a snippet,
-        its location (page / heading / lines: pass them to read_document) and a stable chunk_id (pass it to
-        read_document to read around the hit). Filters (file_types, path_glob, modified_after/before) apply
-        inside the search: a filter that matches nothing gives no results."""
+        """Search the indexed documents by meaning, keyword or both. In the query, "two words" in double quotes
+        must appear together and -word excludes results holding that word. Each result carries the file, a
+        snippet, its location (page / heading / lines: pass them to read_document) and a stable chunk_id (pass
+        it to read_document to read around the hit). Filters (file_types, path_glob, modified_after/before)
+        apply inside the search: a filter that matches nothing gives no results."""
         request = SearchRequest(
             query=query,
             mode=mode,
@@ -178,6 +192,8 @@ class Tools:
             path_glob=path_glob or "",
             modified_after=modified_after or "",
             modified_before=modified_before or "",
+            min_score=min_score,
+            group_by_file=group_by_file,
         )
         reply = await self.bus.call("indexer", request, SearchReply)
         return self.ok(

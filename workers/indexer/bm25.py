@@ -72,6 +72,11 @@ def query_terms(query: str) -> list[str]:
     return terms[:MAX_QUERY_TERMS]
 
 
+def text_terms(text: str) -> list[str]:
+    """Every indexed term of ``text``, in order (the whole text: no cap, unlike a query)."""
+    return list(_EN_STEM.analyze(text))
+
+
 def has_searchable_text(query: str) -> bool:
     """Whether the query holds any word or CJK character: ``!!!`` or ``"*"`` do not."""
     return bool(_WORD.search(query) or _CJK_RUN.search(query))
@@ -163,10 +168,21 @@ class KeywordIndex:
     # searching
 
     def build_query(
-        self, query: str, folder_id: str | None, docs: tuple[list[int], bool] | None = None
+        self,
+        query: str,
+        folder_id: str | None,
+        phrases: Iterable[tuple[str, ...]] = (),
+        required: Iterable[str] = (),
+        excluded: Iterable[str] = (),
+        docs: tuple[list[int], bool] | None = None,
     ) -> tantivy.Query | None:
-        """Any term matches (BM25 sums what matched); ``None`` when the query has no term. ``docs``: a search
-        filter's ``(doc ids, exclude)``, only those documents or all but those (:mod:`.filters`)."""
+        """Any term matches (BM25 sums what matched); ``None`` when the query has no term.
+
+        ``phrases``, ``required`` and ``excluded`` are indexed terms (:mod:`foldermind.workers.indexer.query`
+        reads them from the query): each phrase must stand in the text or the heading, each required term
+        in one of them, no excluded term in either. They only narrow: the score is the terms' BM25.
+        ``docs``: a search filter's ``(doc ids, exclude)``, only those documents or all but those
+        (:mod:`.filters`)."""
         parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
         for term in query_terms(query):
             parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", term)))
@@ -176,11 +192,15 @@ class KeywordIndex:
             parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", gram)))
         if not parts:
             return None
-        text_query = tantivy.Query.boolean_query(parts)
-        clauses = [(tantivy.Occur.Must, text_query)]
+        musts = [(tantivy.Occur.Must, tantivy.Query.boolean_query(parts))]
+        musts += [(tantivy.Occur.Must, self._either(tantivy.Query.phrase_query, list(p))) for p in phrases]
+        musts += [(tantivy.Occur.Must, self._either(tantivy.Query.term_query, t)) for t in required]
+        for term in excluded:
+            for field in ("text", "heading"):
+                musts.append((tantivy.Occur.MustNot, tantivy.Query.term_query(self.schema, field, term)))
         if folder_id is not None:
             # Scoped inside the search, so the top ``limit`` are the folder's best, not the index's.
-            clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "folder_id", folder_id)))
+            musts.append((tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "folder_id", folder_id)))
         if docs is not None and (docs[0] or not docs[1]):
             ids, exclude = docs
             # Term sets of at most TERM_SET ids, or'ed: measured on SciFact's index (5 segments), one set of
@@ -190,14 +210,27 @@ class KeywordIndex:
                 for i in range(0, max(len(ids), 1), TERM_SET)
             ]
             only = tantivy.Query.const_score_query(tantivy.Query.boolean_query(sets), 0.0)
-            clauses.append((tantivy.Occur.MustNot if exclude else tantivy.Occur.Must, only))
-        return text_query if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
+            musts.append((tantivy.Occur.MustNot if exclude else tantivy.Occur.Must, only))
+        return musts[0][1] if len(musts) == 1 else tantivy.Query.boolean_query(musts)
+
+    def _either(self, make: Callable[..., tantivy.Query], value: Any) -> tantivy.Query:
+        """``make`` on the text field or the heading field."""
+        return tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, make(self.schema, field, value)) for field in ("text", "heading")]
+        )
 
     def search(
-        self, query: str, limit: int, folder_id: str | None = None, docs: tuple[list[int], bool] | None = None
+        self,
+        query: str,
+        limit: int,
+        folder_id: str | None = None,
+        phrases: Iterable[tuple[str, ...]] = (),
+        required: Iterable[str] = (),
+        excluded: Iterable[str] = (),
+        docs: tuple[list[int], bool] | None = None,
     ) -> tuple[list[KeywordHit], int]:
-        """Top ``limit`` chunks and the total number of matches (``docs`` as :meth:`build_query`)."""
-        q = self.build_query(query, folder_id, docs)
+        """Top ``limit`` chunks and the total number of matches (see :meth:`build_query`)."""
+        q = self.build_query(query, folder_id, phrases, required, excluded, docs)
         if q is None:
             return [], 0
         searcher = self.index.searcher()

@@ -1,8 +1,12 @@
 """``search.request``: keyword (Tantivy BM25), semantic (usearch, or exact within a folder) and
-hybrid (the two fused), each scoped to a folder and filtered (:mod:`.filters`) inside the search itself.
+hybrid (the two fused, :mod:`foldermind.workers.indexer.fusion`), each scoped to a folder and filtered
+(:mod:`.filters`) inside the search itself.
 
 Every hit is read back from SQLite, which is ahead of Tantivy and usearch: a chunk that is gone,
-or whose document is not ``indexed`` at that moment, is never returned.
+or whose document is not ``indexed`` at that moment, is never returned. The cuts a request can ask for
+are made on those rows, in rank order, until ``top_k`` are kept: a phrase or an excluded word
+(:mod:`foldermind.workers.indexer.query`; the keyword side already applied them inside Tantivy, the
+semantic side cannot), ``min_score`` and ``group_by_file`` (a file's best chunk only).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Location, SearchHit, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer import filters, fusion
+from foldermind.workers.indexer import query as operators
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.scoped import ScopedVectors
@@ -31,6 +37,8 @@ MAX_QUERY_CHARS = 1000
 MAX_TOP_K = 200
 """The MCP tool allows 50; bus callers (the retrieval bench's Recall@100) may ask for more."""
 MODES = ("hybrid", "semantic", "keyword")
+CUT_DEPTH = 2
+"""How much deeper each side fetches when ``group_by_file`` or a phrase or exclusion will drop candidates."""
 STAGES = ("embed", "keyword", "vector", "fuse", "rows")
 Ranking = fusion.Ranking
 
@@ -62,17 +70,21 @@ class SearchService:
         only = self.filters.admitted(wanted, scope) if wanted.active else None
         if only is not None and only.docs and not only.others:
             only = None  # it admits every document of the scope: the search without it is the same, and cheaper
+        parsed = operators.parse(query)
+        query = parsed.text
         if not has_searchable_text(query) or (only is not None and not only.docs):
             # Only punctuation or operators: nothing to look for; or the filter admits no document.
             return SearchReply([], 0, _ms(t0), mode, None, timings)
         depth = max(top_k * 4, self.policy.depth_min)
+        if body.group_by_file or parsed.filters:
+            depth *= CUT_DEPTH  # the cuts drop candidates: fetch deeper so that top_k survive them
         note: str | None = None
         keyword: Ranking = []
         semantic: Ranking = []
         total = 0
         if mode in ("keyword", "hybrid"):
             with _timed(timings, "keyword"):
-                keyword, total = self._keyword(query, depth, scope, only)
+                keyword, total = self._keyword(parsed, depth, scope, only)
         if mode in ("semantic", "hybrid"):
             with _timed(timings, "embed"):
                 vector, why = self._query_vector(query, scope, only)
@@ -80,14 +92,16 @@ class SearchService:
                 note = f"semantic search unavailable ({why}): answered from keyword search"
                 if mode == "semantic":
                     with _timed(timings, "keyword"):
-                        keyword, total = self._keyword(query, depth, scope, only)
+                        keyword, total = self._keyword(parsed, depth, scope, only)
                 mode = "keyword"
             else:
                 with _timed(timings, "vector"):
                     semantic = self._semantic(vector, depth, scope, only)
         with _timed(timings, "fuse"):
             if mode == "hybrid":
-                if fuse == "weighted":
+                if fuse == "blend":
+                    ranked = fusion.blend(keyword, semantic, question=fusion.is_question(query))
+                elif fuse == "weighted":
                     ranked = fusion.weighted(keyword, semantic, self.policy.keyword_weight)
                 else:
                     ranked = fusion.rrf([keyword, semantic], self.policy.rrf_k)
@@ -97,7 +111,9 @@ class SearchService:
             else:
                 ranked = keyword
         with _timed(timings, "rows"):
-            results = self._hits(ranked, query, scope, top_k, bool(body.with_text), only)
+            # Tantivy applied the phrases and exclusions to the keyword side already: only the others are checked.
+            cuts = Cuts(parsed, body.min_score, bool(body.group_by_file), {c for c, _ in keyword})
+            results = self._hits(ranked, query, scope, top_k, bool(body.with_text), cuts, only)
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
 
     # ---------------------------------------------------------------------------------------
@@ -113,13 +129,22 @@ class SearchService:
             raise JobError(ErrorCode.INVALID_QUERY, f"fusion must be one of {', '.join(fusion.FUSIONS)}")
         if isinstance(body.top_k, bool) or not isinstance(body.top_k, int):
             raise JobError(ErrorCode.INVALID_QUERY, "top_k must be an integer")
+        if body.min_score is not None and (
+            isinstance(body.min_score, bool)
+            or not isinstance(body.min_score, int | float)
+            or body.min_score != body.min_score
+        ):
+            raise JobError(ErrorCode.INVALID_QUERY, "min_score must be a number")
         return query, body.mode, fuse, max(1, min(body.top_k, MAX_TOP_K))
 
     def _roots(self) -> list[str]:
         return [folder.path for folder in self.store.folders()]
 
-    def _keyword(self, query: str, depth: int, scope: str | None, only: filters.Admitted | None) -> tuple[Ranking, int]:
-        hits, total = self.bm25.search(query, depth, scope, only.keyword_clause() if only is not None else None)
+    def _keyword(
+        self, q: operators.Query, depth: int, scope: str | None, only: filters.Admitted | None
+    ) -> tuple[Ranking, int]:
+        docs = only.keyword_clause() if only is not None else None
+        hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs)
         return [(h.chunk_id, h.score) for h in hits], total
 
     def _semantic(
@@ -149,9 +174,11 @@ class SearchService:
         scope: str | None,
         top_k: int,
         with_text: bool,
+        cuts: Cuts,
         only: filters.Admitted | None = None,
     ) -> list[SearchHit]:
         results: list[SearchHit] = []
+        files: set[str] = set()
         window = top_k * 2 + 8  # a little more than asked: some may be gone since the last index commit
         for start in range(0, len(ranked), window):
             part = ranked[start : start + window]
@@ -162,6 +189,14 @@ class SearchService:
                     continue  # deleted after the last index commit, or moved out of the asked folder
                 if only is not None and row["doc_id"] not in only.docs:
                     continue  # written again since the filter was resolved (a new mtime, say)
+                if cuts.min_score is not None and score < cuts.min_score:
+                    return results  # ranked best first: nothing further scores more
+                if chunk_id not in cuts.matched and not operators.admits(cuts.query, row["text"], row["heading"] or ""):
+                    continue  # a semantic neighbour without the phrase, or with an excluded word
+                if cuts.group_by_file:
+                    if row["path"] in files:
+                        continue
+                    files.add(row["path"])
                 hit = hit_from_row(row, score, snippet(row["text"], query))
                 if with_text:
                     hit["text"] = row["text"]
@@ -169,6 +204,17 @@ class SearchService:
                 if len(results) == top_k:
                     return results
         return results
+
+
+@dataclass(frozen=True, slots=True)
+class Cuts:
+    """What a request keeps of the ranked chunks besides its folder: see the module's docstring."""
+
+    query: operators.Query
+    min_score: float | None = None
+    group_by_file: bool = False
+    matched: set[int] = field(default_factory=set)
+    """Chunks the keyword side returned: Tantivy already held them to the phrases and exclusions."""
 
 
 def hit_from_row(row: Any, score: float, text: str) -> SearchHit:

@@ -1,0 +1,223 @@
+"""What a search asks beyond its words, against a real kernel: quoted phrases, ``-word`` exclusion,
+``min_score``, ``group_by_file`` and the blend fusion's keyword-signal rule, in every mode. The query
+reading, the chunk check and the fusion are checked in-process too, on a real Tantivy index where an
+index is involved."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foldermind.protocol.client import BusClient
+from foldermind.protocol.errors import JobError
+from foldermind.protocol.messages import (
+    DescribeReply,
+    DescribeRequest,
+    FolderAddReply,
+    FolderAddRequest,
+    FolderListReply,
+    FolderListRequest,
+    SearchReply,
+    SearchRequest,
+    WatchSyncReply,
+    WatchSyncRequest,
+)
+from foldermind.workers.indexer import fusion
+from foldermind.workers.indexer.bm25 import KeywordIndex, query_terms
+from foldermind.workers.indexer.query import admits, parse
+from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir, wait_for
+
+MODES = ("keyword", "semantic", "hybrid")
+
+# ------------------------------------------------------------------------------------------------
+# in-process: reading the query, checking a chunk, the fusion
+
+
+def test_phrases_exclusions_and_plain_characters_are_read_by_our_rules() -> None:
+    q = parse('how is the "Write-Ahead Log" flushed -checkpoint -Checkpoints')
+    assert q.phrases == (("write", "ahead", "log"),)
+    assert q.excluded == tuple(query_terms("checkpoint"))  # both forms stem to one term, kept once
+    assert q.text == "how is the Write-Ahead Log flushed"  # phrase words stay, exclusions leave
+    assert parse('"tantivy"').required == tuple(query_terms("tantivy")) and parse('"tantivy"').phrases == ()
+    for plain in ('"unclosed phrase', "x-ray", "-5 degrees", "a - b", "well-known -", "text:foo*"):
+        q = parse(plain)
+        assert not q.filters, plain  # a minus inside a word, before a number or alone is not an operator
+    assert parse("“curly quotes”").phrases == (tuple(query_terms("curly quotes")),)
+    assert parse("-only -exclusions").text == ""
+
+
+def test_a_chunk_is_admitted_only_with_its_phrases_and_without_excluded_words() -> None:
+    q = parse('"write-ahead log" -checkpoint')
+    assert admits(q, "The write ahead logs are flushed.")
+    assert not admits(q, "The log is written ahead of time.")  # the words, not in order
+    assert not admits(q, "The write-ahead log and its checkpoints.")  # an excluded word's other form
+    assert not admits(q, "A write-ahead log.", heading="Checkpoint")
+    assert admits(q, "Flushed at commit.", heading="Write-ahead log")
+    assert admits(parse("no operators"), "anything at all")
+
+
+def _index(root: Path, texts: list[str]) -> KeywordIndex:
+    index = KeywordIndex(root)
+    rows = [{"id": i, "doc_id": i, "text": t, "heading": None, "folder_id": "f"} for i, t in enumerate(texts, 1)]
+    index.replace([], rows)
+    index.commit()
+    return index
+
+
+def test_the_keyword_index_applies_phrases_and_exclusions_inside_tantivy(tmp_path: Path) -> None:
+    index = _index(
+        tmp_path / "t",
+        [
+            "The write-ahead log is flushed at every commit.",
+            "Write the log ahead of the meeting.",
+            "A log of every write, ahead of the checkpoint.",
+            "Python the snake swallows its prey whole.",
+            "Python the language ships a large standard library.",
+        ],
+    )
+
+    def ids(query: str) -> set[int]:
+        q = parse(query)
+        return {h.chunk_id for h in index.search(q.text, 10, None, q.phrases, q.required, q.excluded)[0]}
+
+    assert ids("write ahead log") == {1, 2, 3}
+    assert ids('"write-ahead log"') == {1} == ids('"WRITE AHEAD LOGS"')
+    assert ids("write ahead log -checkpoint") == {1, 2}
+    assert ids('log "ahead"') == {1, 2, 3}
+    assert ids("python -snake") == {5} and ids("python -snakes -library") == set()
+    assert ids('"python snake"') == set()  # "the" sits between them
+    assert ids("-python") == set()  # nothing to look for
+    index.close()
+
+
+def test_blend_keeps_a_keyword_hit_far_above_the_rest_first_unless_the_query_is_a_question() -> None:
+    keyword = [(1, 20.0), (2, 9.0), (3, 8.5)]
+    semantic = [(4, 0.62), (5, 0.61), (2, 0.60), (3, 0.59), (1, 0.30)]
+    assert fusion.blend(keyword, semantic, 0.2)[0][0] == 1  # 20 >= STRONG_KEYWORD_RATIO * 9: it keeps its place
+    assert fusion.blend(keyword, semantic, 0.2, question=True)[0][0] != 1  # a question: the blend decides
+    close = [(1, 10.0), (2, 9.5), (3, 9.0)]
+    assert fusion.blend(close, semantic, 0.0)[0][0] == 4  # no strong signal: the weights decide
+    fused = fusion.blend(keyword, semantic)
+    assert len(fused) == 5 and [c for c, _ in fused] == sorted({1, 2, 3, 4, 5}, key=lambda c: -dict(fused)[c])
+    assert fusion.blend([], []) == [] and fusion.blend([], semantic)[0][0] == 4
+    assert fusion.is_question("How do I close the window?") and fusion.is_question("why is it slow")
+    assert not fusion.is_question("pause mouse close window") and not fusion.is_question("set decimalsign locale")
+
+
+# ------------------------------------------------------------------------------------------------
+# a real kernel
+
+
+def write_docs(root: Path) -> None:
+    root.mkdir(parents=True)
+    (root / "wal.txt").write_text(
+        "The write-ahead log records every change before the table file is written.\n"
+        "At a checkpoint the log is copied back into the database.\n"
+    )
+    (root / "ahead.txt").write_text("Write the meeting log ahead of time, then send it to everyone.\n")
+    (root / "snake.txt").write_text("Python the snake is a large reptile that swallows its prey whole.\n")
+    (root / "language.txt").write_text("Python the programming language has a large standard library.\n")
+    steps = [
+        f"Step {i}: during battery calibration the inverter drains the pack to {100 - i} percent and logs the"
+        f" runtime estimate, then the calibration table entry {i} is written to the controller."
+        for i in range(1, 61)
+    ]
+    (root / "manual.txt").write_text("\n\n".join(steps) + "\n")
+    (root / "scale.txt").write_text("Calibration of the kitchen scale: put a known weight on it and press tare.\n")
+    (root / "codes.txt").write_text("Set zorbitrax_limit to 5 to cap the retries of the upload daemon.\n")
+    (root / "limits.txt").write_text("Upload limits: the daemon retries a failed upload a few times before it stops.\n")
+
+
+class World:
+    def __init__(self, kernel: RunningKernel, root: Path) -> None:
+        self.kernel, self.root = kernel, root
+        self.client: BusClient = kernel.client("search-query-test")
+
+    def call(self, msg: Any, reply: type[Any], timeout: float = 20) -> Any:
+        return self.client.request("indexer", msg, reply, timeout=timeout).body
+
+    def search(self, query: str, mode: str = "hybrid", **kw: Any) -> SearchReply:
+        reply: SearchReply = self.call(SearchRequest(query, mode, **kw), SearchReply)
+        assert reply.mode_used == mode, reply.note
+        return reply
+
+    def settled(self, files: int) -> bool:
+        folders = self.call(FolderListRequest(), FolderListReply).folders
+        if not folders:
+            return False
+        f = folders[0]
+        if not (f["files_total"] >= files and f["state"] == "ready" and f["chunks_embedded"] == f["chunks"]):
+            return False
+        details = self.client.request("indexer", DescribeRequest(), DescribeReply, timeout=20).body.details
+        return bool(details["chunks_in_bm25"] == f["chunks"])
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    root = short_tmpdir("fmq-")
+    w = World(RunningKernel(root, FAST_RESTART), root)
+    try:
+        w.kernel.start()
+        write_docs(root / "docs")
+        w.call(FolderAddRequest(str(root / "docs"), "docs"), FolderAddReply)
+        w.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+        wait_for(lambda: w.settled(8), 180, 0.2, "the folder indexed and embedded")
+        yield w
+    finally:
+        w.kernel.stop()
+        remove_tree(root)
+
+
+def names(reply: SearchReply) -> list[str]:
+    return [r["file_name"] for r in reply.results]
+
+
+def test_a_quoted_phrase_is_required_in_every_mode(world: World) -> None:
+    assert "ahead.txt" in names(world.search("write ahead log", "keyword"))
+    for mode in MODES:
+        reply = world.search('"write-ahead log"', mode)
+        assert names(reply) == ["wal.txt"], (mode, names(reply))
+        assert "write-ahead log" in reply.results[0]["snippet"]
+
+
+def test_an_excluded_word_leaves_every_mode(world: World) -> None:
+    for mode in MODES:
+        assert {"snake.txt", "language.txt"} <= set(names(world.search("python", mode))), mode
+        found = names(world.search("python -snake", mode))
+        assert "language.txt" in found and "snake.txt" not in found, (mode, found)
+    assert world.search("-python -snake", "hybrid").results == []  # only exclusions: nothing to look for
+
+
+def test_min_score_keeps_only_hits_at_or_above_it(world: World) -> None:
+    for mode in MODES:
+        full = world.search("battery calibration", mode, top_k=20).results
+        assert len(full) >= 4, mode
+        cut = full[2]["score"]
+        kept = world.search("battery calibration", mode, top_k=20, min_score=cut).results
+        assert kept and all(r["score"] >= cut for r in kept) and len(kept) < len(full), mode
+        assert [r["chunk_id"] for r in kept] == [r["chunk_id"] for r in full[: len(kept)]]
+        assert world.search("battery calibration", mode, min_score=full[0]["score"] + 1).results == []
+    with pytest.raises(JobError) as info:
+        world.call(SearchRequest("battery", "hybrid", min_score="high"), SearchReply)  # type: ignore[arg-type]
+    assert info.value.code in ("invalid_query", "bad_request")
+
+
+def test_group_by_file_gives_each_file_once_at_its_best_chunk(world: World) -> None:
+    for mode in MODES:
+        flat = world.search("battery calibration table", mode, top_k=6).results
+        assert names(world.search("battery calibration table", mode, top_k=6)).count("manual.txt") >= 2, mode
+        grouped = world.search("battery calibration table", mode, top_k=6, group_by_file=True).results
+        files = [r["file_name"] for r in grouped]
+        assert len(files) == len(set(files)) and "scale.txt" in files, (mode, files)
+        first_manual = next(r for r in flat if r["file_name"] == "manual.txt")
+        assert next(r for r in grouped if r["file_name"] == "manual.txt")["chunk_id"] == first_manual["chunk_id"]
+
+
+def test_an_exact_identifier_keeps_its_keyword_rank_in_hybrid(world: World) -> None:
+    keyword = world.search("zorbitrax_limit retries", "keyword")
+    assert names(keyword)[0] == "codes.txt"
+    for fuse in ("blend", ""):
+        assert names(world.search("zorbitrax_limit retries", fusion=fuse))[0] == "codes.txt", fuse
