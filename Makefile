@@ -59,10 +59,10 @@ $(TS_SDK):
 	    @modelcontextprotocol/sdk@$(TS_SDK_VERSION); \
 	else echo "npm not found: the TypeScript SDK client test will be skipped"; fi
 
-# Side by side: two at a time (pytest-xdist) on this 2-core machine, 22 min against ~25 in order; more
-# is CPU-bound (~17 s of CPU per test kernel start before the shared ONNX cache, ~8 s after: the embedder
-# and the indexer load the checked export without torch; load 8 at -n 4) and no faster. tests/conftest.py keeps
-# a module that shares one kernel on one worker. PYTEST_WORKERS=0 runs in order.
+# Side by side: two at a time (pytest-xdist) on this 2-core machine; more is no faster, the suite is CPU-bound.
+# ~150 test kernels start in a run: one with the default map costs ~13 CPU-s (embedder, indexer and front door
+# ~2.4 each; tests/README.md has the table), one with only what a fault test uses ~4 (tests.helpers.LIGHT_MAP).
+# tests/conftest.py keeps a module that shares one kernel on one worker. PYTEST_WORKERS=0 runs in order.
 PYTEST_WORKERS ?= 2
 pytest: install $(INSPECTOR) $(TS_SDK)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
