@@ -4,6 +4,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CODE   := kernel workers protocol
 export HF_HUB_OFFLINE := 1
+# Python's own bytecode cache, even where the environment turns it off (PYTHONDONTWRITEBYTECODE=1 on the dev
+# machine): without it every worker recompiles foldermind from source at each start, ~2.3 of ~15.5 CPU-s per
+# test kernel start (measured with psutil on the process tree, 2026-12-02).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test lint typecheck pytest docs bench bench-llm bench-answers load soak install clean
 
@@ -55,10 +59,10 @@ $(TS_SDK):
 	    @modelcontextprotocol/sdk@$(TS_SDK_VERSION); \
 	else echo "npm not found: the TypeScript SDK client test will be skipped"; fi
 
-# Side by side: two at a time (pytest-xdist) on this 2-core machine, 22 min against ~25 in order; more
-# is CPU-bound (~17 s of CPU per test kernel start before the shared ONNX cache, ~8 s after: the embedder
-# and the indexer load the checked export without torch; load 8 at -n 4) and no faster. tests/conftest.py keeps
-# a module that shares one kernel on one worker. PYTEST_WORKERS=0 runs in order.
+# Side by side: two at a time (pytest-xdist) on this 2-core machine; more is no faster, the suite is CPU-bound.
+# ~150 test kernels start in a run: one with the default map costs ~13 CPU-s (embedder, indexer and front door
+# ~2.4 each; tests/README.md has the table), one with only what a fault test uses ~4 (tests.helpers.LIGHT_MAP).
+# tests/conftest.py keeps a module that shares one kernel on one worker. PYTEST_WORKERS=0 runs in order.
 PYTEST_WORKERS ?= 2
 pytest: install $(INSPECTOR) $(TS_SDK)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FAST_RESTART, TESTWORKER, RunningKernel, remove_tree, short_tmpdir
+from tests.helpers import FAST_RESTART, LIGHT_MAP, TESTWORKER, RunningKernel, remove_tree, short_tmpdir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # The fault worker (tests/faultworker.py) runs as a child of a kernel, and `foldermind worker run` imports
@@ -22,10 +22,18 @@ def home_dir() -> Iterator[Path]:
     remove_tree(path)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "light_map: the `kernel` fixture leaves out the model and MCP workers (tests.helpers.LIGHT_MAP)"
+    )
+
+
 @pytest.fixture
-def kernel(home_dir: Path) -> Iterator[RunningKernel]:
-    """The default process map plus the fault-injection test worker, fast restarts."""
-    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER)
+def kernel(home_dir: Path, request: pytest.FixtureRequest) -> Iterator[RunningKernel]:
+    """The default process map plus the fault-injection test worker, fast restarts; a test marked
+    ``light_map`` gets the map without the embedder, indexer, llm and front door."""
+    light = request.node.get_closest_marker("light_map") is not None
+    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + (LIGHT_MAP if light else ""))
     try:
         yield k.start()
     finally:

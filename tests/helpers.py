@@ -23,7 +23,8 @@ import zmq
 
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.messages import StatusReply, StatusRequest, WorkerStateEvent
+from foldermind.protocol.messages import StatusReply, StatusRequest, StopReply, StopRequest, WorkerStateEvent
+from foldermind.protocol.runtime.config import PROCESS_MAP
 from foldermind.protocol.runtime.home import Home
 
 T = TypeVar("T")
@@ -72,6 +73,19 @@ TESTWORKER = """
 [workers.testworker]
 module = "tests.faultworker"
 """
+
+
+def only_workers(*keep: str) -> str:
+    """supervisor.toml tables that leave every worker of the default map out but ``keep`` (a test home's map
+    trimmed to what the test uses: each worker left out is a process start less, ~0.6-2.4 CPU-s)."""
+    return "".join(f"\n[workers.{name}]\nenabled = false\n" for name in PROCESS_MAP if name not in keep)
+
+
+LIGHT_MAP = only_workers("watcher", "parser")
+"""The default map without its model and MCP workers, for a test of the kernel's handling of one worker (the
+fault worker) that the others only watch: the watcher and the parser pool stay as bystanders, so "the rest of
+the map is unaffected" is still checked. The four left out cost ~8 of ~13 CPU-s of a test kernel's start
+(psutil on the process tree, 2026-12-02: embedder 2.4, indexer 2.3, frontdoor 2.4, llm 0.6)."""
 
 
 def wait_for(cond: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, what: str = "") -> T:
@@ -213,10 +227,40 @@ class RunningKernel:
             self._sub.close(0)
         procs = self.descendants()
         if psutil.pid_exists(self.kernel_pid):
-            cli(self.root, "stop", check=False, timeout=60)
+            self._stop_kernel()
         for proc in procs:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
+
+    def _stop_kernel(self) -> None:
+        """What `foldermind stop` does, sent from this process (a CLI process costs ~0.75 CPU-s to start, and a
+        test kernel is stopped ~150 times a run; tests of the stop command run it themselves): the kernel's
+        stop request, then SIGTERM, then SIGKILL to a kernel that lingers."""
+        with contextlib.suppress(Exception), BusClient(self.home.bus_endpoint, name="teardown") as client:
+            client.request("kernel", StopRequest(), StopReply, timeout=60)
+        for sig in (signal.SIGTERM, signal.SIGKILL, None):
+            if _gone(self.kernel_pid, 10):
+                return
+            if sig is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.kernel_pid, sig)
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    """``pid`` exited (or is a zombie nobody has reaped yet) within ``timeout`` s."""
+
+    def ended() -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    give_up = time.monotonic() + timeout
+    while not ended():
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def status_json(home: Path) -> dict[str, Any]:

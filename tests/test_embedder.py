@@ -24,7 +24,10 @@ from foldermind.protocol.messages import (
     PingRequest,
 )
 from foldermind.workers import model_files
-from tests.helpers import FAST_RESTART, RunningKernel, cli, remove_tree, short_tmpdir, wait_for
+from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
+
+# The embedder alone: the other workers are not under test here, and each costs a process start.
+EMBEDDER_ONLY = FAST_RESTART + only_workers("embedder")
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -67,9 +70,9 @@ def start(k: RunningKernel) -> RunningKernel:
 
 @pytest.fixture(scope="module")
 def embed_kernel() -> Iterator[RunningKernel]:
-    """One kernel with the default process map for the module: each model load costs seconds."""
+    """One kernel for the module: each model load costs seconds."""
     root = short_tmpdir()
-    k = RunningKernel(root, FAST_RESTART)
+    k = RunningKernel(root, EMBEDDER_ONLY)
     try:
         yield start(k)
     finally:
@@ -116,7 +119,7 @@ def test_missing_model_is_a_typed_retryable_error_until_it_appears(home_dir: Pat
     late = home_dir / "late-model"  # does not exist yet
     env = f'FOLDERMIND_EMBED_MODEL_DIR = "{late}", FOLDERMIND_EMBED_RETRY_S = "{retry_s}"'
     config = f"[workers.embedder]\nenv = {{ {env} }}\n"
-    k = RunningKernel(home_dir, FAST_RESTART + config)
+    k = RunningKernel(home_dir, EMBEDDER_ONLY + config)
     try:
         start(k)
         client = k.client()
@@ -160,7 +163,7 @@ def test_missing_model_is_a_typed_retryable_error_until_it_appears(home_dir: Pat
 
 def test_an_idle_embedder_frees_its_model_and_the_next_request_loads_it_again() -> None:
     root = short_tmpdir()
-    k = RunningKernel(root, FAST_RESTART + "[ingest]\nembed_idle_unload_s = 2\n")
+    k = RunningKernel(root, EMBEDDER_ONLY + "[ingest]\nembed_idle_unload_s = 2\n")
     try:
         start(k)
         client = k.client()

@@ -17,7 +17,7 @@ from foldermind.protocol.messages import (
     PingRequest,
 )
 from tests.faultworker import FaultReply, FaultRequest
-from tests.helpers import FAST_RESTART, TESTWORKER, RunningKernel, cli, kill9, wait_for
+from tests.helpers import FAST_RESTART, LIGHT_MAP, TESTWORKER, RunningKernel, cli, kill9, wait_for
 
 
 def ping(kernel: RunningKernel, target: str, timeout: float = 5.0) -> PingReply:
@@ -25,6 +25,7 @@ def ping(kernel: RunningKernel, target: str, timeout: float = 5.0) -> PingReply:
         return client.request(target, PingRequest(), PingReply, timeout=timeout).body
 
 
+@pytest.mark.light_map
 def test_kill9_mid_job_fails_the_caller_at_once_and_the_worker_comes_back(kernel: RunningKernel) -> None:
     before = kernel.pids()
     old_pid = before["testworker"]
@@ -53,6 +54,7 @@ def overrun(kernel: RunningKernel, fault: FaultRequest, timeout: float) -> None:
     assert time.monotonic() - t0 < timeout + 1.0
 
 
+@pytest.mark.light_map
 def test_hang_sleeping_gets_deadline_exceeded_and_is_replaced(kernel: RunningKernel) -> None:
     """Past its deadline the caller hears so at once; a worker still busy when the grace after it
     ([bus] overrun_grace_s, 10 s) runs out is stuck: killed and replaced."""
@@ -65,6 +67,7 @@ def test_hang_sleeping_gets_deadline_exceeded_and_is_replaced(kernel: RunningKer
     assert not psutil.pid_exists(old_pid) or psutil.Process(old_pid).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.light_map
 def test_a_worker_that_overruns_a_deadline_but_answers_within_the_grace_is_kept(kernel: RunningKernel) -> None:
     """Slow is not hung (a CPU-starved model call overshoots by a slice): the caller gets
     deadline_exceeded at its deadline, the worker keeps its slot until it answers, and is kept."""
@@ -85,6 +88,7 @@ def test_a_worker_that_overruns_a_deadline_but_answers_within_the_grace_is_kept(
     assert log.count("testworker answered a job after its deadline; kept") == 2
 
 
+@pytest.mark.light_map
 def test_hang_holding_the_gil_is_detected_and_replaced(kernel: RunningKernel) -> None:
     """The heartbeat thread cannot run either: the deadline (or the missed heartbeats) catch it."""
     old_pid = kernel.worker("testworker")["pid"]
@@ -95,6 +99,7 @@ def test_hang_holding_the_gil_is_detected_and_replaced(kernel: RunningKernel) ->
     assert ping(kernel, "testworker").pid != old_pid
 
 
+@pytest.mark.light_map
 def test_gil_hang_without_deadline_pressure_is_caught_by_missed_heartbeats(kernel: RunningKernel) -> None:
     old_pid = kernel.worker("testworker")["pid"]
     client = kernel.client()
@@ -106,6 +111,7 @@ def test_gil_hang_without_deadline_pressure_is_caught_by_missed_heartbeats(kerne
     kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
 
 
+@pytest.mark.light_map
 def test_a_model_load_holding_the_gil_past_the_liveness_is_not_taken_for_a_hang(kernel: RunningKernel) -> None:
     """A model load (torch, ONNX, the GGUF) can hold the GIL for seconds on a starved CPU, so the
     heartbeat thread misses beats (seen at load average 15+: restart loops). Declared as a load, it
@@ -120,6 +126,7 @@ def test_a_model_load_holding_the_gil_past_the_liveness_is_not_taken_for_a_hang(
     assert ping(kernel, "testworker").pid == old_pid
 
 
+@pytest.mark.light_map
 def test_a_model_load_that_hangs_is_still_caught_by_the_longer_liveness(kernel: RunningKernel) -> None:
     old_pid = kernel.worker("testworker")["pid"]
     t0 = time.monotonic()
@@ -131,6 +138,7 @@ def test_a_model_load_that_hangs_is_still_caught_by_the_longer_liveness(kernel: 
     kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
 
 
+@pytest.mark.light_map
 def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: RunningKernel) -> None:
     client = kernel.client()
     # From inside a worker (junk, truncated, undecodable, wrong version, no id, unknown kind) ...
@@ -163,6 +171,7 @@ def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: Running
     assert all(w["state"] == "RUNNING" for w in kernel.status().workers)
 
 
+@pytest.mark.light_map
 def test_unknown_service_and_unknown_kind_fail_fast_with_typed_errors(kernel: RunningKernel) -> None:
     client = kernel.client()
     t0 = time.monotonic()
@@ -183,6 +192,7 @@ def test_crash_loop_ends_failed_with_an_event_and_restart_brings_it_back(home_di
     switch.write_text("on")
     config = (
         FAST_RESTART
+        + LIGHT_MAP
         + f"""
 [workers.flaky]
 module = "tests.faultworker"
@@ -213,6 +223,7 @@ env = {{ FOLDERMIND_FAULT = "crash_on_start", FOLDERMIND_FAULT_WHILE = "{switch}
         k.stop()
 
 
+@pytest.mark.light_map
 def test_restart_parser_changes_only_the_parser_pids(kernel: RunningKernel) -> None:
     before = kernel.pids()
     cli(kernel.root, "restart", "parser")
@@ -251,6 +262,7 @@ def test_kill9_of_the_kernel_takes_every_worker_with_it(kernel: RunningKernel) -
 def test_a_worker_that_never_sends_ready_is_killed_and_retried_with_growing_backoff(home_dir: Path) -> None:
     config = (
         FAST_RESTART
+        + LIGHT_MAP
         + """
 [workers.mute]
 module = "tests.faultworker"
@@ -277,7 +289,7 @@ env = { FOLDERMIND_FAULT = "no_ready" }
 
 
 def test_a_reply_too_big_for_the_bus_fails_the_caller_and_spares_the_worker(home_dir: Path) -> None:
-    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + "\n[bus]\nmax_message_mb = 1\n").start()
+    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + LIGHT_MAP + "\n[bus]\nmax_message_mb = 1\n").start()
     try:
         pid = k.worker("testworker")["pid"]
         with k.client() as client:
@@ -301,6 +313,7 @@ def test_a_reply_too_big_for_the_bus_fails_the_caller_and_spares_the_worker(home
         k.stop()
 
 
+@pytest.mark.light_map
 def test_job_cancel_frees_a_queued_job_at_once_and_stops_a_running_one_only_for_its_caller(
     kernel: RunningKernel,
 ) -> None:
@@ -327,6 +340,7 @@ def test_job_cancel_frees_a_queued_job_at_once_and_stops_a_running_one_only_for_
     assert ping(kernel, "testworker").pid == pid  # the same worker, free again
 
 
+@pytest.mark.light_map
 def test_request_with_a_cancel_event_ends_cancelled(kernel: RunningKernel) -> None:
     import threading
 

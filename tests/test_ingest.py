@@ -14,7 +14,10 @@ import pytest
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, FolderListReply, FolderListRequest
 from tests.filemakers import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb_docx
-from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, wait_for
+from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, only_workers, wait_for
+
+# The ingestion pipeline without the MCP front door, which no test here talks to (a process start less).
+PIPELINE = FAST_RESTART + only_workers("watcher", "parser", "embedder", "indexer", "llm")
 
 
 def search(home: Path, query: str, mode: str = "keyword", **opts: str) -> dict[str, Any]:
@@ -83,7 +86,7 @@ def make_corpus(root: Path) -> None:
 def indexed(home_dir: Path) -> Iterator[tuple[RunningKernel, Path]]:
     docs = home_dir / "docs"
     make_corpus(docs)
-    k = RunningKernel(home_dir, FAST_RESTART)
+    k = RunningKernel(home_dir, PIPELINE)
     try:
         k.start()
         out = cli(home_dir, "folders", "add", str(docs), "--name", "Docs", "--wait", timeout=120).stdout
@@ -224,7 +227,7 @@ def test_bad_files_fail_with_reasons_while_neighbours_index(home_dir: Path) -> N
     outside = home_dir / "outside.txt"
     outside.write_text("Secret outside text about basilisks.\n")
     (docs / "link.txt").symlink_to(outside)
-    k = RunningKernel(home_dir, FAST_RESTART).start()
+    k = RunningKernel(home_dir, PIPELINE).start()
     try:
         cli(home_dir, "folders", "add", str(docs), "--wait", timeout=120)
         state = documents(home_dir)
@@ -249,7 +252,7 @@ def test_indexer_killed_mid_batch_indexes_every_file_exactly_once(home_dir: Path
     n = 150
     for i in range(n):
         (docs / f"doc{i:03d}.txt").write_text(f"Document number {i} mentions token{i} and shared words.\n" * 20)
-    k = RunningKernel(home_dir, FAST_RESTART).start()
+    k = RunningKernel(home_dir, PIPELINE).start()
     try:
         cli(home_dir, "folders", "add", str(docs))
 
@@ -307,7 +310,7 @@ def test_parser_killed_mid_file_retries_once_then_quarantines(home_dir: Path) ->
     docs.mkdir()
     # Big enough that tokenizing and chunking it keeps a parser busy for a while.
     (docs / "big.txt").write_text("Endless prose about the migration of the arctic tern. " * 300_000)
-    k = RunningKernel(home_dir, FAST_RESTART).start()
+    k = RunningKernel(home_dir, PIPELINE).start()
     try:
         cli(home_dir, "folders", "add", str(docs))
         first = wait_for(lambda: _parser_holding_a_job(k), 60, 0.02, "a parser busy with big.txt")
@@ -331,7 +334,7 @@ def test_parser_killed_once_the_file_is_retried_and_indexed(home_dir: Path) -> N
     docs = home_dir / "retry"
     docs.mkdir()
     (docs / "big.txt").write_text("Long text about the nesting habits of the kittiwake. " * 200_000)
-    k = RunningKernel(home_dir, FAST_RESTART).start()
+    k = RunningKernel(home_dir, PIPELINE).start()
     try:
         cli(home_dir, "folders", "add", str(docs))
         kill9(wait_for(lambda: _parser_holding_a_job(k), 60, 0.02, "a parser busy with big.txt"))
@@ -347,7 +350,7 @@ def test_without_a_model_documents_are_keyword_indexed_then_embedded_when_it_app
 
     late_model = home_dir / "late-model"
     config = (
-        FAST_RESTART
+        PIPELINE
         + f"""
 [ingest]
 embed_retry_s = 1.0

@@ -34,7 +34,7 @@ from foldermind.workers.parser.formats import (
     format_of,
     parse_file,
 )
-from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir
+from tests.helpers import FAST_RESTART, RunningKernel, only_workers, remove_tree, short_tmpdir
 
 MB = 1024 * 1024
 ALL_FORMATS = ["txt", "md", "pdf", "docx", "html", "pptx", "xlsx", "csv", "epub", "email", "odf", "rtf", "image"]
@@ -637,10 +637,7 @@ def test_worker_handler_maps_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def parser_kernel() -> Iterator[RunningKernel]:
     """A kernel running only the parser pool (the other workers have tests of their own)."""
     root = short_tmpdir()
-    others = "".join(
-        f"\n[workers.{name}]\nenabled = false\n" for name in ("watcher", "embedder", "indexer", "llm", "frontdoor")
-    )
-    k = RunningKernel(root, FAST_RESTART + others)
+    k = RunningKernel(root, FAST_RESTART + only_workers("parser"))
     try:
         yield k.start()
     finally:

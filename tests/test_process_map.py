@@ -16,6 +16,7 @@ from foldermind.protocol.messages import DescribeReply, DescribeRequest, PingRep
 from tests.faultworker import FaultRequest
 from tests.helpers import (
     FAST_RESTART,
+    LIGHT_MAP,
     TESTWORKER,
     RunningKernel,
     cli,
@@ -64,6 +65,7 @@ def test_status_json_has_the_spec_shape_and_every_worker_answers(kernel: Running
     assert "whole tree" in text
 
 
+@pytest.mark.light_map
 def test_second_start_refuses_a_twin(kernel: RunningKernel) -> None:
     out = cli(kernel.root, "start").stdout
     assert f"already running (pid {kernel.kernel_pid})" in out
@@ -111,7 +113,7 @@ def test_stop_kills_a_worker_that_ignores_sigterm(home_dir: Path) -> None:
     # The hung worker must still be the one holding the job when the stop comes: with the default liveness
     # (3 s) a `foldermind stop` slow to start on a loaded machine found it dropped and a fresh copy running.
     patient = "[bus]\nheartbeat_liveness = 60\n"
-    k = RunningKernel(home_dir, patient + FAST_RESTART + TESTWORKER + grace).start()
+    k = RunningKernel(home_dir, patient + FAST_RESTART + LIGHT_MAP + TESTWORKER + grace).start()
     with k.client() as client:
         running = home_dir / "hang-started"
         client.send("testworker", FaultRequest("hang_gil", seconds=300, started=str(running)), timeout=120)
@@ -121,9 +123,10 @@ def test_stop_kills_a_worker_that_ignores_sigterm(home_dir: Path) -> None:
     assert "parser#1" in out
 
 
+@pytest.mark.light_map
 def test_two_homes_run_side_by_side(kernel: RunningKernel) -> None:
     other_root = short_tmpdir()
-    other = RunningKernel(other_root, FAST_RESTART)
+    other = RunningKernel(other_root, FAST_RESTART + LIGHT_MAP)
     try:
         other.start()
         assert other.kernel_pid != kernel.kernel_pid
@@ -138,6 +141,7 @@ def test_two_homes_run_side_by_side(kernel: RunningKernel) -> None:
         remove_tree(other_root)
 
 
+@pytest.mark.light_map
 def test_logs_show_each_worker_and_pool_members(kernel: RunningKernel) -> None:
     out = cli(kernel.root, "logs", "parser").stdout
     assert "parser#1.log" in out and "parser#2.log" in out and "parser#2 READY" in out
@@ -153,6 +157,7 @@ def test_logs_show_each_worker_and_pool_members(kernel: RunningKernel) -> None:
         follow.wait()
 
 
+@pytest.mark.light_map
 def test_worker_run_takes_a_worker_into_the_foreground_and_gives_it_back(kernel: RunningKernel) -> None:
     old_pid = kernel.worker("testworker")["pid"]
     fg = cli_process(kernel.root, "worker", "run", "testworker", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -178,6 +183,7 @@ def test_worker_run_takes_a_worker_into_the_foreground_and_gives_it_back(kernel:
         fg.wait()
 
 
+@pytest.mark.light_map
 def test_worker_run_killed_hard_is_taken_back_at_once(kernel: RunningKernel) -> None:
     old_pid = kernel.worker("testworker")["pid"]
     fg = cli_process(kernel.root, "worker", "run", "testworker", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -193,6 +199,7 @@ def test_worker_run_killed_hard_is_taken_back_at_once(kernel: RunningKernel) -> 
             fg.kill()
 
 
+@pytest.mark.light_map
 def test_a_dropped_worker_run_copy_that_wakes_up_is_told_to_go(kernel: RunningKernel) -> None:
     """A GIL stall longer than the heartbeat liveness: the kernel takes the worker back, and the
     stalled foreground copy, once it wakes, is dismissed instead of lingering unrouted."""
@@ -218,7 +225,7 @@ def test_restart_is_refused_while_stopping_and_stop_still_completes(home_dir: Pa
     # lets the job in hand finish) while its heartbeats go on. A job holding the GIL would not do: its
     # missed heartbeats get it dropped after 3 s, and a CLI slow to start on a loaded machine then found the
     # stop already done and the kernel gone.
-    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + "restart = { stop_grace_s = 10.0 }\n").start()
+    k = RunningKernel(home_dir, FAST_RESTART + LIGHT_MAP + TESTWORKER + "restart = { stop_grace_s = 10.0 }\n").start()
     with k.client() as client:
         running = home_dir / "sleep-started"
         client.send("testworker", FaultRequest("hang_sleep", seconds=30, started=str(running)), timeout=60)

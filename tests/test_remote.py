@@ -37,16 +37,14 @@ from tests.helpers import (
     cli,
     cli_process,
     kill9,
+    only_workers,
     remove_tree,
     short_tmpdir,
     status_json,
     wait_for,
 )
 
-ONLY_TESTWORKER = "".join(
-    f"\n[workers.{name}]\nenabled = false\n"
-    for name in ("watcher", "parser", "embedder", "indexer", "llm", "frontdoor")
-)
+ONLY_TESTWORKER = only_workers()
 
 
 def free_port() -> int:

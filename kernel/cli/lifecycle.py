@@ -149,7 +149,9 @@ def _start_background(home: Home, config: SupervisorConfig) -> None:
                 continue
             click.echo(f"foldermind started (pid {proc.pid}).")
             click.echo(f"home: {home.root or 'platform default'}; logs: {home.log_dir}")
-            _announce_mcp(home, wait_s=20)
+            # A map without the front door (a parser-only or remote-worker home) has no URL to wait for.
+            if any(service == "frontdoor" for _, service in config.instances()):
+                _announce_mcp(home, wait_s=20)
             return
     raise click.ClickException(f"the kernel did not answer within {config.kernel.start_wait_s:g} s")
 
