@@ -428,8 +428,11 @@ class Pipeline(threading.Thread):
         if not self._probed:
             # An empty request: its reply names the model and precision the embedder runs now, so an index
             # whose every chunk is embedded still learns that the configuration changed (and re-embeds).
+            # Only when vectors exist: without any, the first batch's reply says it, and an embedder that
+            # is still loading its model is not kept busy (it answers one job at a time) for nothing.
             self._probed = True
-            self._embeds[client.send("embedder", EmbedRequest([]), timeout=600).id] = []
+            if len(self.vectors):
+                self._embeds[client.send("embedder", EmbedRequest([]), timeout=600).id] = []
         size = self.policy.embed_batch
         while len(self._embeds) < self.policy.embed_window:
             if not self._embed_backlog:
