@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 MODEL = "all-MiniLM-L6-v2"
+INDEXED = f"{MODEL} fp32"
+"""What an index of fp32 vectors of the bundled model records (model_files.vectors_key)."""
 LONG = "Photosynthesis turns light, water and carbon dioxide into glucose and oxygen in the chloroplasts. " * 30
 SENTENCES = [
     "kittens chasing yarn",
@@ -254,14 +256,18 @@ def test_the_encoder_answers_with_onnx_from_the_cached_export(shared: Shared) ->
         assert enc.backend == "onnx" and enc.backend_note == "", enc.backend_note
         assert onnx_export.export_count == before and enc.onnx_exported is False
         assert enc.onnx_file == str(shared.loaded.path)
-        vector, why = enc.encode("kittens chasing yarn", 384, MODEL)
+        vector, why = enc.encode("kittens chasing yarn", 384, INDEXED)
         assert vector is not None, why
         assert float(np.dot(vector, shared.reference(["kittens chasing yarn"])[0])) >= 1 - 1e-4
         details = enc.describe()
         assert details["backend"] == "onnx" and details["backend_wanted"] == "onnx" and details["threads"] == 1
         # Vectors of another model than the index's are never used.
         assert enc.encode("x", 384, "another-model")[0] is None
-        assert enc.encode("x", 768, MODEL)[0] is None
+        assert enc.encode("x", 768, INDEXED)[0] is None
+        # Nor vectors of another precision: this fp32 query model never answers for an index of int8 vectors.
+        assert enc.vectors_key == INDEXED and model_files.vectors_key(MODEL, "fp32") == INDEXED
+        vector, why = enc.encode("x", 384, f"{MODEL} int8-x2q1")
+        assert vector is None and f"the query model is {INDEXED}, the index holds {MODEL} int8-x2q1" in why, why
     finally:
         enc.close()
 
@@ -272,7 +278,7 @@ def test_backend_torch_never_tries_onnx(tmp_path: Path) -> None:
         settled(enc)
         assert enc.backend == "torch" and enc.backend_note == "" and enc.onnx_file is None
         assert list(tmp_path.iterdir()) == []
-        vector, why = enc.encode("kittens chasing yarn", 384, MODEL)
+        vector, why = enc.encode("kittens chasing yarn", 384, INDEXED)
         assert vector is not None and vector.shape == (384,), why
     finally:
         enc.close()
@@ -296,7 +302,7 @@ def test_an_onnx_file_that_cannot_load_leaves_torch_answering(
         assert enc.backend_note.startswith("onnx unavailable:") and "does not load" in enc.backend_note
         assert enc.describe()["backend_note"] == enc.backend_note
         assert [p for p in tmp_path.iterdir() if not p.name.startswith(".")] == []  # not kept for the next start
-        vector, why = enc.encode("kittens chasing yarn", 384, MODEL)
+        vector, why = enc.encode("kittens chasing yarn", 384, INDEXED)
         assert vector is not None, why
         assert float(np.dot(vector, shared.reference(["kittens chasing yarn"])[0])) >= 1 - 1e-4
     finally:
@@ -314,7 +320,7 @@ def test_without_onnxruntime_torch_answers(tmp_path: Path, monkeypatch: pytest.M
     try:
         settled(enc)
         assert enc.backend == "torch" and enc.backend_note == "onnx unavailable: onnxruntime is not installed"
-        assert enc.encode("kittens", 384, MODEL)[0] is not None
+        assert enc.encode("kittens", 384, INDEXED)[0] is not None
     finally:
         enc.close()
 
@@ -329,7 +335,7 @@ def test_an_onnx_failure_on_a_query_switches_to_torch(shared: Shared) -> None:
             raise RuntimeError("session lost")
 
         enc._onnx.encode = boom  # type: ignore[method-assign,union-attr]
-        vector, why = enc.encode("a query", 384, MODEL)
+        vector, why = enc.encode("a query", 384, INDEXED)
         assert vector is not None, why
         assert enc.describe()["backend"] == "torch" and "session lost" in enc.backend_note
     finally:
@@ -352,14 +358,14 @@ def test_a_repeated_query_is_served_from_the_cache(shared: Shared, monkeypatch: 
             return real(query)
 
         monkeypatch.setattr(enc, "_encode_local", counted)
-        first, _ = enc.encode("kittens chasing yarn", 384, MODEL)
-        second, _ = enc.encode("kittens chasing yarn", 384, MODEL)
+        first, _ = enc.encode("kittens chasing yarn", 384, INDEXED)
+        second, _ = enc.encode("kittens chasing yarn", 384, INDEXED)
         assert first is not None and second is not None and np.array_equal(first, second)
         assert calls == ["kittens chasing yarn"]
         second[:] = 0  # the caller's copy: the cached vector is untouched
-        third, _ = enc.encode("kittens chasing yarn", 384, MODEL)
+        third, _ = enc.encode("kittens chasing yarn", 384, INDEXED)
         assert third is not None and np.array_equal(third, first)
-        enc.encode("Kittens chasing yarn", 384, MODEL)  # exact text: another key
+        enc.encode("Kittens chasing yarn", 384, INDEXED)  # exact text: another key
         assert calls == ["kittens chasing yarn", "Kittens chasing yarn"]
         assert enc.describe()["cache"] == {"size": 4, "entries": 2, "hits": 2, "misses": 2}
     finally:

@@ -100,7 +100,7 @@ def test_with_a_checked_export_cached_neither_the_embedder_nor_the_indexer_impor
         # Embedding did not bring torch in either, and `status` says which backend runs.
         assert settled(k.client())["embedder"]["torch_loaded"] is False  # type: ignore[index]
         assert "onnx" in wait_for(lambda: "model ready" in (n := k.worker("embedder")["note"]) and n, 10, 0.1)
-        assert wait_for(lambda: k.worker("indexer")["note"], 10, 0.1) == "queries: onnx"
+        assert wait_for(lambda: k.worker("indexer")["note"], 10, 0.1) == "queries: onnx fp32"
     finally:
         k.stop()
 
@@ -162,7 +162,8 @@ def test_when_no_export_can_be_made_torch_runs_and_status_says_why(root: Path) -
             assert details["backend_note"].startswith("onnx unavailable: cannot use the model cache"), details
         note = wait_for(lambda: "model ready" in (n := k.worker("embedder")["note"]) and n, 10, 0.1)
         assert "torch; onnx unavailable: cannot use the model cache" in note, note
-        assert wait_for(lambda: k.worker("indexer")["note"], 10, 0.1).startswith("queries: torch (onnx unavailable")
+        indexer_note = wait_for(lambda: k.worker("indexer")["note"], 10, 0.1)
+        assert indexer_note.startswith("queries: torch fp32 (onnx unavailable"), indexer_note
         assert embedded(k).shape == (len(TEXTS), 384)
     finally:
         k.stop()

@@ -438,17 +438,17 @@ def test_local_query_vectors_equal_the_embedders(world: World) -> None:
     )
     try:
         local.start()
-        via_bus, why = remote.encode("kittens chasing yarn", 384, "all-MiniLM-L6-v2")
+        via_bus, why = remote.encode("kittens chasing yarn", 384, "all-MiniLM-L6-v2 fp32")
         assert via_bus is not None, why
         wait_for(lambda: local.state != "loading", 120, 0.1, "the query model")
         assert local.state == "ready", local.error
-        mine, why = local.encode("kittens chasing yarn", 384, "all-MiniLM-L6-v2")
+        mine, why = local.encode("kittens chasing yarn", 384, "all-MiniLM-L6-v2 fp32")
         assert mine is not None, why
         assert float(np.dot(mine, via_bus)) == pytest.approx(1.0, abs=1e-4)
         assert float(np.linalg.norm(mine)) == pytest.approx(1.0, abs=1e-4)
         # Vectors of another model than the index's are never used, from either source.
         assert local.encode("x", 384, "another-model")[0] is None
-        assert local.encode("x", 768, "all-MiniLM-L6-v2")[0] is None
+        assert local.encode("x", 768, "all-MiniLM-L6-v2 fp32")[0] is None
     finally:
         remote.close()
         local.close()

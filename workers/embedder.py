@@ -31,6 +31,13 @@ load failed it gets ``model_unavailable`` (retryable) with the reason, and a lat
 (at most once per :data:`RETRY_AFTER_S`), so a model that becomes available later is picked up without a
 restart.
 
+Precision (``[ingest] embed_quantize``): ``"int8"`` runs the int8 copy of the export
+(:mod:`foldermind.workers.onnx_int8`: made once per machine from the checked export, checked like it), 2.75x
+the fp32 encode rate here at the same SciFact quality (docs/benchmarks-onnx.md). Every reply names the
+precision that made its vectors (``precision``: ``fp32`` or ``int8-x<export>q<quantisation>``), so the
+indexer never stores vectors of two precisions side by side. Torch runs fp32 only: when the int8 copy cannot
+be had, torch's fp32 vectors go out named ``fp32`` and the note says why.
+
 Idle: after ``[ingest] embed_idle_unload_s`` (10 minutes) without a request the model is freed (~230 MiB
 back to the system; the worker stays up), and the next request loads it again as at start. The indexer
 encodes queries with its own copy, so only new chunks wait for that load.
@@ -62,7 +69,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.config import ingest_from_env
 from foldermind.protocol.runtime.home import model_cache_dir
-from foldermind.workers import model_files, onnx_export, onnx_model
+from foldermind.workers import model_files, onnx_int8, onnx_model
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 
 if TYPE_CHECKING:
@@ -150,6 +157,8 @@ class EmbedderWorker(Worker):
         self.onnx_file: str | None = None
         self.onnx_exported: bool | None = None
         self.onnx_cosine: float | None = None
+        self.precision: str | None = None
+        """The precision label of the vectors this worker makes now (None until a model is loaded)."""
         self._model: SentenceTransformer | None = None
         self._onnx: onnx_model.OnnxEncoder | None = None
         self._cond = threading.Condition()
@@ -195,6 +204,8 @@ class EmbedderWorker(Worker):
                 "backend": self.backend,
                 "backend_wanted": self.policy.embed_backend,
                 "backend_note": self.backend_note or None,
+                "precision": self.precision,
+                "precision_wanted": self.policy.embed_quantize,
                 "torch_loaded": "torch" in sys.modules,
                 "model_cache_dir": str(self.cache_dir),
                 "onnx_file": self.onnx_file,
@@ -249,6 +260,7 @@ class EmbedderWorker(Worker):
         with self._cond:
             self._model, self._onnx, self.backend = model, None, "torch"
             self.backend_note = why_torch or self.backend_note
+            self.precision = onnx_model.precision_label("fp32")  # torch runs the model's own weights
             self._ready_locked(name, path, dim, elapsed)
 
     def _load_onnx(self, path: Path, name: str, started: float) -> None:
@@ -256,8 +268,9 @@ class EmbedderWorker(Worker):
         unsafe = onnx_model.onnxruntime_unsafe()
         if unsafe:
             raise onnx_model.OnnxError(unsafe)
+        quantize = self.policy.embed_quantize
         with model_files.gc_paused():
-            loaded = onnx_export.open_checked(path, name, self.cache_dir, self.threads, stop=self._stop)
+            loaded = onnx_int8.open_precision(path, name, self.cache_dir, self.threads, quantize, stop=self._stop)
         dim = onnx_model.dimension(loaded.encoder)
         elapsed = time.monotonic() - started
         log.info(
@@ -272,6 +285,7 @@ class EmbedderWorker(Worker):
         )
         with self._cond:
             self._onnx, self._model, self.backend, self.backend_note = loaded.encoder, None, "onnx", loaded.note
+            self.precision = onnx_model.precision_label(quantize)
             self.onnx_file, self.onnx_exported, self.onnx_cosine = str(loaded.path), loaded.exported, loaded.cosine
             self._ready_locked(name, path, dim, elapsed)
 
@@ -279,7 +293,7 @@ class EmbedderWorker(Worker):
         self.dim, self.model_name, self.model_dir = dim, name, str(path)
         self.state, self.error, self.load_s = "ready", None, elapsed
         note = f"; {self.backend_note}" if self.backend_note else ""
-        self.status_note = f"model ready ({name}, {dim}-d, {self.backend}{note})"[:200]
+        self.status_note = f"model ready ({name}, {dim}-d, {self.precision}, {self.backend}{note})"[:200]
         self._cond.notify_all()
 
     def _unload_when_idle(self) -> None:
@@ -327,20 +341,25 @@ class EmbedderWorker(Worker):
             self._wait_ready(req.env.deadline)
             assert self.dim is not None and self.model_name is not None
             if not texts:
-                return EmbedReply(count=0, dim=self.dim, model=self.model_name, dtype="float32"), [b""]
-            vectors = self._encode(texts, req.env.deadline)
+                reply = EmbedReply(count=0, dim=self.dim, model=self.model_name, precision=self.precision or "fp32")
+                return reply, [b""]
+            vectors, precision = self._encode(texts, req.env.deadline)
         finally:
             with self._cond:
                 self._encoding -= 1
                 self._last_used = time.monotonic()
+        count, dim = vectors.shape
         return (
-            EmbedReply(count=vectors.shape[0], dim=vectors.shape[1], model=self.model_name, dtype="float32"),
+            EmbedReply(count=count, dim=dim, model=self.model_name, dtype="float32", precision=precision),
             [vectors.data.cast("B")],
         )
 
-    def _encode(self, texts: list[str], deadline: float) -> npt.NDArray[np.float32]:
+    def _encode(self, texts: list[str], deadline: float) -> tuple[npt.NDArray[np.float32], str]:
+        """The vectors of ``texts`` and the precision label of the model that made them (read together
+        with it: a fallback to torch between the two would otherwise mislabel a batch)."""
         started = time.perf_counter()
-        onnx = self._onnx
+        with self._cond:
+            onnx, precision = self._onnx, self.precision or "fp32"
         if onnx is not None:
             try:
                 raw = onnx.encode_longest_first(texts, self.batch_size)
@@ -354,6 +373,7 @@ class EmbedderWorker(Worker):
                 return self._encode(texts, deadline)
         else:
             raw = self._encode_torch(texts)
+            precision = onnx_model.precision_label("fp32")
         vectors = np.ascontiguousarray(raw, dtype=np.float32)
         elapsed = time.perf_counter() - started
         if vectors.ndim != 2 or vectors.shape[0] != len(texts) or vectors.shape[1] != self.dim:
@@ -366,7 +386,7 @@ class EmbedderWorker(Worker):
             elapsed,
             len(texts) / elapsed if elapsed > 0 else 0.0,
         )
-        return vectors
+        return vectors, precision
 
     def _encode_torch(self, texts: list[str]) -> npt.NDArray[np.float32]:
         import torch

@@ -137,3 +137,10 @@ def idle_check_every(idle_s: float) -> float:
     """How often a model's idle unloader looks: a quarter of the idle time (a model is freed at most 25%
     late), between 1 s and 60 s."""
     return max(1.0, min(60.0, idle_s / 4))
+
+
+def vectors_key(model: str, precision: str) -> str:
+    """What an index's vectors are recorded as, and what a query vector must match to be compared with
+    them: the model's name and the precision that ran it (``all-MiniLM-L6-v2 fp32``). Vectors of one model
+    at two precisions are not comparable (int8 moves them: least cosine 0.87 to fp32 over SciFact)."""
+    return f"{model} {precision or 'fp32'}"

@@ -50,6 +50,7 @@ from foldermind.workers.onnx_model import (
     check_file,
     encode_reference,
     file_sha256,
+    int8_file,
     load_cached,
     model_digest,
     reason,
@@ -123,7 +124,7 @@ def open_checked(
             return _loaded(path, model_dir, threads, started)
         except OnnxError as exc:
             why = str(exc)
-    with _export_lock(path, stop):
+    with export_lock(path, stop):
         if path.is_file():  # another process may have exported it while this one waited for the lock
             with contextlib.suppress(OnnxError):
                 return _loaded(path, model_dir, threads, started)
@@ -152,7 +153,7 @@ def _loaded(
 
 
 @contextlib.contextmanager
-def _export_lock(dest: Path, stop: threading.Event | None) -> Iterator[None]:
+def export_lock(dest: Path, stop: threading.Event | None) -> Iterator[None]:
     """One export of ``dest`` at a time on this machine (any home, any worker): an advisory lock file
     beside it, polled so that ``stop`` still ends the wait."""
     try:
@@ -185,11 +186,11 @@ def _tidy(dest: Path) -> None:
     """Remove this model's exports for other digests that no home has loaded for a month, and temporary
     files a killed export left."""
     prefix = dest.name[: -len("-0123456789abcdef.onnx")]
-    pattern = re.compile(rf"^{re.escape(prefix)}-[0-9a-f]{{16}}\.onnx$")
+    pattern = re.compile(rf"^{re.escape(prefix)}-[0-9a-f]{{16}}(\.int8)?\.onnx$")
     now = time.time()
     for path in dest.parent.iterdir():
         with contextlib.suppress(OSError):
-            if path.name != dest.name and pattern.match(path.name):
+            if path.name not in (dest.name, int8_file(dest).name) and pattern.match(path.name):
                 record = check_file(path)
                 used = record.stat().st_mtime if record.exists() else path.stat().st_mtime
                 if now - used > UNUSED_EXPORT_S:
@@ -217,14 +218,25 @@ def export(model_dir: Path, dest: Path, stop: threading.Event | None = None, exp
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OnnxError(f"cannot create the model cache {dest.parent}: {reason(exc)}") from exc
+    started = time.monotonic()
+    export_count += 1
+    run_child([MODULE, str(model_dir), "{file}", "{record}", "--exporter", exporter], dest, stop, "export")
+    log.info("exported and checked %s as %s in %.1f s", model_dir, dest.name, time.monotonic() - started)
+
+
+def run_child(args: list[str], dest: Path, stop: threading.Event | None, what: str) -> None:
+    """Run ``python -m <args>`` (``{file}`` and ``{record}`` in them replaced by temporary names beside
+    ``dest``), and when it succeeded move the file it wrote to ``dest`` and its check record beside it.
+
+    Raises :class:`OnnxError` with the child's last line when it fails, takes over
+    :data:`EXPORT_TIMEOUT_S` or ``stop`` is set (the child is killed)."""
     tag = f"{os.getpid()}-{secrets.token_hex(4)}"
     tmp = dest.with_name(f".{dest.name}.{tag}.tmp")
     record = check_file(dest)
     tmp_record = dest.with_name(f".{record.name}.{tag}.tmp")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", MODULE, str(model_dir), str(tmp), str(tmp_record), "--exporter", exporter]
+    cmd = [sys.executable, "-m", *(a.replace("{file}", str(tmp)).replace("{record}", str(tmp_record)) for a in args)]
     started = time.monotonic()
-    export_count += 1
     try:
         with tempfile.TemporaryFile() as out:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
@@ -237,13 +249,13 @@ def export(model_dir: Path, dest: Path, stop: threading.Event | None = None, exp
                     if stopped or time.monotonic() - started > EXPORT_TIMEOUT_S:
                         proc.kill()
                         proc.wait()
-                        why = "export stopped" if stopped else f"export took over {EXPORT_TIMEOUT_S:.0f} s"
+                        why = f"{what} stopped" if stopped else f"{what} took over {EXPORT_TIMEOUT_S:.0f} s"
                         raise OnnxError(why) from None
             if code != 0:
                 out.seek(0)
-                raise OnnxError(f"export failed (exit {code}): {_last_line(out.read())}")
+                raise OnnxError(f"{what} failed (exit {code}): {_last_line(out.read())}")
         if not tmp.is_file() or tmp.stat().st_size == 0 or not tmp_record.is_file():
-            raise OnnxError("the export wrote no file")
+            raise OnnxError(f"the {what} wrote no file")
         for path in (tmp, tmp_record):
             with open(path, "rb") as fh:
                 os.fsync(fh.fileno())
@@ -255,7 +267,6 @@ def export(model_dir: Path, dest: Path, stop: threading.Event | None = None, exp
     finally:
         tmp.unlink(missing_ok=True)
         tmp_record.unlink(missing_ok=True)
-    log.info("exported and checked %s as %s in %.1f s", model_dir, dest.name, time.monotonic() - started)
 
 
 def _last_line(raw: bytes) -> str:

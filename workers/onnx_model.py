@@ -55,6 +55,17 @@ OUTPUT = "sentence_embedding"
 MIN_COSINE = 0.9999
 CHECK_SUFFIX = ".checked.json"
 
+QUANT_FORMAT = 1
+"""Bump when the int8 copy is made otherwise (quantiser settings, its check): every cached int8 file is then
+redone, and indexes of its vectors re-embed (the format is part of :func:`precision_label`).
+1: onnxruntime's ``quantize_dynamic``, QInt8 weights, per tensor."""
+INT8_SUFFIX = ".int8.onnx"
+INT8_MIN_COSINE = 0.8
+"""The int8 copy's least cosine to torch over the probes must reach this when it is made (a broken
+quantisation gives ~0 or NaN); measured 0.87 least, 0.94 median over SciFact's abstracts
+(docs/benchmarks-onnx.md). Its later loads are held to :data:`MIN_COSINE` against its own recorded vectors."""
+PRECISIONS = ("fp32", "int8")
+
 PROBES = (
     "x",
     "How does the immune system respond to a viral infection?",
@@ -155,6 +166,26 @@ def cache_file(cache_dir: Path, name: str, digest: str) -> Path:
     return cache_dir / f"{safe}-{digest}.onnx"
 
 
+def int8_file(fp32: Path) -> Path:
+    """The int8 copy of the export ``fp32``, beside it: ``<name>-<digest>.int8.onnx``."""
+    return fp32.with_name(fp32.name.removesuffix(".onnx") + INT8_SUFFIX)
+
+
+def precision_label(quantize: str) -> str:
+    """What the vectors of a precision are recorded as in an index: ``fp32`` (the model's own vectors,
+    whichever backend makes them: the fp32 export is checked equal to torch), or for int8 the formats that
+    made them (``int8-x2q1``: export format 2, quantisation format 1), since an int8 vector moves with either."""
+    if quantize not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}")
+    return "fp32" if quantize == "fp32" else f"int8-x{EXPORT_FORMAT}q{QUANT_FORMAT}"
+
+
+def name_digest(path: Path) -> str:
+    """The model digest in an export's or int8 copy's file name (empty when it has none)."""
+    found = re.search(r"-([0-9a-f]{16})(?:\.int8)?\.onnx$", path.name)
+    return found.group(1) if found else ""
+
+
 def check_file(path: Path) -> Path:
     """The check record beside an export: ``<file>.checked.json``."""
     return path.with_name(path.name + CHECK_SUFFIX)
@@ -195,10 +226,20 @@ class Check:
     checked_at: float
     probes: list[str]
     reference: str
-    """Torch's vectors of ``probes`` (each encoded alone), float32 little-endian, base64."""
+    """The vectors of ``probes`` this file must give (each encoded alone), float32 little-endian, base64:
+    torch's for the fp32 export, the int8 copy's own for an int8 file."""
+    quantized: str = ""
+    """Empty for the fp32 export; for an int8 copy, :func:`precision_label`'s ``int8-...``."""
+    source_sha256: str = ""
+    """For an int8 copy, the SHA-256 of the checked fp32 export it was made from."""
+    batch_reference: str = ""
+    """For an int8 copy, its vectors of ``probes`` encoded as one batch (as ``reference``): dynamic
+    quantisation scales activations per batch, so these differ a little from the ones encoded alone."""
 
-    def vectors(self, dim: int) -> NDArray[np.float32]:
-        raw = np.frombuffer(base64.b64decode(self.reference), dtype="<f4").astype(np.float32)
+    def vectors(self, dim: int, batch: bool = False) -> NDArray[np.float32]:
+        """The recorded vectors of the probes: each encoded alone, or (``batch``) all in one batch."""
+        encoded = self.batch_reference if batch else self.reference
+        raw = np.frombuffer(base64.b64decode(encoded), dtype="<f4").astype(np.float32)
         if raw.size != len(self.probes) * dim:
             raise OnnxError(f"the check record holds {raw.size} floats, not {len(self.probes)} x {dim}")
         return raw.reshape(len(self.probes), dim)
@@ -308,17 +349,24 @@ class OnnxEncoder:
 
 
 def agreement(
-    encoder: OnnxEncoder, reference: Callable[[list[str]], NDArray[np.float32]], probes: Sequence[str] = PROBES
+    encoder: OnnxEncoder,
+    reference: Callable[[list[str]], NDArray[np.float32]],
+    probes: Sequence[str] = PROBES,
+    batch_reference: NDArray[np.float32] | None = None,
 ) -> float:
     """The least cosine between ONNX and ``reference`` (torch) vectors of ``probes``: one text at a
-    time (as queries are) and all in one padded batch."""
+    time (as queries are) and all in one padded batch (against ``batch_reference`` when given: an int8
+    model quantises its activations per batch, so a text's vector depends a little on its batch)."""
     want = np.asarray(reference(list(probes)), dtype=np.float32)
     single = np.concatenate([encoder.encode([p]) for p in probes])
     batch = encoder.encode(list(probes))
     if want.shape != single.shape:
         raise OnnxError(f"ONNX gives {single.shape[1]}-d vectors, torch {want.shape[1]}-d")
     want = want / np.maximum(np.linalg.norm(want, axis=1, keepdims=True), 1e-12)
-    cosines = np.concatenate([np.sum(want * single, axis=1), np.sum(want * batch, axis=1)])
+    batch_want = want if batch_reference is None else np.asarray(batch_reference, dtype=np.float32)
+    if batch_want.shape != batch.shape:
+        raise OnnxError(f"the batched reference holds {batch_want.shape}, ONNX gives {batch.shape}")
+    cosines = np.concatenate([np.sum(want * single, axis=1), np.sum(batch_want * batch, axis=1)])
     if not np.all(np.isfinite(cosines)):
         return float("nan")
     return float(cosines.min())
@@ -333,9 +381,9 @@ def load_cached(path: Path, model_dir: Path, threads: int) -> tuple[OnnxEncoder,
     its record describes and still agrees with the recorded torch vectors; else :class:`OnnxError` saying
     how it differs."""
     check = Check.from_file(check_file(path))
-    digest = path.stem.rsplit("-", 1)[-1]
-    if check.digest != digest or check.export_format != EXPORT_FORMAT:
-        other = f"{check.digest}, format {check.export_format}"
+    quantized = precision_label("int8") if path.name.endswith(INT8_SUFFIX) else ""
+    if check.digest != name_digest(path) or check.export_format != EXPORT_FORMAT or check.quantized != quantized:
+        other = f"{check.digest}, format {check.export_format}{', ' + check.quantized if check.quantized else ''}"
         raise OnnxError(f"the cached export has a check record of another export ({other})")
     try:
         size = path.stat().st_size
@@ -345,8 +393,10 @@ def load_cached(path: Path, model_dir: Path, threads: int) -> tuple[OnnxEncoder,
         raise OnnxError(f"the cached export is unreadable: {reason(exc)}") from exc
     encoder = OnnxEncoder(path, model_dir, check.preprocessing, threads)
     try:
-        recorded = check.vectors(dimension(encoder))
-        cosine = agreement(encoder, lambda texts: recorded, check.probes)
+        dim = dimension(encoder)
+        recorded = check.vectors(dim)
+        batched = check.vectors(dim, batch=True) if check.batch_reference else None
+        cosine = agreement(encoder, lambda texts: recorded, check.probes, batched)
     except OnnxError:
         raise
     except Exception as exc:

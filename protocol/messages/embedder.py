@@ -34,3 +34,7 @@ class EmbedReply(Message):
     """`all-MiniLM-L6-v2` for the bundled model, else the name of the model's directory."""
     dtype: str = "float32"
     """The element type of the buffer."""
+    precision: str = "fp32"
+    """The model variant that made the vectors: `fp32` (the model's own weights, whichever backend) or
+    `int8-x<export format>q<quantisation format>` (the int8 copy of the ONNX export). An index holds vectors
+    of one model and one precision only."""

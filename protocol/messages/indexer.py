@@ -536,6 +536,7 @@ class EmbeddingInfo(TypedDict):
     """The index's vectors and the query encoder (see ``index.status.reply``)."""
 
     model: str
+    precision: str
     dim: int
     state: str
     note: str
@@ -610,7 +611,7 @@ class IndexStatusReply(Message):
     folders: list[FolderInfo]
     """One `FolderInfo` per folder (as `folders.list.reply`)."""
     embedding: EmbeddingInfo
-    """`{model, dim, state, note, query_encoder, query_backend, query_backend_note}`, see below."""
+    """`{model, precision, dim, state, note, query_encoder, query_backend, query_backend_note}`, see below."""
     recent_failures: list[FailureInfo]
     """Documents `failed` or `skipped`, most recently changed first, each `{path, folder_id, status, error}`
     (`FailureInfo`)."""

@@ -233,6 +233,15 @@ class IngestPolicy(_Strict):
         ' runs instead when onnxruntime is missing or the export fails or disagrees (`status` says why). "torch"'
         " never tries ONNX.",
     )
+    embed_quantize: Literal["fp32", "int8"] = Field(
+        "fp32",
+        description='The precision the model runs at, for the embedder and the indexer\'s query encoder alike: "fp32"'
+        " the model's own weights; \"int8\" an int8 copy of the ONNX export (onnxruntime's dynamic quantisation,"
+        " made once per machine beside it in model_cache_dir and checked like it). The index records which"
+        " precision made its vectors: a change re-embeds every chunk (keyword search works meanwhile, semantic"
+        " answers from keyword with a note), and a query vector is never compared with vectors of the other."
+        " Measured in docs/benchmarks-onnx.md.",
+    )
     embed_idle_unload_s: float = Field(
         600.0,
         ge=0,

@@ -116,6 +116,9 @@ class EmbeddingState(BaseModel):
     state: str
     note: str | None = None
     query_backend: str | None = Field(None, description="what encodes queries now: onnx or torch")
+    precision: str | None = Field(
+        None, description="the precision of the stored vectors and of query vectors: fp32 or int8-x<export>q<quant>"
+    )
 
 
 class StorageState(BaseModel):

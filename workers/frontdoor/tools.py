@@ -343,6 +343,7 @@ class Tools:
                     state=str(emb.get("state", "unknown")),
                     note=emb.get("note") or None,
                     query_backend=emb.get("query_backend"),
+                    precision=emb.get("precision"),
                 ),
                 recent_failures=[
                     schemas.Failure(file_path=f["path"], status=f["status"], error=f["error"])

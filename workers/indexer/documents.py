@@ -247,8 +247,17 @@ class DocumentService:
     def _embedding(self, totals: dict[str, int]) -> EmbeddingInfo:
         error = self.embed_error()
         embedded, chunks = totals["chunks_embedded"], totals["chunks"]
+        before = self.store.reembedding()
+        model, precision = self.store.embedded_with()
         if error:
             state, note = "unavailable", error
+        elif before:
+            state = "reembedding"
+            note = (
+                f"embedding every chunk again with {model_files.vectors_key(model, precision)} (the index held"
+                f" {before} vectors): {embedded} of {chunks} done; semantic search answers from keyword search"
+                " until then"
+            )
         elif embedded or len(self.vectors):
             state = "ready"
             note = f"{chunks - embedded} chunks waiting for vectors" if embedded < chunks else ""
@@ -257,7 +266,8 @@ class DocumentService:
         else:
             state, note = "loading", "no vector yet: the embedding model is loading or busy"
         return EmbeddingInfo(
-            model=self.store.get_meta("embed_model") or self.encoder.model_name or _configured_model(),
+            model=model or self.encoder.model_name or _configured_model(),
+            precision=precision or self.encoder.precision or self.encoder.ingest.embed_quantize,
             dim=self.vectors.ndim,
             state=state,
             note=note,

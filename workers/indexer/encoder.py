@@ -15,7 +15,13 @@ Until it is ready (a first export takes ~10 s) queries go to the embedder. Only 
 or the export fails or disagrees is torch loaded (~16-19 ms a query), and :meth:`QueryEncoder.describe`
 says why; ``"torch"`` never tries ONNX.
 
-Recent query vectors are kept (``query_cache_size``, keyed by the model and the exact query text),
+The precision is the embedder's (``[ingest] embed_quantize``): ``"int8"`` opens the int8 copy of the export
+(:mod:`foldermind.workers.onnx_int8`). A query vector is only compared with stored vectors of the same model
+AND precision (:func:`~foldermind.workers.model_files.vectors_key`, recorded by the index): while an index of
+another precision is being re-embedded, the caller answers from keyword search and says why. Torch, the
+fallback, runs fp32 only.
+
+Recent query vectors are kept (``query_cache_size``, keyed by the model, its precision and the exact query text),
 so a repeated query skips the encode whichever way its vector came.
 """
 
@@ -40,7 +46,7 @@ from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.protocol.runtime.home import model_cache_dir
-from foldermind.workers import model_files, onnx_export, onnx_model
+from foldermind.workers import model_files, onnx_int8, onnx_model
 
 # Before the indexer imports usearch (its vector index, imported after this module): otherwise
 # loading onnxruntime later in this process crashes it. See onnx_model.init_cxx_locale.
@@ -124,6 +130,8 @@ class QueryEncoder:
         self.onnx_s: float | None = None
         self.onnx_exported: bool | None = None
         self.onnx_cosine: float | None = None
+        self.precision: str | None = None
+        """The precision label of the local model's vectors (None until it is loaded)."""
         self.cache = VectorCache(policy.query_cache_size)
         self._model: SentenceTransformer | None = None
         self._model_path: Path | None = None
@@ -176,6 +184,7 @@ class QueryEncoder:
         with self._lock:
             self.model_name, self.state, self.load_s = name, "ready", time.monotonic() - started
             self.backend, self.backend_note = "torch", why_torch
+            self.precision = onnx_model.precision_label("fp32")  # torch runs the model's own weights
         log.info("query model %s ready (%s-d, torch, %d threads) in %.1f s", name, self.dim, self.threads, self.load_s)
 
     def _failed(self, exc: BaseException) -> None:
@@ -198,7 +207,8 @@ class QueryEncoder:
         if unsafe:
             return self._keep_torch(unsafe)
         try:
-            loaded = onnx_export.open_checked(path, name, self.cache_dir, self.threads, stop=self._stop)
+            quantize = self.ingest.embed_quantize
+            loaded = onnx_int8.open_precision(path, name, self.cache_dir, self.threads, quantize, stop=self._stop)
             dim = onnx_model.dimension(loaded.encoder)
         except Exception as exc:
             if self._stop.is_set():
@@ -211,6 +221,7 @@ class QueryEncoder:
             self._onnx, self.backend, self.backend_note = loaded.encoder, "onnx", loaded.note
             self.onnx_file, self.onnx_s, self.onnx_exported = str(loaded.path), loaded.seconds, loaded.exported
             self.onnx_cosine, self._model_path = loaded.cosine, path
+            self.precision = onnx_model.precision_label(quantize)
             self.model_name, self.dim, self.state, self.load_s = name, dim, "ready", time.monotonic() - started
         log.info(
             "query model %s ready (%d-d, onnx, %s %s in %.1f s, least probe cosine %.6f, %d threads)",
@@ -231,35 +242,47 @@ class QueryEncoder:
     # ---------------------------------------------------------------------------------------
     # queries
 
+    @property
+    def vectors_key(self) -> str | None:
+        """What the local model's vectors are (model and precision), None until it is loaded."""
+        if self.model_name is None:
+            return None
+        return model_files.vectors_key(self.model_name, self.precision or "fp32")
+
     def encode(self, query: str, ndim: int, index_model: str | None) -> tuple[NDArray[np.float32] | None, str]:
-        """The query's normalised vector, else ``None`` and why. ``ndim`` and ``index_model`` are
-        those of the stored vectors: a vector of another model would rank nonsense."""
-        key_model = index_model or self.model_name
+        """The query's normalised vector, else ``None`` and why. ``ndim`` and ``index_model`` (a
+        :func:`~foldermind.workers.model_files.vectors_key`: model and precision) are those of the stored
+        vectors: a vector of another model or precision would rank nonsense."""
+        key_model = index_model or self.vectors_key
         if key_model:
             cached = self.cache.get(key_model, query)
             if cached is not None and cached.shape == (ndim,):
                 return cached, ""
         local_why = self._local_unusable(ndim, index_model)
         if not local_why:
+            with self._lock:
+                key = self.vectors_key
             vector = self._encode_local(query)
-            assert self.model_name is not None
-            self.cache.put(self.model_name, query, vector)
+            if key is None or self.vectors_key != key:  # ONNX failed meanwhile: torch made an fp32 vector
+                return None, f"the query model changed to {self.vectors_key} while encoding"
+            self.cache.put(key, query, vector)
             return vector, ""
         try:
             reply = self.client.request(
                 "embedder", EmbedRequest([query]), EmbedReply, timeout=self.policy.query_embed_timeout_s
             )
         except BusError as exc:
-            return None, f"embedder: {exc}"
+            return None, f"{local_why}; embedder: {exc}"
         body = reply.body
         if not reply.buffers or body.dim != ndim or body.count != 1:
-            return None, "the embedder answered no usable vector"
-        if index_model and body.model != index_model:
-            return None, f"the embedder runs {body.model}, the index holds {index_model} vectors"
+            return None, f"{local_why}; the embedder answered no usable vector"
+        made_by = model_files.vectors_key(body.model, body.precision)
+        if index_model and made_by != index_model:
+            return None, f"{local_why}; the embedder runs {made_by}, the index holds {index_model} vectors"
         vector = np.frombuffer(frames.buffer_bytes(reply.buffers[0]), dtype=np.float32)[:ndim]
         vector = np.array(vector, dtype=np.float32, copy=True)
         if body.model:
-            self.cache.put(body.model, query, vector)
+            self.cache.put(made_by, query, vector)
         return vector, ""
 
     def encode_sentences(
@@ -277,9 +300,12 @@ class QueryEncoder:
             return None, why
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), ndim), dtype=np.float32)
+        key = self.vectors_key
         for at in range(0, len(order), SENTENCE_BATCH):
             rows = order[at : at + SENTENCE_BATCH]
             out[rows] = self._encode_batch([texts[i] for i in rows])
+        if self.vectors_key != key:  # ONNX failed meanwhile: some rows are torch's fp32 vectors
+            return None, f"the query model changed to {self.vectors_key} while encoding"
         return out, ""
 
     def _encode_batch(self, texts: list[str], what: str = "sentences") -> NDArray[np.float32]:
@@ -294,6 +320,7 @@ class QueryEncoder:
                 log.warning("ONNX query backend failed (%s); loading torch, which answers from now on", why)
                 with self._lock:
                     self._onnx, self.backend, self.backend_note = None, "torch", f"onnx failed on {what}: {why}"
+                    self.precision = onnx_model.precision_label("fp32")
         with self._lock:
             assert self._model_path is not None
             model = self._load_torch_locked(self._model_path)
@@ -315,8 +342,8 @@ class QueryEncoder:
             return f"query model {self.state}"
         if self.dim != ndim:
             return f"the query model makes {self.dim}-d vectors, the index holds {ndim}-d"
-        if index_model and self.model_name != index_model:
-            return f"the query model is {self.model_name}, the index holds {index_model} vectors"
+        if index_model and self.vectors_key != index_model:
+            return f"the query model is {self.vectors_key}, the index holds {index_model} vectors"
         return ""
 
     def _encode_local(self, query: str) -> NDArray[np.float32]:
@@ -328,7 +355,8 @@ class QueryEncoder:
             return ""
         if self.state != "ready":
             return f"queries: model {self.state}" + (f" ({self.error})" if self.error else "")
-        return f"queries: {self.backend}" + (f" ({self.backend_note})" if self.backend_note else "")
+        line = f"queries: {self.backend} {self.precision}"
+        return line + (f" ({self.backend_note})" if self.backend_note else "")
 
     def describe(self) -> dict[str, object]:
         return {
@@ -341,6 +369,8 @@ class QueryEncoder:
             "backend": self.backend,
             "backend_wanted": self.policy.query_backend,
             "backend_note": self.backend_note or None,
+            "precision": self.precision,
+            "precision_wanted": self.ingest.embed_quantize,
             "threads": self.threads,
             "onnx_file": self.onnx_file,
             "onnx_s": self.onnx_s,

@@ -44,6 +44,7 @@ from foldermind.protocol.messages import (
     SearchHit,
     SearchRequest,
 )
+from foldermind.workers import model_files
 from foldermind.workers.indexer import sentences
 from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
 from foldermind.workers.indexer.search import MAX_QUERY_CHARS, SearchService
@@ -304,7 +305,7 @@ class EvidenceService:
     def _vectors(self, texts: list[str]) -> tuple[NDArray[np.float32] | None, str, int]:
         """Vectors of ``texts`` from the cache or made now; (vectors, why none, how many were made)."""
         ndim, model = self._model()
-        key = model or self.encoder.model_name or ""
+        key = model or self.encoder.vectors_key or ""
         rows: list[NDArray[np.float32] | None] = [self.cache.get(key, t) for t in texts]
         todo = [i for i, r in enumerate(rows) if r is None]
         if todo:
@@ -320,7 +321,9 @@ class EvidenceService:
         return out, "", len(todo)
 
     def _model(self) -> tuple[int, str]:
-        return self.searches.vectors.ndim, self.searches.store.get_meta("embed_model")
+        """The index's vector size and what its vectors are (model and precision; empty before any)."""
+        model, precision = self.searches.store.embedded_with()
+        return self.searches.vectors.ndim, model_files.vectors_key(model, precision) if model else ""
 
     @staticmethod
     def _span(hits: list[SearchHit], c: _Candidate, figure: bool) -> EvidenceSpan:

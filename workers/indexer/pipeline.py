@@ -32,6 +32,7 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env
+from foldermind.workers import model_files
 from foldermind.workers.indexer.analysis import MAX_CHARS, Analysis, analyze
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
@@ -128,7 +129,9 @@ class Pipeline(threading.Thread):
         self._parse_retry_at = 0.0
         self._next_save = 0.0
         self.embed_error: str | None = None
-        self.embed_model: str | None = store.get_meta("embed_model") or None
+        self.embedded_with = store.embedded_with()
+        """(model, precision) of the stored vectors, ("", "") before any."""
+        self._probed = False  # asked the embedder what it runs since this start
         self.errors = 0
         self.enricher = Enricher(store, llm_from_env())
         self.data_dir = store.path.parent
@@ -466,12 +469,23 @@ class Pipeline(threading.Thread):
     def _fill_embeds(self, client: BusClient) -> None:
         if time.monotonic() < self._embed_retry_at:
             return
+        if not self._probed:
+            # An empty request: its reply names the model and precision the embedder runs now, so an index
+            # whose every chunk is embedded still learns that the configuration changed (and re-embeds).
+            # Only when vectors exist: without any, the first batch's reply says it, and an embedder that
+            # is still loading its model is not kept busy (it answers one job at a time) for nothing.
+            self._probed = True
+            if len(self.vectors):
+                self._embeds[client.send("embedder", EmbedRequest([]), timeout=600).id] = []
         size = self.policy.embed_batch
         while len(self._embeds) < self.policy.embed_window:
             if not self._embed_backlog:
                 busy = {i for ids in self._embeds.values() for i in ids}
                 rows = self.store.unembedded(size * self.EMBED_LOOKAHEAD, busy)
                 if not rows:
+                    if not self._embeds and self.store.reembedding():
+                        self.store.reembedded()
+                        log.info("re-embedding done: every chunk has a %s vector", " ".join(self.embedded_with))
                     return
                 self._embed_backlog = sorted(rows, key=lambda row: len(row[1]), reverse=True)
             batch, self._embed_backlog = self._embed_backlog[:size], self._embed_backlog[size:]
@@ -481,6 +495,8 @@ class Pipeline(threading.Thread):
     def _embedded(self, ids: list[int], packet: frames.Packet) -> None:
         if packet.env.status == "error":
             error = packet.env.error or ErrorInfo(ErrorCode.INTERNAL, "error without detail")
+            if not ids:
+                self._probed = False  # ask again with the next batches
             if error.code.fault in _LOST:
                 return  # the chunks stay unembedded and go out again with the next batch
             # The model cannot load (or no embedder runs): documents stay keyword-searchable and
@@ -491,6 +507,9 @@ class Pipeline(threading.Thread):
             return
         body = packet.body()
         assert isinstance(body, EmbedReply)
+        self._same_vectors(body)
+        if not ids:
+            return  # the probe: nothing to store
         if body.count != len(ids) or not packet.buffers:
             log.error("embed reply holds %d vectors for %d chunks; dropped", body.count, len(ids))
             return
@@ -504,15 +523,38 @@ class Pipeline(threading.Thread):
             self._embed_retry_at = time.monotonic() + self.policy.embed_retry_s
             return
         self.embed_error = None
-        if body.model != self.embed_model:
-            # Searches compare their query vector's model with this one: vectors of two models never mix.
-            with self.store.tx() as db:
-                self.store.set_meta(db, "embed_model", body.model)
-            self.embed_model = body.model
         rows = {chunk_id: i for i, chunk_id in enumerate(ids)}
         kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
         self._wrote()
         self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0])
+
+    def _same_vectors(self, body: EmbedReply) -> None:
+        """Make the index hold only vectors of the model and precision that made ``body``'s: on a change,
+        every stored vector is dropped (the chunks and keyword search stay) and all chunks are embedded again;
+        searches compare their query vector's model and precision with what the store records, so vectors of
+        two never meet."""
+        made = (body.model, body.precision or "fp32")
+        if made == self.embedded_with:
+            return
+        before = self.embedded_with
+        if before != ("", "") and (self.store.vector_ids() or len(self.vectors)):
+            # The usearch index first: a search between the two steps finds no vector (and answers from
+            # keyword search), never an old vector beside the new record.
+            self.vectors.reset(self.vectors.ndim)
+            dropped = self.store.drop_vectors(*made, reembedding=model_files.vectors_key(*before))
+            self._embed_backlog = []
+            log.info(
+                "the embedder now makes %s vectors, the index held %s: %d vectors dropped, every chunk is"
+                " embedded again",
+                model_files.vectors_key(*made),
+                model_files.vectors_key(*before),
+                dropped,
+            )
+        else:
+            with self.store.tx() as db:
+                self.store.set_meta(db, "embed_model", made[0])
+                self.store.set_meta(db, "embed_precision", made[1])
+        self.embedded_with = made
 
     def _maybe_save(self) -> None:
         now = time.monotonic()

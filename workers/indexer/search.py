@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Location, SearchHit, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
+from foldermind.workers import model_files
 from foldermind.workers.indexer import filters, fusion
 from foldermind.workers.indexer import query as operators
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text
@@ -159,13 +160,22 @@ class SearchService:
     def _query_vector(
         self, query: str, scope: str | None, only: filters.Admitted | None = None
     ) -> tuple[NDArray[np.float32] | None, str]:
+        before = self.store.reembedding()
+        model, precision = self.store.embedded_with()
+        if before:  # checked first: right after the change no vector is left either
+            return None, (
+                f"the index is being embedded again with {model_files.vectors_key(model, precision)}"
+                f" (it held {before} vectors); keyword results until it is done"
+            )
         if len(self.vectors) == 0:
             return None, "no document is embedded yet"
         if only is not None and len(self.filters.keys(only)) == 0:
             return None, "no document the filters admit is embedded yet"
         if only is None and scope is not None and self.scoped.count(scope) == 0:
             return None, "no document of this folder is embedded yet"
-        return self.encoder.encode(query, self.vectors.ndim, self.store.get_meta("embed_model") or None)
+        return self.encoder.encode(
+            query, self.vectors.ndim, model_files.vectors_key(model, precision) if model else None
+        )
 
     def _hits(
         self,

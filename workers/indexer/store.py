@@ -209,6 +209,21 @@ class Store:
             "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = ?", (key, value, value)
         )
 
+    def embedded_with(self) -> tuple[str, str]:
+        """(model, precision) of the stored vectors; ("", "") before any. An index made before precisions
+        were recorded holds fp32 vectors (the only precision there was)."""
+        model = self.get_meta("embed_model")
+        return (model, self.get_meta("embed_precision") or "fp32") if model else ("", "")
+
+    def reembedding(self) -> str:
+        """While the index is being embedded again after a change of model or precision, what it held
+        before (:func:`~foldermind.workers.model_files.vectors_key`); empty otherwise."""
+        return self.get_meta("embed_reembedding")
+
+    def reembedded(self) -> None:
+        with self.tx() as db:
+            self.set_meta(db, "embed_reembedding", "")
+
     def set_unsupported(self, db: sqlite3.Connection, folder_id: str, counts: Mapping[str, int]) -> None:
         """Keep the folder's last scan's count of files no parser reads, by suffix."""
         self.set_meta(db, f"unsupported:{folder_id}", json.dumps(dict(counts), sort_keys=True))
@@ -597,6 +612,18 @@ class Store:
                 if db.execute("UPDATE chunks SET vector = ? WHERE id = ?", (blob, chunk_id)).rowcount:
                     kept.append(chunk_id)
         return kept
+
+    def drop_vectors(self, model: str, precision: str, reembedding: str) -> int:
+        """Forget every stored vector and record that the index now takes vectors of ``model`` at
+        ``precision`` and is being embedded again (``embed_reembedding``: what it held), in one transaction;
+        the chunks stay (keyword search is untouched). Returns how many vectors were dropped."""
+        with self.tx() as db:
+            dropped = db.execute("UPDATE chunks SET vector = NULL WHERE vector IS NOT NULL").rowcount
+            db.execute("DELETE FROM dead_vectors")
+            self.set_meta(db, "embed_model", model)
+            self.set_meta(db, "embed_precision", precision)
+            self.set_meta(db, "embed_reembedding", reembedding)
+        return int(dropped)
 
     def dead_vectors(self) -> list[int]:
         return [int(r[0]) for r in self.db.execute("SELECT id FROM dead_vectors")]
