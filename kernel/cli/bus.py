@@ -42,7 +42,8 @@ def bus_keys(as_json: bool) -> None:
     show_public_key(lambda home: home.bus_keys, as_json)
 
 
-@bus.command("allow")
+# A Z85 key may begin with "-" (its alphabet has it): unknown options are taken as the arguments they are.
+@bus.command("allow", context_settings={"ignore_unknown_options": True})
 @home_option
 @click.argument("name")
 @click.argument("public_key")
