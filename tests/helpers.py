@@ -246,6 +246,14 @@ class RunningKernel:
                     os.kill(self.kernel_pid, sig)
 
 
+def indexer_note(k: RunningKernel) -> str:
+    """The indexer's status note once its query model has settled. The note rides on the next heartbeat, so
+    right after describe says the model is ready, status may still show the note of the loading state."""
+    return str(
+        wait_for(lambda: (n := k.worker("indexer")["note"]) and not n.startswith("queries: model") and n, 10, 0.1)
+    )
+
+
 def _gone(pid: int, timeout: float) -> bool:
     """``pid`` exited (or is a zombie nobody has reaped yet) within ``timeout`` s."""
 

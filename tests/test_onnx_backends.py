@@ -22,6 +22,7 @@ from tests.helpers import (
     FAST_RESTART,
     MODEL_CACHE,
     RunningKernel,
+    indexer_note,
     remove_tree,
     short_tmpdir,
     wait_for,
@@ -75,14 +76,6 @@ def settled(client: BusClient) -> dict[str, dict[str, Any]] | None:
 def both_settled(k: RunningKernel, timeout: float = 240) -> dict[str, dict[str, Any]]:
     client = k.client()
     return wait_for(lambda: settled(client), timeout, 0.2, "the embedder's and the indexer's models")
-
-
-def indexer_note(k: RunningKernel) -> str:
-    """The indexer's status note once its query model has settled. The note rides on the next heartbeat, so
-    right after describe says the model is ready, status may still show the note of the loading state."""
-    return str(
-        wait_for(lambda: (n := k.worker("indexer")["note"]) and not n.startswith("queries: model") and n, 10, 0.1)
-    )
 
 
 def embedded(k: RunningKernel) -> np.ndarray[Any, np.dtype[np.float32]]:

@@ -30,7 +30,15 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.workers import model_files, onnx_export, onnx_int8, onnx_model
-from tests.helpers import FAST_RESTART, MODEL_CACHE, RunningKernel, remove_tree, short_tmpdir, wait_for
+from tests.helpers import (
+    FAST_RESTART,
+    MODEL_CACHE,
+    RunningKernel,
+    indexer_note,
+    remove_tree,
+    short_tmpdir,
+    wait_for,
+)
 
 MODEL = "all-MiniLM-L6-v2"
 INT8 = onnx_model.precision_label("int8")
@@ -244,7 +252,7 @@ def test_a_change_of_precision_re_embeds_every_chunk_and_search_never_mixes_prec
         wait_for(lambda: _query_precision(client) == INT8, 60, 0.2, "the int8 query model")
         reply = _semantic(client)
         assert reply.mode_used == "semantic" and reply.note is None and reply.results[0]["file_name"] == "pets.txt"
-        assert INT8 in wait_for(lambda: k.worker("indexer")["note"], 10, 0.1)
+        assert INT8 in indexer_note(k)
         log = k.home.log_file("indexer").read_text(encoding="utf-8", errors="replace")
         assert f"the embedder now makes {MODEL} {INT8} vectors, the index held {MODEL} fp32" in log
     finally:
