@@ -436,9 +436,6 @@ embed_retry_s = 2.0
         k.start()
         cli(k.root, "folders", "add", str(docs), timeout=60)
 
-        # The llm names the missing file and stays up.
-        llm_note = wait_for(lambda: "failed" in (n := k.worker("llm").get("note") or "") and n, 60, 0.2, "llm note")
-        assert missing.name in llm_note, llm_note
         url, token = str(mc.mcp_info(k.root)["url"]), mc.token_of(k.root)
 
         # The embedder says why; documents are keyword-searchable; hybrid falls back and says so.
@@ -464,6 +461,10 @@ embed_retry_s = 2.0
         assert out["citations"][0]["file_name"] == "harbour.txt" and "words only" in (out["note"] or "")
         assert out["answer_mode_used"] == "fallback" and out["fallback_reason"].startswith("MODEL_NOT_READY")
         assert missing.name in out["fallback_reason"]
+        # The llm names the missing file and stays up. Its model loads on first use (the chat above, or a
+        # summary once the ingest queue is idle, which a failing embedder can put off for long).
+        llm_note = wait_for(lambda: "failed" in (n := k.worker("llm").get("note") or "") and n, 30, 0.2, "llm note")
+        assert missing.name in llm_note, llm_note
         status = mc.call(url, token, "index_status").structured_content or {}
         assert status["embedding"]["state"] == "unavailable" and status["embedding"]["note"], status["embedding"]
         assert status["totals"]["files_indexed"] == 2 and status["totals"]["files_failed"] == 0
