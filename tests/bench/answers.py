@@ -1,13 +1,16 @@
 """Factoid answers over MCP HTTP: does ``chat_with_documents`` give the short answer, cite the file that
 holds it, keep its ``[n]`` markers honest, and how fast, per answer mode.
 
-``python -m tests.bench.answers [--home DIR] [--modes auto,extractive,generative] [--split all|tune|held_out]
-[--corpus all|scifact|django-docs] [--limit N] [--no-write] [--report PATH] [--json PATH]`` from the
-repository root. A real kernel (default process map; the front door on an OS-assigned port, the rate limit
-raised, the model's background analysis off) indexes the two corpora of :mod:`tests.bench.factoids` as two
-Smart Folders (1,525 SciFact abstracts: the first 1,500 and every gold one; Django 4.2.16's 587 doc files,
-fetched from PyPI once) and waits until every file is indexed and every chunk embedded, the indexer's query
-model and the llm worker's model are ready. Then, after waiting for a quiet machine, for each question:
+``python -m tests.bench.answers [--home DIR] [--modes auto,extractive,generative]
+[--split all|tune|held_out|fresh] [--corpus all|scifact|django-docs|manuals] [--limit N] [--no-write]
+[--report PATH] [--json PATH]`` from the repository root. A real kernel (default process map; the front door
+on an OS-assigned port, the rate limit raised, the model's background analysis off, the parse deadline
+raised as the lookup bench does for gnuplot's 311-page manual) indexes the three corpora of
+:mod:`tests.bench.factoids` as three Smart Folders (1,538 SciFact abstracts: the first 1,500 and every gold
+one; Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of the Debian manuals, fetched with
+``apt-get download`` once) and waits until every file is indexed and every chunk embedded, the indexer's
+query model and the llm worker's model are ready. Every corpus is indexed whatever ``--corpus`` picks, so a
+kept home stays the same. Then, after waiting for a quiet machine, for each question:
 
 1. ``search_documents`` (hybrid, top_k 5) with the question: is the gold file among the five? This bounds
    what an answer can cite, so "gold file cited" is reported over all questions and over those;
@@ -20,14 +23,16 @@ model and the llm worker's model are ready. Then, after waiting for a quiet mach
    a missing one noted as missing rather than failing the run.
 
 One warm-up question per mode runs first and is not counted. ``--limit N`` takes the first N questions
-with the two corpora interleaved (sf-01, dj-01, sf-02, ...). While the new tool has not landed (no
+with the corpora interleaved (sf-01, dj-01, mn-01, sf-02, ...). While the new tool has not landed (no
 ``answer_mode`` in its input schema), the calls go without it and only ``auto`` can run.
 
 The report, ``## Summary`` first (per mode and split; then per corpus; then every miss, with an excerpt of
 the answer), is printed and written to ``docs/benchmarks-answers.md`` unless ``--no-write`` (``--report
 PATH`` writes it elsewhere). ``--home DIR`` keeps the home (index and corpora) in DIR, and a later run
 reuses it instead of indexing again (~5 minutes on 2 cores); ``--json PATH`` keeps every answer as JSON for
-reading the misses. The quality targets are judged on the held-out questions, the time targets on all.
+reading the misses. The quality targets are judged on the fresh questions (all of them held out, written
+after the first held-out third had been seen while tuning) when the run asked any, else on the held-out
+ones; the time targets on all.
 """
 
 from __future__ import annotations
@@ -54,7 +59,17 @@ from mcp.types import CallToolResult
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.runtime.config import load
 from tests.bench import machine
-from tests.bench.factoids import CORPORA, DJANGO, SCIFACT, SPLITS, Corpus, Question, build_corpora, load_questions
+from tests.bench.factoids import (
+    CORPORA,
+    DJANGO,
+    MANUALS,
+    SCIFACT,
+    SPLITS,
+    Corpus,
+    Question,
+    build_corpora,
+    load_questions,
+)
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.llm import wait_llm_ready
 from tests.bench.markdown import para, table, verdict
@@ -70,6 +85,12 @@ MODES = ("auto", "extractive", "generative")
 TOP_K = 5
 INDEX_TIMEOUT_S = 3600.0
 WARMUP_QUESTION = "What do these documents say about configuration defaults?"
+SLOW_PARSES = "\n[ingest]\nparse_timeout_s = 900\n"
+"""gnuplot's 311-page manual can miss the default parse deadline on a loaded 2-core machine and be
+quarantined (:mod:`tests.bench.lookup` met it): this bench measures answers, not parse speed."""
+JUDGED = ("fresh", "held_out")
+"""The splits the quality targets are judged on, the first the run asked: the fresh questions were written
+after the held-out third had been seen while tuning."""
 
 AIM_CONTAINS = 0.85  # the answer contains the gold answer
 AIM_CITED_TOP5 = 0.90  # the gold file is cited, where retrieval had it in the top 5
@@ -217,7 +238,7 @@ class Results:
 
 
 # --------------------------------------------------------------------------------------------
-# the kernel: both corpora indexed, the models ready
+# the kernel: every corpus indexed, the models ready
 
 
 def _same(a: str | Path, b: str | Path) -> bool:
@@ -382,7 +403,7 @@ def ask(http: ToolClient, answer: Answer, text: str, with_mode: bool, timeout: f
 
 
 def pick_questions(split: str, corpus: str, limit: int) -> list[Question]:
-    """The questions of ``split`` and ``corpus``, the two corpora interleaved, the first ``limit`` (0: all)."""
+    """The questions of ``split`` and ``corpus``, the corpora interleaved, the first ``limit`` (0: all)."""
     by_corpus = [load_questions(split, c) for c in CORPORA if corpus in ("all", c)]
     longest = max((len(qs) for qs in by_corpus), default=0)
     mixed = [qs[i] for i in range(longest) for qs in by_corpus if i < len(qs)]
@@ -396,7 +417,7 @@ def run(args: argparse.Namespace, results: Results) -> None:
     results.questions = questions
     kernel = Kernel(
         "answers",
-        kernel_config(llm={"load": '"at_start"', "idle_unload_s": "0"}),
+        kernel_config(llm={"load": '"at_start"', "idle_unload_s": "0"}) + SLOW_PARSES,
         Path(args.home) if args.home else None,
     )
     try:
@@ -404,7 +425,7 @@ def run(args: argparse.Namespace, results: Results) -> None:
         corpora = build_corpora(kernel.root / "corpora", load_questions())
         say("corpora: " + ", ".join(f"{c.name} {c.files} files in {c.folder}" for c in corpora.values()))
         kernel.start()
-        say("indexing both corpora (~5 min on 2 cores) or checking the kept index")
+        say("indexing the corpora (~10 min on 2 cores) or checking the kept index")
         index_corpora(kernel, corpora, results)
         say(f"  indexed and embedded after {results.index_s:.0f} s: {results.corpora}")
         with kernel.client("bench-answers") as client:
@@ -452,9 +473,11 @@ def run(args: argparse.Namespace, results: Results) -> None:
 
 
 def _short(path: str) -> str:
-    """A cited file as the report names it: the path under the Django docs folder, else the file name."""
+    """A cited file as the report names it: the path under the Django docs or the manuals folder (the
+    last folder so named), else the file name."""
     parts = Path(path).parts
-    at = next((i for i, p in enumerate(parts) if p.startswith(f"{DJANGO}-")), None)
+    named = [i for i, part in enumerate(parts[:-1]) if part.startswith(f"{DJANGO}-") or part == MANUALS]
+    at = named[-1] if named else None
     return "/".join(parts[at + 1 :]) if at is not None else Path(path).name
 
 
@@ -534,53 +557,72 @@ def _target_share(
     return _share([a for a in answers if a.in_top5] if top5 else answers, pick)
 
 
+def judged_split(r: Results) -> str:
+    """The split the quality targets are judged on: the first of :data:`JUDGED` the run asked."""
+    asked = {q.split for q in r.questions}
+    return next((s for s in JUDGED if s in asked), "all")
+
+
 def render_targets(r: Results) -> list[str]:
-    """Each target beside its figures: the quality ones judged on the held-out questions, the time ones on all."""
+    """Each target beside its figures: the quality ones judged on :func:`judged_split`, the time ones on all."""
     quality: list[tuple[str, Callable[[Answer], bool | None], float, bool]] = [
         ("answer contains gold", lambda a: a.contains_gold, AIM_CONTAINS, False),
         ("gold file cited, where gold in top 5", lambda a: a.gold_cited, AIM_CITED_TOP5, True),
         ("[n] markers resolve", lambda a: a.markers_resolve, AIM_MARKERS, False),
     ]
+    judged = judged_split(r)
+    columns = (*SPLITS, "all")
+    blank = ["-"] * len(SPLITS)
     rows = []
     for mode in r.modes:
         every = _of(r, mode)
         for name, pick, aim, top5 in quality:
-            h, n = _target_share(r, mode, "held_out", pick, top5)
+            h, n = _target_share(r, mode, judged, pick, top5)
             ok = _ratio(h, n) >= aim if n else None
-            tune, every_q = (_pct(*_target_share(r, mode, split, pick, top5)) for split in ("tune", "all"))
-            rows.append([mode, name, tune, _pct(h, n), every_q, f">= {aim:.0%}", verdict(ok)])
+            figures = [_pct(*_target_share(r, mode, split, pick, top5)) for split in columns]
+            rows.append([mode, name, *figures, f">= {aim:.0%}", verdict(ok)])
         ok_answers = [a for a in every if a.ok]
         if mode in FAST_MODES:
             first = _median([a.first_text_s for a in ok_answers])
             ok = None if math.isnan(first) else first <= AIM_FIRST_TEXT_S
-            rows.append([mode, "first text, median", "-", "-", f"{first:.2f} s", "<= 1 s", verdict(ok)])
+            rows.append([mode, "first text, median", *blank, f"{first:.2f} s", "<= 1 s", verdict(ok)])
         if mode == "auto":
             total = _median([a.total_s for a in ok_answers])
             ok = None if math.isnan(total) else total <= AIM_AUTO_TOTAL_S
-            rows.append([mode, "whole answer, median", "-", "-", f"{total:.2f} s", "<= 6 s", verdict(ok)])
+            rows.append([mode, "whole answer, median", *blank, f"{total:.2f} s", "<= 6 s", verdict(ok)])
         errors = len(every) - len(ok_answers)
         ok = errors == 0 if every else None
         rows.append(
-            [mode, "calls answered without an error", "-", "-", f"{len(ok_answers)}/{len(every)}", "all", verdict(ok)]
+            [mode, "calls answered without an error", *blank, f"{len(ok_answers)}/{len(every)}", "all", verdict(ok)]
         )
-    return table(["mode", "figure", "tune", "held out", "all", "target", "verdict"], rows, "llrrrlc")
+    header = ["mode", "figure", *(s.replace("_", " ") for s in columns), "target", "verdict"]
+    return table(header, rows, "ll" + "r" * len(columns) + "lc")
 
 
 def render_summary(r: Results) -> list[str]:
     m = r.machine
-    n_sf = sum(1 for q in r.questions if q.corpus == SCIFACT)
-    n_dj = len(r.questions) - n_sf
+    per_corpus = Counter(q.corpus for q in r.questions)
+    per_split = Counter(q.split for q in r.questions)
+    names = {SCIFACT: "SciFact", DJANGO: "Django docs", MANUALS: "Debian manuals"}
+    judged = judged_split(r)
+    why = {
+        "fresh": "the fresh questions (written after the held-out ones had been seen while tuning; all held out)",
+        "held_out": "the held-out questions (no fresh ones were asked)",
+    }
     lines = [
         *para(
             f"Machine: {m.get('CPU', '?')}, {m.get('cores', '?')}, {m.get('RAM', '?')}; run {m.get('date (UTC)', '?')}"
-            f" UTC, foldermind {m.get('foldermind', '?')}. {len(r.questions)} questions ({n_sf} SciFact,"
-            f" {n_dj} Django docs;"
-            f" held out {sum(1 for q in r.questions if q.split == 'held_out')}), modes {', '.join(r.modes) or '-'}"
+            f" UTC, foldermind {m.get('foldermind', '?')}. {len(r.questions)} questions ("
+            + ", ".join(f"{per_corpus[c]} {names.get(c, c)}" for c in CORPORA if per_corpus[c])
+            + "; "
+            + ", ".join(f"{s.replace('_', ' ')} {per_split[s]}" for s in SPLITS if per_split[s])
+            + f"), modes {', '.join(r.modes) or '-'}"
             + (f" (skipped, the tool takes no answer_mode: {', '.join(r.skipped_modes)})" if r.skipped_modes else "")
             + f". The llm worker: {r.llm_note or '?'}."
         ),
         "",
-        "Targets: the quality ones judged on the held-out questions (tune and all beside), the time ones on all:",
+        f"Targets: the quality ones judged on {why.get(judged, 'all the questions')}, every split beside;"
+        " the time ones on all:",
         "",
         *render_targets(r),
         "",
@@ -656,7 +698,7 @@ def render_setup(r: Results) -> list[str]:
     lines = [*table(["corpus", "folder", "files", "chunks", "indexed and embedded in"], rows, "llrrr"), ""]
     enc = r.encoder
     lines += para(
-        f"Both folders were registered at once and indexed side by side: everything indexed and embedded after"
+        f"The folders were registered at once and indexed side by side: everything indexed and embedded after"
         f" {r.index_s:.0f} s (with a kept home: the time to find it so). Query model: {enc.get('backend', '?')}"
         f" ({enc.get('state', '?')}). The llm worker was ready {r.llm_wait_s:.0f} s after that; each chat call"
         f" may take {r.timeout_s:.0f} s. Warm-up (not counted): "
@@ -697,9 +739,9 @@ def render_misses(r: Results) -> list[str]:
 
 def render(r: Results) -> str:
     lines = [
-        "# Factoid answers: chat_with_documents on SciFact and the Django docs",
+        "# Factoid answers: chat_with_documents on SciFact, the Django docs and Debian manuals",
         "",
-        "Generated by `python -m tests.bench.answers`. A real kernel (default process map) indexes two corpora",
+        "Generated by `python -m tests.bench.answers`. A real kernel (default process map) indexes three corpora",
         "nobody on the project wrote, then answers hand-written factoid questions (`tests/bench/factoids.py`",
         "says how they were made and split) with `chat_with_documents` over MCP HTTP, to the `mcp` SDK client.",
         "",
@@ -752,7 +794,7 @@ def main(argv: list[str] | None = None) -> int:
         "--modes", default=",".join(MODES), help=f"answer modes, comma-separated (default {','.join(MODES)})"
     )
     parser.add_argument("--split", default="all", choices=("all", *SPLITS), help="which questions (default all)")
-    parser.add_argument("--corpus", default="all", choices=("all", SCIFACT, DJANGO), help="which corpus (default all)")
+    parser.add_argument("--corpus", default="all", choices=("all", *CORPORA), help="which corpus (default all)")
     parser.add_argument("--limit", type=int, default=0, help="the first N questions, corpora interleaved (0: all)")
     parser.add_argument("--quiet-wait", type=float, default=60.0, help="wait at most this for a quiet machine (s)")
     parser.add_argument("--report", default="", help=f"write the report here instead of {REPORT.relative_to(REPO)}")

@@ -1,5 +1,5 @@
 """Real manuals nobody on the project wrote, as one folder of files: the corpus of the lookup bench
-(:mod:`tests.bench.lookup`).
+(:mod:`tests.bench.lookup`) and of the answer bench's fresh questions (:mod:`tests.bench.factoids`).
 
 ``python -m tests.bench.manuals [--root DIR]`` builds (or finds) it and prints where. Six Debian 12
 (bookworm) documentation packages, pinned by version and sha256, fetched with ``apt-get download`` into a
