@@ -454,6 +454,19 @@ def test_doctor_passes_a_fresh_command_form_install_and_reports_the_rest(env: tu
     assert checks["token"]["status"] == "info"  # the command form made no token
     assert checks["embedding model"]["status"] == "ok" and checks["disk"]["status"] in ("ok", "warn")
     assert checks["folders"]["status"] == "info"
+    assert "config" not in checks  # no stray supervisor.toml, no word about one
+
+
+def test_doctor_warns_of_a_supervisor_toml_left_at_the_top_of_the_home_where_nothing_reads_it(
+    env: tuple[Path, Path],
+) -> None:
+    user, fm = env
+    fm.mkdir()
+    (fm / "supervisor.toml").write_text("[mcp]\nport = 1234\n")
+    code, checks = doctor(fm, user)
+    stray = checks["config"]
+    assert stray["status"] == "warn" and "is not read" in stray["detail"]
+    assert str(fm / "config" / "supervisor.toml") in stray["fix"] and code == 0  # a warning, not a failure
 
 
 def test_doctor_fails_a_rotated_token_a_url_entry_in_claude_desktop_and_a_missing_command(

@@ -54,6 +54,18 @@ def current_config(home: Home) -> SupervisorConfig:
         raise click.ClickException(f"invalid supervisor config: {exc}") from exc
 
 
+def stray_config(home: Home) -> str:
+    """Why a ``supervisor.toml`` at the top of the home is not read (settings go in ``config/``), or "": a
+    copy of the defaults saved next to data/ and logs/ looks like the place, and its edits would be ignored
+    without a word."""
+    if home.root is None:
+        return ""
+    stray = home.root / "supervisor.toml"
+    if stray.resolve() == home.supervisor_override.resolve() or not stray.is_file():
+        return ""
+    return f"{stray} is not read: a home's settings go in {home.supervisor_override}"
+
+
 @contextmanager
 def connect(home: Home) -> Iterator[BusClient]:
     client = BusClient(home.bus_endpoint, name="cli")

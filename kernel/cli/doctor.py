@@ -25,7 +25,7 @@ import psutil
 
 from foldermind.kernel.cli import clientfile, entries
 from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
-from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, typed
+from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, stray_config, typed
 from foldermind.kernel.cli.jsonedit import ParseError
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import FolderListReply, FolderListRequest
@@ -43,6 +43,13 @@ class Check:
     status: Status
     detail: str
     fix: str = ""
+
+
+def config_checks(home: Home) -> list[Check]:
+    """A stray ``supervisor.toml`` at the top of the home (its settings are not read); nothing when none."""
+    stray = stray_config(home)
+    fix = f"move its settings into {home.supervisor_override} (`foldermind config defaults` lists them all)"
+    return [Check("config", "warn", stray, fix)] if stray else []
 
 
 def port_checks(home: Home, config: SupervisorConfig) -> list[Check]:
@@ -281,6 +288,7 @@ def doctor(project: Path, as_json: bool) -> None:
     home.ensure()
     config = current_config(home)
     checks = [
+        *config_checks(home),
         *port_checks(home, config),
         token_check(home),
         *client_checks(home, project.resolve()),

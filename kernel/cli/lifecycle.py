@@ -15,7 +15,15 @@ import psutil
 
 from foldermind.kernel import __version__
 from foldermind.kernel.cli.clientfacts import CLIENTS
-from foldermind.kernel.cli.common import activate_hint, connect, current_config, current_home, home_option, typed
+from foldermind.kernel.cli.common import (
+    activate_hint,
+    connect,
+    current_config,
+    current_home,
+    home_option,
+    stray_config,
+    typed,
+)
 from foldermind.protocol.errors import BusError, KernelUnavailable
 from foldermind.protocol.messages import (
     FolderAddReply,
@@ -50,6 +58,8 @@ def start(foreground: bool, port: int | None, detached: bool, demo_folder: str |
     home = current_home()
     home.ensure()
     config = current_config(home)
+    if (stray := stray_config(home)) and not detached:
+        click.echo(f"warning: {stray}", err=True)
     if port is not None:
         os.environ["FOLDERMIND_MCP_PORT"] = str(port)
     pid = home.running_pid()
