@@ -88,6 +88,14 @@ the map is unaffected" is still checked. The four left out cost ~8 of ~13 CPU-s 
 (psutil on the process tree, 2026-12-02: embedder 2.4, indexer 2.3, frontdoor 2.4, llm 0.6)."""
 
 
+ONE_PARSER = """
+[workers.parser]
+count = 1
+"""
+"""A parser pool of one (its instance is then named ``parser``, not ``parser#1``), for a test home whose
+subject is not the pool: the second parser's start is ~0.6 CPU-s (psutil on the process tree, 2026-12-02)."""
+
+
 def wait_for(cond: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, what: str = "") -> T:
     """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout``."""
     give_up = time.monotonic() + timeout

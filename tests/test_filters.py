@@ -36,7 +36,17 @@ from foldermind.workers.indexer import filters
 from foldermind.workers.indexer.bm25 import TERM_SET, KeywordIndex
 from tests import mcpclient as mc
 from tests.filemakers import make_pdf
-from tests.helpers import FAST_RESTART, TORCH_QUERIES, RunningKernel, cli, remove_tree, short_tmpdir, wait_for
+from tests.helpers import (
+    FAST_RESTART,
+    ONE_PARSER,
+    TORCH_QUERIES,
+    RunningKernel,
+    cli,
+    only_workers,
+    remove_tree,
+    short_tmpdir,
+    wait_for,
+)
 
 LOGS = 60  # strong matches, more than a search's depth for top_k = 5
 QUERY = "harbour crane"
@@ -128,7 +138,14 @@ class World:
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     root = short_tmpdir("fmf-")
-    config = FAST_RESTART.replace(TORCH_QUERIES, "") + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    # Searched and read through MCP and the CLI, never chatted with: no llm (its summaries of the indexed
+    # files would compete with the tests for the CPU), one parser.
+    config = (
+        FAST_RESTART.replace(TORCH_QUERIES, "")
+        + only_workers("watcher", "parser", "embedder", "indexer", "frontdoor")
+        + ONE_PARSER
+        + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    )
     w = World(RunningKernel(root / "home", config), root)
     try:
         w.kernel.start()

@@ -47,7 +47,7 @@ from tests.filemakers import (
     make_zip_bomb,
     with_doctype,
 )
-from tests.helpers import FAST_RESTART, RunningKernel, cli, wait_for
+from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, wait_for
 from tests.test_frontdoor import structured
 from tests.test_ingest import documents
 
@@ -351,7 +351,10 @@ def test_a_mailbox_of_ten_thousand_messages_is_read_and_one_more_is_refused(tmp_
 # reads it whole under its memory cap.
 OFFICE_CONFIG = (
     FAST_RESTART
-    + "\n[mcp]\nport = 0\nrate_per_minute = 6000\n[workers.embedder]\nenabled = false\n"
+    + "\n[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    # Searched and read, never embedded or chatted with: no embedder, no llm (its summaries of the indexed
+    # files would compete with the parsers for the CPU).
+    + only_workers("watcher", "parser", "indexer", "frontdoor")
     + "[ingest]\nparse_timeout_s = 600\n"
 )
 

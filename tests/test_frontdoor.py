@@ -26,11 +26,13 @@ from foldermind.workers.frontdoor.http import bind
 from tests import mcpclient as mc
 from tests.helpers import (
     FAST_RESTART,
+    ONE_PARSER,
     TORCH_QUERIES,
     RunningKernel,
     cli,
     kill9,
     npm_installed,
+    only_workers,
     remove_tree,
     short_tmpdir,
     status_json,
@@ -59,10 +61,11 @@ def write_docs(root: Path) -> Path:
 
 @contextmanager
 def serving(write: Callable[[Path], Path] = write_docs) -> Iterator[tuple[RunningKernel, Path, str, str]]:
-    """A kernel serving MCP with the Smart Folder ``write`` makes: (kernel, folder, url, token)."""
+    """A kernel serving MCP with the Smart Folder ``write`` makes: (kernel, folder, url, token). Every tool
+    is called, so every worker runs; one parser is enough for four small files."""
     root = short_tmpdir()
     # The product's query path (ONNX), as a user's front door runs it.
-    config = FAST_RESTART.replace(TORCH_QUERIES, "") + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    config = FAST_RESTART.replace(TORCH_QUERIES, "") + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
     k = RunningKernel(root / "home", config)
     docs = write(root)
     try:
@@ -446,6 +449,8 @@ def test_logs_never_carry_query_text(served: Any) -> None:
 
 @pytest.fixture(scope="module")
 def guarded() -> Iterator[tuple[RunningKernel, str, int]]:
+    """These tests search and list tools but never chat or read a summary: no llm (whose summaries of the
+    indexed files would take the CPU from the tests meanwhile), one parser."""
     root = short_tmpdir()
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
@@ -453,6 +458,8 @@ def guarded() -> Iterator[tuple[RunningKernel, str, int]]:
     port = taken.getsockname()[1]
     config = (
         FAST_RESTART
+        + only_workers("watcher", "parser", "embedder", "indexer", "frontdoor")
+        + ONE_PARSER
         + f"[mcp]\nport = {port}\nrate_per_minute = 30\n"
         + '[workers.indexer]\nenv = { FOLDERMIND_TEST_DELAY = "search.request:2" }\n'
     )
@@ -615,7 +622,9 @@ def test_two_stdio_bridges_start_and_share_one_supervisor() -> None:
     root = short_tmpdir()
     home = root / "home"
     (home / "config").mkdir(parents=True)
-    (home / "config" / "supervisor.toml").write_text(with_model_cache(FAST_RESTART + "[mcp]\nport = 0\n"))
+    # The bridges need the front door; the embedder is the worker counted below. Nothing is indexed.
+    config = FAST_RESTART + only_workers("embedder", "frontdoor") + "[mcp]\nport = 0\n"
+    (home / "config" / "supervisor.toml").write_text(with_model_cache(config))
     try:
 
         async def one() -> set[str]:

@@ -16,8 +16,10 @@ from foldermind.protocol.messages import DescribeReply, DescribeRequest, FolderL
 from tests.filemakers import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb_docx
 from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, only_workers, wait_for
 
-# The ingestion pipeline without the MCP front door, which no test here talks to (a process start less).
-PIPELINE = FAST_RESTART + only_workers("watcher", "parser", "embedder", "indexer", "llm")
+# The ingestion pipeline without the MCP front door, which no test here talks to (a process start less). The
+# llm stays up as a bystander but writes no summaries (the deterministic analysis is the indexer's): when the
+# queue is idle it would summarise every indexed file, 6-14 CPU-s for a few small files (2026-12-02).
+PIPELINE = FAST_RESTART + only_workers("watcher", "parser", "embedder", "indexer", "llm") + "[llm]\nanalysis = false\n"
 
 
 def search(home: Path, query: str, mode: str = "keyword", **opts: str) -> dict[str, Any]:

@@ -31,7 +31,18 @@ import pytest
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest
 from tests import mcpclient as mc
-from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, remove_tree, short_tmpdir, status_json, wait_for
+from tests.helpers import (
+    FAST_RESTART,
+    ONE_PARSER,
+    RunningKernel,
+    cli,
+    kill9,
+    only_workers,
+    remove_tree,
+    short_tmpdir,
+    status_json,
+    wait_for,
+)
 
 SCIFACT = Path("/work/shared/eval/scifact/corpus.jsonl")
 TMPFS_MB = 64
@@ -414,6 +425,7 @@ def test_missing_llm_file_and_corrupt_embedding_model_leave_search_working() -> 
     embed_dir = corrupt_model_dir(root / "junk-model")
     config = (
         FAST_RESTART
+        + ONE_PARSER
         + f"""
 [mcp]
 port = 0
@@ -487,8 +499,12 @@ def test_a_missing_embedding_model_directory_keeps_files_pending_with_the_reason
 
     root = short_tmpdir()
     late = root / "late-model"
+    # The pipeline only (read through the CLI): no front door or llm, one parser.
     config = (
-        FAST_RESTART + f'[workers.llm]\nenabled = false\n\n[ingest]\nembed_model_dir = "{late}"\nembed_retry_s = 1.0\n'
+        FAST_RESTART
+        + only_workers("watcher", "parser", "embedder", "indexer")
+        + ONE_PARSER
+        + f'[ingest]\nembed_model_dir = "{late}"\nembed_retry_s = 1.0\n'
     )
     docs = root / "docs"
     docs.mkdir()

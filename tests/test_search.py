@@ -52,7 +52,22 @@ from foldermind.workers.indexer.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import document_text, parse_md, parse_txt
 from tests.filemakers import make_pdf
-from tests.helpers import FAST_RESTART, MODEL_CACHE, TORCH_QUERIES, RunningKernel, remove_tree, short_tmpdir, wait_for
+from tests.helpers import (
+    FAST_RESTART,
+    MODEL_CACHE,
+    ONE_PARSER,
+    TORCH_QUERIES,
+    RunningKernel,
+    only_workers,
+    remove_tree,
+    short_tmpdir,
+    wait_for,
+)
+
+PIPELINE = only_workers("watcher", "parser", "embedder", "indexer") + ONE_PARSER
+"""Searched over the bus: no front door, and no llm (the summaries it writes of indexed files when the queue
+is idle, ~13 CPU-s for four small files, would compete with the tests for the CPU); the deterministic
+analysis the summary test reads is the indexer's."""
 
 MAX_BYTES = 50 * 1024 * 1024
 NASTY = [
@@ -196,7 +211,7 @@ BIG = 150
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     root = short_tmpdir("fms-")
-    w = World(RunningKernel(root, FAST_RESTART), root)
+    w = World(RunningKernel(root, FAST_RESTART + PIPELINE), root)
     try:
         w.kernel.start()
         write_docs(w.docs, w.outside)
@@ -460,7 +475,9 @@ def test_without_vectors_hybrid_falls_back_and_similar_says_not_embedded() -> No
     root = short_tmpdir("fmn-")
     config = (
         FAST_RESTART.replace(TORCH_QUERIES, "")
-        + '[search]\nquery_encoder = "embedder"\nquery_backend = "torch"\n\n[workers.embedder]\nenabled = false\n'
+        + '[search]\nquery_encoder = "embedder"\nquery_backend = "torch"\n'
+        + only_workers("watcher", "parser", "indexer")
+        + ONE_PARSER
     )
     w = World(RunningKernel(root, config), root)
     try:
