@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -439,6 +439,21 @@ def _trace(model: SentenceTransformer, out: Path, exporter: str) -> str:
     raise OnnxError("; ".join(failures))
 
 
+def child_main(work: Callable[[], str]) -> int:
+    """The main of a child :func:`run_child` starts: at a low priority and offline, run ``work``; print the
+    line it returns (success) or the reason it failed on stderr, which :func:`run_child` reports."""
+    with contextlib.suppress(OSError):
+        os.nice(EXPORT_NICE)
+    os.environ["HF_HUB_OFFLINE"] = "1"  # nothing is ever downloaded
+    try:
+        done = work()
+    except Exception as exc:
+        print(reason(exc), file=sys.stderr, flush=True)
+        return 1
+    print(done, flush=True)
+    return 0
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="Export a model to ONNX and check it.")
     parser.add_argument("model_dir", type=Path)
@@ -446,16 +461,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("record", type=Path)
     parser.add_argument("--exporter", choices=EXPORTERS, default="auto")
     args = parser.parse_args(argv)
-    with contextlib.suppress(OSError):
-        os.nice(EXPORT_NICE)
-    os.environ["HF_HUB_OFFLINE"] = "1"  # nothing is ever downloaded
-    try:
+
+    def export() -> str:
         way = _export_here(args.model_dir, args.out, args.record, args.exporter)
-    except Exception as exc:
-        print(reason(exc), file=sys.stderr, flush=True)
-        return 1
-    print(f"exported with the {way} exporter and checked against torch", flush=True)
-    return 0
+        return f"exported with the {way} exporter and checked against torch"
+
+    return child_main(export)
 
 
 if __name__ == "__main__":

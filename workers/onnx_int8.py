@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import sys
 import threading
 import time
@@ -174,15 +173,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("record", type=Path)
     args = parser.parse_args(argv)
-    with contextlib.suppress(OSError):
-        os.nice(onnx_export.EXPORT_NICE)
-    try:
+
+    def quantize() -> str:
         cosine = _quantize_here(args.model_dir, args.source, args.out, args.record)
-    except Exception as exc:
-        print(reason(exc), file=sys.stderr, flush=True)
-        return 1
-    print(f"made the int8 copy; least probe cosine to torch {cosine:.4f}", flush=True)
-    return 0
+        return f"made the int8 copy; least probe cosine to torch {cosine:.4f}"
+
+    return onnx_export.child_main(quantize)
 
 
 if __name__ == "__main__":
