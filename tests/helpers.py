@@ -95,6 +95,16 @@ count = 1
 """A parser pool of one (its instance is then named ``parser``, not ``parser#1``), for a test home whose
 subject is not the pool: the second parser's start is ~0.6 CPU-s (psutil on the process tree, 2026-12-02)."""
 
+NO_LLM = only_workers("watcher", "parser", "embedder", "indexer", "frontdoor")
+"""The default map without the llm, for a test home that searches and reads but never chats or reads a model
+summary: whenever the ingest queue is idle the llm summarises every indexed file (6-25 CPU-s a test home,
+psutil on the process tree, 2026-12-02), which competes with the tests for the CPU. The deterministic analysis
+a summary test reads is the indexer's."""
+
+SEARCH_OVER_BUS = only_workers("watcher", "parser", "embedder", "indexer") + ONE_PARSER
+"""The ingestion pipeline alone, for a test home searched and read over the bus or through the CLI: no front
+door, no llm (see :data:`NO_LLM`), one parser."""
+
 
 def wait_for(cond: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, what: str = "") -> T:
     """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout``."""

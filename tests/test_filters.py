@@ -38,11 +38,11 @@ from tests import mcpclient as mc
 from tests.filemakers import make_pdf
 from tests.helpers import (
     FAST_RESTART,
+    NO_LLM,
     ONE_PARSER,
     TORCH_QUERIES,
     RunningKernel,
     cli,
-    only_workers,
     remove_tree,
     short_tmpdir,
     wait_for,
@@ -138,14 +138,8 @@ class World:
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     root = short_tmpdir("fmf-")
-    # Searched and read through MCP and the CLI, never chatted with: no llm (its summaries of the indexed
-    # files would compete with the tests for the CPU), one parser.
-    config = (
-        FAST_RESTART.replace(TORCH_QUERIES, "")
-        + only_workers("watcher", "parser", "embedder", "indexer", "frontdoor")
-        + ONE_PARSER
-        + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
-    )
+    # Searched and read through MCP and the CLI, never chatted with.
+    config = FAST_RESTART.replace(TORCH_QUERIES, "") + NO_LLM + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
     w = World(RunningKernel(root / "home", config), root)
     try:
         w.kernel.start()

@@ -26,6 +26,7 @@ from foldermind.workers.frontdoor.http import bind
 from tests import mcpclient as mc
 from tests.helpers import (
     FAST_RESTART,
+    NO_LLM,
     ONE_PARSER,
     TORCH_QUERIES,
     RunningKernel,
@@ -458,7 +459,7 @@ def guarded() -> Iterator[tuple[RunningKernel, str, int]]:
     port = taken.getsockname()[1]
     config = (
         FAST_RESTART
-        + only_workers("watcher", "parser", "embedder", "indexer", "frontdoor")
+        + NO_LLM
         + ONE_PARSER
         + f"[mcp]\nport = {port}\nrate_per_minute = 30\n"
         + '[workers.indexer]\nenv = { FOLDERMIND_TEST_DELAY = "search.request:2" }\n'

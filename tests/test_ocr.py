@@ -23,7 +23,7 @@ from foldermind.workers.parser.formats.image import FORMAT as IMAGE
 from foldermind.workers.watcher import eligible_name, scan
 from tests import mcpclient as mc
 from tests.filemakers import make_image, make_image_bomb, make_mixed_pdf, make_scanned_pdf
-from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
+from tests.helpers import FAST_RESTART, NO_LLM, RunningKernel, cli, remove_tree, short_tmpdir, wait_for
 from tests.test_formats import parsed, refused
 from tests.test_frontdoor import structured
 from tests.test_ingest import documents
@@ -151,11 +151,8 @@ def served_scans() -> Iterator[tuple[RunningKernel, Path, str, str]]:
     # 2-core machine every page here took over ocr_timeout_s (30 s). This test is about what is read and where;
     # the limits have their own test above, and the speed is the OCR bench's.
     deadlines = "[ingest]\nocr_timeout_s = 600\nparse_timeout_s = 1200\n"
-    # Searched, never chatted with: no llm (its summaries of the indexed pages would compete with OCR for the CPU).
-    pipeline = only_workers("watcher", "parser", "embedder", "indexer", "frontdoor")
-    k = RunningKernel(
-        root / "home", FAST_RESTART + pipeline + "\n[mcp]\nport = 0\nrate_per_minute = 6000\n" + deadlines
-    )
+    # Searched, never chatted with.
+    k = RunningKernel(root / "home", FAST_RESTART + NO_LLM + "\n[mcp]\nport = 0\nrate_per_minute = 6000\n" + deadlines)
     try:
         k.start()
         info = mc.mcp_info(k.root)

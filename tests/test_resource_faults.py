@@ -34,10 +34,10 @@ from tests import mcpclient as mc
 from tests.helpers import (
     FAST_RESTART,
     ONE_PARSER,
+    SEARCH_OVER_BUS,
     RunningKernel,
     cli,
     kill9,
-    only_workers,
     remove_tree,
     short_tmpdir,
     status_json,
@@ -499,11 +499,9 @@ def test_a_missing_embedding_model_directory_keeps_files_pending_with_the_reason
 
     root = short_tmpdir()
     late = root / "late-model"
-    # The pipeline only (read through the CLI): no front door or llm, one parser.
     config = (
         FAST_RESTART
-        + only_workers("watcher", "parser", "embedder", "indexer")
-        + ONE_PARSER
+        + SEARCH_OVER_BUS  # read through the CLI
         + f'[ingest]\nembed_model_dir = "{late}"\nembed_retry_s = 1.0\n'
     )
     docs = root / "docs"

@@ -56,6 +56,7 @@ from tests.helpers import (
     FAST_RESTART,
     MODEL_CACHE,
     ONE_PARSER,
+    SEARCH_OVER_BUS,
     TORCH_QUERIES,
     RunningKernel,
     only_workers,
@@ -63,11 +64,6 @@ from tests.helpers import (
     short_tmpdir,
     wait_for,
 )
-
-PIPELINE = only_workers("watcher", "parser", "embedder", "indexer") + ONE_PARSER
-"""Searched over the bus: no front door, and no llm (the summaries it writes of indexed files when the queue
-is idle, ~13 CPU-s for four small files, would compete with the tests for the CPU); the deterministic
-analysis the summary test reads is the indexer's."""
 
 MAX_BYTES = 50 * 1024 * 1024
 NASTY = [
@@ -211,7 +207,7 @@ BIG = 150
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     root = short_tmpdir("fms-")
-    w = World(RunningKernel(root, FAST_RESTART + PIPELINE), root)
+    w = World(RunningKernel(root, FAST_RESTART + SEARCH_OVER_BUS), root)
     try:
         w.kernel.start()
         write_docs(w.docs, w.outside)

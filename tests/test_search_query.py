@@ -28,7 +28,7 @@ from foldermind.protocol.messages import (
 from foldermind.workers.indexer import fusion
 from foldermind.workers.indexer.bm25 import KeywordIndex, query_terms
 from foldermind.workers.indexer.query import admits, parse
-from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, only_workers, remove_tree, short_tmpdir, wait_for
+from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
 
 MODES = ("keyword", "semantic", "hybrid")
 
@@ -158,10 +158,7 @@ class World:
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     root = short_tmpdir("fmq-")
-    # Searched over the bus: no front door, and no llm (its summaries of the indexed files, ~13 CPU-s for a
-    # few files, would compete with the tests for the CPU).
-    config = FAST_RESTART + only_workers("watcher", "parser", "embedder", "indexer") + ONE_PARSER
-    w = World(RunningKernel(root, config), root)
+    w = World(RunningKernel(root, FAST_RESTART + SEARCH_OVER_BUS), root)
     try:
         w.kernel.start()
         write_docs(root / "docs")
