@@ -150,6 +150,41 @@ def test_a_figure_question_names_what_it_counts() -> None:
     assert sentences.counted("Which filter turns numbers into words?") == set()
 
 
+def test_a_sentence_counts_what_a_question_counts_only_when_its_figure_stands_before_it() -> None:
+    patients = sentences.counted("How many patients were pooled in the meta-analysis?")
+    for text in (
+        "A total of 9020 patients were included.",
+        "741 eligible patients",
+        "42 of the patients",
+        "Sixty-one (42 males) patients",
+    ):
+        assert sentences.counts(text, patients), text
+    for text in (
+        "The incidence in HER2-positive patients receiving trastuzumab was 2.56%.",  # a figure of something else
+        "trials of trastuzumab administered for 1 year to patients",
+        "A total of 9020 mice were included.",
+    ):
+        assert not sentences.counts(text, patients), text
+    assert not sentences.counts("A total of 9020 patients", set())
+
+
+def test_a_passage_that_holds_more_of_the_question_lifts_its_sentences() -> None:
+    def hit(text: str) -> SearchHit:
+        h = _hit("/d/abstract.txt")
+        h["text"] = text
+        return h
+
+    hits = [
+        hit("We pooled trials of adjuvant trastuzumab in a meta-analysis. A total of 9020 patients were included."),
+        hit("A randomized trial of radiosurgery. It enrolled 132 patients."),
+    ]
+    cands = evidence.EvidenceService._candidates(hits)
+    about = evidence.EvidenceService._about("How many patients were pooled in the trastuzumab meta-analysis?", cands)
+    # the first holds, across its two sentences, every term of the question but "many"; the second only "patients"
+    assert 0 < about[1] < about[0] < 1
+    assert evidence.EvidenceService._about("", cands) == {0: 0.0, 1: 0.0}
+
+
 def test_a_figure_is_a_number_standing_as_one_not_the_digits_of_a_name() -> None:
     for text in ("A total of 9,020 patients", "2.56% (95% CI)", "with 1 \u03bcg of rhAng-1", "a 32-character key"):
         assert sentences.has_figure(text), text

@@ -257,6 +257,35 @@ def counted(question: str) -> set[str]:
     return content_terms(m.group(1) or m.group(2))
 
 
+COUNT_GAP = 2
+"""Words a count may stand before the thing it counts: "9020 patients", "741 eligible patients", "42 of the
+mice" (``of``, ``the`` and ``a`` are not counted); not "1 year to patients", a figure of something else."""
+_COUNT_LINKS = frozenset({"of", "the", "a", "an"})
+
+
+def counts(text: str, counted: set[str]) -> bool:
+    """Whether ``text`` states a figure of the thing a question counts: a figure followed, within
+    :data:`COUNT_GAP` content words, by one of ``counted`` ("A total of 9020 patients were included."); not a
+    figure that merely shares a sentence with it ("The incidence ... in patients ... was 2.56%")."""
+    if not counted:
+        return False
+    found = words(text)
+    for i, w in enumerate(found):
+        if not (_FIGURE.fullmatch(w) or w.lower() in _FIGURE_WORDS):
+            continue
+        gap = 0
+        for after in found[i + 1 :]:
+            low = after.lower()
+            if low in _COUNT_LINKS:
+                continue
+            if counted & (set(stems(low)) or {low}):
+                return True
+            gap += 1
+            if gap >= COUNT_GAP:
+                break
+    return False
+
+
 _FIGURE_WORDS = (NUMBER_WORDS | MONTHS) - {"one", "first", "second", "once", "half", "may"}
 """Number words and month names that state a figure. Not the few that are mostly something else: "may" (the
 verb), "one" ("at least one of", "one of the"), "first" and "second" (an order, a unit of time), "once",
