@@ -95,9 +95,9 @@ bench-llm: install
 	$(BIN)/python -m tests.bench.llm $(LLM_ARGS)
 
 # Answers (docs/benchmarks-answers.md; the first run indexes SciFact's first 1,500 abstracts, the Django 4.2
-# docs and the Debian manuals, and downloads the pinned Django sdist and .debs once): 108 factoid questions
-# over MCP HTTP in each answer mode, the held-out and the fresh ones reported apart. ANSWERS_ARGS="--home DIR"
-# keeps the index; "--modes", "--split", "--corpus", "--limit" as `python -m tests.bench.answers --help` says.
+# docs and the Debian manuals, and downloads the pinned Django sdist and .debs once): 144 factoid questions
+# over MCP HTTP in each answer mode, the held-out and the two fresh sets reported apart.
+# ANSWERS_ARGS="--home DIR" keeps the index; "--modes", "--split", "--corpus", "--limit" as `python -m tests.bench.answers --help` says.
 ANSWERS_ARGS ?=
 bench-answers: install
 	$(BIN)/python -m tests.bench.answers $(ANSWERS_ARGS)

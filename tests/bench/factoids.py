@@ -8,9 +8,11 @@ asks them.
 How the questions were made
 ---------------------------
 
-Two sets: the first 72 (``factoid_data/questions.jsonl``, split ``tune`` / ``held_out``) and 36 fresh ones
+Three sets: the first 72 (``factoid_data/questions.jsonl``, split ``tune`` / ``held_out``), 36 fresh ones
 (``factoid_data/fresh.jsonl``, split ``fresh``), written later because the held-out third of the first set
-had been seen by the engineers tuning the answer engine. :func:`load_questions` reads both.
+had been seen by the engineers tuning the answer engine, and 36 more (``factoid_data/fresh2.jsonl``, split
+``fresh2``), written before a second round of tuning because the fresh set had then been asked once.
+:func:`load_questions` reads all three.
 
 All 72 of the first set were written by hand, before the evidence-based ``chat_with_documents`` existed
 and without looking at any answer engine's output, in one pass per corpus; ``factoid_data/questions.jsonl``
@@ -18,8 +20,8 @@ keeps them in the order they were written. For each one a passage was read, a si
 short answer (a number, a name, a term, a date) was picked, and the question was phrased as a user would
 ask it, in other words than the sentence's where that was natural. Each question records:
 
-- ``id`` (``sf-NN`` / ``dj-NN``; ``sf2-NN`` / ``mn-NN`` in the fresh set; in order of writing), ``corpus``
-  and ``split``;
+- ``id`` (``sf-NN`` / ``dj-NN``; ``sf2-NN`` / ``mn-NN`` in the fresh set, ``sf3-NN`` / ``mn2-NN`` in the
+  second; in order of writing), ``corpus`` and ``split``;
 - ``question``; ``answer``, a case-insensitive regular expression for the short answer as the document
   writes it, with the obvious variants (``1,?209,?600|2 weeks``);
 - ``gold_file``, the file name as indexed: ``<abstract id>.txt`` for SciFact
@@ -78,6 +80,37 @@ configure option), mn-16 (the ON CONFLICT page gives UPSERT's version too); mn-1
 the part pypdf extracts unbroken (the sentence before it hyphenates "Inter-active" over a line).
 
 The split rule: every fresh question is held out. Never tune on them; report them apart (the answer
+bench judges its quality targets on them when they are asked and no ``fresh2`` ones are).
+
+The second fresh set
+~~~~~~~~~~~~~~~~~~~~
+
+36 questions written by hand on 2026-12-02, after the fresh set above had been asked once and before the
+second round of tuning of the extractive answer's sentence choice (on ``tune``), by an engineer who had
+not seen the engine's answers to any of them (no answer engine, search or kernel was run on them before
+they were committed), the same way and with the same fields as the fresh set:
+
+- ``sf3-01`` .. ``sf3-18`` over SciFact abstracts no earlier question uses (neither ``questions.jsonl``
+  nor ``fresh.jsonl``), one from each eighteenth of ``corpus.jsonl``: at a place in each stretch drawn
+  with ``random.Random(14)`` (``randrange`` over the stretch, stretches in order) the first two unused
+  abstracts were read and the one with a short, unambiguous answer taken. 13 of them lie past the first
+  1,500, so the indexed folder gains them as gold abstracts (1,551 abstracts in all);
+- ``mn2-01`` .. ``mn2-18`` over the Debian manuals, on passages no fresh question uses, spread over the
+  packages: gnuplot (4), Asymptote (2, and 1 on ``asy-latex.pdf``), 4ti2 (2), Aspell (3 files), apcupsd
+  (3) and SQLite (3 files), mostly what a user asks of a reference manual: what is the default of X,
+  which option, command or environment variable does Y, how many, since which version; sentences as the
+  project's parser extracts them.
+
+Drafts that failed :func:`check` before any answer engine was run: sf3-03 was first asked of abstract
+3893473 (which genus uses TAL effectors: 19099739 says Xanthomonas too); neither of the two abstracts
+read in that stretch had another unique short answer, so the next unused one (3898784) was taken.
+mn2-07 was first asked about the ``asydir`` command (``asymptote.pdf`` gives the same recipe) and was
+replaced by a question on the same page. mn2-06 had its key narrowed to ``spline tension`` (``tension``
+matched "extension" in gnuplot's manual), mn2-10 its second key changed to ``default mode`` (The-Options
+and Spellchecking-Individual-Files list the same suggestion modes without naming the default), and
+mn2-07's replacement a second key added (``keepAspect`` is also an argument of Asymptote's ``size``).
+
+The split rule: every ``fresh2`` question is held out. Never tune on them; report them apart (the answer
 bench judges its quality targets on them when they are asked).
 
 The corpora
@@ -86,10 +119,10 @@ The corpora
 - ``scifact``: SciFact abstracts (``../shared/eval/scifact/corpus.jsonl`` or ``$FOLDERMIND_SCIFACT``;
   BEIR format), written one file per abstract by :func:`tests.bench.scifact.write_corpus` (title, blank
   line, text). 36 questions over abstracts spread across the whole corpus (one from each stretch of 143
-  abstracts), and 18 fresh ones over 18 other abstracts. The indexed folder holds the first
-  :data:`SCIFACT_DISTRACTORS` abstracts plus every gold abstract, so retrieval has distractors, and a
-  question's abstract is there even when it lies past them. Licence: SciFact (Wadden et al., 2020) is
-  CC BY-NC 2.0: evaluation only, never shipped; the fresh questions are under the same terms.
+  abstracts), 18 fresh ones over 18 other abstracts and 18 ``fresh2`` ones over 18 more. The indexed
+  folder holds the first :data:`SCIFACT_DISTRACTORS` abstracts plus every gold abstract, so retrieval has
+  distractors, and a question's abstract is there even when it lies past them. Licence: SciFact (Wadden et
+  al., 2020) is CC BY-NC 2.0: evaluation only, never shipped; both fresh sets are under the same terms.
 - ``django-docs``: the reference manual, topic guides, how-tos, internals and all release notes of Django
   4.2.16: every ``.txt`` file (reStructuredText, the form the docs are written in) under ``docs/`` of the
   pinned sdist from PyPI (``Django-4.2.16.tar.gz``, sha256 below), folders starting with ``_`` (theme and
@@ -103,7 +136,7 @@ The corpora
   documentation packages pinned by version and sha256, fetched with ``apt-get download`` into the same
   cache folder, unpacked with ``dpkg-deb``): the gnuplot 5.4, Asymptote 2.85 and 4ti2 1.6.9 PDF manuals,
   Asymptote's ``CAD.pdf`` and ``asy-latex.pdf``, and the Aspell 0.60.8, apcupsd 3.14.14 and SQLite 3.40
-  HTML pages: 109 files, indexed whole. 18 fresh questions. Licences, as each package's
+  HTML pages: 109 files, indexed whole. 18 fresh and 18 ``fresh2`` questions. Licences, as each package's
   ``usr/share/doc/<package>/copyright`` states: gnuplot-doc, gnuplot's own licence (use, copy and
   distribute freely; modifications only as patches); asymptote-doc GPL-3+ (``asy-latex`` GPL-2+);
   4ti2-doc GPL-2+; aspell-doc, the manual GFDL-1.2+ (the rest LGPL-2.1+); apcupsd-doc GPL-2+;
@@ -136,13 +169,14 @@ from tests.bench.scifact import _lines, file_name, write_corpus
 DATA = Path(__file__).with_name("factoid_data")
 QUESTIONS = DATA / "questions.jsonl"
 FRESH = DATA / "fresh.jsonl"
-QUESTION_FILES = (QUESTIONS, FRESH)
+FRESH2 = DATA / "fresh2.jsonl"
+QUESTION_FILES = (QUESTIONS, FRESH, FRESH2)
 
 SCIFACT = "scifact"
 DJANGO = "django-docs"
 MANUALS = "manuals"
 CORPORA = (SCIFACT, DJANGO, MANUALS)
-SPLITS = ("tune", "held_out", "fresh")
+SPLITS = ("tune", "held_out", "fresh", "fresh2")
 
 SCIFACT_DISTRACTORS = 1500
 """The first N abstracts are indexed beside the gold ones."""
