@@ -148,6 +148,26 @@ def test_a_figure_question_names_what_it_counts() -> None:
     )
     assert sentences.counted("What dose of zopiclone did they take?") == sentences.content_terms("zopiclone")
     assert sentences.counted("Which filter turns numbers into words?") == set()
+    # a phrase, up to its first stop word: the thing counted is its last word here, not its first
+    assert sentences.counted(
+        "How many of the wild-type EGFR lung adenocarcinoma patients with pleural effusions carried it?"
+    ) == sentences.content_terms("wild-type EGFR lung adenocarcinoma patients")
+
+
+def test_a_version_question_asks_for_a_figure_and_a_bare_dotted_version_is_one() -> None:
+    for question in (
+        "Which version of glpk has been tested with 4ti2?",
+        "Since which Aspell version can more than one word list be used?",
+        "What is the oldest gcc that can build 4ti2?",
+        "From which date does julianday() count its days?",
+    ):
+        assert sentences.asks_for_figure(question), question
+    # "which" reaches over one word only: here "numbers" is what the filter acts on, not what is asked
+    assert not sentences.asks_for_figure("Which filter turns numbers into words?")
+    assert not sentences.asks_for_figure("Which humanize template filter spells out numbers?")
+    assert sentences.has_figure("However as of Aspell .32 you can now also:")
+    for text in ("the .txt files", "v.32 of it", "file.txt"):
+        assert not sentences.has_figure(text), text
 
 
 def test_a_sentence_counts_what_a_question_counts_only_when_its_figure_stands_before_it() -> None:
