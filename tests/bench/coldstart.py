@@ -14,7 +14,7 @@ bare interpreter importing each worker's module (``python -c "import foldermind.
 ``foldermind search`` runs ``--searches`` times as a terminal would, beside a bare ``python -c pass`` and
 ``python -c "import foldermind.kernel.cli"`` (interpreter start and the command line's imports, the floor
 of any command).
-Prints a markdown section for docs/benchmarks-ingest.md.
+Prints a markdown section for docs/benchmarks-onnx.md (the cold start of a tree whose export is cached).
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def main() -> None:
         + ".",
         "",
         f"The raw cost beside it: a bare interpreter importing a worker's module, median of {args.starts}:"
-        + "; ".join(f" {name} {statistics.median(xs):.2f} s" for name, xs in raw.items())
+        + ";".join(f" {name} {statistics.median(xs):.2f} s" for name, xs in raw.items())
         + ".",
         "",
         f"A command from a terminal, wall time, median of {args.searches} (ms):",
