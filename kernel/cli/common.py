@@ -1,5 +1,9 @@
 """Helpers every command group shares: the ``--home`` option, the home and its config, a bus client,
-whether a kernel runs, and how to print a command a user can type as it is."""
+whether a kernel runs, and how to print a command a user can type as it is.
+
+The config (pydantic: ~190 ms of imports, python -X importtime) and the bus client (ZeroMQ and every message
+kind: ~80 ms) are imported by the helper that needs them, not here: the group imports this module for
+``--home`` on every command, and ``foldermind search`` never reads the config (tests/test_cli_imports.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +14,15 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from foldermind.protocol.client import BusClient
-from foldermind.protocol.runtime.config import ConfigError, SupervisorConfig, load
 from foldermind.protocol.runtime.home import Home
+
+if TYPE_CHECKING:
+    from foldermind.protocol.client import BusClient
+    from foldermind.protocol.runtime.config import SupervisorConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,6 +54,8 @@ def current_home() -> Home:
 
 
 def current_config(home: Home) -> SupervisorConfig:
+    from foldermind.protocol.runtime.config import ConfigError, load  # lazily: see the module docstring
+
     try:
         return load(home.supervisor_override)
     except ConfigError as exc:
@@ -68,6 +76,8 @@ def stray_config(home: Home) -> str:
 
 @contextmanager
 def connect(home: Home) -> Iterator[BusClient]:
+    from foldermind.protocol.client import BusClient  # lazily: see the module docstring
+
     client = BusClient(home.bus_endpoint, name="cli")
     try:
         yield client

@@ -203,13 +203,18 @@ class Kernel:
     def client(self, name: str) -> BusClient:
         return BusClient(self.home.bus_endpoint, name=name)
 
-    def start(self, timeout: float = 90.0) -> None:
+    def start(self, timeout: float = 90.0, until_running: bool = True) -> None:
+        """``foldermind start``, then (``until_running``) wait until every worker is RUNNING."""
         self.running = True  # from here on, stop() has something to do
         out = self.cli("start")
         if out.returncode != 0:
             raise BenchFailure(f"{self.label}: foldermind start exited {out.returncode}:\n{out.stdout}{out.stderr}")
         self.kernel_pid = int(self.home.pid_file.read_text().strip())
         self.pids.add(self.kernel_pid)
+        if until_running:
+            self.wait_running(timeout)
+
+    def wait_running(self, timeout: float = 90.0) -> None:
         give_up = time.monotonic() + timeout
         with self.client("bench-start") as client:
             while True:
