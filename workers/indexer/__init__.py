@@ -47,6 +47,7 @@ from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.indexer import changes
 from foldermind.workers.indexer.bm25 import KeywordIndex
+from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
@@ -84,6 +85,7 @@ class IndexerWorker(Worker):
         self.encoder.start()
         self.searches = SearchService(self.store, self.bm25, self.vectors, self.encoder, self.search_policy)
         self.evidence = EvidenceService(self.searches, self.encoder)
+        self.claims = ClaimChecker(self.evidence.vectors)
         self.documents = DocumentService(
             self.store, self.vectors, self.encoder, self.folder_info, lambda: self.pipeline.embed_error
         )
@@ -297,7 +299,7 @@ class IndexerWorker(Worker):
         return self.evidence.select(req.body)
 
     def on_check(self, req: Request[CheckRequest]) -> Result:
-        return self.evidence.check(req.body)
+        return self.claims.check(req.body)
 
     def on_read(self, req: Request[ReadDocumentRequest]) -> Result:
         return self.documents.read(req.body)

@@ -1,5 +1,4 @@
-"""``evidence.request`` and ``evidence.check.request``: the sentences that answer a question, and whether a
-generated sentence is backed by one.
+"""``evidence.request``: the sentences that answer a question.
 
 Choosing evidence: a hybrid search picks the best chunks of the best files (:func:`pick_passages`); each is
 read on to the end of the paragraph its chunk boundary cuts (:func:`continuation`) and split into sentences
@@ -16,11 +15,7 @@ coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`
 :class:`~.encoder.VectorCache`, keyed by model and text):
 a question asked again, or a claim checked against a sentence already scored, costs no encode.
 
-Checking a claim (a sentence a model wrote): it must state no figure or name its source lacks, share most of
-its content words with the source (words of the question count as given), and have a sentence in the source
-whose vector is close to its own. The cited source is tried first, then the others; the first that passes
-supports it. Without a local model the vector test is skipped and the reply says so in its checks'
-``similarity`` (-1).
+Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
 """
 
 from __future__ import annotations
@@ -36,9 +31,6 @@ from numpy.typing import NDArray
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
-    CheckReply,
-    CheckRequest,
-    ClaimCheck,
     EvidenceReply,
     EvidenceRequest,
     EvidenceSpan,
@@ -71,8 +63,6 @@ SUPPORT_LEXICAL = 0.50
 of SUPPORT_SEMANTIC or holds SUPPORT_LEXICAL of the question's terms; below both, the documents do not say.
 Its passage, not only itself: the sentence stating a figure ("Sixty-one (42 males) patients were recruited.")
 often names little of the question its passage is about."""
-CLAIM_COVERAGE = 0.6
-CLAIM_SIMILARITY = 0.5
 FIGURE_BONUS = 0.15
 """Added to a sentence that states a figure when the question asks for one ("how many", "what year",
 "what dose", "at most", "by default"): such an answer is a number, and the sentence that holds it often
@@ -319,14 +309,14 @@ class EvidenceService:
                 return 0, why
             qvec = (1 - CONTEXT_WEIGHT) * qvec + CONTEXT_WEIGHT * joined
         pre = sorted(candidates, key=lambda c: c.coverage + 0.25 / (1 + c.passage), reverse=True)[:ENCODE_AT_MOST]
-        vectors, why, made = self._vectors([c.sentence.text for c in pre])
+        vectors, why, made = self.vectors([c.sentence.text for c in pre])
         if vectors is None:
             return 0, why
         for c, v in zip(pre, vectors, strict=True):
             c.semantic = float(np.dot(v, qvec))
         return made, ""
 
-    def _vectors(self, texts: list[str]) -> tuple[NDArray[np.float32] | None, str, int]:
+    def vectors(self, texts: list[str]) -> tuple[NDArray[np.float32] | None, str, int]:
         """Vectors of ``texts`` from the cache or made now; (vectors, why none, how many were made)."""
         ndim, model = self._model()
         key = model or self.encoder.vectors_key or ""
@@ -376,64 +366,6 @@ class EvidenceService:
             window_line_start=w_first,
             window_line_end=w_last,
         )
-
-    # ---------------------------------------------------------------------------------------------
-    # checking generated sentences
-
-    def check(self, body: CheckRequest) -> CheckReply:
-        given = sentences.content_terms(body.question)
-        given_forms = sentences.fact_forms(body.question)
-        split_sources = [[s.text for s in sentences.split(src)] or [src] for src in body.sources]
-        source_terms = [sentences.content_terms(src) for src in body.sources]
-        source_forms = [sentences.fact_forms(src) for src in body.sources]
-        claim_texts = [str(c["text"]) for c in body.claims]
-        flat = [s for group in split_sources for s in group]
-        vectors, _why, _made = self._vectors(claim_texts + flat) if claim_texts else (None, "", 0)
-        checks: list[ClaimCheck] = []
-        for i, claim in enumerate(body.claims):
-            text = claim_texts[i]
-            cited = [k for k in claim.get("sources", []) if isinstance(k, int) and 0 <= k < len(body.sources)]
-            order = cited + [k for k in range(len(body.sources)) if k not in cited]
-            terms = sentences.content_terms(text)
-            own = terms - given
-            facts = sentences.facts(text)
-            best: ClaimCheck | None = None
-            for k in order:
-                missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
-                coverage = len(own & source_terms[k]) / len(own) if own else 1.0
-                quote, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k)
-                ok = bool(terms) and not missing and coverage >= CLAIM_COVERAGE
-                ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
-                result = ClaimCheck(
-                    supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing
-                )
-                if ok:
-                    best = result
-                    break
-                if best is None or (len(missing), -similarity) < (len(best["missing"]), -best["similarity"]):
-                    best = result
-            if best is None:
-                best = ClaimCheck(supported=False, source=-1, quote="", similarity=0.0, missing=sorted(facts))
-            elif not best["supported"]:
-                best["source"], best["quote"] = -1, ""
-            checks.append(best)
-        kept = " ".join(text for text, c in zip(claim_texts, checks, strict=True) if c["supported"])
-        wanted = sentences.facts(body.reference) - given_forms
-        carries = bool(wanted & sentences.fact_forms(kept)) if kept else False
-        return CheckReply(checks, carries)
-
-    @staticmethod
-    def _closest(
-        vectors: NDArray[np.float32] | None, claim: int, n_claims: int, groups: list[list[str]], k: int
-    ) -> tuple[str, float]:
-        """The sentence of source ``k`` nearest the claim, and its cosine (-1 without vectors: then the
-        source's first sentence)."""
-        if vectors is None:
-            return groups[k][0], -1.0
-        start = n_claims + sum(len(g) for g in groups[:k])
-        sims = vectors[start : start + len(groups[k])] @ vectors[claim]
-        j = int(np.argmax(sims))
-        return groups[k][j], float(sims[j])
 
 
 def _ms(a: float, b: float) -> float:

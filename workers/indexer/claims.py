@@ -1,0 +1,85 @@
+"""``evidence.check.request``: whether each sentence a model wrote is backed by a passage it was shown.
+
+Checking a claim (a sentence a model wrote): it must state no figure or name its source lacks, share most of
+its content words with the source (words of the question count as given), and have a sentence in the source
+whose vector is close to its own. The cited source is tried first, then the others; the first that passes
+supports it. Without a local model the vector test is skipped and the reply says so in its checks'
+``similarity`` (-1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from foldermind.protocol.messages import CheckReply, CheckRequest, ClaimCheck
+from foldermind.workers.indexer import sentences
+
+CLAIM_COVERAGE = 0.6
+CLAIM_SIMILARITY = 0.5
+
+Vectors = Callable[[list[str]], tuple[NDArray[np.float32] | None, str, int]]
+"""Sentence vectors for texts: (vectors or None, why none, how many were made now); the evidence service's,
+whose cache holds the sentences a question was just answered from."""
+
+
+class ClaimChecker:
+    def __init__(self, vectors: Vectors) -> None:
+        self.vectors = vectors
+
+    def check(self, body: CheckRequest) -> CheckReply:
+        given = sentences.content_terms(body.question)
+        given_forms = sentences.fact_forms(body.question)
+        split_sources = [[s.text for s in sentences.split(src)] or [src] for src in body.sources]
+        source_terms = [sentences.content_terms(src) for src in body.sources]
+        source_forms = [sentences.fact_forms(src) for src in body.sources]
+        claim_texts = [str(c["text"]) for c in body.claims]
+        flat = [s for group in split_sources for s in group]
+        vectors, _why, _made = self.vectors(claim_texts + flat) if claim_texts else (None, "", 0)
+        checks: list[ClaimCheck] = []
+        for i, claim in enumerate(body.claims):
+            text = claim_texts[i]
+            cited = [k for k in claim.get("sources", []) if isinstance(k, int) and 0 <= k < len(body.sources)]
+            order = cited + [k for k in range(len(body.sources)) if k not in cited]
+            terms = sentences.content_terms(text)
+            own = terms - given
+            facts = sentences.facts(text)
+            best: ClaimCheck | None = None
+            for k in order:
+                missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
+                coverage = len(own & source_terms[k]) / len(own) if own else 1.0
+                quote, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k)
+                ok = bool(terms) and not missing and coverage >= CLAIM_COVERAGE
+                ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
+                result = ClaimCheck(
+                    supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing
+                )
+                if ok:
+                    best = result
+                    break
+                if best is None or (len(missing), -similarity) < (len(best["missing"]), -best["similarity"]):
+                    best = result
+            if best is None:
+                best = ClaimCheck(supported=False, source=-1, quote="", similarity=0.0, missing=sorted(facts))
+            elif not best["supported"]:
+                best["source"], best["quote"] = -1, ""
+            checks.append(best)
+        kept = " ".join(text for text, c in zip(claim_texts, checks, strict=True) if c["supported"])
+        wanted = sentences.facts(body.reference) - given_forms
+        carries = bool(wanted & sentences.fact_forms(kept)) if kept else False
+        return CheckReply(checks, carries)
+
+    @staticmethod
+    def _closest(
+        vectors: NDArray[np.float32] | None, claim: int, n_claims: int, groups: list[list[str]], k: int
+    ) -> tuple[str, float]:
+        """The sentence of source ``k`` nearest the claim, and its cosine (-1 without vectors: then the
+        source's first sentence)."""
+        if vectors is None:
+            return groups[k][0], -1.0
+        start = n_claims + sum(len(g) for g in groups[:k])
+        sims = vectors[start : start + len(groups[k])] @ vectors[claim]
+        j = int(np.argmax(sims))
+        return groups[k][j], float(sims[j])
