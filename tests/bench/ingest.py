@@ -5,17 +5,21 @@
 file each (title, blank line, text), then:
 
 1. a real kernel (default process map) indexes and embeds the folder: time to keyword-indexed and to
-   fully embedded, files/s, chunks/s, peak RSS of every worker, CPU of every process;
-2. with no kernel running, the exact chunk texts the pipeline stored are encoded in-process with
-   ``SentenceTransformer.encode`` (the bare floor), with the embedder's thread count;
+   fully embedded, files/s, chunks/s, peak RSS of every worker and of the whole process tree (the sum at
+   each sample, the largest sum), CPU of every process, and the embedder's backend and precision;
+2. with no kernel running, the exact chunk texts the pipeline stored are encoded in-process twice: with
+   ``SentenceTransformer.encode`` (the bare torch floor, the reference the targets were set against) and
+   with the embedder's own ONNX code (the bare ONNX floor: the checked export from the machine's shared
+   model cache, opened by ``onnx_int8.open_precision`` at the embedder's precision, its thread count and
+   batch size, one ``OnnxEncoder.encode_longest_first`` call), each with the embedder's thread count;
 3. a second kernel without an embedder indexes the folder again (keyword-only rate);
 4. that kernel's watcher is restarted: its no-change reconcile of every file is timed;
 5. 20 new files, each with a unique word, are timed from the write until a keyword search finds them;
 6. usearch recall@100 against exact search over the vectors of run 1, at expansion_search 64 and 256.
 
-A small reference encode in this process (the first 96 abstracts) is timed before run 1, before and
-after the bare encode, because the pipeline and the bare floor cannot run at the same moment and a
-small VM's speed wanders. The report is printed and written to ``docs/benchmarks-ingest.md``.
+A small reference encode in this process (the first 96 abstracts, torch and ONNX) is timed before run 1,
+before and between the bare encodes and after them, because the pipeline and the bare floors cannot run
+at the same moment and a small VM's speed wanders. The report is printed and written to ``docs/benchmarks-ingest.md``.
 ``FOLDERMIND_BENCH_LIMIT=300`` uses only the first 300 abstracts (for development).
 """
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import random
@@ -64,8 +69,13 @@ from tests.bench.transports import REPO
 REPORT = REPO / "docs" / "benchmarks-ingest.md"
 LIMIT_ENV = "FOLDERMIND_BENCH_LIMIT"
 
-RATIO_TARGET = 0.90
+TORCH_RATIO_TARGET = 1.8  # pipeline (ONNX embedder) over the bare torch encode
+TORCH_RATIO_BEFORE = 0.93  # the same ratio with the torch embedder, 2026-11-29
+RATIO_TARGET = 0.90  # pipeline over the bare encode of its own backend
 PEER_RATIO = 0.75  # docsonar, same measurement
+WHOLE_FOLDER_TARGET_S = 185.0  # SciFact's 5,183 files, `folders add` to fully embedded
+PEER_WHOLE_FOLDER_S = 202.0  # docsonar on this machine, same folder
+TREE_RSS_TARGET = 1_000_000_000  # bytes (1.0 GB): the whole process tree while it indexes SciFact
 RESCAN_TARGET_S = 2.0
 LATENCY_TARGET_S = 2.0
 RECALL_LOSS_TARGET = 0.01
@@ -78,7 +88,8 @@ PROGRESS_EMBED_S = 1.0  # then, until every chunk is embedded
 INGEST_TIMEOUT_S = 3600.0
 BARE_BATCH = 32
 NO_EMBEDDER = "[workers.embedder]\nenabled = false\n"
-SCAN_LINE = re.compile(r"folder (\S+): (\d+) files scanned in ([0-9.]+) s \((\d+) new, (\d+) changed, (\d+) deleted\)")
+# The watcher's line goes on with more counts (skipped, unsupported) after the three read here.
+SCAN_LINE = re.compile(r"folder (\S+): (\d+) files scanned in ([0-9.]+) s \((\d+) new, (\d+) changed, (\d+) deleted\b")
 
 
 def usable_cpus() -> int:
@@ -105,9 +116,7 @@ def machine_facts() -> dict[str, str]:
     facts = machine.facts(REPO)
     for bus_only in ("pyzmq / libzmq", "msgpack"):
         facts.pop(bus_only, None)
-    facts["torch / sentence-transformers / usearch"] = (
-        f"{machine.version('torch')} / {machine.version('sentence-transformers')} / {machine.version('usearch')}"
-    )
+    machine.versions(facts, "torch", "sentence-transformers", "onnxruntime", "tokenizers", "usearch")
     return facts
 
 
@@ -145,14 +154,38 @@ def cpu_delta(before: dict[str, tuple[int, float]], after: dict[str, tuple[int, 
     return out
 
 
+@dataclass(slots=True)
+class TreePeak:
+    """The largest RSS of the whole process tree over the samples: the kernel's own figure (itself and
+    every process under it, workers' children included) and the sum over the processes ``status`` lists,
+    each with what every listed process held at that sample."""
+
+    tree: int = 0
+    listed: int = 0
+    at_listed: dict[str, int] = field(default_factory=dict)
+
+    def add(self, tree: int, rss: dict[str, int]) -> None:
+        self.tree = max(self.tree, tree)
+        total = sum(rss.values())
+        if total > self.listed:
+            self.listed, self.at_listed = total, dict(rss)
+
+    def biggest(self) -> tuple[str, int] | None:
+        """The process that held the most at the listed sum's peak."""
+        return max(self.at_listed.items(), key=lambda kv: kv[1]) if self.at_listed else None
+
+
 class Sampler(threading.Thread):
-    """StatusRequest to the kernel every ``SAMPLE_S``: peak RSS and how often each worker had a job."""
+    """StatusRequest to the kernel every ``SAMPLE_S``: peak RSS of each process and of the whole tree, how
+    often each worker had a job, and the embedder's latest status note (backend and precision)."""
 
     def __init__(self, kernel: Kernel) -> None:
         super().__init__(name="bench-sampler", daemon=True)
         self.kernel = kernel
         self.stop_event = threading.Event()
         self.peak_rss: dict[str, int] = {}
+        self.tree = TreePeak()
+        self.embedder_note = ""
         self.samples: list[tuple[float, dict[str, int]]] = []  # (monotonic, worker -> in_flight)
         self.errors = 0
 
@@ -170,6 +203,9 @@ class Sampler(threading.Thread):
                 rss.update({w["name"]: int(w["rss_bytes"] or 0) for w in st.workers})
                 for name, value in rss.items():
                     self.peak_rss[name] = max(self.peak_rss.get(name, 0), value)
+                self.tree.add(int(st.kernel.get("tree_rss_bytes") or 0), rss)
+                note = next((w["note"] for w in st.workers if w["name"] == "embedder"), None)
+                self.embedder_note = str(note) if note else self.embedder_note
                 self.samples.append((now, {w["name"]: int(w["in_flight"]) for w in st.workers}))
                 self.kernel.pids.update(w["pid"] for w in st.workers if w["pid"])
                 self.stop_event.wait(SAMPLE_S)
@@ -203,6 +239,8 @@ class IngestRun:
     embedded_at_keyword: int = 0
     progress: list[tuple[float, int, int]] = field(default_factory=list)  # (s since add, files done, embedded)
     peak_rss: dict[str, int] = field(default_factory=dict)
+    tree: TreePeak = field(default_factory=TreePeak)
+    embedder_note: str = ""
     cpu_s: dict[str, float] = field(default_factory=dict)
     bench_cpu_s: float = 0.0
     other_cores: float = 0.0
@@ -297,6 +335,7 @@ def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> Inges
         finally:
             sampler.finish()
         run.peak_rss = dict(sampler.peak_rss)
+        run.tree, run.embedder_note = sampler.tree, sampler.embedder_note
         if embed:
             run.embedder_details = kernel.describe(client, "embedder")
     return run
@@ -318,15 +357,51 @@ class Bare:
     vs_pipeline_min_cos: float | None = None
     vs_pipeline_mean_cos: float | None = None
     tokens: int = 0
-    padding: list[tuple[str, int]] = field(default_factory=list)  # (requests of, token positions run)
+    # (pools of, token positions run in torch's batches, in the ONNX embedder's)
+    padding: list[tuple[str, int, int]] = field(default_factory=list)
+    onnx_batch: int = 0
     cpu_s: float = 0.0  # this process's CPU during the encode
     check_chunks: int = 0  # the batching check: one call vs the indexer's requests, on a subset
     check: list[tuple[str, float]] = field(default_factory=list)  # (how, seconds over all rounds)
     check_rounds: int = 0
+    check_backend: str = "torch"
+    vectors: NDArray[np.float32] | None = None  # kept for the ONNX floor's comparison, not reported
 
     @property
     def chunks_per_s(self) -> float:
         return self.chunks / self.encode_s if self.encode_s else 0.0
+
+
+@dataclass(slots=True)
+class OnnxBare:
+    """The bare ONNX floor: the embedder's ONNX code on the chunk texts of run 1, in this process."""
+
+    file: str
+    precision: str
+    threads: int
+    batch: int
+    load_s: float
+    chunks: int = 0
+    encode_s: float = 0.0
+    cpu_s: float = 0.0
+    other_cores: float = 0.0
+    steal_cores: float = 0.0
+    vs_pipeline_min_cos: float | None = None
+    vs_pipeline_mean_cos: float | None = None
+    vs_torch_min_cos: float | None = None
+    vs_torch_mean_cos: float | None = None
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.encode_s if self.encode_s else 0.0
+
+
+def cosines(a: NDArray[np.float32], b: NDArray[np.float32]) -> tuple[float, float] | None:
+    """Least and mean cosine of the rows of two sets of normalised vectors (None when the shapes differ)."""
+    if a.shape != b.shape or not len(a):
+        return None
+    cos = np.sum(a * b, axis=1)
+    return float(cos.min()), float(cos.mean())
 
 
 def chunk_rows(db_path: Path) -> tuple[list[int], list[str], list[bytes | None]]:
@@ -350,6 +425,35 @@ def load_model(threads: int) -> tuple[Any, float]:
     return model, time.perf_counter() - t0
 
 
+def load_onnx(policy: IngestPolicy, threads: int) -> tuple[Any, float]:
+    """The embedder's ONNX encoder, opened as it opens it (workers/embedder.py: _load_onnx): the checked
+    export in the machine's shared model cache at the configured precision, ``threads`` intra-op threads.
+    Returns the ``onnx_export.Loaded`` (encoder, file, check) and the seconds the open took."""
+    from foldermind.protocol.runtime.home import model_cache_dir
+    from foldermind.workers import model_files, onnx_int8, onnx_model
+
+    unsafe = onnx_model.onnxruntime_unsafe()
+    if unsafe:
+        raise BenchFailure(f"onnxruntime cannot be loaded in this process: {unsafe}")
+    t0 = time.perf_counter()
+    path = model_files.model_dir()
+    loaded = onnx_int8.open_precision(
+        path, model_files.model_name(path), model_cache_dir(policy.model_cache_dir), threads, policy.embed_quantize
+    )
+    return loaded, time.perf_counter() - t0
+
+
+def embedder_settings() -> tuple[int, int]:
+    """The ONNX embedder's intra-op threads and batch size, as it reads them from this environment (its
+    workers inherit the benchmark's): checked against its ``describe`` after run 1."""
+    from foldermind.workers import embedder
+
+    return (
+        embedder._positive_int_env(embedder.THREADS_ENV, usable_cpus()),
+        embedder._positive_int_env(embedder.BATCH_ENV, embedder.DEFAULT_ONNX_BATCH),
+    )
+
+
 def set_threads(threads: int) -> None:
     import torch
 
@@ -368,19 +472,21 @@ def encode(model: Any, texts: list[str], batch_size: int = BARE_BATCH) -> NDArra
 
 
 class SpeedProbe:
-    """The same small encode, timed now and then: a small VM's speed wanders by tens of percent over
-    minutes, and the pipeline and the bare floor cannot run at the same moment."""
+    """The same small encode by each backend, timed now and then: a small VM's speed wanders by tens of
+    percent over minutes, and the pipeline and the bare floors cannot run at the same moment."""
 
-    def __init__(self, model: Any, texts: list[str]) -> None:
-        self.model, self.texts = model, texts
-        self.rows: list[tuple[str, float]] = []
+    def __init__(self, encoders: dict[str, Callable[[list[str]], object]], texts: list[str]) -> None:
+        self.encoders, self.texts = encoders, texts
+        self.rows: list[tuple[str, dict[str, float]]] = []  # (when, backend -> texts/s)
 
-    def measure(self, label: str) -> float:
-        t0 = time.perf_counter()
-        encode(self.model, self.texts)
-        rate = len(self.texts) / (time.perf_counter() - t0)
-        self.rows.append((label, rate))
-        return rate
+    def measure(self, label: str) -> str:
+        rates: dict[str, float] = {}
+        for name, encode_with in self.encoders.items():
+            t0 = time.perf_counter()
+            encode_with(self.texts)
+            rates[name] = len(self.texts) / (time.perf_counter() - t0)
+        self.rows.append((label, rates))
+        return ", ".join(f"{name} {rate:.1f}" for name, rate in rates.items()) + " texts/s"
 
 
 def padded_tokens(lengths: list[int], chars: list[int], pool: int, batch: int) -> int:
@@ -397,7 +503,7 @@ def padded_tokens(lengths: list[int], chars: list[int], pool: int, batch: int) -
     return total
 
 
-def bare_floor(model: Any, load_s: float, db_path: Path, threads: int, pool: int) -> Bare:
+def bare_floor(model: Any, load_s: float, db_path: Path, threads: int, pool: int, onnx_batch: int) -> Bare:
     _, texts, blobs = chunk_rows(db_path)
     if not texts:
         raise BenchFailure("the pipeline stored no chunks")
@@ -413,23 +519,66 @@ def bare_floor(model: Any, load_s: float, db_path: Path, threads: int, pool: int
     bare.cpu_s = cpu_seconds(me) - cpu0
     bare.other_cores = window.other_cores(bare.cpu_s)
     bare.steal_cores = window.steal_cores()
-    stored = [(i, np.frombuffer(b, dtype=np.float32)) for i, b in enumerate(blobs) if b is not None]
-    if stored and len(stored[0][1]) == vectors.shape[1]:
-        cos = np.array([float(vectors[i] @ v) for i, v in stored])
-        bare.vs_pipeline_min_cos, bare.vs_pipeline_mean_cos = float(cos.min()), float(cos.mean())
+    bare.vectors = vectors
+    vs = vs_stored(vectors, blobs)
+    if vs is not None:
+        bare.vs_pipeline_min_cos, bare.vs_pipeline_mean_cos = vs
     # Padding: encode() sorts each call's texts by length, so one call over everything pads less
     # than the indexer's requests, sorted only within its lookahead pool.
     enc = model.tokenizer(texts, truncation=True, max_length=bare.max_seq_length)
     lengths = [len(x) for x in enc["input_ids"]]
     chars = [len(t) for t in texts]
     bare.tokens = sum(lengths)
+    bare.onnx_batch = onnx_batch
     sizes = sorted({pool, 32, 64, 128, 256, 512, 1024})
     for n in sizes:
         if n < len(texts):
             name = f"{n}{' (the indexer)' if n == pool else ''}"
-            bare.padding.append((name, padded_tokens(lengths, chars, n, BARE_BATCH)))
-    bare.padding.append(("all (the bare run)", padded_tokens(lengths, chars, len(texts), BARE_BATCH)))
+            bare.padding.append(
+                (name, padded_tokens(lengths, chars, n, BARE_BATCH), padded_tokens(lengths, chars, n, onnx_batch))
+            )
+    everything = len(texts)
+    bare.padding.append(
+        (
+            "all (the bare runs)",
+            padded_tokens(lengths, chars, everything, BARE_BATCH),
+            padded_tokens(lengths, chars, everything, onnx_batch),
+        )
+    )
     return bare
+
+
+def vs_stored(vectors: NDArray[np.float32], blobs: list[bytes | None]) -> tuple[float, float] | None:
+    """Least and mean cosine between ``vectors`` and the pipeline's stored ``chunks.vector`` rows."""
+    stored = [(i, np.frombuffer(b, dtype=np.float32)) for i, b in enumerate(blobs) if b is not None]
+    if not stored or len(stored[0][1]) != vectors.shape[1]:
+        return None
+    return cosines(vectors[[i for i, _ in stored]], np.vstack([v for _, v in stored]))
+
+
+def onnx_floor(onnx: OnnxBare, encoder: Any, db_path: Path, torch_vectors: NDArray[np.float32] | None) -> None:
+    """The exact chunk texts of run 1 in one ``encode_longest_first`` call (sorted by token count, batches
+    of the embedder's size): the least the embedder's code can take for them on this machine."""
+    _, texts, blobs = chunk_rows(db_path)
+    if not texts:
+        raise BenchFailure("the pipeline stored no chunks")
+    say(f"  encoding {len(texts)} chunks with ONNX ({onnx.threads} threads, batches of {onnx.batch})")
+    window = CpuWindow()
+    me = psutil.Process()
+    cpu0 = cpu_seconds(me)
+    t0 = time.perf_counter()
+    vectors = encoder.encode_longest_first(texts, onnx.batch)
+    onnx.encode_s = time.perf_counter() - t0
+    onnx.chunks = len(texts)
+    onnx.cpu_s = cpu_seconds(me) - cpu0
+    onnx.other_cores = window.other_cores(onnx.cpu_s)
+    onnx.steal_cores = window.steal_cores()
+    vs = vs_stored(vectors, blobs)
+    if vs is not None:
+        onnx.vs_pipeline_min_cos, onnx.vs_pipeline_mean_cos = vs
+    vs = cosines(vectors, torch_vectors) if torch_vectors is not None else None
+    if vs is not None:
+        onnx.vs_torch_min_cos, onnx.vs_torch_mean_cos = vs
 
 
 def as_requests(texts: list[str], request: int, pool: int) -> list[list[str]]:
@@ -443,10 +592,18 @@ def as_requests(texts: list[str], request: int, pool: int) -> list[list[str]]:
 
 
 def batching_check(
-    model: Any, texts: list[str], request: int, lookahead: int, bare: Bare, limit: int = 1024, rounds: int = 2
+    encode_with: Callable[[list[str]], object],
+    backend: str,
+    texts: list[str],
+    request: int,
+    lookahead: int,
+    bare: Bare,
+    limit: int = 1024,
+    rounds: int = 2,
 ) -> None:
     """In-process, on the first ``limit`` chunks, in turns: one call, the indexer's requests, and
-    requests of 256 with the same lookahead. What the batching costs without bus, SQLite or parsers."""
+    requests of 256 with the same lookahead, each call encoded as the embedder encodes one request
+    (``encode_with``). What the batching costs without bus, SQLite or parsers."""
     subset = texts[:limit]
     ways = [("one call", [subset])]
     ways.append(
@@ -462,9 +619,9 @@ def batching_check(
         for i, (_, calls) in enumerate(ways):
             t0 = time.perf_counter()
             for call in calls:
-                encode(model, call)
+                encode_with(call)
             spent[i] += time.perf_counter() - t0
-    bare.check_chunks, bare.check_rounds = len(subset), rounds
+    bare.check_chunks, bare.check_rounds, bare.check_backend = len(subset), rounds, backend
     bare.check = [(name, seconds) for (name, _), seconds in zip(ways, spent, strict=True)]
 
 
@@ -625,18 +782,38 @@ class Results:
     limited: bool
     full: IngestRun | None = None
     bare: Bare | None = None
+    onnx: OnnxBare | None = None
     keyword: IngestRun | None = None
     rescan: Rescan | None = None
     latencies: list[float] = field(default_factory=list)
     recall: list[RecallRow] = field(default_factory=list)
-    probes: list[tuple[str, float]] = field(default_factory=list)
+    probes: list[tuple[str, dict[str, float]]] = field(default_factory=list)
     elapsed_s: float = 0.0
     errors: list[str] = field(default_factory=list)
 
     @property
     def ratio(self) -> float | None:
+        """Pipeline chunks/s over the bare torch encode's."""
         if self.full and self.bare and self.full.embedded_s and self.bare.chunks_per_s:
             return self.full.chunks_per_s_embedded / self.bare.chunks_per_s
+        return None
+
+    @property
+    def onnx_ratio(self) -> float | None:
+        """Pipeline chunks/s over the bare ONNX encode's."""
+        if self.full and self.onnx and self.full.embedded_s and self.onnx.chunks_per_s:
+            return self.full.chunks_per_s_embedded / self.onnx.chunks_per_s
+        return None
+
+    @property
+    def floor(self) -> tuple[str, float] | None:
+        """The bare floor of the backend the embedder ran (name, chunks/s): what the pipeline's losses are
+        counted against."""
+        backend = (self.full.embedder_details.get("backend") if self.full else None) or "onnx"
+        if backend == "onnx" and self.onnx and self.onnx.chunks_per_s:
+            return "ONNX", self.onnx.chunks_per_s
+        if self.bare and self.bare.chunks_per_s:
+            return "torch", self.bare.chunks_per_s
         return None
 
 
@@ -644,12 +821,38 @@ def _targets(r: Results) -> list[str]:
     lines = ["| target | measured | verdict |", "|---|---|:---:|"]
     if r.ratio is not None and r.full and r.bare:
         lines.append(
-            f"| pipeline chunks/s with embeddings ≥ {RATIO_TARGET:.2f} x bare `encode()` (peer docsonar: "
-            f"{PEER_RATIO:.2f}) | {r.ratio:.2f} ({r.full.chunks_per_s_embedded:.1f} vs "
-            f"{r.bare.chunks_per_s:.1f} chunks/s) | {_verdict(r.ratio >= RATIO_TARGET)} |"
+            f"| pipeline chunks/s with embeddings ≥ {TORCH_RATIO_TARGET:.1f} x bare torch `encode()` "
+            f"({TORCH_RATIO_BEFORE:.2f} with the torch embedder, 2026-11-29) | {r.ratio:.2f} "
+            f"({r.full.chunks_per_s_embedded:.1f} vs {r.bare.chunks_per_s:.1f} chunks/s) | "
+            f"{_verdict(r.ratio >= TORCH_RATIO_TARGET)} |"
         )
     else:
-        lines.append(f"| pipeline ≥ {RATIO_TARGET:.2f} x bare encode | not measured | — |")
+        lines.append(f"| pipeline ≥ {TORCH_RATIO_TARGET:.1f} x bare torch encode | not measured | — |")
+    if r.onnx_ratio is not None and r.full and r.onnx:
+        lines.append(
+            f"| pipeline chunks/s with embeddings ≥ {RATIO_TARGET:.2f} x bare ONNX encode (the embedder's code; "
+            f"peer docsonar: {PEER_RATIO:.2f} of its own bare encode) | {r.onnx_ratio:.2f} "
+            f"({r.full.chunks_per_s_embedded:.1f} vs {r.onnx.chunks_per_s:.1f} chunks/s) | "
+            f"{_verdict(r.onnx_ratio >= RATIO_TARGET)} |"
+        )
+    else:
+        lines.append(f"| pipeline ≥ {RATIO_TARGET:.2f} x bare ONNX encode | not measured | — |")
+    if r.full and r.full.embedded_s:
+        whole = r.full.embedded_s
+        lines.append(
+            f"| the whole SciFact folder, `folders add` to fully embedded ≤ {WHOLE_FOLDER_TARGET_S:g} s (docsonar "
+            f"{PEER_WHOLE_FOLDER_S:g} s here) | {whole:.1f} s for {r.files:,} files | "
+            + (f"{_verdict(whole <= WHOLE_FOLDER_TARGET_S)} |" if not r.limited else "— (a subset) |")
+        )
+    if r.full and r.full.tree.tree:
+        t = r.full.tree
+        top = t.biggest()
+        lines.append(
+            f"| peak RSS of the whole process tree while indexing ≤ {TREE_RSS_TARGET / 1e9:.1f} GB | "
+            f"{t.tree / 1e9:.2f} GB ({_mib(t.tree)})"
+            + (f"; biggest process {top[0]} {_mib(top[1])}" if top else "")
+            + f" | {_verdict(t.tree <= TREE_RSS_TARGET)} |"
+        )
     if r.rescan:
         lines.append(
             f"| no-change rescan of {r.rescan.files:,} files < {RESCAN_TARGET_S:g} s (watcher's figure) | "
@@ -723,10 +926,14 @@ def _ingest_table(run: IngestRun, embed: bool) -> list[str]:
     )
     if run.embedder_details:
         d = run.embedder_details
+        onnx_file = f", `{Path(str(d['onnx_file'])).name}`" if d.get("backend") == "onnx" and d.get("onnx_file") else ""
         lines.append(
-            f"| embedder | {d.get('model')}, {d.get('threads')} torch threads, encode batch "
-            f"{d.get('batch_size')}, {d.get('texts_embedded'):,} texts embedded |"
+            f"| embedder | {d.get('model')}, backend {d.get('backend')}{onnx_file}, precision {d.get('precision')}, "
+            f"{d.get('threads')} threads, encode batch {d.get('batch_size')}, {d.get('texts_embedded') or 0:,} texts "
+            f"embedded; torch imported: {'yes' if d.get('torch_loaded') else 'no'} |"
         )
+    if run.embedder_note:
+        lines.append(f"| embedder's status note | {run.embedder_note} |")
     lines.append(
         f"| other load on the machine meanwhile | {run.other_cores:.2f} cores busy elsewhere, "
         f"{run.steal_cores:.2f} cores stolen by the hypervisor |"
@@ -744,25 +951,45 @@ def _process_table(run: IngestRun, wall: float) -> list[str]:
             f"{'-' if cpu is None or not wall else f'{cpu / wall:.2f}'} |"
         )
     lines.append(f"| this benchmark (polling) | — | {run.bench_cpu_s:.1f} | {run.bench_cpu_s / wall:.2f} |")
+    if run.tree.tree or run.tree.listed:
+        top = run.tree.biggest()
+        lines.append(
+            f"| **whole tree** (the kernel's `tree_rss_bytes`: it and every process under it, largest sample) | "
+            f"**{_mib(run.tree.tree)}** | | |"
+        )
+        lines.append(
+            f"| the processes above summed at one sample (largest sum) | {_mib(run.tree.listed)}"
+            + (f" (biggest then: {top[0]} {_mib(top[1])})" if top else "")
+            + " | | |"
+        )
     return lines
 
 
 def _notes(r: Results) -> list[str]:
     notes: list[str] = []
-    full, bare = r.full, r.bare
-    if r.probes and len(r.probes) > 1:
-        rates = [x for _, x in r.probes]
-        spread = max(rates) / min(rates) - 1
+    full, bare, floor = r.full, r.bare, r.floor
+    spreads: list[str] = []
+    worst = 0.0
+    for backend in dict.fromkeys(name for _, rates in r.probes for name in rates):
+        seen = [rates[backend] for _, rates in r.probes if backend in rates]
+        if len(seen) > 1:
+            worst = max(worst, max(seen) / min(seen) - 1)
+            spreads.append(
+                f"{backend} {min(seen):.1f} to {max(seen):.1f} texts/s ({max(seen) / min(seen) - 1:.0%} apart)"
+            )
+    if spreads:
         notes.append(
-            f"- **Machine speed**: the reference encode ran at {min(rates):.1f} to {max(rates):.1f} texts/s over "
-            f"the run ({spread:.0%} apart; table in section 2). "
+            f"- **Machine speed**: the reference encode ran at {'; '.join(spreads)} over the run (table in "
+            "section 2). "
             + (
-                "The ratio is only as good as that: pipeline and bare floor cannot run at the same moment."
-                if spread > 0.05
-                else "Steady enough for the ratio to mean what it says."
+                "The ratios are only as good as that: pipeline and bare floors cannot run at the same moment."
+                if worst > 0.05
+                else "Steady enough for the ratios to mean what they say."
             )
         )
-    if r.ratio is not None and full and bare and full.embedded_s and bare.chunks_per_s:
+    if floor is not None and full and bare and full.embedded_s:
+        name, rate = floor
+        floor_cpu = r.onnx.cpu_s if name == "ONNX" and r.onnx else bare.cpu_s
         wall = full.embedded_s
         emb_cpu = full.cpu_s.get("embedder", 0.0)
         parse_cpu = sum(v for k, v in full.cpu_s.items() if k.startswith("parser"))
@@ -774,30 +1001,39 @@ def _notes(r: Results) -> list[str]:
             f"programs {full.other_cores * wall:.0f} s, hypervisor steal {full.steal_cores * wall:.0f} s. Every "
             f"CPU-second not spent in the embedder is taken from the {bare.threads} cores the bare run had to itself."
             + (
-                f" The bare encode used {bare.cpu_s:.0f} CPU-s for the same chunks, so the embedder spent "
-                f"{emb_cpu / bare.cpu_s - 1:+.0%} CPU on them."
-                if bare.cpu_s
+                f" The bare {name} encode used {floor_cpu:.0f} CPU-s for the same chunks, so the embedder spent "
+                f"{emb_cpu / floor_cpu - 1:+.0%} CPU on them."
+                if floor_cpu
                 else ""
             )
         )
-        ideal = full.chunks / bare.chunks_per_s
+        ideal = full.chunks / rate
         if full.keyword_s and full.embedded_s > full.keyword_s:
             during = full.embedded_at_keyword / full.keyword_s
             after_chunks = full.chunks - full.embedded_at_keyword
             after_s = full.embedded_s - full.keyword_s
-            lost_during = full.keyword_s - full.embedded_at_keyword / bare.chunks_per_s
-            lost_after = after_s - after_chunks / bare.chunks_per_s
+            lost_during = full.keyword_s - full.embedded_at_keyword / rate
+            lost_after = after_s - after_chunks / rate
+            head = (
+                f"Where the {wall - ideal:.0f} s over the bare {name} time ({ideal:.0f} s) go"
+                if wall >= ideal
+                else f"The pipeline took {ideal - wall:.0f} s less than the bare {name} time ({ideal:.0f} s): the "
+                "machine was not as fast during the bare encode as during run 1 (the speed probes above), so read "
+                "the parts as rates"
+            )
             notes.append(
-                f"- **Where the {wall - ideal:.0f} s over the bare time ({ideal:.0f} s) go**: "
+                f"- **{head}**: "
                 f"{lost_during:.0f} s while the parsers ran (the first {full.keyword_s:.0f} s, embedding at "
-                f"{during:.1f} chunks/s = {during / bare.chunks_per_s:.2f} x bare), {lost_after:.0f} s afterwards "
-                f"({after_chunks / after_s:.1f} chunks/s = {after_chunks / after_s / bare.chunks_per_s:.2f} x bare, "
+                f"{during:.1f} chunks/s = {during / rate:.2f} x bare), {lost_after:.0f} s afterwards "
+                f"({after_chunks / after_s:.1f} chunks/s = {after_chunks / after_s / rate:.2f} x bare, "
                 "the embedder alone with the indexer)."
             )
         if bare.tokens and bare.padding:
             pool = full.policy.embed_batch * full.lookahead
             whole = bare.padding[-1][1]
-            mine = next((n for name, n in bare.padding if name.endswith("(the indexer)")), None)
+            whole_onnx = bare.padding[-1][2]
+            mine_onnx = next((n for label, _, n in bare.padding if label.endswith("(the indexer)")), None)
+            mine = next((n for label, n, _ in bare.padding if label.endswith("(the indexer)")), None)
             if mine is not None:
                 how = (
                     f"pools of {pool} chunks ({full.lookahead} x embed_batch {full.policy.embed_batch}) sent "
@@ -810,12 +1046,19 @@ def _notes(r: Results) -> list[str]:
                     f"by length, batches of {BARE_BATCH}) runs {whole:,} token positions "
                     f"({whole / bare.tokens - 1:+.1%} padding); the indexer's {how} run {mine:,} "
                     f"({mine / bare.tokens - 1:+.1%}), {mine / whole - 1:+.1%} more work (table in section 2)."
+                    + (
+                        f" In the ONNX embedder's batches of {bare.onnx_batch}: {whole_onnx:,} "
+                        f"({whole_onnx / bare.tokens - 1:+.1%}) in one call, {mine_onnx:,} "
+                        f"({mine_onnx / bare.tokens - 1:+.1%}) in the indexer's pools."
+                        if bare.onnx_batch and mine_onnx is not None
+                        else ""
+                    )
                 )
         if len(bare.check) > 1:
             one = bare.check[0][1]
             notes.append(
-                f"- **Batching in-process** (the first {bare.check_chunks:,} chunks, no bus, no SQLite, no parsers, "
-                f"{bare.check_rounds} rounds in turns): "
+                f"- **Batching in-process** ({bare.check_backend}, the first {bare.check_chunks:,} chunks, no bus, "
+                f"no SQLite, no parsers, {bare.check_rounds} rounds in turns): "
                 + "; ".join(f"{name} {seconds / one - 1:+.1%} time" for name, seconds in bare.check[1:])
                 + " against one call."
             )
@@ -830,6 +1073,111 @@ def _notes(r: Results) -> list[str]:
             "reconcile request to the indexer (one SQLite pass over the folder's documents)."
         )
     return notes
+
+
+def _bare_section(r: Results) -> list[str]:
+    b, o = r.bare, r.onnx
+    if not b and not o:
+        return []
+    out = [
+        "## 2. Bare floors: torch and ONNX in-process",
+        "",
+        "After run 1's kernel stopped (nothing else of ours running): the exact chunk texts run 1 stored "
+        f"(`chunks.text`), encoded in this process, load excluded. **torch**: `encode(texts, batch_size={BARE_BATCH}, "
+        "normalize_embeddings=True)` under `torch.inference_mode()` (the embedder before ONNX; the reference the "
+        "targets were set against). **ONNX**: the embedder's own code, `OnnxEncoder.encode_longest_first(texts, "
+        "batch)` on the encoder `onnx_int8.open_precision` opens from the machine's shared model cache (the file, "
+        "precision, threads and batch size the embedder reported), in one call: every text tokenized, sorted by token "
+        "count longest first, batches padded to their longest.",
+        "",
+        "|  | torch | ONNX |",
+        "|---|---:|---:|",
+    ]
+
+    def row(label: str, torch_cell: str, onnx_cell: str) -> None:
+        out.append(f"| {label} | {torch_cell if b else '-'} | {onnx_cell if o else '-'} |")
+
+    row("chunks", f"{b.chunks:,}" if b else "", f"{o.chunks:,}" if o else "")
+    row("model file", "the model directory", f"`{Path(o.file).name}` ({o.precision})" if o else "")
+    row("threads (as the embedder)", str(b.threads) if b else "", str(o.threads) if o else "")
+    row("batch", str(BARE_BATCH), str(o.batch) if o else "")
+    row("load (not counted)", f"{b.load_s:.1f} s" if b else "", f"{o.load_s:.1f} s" if o else "")
+    row(
+        "encode",
+        f"{b.encode_s:.1f} s: **{b.chunks_per_s:.1f} chunks/s**" if b else "",
+        f"{o.encode_s:.1f} s: **{o.chunks_per_s:.1f} chunks/s**" if o else "",
+    )
+    row(
+        "pipeline ÷ bare",
+        f"**{r.ratio:.2f}** (target ≥ {TORCH_RATIO_TARGET:.1f})" if r.ratio is not None else "-",
+        f"**{r.onnx_ratio:.2f}** (target ≥ {RATIO_TARGET:.2f})" if r.onnx_ratio is not None else "-",
+    )
+
+    def cos(mean: float | None, least: float | None) -> str:
+        return "-" if mean is None or least is None else f"mean {mean:.6f}, min {least:.6f}"
+
+    row(
+        "cosine with the pipeline's `chunks.vector`",
+        cos(b.vs_pipeline_mean_cos, b.vs_pipeline_min_cos) if b else "",
+        cos(o.vs_pipeline_mean_cos, o.vs_pipeline_min_cos) if o else "",
+    )
+    row("cosine with the bare torch vectors", "1", cos(o.vs_torch_mean_cos, o.vs_torch_min_cos) if o else "")
+    row(
+        "CPU of the encode",
+        f"{b.cpu_s:.0f} s ({b.cpu_s / b.encode_s:.2f} cores)" if b and b.encode_s else "-",
+        f"{o.cpu_s:.0f} s ({o.cpu_s / o.encode_s:.2f} cores)" if o and o.encode_s else "-",
+    )
+    row(
+        "other load on the machine meanwhile (cores busy elsewhere / stolen)",
+        f"{b.other_cores:.2f} / {b.steal_cores:.2f}" if b else "",
+        f"{o.other_cores:.2f} / {o.steal_cores:.2f}" if o else "",
+    )
+    out.append("")
+    if b and b.padding and b.tokens:
+        whole, whole_onnx = b.padding[-1][1], b.padding[-1][2]
+        out += [
+            f"Padding: token positions the model runs when the {b.chunks:,} chunks ({b.tokens:,} tokens) are taken N "
+            "at a time in chunk-id order, each pool sorted by character length and cut into batches (as `encode()` "
+            "sorts one call; the indexer sorts `embed_batch` x `EMBED_LOOKAHEAD`, then the ONNX embedder sorts each "
+            f"request by token count), in torch's batches of {BARE_BATCH} and the ONNX embedder's of {b.onnx_batch}:",
+            "",
+            f"| pools of N | positions, batches of {BARE_BATCH} | padding | vs one call | positions, batches of "
+            f"{b.onnx_batch} | padding | vs one call |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+            *(
+                f"| {name} | {n:,} | {n / b.tokens - 1:+.1%} | {n / whole - 1:+.1%} | {m:,} | {m / b.tokens - 1:+.1%} "
+                f"| {m / whole_onnx - 1:+.1%} |"
+                for name, n, m in b.padding
+            ),
+            "",
+        ]
+    if b and b.check:
+        out += [
+            f"Batching, in-process ({b.check_backend}): the first {b.check_chunks:,} chunks encoded in these ways, "
+            f"{b.check_rounds} rounds taken in turns (no bus, no SQLite, no parsers):",
+            "",
+            "| calls | chunks/s | time vs one call |",
+            "|---|---:|---:|",
+            *(
+                f"| {name} | {b.check_chunks * b.check_rounds / seconds:.1f} | {seconds / b.check[0][1] - 1:+.1%} |"
+                for name, seconds in b.check
+            ),
+            "",
+        ]
+    if r.probes:
+        backends = list(dict.fromkeys(name for _, rates in r.probes for name in rates))
+        out += [
+            "Machine speed: the first 96 abstracts encoded in-process (one call each), at these moments:",
+            "",
+            "| when | " + " | ".join(f"{name} texts/s" for name in backends) + " |",
+            "|---|" + "---:|" * len(backends),
+            *(
+                f"| {label} | " + " | ".join(f"{rates[n]:.1f}" if n in rates else "-" for n in backends) + " |"
+                for label, rates in r.probes
+            ),
+            "",
+        ]
+    return out
 
 
 def render(r: Results) -> str:
@@ -870,72 +1218,7 @@ def render(r: Results) -> str:
             *_process_table(r.full, r.full.embedded_s or r.full.keyword_s),
             "",
         ]
-    if r.bare:
-        b = r.bare
-        out += [
-            "## 2. Bare floor: `SentenceTransformer.encode` in-process",
-            "",
-            "After run 1's kernel stopped (nothing else of ours running): the exact chunk texts run 1 stored "
-            f"(`chunks.text`), `encode(texts, batch_size={BARE_BATCH}, normalize_embeddings=True)` under "
-            "`torch.inference_mode()`, model load excluded.",
-            "",
-            "|  |  |",
-            "|---|---|",
-            f"| chunks | {b.chunks:,} |",
-            f"| torch threads | {b.threads} (as the embedder: the usable CPUs) |",
-            f"| model load (not counted) | {b.load_s:.1f} s |",
-            f"| encode | {b.encode_s:.1f} s: **{b.chunks_per_s:.1f} chunks/s** |",
-        ]
-        if r.ratio is not None:
-            out.append(f"| pipeline ÷ bare | **{r.ratio:.2f}** (target ≥ {RATIO_TARGET:.2f}; docsonar {PEER_RATIO}) |")
-        if b.vs_pipeline_min_cos is not None:
-            out.append(
-                f"| same vectors as the pipeline's? | cosine with `chunks.vector`: mean {b.vs_pipeline_mean_cos:.6f}, "
-                f"min {b.vs_pipeline_min_cos:.6f} |"
-            )
-        if b.cpu_s:
-            out.append(f"| CPU of the encode | {b.cpu_s:.0f} s ({b.cpu_s / b.encode_s:.2f} cores) |")
-        out.append(
-            f"| other load on the machine meanwhile | {b.other_cores:.2f} cores busy elsewhere, "
-            f"{b.steal_cores:.2f} cores stolen by the hypervisor |"
-        )
-        out.append("")
-        if b.padding and b.tokens:
-            out += [
-                f"Padding: token positions the model runs (batches of {BARE_BATCH}) when the {b.chunks:,} chunks "
-                f"({b.tokens:,} tokens) are taken N at a time in chunk-id order and each pool is sorted by character "
-                "length (as `encode()` sorts one call; the indexer sorts `embed_batch` x `EMBED_LOOKAHEAD`):",
-                "",
-                "| pools of N | token positions | padding | vs one call |",
-                "|---|---:|---:|---:|",
-                *(
-                    f"| {name} | {n:,} | {n / b.tokens - 1:+.1%} | {n / b.padding[-1][1] - 1:+.1%} |"
-                    for name, n in b.padding
-                ),
-                "",
-            ]
-        if b.check:
-            out += [
-                f"Batching, in-process: the first {b.check_chunks:,} chunks encoded in these ways, "
-                f"{b.check_rounds} rounds taken in turns (no bus, no SQLite, no parsers):",
-                "",
-                "| calls | chunks/s | time vs one call |",
-                "|---|---:|---:|",
-                *(
-                    f"| {name} | {b.check_chunks * b.check_rounds / seconds:.1f} | {seconds / b.check[0][1] - 1:+.1%} |"
-                    for name, seconds in b.check
-                ),
-                "",
-            ]
-    if r.probes:
-        out += [
-            "Machine speed: the first 96 abstracts encoded in-process (one call), at these moments:",
-            "",
-            "| when | texts/s |",
-            "|---|---:|",
-            *(f"| {label} | {rate:.1f} |" for label, rate in r.probes),
-            "",
-        ]
+    out += _bare_section(r)
     if r.keyword:
         out += [
             "## 3. Keyword-only indexing",
@@ -1029,15 +1312,25 @@ def probe_texts(n: int = 96) -> list[str]:
 
 
 def run_all(results: Results, corpus: Path, files: int, progress: Callable[[str], None]) -> None:
-    threads = usable_cpus()
-    progress(f"loading the model in this process ({threads} torch threads) for the bare floor and speed probes")
+    from foldermind.workers import onnx_model
+
+    onnx_model.init_cxx_locale()  # before anything loads usearch: onnxruntime shares this process
+    full = Kernel("full pipeline")
+    threads, onnx_batch = embedder_settings()
+    progress(f"loading the model in this process (torch and ONNX, {threads} threads) for the bare floors and probes")
     model, load_s = load_model(threads)
-    probe = SpeedProbe(model, probe_texts())
+    loaded, onnx_load_s = load_onnx(full.policy, threads)
+    probe = SpeedProbe(
+        {
+            "torch": functools.partial(encode, model),
+            "ONNX": functools.partial(loaded.encoder.encode_longest_first, batch_size=onnx_batch),
+        },
+        probe_texts(),
+    )
     probe.measure("warm-up")
     probe.rows.clear()
     results.probes = probe.rows
-    progress(f"  speed probe: {probe.measure('before run 1'):.1f} texts/s")
-    full = Kernel("full pipeline")
+    progress(f"  speed probe: {probe.measure('before run 1')}")
     lookahead = embed_lookahead()
     try:
         with step(results, "run 1 (full pipeline)"):
@@ -1045,24 +1338,56 @@ def run_all(results: Results, corpus: Path, files: int, progress: Callable[[str]
             full.start()
             progress(f"  home {full.root}")
             results.full = index_folder(full, corpus, files, embed=True)
-            threads = int(results.full.embedder_details.get("threads") or threads)
+            d = results.full.embedder_details
+            progress(f"  embedder: {results.full.embedder_note or d.get('backend')}")
         full.stop()
         if results.full and results.full.embedded_s:
-            with step(results, "run 2 (bare encode)"):
-                progress("2/6 bare encode of the same chunk texts, no kernel running")
+            d = results.full.embedder_details
+            ran_threads, ran_batch = int(d.get("threads") or threads), int(d.get("batch_size") or onnx_batch)
+            if d.get("backend") == "onnx":
+                if ran_threads != threads or (d.get("onnx_file") and str(loaded.path) != str(d["onnx_file"])):
+                    progress(f"  reopening the ONNX encoder as the embedder ran it ({ran_threads} threads)")
+                    loaded, onnx_load_s = load_onnx(full.policy, ran_threads)
+                onnx_batch = ran_batch
+                probe.encoders["ONNX"] = functools.partial(loaded.encoder.encode_longest_first, batch_size=onnx_batch)
+            threads = ran_threads
+            with step(results, "run 2 (bare encodes)"):
+                progress("2/6 bare encodes of the same chunk texts (torch, then ONNX), no kernel running")
                 set_threads(threads)
-                progress(f"  speed probe: {probe.measure('after run 1, before the bare encode'):.1f} texts/s")
+                progress(f"  speed probe: {probe.measure('after run 1, before the bare encodes')}")
                 pool = full.policy.embed_batch * lookahead
-                bare = bare_floor(model, load_s, full.db_path, threads, pool)
+                bare = bare_floor(model, load_s, full.db_path, threads, pool, onnx_batch)
                 results.bare = bare
-                progress(f"  {bare.chunks} chunks in {bare.encode_s:.1f} s: {bare.chunks_per_s:.1f} chunks/s")
-                progress(f"  speed probe: {probe.measure('after the bare encode'):.1f} texts/s")
+                progress(f"  torch: {bare.chunks} chunks in {bare.encode_s:.1f} s: {bare.chunks_per_s:.1f} chunks/s")
+                progress(f"  speed probe: {probe.measure('after the torch encode, before the ONNX one')}")
+                onnx = OnnxBare(
+                    str(loaded.path),
+                    onnx_model.precision_label(full.policy.embed_quantize),
+                    threads,
+                    onnx_batch,
+                    onnx_load_s,
+                )
+                onnx_floor(onnx, loaded.encoder, full.db_path, bare.vectors)
+                results.onnx = onnx
+                progress(f"  ONNX: {onnx.chunks} chunks in {onnx.encode_s:.1f} s: {onnx.chunks_per_s:.1f} chunks/s")
+                progress(f"  speed probe: {probe.measure('after the ONNX encode')}")
                 if results.ratio is not None:
-                    progress(f"  pipeline / bare = {results.ratio:.2f}")
-                if results.ratio is not None and results.ratio < RATIO_TARGET:
+                    progress(f"  pipeline / bare torch = {results.ratio:.2f}")
+                if results.onnx_ratio is not None:
+                    progress(f"  pipeline / bare ONNX = {results.onnx_ratio:.2f}")
+                ran_onnx = d.get("backend") == "onnx"
+                own_ratio = results.onnx_ratio if ran_onnx else results.ratio
+                if own_ratio is not None and own_ratio < RATIO_TARGET:
                     progress("  below target: timing the indexer's batching in-process")
                     _, texts, _ = chunk_rows(full.db_path)
-                    batching_check(model, texts, full.policy.embed_batch, lookahead, bare)
+                    check_with: Callable[[list[str]], object] = (
+                        functools.partial(loaded.encoder.encode_longest_first, batch_size=onnx_batch)
+                        if ran_onnx
+                        else functools.partial(encode, model)
+                    )
+                    batching_check(
+                        check_with, "ONNX" if ran_onnx else "torch", texts, full.policy.embed_batch, lookahead, bare
+                    )
             with step(results, "run 6 (usearch recall)"):
                 progress("6/6 usearch recall (done now: it needs run 1's vectors and the loaded model)")
                 queries = scifact_queries()
@@ -1074,7 +1399,7 @@ def run_all(results: Results, corpus: Path, files: int, progress: Callable[[str]
         full.stop()
         full.keep = full.keep or bool(results.errors)
         full.cleanup()
-    del model, probe
+    del model, probe, loaded
 
     keyword = Kernel("keyword only", NO_EMBEDDER)
     try:
@@ -1130,6 +1455,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(corpus, ignore_errors=True)
     results.elapsed_s = time.monotonic() - t0
+    results.machine["load average after the run"] = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     text = render(results)
     print(text)
     if not args.no_write:
