@@ -86,3 +86,57 @@ def test_a_run_longer_than_stable_after_starts_the_backoff_over(tmp_path: Path) 
     slot.running_since = 5.0
     sup._failed_exit(slot, 20.0)  # ran 15 s: stable
     assert slot.due is not None and round(slot.due - 20.0, 3) == 0.5
+
+
+def _map(tmp_path: Path, *services: str) -> tuple[Supervisor, list[str]]:
+    """A supervisor whose spawn only records the slot and marks it STARTING (no process: the order is the
+    subject; tests/bench/coldstart.py times real starts)."""
+    config = SupervisorConfig.model_validate({"workers": {s: WorkerSpec(module="x").model_dump() for s in services}})
+    sup = Supervisor(Home.resolve(tmp_path), config, lambda slot, old, reason: None)
+    spawned: list[str] = []
+
+    def spawn(slot: Slot) -> None:
+        spawned.append(slot.name)
+        sup._set(slot, State.STARTING, "spawned (recorded)")
+
+    sup.spawn = spawn  # type: ignore[method-assign]
+    return sup, spawned
+
+
+def test_the_indexer_and_front_door_start_first_and_the_rest_follow_once_both_are_running(tmp_path: Path) -> None:
+    sup, spawned = _map(tmp_path, "watcher", "indexer", "embedder", "frontdoor")
+    sup.start_all()
+    assert spawned == ["indexer", "frontdoor"]
+    # the waiting ones still count as serving: a job for them queues instead of failing as unservable
+    assert sup.may_serve("embedder") and sup.may_serve("watcher")
+    assert sup.slots["embedder"].state is State.EXITED
+    sup._set(sup.slots["indexer"], State.RUNNING, "ready")
+    assert spawned == ["indexer", "frontdoor"]  # the front door is still STARTING
+    sup._set(sup.slots["frontdoor"], State.RUNNING, "ready")
+    assert sorted(spawned[2:]) == ["embedder", "watcher"]
+    assert not sup.held
+
+
+def test_an_indexer_that_fails_to_start_does_not_hold_the_rest_back(tmp_path: Path) -> None:
+    sup, spawned = _map(tmp_path, "indexer", "embedder")
+    sup.start_all()
+    sup._set(sup.slots["indexer"], State.BACKOFF, "no READY within start_timeout_s")
+    assert spawned == ["indexer", "embedder"]
+
+
+def test_a_map_without_an_indexer_starts_everything_at_once_and_a_stop_spawns_no_held_slot(tmp_path: Path) -> None:
+    sup, spawned = _map(tmp_path, "watcher", "embedder")
+    sup.start_all()
+    assert sorted(spawned) == ["embedder", "watcher"]
+    sup2, spawned2 = _map(tmp_path / "b", "indexer", "embedder")
+    sup2.start_all()
+    sup2.stop_all()  # the indexer has no process: it goes EXITED, and the held embedder is never spawned
+    assert spawned2 == ["indexer"] and not sup2.may_serve("embedder")
+
+
+def test_a_held_slot_restarted_by_request_starts_at_once_and_only_once(tmp_path: Path) -> None:
+    sup, spawned = _map(tmp_path, "indexer", "embedder")
+    sup.start_all()
+    assert sup.restart("embedder") == ["embedder"]
+    sup._set(sup.slots["indexer"], State.RUNNING, "ready")
+    assert spawned == ["indexer", "embedder"]
