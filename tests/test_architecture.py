@@ -126,3 +126,20 @@ def test_error_codes_are_written_only_in_the_catalogue() -> None:
         for hit in _code_literals(path.read_text(encoding="utf-8"))
     ]
     assert not offenders, f"error codes written outside the catalogue: {offenders}"
+
+
+LONG_MODULE = 400
+"""Lines past which a module must say at its top why it is one module (issue 14's rule)."""
+
+
+def test_every_module_over_400_lines_says_at_its_top_why_it_is_that_long() -> None:
+    unexplained = []
+    for package in PRODUCTION:
+        for path in sorted((REPO / package).rglob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            if source.count("\n") <= LONG_MODULE:
+                continue
+            doc = ast.get_docstring(ast.parse(source)) or ""
+            if "Its length (~" not in doc:
+                unexplained.append(f"{path.relative_to(REPO)} ({source.count(chr(10))} lines)")
+    assert not unexplained, f"no 'Its length (~N lines): why' in the docstring of {unexplained}"

@@ -14,6 +14,9 @@ A worker on another machine (``worker run --connect``) that was a member and the
 ``liveness`` intervals (a link down, a kernel restarting) does not exit: the kernel has dropped it and failed
 its jobs meanwhile, so it closes its sockets and joins again with new ones (a new READY, same name, model kept)
 until the kernel answers or it is stopped. One the kernel never answered (a key not allowed) exits as before.
+
+Its length (~430 lines): the job loop, the heartbeat thread and the rejoin of a remote worker are one
+lifecycle over the same two sockets and stop flag; every worker module is short because this one is not.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ model) against torch on the probe sentences, and writes the check record with to
 The parent renames both into place only when the child succeeded; an advisory lock beside the file
 keeps a second home (or the other worker of this one) from exporting the same model meanwhile: it waits,
 then loads what the first one wrote.
+
+Its length (~470 lines): the two halves of one protocol, the parent's (cache, lock, child process, renames)
+and the child's (load, trace with either exporter, check against torch, record), which share the file names,
+the record's fields and the child's last-line report; split, each half would restate them.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ batch), which must agree with the recorded torch vectors (cosine >= :data:`MIN_C
 a record that disagrees or an onnxruntime that computes otherwise is caught without torch. An export
 that is missing or unusable is made again (once, in the child, which checks it against torch); when that
 fails too, :class:`OnnxError` says why and the caller uses torch.
+
+Its length (~430 lines): the cache's naming, the check record and the encoder that the record vouches for
+are one contract, read by :mod:`.onnx_export` (which writes it) and :mod:`.onnx_int8` (which extends it); a
+change to one of them is a change to the others, so they are read together.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Each tool validates its input (pydantic, with explicit bounds), checks path shap
 worker that owns the data through the broker with a deadline. A handler signals a failure by
 raising :class:`~foldermind.protocol.errors.JobError`; :class:`FoldermindServer` turns it into a
 tool error (``isError``) whose text is the JSON ``{"code": ..., "message": ...}``.
+
+Its length (~470 lines): one short handler per MCP tool (seven) and the server class that registers them
+and turns a :class:`~foldermind.protocol.errors.JobError` into a tool error; the tool bodies share the
+validation, the bus call and the result conversion here, and the chat tool's logic is :mod:`.chat`.
 """
 
 from __future__ import annotations
