@@ -72,7 +72,8 @@ def start(k: RunningKernel) -> RunningKernel:
 def embed_kernel() -> Iterator[RunningKernel]:
     """One kernel for the module: each model load costs seconds."""
     root = short_tmpdir()
-    k = RunningKernel(root, EMBEDDER_ONLY)
+    # fp32: its vectors are compared with the model's own (the int8 default moves them; tests/test_precision.py)
+    k = RunningKernel(root, EMBEDDER_ONLY + '[ingest]\nembed_quantize = "fp32"\n')
     try:
         yield start(k)
     finally:

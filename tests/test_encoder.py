@@ -84,7 +84,9 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Shared:
 
 
 def encoder_for(cache_dir: Path, **search: Any) -> QueryEncoder:
-    return QueryEncoder(SearchPolicy(**search), IngestPolicy(), NO_BUS, "test-encoder", cache_dir=cache_dir)
+    # fp32: the encoder's vectors are compared with torch's (the int8 default moves them; test_precision)
+    ingest = IngestPolicy(embed_quantize="fp32")
+    return QueryEncoder(SearchPolicy(**search), ingest, NO_BUS, "test-encoder", cache_dir=cache_dir)
 
 
 def settled(enc: QueryEncoder) -> None:

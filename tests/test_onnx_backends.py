@@ -42,8 +42,12 @@ enabled = false
 
 [workers.parser]
 enabled = false
+
+[ingest]
+embed_quantize = "fp32"
 """
-"""Only the embedder and the indexer: the workers under test."""
+"""Only the embedder and the indexer, the workers under test, on the export itself (the int8 copy made from it,
+the default, is tests/test_precision.py's)."""
 TEXTS = ["kittens chasing yarn", "The central bank raised interest rates to fight inflation.", "x"]
 
 

@@ -57,6 +57,16 @@ QUANTIZED = """
 [ingest]
 embed_quantize = "int8"
 """
+FP32 = """
+[ingest]
+embed_quantize = "fp32"
+"""
+FALLEN_BACK = """
+[ingest]
+embed_quantize = "int8"
+embed_backend = "torch"
+"""
+"""int8 asked for, and an embedder that runs torch: the state of one whose ONNX Runtime or int8 copy failed."""
 FILES = {
     "pets.txt": "Our neighbour's young cat naps on the sofa and chases string all afternoon.\n",
     "pasta.txt": "Boil the pasta in salted water, then toss it with garlic and olive oil.\n",
@@ -193,8 +203,8 @@ def test_a_change_of_precision_re_embeds_every_chunk_and_search_never_mixes_prec
     root: Path, int8_pair: Path
 ) -> None:
     home = Home(root)
-    # 1. fp32 (the default): the index records the precision of its vectors.
-    k = home.kernel("").start()
+    # 1. fp32: the index records the precision of its vectors.
+    k = home.kernel(FP32).start()
     try:
         client = k.client("precision-test")
         _call(client, FolderAddRequest(str(home.docs), "docs"), FolderAddReply)
@@ -255,5 +265,58 @@ def test_a_change_of_precision_re_embeds_every_chunk_and_search_never_mixes_prec
         assert INT8 in indexer_note(k)
         log = k.home.log_file("indexer").read_text(encoding="utf-8", errors="replace")
         assert f"the embedder now makes {MODEL} {INT8} vectors, the index held {MODEL} fp32" in log
+    finally:
+        k.stop()
+
+
+def test_an_embedder_fallen_back_to_fp32_leaves_an_int8_index_whole_and_new_chunks_wait_for_int8(
+    root: Path, int8_pair: Path
+) -> None:
+    home = Home(root)
+    # 1. int8 (the default): an index of int8 vectors.
+    k = home.kernel("").start()
+    try:
+        client = k.client("precision-test")
+        _call(client, FolderAddRequest(str(home.docs), "docs"), FolderAddReply)
+        client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+        wait_for(lambda: _all_embedded(client, len(FILES)), 180, 0.2, "every chunk embedded at int8")
+    finally:
+        k.stop()
+    int8_vectors = home.vectors()
+    assert len(int8_vectors) >= len(FILES) and home.meta("embed_precision") == INT8
+
+    # 2. The embedder can make fp32 only: the index keeps every int8 vector, a new file's chunks wait (keyword
+    # search finds it) and the status says why, instead of the whole index being embedded twice.
+    (home.docs / "boats.txt").write_text("The harbour master logs every sailing boat that leaves at dawn.\n")
+    k = home.kernel(FALLEN_BACK).start()
+    try:
+        client = k.client("precision-test")
+        client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+
+        def refused() -> dict[str, Any] | None:
+            status = _call(client, IndexStatusRequest(), IndexStatusReply).embedding
+            return status if status["state"] == "unavailable" else None
+
+        status = wait_for(refused, 180, 0.2, "the fp32 vectors refused")
+        assert f"makes fp32 vectors, not the {INT8} the index holds" in status["note"], status
+        assert status["precision"] == INT8, status
+        embedder = client.request("embedder", DescribeRequest(), DescribeReply, timeout=10).body.details
+        assert embedder["backend"] == "torch" and embedder["precision"] == "fp32", embedder
+        hits = _call(client, SearchRequest("harbour sailing boat", "keyword", top_k=3), SearchReply).results
+        assert hits and hits[0]["file_name"] == "boats.txt"
+        assert home.vectors() == int8_vectors and home.meta("embed_precision") == INT8
+        assert home.meta("embed_reembedding") == ""
+    finally:
+        k.stop()
+
+    # 3. ONNX back: the waiting chunks get int8 vectors, and no other vector was made again.
+    k = home.kernel("").start()
+    try:
+        client = k.client("precision-test")
+        wait_for(lambda: _all_embedded(client, len(FILES) + 1), 180, 0.2, "the new file embedded at int8")
+        after = home.vectors()
+        assert len(after) > len(int8_vectors) and all(after[i] == v for i, v in int8_vectors.items())
+        log = k.home.log_file("indexer").read_text(encoding="utf-8", errors="replace")
+        assert "the embedder now makes" not in log
     finally:
         k.stop()

@@ -41,6 +41,7 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
+from foldermind.workers import onnx_model
 from foldermind.workers.indexer import fusion
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.encoder import QueryEncoder
@@ -447,19 +448,20 @@ def test_local_query_vectors_equal_the_embedders(world: World) -> None:
     local = QueryEncoder(
         SearchPolicy(query_encoder="local"), IngestPolicy(), endpoint, "test-local", cache_dir=MODEL_CACHE
     )
+    key = f"all-MiniLM-L6-v2 {onnx_model.precision_label(IngestPolicy().embed_quantize)}"  # the index's vectors
     try:
         local.start()
-        via_bus, why = remote.encode("kittens chasing yarn", 384, "all-MiniLM-L6-v2 fp32")
+        via_bus, why = remote.encode("kittens chasing yarn", 384, key)
         assert via_bus is not None, why
         wait_for(lambda: local.state != "loading", 120, 0.1, "the query model")
         assert local.state == "ready", local.error
-        mine, why = local.encode("kittens chasing yarn", 384, "all-MiniLM-L6-v2 fp32")
+        mine, why = local.encode("kittens chasing yarn", 384, key)
         assert mine is not None, why
         assert float(np.dot(mine, via_bus)) == pytest.approx(1.0, abs=1e-4)
         assert float(np.linalg.norm(mine)) == pytest.approx(1.0, abs=1e-4)
         # Vectors of another model than the index's are never used, from either source.
         assert local.encode("x", 384, "another-model")[0] is None
-        assert local.encode("x", 768, "all-MiniLM-L6-v2 fp32")[0] is None
+        assert local.encode("x", 768, key)[0] is None
     finally:
         remote.close()
         local.close()

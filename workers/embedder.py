@@ -31,12 +31,13 @@ load failed it gets ``model_unavailable`` (retryable) with the reason, and a lat
 (at most once per :data:`RETRY_AFTER_S`), so a model that becomes available later is picked up without a
 restart.
 
-Precision (``[ingest] embed_quantize``): ``"int8"`` runs the int8 copy of the export
+Precision (``[ingest] embed_quantize``): ``"int8"``, the default, runs the int8 copy of the export
 (:mod:`foldermind.workers.onnx_int8`: made once per machine from the checked export, checked like it), 2.75x
 the fp32 encode rate here at the same SciFact quality (docs/benchmarks-onnx.md). Every reply names the
 precision that made its vectors (``precision``: ``fp32`` or ``int8-x<export>q<quantisation>``), so the
 indexer never stores vectors of two precisions side by side. Torch runs fp32 only: when the int8 copy cannot
-be had, torch's fp32 vectors go out named ``fp32`` and the note says why.
+be had, torch's fp32 vectors go out named ``fp32`` and the note says why (the indexer keeps an int8 index's
+vectors and lets new chunks wait rather than re-embed everything into the fallback).
 
 Idle: after ``[ingest] embed_idle_unload_s`` (10 minutes) without a request the model is freed (~230 MiB
 back to the system; the worker stays up), and the next request loads it again as at start. The indexer
@@ -50,6 +51,10 @@ Environment:
 - ``FOLDERMIND_EMBED_BATCH``: texts per forward pass (default 8 under ONNX, 32 under torch).
 - ``FOLDERMIND_EMBED_THREADS``: intra-op threads (default: the CPUs this process may use).
 - ``FOLDERMIND_EMBED_RETRY_S``: least time between load attempts after a failure (default 30).
+
+Its length (~420 lines): about 60 are the measurements above; the rest is one worker whose model
+loads in the background, may fall back, unloads when idle and is waited for by requests: one state machine
+under one lock, which split would spread over modules that each hold half of it.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env
-from foldermind.workers import model_files
+from foldermind.workers import model_files, onnx_model
 from foldermind.workers.indexer.analysis import MAX_CHARS, Analysis, analyze
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
@@ -507,9 +507,8 @@ class Pipeline(threading.Thread):
             return
         body = packet.body()
         assert isinstance(body, EmbedReply)
-        self._same_vectors(body)
-        if not ids:
-            return  # the probe: nothing to store
+        if not self._same_vectors(body) or not ids:
+            return  # refused (a fallback precision) or the probe: nothing to store
         if body.count != len(ids) or not packet.buffers:
             log.error("embed reply holds %d vectors for %d chunks; dropped", body.count, len(ids))
             return
@@ -528,14 +527,33 @@ class Pipeline(threading.Thread):
         self._wrote()
         self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0])
 
-    def _same_vectors(self, body: EmbedReply) -> None:
+    def _same_vectors(self, body: EmbedReply) -> bool:
         """Make the index hold only vectors of the model and precision that made ``body``'s: on a change,
         every stored vector is dropped (the chunks and keyword search stay) and all chunks are embedded again;
         searches compare their query vector's model and precision with what the store records, so vectors of
-        two never meet."""
+        two never meet. Returns whether ``body``'s vectors may be stored.
+
+        One change is refused: vectors of the configured precision (``[ingest] embed_quantize``) are not
+        dropped for another precision of the same model. That is an embedder that fell back (torch makes fp32
+        only, when the int8 copy or ONNX Runtime fails): dropping would re-embed the whole index twice, once
+        into the fallback and again once ONNX is back. The new chunks wait (keyword search finds them) and
+        the status says why; a precision change the configuration asks for still re-embeds."""
         made = (body.model, body.precision or "fp32")
         if made == self.embedded_with:
-            return
+            return True
+        wanted = onnx_model.precision_label(self.policy.embed_quantize)
+        if (
+            self.embedded_with[1] == wanted != made[1]
+            and self.embedded_with[0] == made[0]
+            and (self.store.vector_ids() or len(self.vectors))
+        ):
+            self.embed_error = (
+                f"the embedder makes {made[1]} vectors, not the {wanted} the index holds and [ingest] embed_quantize"
+                " asks for (its status says why): new chunks wait for it, and keyword search finds them"
+            )
+            self._embed_retry_at = time.monotonic() + self.policy.embed_retry_s
+            log.warning("embedder makes %s vectors, the index holds %s: kept; retrying later", made[1], wanted)
+            return False
         before = self.embedded_with
         if before != ("", "") and (self.store.vector_ids() or len(self.vectors)):
             # The usearch index first: a search between the two steps finds no vector (and answers from
@@ -555,6 +573,7 @@ class Pipeline(threading.Thread):
                 self.store.set_meta(db, "embed_model", made[0])
                 self.store.set_meta(db, "embed_precision", made[1])
         self.embedded_with = made
+        return True
 
     def _maybe_save(self) -> None:
         now = time.monotonic()
