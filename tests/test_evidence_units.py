@@ -329,3 +329,45 @@ def test_a_passage_reads_on_into_the_next_chunk_to_the_end_of_the_paragraph_its_
     assert evidence.continuation(store, hit_of(path, last)) == ""
     stale = cast(SearchHit, {**hit_of(path, first), "text": "something else"})
     assert evidence.continuation(store, stale) == ""
+
+
+def test_a_default_question_is_asked_with_the_word_or_by_saying_nothing_is_set() -> None:
+    for question in (
+        "How long does a session cookie last by default?",
+        "What is the default of the keepAspect option?",
+        "Which kind of transaction does BEGIN start when none is named?",
+        "When does a trigger fire if neither BEFORE nor AFTER is given?",
+        "Which feed class is used when no feed type is set?",
+        "What does the parser assume when it is omitted?",
+    ):
+        assert sentences.asks_for_default(question), question
+    for question in ("How many patients were enrolled?", "When was Django 1.5 released?", "If none, why not?"):
+        assert not sentences.asks_for_default(question), question
+    assert sentences.states_default("The default transaction behavior is DEFERRED.")
+    assert sentences.states_default("keepAspect Maintain aspect ratio [default true]")
+    assert sentences.states_default("Defaults to the current time.")
+    assert not sentences.states_default("A write transaction is started at once.")
+
+
+def test_a_name_question_asks_for_a_name_written_as_code_the_question_does_not_hold() -> None:
+    for question in (
+        "Which configure flag builds the USB driver?",
+        "What file extension does the keyboard definition file have?",
+        "Which template tag computes a bar-chart width?",
+        "Which environment variable names the dictionary folder?",
+        "What is the name of the archive the tutorial downloads?",
+    ):
+        assert sentences.asks_for_name(question), question
+    for question in ("How many patients were enrolled?", "When was Django 1.5 released?", "Where is the key put?"):
+        assert not sentences.asks_for_name(question), question
+    asked = "Which configure flag builds the USB driver?"
+    for text in (
+        "--enable-usb Turns on generation of the USB driver code.",
+        "It has an extension of .kbd and the rest is UTF-8.",
+        "Set ``USB_DRIVER_PATH`` first.",
+        "Call make_driver() or usbDriver() then.",
+    ):
+        assert sentences.names_code(text, asked), text
+    assert not sentences.names_code("The USB driver is built on every platform.", asked)
+    # a name the question already holds is not the answer
+    assert not sentences.names_code("--enable-usb turns it on.", "What does --enable-usb do?")

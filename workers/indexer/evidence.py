@@ -73,6 +73,17 @@ COUNTED_BONUS = 0.2
 the figure stands before it, not merely in the same sentence as "patients ... was 2.56%"). With the figure
 follow-on from the sentence before (:meth:`EvidenceService._span`) it lifts the extractive answers holding
 the gold answer from 30 to 33 of the 48 tune questions (held out: 18 of 24 before and after)."""
+DEFAULT_BONUS = 0.1
+"""Added to a sentence that names a default when the question asks for one (:func:`.sentences.asks_for_default`:
+"by default", "when none is named"): a manual states it in so many words ("The default transaction behavior is
+DEFERRED."), often in a sentence that names little else of the question."""
+CODE_BONUS = 0.15
+"""Added to a sentence holding a name written as code (:func:`.sentences.names_code`: ``--enable-usb``,
+``.kbd``, ``widthratio``) that the question does not hold, when the question asks for such a name ("Which
+configure flag ...", "What file extension ..."). Chosen together on the spent question sets (tune, held out,
+fresh, fresh2; 144 questions, 2026-12-03, int8 vectors), extractive answers holding the gold answer: neither
+113-114; DEFAULT_BONUS 0.1 alone 118 (0.15-0.3: 117); with CODE_BONUS 0.05 120, 0.1 123, 0.15 and 0.2 124, 0.3
+122. Judged on the fresh3 set, written before and not read."""
 FRAGMENT_PENALTY = 0.05
 """Taken from a "sentence" that does not end like one (a title, a heading, a table row): those restate a
 topic; they rarely hold the answer."""
@@ -206,12 +217,18 @@ class EvidenceService:
         t_encode = time.perf_counter()
         figure = sentences.asks_for_figure(question)
         counted = sentences.counted(question)
+        default = sentences.asks_for_default(question)
+        name = sentences.asks_for_name(question)
         about = self._about(question, candidates)
         for c in candidates:
             c.score = SEMANTIC * c.semantic + LEXICAL * c.coverage + PRIOR / (1 + c.passage)
             c.score += PASSAGE * about[c.passage]
             if figure and sentences.has_figure(c.sentence.text):
                 c.score += FIGURE_BONUS + (COUNTED_BONUS if sentences.counts(c.sentence.text, counted) else 0.0)
+            if default and sentences.states_default(c.sentence.text):
+                c.score += DEFAULT_BONUS
+            if name and sentences.names_code(c.sentence.text, question):
+                c.score += CODE_BONUS
             if not sentences.finished(c.sentence.text):
                 c.score -= FRAGMENT_PENALTY
         ranked = sorted(candidates, key=lambda c: c.score, reverse=True)

@@ -246,12 +246,57 @@ _FIGURE = re.compile(
 )
 """A number standing as one; not the digits of a name (``Ang-1``, ``HER2``, ``23S``, ``COVID-19``), which state
 no figure: a figure question's bonus went to "the effects of Ang-1" over "1 μg of rhAng-1"."""
+_DEFAULT_QUESTION = re.compile(
+    r"\bdefault(?:s|ed)?\b"
+    r"|\b(?:when|if)\s+(?:none|neither|nothing|no\s+[\w-]+(?:\s+[\w-]+)?)\b[^?]*?\b(?:is|are)\s+"
+    r"(?:set|given|named|specified|chosen|present|supplied)\b"
+    r"|\b(?:when|if)\s+(?:it\s+is\s+|they\s+are\s+)?(?:omitted|left\s+out|not\s+(?:set|given|specified))\b",
+    re.IGNORECASE,
+)
+"""A question about what holds when the user sets nothing: "by default", "the default of", and the ways of
+saying it without the word ("when none is named", "if neither BEFORE nor AFTER is given", "when omitted")."""
+_DEFAULT = re.compile(r"\bdefault(?:s|ed)?\b", re.IGNORECASE)
+_NAME_QUESTION = re.compile(
+    r"\b(?:which|what)\s+(?:[\w-]+\s+){0,3}?(?:command|option|flag|filter|tag|setting|variable|class|function|"
+    r"method|module|extension|directory|folder|file|macro|keyword|parameter|argument|switch|field|attribute|"
+    r"package|program|check|environment\s+variable)s?\b|\bwhat\s+is\s+(?:the\s+)?name\b|\bname\s+of\b|\bcalled\b",
+    re.IGNORECASE,
+)
+"""A question whose answer is a name as a manual writes it: a command, an option, a setting, a file."""
+_CODE = re.compile(
+    r"``[^`]+``|`[^`]+`|(?<![\w-])--?[a-z][\w-]+|\b[a-z]+(?:_[a-z0-9]+)+\b|\b\w+(?:\.\w+)+\(|"
+    r"(?<![\w.])\.[a-z]{2,4}\b|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b[a-z]+[A-Z]\w*\b|\b[A-Z]\w*[a-z][A-Z]\w*\b"
+)
+"""A name as code is written: ``quoted``, an option (``--enable-usb``, ``-d``), snake_case, a call, a file
+extension (``.kbd``), CONSTANT_CASE, camelCase, CamelCase."""
 _FINISHED = re.compile(r"[.!?:;\u2026][\"')\]\u201d\u2019]*$")
 
 
 def asks_for_figure(question: str) -> bool:
     """Whether the question's answer is a figure: a count, an amount, a date, a default value."""
     return _FIGURE_QUESTION.search(question) is not None
+
+
+def asks_for_default(question: str) -> bool:
+    """Whether the question asks what holds when nothing is set (see :data:`_DEFAULT_QUESTION`)."""
+    return _DEFAULT_QUESTION.search(question) is not None
+
+
+def states_default(text: str) -> bool:
+    """Whether ``text`` says what a default is: it names one ("Default: ``1209600``", "BEFORE is the default
+    when neither keyword is present", "keepAspect ... [default true]")."""
+    return _DEFAULT.search(text) is not None
+
+
+def asks_for_name(question: str) -> bool:
+    """Whether the question asks for a name as code writes it (see :data:`_NAME_QUESTION`)."""
+    return _NAME_QUESTION.search(question) is not None
+
+
+def names_code(text: str, question: str) -> bool:
+    """Whether ``text`` holds a name written as code that the question does not already hold."""
+    asked = question.lower()
+    return any(m.group(0).strip("`").lower() not in asked for m in _CODE.finditer(text))
 
 
 def counted(question: str) -> set[str]:
