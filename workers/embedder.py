@@ -14,7 +14,7 @@ export failing or disagreeing, an unusable cache), and ``describe`` (``backend``
 ``torch_loaded``) and the ``status`` note say why.
 
 Batching: the texts are tokenized once, sorted by token count longest first and cut into batches of
-:data:`DEFAULT_ONNX_BATCH` (8), each padded to its own longest text; rows go back in the request's
+:data:`DEFAULT_ONNX_BATCH` (4), each padded to its own longest text; rows go back in the request's
 order. Measured on 298 real SciFact chunks (160 abstracts, the parsers' chunker), best of 3 interleaved
 rounds on a machine another process kept ~1.9 cores busy: batch 8 gave 17.7 chunks/s on one intra-op
 thread and 27.2 on two, batch 16 15.9 / 25.4, batch 32 14.8 / 13.1; so 8, with the usable CPUs as
@@ -23,6 +23,9 @@ contention ONNX only matched torch's rate, and rerun on a quiet machine (load 0.
 ONNX 18.6 (batch 8, one thread) / 26.3 (batch 16, two) against torch 17.8 / 27.4, with identical vectors
 (least cosine 1.000000 over every chunk and setting). What ONNX buys here is the start (no torch: see above),
 not the encode; onnxruntime's BERT optimizer fuses no attention in this export (+5% at 256 tokens).
+With int8 (the default precision) smaller batches pay more, and fp32 gains too: 512 SciFact abstracts in
+requests of 256, three interleaved rounds on a quiet machine (2026-12-03), int8 66.1-68.8 texts/s at batch
+4 against 59.3-60.2 at 8 and 55.1-58.1 at 1; fp32 38.8-41.7 at 4 against 36.2-38.3 at 8. So 4.
 
 READY goes out at once: ``setup()`` only starts a background thread that loads the model, so the
 supervisor's start timeout never waits on it and the first ``embed.request`` usually finds the model
@@ -88,7 +91,7 @@ THREADS_ENV = "FOLDERMIND_EMBED_THREADS"
 RETRY_ENV = "FOLDERMIND_EMBED_RETRY_S"
 DEFAULT_BATCH = 32
 """Texts per forward pass under torch (sentence-transformers' own default, measured best here before ONNX)."""
-DEFAULT_ONNX_BATCH = 8
+DEFAULT_ONNX_BATCH = 4
 """Texts per ONNX Runtime pass: see the module docstring for the measurement."""
 RETRY_AFTER_S = 30.0
 """After a failed load, the next load attempt (made by a request) waits at least this long."""
