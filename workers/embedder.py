@@ -35,7 +35,7 @@ load failed it gets ``model_unavailable`` (retryable) with the reason, and a lat
 restart.
 
 Precision (``[ingest] embed_quantize``): ``"int8"``, the default, runs the int8 copy of the export
-(:mod:`foldermind.workers.onnx_int8`: made once per machine from the checked export, checked like it), 2.75x
+(:mod:`foldermind.workers.onnx_int8`: made once per machine from the checked export, checked like it), 1.7-2.75x
 the fp32 encode rate here at the same SciFact quality (docs/benchmarks-onnx.md). Every reply names the
 precision that made its vectors (``precision``: ``fp32`` or ``int8-x<export>q<quantisation>``), so the
 indexer never stores vectors of two precisions side by side. Torch runs fp32 only: when the int8 copy cannot

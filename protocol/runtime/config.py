@@ -244,7 +244,8 @@ class IngestPolicy(_Strict):
         "int8",
         description='The precision the model runs at, for the embedder and the indexer\'s query encoder alike: "int8"'
         " an int8 copy of the ONNX export (onnxruntime's dynamic quantisation, made once per machine beside it in"
-        " model_cache_dir and checked like it): 2.75x fp32's encode rate here, and no loss of retrieval quality"
+        " model_cache_dir and checked like it): 1.7-2.75x fp32's encode rate here (SciFact chunks to short texts),"
+        " and no loss of retrieval quality"
         ' (SciFact nDCG@10 0.668 against 0.665, Django docs 0.875 against 0.855: docs/benchmarks-onnx.md); "fp32"'
         " the model's own weights. The index records which precision made its vectors: a change re-embeds every"
         " chunk (keyword search works meanwhile, semantic answers from keyword with a note), and a query vector is"
