@@ -57,7 +57,10 @@ def test_the_model_loads_on_the_first_chat_is_freed_after_the_idle_time_and_load
 ) -> None:
     before = details(kernel)
     assert (before["state"], before["loads"], before["load"]) == ("unloaded", 0, "on_use")
-    assert "loads on first use" in kernel.worker("llm")["note"]
+    # The note rides on the worker's heartbeats: right after a start (the llm is among the workers spawned
+    # last) the first one may not have come yet.
+    note = wait_for(lambda: (n := kernel.worker("llm")["note"]) and n, 10, 0.1, "the llm's first status note")
+    assert "loads on first use" in note
     idle_rss = rss_mib(kernel)
 
     first = ask(kernel)
