@@ -208,6 +208,23 @@ def test_generated_sentences_no_passage_backs_are_removed(
     check_markers(out)
 
 
+def test_in_auto_mode_a_generated_answer_that_restates_part_of_a_quote_is_followed_by_the_quotes(
+    served: Any,
+) -> None:
+    _k, _docs, url, token, root = served
+    said = "The obsidianwave budget is forty dollars [1]."  # backed and carrying "forty", but not the amount
+    with model_says(root, said):
+        generated = chat(url, token, {"query": BUDGET_Q, "answer_mode": "generative"})
+        auto = chat(url, token, {"query": BUDGET_Q, "answer_mode": "auto"})
+    assert generated["answer_mode_used"] == "generative" and ANSWER not in generated["answer"], generated
+    assert auto["answer_mode_used"] == "generative", auto
+    model_part, quotes = auto["answer"].split("\n\n", 1)
+    assert "forty dollars" in model_part and ANSWER not in model_part
+    assert ANSWER in quotes and quotes.count("\u201c") >= 1  # the quote that holds it, verbatim
+    assert cites_budget(auto)
+    check_markers(auto)  # a quote the model's sentence cites keeps that sentence's number
+
+
 def test_a_question_no_passage_answers_is_not_grounded_and_invents_nothing(served: Any) -> None:
     _k, _docs, url, token, root = served
     # Were the model asked, it would say this.

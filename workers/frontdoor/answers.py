@@ -100,16 +100,46 @@ def extractive(evidence: Evidence, max_quotes: int) -> Composed:
         return Composed(NOTHING_MATCHED)
     if not evidence.reply.supported or not evidence.spans:
         return Composed(NOT_FOUND)
+    parts, citations = _quoted(evidence, _chosen(evidence, max_quotes), 1)
+    return Composed(" ".join(parts), citations)
+
+
+def with_quotes(generated: Composed, evidence: Evidence, max_quotes: int) -> Composed:
+    """A checked generated answer followed by the quotes of :func:`extractive`; a quote the answer already
+    cites keeps its number. The model restates some of the evidence, and a 135M model often only part of a
+    quote: with the quotes after it, ``auto`` never holds less than the extractive answer (on the answer
+    bench's third fresh set it held the gold answer less often than the quotes alone, 25-26 of 36 against 27)."""
+    citations = list(generated.citations)
+    parts: list[str] = []
+    for span in _chosen(evidence, max_quotes):
+        path = evidence.reply.passages[span["passage"]]["file_path"]
+        number = next(
+            (c.id for c in citations if c.file_path == path and (c.quote in span["text"] or span["text"] in c.quote)),
+            None,
+        )
+        if number is None:
+            number = len(citations) + 1
+            citations.append(evidence.citation(span, span["text"], number))
+        name = evidence.section(span)
+        parts.append(f"{name + ': ' if name else ''}\u201c{span['text']}\u201d [{number}]")
+    return Composed(f"{generated.answer}\n\n{' '.join(parts)}", citations, generated.carries)
+
+
+def _chosen(evidence: Evidence, max_quotes: int) -> list[EvidenceSpan]:
     best = evidence.spans[0]["score"]
-    chosen = [s for s in evidence.spans[:max_quotes] if s["score"] >= best * QUOTE_RATIO] or evidence.spans[:1]
+    return [s for s in evidence.spans[:max_quotes] if s["score"] >= best * QUOTE_RATIO] or evidence.spans[:1]
+
+
+def _quoted(evidence: Evidence, spans: list[EvidenceSpan], first: int) -> tuple[list[str], list[schemas.Citation]]:
+    """Each span quoted verbatim after its section's label, numbered from ``first``."""
     parts: list[str] = []
     citations: list[schemas.Citation] = []
-    for span in chosen:
-        number = len(citations) + 1
+    for span in spans:
+        number = first + len(citations)
         citations.append(evidence.citation(span, span["text"], number))
         name = evidence.section(span)
         parts.append(f"{name + ': ' if name else ''}\u201c{span['text']}\u201d [{number}]")
-    return Composed(" ".join(parts), citations)
+    return parts, citations
 
 
 def claims(answer: str, cited: list[int]) -> list[Claim]:

@@ -196,6 +196,8 @@ class Chat:
             note = note or "the model's answer added nothing to the quoted sentences"
             return self._done(session, query, quoted, "extractive", note, dropped=dropped, llm=out)
         used: schemas.AnswerModeUsed = "generative" if dropped == 0 else "generative+checked"
+        if mode == "auto":
+            generated = answers.with_quotes(generated, evidence, self.policy.max_quotes)
         return self._done(session, query, generated, used, note, dropped=dropped, llm=out)
 
     async def _generate(

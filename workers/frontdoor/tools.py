@@ -229,7 +229,7 @@ class Tools:
             Field(
                 description="extractive: the documents' own sentences, quoted (fast, no model); generative: the "
                 "local model's answer, each sentence checked against the passages; auto (default): the quotes "
-                "first, then the checked answer when one survives"
+                "first, then the checked answer followed by the quotes when one survives"
             ),
         ] = None,
     ) -> Annotated[CallToolResult, schemas.ChatOutput]:
