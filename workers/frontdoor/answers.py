@@ -120,14 +120,19 @@ def with_quotes(generated: Composed, evidence: Evidence, max_quotes: int) -> Com
         if number is None:
             number = len(citations) + 1
             citations.append(evidence.citation(span, span["text"], number))
-        name = evidence.section(span)
-        parts.append(f"{name + ': ' if name else ''}\u201c{span['text']}\u201d [{number}]")
+        parts.append(_quote(evidence, span, number))
     return Composed(f"{generated.answer}\n\n{' '.join(parts)}", citations, generated.carries)
 
 
 def _chosen(evidence: Evidence, max_quotes: int) -> list[EvidenceSpan]:
     best = evidence.spans[0]["score"]
     return [s for s in evidence.spans[:max_quotes] if s["score"] >= best * QUOTE_RATIO] or evidence.spans[:1]
+
+
+def _quote(evidence: Evidence, span: EvidenceSpan, number: int) -> str:
+    """``span`` quoted verbatim, after its section's label, with its marker."""
+    name = evidence.section(span)
+    return f"{name + ': ' if name else ''}\u201c{span['text']}\u201d [{number}]"
 
 
 def _quoted(evidence: Evidence, spans: list[EvidenceSpan], first: int) -> tuple[list[str], list[schemas.Citation]]:
@@ -137,8 +142,7 @@ def _quoted(evidence: Evidence, spans: list[EvidenceSpan], first: int) -> tuple[
     for span in spans:
         number = first + len(citations)
         citations.append(evidence.citation(span, span["text"], number))
-        name = evidence.section(span)
-        parts.append(f"{name + ': ' if name else ''}\u201c{span['text']}\u201d [{number}]")
+        parts.append(_quote(evidence, span, number))
     return parts, citations
 
 

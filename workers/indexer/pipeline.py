@@ -541,12 +541,10 @@ class Pipeline(threading.Thread):
         made = (body.model, body.precision or "fp32")
         if made == self.embedded_with:
             return True
+        before = self.embedded_with
+        holds = bool(len(self.vectors) or self.store.vector_ids())
         wanted = onnx_model.precision_label(self.policy.embed_quantize)
-        if (
-            self.embedded_with[1] == wanted != made[1]
-            and self.embedded_with[0] == made[0]
-            and (self.store.vector_ids() or len(self.vectors))
-        ):
+        if before[1] == wanted != made[1] and before[0] == made[0] and holds:
             self.embed_error = (
                 f"the embedder makes {made[1]} vectors, not the {wanted} the index holds and [ingest] embed_quantize"
                 " asks for (its status says why): new chunks wait for it, and keyword search finds them"
@@ -554,8 +552,7 @@ class Pipeline(threading.Thread):
             self._embed_retry_at = time.monotonic() + self.policy.embed_retry_s
             log.warning("embedder makes %s vectors, the index holds %s: kept; retrying later", made[1], wanted)
             return False
-        before = self.embedded_with
-        if before != ("", "") and (self.store.vector_ids() or len(self.vectors)):
+        if before != ("", "") and holds:
             # The usearch index first: a search between the two steps finds no vector (and answers from
             # keyword search), never an old vector beside the new record.
             self.vectors.reset(self.vectors.ndim)

@@ -246,20 +246,19 @@ _FIGURE = re.compile(
 )
 """A number standing as one; not the digits of a name (``Ang-1``, ``HER2``, ``23S``, ``COVID-19``), which state
 no figure: a figure question's bonus went to "the effects of Ang-1" over "1 μg of rhAng-1"."""
+_DEFAULT = re.compile(r"\bdefault(?:s|ed)?\b", re.IGNORECASE)
 _DEFAULT_QUESTION = re.compile(
-    r"\bdefault(?:s|ed)?\b"
-    r"|\b(?:when|if)\s+(?:none|neither|nothing|no\s+[\w-]+(?:\s+[\w-]+)?)\b[^?]*?\b(?:is|are)\s+"
+    _DEFAULT.pattern + r"|\b(?:when|if)\s+(?:none|neither|nothing|no\s+[\w-]+(?:\s+[\w-]+)?)\b[^?]*?\b(?:is|are)\s+"
     r"(?:set|given|named|specified|chosen|present|supplied)\b"
     r"|\b(?:when|if)\s+(?:it\s+is\s+|they\s+are\s+)?(?:omitted|left\s+out|not\s+(?:set|given|specified))\b",
     re.IGNORECASE,
 )
 """A question about what holds when the user sets nothing: "by default", "the default of", and the ways of
 saying it without the word ("when none is named", "if neither BEFORE nor AFTER is given", "when omitted")."""
-_DEFAULT = re.compile(r"\bdefault(?:s|ed)?\b", re.IGNORECASE)
 _NAME_QUESTION = re.compile(
     r"\b(?:which|what)\s+(?:[\w-]+\s+){0,3}?(?:command|option|flag|filter|tag|setting|variable|class|function|"
     r"method|module|extension|directory|folder|file|macro|keyword|parameter|argument|switch|field|attribute|"
-    r"package|program|check|environment\s+variable)s?\b|\bwhat\s+is\s+(?:the\s+)?name\b|\bname\s+of\b|\bcalled\b",
+    r"package|program|check)s?\b|\bwhat\s+is\s+(?:the\s+)?name\b|\bname\s+of\b|\bcalled\b",
     re.IGNORECASE,
 )
 """A question whose answer is a name as a manual writes it: a command, an option, a setting, a file."""
