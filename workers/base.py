@@ -3,7 +3,8 @@
 A worker process has two DEALER sockets to the kernel's bus:
 
 - the *job socket*, owned by the main thread: READY, then requests in and replies out, one job
-  at a time (``capacity`` > 1 lets the broker queue more at the worker);
+  at a time (``capacity`` > 1 lets the broker queue more at the worker), except the kinds a worker
+  marks ``side_by_side``, which run on a few threads beside it (:mod:`foldermind.workers.side`);
 - the *heartbeat socket*, owned by its own thread, so a long job does not look dead; if the kernel
   stops answering for ``liveness`` intervals the process exits, so no worker outlives its kernel.
 
@@ -15,7 +16,7 @@ A worker on another machine (``worker run --connect``) that was a member and the
 its jobs meanwhile, so it closes its sockets and joins again with new ones (a new READY, same name, model kept)
 until the kernel answers or it is stopped. One the kernel never answered (a key not allowed) exits as before.
 
-Its length (~430 lines): the job loop, the heartbeat thread and the rejoin of a remote worker are one
+Its length (~460 lines): the job loop, the heartbeat thread and the rejoin of a remote worker are one
 lifecycle over the same two sockets and stop flag; every worker module is short because this one is not.
 """
 
@@ -56,6 +57,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime import keys
 from foldermind.protocol.runtime.context import WorkerContext as WorkerContext  # re-exported for the workers
+from foldermind.workers.side import Send, SidePool
 
 log = logging.getLogger("foldermind.worker")
 
@@ -106,6 +108,10 @@ class Worker:
 
     capacity: int = 1
     """How many jobs the broker may hand this worker at once (1 = strictly one after another)."""
+    side_by_side: frozenset[str] = frozenset()
+    """Kinds whose handlers may run at once, on :attr:`side_threads` threads beside the job thread (only
+    handlers safe beside each other and beside every other handler)."""
+    side_threads: int = 0
     status_note: str = ""
     """A short state line sent with every heartbeat and shown by ``foldermind status``."""
 
@@ -235,6 +241,7 @@ class _Runner:
         self.running: set[str] = set()
         self.cancelled: set[str] = set()
         self.delays: dict[str, float] = {}
+        self.side: SidePool | None = None
         if testing():
             from foldermind.workers import faults
 
@@ -253,6 +260,10 @@ class _Runner:
 
     def request_stop(self) -> None:
         self.stop_requested = True
+        self._wake()
+
+    def _wake(self) -> None:
+        """Make the job loop's poll return (from any thread); a full pipe already holds a wake-up."""
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
 
@@ -269,6 +280,8 @@ class _Runner:
         handlers = self.worker.handlers()
         if not self.rejoining:
             self.worker.setup()
+        if self.worker.side_by_side and self.worker.side_threads > 0 and self.side is None:
+            self.side = SidePool(self.worker.side_threads, self._wake)
         ready = WorkerReady(
             name=self.ctx.name,
             service=self.ctx.service,
@@ -288,6 +301,10 @@ class _Runner:
                     self._wake_r.recv(64)
             if self.sock in events:
                 self._serve_available(handlers)
+            if self.side is not None:
+                self.side.send_ready()
+        if self.side is not None and not (self.rejoin and not self.signalled):
+            self.side.finish()  # the jobs in hand on side threads end and are answered, as the job thread's is
         if self.rejoin and not self.signalled:
             # The kernel dropped this member already; a goodbye could block on a socket with no peer.
             heartbeat.join(timeout=self.ctx.heartbeat_interval_s * 2)
@@ -338,26 +355,39 @@ class _Runner:
             return
         self.busy += 1
         self.running.add(env.id)
+        side = self.side
+        if side is not None and env.kind in self.worker.side_by_side:
+            partial: Callable[[Message], None] = lambda msg: side.post(lambda: self._send_partial(env, msg))  # noqa: E731
+            side.submit(lambda: self._handle(env, body, packet.buffers, handler, partial))
+        else:
+            self._handle(env, body, packet.buffers, handler, lambda msg: self._send_partial(env, msg))()
+
+    def _handle(
+        self, env: Envelope, body: Message, buffers: list[Any], handler: Handler, partial: Callable[[Message], None]
+    ) -> Send:
+        """Run the job (on the job thread or a side thread); returns what answers it, on the job thread."""
         try:
             if env.kind in self.delays:
                 time.sleep(self.delays[env.kind])
-            request = Request(
-                env, body, packet.buffers, lambda msg: self._send_partial(env, msg), lambda: env.id in self.cancelled
-            )
-            result = handler(request)
+            result = handler(Request(env, body, buffers, partial, lambda: env.id in self.cancelled))
         except JobError as exc:
-            self._reply_error(env, exc.info)
-            return
+            info = exc.info
+            return lambda: self._finish(env, info)
         except Exception:
             # The traceback stays in this worker's log; callers get a typed error without it.
             log.exception("%s failed", env.kind)
-            self._reply_error(env, ErrorInfo(ErrorCode.INTERNAL, f"{env.kind} failed in {self.ctx.name}"))
+            failed = ErrorInfo(ErrorCode.INTERNAL, f"{env.kind} failed in {self.ctx.name}")
+            return lambda: self._finish(env, failed)
+        return lambda: self._finish(env, result)
+
+    def _finish(self, env: Envelope, outcome: Result | ErrorInfo) -> None:
+        self.busy -= 1
+        self.running.discard(env.id)
+        self.cancelled.discard(env.id)
+        if isinstance(outcome, ErrorInfo):
+            self._reply_error(env, outcome)
             return
-        finally:
-            self.busy -= 1
-            self.running.discard(env.id)
-            self.cancelled.discard(env.id)
-        msg, buffers = result if isinstance(result, tuple) else (result, ())
+        msg, buffers = outcome if isinstance(outcome, tuple) else (outcome, ())
         reply = env.reply(self.ctx.name)
         reply.kind = msg.KIND
         frames.send(self.sock, reply, msg, buffers)

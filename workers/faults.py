@@ -14,6 +14,11 @@ the switches and the tests that use them.
   so a test can change the file between the indexer's look at it and the parse, every time.
 - ``FOLDERMIND_TEST_PARSER_HOLD_REPLY=NEEDLE:FLAG``: the same, holding after the parse, before its reply
   or error goes out: a test can change the file while its old content is parsed.
+- ``FOLDERMIND_TEST_INDEXER_HOLD=STAGE:FLAG[,STAGE:FLAG]``: the indexer, while FLAG exists,
+  creates ``FLAG.held`` and waits (at most :data:`HOLD_MAX_S`) at STAGE: ``vectors``, between the first and
+  the second slice of an embedding reply's vectors; ``commit``, with the journal's documents given to
+  Tantivy's writer and not yet committed; ``search``, in a search's handler. Only the first arrival at a
+  stage holds (it makes ``FLAG.held``; the others pass), so a test searches meanwhile.
 - ``FOLDERMIND_TEST_LLM_HANG=hang|hang-once:PATH``: every chat generation blocks forever after its first
   token, as a wedged native call would; ``hang-once:PATH`` only the first generation that creates PATH (so
   the replacement process answers).
@@ -38,10 +43,11 @@ log = logging.getLogger("foldermind.faults")
 DELAY = PREFIX + "DELAY"
 PARSER_HOLD = PREFIX + "PARSER_HOLD"
 PARSER_HOLD_REPLY = PREFIX + "PARSER_HOLD_REPLY"
+INDEXER_HOLD = PREFIX + "INDEXER_HOLD"
 LLM_HANG = PREFIX + "LLM_HANG"
 LLM_SLOW = PREFIX + "LLM_SLOW"
 LLM_SAY = PREFIX + "LLM_SAY"
-SWITCHES = (DELAY, PARSER_HOLD, PARSER_HOLD_REPLY, LLM_HANG, LLM_SLOW, LLM_SAY)
+SWITCHES = (DELAY, PARSER_HOLD, PARSER_HOLD_REPLY, INDEXER_HOLD, LLM_HANG, LLM_SLOW, LLM_SAY)
 
 HOLD_MAX_S = 30.0
 
@@ -70,6 +76,23 @@ def parser_hold(path: Path, after: bool) -> None:
     if not sep or not needle or needle not in path.name or not os.path.exists(flag):
         return
     log.warning("%s: holding a parse until the test lets it go", name)
+    _hold(flag)
+
+
+def indexer_hold(stage: str) -> None:
+    """Hold the indexer's ingest thread at ``stage`` while the switch's flag for it exists."""
+    for item in os.environ.get(INDEXER_HOLD, "").split(","):
+        name, sep, flag = item.strip().partition(":")
+        if sep and name == stage and os.path.exists(flag):
+            try:  # only the first arrival holds: searches side by side must not all wait
+                os.close(os.open(f"{flag}.held", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+            log.warning("%s: holding the indexer at %s until the test lets it go", INDEXER_HOLD, stage)
+            _hold(flag)
+
+
+def _hold(flag: str) -> None:
     Path(f"{flag}.held").touch()
     give_up = time.monotonic() + HOLD_MAX_S
     while os.path.exists(flag) and time.monotonic() < give_up:

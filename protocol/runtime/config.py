@@ -334,6 +334,14 @@ class SearchPolicy(_Strict):
         description="Recent query vectors kept, keyed by model and exact query text: a repeated query skips the"
         " encode. 0 = off.",
     )
+    search_threads: int = Field(
+        2,
+        ge=0,
+        le=16,
+        description="Searches the indexer answers at once, on threads beside its job thread, so clients are not"
+        " served one after another (the query encode and the index lookups release Python's lock). 0 = one at a"
+        " time, in line with the indexer's other requests.",
+    )
 
 
 class McpPolicy(_Strict):

@@ -43,3 +43,15 @@ def section(text: str, heading: str) -> str:
         return ""
     end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
     return "\n".join(lines[start:end]).strip("\n")
+
+
+def add_rows(text: str, heading: str, fresh: str, rows: list[str]) -> str:
+    """``text`` with ``rows`` added at the end of the table under ``## heading``; when there is no such
+    section, ``fresh`` (its heading, words and table header) is added at the end first."""
+    if f"## {heading}" not in text.splitlines():
+        text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + fresh.strip("\n") + "\n"
+    lines = text.splitlines()
+    start = lines.index(f"## {heading}") + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    last = max((i for i in range(start, end) if lines[i].startswith("|")), default=end - 1)
+    return "\n".join(lines[: last + 1] + rows + lines[last + 1 :]).rstrip("\n") + "\n"

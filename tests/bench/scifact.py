@@ -51,14 +51,16 @@ def doc_id_of(path: str) -> str:
     return Path(path).stem
 
 
-def write_corpus(dest: Path, limit: int | None = None) -> int:
-    """The first ``limit`` abstracts (all by default) as files in ``dest``; returns how many. A file that
-    already holds the same text is left alone (a kept home's index stays valid)."""
+def write_corpus(dest: Path, limit: int | None = None, skip: int = 0) -> int:
+    """The first ``limit`` abstracts (all by default), less the first ``skip``, as files in ``dest``; returns
+    how many. A file that already holds the same text is left alone (a kept home's index stays valid)."""
     dest.mkdir(parents=True, exist_ok=True)
     n = 0
-    for doc in _lines("corpus.jsonl"):
-        if limit is not None and n >= limit:
+    for i, doc in enumerate(_lines("corpus.jsonl")):
+        if limit is not None and i >= limit:
             break
+        if i < skip:
+            continue
         path = dest / file_name(doc["_id"])
         text = f"{doc.get('title', '').strip()}\n\n{doc.get('text', '').strip()}\n"
         if not path.exists() or path.read_text("utf-8") != text:

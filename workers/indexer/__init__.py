@@ -44,7 +44,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.indexer import changes
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.claims import ClaimChecker
@@ -67,6 +67,10 @@ class IndexerWorker(Worker):
         super().__init__(ctx)
         self.policy = ingest_from_env()
         self.search_policy = search_from_env()
+        # Searches run side by side ([search] search_threads); the job thread keeps the rest.
+        self.side_by_side = frozenset({SearchRequest.KIND})
+        self.side_threads = self.search_policy.search_threads
+        self.capacity = 1 + self.side_threads
         self.data_dir = Home.resolve(ctx.home or None).data_dir
 
     def setup(self) -> None:
@@ -293,6 +297,10 @@ class IndexerWorker(Worker):
     # search and documents (the data behind the MCP tools)
 
     def on_search(self, req: Request[SearchRequest]) -> Result:
+        if testing():
+            from foldermind.workers import faults
+
+            faults.indexer_hold("search")
         return self.searches.search(req.body)
 
     def on_evidence(self, req: Request[EvidenceRequest]) -> Result:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -173,13 +174,19 @@ class Admitted:
 
 
 class FilterIndex:
-    """Resolves filters; used by the indexer's serving thread only (its SQLite connection)."""
+    """Resolves filters for the indexer's searches, side by side: one lock keeps the cache whole (each
+    thread reads through its own SQLite connection)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._cache: OrderedDict[tuple[Filters, str | None], tuple[tuple[int, int], Admitted]] = OrderedDict()
+        self._cache: OrderedDict[tuple[Filters, str | None], tuple[int, Admitted]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def admitted(self, filters: Filters, folder_id: str | None) -> Admitted:
+        with self._lock:
+            return self._admitted_locked(filters, folder_id)
+
+    def _admitted_locked(self, filters: Filters, folder_id: str | None) -> Admitted:
         token = self.store.change_token()
         key = (filters, folder_id)
         cached = self._cache.get(key)
@@ -194,9 +201,10 @@ class FilterIndex:
         return admitted
 
     def keys(self, admitted: Admitted) -> NDArray[np.uint64]:
-        if admitted.keys is None:
-            admitted.keys = np.asarray(self.store.vector_ids_of(sorted(admitted.docs)), dtype=np.uint64)
-        return admitted.keys
+        with self._lock:
+            if admitted.keys is None:
+                admitted.keys = np.asarray(self.store.vector_ids_of(sorted(admitted.docs)), dtype=np.uint64)
+            return admitted.keys
 
     def _resolve(self, filters: Filters, folder_id: str | None) -> Admitted:
         match = wcglob.compile(filters.glob, flags=GLOB_FLAGS).match if filters.glob else None

@@ -20,6 +20,7 @@ import stat
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -33,6 +34,7 @@ from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolErro
 from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env
 from foldermind.workers import model_files, onnx_model
+from foldermind.workers.base import testing
 from foldermind.workers.indexer.analysis import MAX_CHARS, Analysis, analyze
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
@@ -66,6 +68,16 @@ def sha256_of(path: str) -> str:
         while block := fh.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _hold_at(stage: str) -> Callable[[], None] | None:
+    """A test switch's hold of the ingest thread at ``stage`` (:func:`foldermind.workers.faults.indexer_hold`);
+    None in a normal run."""
+    if not testing():
+        return None
+    from foldermind.workers import faults
+
+    return lambda: faults.indexer_hold(stage)
 
 
 def is_file(path: str) -> bool:
@@ -525,7 +537,7 @@ class Pipeline(threading.Thread):
         rows = {chunk_id: i for i, chunk_id in enumerate(ids)}
         kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
         self._wrote()
-        self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0])
+        self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0], _hold_at("vectors"))
 
     def _same_vectors(self, body: EmbedReply) -> bool:
         """Make the index hold only vectors of the model and precision that made ``body``'s: on a change,
@@ -621,6 +633,8 @@ class Pipeline(threading.Thread):
         try:
             with writing("the Tantivy commit", self.bm25.path, self.data_dir):
                 self.bm25.replace(doc_ids, self.store.chunks_for_index(doc_ids))
+                if hold := _hold_at("commit"):
+                    hold()
                 self.bm25.commit()
         except BaseException:
             # Stays dirty: the journal is replayed into a fresh writer on the next try.

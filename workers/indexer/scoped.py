@@ -19,6 +19,7 @@ A search filter (:mod:`.filters`) is searched the same way over the chunks it ad
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,17 +39,18 @@ CACHED_FOLDERS = 4
 
 @dataclass(slots=True)
 class _Folder:
-    token: tuple[int, int]
+    token: int
     keys: NDArray[np.uint64]  # ascending
     matrix: NDArray[np.float32] | None  # row i is the vector of keys[i]; None above the exact limit
 
 
 class ScopedVectors:
-    """Used by the indexer's serving thread only (its SQLite connection gives the change token)."""
+    """Used by the indexer's searches, side by side: one lock keeps the cache whole."""
 
     def __init__(self, store: Store, vectors: VectorIndex, exact_limit: int = EXACT_LIMIT) -> None:
         self.store, self.vectors, self.exact_limit = store, vectors, exact_limit
         self._folders: OrderedDict[str, _Folder] = OrderedDict()
+        self._lock = threading.Lock()
 
     def count(self, folder_id: str) -> int:
         """How many embedded chunks the folder has."""
@@ -83,6 +85,10 @@ class ScopedVectors:
         return self._entry(folder_id, lambda: np.asarray(self.store.folder_vector_ids(folder_id), dtype=np.uint64))
 
     def _entry(self, folder_id: str, read_keys: Callable[[], NDArray[np.uint64]]) -> _Folder:
+        with self._lock:
+            return self._entry_locked(folder_id, read_keys)
+
+    def _entry_locked(self, folder_id: str, read_keys: Callable[[], NDArray[np.uint64]]) -> _Folder:
         token = self.store.change_token()
         cached = self._folders.get(folder_id)
         if cached is not None and cached.token == token:

@@ -149,11 +149,14 @@ def _inside(child: str, parent: str) -> bool:
 
 
 class Store:
-    """One connection per thread (SQLite connections are not shared across threads)."""
+    """One connection per thread (SQLite connections are not shared across threads), and one that only
+    watches for commits (:meth:`change_token`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
+        self._watch: sqlite3.Connection | None = None
+        self._watch_lock = threading.Lock()
         self.db.executescript(SCHEMA)  # (executescript commits by itself)
         self._migrate()
 
@@ -740,10 +743,15 @@ class Store:
         ).fetchone()
         return None if row is None or row[0] is None else (int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
-    def change_token(self) -> tuple[int, int]:
-        """Changes whenever any connection commits: another's (data_version) or this one's."""
-        db = self.db
-        return int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes
+    def change_token(self) -> int:
+        """Changes whenever anything is committed, and means the same on every thread: the watching
+        connection's ``data_version``, which moves with every commit of another connection (it never writes,
+        and every write goes through a thread's own connection). Per-thread connections' counters would not
+        compare across the threads of searches answered side by side."""
+        with self._watch_lock:
+            if self._watch is None:
+                self._watch = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            return int(self._watch.execute("PRAGMA data_version").fetchone()[0])
 
     def totals(self) -> dict[str, int]:
         counts = {"files_total": 0, "files_indexed": 0, "files_failed": 0, "files_pending": 0}
