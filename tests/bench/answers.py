@@ -2,11 +2,11 @@
 holds it, keep its ``[n]`` markers honest, and how fast, per answer mode.
 
 ``python -m tests.bench.answers [--home DIR] [--modes auto,extractive,generative]
-[--split all|tune|held_out|fresh|fresh2|fresh3] [--corpus all|scifact|django-docs|manuals] [--limit N] [--no-write]
-[--report PATH] [--json PATH]`` from the repository root. A real kernel (default process map; the front door
-on an OS-assigned port, the rate limit raised, the model's background analysis off, the parse deadline
+[--split all|tune|held_out|fresh|fresh2|fresh3|fresh4] [--corpus all|scifact|django-docs|manuals] [--limit N]
+[--no-write] [--report PATH] [--json PATH]`` from the repository root. A real kernel (default process map;
+the front door on an OS-assigned port, the rate limit raised, the model's background analysis off, the parse deadline
 raised as the lookup bench does for gnuplot's 311-page manual) indexes the three corpora of
-:mod:`tests.bench.factoids` as three Smart Folders (1,564 SciFact abstracts: the first 1,500 and every gold
+:mod:`tests.bench.factoids` as three Smart Folders (1,577 SciFact abstracts: the first 1,500 and every gold
 one; Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of the Debian manuals, fetched with
 ``apt-get download`` once) and waits until every file is indexed and every chunk embedded, the indexer's
 query model and the llm worker's model are ready. Every corpus is indexed whatever ``--corpus`` picks, so a
@@ -30,11 +30,12 @@ The report, ``## Summary`` first (per mode and split; then per corpus; then ever
 the answer), is printed and written to ``docs/benchmarks-answers.md`` unless ``--no-write`` (``--report
 PATH`` writes it elsewhere). ``--home DIR`` keeps the home (index and corpora) in DIR, and a later run
 reuses it instead of indexing again (~5 minutes on 2 cores); ``--json PATH`` keeps every answer as JSON for
-reading the misses. The quality targets are judged on the newest fresh set the run asked: the fresh3
-questions (all held out, written after fresh2 had been asked twice) when it asked any, else the fresh2 ones
-(written after the fresh ones had been asked once), else the fresh ones (written after the first held-out
-third had been seen while tuning), else the held-out ones; every split is reported beside, fresh2 too (it
-is tuned on since fresh3 was written). The time targets are judged on all.
+reading the misses. The quality targets are judged on the newest fresh set the run asked: the fresh4
+questions (all held out, written after fresh3 had been asked four times) when it asked any, else the fresh3
+ones (written after fresh2 had been asked twice), else the fresh2 ones (written after the fresh ones had been
+asked once), else the fresh ones (written after the first held-out third had been seen while tuning), else
+the held-out ones; every split is reported beside, fresh2 and fresh3 too (tuned on since the next set was
+written). The time targets are judged on all.
 """
 
 from __future__ import annotations
@@ -90,10 +91,10 @@ WARMUP_QUESTION = "What do these documents say about configuration defaults?"
 SLOW_PARSES = "\n[ingest]\nparse_timeout_s = 900\n"
 """gnuplot's 311-page manual can miss the default parse deadline on a loaded 2-core machine and be
 quarantined (:mod:`tests.bench.lookup` met it): this bench measures answers, not parse speed."""
-JUDGED = ("fresh3", "fresh2", "fresh", "held_out")
+JUDGED = ("fresh4", "fresh3", "fresh2", "fresh", "held_out")
 """The splits the quality targets are judged on, the first the run asked: the fresh questions were written
 after the held-out third had been seen while tuning, the fresh2 ones after the fresh ones had been asked,
-the fresh3 ones after fresh2 had been asked twice."""
+the fresh3 ones after fresh2 had been asked twice, the fresh4 ones after fresh3 had been asked four times."""
 
 AIM_CONTAINS = 0.85  # the answer contains the gold answer
 AIM_CITED_TOP5 = 0.90  # the gold file is cited, where retrieval had it in the top 5
@@ -609,11 +610,14 @@ def render_summary(r: Results) -> list[str]:
     names = {SCIFACT: "SciFact", DJANGO: "Django docs", MANUALS: "Debian manuals"}
     judged = judged_split(r)
     why = {
-        "fresh3": "the fresh3 questions (written after the fresh2 ones had been asked twice; all held out)",
-        "fresh2": "the fresh2 questions (written after the fresh ones had been asked once; no fresh3 ones were asked)",
+        "fresh4": "the fresh4 questions (written after the fresh3 ones had been asked four times; all held out)",
+        "fresh3": "the fresh3 questions (written after the fresh2 ones had been asked twice; no fresh4 ones were"
+        " asked)",
+        "fresh2": "the fresh2 questions (written after the fresh ones had been asked once; no fresh3 or fresh4 ones"
+        " were asked)",
         "fresh": "the fresh questions (written after the held-out ones had been seen while tuning; all held out;"
-        " no fresh2 or fresh3 ones were asked)",
-        "held_out": "the held-out questions (no fresh, fresh2 or fresh3 ones were asked)",
+        " no fresh2, fresh3 or fresh4 ones were asked)",
+        "held_out": "the held-out questions (no fresh, fresh2, fresh3 or fresh4 ones were asked)",
     }
     lines = [
         *para(
