@@ -26,7 +26,7 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
-from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, text_terms
+from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex, text_terms
 from foldermind.workers.indexer.languages import SAMPLE_CHARS, UNDETERMINED, detect, stemmed_as
 from foldermind.workers.indexer.snippets import first_match
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
@@ -84,6 +84,34 @@ def test_every_language_without_a_stemmer_is_stemmed_as_english() -> None:
     assert text_terms("Genehmigungen Genehmigung", "de") == ["genehm", "genehm"]
     assert text_terms("Genehmigungen Genehmigung", "en") == ["genehmigungen", "genehmigung"]  # as before
     assert text_terms("running runs permits", "en") == ["run", "run", "permit"]
+
+
+def test_a_german_document_is_scored_on_the_same_scale_as_the_english_ones_beside_it(tmp_path: Path) -> None:
+    """BM25 weighs a match by the field's average length and document count: a few German documents among many
+    English ones must not be measured against a field of their own (where they would all look overlong)."""
+    english = [
+        f"Report {i} of the finance team: the quarterly figures were filed on time again this year." for i in range(40)
+    ]
+    english.append("Report 40 of the finance team: the zeppelin figures were filed on time again this year.")
+    german = (
+        "Bericht der Finanzabteilung: alle Genehmigungen wurden auch in diesem Jahr wieder ganz pünktlich und"
+        " vollständig eingereicht."
+    )
+    assert len(text_terms(german, "de")) == len(text_terms(english[-1])) == 16
+    texts = [*english, german]
+    rows = [
+        {"id": i, "doc_id": i, "text": t, "heading": None, "folder_id": "f", "language": detect([t])}
+        for i, t in enumerate(texts, 1)
+    ]
+    assert rows[-1]["language"] == "de" and rows[0]["language"] == "en"
+    index = KeywordIndex(tmp_path / "t")
+    index.replace([], rows)
+    index.commit()
+    (zeppelin,), _ = index.search("zeppelin", 5)
+    (genehmigung,), _ = index.search("Genehmigung", 5)
+    assert (zeppelin.chunk_id, genehmigung.chunk_id) == (len(english), len(texts))
+    assert genehmigung.score == pytest.approx(zeppelin.score, rel=0.01)  # one match each, same length, same IDF
+    index.close()
 
 
 def test_a_snippet_starts_at_the_first_word_matched_in_the_documents_language() -> None:

@@ -1,21 +1,23 @@
 """The Tantivy (BM25) side of the index.
 
 Fields: ``chunk_id`` and ``doc_id`` (integers; a document's chunks are deleted by ``doc_id``),
-``folder_id`` (raw, for scoping), ``text`` and ``heading``, and ``cjk``: the Chinese/Japanese/Korean
+``folder_id`` (raw, for scoping), ``text`` and ``heading`` (stemmed terms), ``cjk``: the Chinese/Japanese/Korean
 characters of the text as overlapping bigrams, since the stemmed fields split CJK text into whole runs that a
-query never matches.
+query never matches, and ``lang`` (raw): the language the chunk is stemmed in.
 
-Languages (:mod:`.languages`): a chunk's text and heading go into the fields of its document's language,
-``text`` and ``heading`` (English stemming, as Tantivy's ``en_stem``) for English and every language without a
-stemmer, ``text_de`` and ``heading_de`` (German stemming) for German, and so on for the 17 others; ``lang``
-(raw) holds that language, so a search asks only the languages the index holds (17 term lookups, ~25 µs). A
-query's words are stemmed for each of those languages and looked for in that language's fields, rather than the
-query's language detected: a query of two or three words is too short to detect, and a word stemmed for a
-language it is not in mostly matches nothing there. Mostly: English "permit" stemmed as French meets French
-"permis" (both "perm"), a match BM25 then ranks like any other. A document's text is in one language's fields
-only, so its score is that field's BM25, as before: an index of English documents is searched exactly as when
-every document was English-stemmed (SciFact: the same top 100, scores and counts for all 150 queries;
-``tests/bench/languages.py``, docs/benchmarks-ingest.md).
+Languages (:mod:`.languages`): a chunk's text and heading are stemmed here, with its document's language's
+analysis (Tantivy's ``en_stem`` rebuilt, with another stemmer for the 17 other languages), and the terms go into
+one ``text`` and one ``heading`` field for every language (whitespace-separated: Tantivy only splits them
+again). One field, so BM25 weighs every document against the same average length and document count: a field
+per language was tried first and a German document among 40 English ones of its length then scored 0.19
+where the English one scored 3.32 for the same single match (its field's average length counted every
+document of the index). A query's words are stemmed for every language the index holds (``lang``: 17 term
+lookups, ~25 µs) and each word's distinct stems are or'ed, rather than the query's language detected: a query of
+two or three words is too short to detect, and a word's stem for a language it is not in mostly matches
+nothing. Mostly: English "permit" stemmed as French is French "permis" (both "perm"), a match BM25 then ranks
+like any other. An index of English documents is searched exactly as when every document was English-stemmed
+by Tantivy (SciFact: the same top 100 chunks, scores and counts for all 150 queries; ``tests/bench/languages.py``,
+docs/benchmarks-languages.md).
 
 Queries never go through Tantivy's query parser: the query is cut into words by our own rule, each word is
 stemmed by the same analysis its field was indexed with, and the terms are combined as term queries. A user's
@@ -48,13 +50,8 @@ MAX_QUERY_TERMS = 64
 TERM_SET = 1000
 """The most ids in one Tantivy term set of a search filter (see :meth:`KeywordIndex.build_query`)."""
 SCHEMA_VERSION = 2
-"""The Tantivy fields' version: 1 English only, 2 a field pair per stemmer language and ``lang``."""
+"""The Tantivy fields' version: 1 English-stemmed by Tantivy, 2 stemmed here in each document's language."""
 OTHER_LANGUAGES = tuple(sorted(code for code in STEMMERS if code != ENGLISH))
-
-
-def field(kind: str, language: str) -> str:
-    """The name of the ``text`` or ``heading`` field of a language (of :data:`~.languages.STEMMERS`)."""
-    return kind if language == ENGLISH else f"{kind}_{language}"
 
 
 def _builder() -> tantivy.TextAnalyzerBuilder:
@@ -68,8 +65,8 @@ def _builder() -> tantivy.TextAnalyzerBuilder:
 
 @functools.cache
 def analyzer(language: str) -> tantivy.TextAnalyzer:
-    """The analysis of a language's fields (for English, en_stem rebuilt). Query terms must come out exactly as
-    the indexed ones did."""
+    """The analysis of a language's documents (for English, en_stem rebuilt). Query terms must come out exactly
+    as the indexed ones did."""
     return _builder().filter(tantivy.Filter.stemmer(STEMMERS[language])).build()
 
 
@@ -78,13 +75,14 @@ _TOKENS = _builder().build()
 
 @functools.lru_cache(maxsize=65536)
 def stems(word: str, language: str = ENGLISH) -> tuple[str, ...]:
-    """The indexed terms of one word in a language's fields (usually one; none for an over-long word)."""
+    """The indexed terms of one word of a language's documents (usually one; none for an over-long word)."""
     return tuple(analyzer(language).analyze(word))
 
 
 @functools.lru_cache(maxsize=65536)
 def stem(token: str, language: str = ENGLISH) -> str:
-    """A token of :func:`query_tokens` as a language's fields index it (a stemmer maps one token to one term)."""
+    """A token of :func:`query_tokens` as a language's documents index it (a stemmer maps one token to one
+    term)."""
     terms = analyzer(language).analyze(token)
     return terms[0] if terms else token
 
@@ -109,13 +107,13 @@ def query_tokens(query: str) -> list[str]:
 
 
 def query_terms(query: str, language: str = ENGLISH) -> list[str]:
-    """The query's indexed terms in a language's fields, in order (a repeated word counts twice, as it would
-    in BM25)."""
+    """The query's indexed terms in a language's documents, in order (a repeated word counts twice, as it
+    would in BM25)."""
     return [stem(token, language) for token in query_tokens(query)]
 
 
 def text_terms(text: str, language: str = ENGLISH) -> list[str]:
-    """Every indexed term of ``text`` in a language's fields, in order (the whole text: no cap, unlike a
+    """Every indexed term of ``text`` in a language's documents, in order (the whole text: no cap, unlike a
     query)."""
     return list(analyzer(language).analyze(text))
 
@@ -153,18 +151,14 @@ class KeywordIndex:
         builder.add_integer_field("chunk_id", stored=True, indexed=True, fast=True)
         builder.add_integer_field("doc_id", stored=False, indexed=True, fast=True)
         builder.add_text_field("folder_id", stored=False, tokenizer_name="raw")
-        builder.add_text_field("text", stored=True, tokenizer_name="en_stem")
-        builder.add_text_field("heading", stored=False, tokenizer_name="en_stem")
+        # Stemmed terms, whitespace-separated (see the module's docstring). Not stored: only ``chunk_id`` is
+        # read back from a hit, and the text is in SQLite.
+        builder.add_text_field("text", stored=False, tokenizer_name="whitespace")
+        builder.add_text_field("heading", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("cjk", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("lang", stored=False, tokenizer_name="raw")
-        for language in OTHER_LANGUAGES:
-            # Not stored: only ``chunk_id`` is read back from a hit (the text is in SQLite).
-            builder.add_text_field(field("text", language), stored=False, tokenizer_name=f"stem_{language}")
-            builder.add_text_field(field("heading", language), stored=False, tokenizer_name=f"stem_{language}")
         self.schema = builder.build()
         self.index = tantivy.Index(self.schema, path=str(path), reuse=True)
-        for language in OTHER_LANGUAGES:  # known to this Index object only: registered on every open
-            self.index.register_tokenizer(f"stem_{language}", analyzer(language))
         self._writer_heap = writer_heap
         self._writer: Any = None
 
@@ -188,15 +182,15 @@ class KeywordIndex:
             for row in chunks:
                 text = row["text"]
                 language = stemmed_as(_language_of(row))
-                fields = {field("text", language): text, field("heading", language): row["heading"] or ""}
                 writer.add_document(
                     tantivy.Document(
                         chunk_id=int(row["id"]),
                         doc_id=int(row["doc_id"]),
                         folder_id=row["folder_id"],
+                        text=" ".join(text_terms(text, language)),
+                        heading=" ".join(text_terms(row["heading"] or "", language)),
                         cjk=" ".join(cjk_grams(text)),
                         lang=language,
-                        **fields,
                     )
                 )
         finally:
@@ -230,7 +224,7 @@ class KeywordIndex:
 
     def languages(self, searcher: Any) -> list[str]:
         """English and every other language some chunk of ``searcher``'s snapshot is stemmed in (one term
-        lookup each: ~µs; a deleted chunk's language counts until a merge drops it, which costs only lookups)."""
+        lookup each; a deleted chunk's language counts until a merge drops it, which costs only lookups)."""
         return [ENGLISH, *(code for code in OTHER_LANGUAGES if searcher.doc_freq("lang", code) > 0)]
 
     def build_query(
@@ -245,19 +239,18 @@ class KeywordIndex:
     ) -> tantivy.Query | None:
         """Any term matches (BM25 sums what matched); ``None`` when the query has no term.
 
-        ``phrases``, ``required`` and ``excluded`` are tokens of :func:`query_tokens`
+        Each word is looked for in every stem ``languages`` give it (its distinct stems or'ed: a word whose
+        stems agree counts once). ``phrases``, ``required`` and ``excluded`` are tokens of :func:`query_tokens`
         (:mod:`foldermind.workers.indexer.query` reads them from the query): each phrase must stand in the text or
-        the heading, each required token in one of them, no excluded token in either, each stemmed for the field's
-        language. They only narrow: the score is the terms' BM25. ``docs``: a search filter's ``(doc ids,
-        exclude)``, only those documents or all but those (:mod:`.filters`). ``languages``: whose fields are
-        asked (:meth:`languages`)."""
+        the heading, each required token in one of them, no excluded token in either, in one language's stems.
+        They only narrow: the score is the terms' BM25. ``docs``: a search filter's ``(doc ids, exclude)``, only
+        those documents or all but those (:mod:`.filters`)."""
         parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
-        for language in languages:
-            text, heading = field("text", language), field("heading", language)
-            for term in query_terms(query, language):
-                parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, text, term)))
-                head = tantivy.Query.term_query(self.schema, heading, term)
-                parts.append((tantivy.Occur.Should, tantivy.Query.boost_query(head, HEADING_BOOST)))
+        for token in query_tokens(query):
+            for term in dict.fromkeys(stem(token, language) for language in languages):
+                parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", term)))
+                heading = tantivy.Query.term_query(self.schema, "heading", term)
+                parts.append((tantivy.Occur.Should, tantivy.Query.boost_query(heading, HEADING_BOOST)))
         for gram in dict.fromkeys(cjk_grams(query)):
             parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", gram)))
         if not parts:
@@ -268,10 +261,9 @@ class KeywordIndex:
         for token in required:
             musts.append((tantivy.Occur.Must, self._anywhere([token], languages)))
         for token in excluded:
-            for language in languages:
-                for kind in ("text", "heading"):
-                    out = tantivy.Query.term_query(self.schema, field(kind, language), stem(token, language))
-                    musts.append((tantivy.Occur.MustNot, out))
+            for term in dict.fromkeys(stem(token, language) for language in languages):
+                for name in ("text", "heading"):
+                    musts.append((tantivy.Occur.MustNot, tantivy.Query.term_query(self.schema, name, term)))
         if folder_id is not None:
             # Scoped inside the search, so the top ``limit`` are the folder's best, not the index's.
             musts.append((tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "folder_id", folder_id)))
@@ -288,13 +280,12 @@ class KeywordIndex:
         return musts[0][1] if len(musts) == 1 else tantivy.Query.boolean_query(musts)
 
     def _anywhere(self, tokens: Sequence[str], languages: Sequence[str]) -> tantivy.Query:
-        """The tokens (one: a term; more: a phrase) in the text or the heading field of any of ``languages``,
-        stemmed for each field."""
+        """The tokens (one: a term; more: a phrase), stemmed for any of ``languages``, in the text or the
+        heading."""
         clauses = []
-        for language in languages:
-            terms: list[str | tuple[int, str]] = [stem(token, language) for token in tokens]
-            for kind in ("text", "heading"):
-                name = field(kind, language)
+        for stems_ in dict.fromkeys(tuple(stem(token, language) for token in tokens) for language in languages):
+            terms: list[str | tuple[int, str]] = list(stems_)
+            for name in ("text", "heading"):
                 if len(terms) == 1:
                     q = tantivy.Query.term_query(self.schema, name, terms[0])
                 else:
@@ -331,19 +322,18 @@ class KeywordIndex:
 
     def term_stats(self, language: str = ENGLISH) -> tuple[Callable[[str], int], int]:
         """``(doc_freq, total)`` for IDF, from one snapshot of the committed index: ``doc_freq(word)`` is
-        the number of chunks whose text field of ``language`` (:func:`~.languages.stemmed_as`) holds the word's
-        indexed term, ``total`` the number of chunks.
+        the number of chunks whose ``text`` holds the word's term as a document in ``language`` indexes it,
+        ``total`` the number of chunks.
 
         Read-only and safe beside searches: like :meth:`search` it takes a searcher of its own, an
         immutable view that a concurrent commit or reload does not change. ``Searcher.doc_freq`` looks a
-        term up as given, so the word goes through the field's analysis (lower case, the language's stem)
-        first. It counts chunks deleted since the last merge too: a caller should cap it at ``total``.
+        term up as given, so the word goes through the language's analysis (lower case, its stem) first. It
+        counts chunks deleted since the last merge too: a caller should cap it at ``total``.
         """
         searcher = self.index.searcher()
         language = stemmed_as(language)
-        text = field("text", language)
 
         def doc_freq(word: str) -> int:
-            return max((int(searcher.doc_freq(text, term)) for term in stems(word, language)), default=0)
+            return max((int(searcher.doc_freq("text", term)) for term in stems(word, language)), default=0)
 
         return doc_freq, int(searcher.num_docs)

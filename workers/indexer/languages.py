@@ -8,10 +8,18 @@ as English, as every document was before. Chinese, Japanese and Korean are found
 
 The language is detected once per content, from the document's first :data:`SAMPLE_CHARS` characters, by
 CLD2 (``pycld2``: Google's Compact Language Detector 2, Apache-2.0, its tables compiled into the wheel;
-83 languages; nothing is loaded at run time). Measured on this 2-core machine on a 2,000-character German
-text: 0.12 ms a document, +7 MiB resident. py3langid 0.4.0 (the other small, well-kept candidate) was as
-accurate on the same texts but took 0.47 ms, a 2.4 s model load and ~80 MiB resident in the indexer, whose
-idle memory is budgeted; langdetect is slower still and random unless seeded.
+over 80 languages; nothing to load at run time). Measured on this 2-core machine on a 2,000-character German
+text: 0.12 ms a document, +7 MiB resident. py3langid 0.4.0 (the other small, well-kept candidate) found the
+same languages in the same sample texts but took 0.47 ms, a 2.4 s model load and ~80 MiB resident in the
+indexer, whose idle memory is budgeted. langdetect (pure Python, random unless seeded) was not tried.
+
+Indexing a document costs that detection, once, and stemming its chunks in Python instead of inside Tantivy
+(:mod:`.bm25`): on SciFact's 5,183 abstracts (one chunk each, 1.5 kB), the Tantivy write and commit took 1.51 s
+with Tantivy's own ``en_stem`` and 2.70 s now (medians of 5), ~0.23 ms a chunk, ~0.2 ms of it the analysis
+called from Python (tests/bench/languages.py, docs/benchmarks-languages.md): ~7% of the ~3 ms a chunk the
+whole keyword-only pipeline takes (338 chunks/s, docs/benchmarks-ingest.md section 3), ~1.3% of indexing with
+embeddings (57.6 chunks/s). Searching got faster instead (0.9 ms against 2.9 ms a SciFact query, top 100): the
+chunk text is no longer stored in Tantivy, so reading a hit's ``chunk_id`` decompresses less.
 
 CLD2 says whether it is sure: a short or mixed text it is not sure of is :data:`UNDETERMINED` and stemmed
 as English. CLD2 refuses text that is not valid UTF-8 (lone surrogates) and some control characters: those
