@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tantivy
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import (
@@ -215,9 +216,24 @@ def test_each_documents_language_is_in_its_summary(world: World) -> None:
 
 
 def test_an_index_of_older_fields_is_built_again_and_every_language_detected(world: World) -> None:
-    """Put the previous version's marks in (fields version 1, no language known), start again: the indexer
-    empties Tantivy, replays every document from SQLite and detects each language on the way."""
+    """Put the previous version's marks in (a Tantivy index of version 1's fields, the meta saying 1, no language
+    known), start again: the indexer empties Tantivy, replays every document from SQLite and detects each
+    language on the way."""
     world.kernel.stop()
+    old = world.kernel.home.data_dir / "tantivy"
+    remove_tree(old)
+    old.mkdir()
+    builder = tantivy.SchemaBuilder()  # version 1: English stemmed by Tantivy, the text stored
+    builder.add_integer_field("chunk_id", stored=True, indexed=True, fast=True)
+    builder.add_integer_field("doc_id", stored=False, indexed=True, fast=True)
+    builder.add_text_field("folder_id", stored=False, tokenizer_name="raw")
+    builder.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    builder.add_text_field("heading", stored=False, tokenizer_name="en_stem")
+    builder.add_text_field("cjk", stored=False, tokenizer_name="whitespace")
+    writer = tantivy.Index(builder.build(), path=str(old)).writer(heap_size=15_000_000, num_threads=1)
+    writer.add_document(tantivy.Document(chunk_id=1, doc_id=1, folder_id="x", text=GERMAN, heading="", cjk=""))
+    writer.commit()
+    writer.wait_merging_threads()
     db = sqlite3.connect(world.kernel.home.data_dir / "index.sqlite")
     with db:
         db.execute("UPDATE meta SET value = '1' WHERE key = 'tantivy_schema'")
