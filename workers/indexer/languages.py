@@ -14,12 +14,13 @@ same languages in the same sample texts but took 0.47 ms, a 2.4 s model load and
 indexer, whose idle memory is budgeted. langdetect (pure Python, random unless seeded) was not tried.
 
 Indexing a document costs that detection, once, and stemming its chunks in Python instead of inside Tantivy
-(:mod:`.bm25`): on SciFact's 5,183 abstracts (one chunk each, 1.5 kB), the Tantivy write and commit took 1.51 s
-with Tantivy's own ``en_stem`` and 2.70 s now (medians of 5), ~0.23 ms a chunk, ~0.2 ms of it the analysis
-called from Python (tests/bench/languages.py, docs/benchmarks-languages.md): ~7% of the ~3 ms a chunk the
-whole keyword-only pipeline takes (338 chunks/s, docs/benchmarks-ingest.md section 3), ~1.3% of indexing with
-embeddings (57.6 chunks/s). Searching got faster instead (0.9 ms against 2.9 ms a SciFact query, top 100): the
-chunk text is no longer stored in Tantivy, so reading a hit's ``chunk_id`` decompresses less.
+(:mod:`.bm25`): on SciFact's 5,183 abstracts (one chunk each, 1.5 kB), the Tantivy write and commit took
+1.18-1.51 s with Tantivy's own ``en_stem`` and 2.70-2.79 s now (medians of 5, two runs), 0.23-0.31 ms more a
+chunk, ~0.2 ms of it the analysis called from Python (tests/bench/languages.py, docs/benchmarks-languages.md):
+~7-10% of the ~3 ms a chunk the whole keyword-only pipeline takes (338 chunks/s, docs/benchmarks-ingest.md
+section 3), under 2% of indexing with embeddings (57.6 chunks/s). Searching got faster instead (0.9-1.4 ms
+against 2.9-3.1 ms a SciFact query, top 100): the chunk text is no longer stored in Tantivy, so reading a hit's
+``chunk_id`` decompresses less.
 
 CLD2 says whether it is sure: a short or mixed text it is not sure of is :data:`UNDETERMINED` and stemmed
 as English. CLD2 refuses text that is not valid UTF-8 (lone surrogates) and some control characters: those
