@@ -234,7 +234,8 @@ def summary(path: str, as_json: bool) -> None:
         click.echo(json.dumps(out, indent=2, ensure_ascii=False))
         return
     click.echo(out["file_path"])
-    for key in ("summary", "category", "type", "date", "entity", "suggested_name", "confidence", "analyzed_at"):
+    keys = ("summary", "category", "type", "date", "entity", "suggested_name", "confidence", "language", "analyzed_at")
+    for key in keys:
         if out.get(key) not in (None, ""):
             click.echo(f"  {key}: {out[key]}")
     for key in ("keywords", "key_entities"):

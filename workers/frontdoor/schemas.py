@@ -65,6 +65,11 @@ class SummaryOutput(BaseModel):
     summary_model: str | None = Field(
         None, description="the model that wrote the summary; null: sentences taken from the text"
     )
+    language: str | None = Field(
+        None,
+        description="the document's detected language (ISO 639-1, 'und': undetermined; null: not yet detected);"
+        " its words are stemmed for it",
+    )
 
 
 class OcrPage(BaseModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -46,7 +47,7 @@ from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.indexer import changes
-from foldermind.workers.indexer.bm25 import KeywordIndex
+from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex
 from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
@@ -77,6 +78,7 @@ class IndexerWorker(Worker):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store(self.data_dir / "index.sqlite")
         self._reparse_if_outdated()
+        self._rebuild_keyword_index_if_outdated()
         self.bm25 = KeywordIndex(self.data_dir / "tantivy")
         self.vectors = VectorIndex(
             self.data_dir / "vectors.usearch",
@@ -104,6 +106,17 @@ class IndexerWorker(Worker):
             self.store.set_meta(db, "extraction", str(EXTRACTION))
         if n:
             log.info("%d documents will be parsed again: this version's parsers read files differently", n)
+
+    def _rebuild_keyword_index_if_outdated(self) -> None:
+        """A Tantivy index of other fields (an older :data:`~.bm25.SCHEMA_VERSION`, or none yet) is emptied and
+        built again from SQLite by the ingest thread's journal replay; searches find what it has replayed so far.
+        A crash before the journal is written leaves the old version recorded: the next start empties it again."""
+        if self.store.get_meta("tantivy_schema") == str(SCHEMA_VERSION):
+            return
+        shutil.rmtree(self.data_dir / "tantivy", ignore_errors=True)
+        n = self.store.rebuild_keyword_index(SCHEMA_VERSION)
+        if n:
+            log.info("the keyword index is built again from %d documents: this version's fields differ", n)
 
     def teardown(self) -> None:
         self.pipeline.stop()

@@ -1,13 +1,30 @@
 """The Tantivy (BM25) side of the index.
 
 Fields: ``chunk_id`` and ``doc_id`` (integers; a document's chunks are deleted by ``doc_id``),
-``folder_id`` (raw, for scoping), ``text`` and ``heading`` (English stemming), and ``cjk``: the
-Chinese/Japanese/Korean characters of the text as overlapping bigrams, since the stemmed field
-splits CJK text into whole runs that a query never matches.
+``folder_id`` (raw, for scoping), ``text`` and ``heading`` (stemmed terms), ``cjk``: the Chinese/Japanese/Korean
+characters of the text as overlapping bigrams, since the stemmed fields split CJK text into whole runs that a
+query never matches, and ``lang`` (raw): the language the chunk is stemmed in.
 
-Queries never go through Tantivy's query parser: the query is cut into terms by the same analysis
-the ``en_stem`` fields were indexed with, and the terms are combined as term queries. A user's
+Languages (:mod:`.languages`): a chunk's text and heading are stemmed here, with its document's language's
+analysis (Tantivy's ``en_stem`` rebuilt, with another stemmer for the 17 other languages), and the terms go into
+one ``text`` and one ``heading`` field for every language (whitespace-separated: Tantivy only splits them
+again). One field, so BM25 weighs every document against the same average length and document count: a field
+per language was tried first and a German document among 40 English ones of its length then scored 0.19
+where the English one scored 3.32 for the same single match (its field's average length counted every
+document of the index). A query's words are stemmed for every language the index holds (``lang``: 17 term
+lookups, ~25 µs) and each word's distinct stems are or'ed, rather than the query's language detected: a query of
+two or three words is too short to detect, and a word's stem for a language it is not in mostly matches
+nothing. Mostly: English "permit" stemmed as French is French "permis" (both "perm"), a match BM25 then ranks
+like any other. An index of English documents is searched exactly as when every document was English-stemmed
+by Tantivy (SciFact: the same top 100 chunks, scores and counts for all 150 queries; ``tests/bench/languages.py``,
+docs/benchmarks-languages.md).
+
+Queries never go through Tantivy's query parser: the query is cut into words by our own rule, each word is
+stemmed by the same analysis its field was indexed with, and the terms are combined as term queries. A user's
 ``AND``, quotes, ``field:``, ``*`` or brackets are therefore plain words or nothing, never syntax.
+
+A change to these fields bumps :data:`SCHEMA_VERSION`: the indexer then builds the Tantivy index again from
+SQLite (:meth:`foldermind.workers.indexer.store.Store.rebuild_keyword_index`).
 """
 
 from __future__ import annotations
@@ -15,42 +32,59 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tantivy
 
+from foldermind.workers.indexer.languages import ENGLISH, STEMMERS, stemmed_as
+
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD = re.compile(rf"[^\W_{_CJK}]+", re.UNICODE)
 HEADING_BOOST = 0.5
 MAX_QUERY_TERMS = 64
+"""Past this many terms a query gets no better, only slower (a 1000-character query is ~150 words)."""
 TERM_SET = 1000
 """The most ids in one Tantivy term set of a search filter (see :meth:`KeywordIndex.build_query`)."""
-"""Past this many terms a query gets no better, only slower (a 1000-character query is ~150 words)."""
+SCHEMA_VERSION = 2
+"""The Tantivy fields' version: 1 English-stemmed by Tantivy, 2 stemmed here in each document's language."""
+OTHER_LANGUAGES = tuple(sorted(code for code in STEMMERS if code != ENGLISH))
 
 
-def _analyzer() -> tantivy.TextAnalyzer:
-    # Tantivy's built-in en_stem, rebuilt: simple tokenizer, words over 40 bytes dropped, lower case,
-    # English stemmer. Query terms must come out exactly as the indexed ones did.
+def _builder() -> tantivy.TextAnalyzerBuilder:
+    # Tantivy's built-in en_stem without its stemmer: simple tokenizer, words over 40 bytes dropped, lower case.
     return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
     )
 
 
-_EN_STEM = _analyzer()
+@functools.cache
+def analyzer(language: str) -> tantivy.TextAnalyzer:
+    """The analysis of a language's documents (for English, en_stem rebuilt). Query terms must come out exactly
+    as the indexed ones did."""
+    return _builder().filter(tantivy.Filter.stemmer(STEMMERS[language])).build()
+
+
+_TOKENS = _builder().build()
 
 
 @functools.lru_cache(maxsize=65536)
-def stems(word: str) -> tuple[str, ...]:
-    """The indexed terms of one word (usually one; none for an over-long word)."""
-    return tuple(_EN_STEM.analyze(word))
+def stems(word: str, language: str = ENGLISH) -> tuple[str, ...]:
+    """The indexed terms of one word of a language's documents (usually one; none for an over-long word)."""
+    return tuple(analyzer(language).analyze(word))
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(token: str, language: str = ENGLISH) -> str:
+    """A token of :func:`query_tokens` as a language's documents index it (a stemmer maps one token to one
+    term)."""
+    terms = analyzer(language).analyze(token)
+    return terms[0] if terms else token
 
 
 def cjk_grams(text: str) -> list[str]:
@@ -66,15 +100,22 @@ def query_words(query: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(query)]
 
 
-def query_terms(query: str) -> list[str]:
-    """The query's indexed terms, in order (a repeated word counts twice, as it would in BM25)."""
-    terms = [term for word in query_words(query) for term in stems(word)]
-    return terms[:MAX_QUERY_TERMS]
+def query_tokens(query: str) -> list[str]:
+    """The query's tokens before stemming, in order: what :func:`query_terms` stems, for any language."""
+    tokens = [token for word in query_words(query) for token in _TOKENS.analyze(word)]
+    return tokens[:MAX_QUERY_TERMS]
 
 
-def text_terms(text: str) -> list[str]:
-    """Every indexed term of ``text``, in order (the whole text: no cap, unlike a query)."""
-    return list(_EN_STEM.analyze(text))
+def query_terms(query: str, language: str = ENGLISH) -> list[str]:
+    """The query's indexed terms in a language's documents, in order (a repeated word counts twice, as it
+    would in BM25)."""
+    return [stem(token, language) for token in query_tokens(query)]
+
+
+def text_terms(text: str, language: str = ENGLISH) -> list[str]:
+    """Every indexed term of ``text`` in a language's documents, in order (the whole text: no cap, unlike a
+    query)."""
+    return list(analyzer(language).analyze(text))
 
 
 def has_searchable_text(query: str) -> bool:
@@ -86,6 +127,14 @@ def word_spans(text: str) -> Iterable[tuple[int, str]]:
     """(offset, word) of every word of ``text``, as the stemmed fields see words."""
     for m in _WORD.finditer(text):
         yield m.start(), m.group()
+
+
+def _language_of(row: Any) -> str | None:
+    """A row's ``language``, ``None`` without one (a ``sqlite3.Row`` raises IndexError, a dict KeyError)."""
+    try:
+        return row["language"]  # type: ignore[no-any-return]
+    except (IndexError, KeyError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +151,12 @@ class KeywordIndex:
         builder.add_integer_field("chunk_id", stored=True, indexed=True, fast=True)
         builder.add_integer_field("doc_id", stored=False, indexed=True, fast=True)
         builder.add_text_field("folder_id", stored=False, tokenizer_name="raw")
-        builder.add_text_field("text", stored=True, tokenizer_name="en_stem")
-        builder.add_text_field("heading", stored=False, tokenizer_name="en_stem")
+        # Stemmed terms, whitespace-separated (see the module's docstring). Not stored: only ``chunk_id`` is
+        # read back from a hit, and the text is in SQLite.
+        builder.add_text_field("text", stored=False, tokenizer_name="whitespace")
+        builder.add_text_field("heading", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("cjk", stored=False, tokenizer_name="whitespace")
+        builder.add_text_field("lang", stored=False, tokenizer_name="raw")
         self.schema = builder.build()
         self.index = tantivy.Index(self.schema, path=str(path), reuse=True)
         self._writer_heap = writer_heap
@@ -121,21 +173,24 @@ class KeywordIndex:
 
     def replace(self, doc_ids: Iterable[int], chunks: Iterable[Any]) -> None:
         """Delete every chunk of ``doc_ids``, then add ``chunks`` (rows: id, doc_id, text, heading,
-        folder_id). Nothing is visible until :meth:`commit`."""
+        folder_id, and the document's detected language if the row has one: English without).
+        Nothing is visible until :meth:`commit`."""
         writer = self.writer
         try:
             for doc_id in doc_ids:
                 writer.delete_documents_by_term("doc_id", int(doc_id))
             for row in chunks:
                 text = row["text"]
+                language = stemmed_as(_language_of(row))
                 writer.add_document(
                     tantivy.Document(
                         chunk_id=int(row["id"]),
                         doc_id=int(row["doc_id"]),
                         folder_id=row["folder_id"],
-                        text=text,
-                        heading=row["heading"] or "",
+                        text=" ".join(text_terms(text, language)),
+                        heading=" ".join(text_terms(row["heading"] or "", language)),
                         cjk=" ".join(cjk_grams(text)),
+                        lang=language,
                     )
                 )
         finally:
@@ -167,37 +222,48 @@ class KeywordIndex:
     # ---------------------------------------------------------------------------------------
     # searching
 
+    def languages(self, searcher: Any) -> list[str]:
+        """English and every other language some chunk of ``searcher``'s snapshot is stemmed in (one term
+        lookup each; a deleted chunk's language counts until a merge drops it, which costs only lookups)."""
+        return [ENGLISH, *(code for code in OTHER_LANGUAGES if searcher.doc_freq("lang", code) > 0)]
+
     def build_query(
         self,
         query: str,
         folder_id: str | None,
-        phrases: Iterable[tuple[str, ...]] = (),
+        phrases: Iterable[Sequence[str]] = (),
         required: Iterable[str] = (),
         excluded: Iterable[str] = (),
         docs: tuple[list[int], bool] | None = None,
+        languages: Sequence[str] = (ENGLISH,),
     ) -> tantivy.Query | None:
         """Any term matches (BM25 sums what matched); ``None`` when the query has no term.
 
-        ``phrases``, ``required`` and ``excluded`` are indexed terms (:mod:`foldermind.workers.indexer.query`
-        reads them from the query): each phrase must stand in the text or the heading, each required term
-        in one of them, no excluded term in either. They only narrow: the score is the terms' BM25.
-        ``docs``: a search filter's ``(doc ids, exclude)``, only those documents or all but those
-        (:mod:`.filters`)."""
+        Each word is looked for in every stem ``languages`` give it (its distinct stems or'ed: a word whose
+        stems agree counts once). ``phrases``, ``required`` and ``excluded`` are tokens of :func:`query_tokens`
+        (:mod:`foldermind.workers.indexer.query` reads them from the query): each phrase must stand in the text or
+        the heading, each required token in one of them, no excluded token in either, in one language's stems.
+        They only narrow: the score is the terms' BM25. ``docs``: a search filter's ``(doc ids, exclude)``, only
+        those documents or all but those (:mod:`.filters`)."""
         parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
-        for term in query_terms(query):
-            parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", term)))
-            heading = tantivy.Query.term_query(self.schema, "heading", term)
-            parts.append((tantivy.Occur.Should, tantivy.Query.boost_query(heading, HEADING_BOOST)))
+        for token in query_tokens(query):
+            for term in dict.fromkeys(stem(token, language) for language in languages):
+                parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", term)))
+                heading = tantivy.Query.term_query(self.schema, "heading", term)
+                parts.append((tantivy.Occur.Should, tantivy.Query.boost_query(heading, HEADING_BOOST)))
         for gram in dict.fromkeys(cjk_grams(query)):
             parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", gram)))
         if not parts:
             return None
         musts = [(tantivy.Occur.Must, tantivy.Query.boolean_query(parts))]
-        musts += [(tantivy.Occur.Must, self._either(tantivy.Query.phrase_query, list(p))) for p in phrases]
-        musts += [(tantivy.Occur.Must, self._either(tantivy.Query.term_query, t)) for t in required]
-        for term in excluded:
-            for field in ("text", "heading"):
-                musts.append((tantivy.Occur.MustNot, tantivy.Query.term_query(self.schema, field, term)))
+        for phrase in phrases:
+            musts.append((tantivy.Occur.Must, self._anywhere(phrase, languages)))
+        for token in required:
+            musts.append((tantivy.Occur.Must, self._anywhere([token], languages)))
+        for token in excluded:
+            for term in dict.fromkeys(stem(token, language) for language in languages):
+                for name in ("text", "heading"):
+                    musts.append((tantivy.Occur.MustNot, tantivy.Query.term_query(self.schema, name, term)))
         if folder_id is not None:
             # Scoped inside the search, so the top ``limit`` are the folder's best, not the index's.
             musts.append((tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "folder_id", folder_id)))
@@ -213,27 +279,36 @@ class KeywordIndex:
             musts.append((tantivy.Occur.MustNot if exclude else tantivy.Occur.Must, only))
         return musts[0][1] if len(musts) == 1 else tantivy.Query.boolean_query(musts)
 
-    def _either(self, make: Callable[..., tantivy.Query], value: Any) -> tantivy.Query:
-        """``make`` on the text field or the heading field."""
-        return tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, make(self.schema, field, value)) for field in ("text", "heading")]
-        )
+    def _anywhere(self, tokens: Sequence[str], languages: Sequence[str]) -> tantivy.Query:
+        """The tokens (one: a term; more: a phrase), stemmed for any of ``languages``, in the text or the
+        heading."""
+        clauses = []
+        for stems_ in dict.fromkeys(tuple(stem(token, language) for token in tokens) for language in languages):
+            terms: list[str | tuple[int, str]] = list(stems_)
+            for name in ("text", "heading"):
+                if len(terms) == 1:
+                    q = tantivy.Query.term_query(self.schema, name, terms[0])
+                else:
+                    q = tantivy.Query.phrase_query(self.schema, name, terms)
+                clauses.append((tantivy.Occur.Should, q))
+        return tantivy.Query.boolean_query(clauses)
 
     def search(
         self,
         query: str,
         limit: int,
         folder_id: str | None = None,
-        phrases: Iterable[tuple[str, ...]] = (),
+        phrases: Iterable[Sequence[str]] = (),
         required: Iterable[str] = (),
         excluded: Iterable[str] = (),
         docs: tuple[list[int], bool] | None = None,
     ) -> tuple[list[KeywordHit], int]:
-        """Top ``limit`` chunks and the total number of matches (see :meth:`build_query`)."""
-        q = self.build_query(query, folder_id, phrases, required, excluded, docs)
+        """Top ``limit`` chunks and the total number of matches (see :meth:`build_query`), in every language
+        the index holds."""
+        searcher = self.index.searcher()
+        q = self.build_query(query, folder_id, phrases, required, excluded, docs, self.languages(searcher))
         if q is None:
             return [], 0
-        searcher = self.index.searcher()
         result = searcher.search(q, limit, count=True)
         hits = []
         for score, address in result.hits:
@@ -245,18 +320,20 @@ class KeywordIndex:
     def num_docs(self) -> int:
         return int(self.index.searcher().num_docs)
 
-    def term_stats(self) -> tuple[Callable[[str], int], int]:
+    def term_stats(self, language: str = ENGLISH) -> tuple[Callable[[str], int], int]:
         """``(doc_freq, total)`` for IDF, from one snapshot of the committed index: ``doc_freq(word)`` is
-        the number of chunks whose ``text`` holds the word's indexed term, ``total`` the number of chunks.
+        the number of chunks whose ``text`` holds the word's term as a document in ``language`` indexes it,
+        ``total`` the number of chunks.
 
         Read-only and safe beside searches: like :meth:`search` it takes a searcher of its own, an
         immutable view that a concurrent commit or reload does not change. ``Searcher.doc_freq`` looks a
-        term up as given, so the word goes through the index's analysis (lower case, English stem)
-        first. It counts chunks deleted since the last merge too: a caller should cap it at ``total``.
+        term up as given, so the word goes through the language's analysis (lower case, its stem) first. It
+        counts chunks deleted since the last merge too: a caller should cap it at ``total``.
         """
         searcher = self.index.searcher()
+        language = stemmed_as(language)
 
         def doc_freq(word: str) -> int:
-            return max((int(searcher.doc_freq("text", term)) for term in stems(word)), default=0)
+            return max((int(searcher.doc_freq("text", term)) for term in stems(word, language)), default=0)
 
         return doc_freq, int(searcher.num_docs)

@@ -35,6 +35,7 @@ from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, P
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env
 from foldermind.workers import model_files, onnx_model
 from foldermind.workers.base import testing
+from foldermind.workers.indexer import languages
 from foldermind.workers.indexer.analysis import MAX_CHARS, Analysis, analyze
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
@@ -425,6 +426,7 @@ class Pipeline(threading.Thread):
         # The deterministic analysis, made before the transaction (which holds the write lock). It never
         # fails indexing: on any error the document is indexed without one.
         fields: Analysis | None = None
+        language = languages.detect(str(c["text"]) for c in chunks)  # first, for the analysis's word weights
         try:
             folder = self.store.find_folder(job.doc.folder_id)
             # A section's chunks overlap: rebuilt into the extracted text, no word counts twice.
@@ -433,7 +435,7 @@ class Pipeline(threading.Thread):
                 for c in reply.chunks
                 if c["char_start"] < MAX_CHARS
             ]
-            doc_freq, total = self.bm25.term_stats()
+            doc_freq, total = self.bm25.term_stats(language)
             fields = analyze(
                 path=job.doc.path,
                 fmt=reply.format,
@@ -464,6 +466,7 @@ class Pipeline(threading.Thread):
                 reply.title,
                 reply.pages,
                 chunks,
+                language,
             )
             if fields is not None:
                 # Same transaction: the analysis always describes the content just indexed.
@@ -618,6 +621,19 @@ class Pipeline(threading.Thread):
             log.info("vector index repaired: %d stale keys removed, %d vectors restored", len(extra), len(missing))
         self._save_vectors()
 
+    def _with_languages(self, rows: list[Any]) -> list[Any]:
+        """The rows, each with its document's language: detected and recorded here for documents that have
+        none (indexed before languages were, or written without one)."""
+        texts: dict[int, list[str]] = {}
+        for row in rows:
+            if row["language"] is None:
+                texts.setdefault(int(row["doc_id"]), []).append(row["text"])
+        if not texts:
+            return rows
+        found = {doc_id: languages.detect(parts) for doc_id, parts in texts.items()}
+        self.store.set_languages(found)
+        return [{**dict(row), "language": found.get(int(row["doc_id"]), row["language"])} for row in rows]
+
     def _apply_journal(self) -> None:
         if not self._journal_dirty:
             return
@@ -631,8 +647,10 @@ class Pipeline(threading.Thread):
             self._journal_dirty = False
             return
         try:
+            rows = self.store.chunks_for_index(doc_ids)
+            rows = self._with_languages(rows)
             with writing("the Tantivy commit", self.bm25.path, self.data_dir):
-                self.bm25.replace(doc_ids, self.store.chunks_for_index(doc_ids))
+                self.bm25.replace(doc_ids, rows)
                 if hold := _hold_at("commit"):
                     hold()
                 self.bm25.commit()

@@ -5,11 +5,14 @@ The query is read here, by our own rules, never by Tantivy's query parser: a use
 turned into Tantivy queries built term by term from the same analysis the index was written with.
 
 - ``"write-ahead log"``: a phrase. Its words must stand in a chunk in that order, next to each other (after
-  the index's analysis: lower case, English stems, so ``"Write-Ahead Logs"`` matches too). A quote that is
-  not closed is an ordinary character. A phrase of one word is that word, required.
+  the index's analysis: lower case, stems of the chunk's language, so ``"Write-Ahead Logs"`` matches too).
+  A quote that is not closed is an ordinary character. A phrase of one word is that word, required.
 - ``-word`` (a minus at the start of the query or after a space, then a letter or digit): no result holds
   the word (any of its forms). ``x-ray``, ``-5`` after a space excepted: a minus inside a word or before a
   number is not an operator, so ``-5`` stays a search for 5.
+
+The operators are kept as the words' tokens before stemming: each language's fields stem them their own way
+(:mod:`.languages`).
 
 Every word of a phrase stays in the query's text too (it is embedded and scored as usual): the phrase only
 narrows, it never changes what "relevant" means. Excluded words leave the text. A query that is only
@@ -26,7 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from foldermind.workers.indexer.bm25 import query_terms, text_terms
+from foldermind.workers.indexer.bm25 import query_tokens, stem, text_terms
+from foldermind.workers.indexer.languages import ENGLISH
 
 _QUOTE = re.compile(r'["“”„]([^"“”„]*)["“”„]')
 _EXCLUDE = re.compile(r"(?:(?<=\s)|^)-([^\W\d_][\w'\u2019-]*)", re.UNICODE)
@@ -37,11 +41,11 @@ class Query:
     text: str
     """The words to look for: the query without its operators (a phrase's words stay)."""
     phrases: tuple[tuple[str, ...], ...] = ()
-    """Each phrase as the index's terms, in order (two or more; a one-word phrase is in ``required``)."""
+    """Each phrase as tokens, in order (two or more; a one-word phrase is in ``required``)."""
     required: tuple[str, ...] = ()
-    """Terms every result must hold (the words of one-word phrases)."""
+    """Tokens every result must hold (the words of one-word phrases)."""
     excluded: tuple[str, ...] = ()
-    """Terms no result may hold."""
+    """Tokens no result may hold (in any form: they are compared stemmed)."""
 
     @property
     def filters(self) -> bool:
@@ -53,13 +57,13 @@ def parse(query: str) -> Query:
     phrases: list[tuple[str, ...]] = []
     required: list[str] = []
     for inner in _QUOTE.findall(query):
-        terms = tuple(query_terms(inner))
-        if len(terms) > 1:
-            phrases.append(terms)
-        elif terms:
-            required.append(terms[0])
+        tokens = tuple(query_tokens(inner))
+        if len(tokens) > 1:
+            phrases.append(tokens)
+        elif tokens:
+            required.append(tokens[0])
     text = _QUOTE.sub(lambda m: f" {m.group(1)} ", query)
-    excluded = [term for word in _EXCLUDE.findall(text) for term in query_terms(word)]
+    excluded = [token for word in _EXCLUDE.findall(text) for token in query_tokens(word)]
     text = _EXCLUDE.sub(" ", text)
     return Query(
         text=" ".join(text.split()),
@@ -69,18 +73,20 @@ def parse(query: str) -> Query:
     )
 
 
-def admits(q: Query, chunk_text: str, heading: str = "") -> bool:
-    """Whether a chunk (its text, or its heading for a phrase or a required word) satisfies ``q``."""
+def admits(q: Query, chunk_text: str, heading: str = "", language: str = ENGLISH) -> bool:
+    """Whether a chunk (its text, or its heading for a phrase or a required word) satisfies ``q``; ``language``:
+    the one its fields are stemmed in (:func:`~.languages.stemmed_as`)."""
     if not q.filters:
         return True
-    terms = text_terms(chunk_text)
-    head = text_terms(heading) if heading else []
+    terms = text_terms(chunk_text, language)
+    head = text_terms(heading, language) if heading else []
     present = set(terms) | set(head)
-    if any(t in present for t in q.excluded):
+    if any(stem(t, language) in present for t in q.excluded):
         return False
-    if any(t not in present for t in q.required):
+    if any(stem(t, language) not in present for t in q.required):
         return False
-    return all(_contains(terms, p) or _contains(head, p) for p in q.phrases)
+    phrases = [tuple(stem(t, language) for t in p) for p in q.phrases]
+    return all(_contains(terms, p) or _contains(head, p) for p in phrases)
 
 
 def _contains(terms: list[str], phrase: tuple[str, ...]) -> bool:

@@ -29,6 +29,7 @@ from foldermind.workers.indexer import filters, fusion
 from foldermind.workers.indexer import query as operators
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text
 from foldermind.workers.indexer.encoder import QueryEncoder
+from foldermind.workers.indexer.languages import stemmed_as
 from foldermind.workers.indexer.scoped import ScopedVectors
 from foldermind.workers.indexer.snippets import snippet
 from foldermind.workers.indexer.store import Store
@@ -201,13 +202,16 @@ class SearchService:
                     continue  # written again since the filter was resolved (a new mtime, say)
                 if cuts.min_score is not None and score < cuts.min_score:
                     return results  # ranked best first: nothing further scores more
-                if chunk_id not in cuts.matched and not operators.admits(cuts.query, row["text"], row["heading"] or ""):
+                language = stemmed_as(row["language"])
+                if chunk_id not in cuts.matched and not operators.admits(
+                    cuts.query, row["text"], row["heading"] or "", language
+                ):
                     continue  # a semantic neighbour without the phrase, or with an excluded word
                 if cuts.group_by_file:
                     if row["path"] in files:
                         continue
                     files.add(row["path"])
-                hit = hit_from_row(row, score, snippet(row["text"], query))
+                hit = hit_from_row(row, score, snippet(row["text"], query, language=language))
                 if with_text:
                     hit["text"] = row["text"]
                 results.append(hit)

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from foldermind.workers.indexer.bm25 import cjk_grams, query_terms, stems, word_spans
+from foldermind.workers.indexer.languages import ENGLISH
 
 WIDTH = 240
 LEAD = 60
 """How much text before the first match a snippet keeps, so the match reads in context."""
 
 
-def first_match(text: str, query: str) -> int | None:
-    """Offset of the first word of ``text`` that matches a query term (stemmed, any case), or of the
-    first of the query's CJK bigrams; ``None`` when neither occurs."""
-    terms = set(query_terms(query))
+def first_match(text: str, query: str, language: str = ENGLISH) -> int | None:
+    """Offset of the first word of ``text`` that matches a query term (stemmed for ``language``, any case), or
+    of the first of the query's CJK bigrams; ``None`` when neither occurs."""
+    terms = set(query_terms(query, language))
     best: int | None = None
     if terms:
         for offset, word in word_spans(text):
-            if terms.intersection(stems(word)):
+            if terms.intersection(stems(word, language)):
                 best = offset
                 break
     for gram in dict.fromkeys(cjk_grams(query)):
@@ -26,10 +27,10 @@ def first_match(text: str, query: str) -> int | None:
     return best
 
 
-def snippet(text: str, query: str, width: int = WIDTH) -> str:
+def snippet(text: str, query: str, width: int = WIDTH, language: str = ENGLISH) -> str:
     """At most ``width`` characters of ``text`` around the first match (else its start), cut at
     spaces where one is near, stripped; a verbatim slice of the chunk, never markup."""
-    at = first_match(text, query) if query else None
+    at = first_match(text, query, language) if query else None
     if at is None or len(text) <= width:
         start = 0
     else:

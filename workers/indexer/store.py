@@ -7,7 +7,7 @@ journal is replayed into Tantivy until a Tantivy commit covers it (``meta.tantiv
 usearch keys are compared with the chunks that have vectors. So a crash anywhere loses nothing and
 indexes nothing twice.
 
-Its length (~650 lines) is deliberate: every SQL statement of the index is here, so the transaction and
+Its length (~800 lines) is deliberate: every SQL statement of the index is here, so the transaction and
 journal rules that make crashes harmless are read in one place.
 """
 
@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS documents (
     title TEXT,
     pages INTEGER,
     chunks INTEGER NOT NULL DEFAULT 0,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    language TEXT                             -- detected (languages.py); NULL: not yet, the Tantivy replay does
 );
 CREATE INDEX IF NOT EXISTS documents_folder ON documents(folder_id, status);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -169,6 +170,8 @@ class Store:
                 db.execute("ALTER TABLE analysis ADD COLUMN enriched INTEGER NOT NULL DEFAULT 0")
             if "ocr_confidence" not in {str(r["name"]) for r in db.execute("PRAGMA table_info(chunks)")}:
                 db.execute("ALTER TABLE chunks ADD COLUMN ocr_confidence REAL")
+            if "language" not in {str(r["name"]) for r in db.execute("PRAGMA table_info(documents)")}:
+                db.execute("ALTER TABLE documents ADD COLUMN language TEXT")
             # Here, not in SCHEMA: on an old database the column it covers does not exist before this.
             db.execute("CREATE INDEX IF NOT EXISTS analysis_enrich ON analysis(enriched, analyzed_at)")
 
@@ -465,8 +468,10 @@ class Store:
         title: str | None,
         pages: int | None,
         chunks: list[dict[str, Any]],
+        language: str | None = None,
     ) -> list[int]:
-        """Replace a document's chunks; returns the new chunk ids. Journaled for Tantivy.
+        """Replace a document's chunks; returns the new chunk ids. Journaled for Tantivy. ``language``: the
+        content's (:mod:`.languages`); ``None`` leaves it to the Tantivy replay to detect.
 
         A new chunk whose text an old chunk of the document had keeps that chunk's vector (the same text
         makes the same vector): a file parsed again after an upgrade of the parsers, or edited in one place,
@@ -499,8 +504,8 @@ class Store:
             ids.append(int(cur.lastrowid or 0))
         db.execute(
             "UPDATE documents SET status = 'indexed', error = NULL, size = ?, mtime_ns = ?, sha256 = ?, format = ?, "
-            "title = ?, pages = ?, chunks = ?, updated_at = ? WHERE id = ?",
-            (size, mtime_ns, sha256, fmt, title, pages, len(chunks), time.time(), doc_id),
+            "title = ?, pages = ?, chunks = ?, updated_at = ?, language = ? WHERE id = ?",
+            (size, mtime_ns, sha256, fmt, title, pages, len(chunks), time.time(), language, doc_id),
         )
         db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
         return ids
@@ -563,6 +568,19 @@ class Store:
             self.set_meta(db, "tantivy_seq", str(seq))
             db.execute("DELETE FROM journal WHERE seq <= ?", (seq,))
 
+    def rebuild_keyword_index(self, version: int) -> int:
+        """Journal every indexed document for a Tantivy index of fields ``version`` (the caller has emptied
+        the old one) and record the version, in one transaction; returns how many documents."""
+        with self.tx() as db:
+            n = db.execute("INSERT INTO journal(doc_id) SELECT id FROM documents WHERE status = 'indexed'").rowcount
+            self.set_meta(db, "tantivy_schema", str(version))
+        return n
+
+    def set_languages(self, languages: Mapping[int, str]) -> None:
+        """Record documents' detected languages (doc id -> code)."""
+        with self.tx() as db:
+            db.executemany("UPDATE documents SET language = ? WHERE id = ?", [(v, k) for k, v in languages.items()])
+
     def chunks_for_index(self, doc_ids: list[int]) -> list[sqlite3.Row]:
         out: list[sqlite3.Row] = []
         for start in range(0, len(doc_ids), 500):
@@ -570,7 +588,7 @@ class Store:
             marks = ",".join("?" * len(part))
             out.extend(
                 self.db.execute(
-                    f"SELECT c.id, c.doc_id, c.text, c.heading, d.folder_id FROM chunks c "
+                    f"SELECT c.id, c.doc_id, c.text, c.heading, d.folder_id, d.language FROM chunks c "
                     f"JOIN documents d ON d.id = c.doc_id WHERE c.doc_id IN ({marks}) AND d.status = 'indexed'",
                     part,
                 )
@@ -588,7 +606,7 @@ class Store:
             marks = ",".join("?" * len(part))
             rows = self.db.execute(
                 f"SELECT c.id, c.text, c.heading, c.page_start, c.page_end, c.line_start, c.line_end, c.ordinal, "
-                f"c.ocr_confidence, c.doc_id, d.path, d.mtime_ns, f.name AS folder_name, f.id AS folder_id "
+                f"c.ocr_confidence, c.doc_id, d.path, d.mtime_ns, d.language, f.name AS folder_name, f.id AS folder_id "
                 f"FROM chunks c JOIN documents d ON d.id = c.doc_id JOIN folders f ON f.id = d.folder_id "
                 f"WHERE c.id IN ({marks}) AND d.status = 'indexed'",
                 part,
@@ -772,13 +790,14 @@ class Store:
         ).fetchall()
 
     def analysis(self, path: str) -> dict[str, Any] | None:
-        """The cached analysis of the document now at ``path``, else of the one analyzed at ``path``."""
+        """The cached analysis of the document now at ``path``, else of the one analyzed at ``path``, with the
+        document's detected language."""
         row = self.db.execute(
-            "SELECT a.fields, a.analyzed_at, d.path FROM analysis a JOIN documents d ON d.id = a.doc_id "
+            "SELECT a.fields, a.analyzed_at, d.path, d.language FROM analysis a JOIN documents d ON d.id = a.doc_id "
             "WHERE d.path = ? OR a.analyzed_path = ? ORDER BY d.path = ? DESC, a.analyzed_at DESC LIMIT 1",
             (path, path, path),
         ).fetchone()
         if row is None:
             return None
         fields: dict[str, Any] = json.loads(row[0])
-        return {**fields, "analyzed_at": row[1], "file_path": row[2]}
+        return {**fields, "analyzed_at": row[1], "file_path": row[2], "language": row[3]}
