@@ -100,7 +100,7 @@ class World:
         self.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
 
     def listing(self) -> FolderListReply:
-        reply: FolderListReply = self.call(FolderListRequest(), FolderListReply)
+        reply: FolderListReply = self.call(FolderListRequest(with_criteria=True), FolderListReply)
         return reply
 
     def criteria(self, name: str) -> CriteriaInfo | None:
@@ -172,6 +172,7 @@ def test_a_criteria_folder_is_saved_and_listed_with_its_kind_and_what_matches_no
     kinds = {f["name"]: f["kind"] for f in listed}
     assert {n for n, k in kinds.items() if k == "path"} == {"docs", "other", "spare"}
     assert kinds["Tax 2025"] == "criteria"
+    assert world.call(FolderListRequest(), FolderListReply).criteria == []  # only when asked: counting costs
     tax = next(f for f in listed if f["name"] == "Tax 2025")
     assert tax["file_count"] == len(TAX) and tax["file_types"] == ["pdf", "txt"] and tax["within"] == ""
     text = cli(world.kernel.root, "folders", "list").stdout
@@ -350,3 +351,26 @@ def test_durations_in_filters_count_back_from_now() -> None:
     for bad in ("P", "-P1D", "P1X", "30d"):
         with pytest.raises(JobError):
             filters.parse(None, None, bad, None, roots)
+
+
+def test_criteria_folders_outlive_an_indexer_restart(world: World) -> None:
+    saved = world.criteria("Kept") or world.save("Kept", query="invoice", file_types=["txt"])
+    assert saved["file_count"] == 3  # the plumber's, the roof's (no window here) and the car's
+    old = world.kernel.worker("indexer")["pid"]
+    cli(world.kernel.root, "restart", "indexer")
+    wait_for(
+        lambda: (
+            world.kernel.worker("indexer")["pid"] not in (None, old)
+            and world.kernel.worker("indexer")["state"] == "RUNNING"
+        ),
+        60,
+        0.2,
+        "a new indexer running",
+    )
+    kept = world.criteria("Kept")
+    assert kept is not None and kept == saved
+    assert world.files(world.search("invoice", kept["id"])) == {
+        "docs/tax/invoice-plumber.txt",
+        "docs/tax/invoice-2024.txt",
+        "other/invoice-car.txt",
+    }

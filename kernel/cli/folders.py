@@ -181,7 +181,7 @@ def _embedder_trouble(home: Home) -> str:
 def folders_list(as_json: bool) -> None:
     """Every Smart Folder with its indexing progress, then every criteria folder with its count."""
     home = current_home()
-    reply = _call(home, "indexer", FolderListRequest(), FolderListReply, timeout=10)
+    reply = _call(home, "indexer", FolderListRequest(with_criteria=True), FolderListReply, timeout=10)
     found, saved = reply.folders, reply.criteria
     if as_json:
         entries = [{"kind": "path", **f} for f in found] + [{"kind": "criteria", **c} for c in saved]

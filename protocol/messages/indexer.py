@@ -129,7 +129,13 @@ class FolderAddReply(Message):
 @message("folders.list.request")
 @dataclass(slots=True)
 class FolderListRequest(Message):
-    """Every Smart Folder with its indexing progress, and every criteria folder with its count."""
+    """Every Smart Folder with its indexing progress, and with ``with_criteria`` every criteria folder with its
+    count."""
+
+    with_criteria: bool = False
+    """Add the criteria folders (`criteria` in the reply). Off by default: counting them resolves each one (~7-26 ms at
+    SciFact size after an index commit, docs/benchmarks-mcp.md section 7), which the callers that poll the list for
+    progress (the watcher, `status`, the front door's change feed) have no use for."""
 
 
 @message("folders.list.reply")
@@ -140,7 +146,8 @@ class FolderListReply(Message):
     folders: list[FolderInfo]
     """One `FolderInfo` per folder, in the order they were added."""
     criteria: list[CriteriaInfo] = field(default_factory=list)
-    """One `CriteriaInfo` per criteria folder (`folders.criteria.add.request`), in the order they were added."""
+    """With `with_criteria`, one `CriteriaInfo` per criteria folder (`folders.criteria.add.request`), in the order they
+    were added; else empty."""
 
 
 @message("folders.remove.request")

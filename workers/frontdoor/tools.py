@@ -283,7 +283,7 @@ class Tools:
     async def list_smart_folders(self) -> Annotated[CallToolResult, schemas.SmartFoldersOutput]:
         """List the Smart Folders (their ids scope search_documents): registered folders (kind path) and saved
         searches (kind criteria: the documents matching their criteria now, counted in file_count)."""
-        reply = await self.bus.call("indexer", FolderListRequest(), FolderListReply)
+        reply = await self.bus.call("indexer", FolderListRequest(with_criteria=True), FolderListReply)
         folders = []
         for f in reply.folders:
             count = _files_directly_inside(f["path"])

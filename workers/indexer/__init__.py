@@ -224,7 +224,7 @@ class IndexerWorker(Worker):
         scopes = self.searches.criteria_scopes
         return FolderListReply(
             [self.folder_info(f) for f in self.store.folders()],
-            [scopes.info(c) for c in self.searches.criteria.all()],
+            [scopes.info(c) for c in self.searches.criteria.all()] if req.body.with_criteria else [],
         )
 
     def on_folder_remove(self, req: Request[FolderRemoveRequest]) -> Result:

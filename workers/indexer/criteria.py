@@ -87,7 +87,7 @@ def validate(body: CriteriaAddRequest, folder_of: Callable[[str], str | None]) -
         raise JobError(
             ErrorCode.INVALID_FILTER, "a criteria folder needs a criterion: a query, types, a date or a folder"
         )
-    return Criteria(
+    saved = Criteria(
         str(uuid.uuid4()),
         name,
         (body.description or "")[:MAX_DESCRIPTION],
@@ -98,6 +98,8 @@ def validate(body: CriteriaAddRequest, folder_of: Callable[[str], str | None]) -
         within,
         time.time(),
     )
+    saved.filters()  # read as it will be at each use: a ``within`` too long for a glob fails now, not later
+    return saved
 
 
 def _within(raw: object, folder_of: Callable[[str], str | None]) -> str:
