@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -351,6 +352,22 @@ def test_durations_in_filters_count_back_from_now() -> None:
     for bad in ("P", "-P1D", "P1X", "30d"):
         with pytest.raises(JobError):
             filters.parse(None, None, bad, None, roots)
+
+
+def test_the_summary_prompt_draws_on_a_criteria_folder_only(world: World) -> None:
+    tax = world.criteria("Tax 2025") or world.save(
+        "Tax 2025", query="receipt invoice", file_types=["pdf", "txt"], modified_after="2025-01-01"
+    )
+
+    async def summary() -> str:
+        async with mc.http_client(world.url, world.token) as client:
+            got = await client.get_prompt("summarise_folder", {"smart_folder_id": tax["id"]})
+            return str(got.messages[0].content.text)  # type: ignore[union-attr]
+
+    text = mc.run(summary)
+    assert f'criteria Smart Folder "Tax 2025": the {len(TAX)} indexed documents' in text, text[:300]
+    cited = {os.path.relpath(p, world.root) for p in re.findall(r"^\[\d+\] (/\S+) \(", text, re.MULTILINE)}
+    assert cited and cited <= TAX, cited
 
 
 def test_criteria_folders_outlive_an_indexer_restart(world: World) -> None:
