@@ -242,8 +242,9 @@ class IndexerWorker(Worker):
         info = self.folder_info(folder)
         inside = table.within(folder.path)  # they would hold nothing once the folder's documents are gone
         removed = [scopes.info(c) for c in inside]
-        purged = self.store.remove_folder(folder.id)
+        # First: after a crash between the two, the folder is still registered and removing it again finishes.
         table.remove([c.id for c in inside])
+        purged = self.store.remove_folder(folder.id)
         self.pipeline.wake()
         log.info(
             "Smart Folder %s removed (%d documents purged, %d criteria folders)", folder.id, len(purged), len(inside)
