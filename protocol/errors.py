@@ -229,10 +229,10 @@ class ErrorCode(StrEnum):
         "invalid_query",
         Fault.REJECTED,
         False,
-        "indexer (`search.request`), frontdoor",
+        "indexer (`search.request`, `folders.criteria.add.request`), frontdoor",
         "The query is empty or longer than 1000 characters after stripping, `mode` is not `hybrid`, `semantic` "
         "or `keyword`, `fusion` is not `blend`, `weighted` or `rrf`, `top_k` is not an integer, or `min_score` is "
-        "not a number.",
+        "not a number; a criteria folder's query is longer than 1000 characters or holds no word to look for.",
         "",
         "query",
     )
@@ -241,7 +241,7 @@ class ErrorCode(StrEnum):
         Fault.REJECTED,
         False,
         "indexer (`search.request`), frontdoor",
-        "`folder_id` names no registered Smart Folder.",
+        "`folder_id` names no registered Smart Folder and no criteria folder.",
         "",
         "smart_folder_id",
     )
@@ -249,21 +249,23 @@ class ErrorCode(StrEnum):
         "invalid_filter",
         Fault.REJECTED,
         False,
-        "indexer (`search.request`), frontdoor",
+        "indexer (`search.request`, `folders.criteria.add.request`), frontdoor",
         "A search filter's value is not one it accepts: a `file_types` entry that is not an extension a parser "
         "reads, a `path_glob` that is no glob pattern or an absolute one outside every Smart Folder, a "
-        "`modified_after` / `modified_before` that is no ISO 8601 date or time, or a window that ends before it "
-        "starts. The message names the field and the rule. (A valid filter that admits no document is not an "
-        "error: the search has no results.)",
+        "`modified_after` / `modified_before` that is no ISO 8601 date, time or duration, or a window that ends "
+        "before it starts; or a criteria folder with no criterion at all. The message names the field and the "
+        "rule. (A valid filter that admits no document is not an error: the search has no results.)",
     )
     INVALID_PATH = (
         "invalid_path",
         Fault.REJECTED,
         False,
-        "indexer (`folders.add.request`, `doc.read.request`, `doc.similar.request`, `doc.summary.request`), frontdoor",
+        "indexer (`folders.add.request`, `folders.criteria.add.request`, `doc.read.request`, `doc.similar.request`, "
+        "`doc.summary.request`), frontdoor",
         "The path is empty, relative, contains a NUL byte or a `..` segment, or does not resolve to an existing "
-        "folder (`folders.add`); for the `doc.*` kinds, it resolves (symlinks followed) outside every "
-        "registered Smart Folder or is not a file.",
+        "folder (`folders.add`); a criteria folder's `within` is not a folder inside a registered Smart Folder "
+        "(or one itself); for the `doc.*` kinds, it resolves (symlinks followed) outside every registered Smart "
+        "Folder or is not a file.",
         "",
         "file_path",
     )
@@ -301,15 +303,17 @@ class ErrorCode(StrEnum):
         "folder_overlap",
         Fault.REJECTED,
         False,
-        "indexer (`folders.add.request`)",
-        "The folder is already registered, or lies inside or around a registered one.",
+        "indexer (`folders.add.request`, `folders.criteria.add.request`)",
+        "The folder is already registered, or lies inside or around a registered one; or a criteria folder of "
+        "that name exists.",
     )
     UNKNOWN_FOLDER = (
         "unknown_folder",
         Fault.REJECTED,
         False,
         "indexer (`folders.remove.request`, `folders.documents.request`, `index.reconcile.request`)",
-        "No Smart Folder has that id or registered path.",
+        "No Smart Folder has that id or registered path (nor, for `folders.remove`, a criteria folder that id or "
+        "name).",
     )
     DISK_FULL = (
         "disk_full",

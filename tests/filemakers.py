@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import io
+import os
 import zipfile
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+
+def at(day: str) -> float:
+    """Epoch seconds of an ISO date or time, UTC unless it says otherwise."""
+    moment = datetime.fromisoformat(day)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def put(path: Path, text: str, day: str | None = None) -> None:
+    """Write ``text`` to ``path`` (its folders made) and, with ``day``, date the file then (an ISO date)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if day is not None:
+        os.utime(path, (at(day), at(day)))
 
 
 def _pdf_escape(text: str) -> str:

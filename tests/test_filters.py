@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from foldermind.protocol.messages import (
 from foldermind.workers.indexer import filters
 from foldermind.workers.indexer.bm25 import TERM_SET, KeywordIndex
 from tests import mcpclient as mc
-from tests.filemakers import make_pdf
+from tests.filemakers import at, make_pdf, put
 from tests.helpers import (
     FAST_RESTART,
     NO_LLM,
@@ -51,16 +50,6 @@ from tests.helpers import (
 LOGS = 60  # strong matches, more than a search's depth for top_k = 5
 QUERY = "harbour crane"
 MODES = ("keyword", "semantic", "hybrid")
-
-
-def at(day: str) -> float:
-    return datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp()
-
-
-def put(path: Path, text: str, day: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    os.utime(path, (at(day), at(day)))
 
 
 def write_corpus(docs: Path, elsewhere: Path) -> None:

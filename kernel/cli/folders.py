@@ -1,4 +1,4 @@
-"""``foldermind folders add|list|remove`` and ``foldermind search``."""
+"""``foldermind folders add|add-criteria|list|remove`` and ``foldermind search``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ from foldermind.kernel.cli.common import (
 from foldermind.kernel.cli.status import fetch_status
 from foldermind.protocol.errors import BusError, JobError
 from foldermind.protocol.messages import (
+    CriteriaAddReply,
+    CriteriaAddRequest,
+    CriteriaInfo,
     FolderAddReply,
     FolderAddRequest,
     FolderListReply,
@@ -65,6 +68,55 @@ def folders_add(path: str, name: str, description: str, wait: bool) -> None:
     _call(home, "watcher", WatchSyncRequest(), WatchSyncReply, timeout=120)
     if wait:
         _wait_indexed(home, folder["id"])
+
+
+@folders.command("add-criteria")
+@home_option
+@click.option("--name", required=True, help="Display name, unique among criteria folders.")
+@click.option("--query", default="", help='Documents holding any of these words ("a phrase", -word as in search).')
+@click.option("--types", "types", default="", help="Only these file extensions, comma-separated: pdf,docx.")
+@click.option("--modified-after", default="", help="An ISO date (2025-01-01) or duration (P30D: the last 30 days).")
+@click.option("--modified-before", default="", help="An ISO date or duration (P1Y: not modified for a year).")
+@click.option("--within", type=click.Path(exists=True, file_okay=False), default=None, help="Only inside this folder.")
+@click.option("--description", default="", help="What the folder holds.")
+def folders_add_criteria(
+    name: str,
+    query: str,
+    types: str,
+    modified_after: str,
+    modified_before: str,
+    within: str | None,
+    description: str,
+) -> None:
+    """Save a criteria Smart Folder: the indexed documents that match the criteria at each use (listed with
+    their count, searched with --folder ID). --within must be a registered folder or inside one; without it
+    the folder spans them all."""
+    request = CriteriaAddRequest(
+        name,
+        query,
+        _types(types),
+        modified_after,
+        modified_before,
+        os.path.abspath(within) if within else "",
+        description,
+    )
+    saved = _call(current_home(), "indexer", request, CriteriaAddReply).folder
+    click.echo(f"saved {saved['name']} ({saved['id']}): {saved['file_count']} documents match now")
+
+
+def _types(raw: str) -> list[str]:
+    return [t for t in (part.strip() for part in raw.split(",")) if t]
+
+
+def _criteria_line(c: CriteriaInfo) -> str:
+    parts = [
+        f"query {c['query']!r}" if c["query"] else "",
+        f"types {','.join(c['file_types'])}" if c["file_types"] else "",
+        f"modified after {c['modified_after']}" if c["modified_after"] else "",
+        f"modified before {c['modified_before']}" if c["modified_before"] else "",
+        f"within {c['within']}" if c["within"] else "in every folder",
+    ]
+    return "criteria: " + ", ".join(p for p in parts if p)
 
 
 def _folder(home: Home, folder_id: str) -> dict[str, Any]:
@@ -127,11 +179,13 @@ def _embedder_trouble(home: Home) -> str:
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def folders_list(as_json: bool) -> None:
-    """Every Smart Folder with its indexing progress."""
+    """Every Smart Folder with its indexing progress, then every criteria folder with its count."""
     home = current_home()
-    found = _call(home, "indexer", FolderListRequest(), FolderListReply, timeout=10).folders
+    reply = _call(home, "indexer", FolderListRequest(with_criteria=True), FolderListReply, timeout=10)
+    found, saved = reply.folders, reply.criteria
     if as_json:
-        click.echo(json.dumps([dict(f) for f in found], indent=2))
+        entries = [{"kind": "path", **f} for f in found] + [{"kind": "criteria", **c} for c in saved]
+        click.echo(json.dumps(entries, indent=2))
         return
     if not found:
         click.echo(f"no Smart Folders yet: {typed(home, 'folders', 'add', 'PATH')}")
@@ -141,18 +195,27 @@ def folders_list(as_json: bool) -> None:
             f"    {f['state']}: {f['files_indexed']}/{f['files_total']} files, {failed_and_not_read(f)}, "
             f"{f['chunks']} chunks"
         )
+    for c in saved:
+        click.echo(f"{c['id']}  {c['name']:<20} {_criteria_line(c)}")
+        click.echo(f"    {c['file_count']} documents match now")
 
 
 @folders.command("remove")
 @home_option
 @click.argument("folder")
 def folders_remove(folder: str) -> None:
-    """Unregister a Smart Folder (by id or path) and purge its index entries; files are never touched."""
+    """Unregister a Smart Folder (by id or path) and purge its index entries, with the criteria folders within
+    it; or remove a criteria folder (by id or name). Files are never touched."""
     home = current_home()
     target = os.path.abspath(folder) if os.path.exists(folder) else folder
     reply = _call(home, "indexer", FolderRemoveRequest(target), FolderRemoveReply)
+    if reply.folder is None:
+        click.echo(f"removed the criteria folder {reply.criteria[0]['name']} (no document or file is touched)")
+        return
     _call(home, "watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
     click.echo(f"removed {reply.folder['name']} ({reply.documents_purged} documents purged from the index)")
+    for c in reply.criteria:
+        click.echo(f"removed the criteria folder {c['name']} (it lay within it)")
 
 
 @click.command()
@@ -160,11 +223,17 @@ def folders_remove(folder: str) -> None:
 @click.argument("query")
 @click.option("--mode", type=click.Choice(["hybrid", "semantic", "keyword"]), default="hybrid", show_default=True)
 @click.option("--top-k", type=click.IntRange(1, 50), default=10, show_default=True)
-@click.option("--folder", "folder_id", default=None, help="Only this Smart Folder (id).")
+@click.option(
+    "--folder", "folder_id", default=None, help="Only this Smart Folder (id; a criteria folder's id or name)."
+)
 @click.option("--types", "types", default="", help="Only these file extensions, comma-separated: pdf,docx.")
 @click.option("--path-glob", default="", help="Only paths matching this glob, relative to the folder: 'reports/**'.")
-@click.option("--modified-after", default="", help="Only files modified on or after this ISO date (UTC).")
-@click.option("--modified-before", default="", help="Only files modified before this ISO date (UTC).")
+@click.option(
+    "--modified-after",
+    default="",
+    help="Only files modified on or after this ISO date (UTC), or within a duration (P7D).",
+)
+@click.option("--modified-before", default="", help="Only files modified before this ISO date (UTC) or duration ago.")
 @click.option("--group-by-file", is_flag=True, help="At most one result per file (its best passage).")
 @click.option("--min-score", type=float, default=None, help="Only results scoring at least this.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -188,7 +257,7 @@ def search(
         mode,
         top_k,
         folder_id,
-        file_types=[t for t in (part.strip() for part in types.split(",")) if t],
+        file_types=_types(types),
         path_glob=path_glob,
         modified_after=modified_after,
         modified_before=modified_before,

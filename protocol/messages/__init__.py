@@ -5,7 +5,7 @@
   worker answers (ping, describe, echo);
 - :mod:`.control`: the kernel's control API and its events;
 - :mod:`.parser`, :mod:`.embedder`, :mod:`.indexer`, :mod:`.llm`, :mod:`.watcher`, :mod:`.frontdoor`:
-  the kinds each of those workers serves.
+  the kinds each of those workers serves (:mod:`.criteria`: the indexer's criteria Smart Folders).
 
 Each kind is a dataclass whose docstring is its specification; ``docs/protocol.md`` documents every
 kind and a test fails when one is missing there. Importing this package declares them all; the names
@@ -25,6 +25,11 @@ from foldermind.protocol.messages.control import (
     StopRequest,
     WorkerInfo,
     WorkerStateEvent,
+)
+from foldermind.protocol.messages.criteria import (
+    CriteriaAddReply,
+    CriteriaAddRequest,
+    CriteriaInfo,
 )
 from foldermind.protocol.messages.embedder import (
     EmbedReply,
@@ -145,6 +150,9 @@ __all__ = [
     "ChunkInfo",
     "Claim",
     "ClaimCheck",
+    "CriteriaAddReply",
+    "CriteriaAddRequest",
+    "CriteriaInfo",
     "DescribeReply",
     "DescribeRequest",
     "Disconnect",

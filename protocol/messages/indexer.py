@@ -1,6 +1,7 @@
 """The indexer: changes from the watcher, Smart Folders, search, evidence and documents.
 
-Its length (~540 lines): the indexer serves 14 request kinds, and each field carries its meaning.
+Its length (~640 lines): the indexer serves 14 request kinds here (its criteria folders' own one is in
+:mod:`.criteria`), and each field carries its meaning.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
+from foldermind.protocol.messages.criteria import CriteriaInfo
 from foldermind.protocol.messages.envelope import Message, message
 
 SERVED_BY = "the indexer"
@@ -127,7 +129,13 @@ class FolderAddReply(Message):
 @message("folders.list.request")
 @dataclass(slots=True)
 class FolderListRequest(Message):
-    """Every Smart Folder with its indexing progress."""
+    """Every Smart Folder with its indexing progress, and with ``with_criteria`` every criteria folder with its
+    count."""
+
+    with_criteria: bool = False
+    """Add the criteria folders (`criteria` in the reply). Off by default: counting them resolves each one (~7-26 ms at
+    SciFact size after an index commit, docs/benchmarks-mcp.md section 7), which the callers that poll the list for
+    progress (the watcher, `status`, the front door's change feed) have no use for."""
 
 
 @message("folders.list.reply")
@@ -137,27 +145,34 @@ class FolderListReply(Message):
 
     folders: list[FolderInfo]
     """One `FolderInfo` per folder, in the order they were added."""
+    criteria: list[CriteriaInfo] = field(default_factory=list)
+    """With `with_criteria`, one `CriteriaInfo` per criteria folder (`folders.criteria.add.request`), in the order they
+    were added; else empty."""
 
 
 @message("folders.remove.request")
 @dataclass(slots=True)
 class FolderRemoveRequest(Message):
     """Unregister a folder by id or path and purge its entries from every index (files are never
-    touched). Errors: ``unknown_folder``."""
+    touched), with the criteria folders ``within`` it; or remove a criteria folder by id or name (no
+    document is purged). Errors: ``unknown_folder``."""
 
     folder: str
-    """The folder's id or its registered path (a trailing `/` is ignored); the CLI makes an existing path absolute."""
+    """The folder's id or its registered path (a trailing `/` is ignored), or a criteria folder's id or name; the CLI
+    makes an existing path absolute."""
 
 
 @message("folders.remove.reply")
 @dataclass(slots=True)
 class FolderRemoveReply(Message):
-    """The folder removed and how many documents were purged."""
+    """The folder removed, how many documents were purged and the criteria folders removed with it."""
 
-    folder: FolderInfo
-    """The removed folder's `FolderInfo`, as it was just before the removal."""
+    folder: FolderInfo | None
+    """The removed folder's `FolderInfo`, as it was just before the removal; `null` when a criteria folder was named."""
     documents_purged: int
     """The number of documents deleted."""
+    criteria: list[CriteriaInfo] = field(default_factory=list)
+    """The criteria folders removed: the one named, or those `within` the removed folder."""
 
 
 class DocumentEntry(TypedDict):
@@ -261,7 +276,8 @@ class SearchRequest(Message):
     top_k: int = 10
     """How many results; clamped to 1..200 (the MCP tool allows 1..50)."""
     folder_id: str | None = None
-    """Only this Smart Folder's documents: its id or its registered path."""
+    """Only this Smart Folder's documents: its id or its registered path, or a criteria folder's id or name (its
+    documents matching now, as a filter)."""
     fusion: str = ""
     """How `hybrid` merges the two rankings: `blend`, `weighted` or `rrf`; `""` means `[search] fusion`."""
     with_text: bool = False

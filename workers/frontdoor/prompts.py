@@ -100,32 +100,40 @@ class Prompts:
         ],
         max_passages: Annotated[int, Field(ge=1, le=30, description="how many passages to draw on")] = 12,
     ) -> str:
-        """Summarise one Smart Folder: passages from across its documents, framed for a summary by topic that
-        names the files it draws on."""
-        folders = (await self.bus.call("indexer", FolderListRequest(), FolderListReply)).folders
-        folder = next((f for f in folders if smart_folder_id in (f["id"], f["path"])), None)
-        if folder is None:
+        """Summarise one Smart Folder (a registered folder or a criteria folder): passages from across its
+        documents, framed for a summary by topic that names the files it draws on."""
+        listing = await self.bus.call("indexer", FolderListRequest(with_criteria=True), FolderListReply)
+        folder = next((f for f in listing.folders if smart_folder_id in (f["id"], f["path"])), None)
+        saved = next((c for c in listing.criteria if smart_folder_id in (c["id"], c["name"])), None)
+        if folder is not None:
+            folder_id, about = folder["id"], f" ({folder['description']})" if folder["description"] else ""
+            head = (
+                f'Summarise the Smart Folder "{folder["name"]}"{about} at {folder["path"]}: {folder["files_indexed"]}'
+                f" of its {folder['files_total']} files are indexed."
+            )
+        elif saved is not None:
+            folder_id, about = saved["id"], f" ({saved['description']})" if saved["description"] else ""
+            head = (
+                f'Summarise the criteria Smart Folder "{saved["name"]}"{about}: the {saved["file_count"]} indexed'
+                " documents that match its criteria now."
+            )
+        else:
             raise JobError(ErrorCode.INVALID_SMART_FOLDER, "no Smart Folder has that id (see list_smart_folders)")
         # A broad semantic query scoped to the folder: passages from many of its files, not one topic's.
         request = SearchRequest(
             query="overview of the main topics, purpose and contents",
             mode="semantic",
             top_k=max_passages,
-            folder_id=folder["id"],
+            folder_id=folder_id,
             with_text=True,
         )
         reply = await self.bus.call("indexer", request, SearchReply)
-        about = f" ({folder['description']})" if folder["description"] else ""
-        head = (
-            f'Summarise the Smart Folder "{folder["name"]}"{about} at {folder["path"]}: {folder["files_indexed"]}'
-            f" of its {folder['files_total']} files are indexed."
-        )
         if not reply.results:
             return f"{head}\n\nNo passage of it is indexed yet; say so (index_status shows the progress)."
         return (
             f"{head}\n\nWrite a short summary grouped by topic, naming the files each point comes from, from the"
             " numbered passages below (drawn from across the folder). search_documents with"
-            f' smart_folder_id="{folder["id"]}" finds more. {DATA_NOT_INSTRUCTIONS}\n\n{passages(reply.results)}'
+            f' smart_folder_id="{folder_id}" finds more. {DATA_NOT_INSTRUCTIONS}\n\n{passages(reply.results)}'
         )
 
     async def find_similar_documents(

@@ -37,13 +37,28 @@ class SearchOutput(BaseModel):
     note: str | None = Field(None, description="set when the answer is degraded, e.g. keyword-only")
 
 
+class FolderCriteria(BaseModel):
+    query: str = Field(description="documents holding any of these words (after stemming); '' for none")
+    file_types: list[str] = Field(description="extensions without the dot; empty: any")
+    modified_after: str = Field(description="ISO 8601 date/time, or a duration counted back from now (P30D); ''")
+    modified_before: str = Field(description="ISO 8601 date/time or duration; exclusive; ''")
+    within: str = Field(description="only inside this folder; '' for every Smart Folder")
+
+
 class SmartFolder(BaseModel):
     id: str
     name: str
     description: str
-    destination_path: str
-    file_count: int | None = Field(description="files directly inside the folder now; null when unreadable")
+    kind: Literal["path", "criteria"] = Field(
+        description="path: a registered folder; criteria: a saved search, the documents matching it now"
+    )
+    destination_path: str = Field(description="the folder's path; for a criteria folder its 'within', or ''")
+    file_count: int | None = Field(
+        description="path: files directly inside the folder now, null when unreadable; criteria: the indexed "
+        "documents matching it now"
+    )
     last_organized_at: str | None = Field(description="when the folder's entries last changed (ISO 8601)")
+    criteria: FolderCriteria | None = Field(None, description="what a criteria folder holds")
 
 
 class SmartFoldersOutput(BaseModel):

@@ -5,7 +5,7 @@ worker that owns the data through the broker with a deadline. A handler signals 
 raising :class:`~foldermind.protocol.errors.JobError`; :class:`FoldermindServer` turns it into a
 tool error (``isError``) whose text is the JSON ``{"code": ..., "message": ...}``.
 
-Its length (~470 lines): one short handler per MCP tool (seven) and the server class that registers them
+Its length (~500 lines): one short handler per MCP tool (seven) and the server class that registers them
 and turns a :class:`~foldermind.protocol.errors.JobError` into a tool error; the tool bodies share the
 validation, the bus call and the result conversion here, and the chat tool's logic is :mod:`.chat`.
 """
@@ -148,7 +148,12 @@ class Tools:
             Field(description="hybrid: keyword and semantic fused (default); semantic: by meaning; keyword: BM25"),
         ] = "hybrid",
         smart_folder_id: Annotated[
-            str | None, Field(max_length=200, description="only this Smart Folder (see list_smart_folders)")
+            str | None,
+            Field(
+                max_length=200,
+                description="only this Smart Folder (see list_smart_folders); a criteria folder's id searches the "
+                "documents matching it now",
+            ),
         ] = None,
         file_types: Annotated[
             list[Annotated[str, Field(max_length=20)]] | None,
@@ -163,10 +168,16 @@ class Tools:
             ),
         ] = None,
         modified_after: Annotated[
-            str | None, Field(max_length=40, description="only files modified on or after this ISO date/time (UTC)")
+            str | None,
+            Field(
+                max_length=40,
+                description="only files modified on or after this ISO date/time (UTC), or within this ISO duration "
+                "back from now (P7D: the last week)",
+            ),
         ] = None,
         modified_before: Annotated[
-            str | None, Field(max_length=40, description="only files modified before this ISO date/time (UTC)")
+            str | None,
+            Field(max_length=40, description="only files modified before this ISO date/time (UTC) or duration ago"),
         ] = None,
         group_by_file: Annotated[
             bool,
@@ -270,8 +281,9 @@ class Tools:
         return self.ok(out)
 
     async def list_smart_folders(self) -> Annotated[CallToolResult, schemas.SmartFoldersOutput]:
-        """List the Smart Folders (their ids scope search_documents)."""
-        reply = await self.bus.call("indexer", FolderListRequest(), FolderListReply)
+        """List the Smart Folders (their ids scope search_documents): registered folders (kind path) and saved
+        searches (kind criteria: the documents matching their criteria now, counted in file_count)."""
+        reply = await self.bus.call("indexer", FolderListRequest(with_criteria=True), FolderListReply)
         folders = []
         for f in reply.folders:
             count = _files_directly_inside(f["path"])
@@ -280,9 +292,24 @@ class Tools:
                     id=f["id"],
                     name=f["name"],
                     description=f["description"],
+                    kind="path",
                     destination_path=f["path"],
                     file_count=count,
                     last_organized_at=iso(f["last_organized_at"]) if count is not None else None,
+                )
+            )
+        for c in reply.criteria:
+            criteria = schemas.FolderCriteria.model_validate(c, from_attributes=False)
+            folders.append(
+                schemas.SmartFolder(
+                    id=c["id"],
+                    name=c["name"],
+                    description=c["description"],
+                    kind="criteria",
+                    destination_path=c["within"],
+                    file_count=c["file_count"],
+                    last_organized_at=None,  # it is never organized: its documents are whatever matches now
+                    criteria=criteria,
                 )
             )
         return self.ok(schemas.SmartFoldersOutput(folders=folders))

@@ -22,6 +22,8 @@ from foldermind.protocol.messages import (
     ChangesReply,
     ChangesRequest,
     CheckRequest,
+    CriteriaAddReply,
+    CriteriaAddRequest,
     DocumentEntry,
     EvidenceRequest,
     FolderAddReply,
@@ -46,7 +48,7 @@ from foldermind.protocol.messages import (
 from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
-from foldermind.workers.indexer import changes
+from foldermind.workers.indexer import changes, criteria
 from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex
 from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
@@ -131,6 +133,7 @@ class IndexerWorker(Worker):
                 route(FolderAddRequest, self.on_folder_add),
                 route(FolderListRequest, self.on_folder_list),
                 route(FolderRemoveRequest, self.on_folder_remove),
+                route(CriteriaAddRequest, self.on_criteria_add),
                 route(FolderDocumentsRequest, self.on_folder_documents),
                 route(ReconcileRequest, self.on_reconcile),
                 route(ChangesRequest, self.on_changes),
@@ -235,15 +238,46 @@ class IndexerWorker(Worker):
         return FolderAddReply(self.folder_info(folder))
 
     def on_folder_list(self, req: Request[FolderListRequest]) -> Result:
-        return FolderListReply([self.folder_info(f) for f in self.store.folders()])
+        scopes = self.searches.criteria_scopes
+        return FolderListReply(
+            [self.folder_info(f) for f in self.store.folders()],
+            [scopes.info(c) for c in self.searches.criteria.all()] if req.body.with_criteria else [],
+        )
 
     def on_folder_remove(self, req: Request[FolderRemoveRequest]) -> Result:
-        folder = self.store.find_folder(req.body.folder)
+        table, scopes = self.searches.criteria, self.searches.criteria_scopes
+        try:
+            folder = self.store.find_folder(req.body.folder)
+        except JobError:
+            saved = table.find(req.body.folder)
+            if saved is None:
+                raise
+            gone = scopes.info(saved)
+            table.remove([saved.id])
+            log.info("criteria Smart Folder %s removed", saved.id)
+            return FolderRemoveReply(None, 0, [gone])
         info = self.folder_info(folder)
+        inside = table.within(folder.path)  # they would hold nothing once the folder's documents are gone
+        removed = [scopes.info(c) for c in inside]
+        # First: after a crash between the two, the folder is still registered and removing it again finishes.
+        table.remove([c.id for c in inside])
         purged = self.store.remove_folder(folder.id)
         self.pipeline.wake()
-        log.info("Smart Folder %s removed (%d documents purged)", folder.id, len(purged))
-        return FolderRemoveReply(info, len(purged))
+        log.info(
+            "Smart Folder %s removed (%d documents purged, %d criteria folders)", folder.id, len(purged), len(inside)
+        )
+        return FolderRemoveReply(info, len(purged), removed)
+
+    def on_criteria_add(self, req: Request[CriteriaAddRequest]) -> Result:
+        saved = criteria.validate(req.body, self._folder_of)
+        with self._writing("saving a criteria Smart Folder"):
+            self.searches.criteria.add(saved)
+        log.info("criteria Smart Folder %s saved", saved.id)
+        return CriteriaAddReply(self.searches.criteria_scopes.info(saved))
+
+    def _folder_of(self, path: str) -> str | None:
+        folder = self.store.folder_for_path(path)
+        return folder.id if folder is not None else None
 
     def on_folder_documents(self, req: Request[FolderDocumentsRequest]) -> Result:
         body = req.body

@@ -293,6 +293,25 @@ class KeywordIndex:
                 clauses.append((tantivy.Occur.Should, q))
         return tantivy.Query.boolean_query(clauses)
 
+    def holding_any(self, terms: Iterable[str]) -> tantivy.Query | None:
+        """Chunks whose text or heading holds one of the indexed ``terms``; ``None`` for no term."""
+        parts = [
+            (tantivy.Occur.Should, tantivy.Query.term_query(self.schema, field, term))
+            for term in terms
+            for field in ("text", "heading")
+        ]
+        return tantivy.Query.boolean_query(parts) if parts else None
+
+    def documents_matching(self, q: tantivy.Query) -> set[int]:
+        """The ``doc_id`` of every chunk ``q`` matches, unranked and uncut (a criteria Smart Folder's members).
+        The ids come from the fast field, so no stored document is read."""
+        searcher = self.index.searcher()
+        total = int(getattr(searcher.search(q, 1, count=True), "count", 0) or 0)
+        if not total:
+            return set()
+        hits = searcher.search(q, total, count=False).hits
+        return {int(v) for v in searcher.fast_field_values("doc_id", [address for _, address in hits]) if v is not None}
+
     def search(
         self,
         query: str,

@@ -20,7 +20,11 @@ matched against the path relative to the document's Smart Folder, or against the
 with ``/`` (then it must lie inside or around a registered folder).
 ``modified_after`` / ``modified_before``: ISO 8601 dates or times (UTC unless the value carries an offset);
 after is inclusive (``mtime >= after``), before exclusive (``mtime < before``), so a year is
-``2025-01-01 .. 2026-01-01``.
+``2025-01-01 .. 2026-01-01``. Either may also be an ISO 8601 duration, counted back from the moment the
+filter is read (to the second): ``P30D`` after is "modified in the last 30 days", ``P1Y`` before "not
+touched for a year" (pydantic reads the duration: a year is 365 days, a month 30). A criteria Smart Folder
+(:mod:`.criteria`) stores the text and reads it at each use, so its documents age out of such a window with
+no event at all.
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import TypeAdapter, ValidationError
 from wcmatch import glob as wcglob
 
 from foldermind.protocol.errors import ErrorCode, JobError
@@ -46,6 +52,7 @@ MAX_GLOB_CHARS = 1000
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB
 CACHED_FILTERS = 8
 _TYPE = re.compile(r"[a-z0-9][a-z0-9_+-]{0,15}")
+_DURATION = TypeAdapter(timedelta)
 
 
 def known_types() -> frozenset[str]:
@@ -135,12 +142,15 @@ def _inside(child: str, parent: str) -> bool:
 
 
 def _instant(name: str, raw: object) -> int | None:
-    """Epoch nanoseconds of an ISO date (midnight UTC) or time (UTC unless it carries an offset)."""
+    """Epoch nanoseconds of an ISO date (midnight UTC) or time (UTC unless it carries an offset), or of now (whole
+    seconds) less an ISO duration."""
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or len(raw) > 40:
         raise JobError(ErrorCode.INVALID_FILTER, f"{name} must be an ISO 8601 date or time, e.g. 2025-01-31")
     text = raw.strip()
+    if text[:1] in ("P", "p"):
+        return _ago(name, text.upper())
     try:
         if len(text) == 10:
             moment = datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
@@ -153,12 +163,25 @@ def _instant(name: str, raw: object) -> int | None:
     return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
 
 
+def _ago(name: str, text: str) -> int:
+    """Now, in whole seconds (so that a filter read twice in one second is one cache entry), less the duration."""
+    try:
+        age = _DURATION.validate_python(text)
+    except ValidationError as exc:
+        raise JobError(
+            ErrorCode.INVALID_FILTER, f"{name} must be an ISO 8601 date, time or duration, e.g. 2025-01-31 or P30D"
+        ) from exc
+    return (int(time.time()) - int(age.total_seconds())) * 1_000_000_000
+
+
 @dataclass(slots=True)
 class Admitted:
     """The documents a filter admits in one scope, from one snapshot of SQLite."""
 
     name: str
-    """A name for this filter and scope (the vector cache's key)."""
+    """A name for this set of documents (the vector cache's key): made from the set itself, so two filters that
+    admit the same documents share one cache entry, and a set that changed between two commits (a relative
+    window moving on) is never taken for the one cached."""
     docs: frozenset[int]
     others: list[int]
     """The scope's documents it does not admit, of any status (a document being parsed again keeps its old
@@ -166,11 +189,21 @@ class Admitted:
     keys: NDArray[np.uint64] | None = field(default=None)
     """Ascending ids of the admitted documents' embedded chunks, read on first use."""
 
+    @classmethod
+    def of(cls, docs: frozenset[int], others: list[int]) -> Admitted:
+        return cls(f"docs:{len(docs)}:{hash(docs):x}", docs, others)
+
     def keyword_clause(self) -> tuple[list[int], bool]:
         """(ids, exclude) for Tantivy: the admitted documents, or the others to exclude when fewer."""
         if len(self.others) < len(self.docs):
             return self.others, True
         return sorted(self.docs), False
+
+
+def intersect(admitted: Admitted, docs: frozenset[int]) -> Admitted:
+    """What ``admitted`` admits of ``docs``, in the same scope."""
+    kept = admitted.docs & docs
+    return Admitted.of(kept, sorted({*admitted.others, *(admitted.docs - kept)}))
 
 
 class FilterIndex:
@@ -225,5 +258,4 @@ class FilterIndex:
                 docs.add(doc_id)
             else:
                 others.append(doc_id)
-        name = repr(("filter", sorted(filters.types), filters.glob, filters.after_ns, filters.before_ns, folder_id))
-        return Admitted(name, frozenset(docs), others)
+        return Admitted.of(frozenset(docs), others)

@@ -1,6 +1,7 @@
 """``search.request``: keyword (Tantivy BM25), semantic (usearch, or exact within a folder) and
 hybrid (the two fused, :mod:`foldermind.workers.indexer.fusion`), each scoped to a folder and filtered
-(:mod:`.filters`) inside the search itself.
+(:mod:`.filters`) inside the search itself. A criteria Smart Folder's id scopes a search by its documents
+(:mod:`.criteria_scope`), applied as a filter.
 
 Every hit is read back from SQLite, which is ahead of Tantivy and usearch: a chunk that is gone,
 or whose document is not ``indexed`` at that moment, is never returned. The cuts a request can ask for
@@ -28,6 +29,8 @@ from foldermind.workers import model_files
 from foldermind.workers.indexer import filters, fusion
 from foldermind.workers.indexer import query as operators
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text
+from foldermind.workers.indexer.criteria import CriteriaTable
+from foldermind.workers.indexer.criteria_scope import CriteriaScopes
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.languages import stemmed_as
 from foldermind.workers.indexer.scoped import ScopedVectors
@@ -57,19 +60,18 @@ class SearchService:
         self.store, self.bm25, self.vectors, self.encoder, self.policy = store, bm25, vectors, encoder, policy
         self.scoped = ScopedVectors(store, vectors)
         self.filters = filters.FilterIndex(store)
+        self.criteria = CriteriaTable(store)
+        self.criteria_scopes = CriteriaScopes(store, bm25, self.filters)
 
     def search(self, body: SearchRequest) -> SearchReply:
         t0 = time.perf_counter()
         query, mode, fuse, top_k = self._validate(body)
-        scope: str | None = None
-        if body.folder_id is not None:
-            try:
-                scope = self.store.find_folder(str(body.folder_id)).id  # an id or the folder's path
-            except JobError as exc:
-                raise JobError(ErrorCode.INVALID_SMART_FOLDER, exc.message) from exc
+        scope, saved = self._scope(body.folder_id)
         timings = dict.fromkeys(STAGES, 0.0)
         wanted = filters.parse(body.file_types, body.path_glob, body.modified_after, body.modified_before, self._roots)
         only = self.filters.admitted(wanted, scope) if wanted.active else None
+        if saved is not None:  # a criteria folder: its documents now, a filter over every folder like ``only``'s
+            only = saved if only is None else filters.intersect(only, saved.docs)
         if only is not None and only.docs and not only.others:
             only = None  # it admits every document of the scope: the search without it is the same, and cheaper
         parsed = operators.parse(query)
@@ -138,6 +140,18 @@ class SearchService:
         ):
             raise JobError(ErrorCode.INVALID_QUERY, "min_score must be a number")
         return query, body.mode, fuse, max(1, min(body.top_k, MAX_TOP_K))
+
+    def _scope(self, folder: str | None) -> tuple[str | None, filters.Admitted | None]:
+        """(the path folder to search, or the documents of the criteria folder to search) for ``folder_id``."""
+        if folder is None:
+            return None, None
+        try:
+            return self.store.find_folder(str(folder)).id, None  # an id or the folder's path
+        except JobError as exc:
+            saved = self.criteria.find(str(folder))
+            if saved is None:
+                raise JobError(ErrorCode.INVALID_SMART_FOLDER, exc.message) from exc
+            return None, self.criteria_scopes.admitted(saved)
 
     def _roots(self) -> list[str]:
         return [folder.path for folder in self.store.folders()]
