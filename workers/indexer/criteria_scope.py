@@ -23,6 +23,7 @@ document just written joins the folder when the keyword index has it, as it beco
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 from foldermind.protocol.messages import CriteriaInfo
@@ -36,15 +37,20 @@ CACHED_QUERIES = 16
 
 
 class CriteriaScopes:
-    """Resolves criteria folders; used by the indexer's serving thread only."""
+    """Resolves criteria folders for the indexer's searches, side by side: one lock keeps the caches whole."""
 
     def __init__(self, store: Store, bm25: KeywordIndex, resolver: filters.FilterIndex) -> None:
         self.store, self.bm25, self.resolver = store, bm25, resolver
-        self._matches: OrderedDict[str, tuple[tuple[int, int], frozenset[int]]] = OrderedDict()
+        self._matches: OrderedDict[str, tuple[int, frozenset[int]]] = OrderedDict()
         self._sets: OrderedDict[str, tuple[tuple[str, str], filters.Admitted]] = OrderedDict()
+        self._lock = threading.RLock()  # admitted() asks matching()
 
     def admitted(self, c: Criteria) -> filters.Admitted:
         """The indexed documents ``c`` holds now (and every other document, for Tantivy's must-not)."""
+        with self._lock:
+            return self._admitted_locked(c)
+
+    def _admitted_locked(self, c: Criteria) -> filters.Admitted:
         base = self.resolver.admitted(c.filters(), None)
         if not c.query:
             return base
@@ -77,6 +83,10 @@ class CriteriaScopes:
 
     def matching(self, query: str) -> frozenset[int]:
         """The documents with a chunk that matches ``query`` (see the module's docstring), from Tantivy."""
+        with self._lock:
+            return self._matching_locked(query)
+
+    def _matching_locked(self, query: str) -> frozenset[int]:
         token = self.store.change_token()
         cached = self._matches.get(query)
         if cached is not None and cached[0] == token:
