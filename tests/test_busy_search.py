@@ -84,6 +84,38 @@ def test_readers_share_the_gate_and_a_writer_waits_for_them() -> None:
     assert wrote == [1]
 
 
+def test_back_to_back_readers_do_not_keep_a_writer_out() -> None:
+    gate = Gate()
+    stop = threading.Event()
+    reads = [0]
+
+    def reader() -> None:
+        while not stop.is_set():
+            with gate.read():
+                reads[0] += 1
+
+    def writer(writes: list[int]) -> None:
+        for _ in range(20):
+            seen = reads[0]
+            with gate.write():
+                writes.append(seen)
+
+    readers = [threading.Thread(target=reader) for _ in range(2)]
+    for t in readers:
+        t.start()
+    writes: list[int] = []
+    w = threading.Thread(target=writer, args=(writes,))
+    try:
+        w.start()
+        w.join(30)
+        assert not w.is_alive(), f"the writer got {len(writes)} of 20 turns while readers kept coming"
+    finally:
+        stop.set()
+        for t in readers:
+            t.join(10)
+    assert reads[0] > 0
+
+
 def _write_once(gate: Gate, wrote: list[int]) -> None:
     with gate.write():
         wrote.append(1)

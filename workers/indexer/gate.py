@@ -1,11 +1,12 @@
-"""A readers-first lock: any number of readers at once, or one writer; a reader that is waiting goes
-before the writer's next turn.
+"""A lock of turns for the vector index: any number of readers at once, or one writer; readers and the
+writer take turns, so neither waits for long.
 
-The vector index's readers are searches (interactive) and its writers the ingest thread's adds (bulk,
-in slices): between two slices of one add, every search that arrived meanwhile runs first. A plain
-:class:`threading.Lock` gives no such order: the thread that releases it takes it again before a
-waiting one wakes, so a search could still wait for a whole batch. Writers can wait for as long as
-readers keep arriving; here readers are searches, each a few milliseconds.
+The readers are searches (interactive), the writer is the ingest thread adding vectors in slices (bulk).
+When a writer's slice ends, every search that was waiting for it goes in before its next slice; a search
+that arrives while a writer is waiting for the searches in hand to end waits for that one slice. A plain
+:class:`threading.Lock` gives no such order: the thread that releases it takes it again before a waiting
+one wakes, so a search could wait for a whole batch; a plain readers-first lock lets back-to-back searches
+keep the writer out for as long as they come.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ class Gate:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0  # holding it
-        self._waiting = 0  # readers waiting for a writer to finish
+        self._waiting = 0  # readers waiting to go in
+        self._admit = 0  # readers let in ahead of the next writer (those waiting when the last writer left)
+        self._writers_waiting = 0
         self._writing = False
 
     @contextmanager
@@ -27,10 +30,12 @@ class Gate:
         with self._cond:
             self._waiting += 1
             try:
-                while self._writing:
+                while self._writing or (self._writers_waiting and not self._admit):
                     self._cond.wait()
             finally:
                 self._waiting -= 1
+            if self._admit:
+                self._admit -= 1
             self._readers += 1
         try:
             yield
@@ -43,12 +48,17 @@ class Gate:
     @contextmanager
     def write(self) -> Iterator[None]:
         with self._cond:
-            while self._writing or self._readers or self._waiting:
-                self._cond.wait()
+            self._writers_waiting += 1
+            try:
+                while self._writing or self._readers or self._admit:
+                    self._cond.wait()
+            finally:
+                self._writers_waiting -= 1
             self._writing = True
         try:
             yield
         finally:
             with self._cond:
                 self._writing = False
+                self._admit = self._waiting
                 self._cond.notify_all()
