@@ -197,7 +197,8 @@ def busy(home_dir: Path) -> Iterator[Busy]:
     (docs / "seed.txt").write_text(SEED)
     holds = ",".join(f"{stage}:{flags / stage}" for stage in ("vectors", "commit", "search"))
     switch = f'[workers.indexer]\nenv = {{ FOLDERMIND_TEST_INDEXER_HOLD = "{holds}" }}\n'
-    config = SEARCH_OVER_BUS + FAST_RESTART + switch
+    # Two search threads: off by default ([search] search_threads), these tests are what it does when on.
+    config = SEARCH_OVER_BUS + FAST_RESTART + switch + "[search]\nsearch_threads = 2\n"
     k = RunningKernel(home_dir, config)
     try:
         k.start()

@@ -1,5 +1,5 @@
 """Searches side by side: 1 and 8 MCP clients with the indexer answering one search at a time
-(``[search] search_threads = 0``) against searches on threads beside its job thread (the default).
+(``[search] search_threads = 0``) against searches on threads beside its job thread (``search_threads = 2``).
 
 ``python -m tests.bench.side_by_side --home DIR [--docs N] [--threads 0,2] [--clients 8] [--seconds S]
 [--rounds R] [--no-write]`` from the repository root. A real kernel (default process map) holds the first
