@@ -1,7 +1,8 @@
 """The single-box ceiling: how far one machine carries the index, at ~100k, ~300k and ~1M chunks.
 
-``python -m tests.bench.ceiling --home DIR [--sizes 0,100000,300000,1000000] [--rounds 2] [--no-write]``
-from the repository root. One kept home grows step by step (the index is added to, never rebuilt):
+``python -m tests.bench.ceiling [--home DIR] [--sizes 0,100000,300000,1000000] [--rounds 2] [--no-write]``
+from the repository root (``make bench-ceiling``). One kept home grows step by step (the index is added to,
+never rebuilt; ~11 GB of disk at 1M chunks):
 
 0. SciFact as files, indexed and embedded by a real kernel with the real model (:mod:`tests.bench.scifact`;
    skipped when the home has it): the quality subset, whose judged queries give nDCG@10 at every size;
@@ -18,7 +19,9 @@ from the repository root. One kept home grows step by step (the index is added t
    is stopped before the index grows again.
 
 Each step's figures are kept in ``DIR/ceiling.json``, so a run cut short (or one size at a time) resumes
-where it stopped and the report always shows every size measured. The report (:mod:`.ceiling_report`) is
+where it stopped and the report always shows every size measured; SIGTERM ends a growth at its next batch with
+the index consistent (Tantivy committed, the usearch file saved), so the next run goes on without redoing
+inserts. The report (:mod:`.ceiling_report`) is
 written to ``docs/benchmarks-ceiling.md`` with its plot ``docs/benchmarks-ceiling.svg``, and its Summary
 into ``docs/benchmarks.md`` under "Single-box ceiling" (unless ``--no-write``).
 """
@@ -29,7 +32,9 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -42,6 +47,7 @@ from foldermind.protocol.messages import IndexStatusReply, IndexStatusRequest, S
 from foldermind.protocol.runtime.config import PROCESS_MAP
 from tests.bench import ceiling_report, machine
 from tests.bench.kernels import BenchFailure, Kernel, say
+from tests.bench.manuals import CACHE_ENV, cache_dir
 from tests.bench.mcpclient import MODES, BlockingClient, front_door, kernel_config
 from tests.bench.retrieval import best_rank_docs, ndcg
 from tests.bench.scifact import SCIFACT_DOCS, doc_id_of, indexed_kernel, judged_queries, scifact_dir, wait_query_model
@@ -53,6 +59,8 @@ STATE = "ceiling.json"
 TOP_K = 20  # two chunks a document for the ten nDCG@10 counts (most abstracts are one or two chunks)
 WARMUP = 10
 SERVING = ("indexer", "embedder", "frontdoor")
+STOP = threading.Event()
+"""Set by SIGTERM: the growth ends at the next batch with the index consistent, and no further step starts."""
 START_TIMEOUT_S = 1800.0  # loading a 1M-vector usearch file and checking it against SQLite takes a while
 
 
@@ -214,11 +222,13 @@ def step(root: Path, state: dict[str, Any], target: int, rounds: int) -> dict[st
         _, have = gen.counts()
         want = max(0, target - real)
         say(f"size {target:,}: {have:,} synthetic chunks, growing to {want:,}")
-        build = gen.grow(want, say) if want > have else None
+        build = gen.grow(want, say, STOP) if want > have else None
         docs, synthetic = gen.counts()
     finally:
         gen.close()
         del gen  # its usearch copy (the whole index, in RAM) goes before the kernel loads its own
+    if STOP.is_set():
+        raise BenchFailure(f"stopped (SIGTERM) at {synthetic:,} synthetic chunks; the home is consistent: run again")
     record: dict[str, Any] = {
         "target": target,
         "synthetic_chunks": synthetic,
@@ -243,7 +253,12 @@ def step(root: Path, state: dict[str, Any], target: int, rounds: int) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.ceiling", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--home", required=True, help="the kept home that grows (resumed when it exists)")
+    parser.add_argument(
+        "--home",
+        default=str(cache_dir() / "ceiling"),
+        help="the kept home that grows, resumed when it exists (default: ceiling/ in the bench cache,"
+        f" ${CACHE_ENV} or ~/.cache/foldermind-bench)",
+    )
     parser.add_argument(
         "--sizes", default="0,100000,300000,1000000", help="chunks in all, comma-separated (0: SciFact alone)"
     )
@@ -253,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("FOLDERMIND_SCIFACT", str(scifact_dir()))
+    signal.signal(signal.SIGTERM, lambda *_: STOP.set())
     root = Path(args.home).resolve()
     root.mkdir(parents=True, exist_ok=True)
     state = load_state(root)
@@ -262,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         save_state(root, state)
         for target in sorted(int(s) for s in args.sizes.split(",") if s.strip()):
             done = next((s for s in state["steps"] if s["target"] == target), None)
+            if STOP.is_set():
+                raise BenchFailure("stopped (SIGTERM) before this size")
             if done is not None and not args.remeasure:
                 say(f"size {target:,}: measured on {done['date']}, kept (--remeasure to measure again)")
                 continue

@@ -234,7 +234,7 @@ def _poly(points: list[tuple[float, float]], color: str, dash: str = "") -> str:
 def _tick_step(top: float) -> float:
     """A round step (1, 2, 2.5 or 5 x 10^k) of which four reach at least ``top``."""
     raw = max(top, 1e-9) / 4
-    base = 10 ** math.floor(math.log10(raw))
+    base = 10.0 ** math.floor(math.log10(raw))
     return next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= raw)
 
 

@@ -31,6 +31,7 @@ import csv
 import hashlib
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -140,13 +141,17 @@ class Synthetic:
 
     # ---------------------------------------------------------------------------------------
 
-    def grow(self, chunks: int, say: Callable[[str], None] | None = None) -> Timings:
+    def grow(
+        self, chunks: int, say: Callable[[str], None] | None = None, stop: threading.Event | None = None
+    ) -> Timings:
+        """Add documents until the folder holds ``chunks`` chunks, or ``stop`` is set (then the index is left
+        consistent at a batch's end: Tantivy committed, the usearch file saved)."""
         t = Timings()
         t0 = time.monotonic()
         t.repaired = self._repair(t)
         docs, have = self.counts()
         since_commit = since_save = 0
-        while have < chunks:
+        while have < chunks and not (stop is not None and stop.is_set()):
             batch = self._documents(docs, DOCS_PER_BATCH, t)
             ids = self._write(batch, t)
             matrix = unit_vectors(np.random.default_rng([self.seed, docs]), len(ids), self.dim)
@@ -170,6 +175,8 @@ class Synthetic:
             t.chunks += len(ids)
             if say is not None:
                 say(f"  {have:,} synthetic chunks ({time.monotonic() - t0:.0f} s)")
+        if have < chunks:
+            t.notes.append(f"stopped at {have:,} chunks, before the {chunks:,} asked")
         self._apply_journal(t)
         s = time.monotonic()
         self.bm25.close()  # waits for Tantivy's merges: part of the build
