@@ -125,7 +125,8 @@ def detail_rows(steps: list[dict[str, Any]]) -> list[list[str]]:
                 rss,
                 f"{s['tantivy_segments']}",
                 f"{s['query_model_s']:.1f}",
-                f"{s['load_before'][0]:.1f} / {s['load_after'][0]:.1f}",
+                f"{s['load_before'][0]:.1f} / {s['load_after'][0]:.1f}"
+                + (f"; CPU {s['quiet_cpu_percent']:.0f}% busy as the rounds began" if "quiet_cpu_percent" in s else ""),
             ]
         )
     return rows
@@ -147,6 +148,7 @@ def build_rows(steps: list[dict[str, Any]]) -> list[list[str]]:
                 f"{b['tantivy_s']:,.0f}",
                 f"{b['usearch_s']:,.0f} ({b['chunks'] / b['usearch_s']:,.0f}/s)" if b["usearch_s"] else "-",
                 f"{b['total_s']:,.0f} ({rate:,.0f} chunks/s)",
+                "; ".join(b.get("notes") or []) or "-",
             ]
         )
     return rows
@@ -166,6 +168,8 @@ def advice(state: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:
     idx_per, idx_zero = _slope(steps, lambda s: s["rss"]["indexer"]["rss"])
     disk_per, _ = _slope(steps, _disk)
     us_per, _ = _slope(steps, lambda s: s["disk"]["usearch"])
+    sql_per, _ = _slope(steps, lambda s: s["disk"]["sqlite"])
+    text_per = last["corpus_bytes"] / last["synthetic_chunks"] if last["synthetic_chunks"] else 0.0
     med_per, med_zero = _slope(steps, lambda s: s["latency"]["hybrid"]["median"])
     own_per, _ = _slope(steps, lambda s: s["stages"]["query_ms"])
     ram_n = (RAM_SHARE * ram - idx_zero) / idx_per if idx_per > 0 else math.inf
@@ -175,7 +179,9 @@ def advice(state: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:
     text = (
         f"Per chunk, between the two largest sizes: the indexer's RSS grows {idx_per:,.0f} bytes, the disk"
         f" {disk_per:,.0f} bytes ({us_per:,.0f} of them the usearch file: {dim} float32s are {dim * 4:,} bytes,"
-        " the rest is the HNSW graph, ~2 x 16 neighbour slots at the base layer, and the key). The usearch index is"
+        " the rest is the HNSW graph, ~2 x 16 neighbour slots at the base layer, and the key; SQLite"
+        f" {sql_per:,.0f} for ~{text_per:,.0f} bytes of text and a {dim * 4:,}-byte vector blob a row: a row that"
+        " big fills most of a 4 KiB page by itself). The usearch index is"
         " loaded whole into the indexer's memory, so RAM, not disk, is what runs out first: with the indexer held"
         f" to {RAM_SHARE:.0%} of this machine's {ram / GIB:.0f} GiB (the OS page cache serves Tantivy and SQLite"
         f" from the rest), the line says about {_n(ram_n)} chunks on one box."
@@ -365,7 +371,7 @@ def render(state: dict[str, Any], root: Path) -> tuple[str, str]:
         "## Build: each growth step, by part (s)",
         "",
         *table(
-            ["chunks after", "added", "text + files", "SQLite", "Tantivy", "usearch", "total"],
+            ["chunks after", "added", "text + files", "SQLite", "Tantivy", "usearch", "total", "notes"],
             build_rows(steps),
         ),
         "",
@@ -389,7 +395,7 @@ def render(state: dict[str, Any], root: Path) -> tuple[str, str]:
                 "RSS MiB by process",
                 "Tantivy segments",
                 "start to query model s",
-                "load avg before / after",
+                "load avg before / after (the rounds wait up to 60 s for < 10% CPU; not before 300k)",
             ],
             detail_rows(steps),
         ),
