@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 # test kernel start (measured with psutil on the process tree, 2026-12-02).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test lint typecheck pytest docs bench bench-llm bench-answers load soak install clean
+.PHONY: run test lint typecheck pytest docs bench bench-llm bench-answers bench-ceiling load soak install clean
 
 # The venv is rebuilt when pyproject.toml changes. pip + venv (not uv) so that torch, when a later
 # worker needs it, resolves from the machine's local wheel cache instead of a multi-GB CUDA build.
@@ -101,6 +101,14 @@ bench-llm: install
 ANSWERS_ARGS ?=
 bench-answers: install
 	$(BIN)/python -m tests.bench.answers $(ANSWERS_ARGS)
+
+# The single-box ceiling (docs/benchmarks-ceiling.md and its plot, the Summary copied into docs/benchmarks.md):
+# SciFact embedded by the real model, then a synthetic corpus grown in one kept home to ~100k, ~300k and ~1M
+# chunks, a real kernel measured at each size. Hours on the 2-core dev machine (the usearch inserts); a run
+# cut short resumes. CEILING_ARGS="--home DIR --sizes ..." as `python -m tests.bench.ceiling --help` says.
+CEILING_ARGS ?=
+bench-ceiling: install
+	$(BIN)/python -m tests.bench.ceiling $(CEILING_ARGS)
 
 # Load (docs/reliability-load.md, ~10 min): 8 MCP clients, each its own session, mixing search,
 # summaries, reads and chat for 5 minutes while new files are indexed; errors, search latency under load

@@ -68,7 +68,7 @@ from foldermind.workers.llm.backends import Backend, Generation, GenParams, load
 from foldermind.workers.llm.model_file import ModelFileError, bundled_model, inspect, prepare_for_ctransformers
 from tests.bench import machine
 from tests.bench.kernels import BenchFailure, Kernel, say
-from tests.bench.markdown import ms, para, section, table, verdict
+from tests.bench.markdown import ms, para, put_section, section, table, verdict
 from tests.bench.mcpclient import BlockingClient, front_door, kernel_config
 from tests.bench.scifact import (
     SCIFACT_DOCS,
@@ -1221,34 +1221,30 @@ def render(r: Results) -> str:
     return "\n".join(lines)
 
 
-def overview_section() -> str:
-    """``## Local model: chat and analysis`` for docs/benchmarks.md: the Summary of this report and a link."""
+def overview_body() -> str:
+    """The body of ``## Local model: chat and analysis`` in docs/benchmarks.md: the Summary of this report and a
+    link ("" before a report is written)."""
     summary = section(REPORT.read_text(encoding="utf-8"), "Summary") if REPORT.exists() else ""
     if not summary:
         return ""
     return (
-        f"\n## {HEADING}\n\n"
         "Raw model speed, chat over MCP HTTP, citation accuracy and document analysis on SciFact: the Summary of\n"
         f"[{REPORT.name}]({REPORT.name}), written by `python -m tests.bench.llm`; the full figures and the method\n"
         "are there.\n\n" + summary + "\n"
     )
 
 
+def overview_section() -> str:
+    """``## Local model: chat and analysis`` with :func:`overview_body`, for the end of docs/benchmarks.md."""
+    body = overview_body()
+    return f"\n## {HEADING}\n\n{body}" if body else ""
+
+
 def write_overview() -> None:
-    """Put :func:`overview_section` into docs/benchmarks.md, replacing that section if it is there."""
-    if not OVERVIEW.exists():
-        return
-    lines = OVERVIEW.read_text(encoding="utf-8").splitlines(keepends=True)
-    new = overview_section()
-    start = next((i for i, line in enumerate(lines) if line.rstrip("\n") == f"## {HEADING}"), None)
-    if start is None:
-        body = "".join(lines).rstrip("\n") + "\n"
-        OVERVIEW.write_text(body + new, encoding="utf-8")
-        return
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    before = "".join(lines[:start]).rstrip("\n") + "\n"
-    after = "".join(lines[end:])
-    OVERVIEW.write_text(before + new + ("\n" + after if after else ""), encoding="utf-8")
+    """Put :func:`overview_body` into docs/benchmarks.md, replacing that section if it is there."""
+    body = overview_body()
+    if body:
+        put_section(OVERVIEW, HEADING, body)
 
 
 def main(argv: list[str] | None = None) -> int:

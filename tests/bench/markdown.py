@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from pathlib import Path
 
 
 def table(header: list[str], rows: list[list[str]], align: str = "") -> list[str]:
@@ -55,3 +56,20 @@ def add_rows(text: str, heading: str, fresh: str, rows: list[str]) -> str:
     end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
     last = max((i for i in range(start, end) if lines[i].startswith("|")), default=end - 1)
     return "\n".join(lines[: last + 1] + rows + lines[last + 1 :]).rstrip("\n") + "\n"
+
+
+def put_section(path: Path, heading: str, body: str) -> None:
+    """Put ``## heading`` with ``body`` into the markdown file ``path`` (if it exists): in place of that
+    section when it is there (the sections after it kept), else at the end."""
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    new = f"\n## {heading}\n\n{body}"
+    start = next((i for i, line in enumerate(lines) if line.rstrip("\n") == f"## {heading}"), None)
+    if start is None:
+        path.write_text("".join(lines).rstrip("\n") + "\n" + new, encoding="utf-8")
+        return
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    before = "".join(lines[:start]).rstrip("\n") + "\n"
+    after = "".join(lines[end:])
+    path.write_text(before + new + ("\n" + after if after else ""), encoding="utf-8")

@@ -49,9 +49,11 @@ def tail() -> str:
         text += f"[{MCP_REPORT.name}]({MCP_REPORT.name}), written by `python -m tests.bench.search`; the full\n"
         text += "figures, the method and the machine's load are there.\n\n"
         text += summary + "\n"
-    from tests.bench import llm  # imported here: it imports this module
+    from tests.bench import ceiling_report, llm  # imported here: they import this module
 
-    return text + llm.overview_section()
+    text += llm.overview_section()
+    ceiling = ceiling_report.overview_body()
+    return text + (f"\n## {ceiling_report.HEADING}\n\n{ceiling}" if ceiling else "")
 
 
 def refresh_tail() -> None:

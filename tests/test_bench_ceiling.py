@@ -1,0 +1,116 @@
+"""The single-box ceiling bench's generator (tests/bench/synthetic.py) writes an index the real indexer serves
+as current: a few SciFact abstracts indexed and embedded by a real kernel, a few thousand synthetic chunks
+added through the indexer's storage code, then a real kernel (indexer, embedder, front door) answers over
+MCP HTTP a keyword search that finds a synthetic chunk, a semantic search that finds the real abstract
+among the random vectors, and ``index_status`` shows every chunk embedded with nothing embedded again."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foldermind.protocol.messages import (
+    DescribeReply,
+    DescribeRequest,
+    EmbedReply,
+    EmbedRequest,
+    FolderListReply,
+    FolderListRequest,
+)
+from foldermind.workers.indexer.store import Store
+from tests.bench.ceiling import serving_config
+from tests.bench.scifact import scifact_dir, write_corpus
+from tests.bench.synthetic import Synthetic
+from tests.helpers import SEARCH_OVER_BUS, RunningKernel, cli, remove_tree, short_tmpdir, wait_for
+from tests.mcpclient import call, mcp_info, token_of
+
+REAL = 12
+SYNTHETIC = 3000
+CORPUS = scifact_dir() / "corpus.jsonl"
+
+pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason=f"no SciFact corpus at {CORPUS}")
+
+
+def _embedded_folders(k: RunningKernel) -> list[dict[str, Any]] | None:
+    with k.client("ceiling-test") as c:
+        folders = c.request("indexer", FolderListRequest(), FolderListReply, timeout=30).body.folders
+    done = all(f["state"] == "ready" and f["chunks"] and f["chunks_embedded"] == f["chunks"] for f in folders)
+    return [dict(f) for f in folders] if folders and done else None
+
+
+def _tool(home: Path, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = call(str(mcp_info(home)["url"]), token_of(home), name, args)
+    assert not result.is_error, result.content
+    body = result.structured_content
+    assert body is not None
+    return dict(body)
+
+
+def _first_abstract() -> tuple[str, str]:
+    """(id, title) of the first SciFact abstract (the one write_corpus writes first)."""
+    with CORPUS.open(encoding="utf-8") as fh:
+        doc = json.loads(fh.readline())
+    return str(doc["_id"]), str(doc["title"])
+
+
+def test_a_synthetic_index_is_served_by_a_real_kernel_as_current_vectors() -> None:
+    root = short_tmpdir("fmc-")
+    try:
+        write_corpus(root / "real", REAL)
+        k = RunningKernel(root, SEARCH_OVER_BUS)
+        k.start()
+        try:
+            cli(root, "folders", "add", str(root / "real"))
+            wait_for(lambda: _embedded_folders(k), 180, 0.2, "the SciFact abstracts indexed and embedded")
+        finally:
+            k.stop()
+        data = root / "data"
+        gen = Synthetic(data, root / "synthetic", scifact_dir())
+        grown = gen.grow(SYNTHETIC)
+        gen.close()
+        docs, synthetic = gen.counts()
+        assert synthetic >= SYNTHETIC and grown.chunks == synthetic and docs == grown.docs
+
+        store = Store(data / "index.sqlite")
+        total = int(store.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        real_chunks = total - synthetic
+        chunk_id, text, path = store.db.execute(
+            "SELECT c.id, c.text, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.path LIKE ? ORDER BY c.id DESC LIMIT 1",
+            (f"{root / 'synthetic'}/%",),
+        ).fetchone()
+        assert Path(path).read_text(encoding="utf-8").count(text) == 1  # the file holds the chunk it indexes
+
+        k = RunningKernel(root, serving_config())
+        k.start()
+        try:
+            # Two sentences of one synthetic chunk: only that chunk holds both (the pool has ~43k sentences).
+            query = " ".join(re.split(r"(?<=[.!?])\s+", text)[:2])[:900]
+            keyword = _tool(root, "search_documents", {"query": query, "mode": "keyword", "top_k": 5})
+            assert keyword["results"][0]["chunk_id"] == chunk_id
+
+            doc_id, title = _first_abstract()
+            semantic = _tool(root, "search_documents", {"query": title, "mode": "semantic", "top_k": 5})
+            assert semantic["mode_used"] == "semantic"
+            assert Path(semantic["results"][0]["file_path"]).name == f"{doc_id}.txt"
+
+            with k.client("ceiling-test") as c:
+                # The indexer's first act on a start is an empty embed request naming the model and precision
+                # the embedder runs; its reply decides whether every vector is dropped and embedded again. The
+                # embedder answers one request at a time, in order: once this later one is answered, so is that.
+                c.request("embedder", EmbedRequest([]), EmbedReply, timeout=120)
+                status = _tool(root, "index_status", {})
+                embedder = c.request("embedder", DescribeRequest(), DescribeReply, timeout=30).body.details
+                indexer = c.request("indexer", DescribeRequest(), DescribeReply, timeout=30).body.details
+            assert status["totals"]["chunks"] == status["totals"]["chunks_embedded"] == real_chunks + synthetic
+            assert status["embedding"]["state"] == "ready" and not status["embedding"]["note"]
+            assert embedder["texts_embedded"] == 0  # nothing was embedded again
+            assert indexer["vectors"] == indexer["chunks_in_bm25"] == real_chunks + synthetic
+        finally:
+            k.stop()
+    finally:
+        remove_tree(root)
