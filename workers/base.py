@@ -303,9 +303,10 @@ class _Runner:
                 self._serve_available(handlers)
             if self.side is not None:
                 self.side.send_ready()
-        if self.side is not None and not (self.rejoin and not self.signalled):
+        dropped = self.rejoin and not self.signalled
+        if self.side is not None and not dropped:
             self.side.finish()  # the jobs in hand on side threads end and are answered, as the job thread's is
-        if self.rejoin and not self.signalled:
+        if dropped:
             # The kernel dropped this member already; a goodbye could block on a socket with no peer.
             heartbeat.join(timeout=self.ctx.heartbeat_interval_s * 2)
             self.zctx.destroy(linger=0)

@@ -32,6 +32,7 @@ from tests.bench.kernels import BenchFailure, say
 from tests.bench.markdown import add_rows
 from tests.bench.mcpclient import BlockingClient, front_door, kernel_config
 from tests.bench.scifact import indexed_kernel, scifact_queries, write_corpus
+from tests.bench.stats import pct
 from tests.bench.transports import REPO
 
 REPORT = REPO / "docs" / "benchmarks-busy-search.md"
@@ -51,11 +52,6 @@ embedded at most 2 x the idle median. A row per run; variants taken in turns on 
 |---|---|---|---|---|---|---|---|---:|---:|
 """
 TIMEOUT_S = 1800.0
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
 def cell(xs: list[float]) -> str:

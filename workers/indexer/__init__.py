@@ -47,14 +47,14 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
+from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.indexer import changes, criteria
 from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex
 from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
-from foldermind.workers.indexer.pipeline import Pipeline
+from foldermind.workers.indexer.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify
 from foldermind.workers.indexer.store import Folder, Store
@@ -344,10 +344,8 @@ class IndexerWorker(Worker):
     # search and documents (the data behind the MCP tools)
 
     def on_search(self, req: Request[SearchRequest]) -> Result:
-        if testing():
-            from foldermind.workers import faults
-
-            faults.indexer_hold("search")
+        if hold := hold_at("search"):
+            hold()
         return self.searches.search(req.body)
 
     def on_evidence(self, req: Request[EvidenceRequest]) -> Result:

@@ -71,8 +71,8 @@ def sha256_of(path: str) -> str:
     return digest.hexdigest()
 
 
-def _hold_at(stage: str) -> Callable[[], None] | None:
-    """A test switch's hold of the ingest thread at ``stage`` (:func:`foldermind.workers.faults.indexer_hold`);
+def hold_at(stage: str) -> Callable[[], None] | None:
+    """A test switch's hold of the indexer at ``stage`` (:func:`foldermind.workers.faults.indexer_hold`);
     None in a normal run."""
     if not testing():
         return None
@@ -540,7 +540,7 @@ class Pipeline(threading.Thread):
         rows = {chunk_id: i for i, chunk_id in enumerate(ids)}
         kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
         self._wrote()
-        self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0], _hold_at("vectors"))
+        self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0], hold_at("vectors"))
 
     def _same_vectors(self, body: EmbedReply) -> bool:
         """Make the index hold only vectors of the model and precision that made ``body``'s: on a change,
@@ -651,7 +651,7 @@ class Pipeline(threading.Thread):
             rows = self._with_languages(rows)
             with writing("the Tantivy commit", self.bm25.path, self.data_dir):
                 self.bm25.replace(doc_ids, rows)
-                if hold := _hold_at("commit"):
+                if hold := hold_at("commit"):
                     hold()
                 self.bm25.commit()
         except BaseException:
