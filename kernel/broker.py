@@ -305,7 +305,7 @@ class Broker:
         elif job_ident in self._dropped:
             # Declared lost (say, a GIL stall in a `worker run` copy) yet alive after all: it must
             # not linger unrouted, so tell it to go.
-            self._send_disconnect(job_ident, self._dropped[job_ident], "dropped by the kernel")
+            self._send_disconnect(job_ident, self._dropped[job_ident], Disconnect.DROPPED)
             return
         # Answer every other heartbeat, READY or not yet: a worker still in setup() must not
         # think the kernel has died.
@@ -334,11 +334,11 @@ class Broker:
                 why = self.remote.admit(body.name, body.service, body.pid, key)
             if why is not None:
                 log.warning("refused a remote READY (key %s): %s", key, why)
-                self._send_disconnect(ident, body.name, "refused")
+                self._send_disconnect(ident, body.name, Disconnect.REFUSED)
                 return
         elif not self.membership.accept_ready(body.name, body.service, body.pid):
             log.warning("refused READY from %s (pid %d): not a slot the supervisor runs", body.name, body.pid)
-            self._send_disconnect(ident, body.name, "refused")
+            self._send_disconnect(ident, body.name, Disconnect.REFUSED)
             return
         old = self.by_name.get(body.name)
         if old is not None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import socket
 import stat
 import subprocess
@@ -409,3 +411,27 @@ def test_a_parser_on_another_machine_asks_for_the_bytes_and_parses_them_never_th
     # A local parser still reads the path, as before.
     local = ParserWorker(WorkerContext(name="parser#1", service="parser", bus_endpoint="ipc:///nowhere"))
     assert _parse(local, ParseRequest(path=str(here)), []).chunks == reply.chunks
+
+
+def test_a_remote_member_declared_lost_while_alive_joins_again_instead_of_exiting(
+    tcp_kernel: RunningKernel, remote_home: Path
+) -> None:
+    """A member whose heartbeats stopped for longer than the liveness (here: SIGSTOP; in life a starved CPU or
+    a stalled link) is dropped by the kernel; its next heartbeat is answered with a dismissal. The kernel cannot
+    restart a remote member, so it must join again (same process, same name), not stop for good."""
+    cli(tcp_kernel.root, "bus", "allow", "box-s", public_key(remote_home, "worker"))
+    proc = run_remote(tcp_kernel, remote_home)
+    try:
+        member = wait_for(lambda: member_of(tcp_kernel, proc.pid, "REMOTE"), 30, 0.2, "the remote member")
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            lost = wait_for(lambda: member_of(tcp_kernel, proc.pid, "LOST"), 15, 0.1, "the stopped member LOST")
+            assert "missed" in (lost["last_error"] or "")
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        back = wait_for(lambda: member_of(tcp_kernel, proc.pid, "REMOTE"), 30, 0.2, "the member back")
+        assert back["name"] == member["name"] and proc.poll() is None
+        with tcp_kernel.client() as client:
+            assert client.request(back["name"], PingRequest(), PingReply, timeout=10).body is not None
+    finally:
+        stop(proc)

@@ -12,7 +12,6 @@ back up. Real processes, real tcp with CURVE, the real model.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -25,6 +24,7 @@ import pytest
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest
 from foldermind.protocol.runtime.home import Home
+from tests.bench.scifact import scifact_dir
 from tests.helpers import (
     FAST_RESTART,
     RunningKernel,
@@ -36,7 +36,7 @@ from tests.helpers import (
     with_model_cache,
 )
 
-SCIFACT = Path(os.environ.get("FOLDERMIND_SCIFACT", "/work/shared/eval/scifact")) / "corpus.jsonl"
+SCIFACT = scifact_dir() / "corpus.jsonl"
 KERNEL_IP, WORKER_IP, PORT = "10.254.19.1", "10.254.19.2", 47019  # the namespaces' own link: no clash possible
 DOCS = 120
 
@@ -133,6 +133,16 @@ def describe(kernel: KernelInNamespace, name: str) -> dict[str, Any]:
         return client.request(name, DescribeRequest(), DescribeReply, timeout=60).body.details
 
 
+def members_said(other: Path) -> str:
+    """The last lines the remote members logged: what a failure on a loaded CI machine needs to be read."""
+    tails = []
+    for service in ("parser", "embedder"):
+        out = other / f"{service}.out"
+        lines = out.read_text(errors="replace").splitlines()[-15:] if out.exists() else ["(no output)"]
+        tails.append(f"--- remote {service}:\n" + "\n".join(lines))
+    return "\n".join(tails)
+
+
 @pytest.mark.skipif(not SCIFACT.exists(), reason=f"no SciFact corpus at {SCIFACT}")
 def test_files_are_indexed_through_a_remote_host_and_a_cut_link_loses_no_chunk_and_the_members_rejoin(
     link: Link,
@@ -195,6 +205,8 @@ def test_files_are_indexed_through_a_remote_host_and_a_cut_link_loses_no_chunk_a
         assert {m["name"] for m in back.values()} == {m["name"] for m in joined.values()}
         assert all(p.poll() is None for p in members)
         assert describe(kernel, back["embedder"]["name"])["texts_embedded"] > 0
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{members_said(other)}") from exc
     finally:
         for proc in members:
             if proc.poll() is None:

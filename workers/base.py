@@ -14,7 +14,9 @@ SIGTERM asks for a graceful stop: the job in hand finishes, a ``worker.disconnec
 A worker on another machine (``worker run --connect``) that was a member and then hears nothing for
 ``liveness`` intervals (a link down, a kernel restarting) does not exit: the kernel has dropped it and failed
 its jobs meanwhile, so it closes its sockets and joins again with new ones (a new READY, same name, model kept)
-until the kernel answers or it is stopped. One the kernel never answered (a key not allowed) exits as before.
+until the kernel answers or it is stopped. So does one the kernel dismisses as already lost (it ran on, but its
+heartbeats came too late: a starved CPU, a stalled link). One the kernel never answered (a key not allowed),
+refused, or dismissed for its key exits as before.
 
 Its length (~460 lines): the job loop, the heartbeat thread and the rejoin of a remote worker are one
 lifecycle over the same two sockets and stop flag; every worker module is short because this one is not.
@@ -202,8 +204,9 @@ class _Heartbeat(threading.Thread):
                 last_heard = time.monotonic()
                 self.heard = True
                 if packet.env.kind == Disconnect.KIND:
-                    log.warning("the kernel dismissed this worker; stopping")
-                    self.runner.request_stop()
+                    self.runner.dismissed(packet)
+                    if self.runner.rejoin:
+                        break
                 elif packet.env.kind == JobCancel.KIND:
                     self.runner.cancel(packet.env.cid)
             now = time.monotonic()
@@ -262,6 +265,21 @@ class _Runner:
         self.stop_requested = True
         self._wake()
 
+    def dismissed(self, packet: frames.Packet) -> None:
+        """The kernel said goodbye (on either socket). A remote member it had declared lost while this process
+        ran on (a starved CPU, a stalled link: its heartbeats came too late) joins again, since nothing else
+        would restart it; any other dismissal stops this worker."""
+        try:
+            reason = getattr(packet.body(), "reason", "")
+        except ProtocolError:
+            reason = ""
+        if reason == Disconnect.DROPPED and self.ctx.curve_server_key:
+            log.warning("the kernel had declared this member lost: joining it again")
+            self.rejoin = True
+        else:
+            log.warning("the kernel dismissed this worker; stopping")
+        self.request_stop()
+
     def _wake(self) -> None:
         """Make the job loop's poll return (from any thread); a full pipe already holds a wake-up."""
         with contextlib.suppress(OSError):
@@ -308,6 +326,7 @@ class _Runner:
             self.side.finish()  # the jobs in hand on side threads end and are answered, as the job thread's is
         if dropped:
             # The kernel dropped this member already; a goodbye could block on a socket with no peer.
+            heartbeat.stopping.set()
             heartbeat.join(timeout=self.ctx.heartbeat_interval_s * 2)
             self.zctx.destroy(linger=0)
             signal.set_wakeup_fd(-1)
@@ -317,7 +336,7 @@ class _Runner:
         frames.send(
             self.sock,
             Envelope(kind=Disconnect.KIND, src=self.ctx.name, to="kernel"),
-            Disconnect(self.ctx.name, "stopping"),
+            Disconnect(self.ctx.name, Disconnect.STOPPING),
         )
         self.worker.teardown()
         heartbeat.stopping.set()
@@ -336,8 +355,7 @@ class _Runner:
                 continue
             env = packet.env
             if env.kind == Disconnect.KIND:
-                log.warning("the kernel dismissed this worker; stopping")
-                self.stop_requested = True
+                self.dismissed(packet)
                 return
             if env.kind.endswith(".reply") or env.kind.startswith("event."):
                 continue

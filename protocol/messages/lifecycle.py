@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from foldermind.protocol.messages.envelope import Message, message
 
@@ -70,7 +70,13 @@ class Disconnect(Message):
     name: str
     """The worker's name."""
     reason: str = ""
-    """`stopping` from a worker, `refused` from the kernel."""
+    """`stopping` from a worker. From the kernel: `refused` (a READY it will not route to); `dropped by the
+    kernel` (a heartbeat from a worker it already declared lost: a remote member joins again, a local one
+    stops and its slot is restarted); or why a remote member's key was dismissed."""
+
+    STOPPING: ClassVar[str] = "stopping"
+    REFUSED: ClassVar[str] = "refused"
+    DROPPED: ClassVar[str] = "dropped by the kernel"
 
 
 @message("job.cancel")
