@@ -2,8 +2,9 @@
 Tantivy commit) with complete and consistent results, and side by side with another search.
 
 The first two tests run in this process on a real usearch index (the lock's order and the sliced add);
-the last drives a real kernel whose ingest thread a test switch holds mid-write
-(``FOLDERMIND_TEST_INDEXER_HOLD``, :mod:`foldermind.workers.faults`)."""
+the others drive a real kernel whose ingest thread a test switch holds mid-write
+(``FOLDERMIND_TEST_INDEXER_HOLD``, :mod:`foldermind.workers.faults`), and one whose searches take their query
+vectors from the embedder, several at once."""
 
 from __future__ import annotations
 
@@ -257,3 +258,41 @@ def test_a_search_is_answered_while_another_search_is_still_in_hand(busy: Busy) 
         flag.unlink()
         held.join(30)
     assert first and "seed.txt" in busy.files(first[0])
+
+
+def test_semantic_searches_side_by_side_each_get_their_own_query_vector_from_the_embedder(home_dir: Path) -> None:
+    """With ``query_encoder = "embedder"`` (and whenever the local model cannot serve the index's vectors) a
+    search asks the embedder for its query vector over the bus: two searches on two side threads must not share
+    one socket (a ZeroMQ socket is not thread-safe: one thread took the other's reply, and the other waited out
+    ``query_embed_timeout_s`` and answered from keyword search)."""
+    root = short_tmpdir("fmb-")
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "seed.txt").write_text(SEED)
+    config = SEARCH_OVER_BUS + FAST_RESTART + '[search]\nsearch_threads = 2\nquery_encoder = "embedder"\n'
+    k = RunningKernel(home_dir, config)
+    try:
+        k.start()
+        b = Busy(k, docs, root / "flags")
+        b.client.request("indexer", FolderAddRequest(str(docs), "Busy"), FolderAddReply, timeout=20)
+        b.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+        wait_for(lambda: b.settled(1), 120, 0.2, "the seed file indexed and embedded")
+        words = ("harbour", "crane", "quay", "ship", "dock", "cargo", "tide", "pier")
+        answered: list[tuple[str, str | None]] = []
+
+        def ask(client: Busy, n: int) -> None:
+            for i in range(6):  # distinct queries: none is answered from the query-vector cache
+                q = f"{words[(n + i) % len(words)]} {words[(n * 3 + i) % len(words)]} number {n}-{i}"
+                r = client.client.request("indexer", SearchRequest(q, "semantic", 5), SearchReply, timeout=30).body
+                answered.append((r.mode_used, r.note))
+
+        threads = [threading.Thread(target=ask, args=(b.other(), n)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert len(answered) == 24
+        assert all(mode == "semantic" for mode, _ in answered), [note for mode, note in answered if note]
+    finally:
+        k.stop()
+        remove_tree(root)

@@ -136,7 +136,11 @@ class QueryEncoder:
         self._model: SentenceTransformer | None = None
         self._model_path: Path | None = None
         self._onnx: onnx_model.OnnxEncoder | None = None
-        self._client: BusClient | None = None
+        # One bus client per thread: searches run on several threads at once ([search] search_threads), and
+        # a ZeroMQ socket is not thread-safe; a shared one let a thread take another's reply and the other
+        # wait out query_embed_timeout_s (test_load: p95 4 s with torch queries sent to the embedder).
+        self._clients = threading.local()
+        self._all_clients: list[BusClient] = []
         self._threads_set: set[int] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -150,9 +154,10 @@ class QueryEncoder:
 
     def close(self) -> None:
         self._stop.set()  # an ONNX export in progress is abandoned (its child process killed)
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._lock:
+            clients, self._all_clients = self._all_clients, []
+        for client in clients:
+            client.close()
 
     # ---------------------------------------------------------------------------------------
     # loading (the background thread)
@@ -333,9 +338,14 @@ class QueryEncoder:
 
     @property
     def client(self) -> BusClient:
-        if self._client is None:
-            self._client = BusClient(self.bus_endpoint, name=f"{self.worker_name}.search")
-        return self._client
+        """This thread's client for the embedder (made on first use)."""
+        client: BusClient | None = getattr(self._clients, "client", None)
+        if client is None:
+            thread = threading.current_thread().name
+            client = self._clients.client = BusClient(self.bus_endpoint, name=f"{self.worker_name}.search.{thread}")
+            with self._lock:
+                self._all_clients.append(client)
+        return client
 
     def _local_unusable(self, ndim: int, index_model: str | None) -> str:
         if self.state != "ready" or (self._model is None and self._onnx is None):
