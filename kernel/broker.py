@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import zmq
 
 from foldermind.protocol import frames
-from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolError
 from foldermind.protocol.messages import Disconnect, Envelope, Heartbeat, JobCancel, WorkerReady
 from foldermind.protocol.runtime.config import BusPolicy
 
@@ -42,6 +42,13 @@ HB_SUFFIX = b"/hb"
 REMOTE_PREFIX = b"\x00tcp/"
 """Prepended to the identity of every peer on the tcp socket: see the module docstring."""
 SPEED_WEIGHT = 0.3
+UNPROVEN_S = 1e6
+"""How long a member that has failed every job of a kind it was given is taken to need for one: it is sent
+one only when no member that answers them is left or would be free sooner."""
+MEMBER_FAULTS = frozenset((Fault.LOST, Fault.UNAVAILABLE))
+"""Error replies that are the member's failure, not the request's (its handler crashed, its model is not
+loaded): another member may do the job. The rest (a corrupt file, a bad request, a refusal that asks for the
+file's bytes) would fail anywhere and say nothing of the member."""
 """How much the latest job's time moves a member's measured time per job (an exponential moving average)."""
 
 
@@ -80,6 +87,7 @@ class Peer:
     jobs: set[str] = field(default_factory=set)
     key: str | None = None  # a remote member: the allow-list name of its key
     took: dict[str, float] = field(default_factory=dict)  # by kind: seconds per job, a moving average
+    done_share: dict[str, float] = field(default_factory=dict)  # by kind: jobs done (1) or failed by it (0), averaged
     last_reply: float = 0.0  # monotonic
 
     @property
@@ -87,17 +95,27 @@ class Peer:
         return len(self.jobs) < self.capacity
 
     def finishes_in(self, kind: str) -> float:
-        """When one more job of ``kind`` would be done here, from its measured time per job: a worker runs its
-        jobs one after another, so those it holds come first. 0 until one is measured (a new member is tried)."""
-        return self.took.get(kind, 0.0) * (len(self.jobs) + 1)
+        """When one more job of ``kind`` would be done here, from its measured time per job done: a worker runs
+        its jobs one after another, so those it holds come first, and a member that fails a share of its jobs
+        needs that many more tries per job done. 0 until one is measured (a new member is tried); a member
+        that has only failed them, :data:`UNPROVEN_S` (a fast failure must not look like a fast member)."""
+        share = self.done_share.get(kind, 1.0)
+        took = self.took.get(kind)
+        if took is None:
+            return 0.0 if share >= 1.0 else UNPROVEN_S
+        return took / max(share, 1 / UNPROVEN_S) * (len(self.jobs) + 1)
 
-    def measured(self, kind: str, assigned: float, now: float) -> None:
+    def measured(self, kind: str, assigned: float, now: float, done: bool = True) -> None:
+        """A job of ``kind`` answered: done, or failed by this member (:data:`MEMBER_FAULTS`)."""
         # Its jobs run one after another: this one started when it was handed over or when the one before it
         # was answered, whichever came later (time queued at the worker is not its speed).
         seconds = now - max(assigned, self.last_reply)
         self.last_reply = now
-        before = self.took.get(kind)
-        self.took[kind] = seconds if before is None else before + SPEED_WEIGHT * (seconds - before)
+        share = self.done_share.get(kind, 1.0)
+        self.done_share[kind] = share + SPEED_WEIGHT * ((1.0 if done else 0.0) - share)
+        if done:  # how fast it fails is not how fast it works
+            before = self.took.get(kind)
+            self.took[kind] = seconds if before is None else before + SPEED_WEIGHT * (seconds - before)
 
 
 @dataclass(eq=False, slots=True)
@@ -363,8 +381,12 @@ class Broker:
         self.stats["routed"] += 1
         if env.status == "partial":
             return
-        if env.status == "ok":  # an error may come at once (a refusal) and says nothing of its speed
+        if env.status == "ok":
             peer.measured(job.env.kind, job.assigned, time.monotonic())
+        elif env.error is not None and env.error.code.fault in MEMBER_FAULTS:
+            peer.measured(job.env.kind, job.assigned, time.monotonic(), done=False)
+        else:  # the request's own failure (or a refusal that comes at once): nothing of the member's speed
+            peer.last_reply = time.monotonic()
         self._finish(job)
         self._pump(peer.name)  # first: jobs sent to this very worker can go nowhere else
         self._pump(peer.service)

@@ -18,7 +18,7 @@ import zmq
 
 from foldermind.kernel.broker import HB_SUFFIX, REMOTE_PREFIX, Broker
 from foldermind.protocol import frames
-from foldermind.protocol.errors import ErrorCode
+from foldermind.protocol.errors import ErrorCode, ErrorInfo
 from foldermind.protocol.messages import (
     Disconnect,
     EchoReply,
@@ -60,6 +60,10 @@ class Worker:
 
     def answer(self, bus: Bus, job: frames.Packet, data: bytes = b"done") -> None:
         frames.send(self.jobs, job.env.reply(self.name), EchoReply(data))
+        bus.step()
+
+    def fail(self, bus: Bus, job: frames.Packet, code: ErrorCode) -> None:
+        frames.send(self.jobs, job.env.reply(self.name, status="error", error=ErrorInfo(code, "failed here")), {})
         bus.step()
 
 
@@ -418,6 +422,46 @@ def test_a_slower_member_takes_its_share_of_a_long_queue_but_not_the_last_jobs_o
     for _ in range(int(took["embedder@box:1"] / took["embedder"]) + 3):
         bus.request(caller, "embedder")
     assert received(fast.jobs) and received(slow.jobs)
+
+
+def test_a_member_that_fails_its_jobs_at_once_is_not_taken_for_the_fastest_but_serves_when_alone(bus: Bus) -> None:
+    good, broken = bus.worker("parser", "parser"), bus.worker("parser@box:1", "parser")
+    caller = bus.socket(b"caller")
+    bus.request(caller, "parser")
+    bus.request(caller, "parser")  # neither measured yet: one each
+    good_job, broken_job = received(good.jobs), received(broken.jobs)
+    broken.fail(bus, broken_job, ErrorCode.INTERNAL)  # its handler crashed, at once
+    time.sleep(0.05)
+    good.answer(bus, good_job)
+    received(caller), received(caller)
+    for _ in range(3):  # both free each time: the one that does the jobs, though the other answered sooner
+        bus.request(caller, "parser")
+        good.answer(bus, received(good.jobs))
+        received(caller)
+    assert nothing_for(broken.jobs)
+    held = bus.request(caller, "parser")
+    queued = bus.request(caller, "parser")  # waits for the busy good member rather than go to the broken one
+    assert nothing_for(broken.jobs)
+    frames.send(good.jobs, Envelope(kind=Disconnect.KIND, src="parser"), Disconnect("parser", "bye"))
+    bus.step()
+    assert received(caller).env.cid == held.id  # worker_lost
+    assert received(broken.jobs).env.id == queued.id  # alone now, it is tried again
+
+
+def test_a_job_that_fails_for_its_own_reasons_says_nothing_against_the_member(bus: Bus) -> None:
+    one, other = bus.worker("parser", "parser"), bus.worker("parser@box:1", "parser")
+    caller = bus.socket(b"caller")
+    bus.request(caller, "parser")
+    bus.request(caller, "parser")
+    first, second = received(one.jobs), received(other.jobs)
+    one.fail(bus, first, ErrorCode.PARSE_FAILED)  # a corrupt file fails on any member
+    other.fail(bus, second, ErrorCode.FILE_CONTENT_NEEDED)  # a refusal that asks for the bytes
+    received(caller), received(caller)
+    shares = {p.name: p.finishes_in(EchoRequest.KIND) for p in bus.broker.peers.values()}
+    assert shares == {"parser": 0.0, "parser@box:1": 0.0}  # both still untried, not failing
+    bus.request(caller, "parser")
+    bus.request(caller, "parser")
+    assert received(one.jobs) and received(other.jobs)
 
 
 def test_a_job_held_back_for_a_busy_member_goes_to_another_at_once_when_that_member_is_lost(bus: Bus) -> None:
