@@ -28,7 +28,7 @@ from foldermind.protocol.messages import Envelope, ParseReply, ParseRequest, Pin
 from foldermind.protocol.runtime.config import ConfigError, load
 from foldermind.protocol.runtime.context import WorkerContext
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.base import Request
+from foldermind.workers.base import EXIT_KEY_REFUSED, Request
 from foldermind.workers.parser import ParserWorker
 from tests.faultworker import FaultReply, FaultRequest
 from tests.filemakers import make_docx
@@ -177,8 +177,8 @@ def test_a_remote_worker_is_refused_until_allowed_then_joins_answers_its_service
 ) -> None:
     refused = run_remote(tcp_kernel, remote_home)
     try:
-        # Not on the allow list: the handshake is refused, the worker hears no kernel and exits by itself.
-        refused.wait(30)
+        # Not on the allow list: the handshake is refused, and the worker exits saying so.
+        assert refused.wait(30) == EXIT_KEY_REFUSED
         assert "refused a tcp bus handshake" in kernel_log(tcp_kernel)
         assert member_of(tcp_kernel, refused.pid, "REMOTE") is None
     finally:
@@ -433,5 +433,27 @@ def test_a_remote_member_declared_lost_while_alive_joins_again_instead_of_exitin
         assert back["name"] == member["name"] and proc.poll() is None
         with tcp_kernel.client() as client:
             assert client.request(back["name"], PingRequest(), PingReply, timeout=10).body is not None
+    finally:
+        stop(proc)
+
+
+def test_a_member_whose_key_is_denied_while_it_is_away_exits_saying_so_when_it_comes_back(
+    tcp_kernel: RunningKernel, remote_home: Path
+) -> None:
+    """Away (SIGSTOP here; in life a link down) it cannot be told its key was denied; back, it finds its
+    handshakes refused. Before, it took that for silence and joined again every few seconds for good."""
+    cli(tcp_kernel.root, "bus", "allow", "box-d", public_key(remote_home, "worker"))
+    proc = run_remote(tcp_kernel, remote_home)
+    try:
+        wait_for(lambda: member_of(tcp_kernel, proc.pid, "REMOTE"), 30, 0.2, "the remote member")
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: member_of(tcp_kernel, proc.pid, "LOST"), 15, 0.1, "the stopped member LOST")
+            cli(tcp_kernel.root, "bus", "deny", "box-d")
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(60) == EXIT_KEY_REFUSED
+        out = proc.stdout.read() if proc.stdout else ""
+        assert "refused this worker's key" in out, out[-2000:]
     finally:
         stop(proc)

@@ -15,8 +15,8 @@ A worker on another machine (``worker run --connect``) that was a member and the
 ``liveness`` intervals (a link down, a kernel restarting) does not exit: the kernel has dropped it and failed
 its jobs meanwhile, so it closes its sockets and joins again with new ones (a new READY, same name, model kept)
 until the kernel answers or it is stopped. So does one the kernel dismisses as already lost (it ran on, but its
-heartbeats came too late: a starved CPU, a stalled link). One the kernel never answered (a key not allowed),
-refused, or dismissed for its key exits as before.
+heartbeats came too late: a starved CPU, a stalled link). One whose handshake the kernel refuses (a key not
+allowed, or denied while it was away), whose READY it refuses, or that it dismisses for its key exits.
 
 Its length (~460 lines): the job loop, the heartbeat thread and the rejoin of a remote worker are one
 lifecycle over the same two sockets and stop flag; every worker module is short because this one is not.
@@ -40,6 +40,7 @@ from typing import Any, Generic, TypeVar
 
 import psutil
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, JobError, ProtocolError
@@ -68,6 +69,10 @@ Handler = Callable[["Request[Any]"], Result]
 B = TypeVar("B", bound=Message)
 
 _PR_SET_PDEATHSIG = 1
+ZAP_REFUSED = 400
+"""The ZAP status of a key the kernel's allow list does not hold (RFC 27: 400 = authentication failure)."""
+EXIT_KEY_REFUSED = 3
+"""How a remote worker whose key the kernel refused exits (`worker run` then fails, and says why)."""
 
 
 @dataclass(slots=True)
@@ -179,8 +184,21 @@ class _Heartbeat(threading.Thread):
         # A DEALER whose only peer refused it (a CURVE key not allowed) has nowhere to queue and would block
         # this thread in send for good; with a timeout the silence is noticed and the process exits.
         self.sock.setsockopt(zmq.SNDTIMEO, int(ctx.heartbeat_interval_s * 1000))
+        # A remote worker learns from ZeroMQ itself when the kernel's ZAP handler refuses its key (a handshake
+        # failed with status 400): it then exits and says so, instead of taking the silence for a link down and
+        # joining again for ever (a key denied while the link was down).
+        self.refusals: zmq.Socket[Any] | None = None
+        if ctx.curve_server_key:
+            self.refusals = self.sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         _connect(self.sock, ctx)
         self.stopping = threading.Event()
+
+    def _key_refused(self) -> bool:
+        while self.refusals is not None and self.refusals.poll(0):
+            event = recv_monitor_message(self.refusals)
+            if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH and event["value"] == ZAP_REFUSED:
+                return True
+        return False
 
     def run(self) -> None:
         interval = self.ctx.heartbeat_interval_s
@@ -209,6 +227,13 @@ class _Heartbeat(threading.Thread):
                         break
                 elif packet.env.kind == JobCancel.KIND:
                     self.runner.cancel(packet.env.cid)
+            if self._key_refused():
+                log.error(
+                    "the kernel refused this worker's key (it is not on the kernel's allow list: `foldermind bus"
+                    " allow NAME KEY` on the kernel's machine admits it): exiting"
+                )
+                logging.shutdown()
+                os._exit(EXIT_KEY_REFUSED)
             now = time.monotonic()
             # One pass takes at most an interval (the poll's timeout). Longer, and this thread could not
             # run (the GIL held by a model load, a starved CPU): that time is not the kernel's silence,
@@ -226,6 +251,9 @@ class _Heartbeat(threading.Thread):
                 log.error("no heartbeat from the kernel for %.1f s: exiting", now - last_heard)
                 logging.shutdown()
                 os._exit(0)
+        if self.refusals is not None:
+            self.sock.disable_monitor()
+            self.refusals.close(0)
         self.sock.close(0)
 
 
