@@ -35,11 +35,6 @@ supervisor.toml by :class:`RunningKernel` unless the test sets its own): the che
 once per machine, so a test kernel's embedder and indexer load it without importing torch (~9 CPU-s less
 per start). Safe to share: a file is named by its model's digest and verified against its check record on
 every load. Tests of the export itself use a cache of their own."""
-TORCH_QUERIES = """
-[search]
-query_backend = "torch"
-"""
-"""Queries encoded with torch (the soak and load runs keep it; ONNX is the default everywhere else)."""
 # Quick restarts so fault tests do not wait on production backoff.
 FAST_RESTART = """
 [restart]

@@ -46,7 +46,6 @@ from tests.helpers import (
     FAST_RESTART,
     NO_LLM,
     ONE_PARSER,
-    TORCH_QUERIES,
     RunningKernel,
     cli,
     remove_tree,
@@ -138,7 +137,7 @@ def world() -> Iterator[World]:
     base = short_tmpdir("fmc-")  # short: the home's socket paths must fit in sun_path
     root = base / "files"
     # Searched through the bus, the CLI and MCP, never chatted with: no llm, one parser.
-    config = FAST_RESTART.replace(TORCH_QUERIES, "") + NO_LLM + ONE_PARSER + "[mcp]\nport = 0\n"
+    config = FAST_RESTART + NO_LLM + ONE_PARSER + "[mcp]\nport = 0\n"
     w = World(RunningKernel(base / "home", config), root)
     try:
         w.kernel.start()

@@ -39,7 +39,6 @@ from tests.helpers import (
     FAST_RESTART,
     NO_LLM,
     ONE_PARSER,
-    TORCH_QUERIES,
     RunningKernel,
     cli,
     remove_tree,
@@ -128,7 +127,7 @@ class World:
 def world() -> Iterator[World]:
     root = short_tmpdir("fmf-")
     # Searched and read through MCP and the CLI, never chatted with.
-    config = FAST_RESTART.replace(TORCH_QUERIES, "") + NO_LLM + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    config = FAST_RESTART + NO_LLM + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
     w = World(RunningKernel(root / "home", config), root)
     try:
         w.kernel.start()

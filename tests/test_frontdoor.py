@@ -28,7 +28,6 @@ from tests.helpers import (
     FAST_RESTART,
     NO_LLM,
     ONE_PARSER,
-    TORCH_QUERIES,
     RunningKernel,
     cli,
     kill9,
@@ -66,7 +65,7 @@ def serving(write: Callable[[Path], Path] = write_docs) -> Iterator[tuple[Runnin
     is called, so every worker runs; one parser is enough for four small files."""
     root = short_tmpdir()
     # The product's query path (ONNX), as a user's front door runs it.
-    config = FAST_RESTART.replace(TORCH_QUERIES, "") + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
     k = RunningKernel(root / "home", config)
     docs = write(root)
     try:

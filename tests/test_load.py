@@ -32,9 +32,8 @@ PLAN = Plan(
     idle_queries=16,
     warmup_queries=4,
     drain_timeout_s=240.0,
-    # As the other kernel tests: queries on torch, which the indexer loads anyway, instead of a ~30 s ONNX
-    # export into each new home.
-    search={"query_backend": '"torch"'},
+    # Queries on the default ONNX backend (the machine's model cache holds the export): a torch query model
+    # makes fp32 vectors the int8 index cannot use, so every query went to the embedder instead.
     # On a busy 2-core machine a worker loading its model can hold the GIL past the default liveness (3 s)
     # and be killed as hung, again at each restart (found by the load bench; workers/model_files.gc_paused
     # removes the worst of it). Hang detection is test_faults' subject; this test's is load: stalls get 10 s.

@@ -58,7 +58,6 @@ from tests.helpers import (
     MODEL_CACHE,
     ONE_PARSER,
     SEARCH_OVER_BUS,
-    TORCH_QUERIES,
     RunningKernel,
     only_workers,
     remove_tree,
@@ -472,7 +471,7 @@ def test_local_query_vectors_equal_the_embedders(world: World) -> None:
 def test_without_vectors_hybrid_falls_back_and_similar_says_not_embedded() -> None:
     root = short_tmpdir("fmn-")
     config = (
-        FAST_RESTART.replace(TORCH_QUERIES, "")
+        FAST_RESTART
         + '[search]\nquery_encoder = "embedder"\nquery_backend = "torch"\n'
         + only_workers("watcher", "parser", "indexer")
         + ONE_PARSER
