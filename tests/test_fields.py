@@ -15,7 +15,8 @@ import tantivy
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, SearchHit
 from foldermind.workers.indexer import fusion
-from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, Boosts, KeywordIndex, name_words, text_terms
+from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex, text_terms
+from foldermind.workers.indexer.fields import Boosts, name_words
 from tests.folder_world import FolderWorld, folder_world
 from tests.helpers import remove_tree, wait_for
 

@@ -7,11 +7,7 @@ boundaries: ``lang_createTable.html`` is "lang create table"), ``cjk``: the Chin
 the text as overlapping bigrams, since the stemmed fields split CJK text into whole runs that a query never
 matches, and ``lang`` (raw): the language the chunk is stemmed in.
 
-Field boosts (:data:`BOOSTS`): a query term scores in ``text`` at 1 and in the other three fields at their
-boost, summed (BM25 per field). A word of the file name or the title lifts every chunk of that file alike (so
-the file ranks, its best passage still decides which chunk leads); a heading word lifts its section. They were
-chosen on the lookup bench's and SciFact's tune splits only (``tests/bench/fields.py``; figures in
-docs/benchmarks-mcp.md).
+Field boosts, and how a file name becomes words: :mod:`.fields`.
 
 Languages (:mod:`.languages`): a chunk's text and heading are stemmed here, with its document's language's
 analysis (Tantivy's ``en_stem`` rebuilt, with another stemmer for the 17 other languages), and the terms go into
@@ -42,11 +38,12 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
 import tantivy
 
+from foldermind.workers.indexer.fields import BOOSTS, Boosts, name_words
 from foldermind.workers.indexer.languages import ENGLISH, STEMMERS, stemmed_as
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -59,27 +56,6 @@ TERM_SET = 1000
 SCHEMA_VERSION = 3
 """The Tantivy fields' version: 1 English-stemmed by Tantivy, 2 stemmed here in each document's language, 3 with
 the ``title`` and ``name`` fields."""
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_NAME_SEPARATORS = re.compile(r"[-_.\s]+")
-
-
-@dataclass(frozen=True, slots=True)
-class Boosts:
-    """What a query term matching each field adds, beside ``text``'s 1 (0: the field is not searched)."""
-
-    heading: float = 0.25
-    title: float = 0.25
-    name: float = 0.5
-
-    def fields(self) -> list[tuple[str, float]]:
-        return [
-            ("text", 1.0),
-            *((f, b) for f, b in (("heading", self.heading), ("title", self.title), ("name", self.name)) if b > 0),
-        ]
-
-
-BOOSTS = Boosts()
-"""The boosts searches use; see the module's docstring."""
 OTHER_LANGUAGES = tuple(sorted(code for code in STEMMERS if code != ENGLISH))
 
 
@@ -156,14 +132,6 @@ def word_spans(text: str) -> Iterable[tuple[int, str]]:
     """(offset, word) of every word of ``text``, as the stemmed fields see words."""
     for m in _WORD.finditer(text):
         yield m.start(), m.group()
-
-
-def name_words(path: str) -> str:
-    """A file name's stem as words: cut at ``-``, ``_``, ``.``, blanks and camelCase (``readHTTPHeader_v2.txt``
-    is "read HTTP Header v2"). Case boundaries are read in ASCII letters only; any other letter stays in its
-    word."""
-    stem_ = PurePath(path).stem
-    return " ".join(_CAMEL.sub(" ", _NAME_SEPARATORS.sub(" ", stem_)).split())
 
 
 def _column(row: Any, name: str) -> Any:
