@@ -12,25 +12,17 @@ from typing import Any
 import pytest
 import tantivy
 
-from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import (
-    DescribeReply,
-    DescribeRequest,
-    FolderAddReply,
-    FolderAddRequest,
-    FolderListReply,
-    FolderListRequest,
     SearchReply,
     SearchRequest,
     SummaryReply,
     SummaryRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex, text_terms
 from foldermind.workers.indexer.languages import SAMPLE_CHARS, UNDETERMINED, detect, stemmed_as
 from foldermind.workers.indexer.snippets import first_match
-from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
+from tests.folder_world import FolderWorld, folder_world
+from tests.helpers import remove_tree, wait_for
 
 GERMAN = (
     "Bauamt der Stadt, Abteilung Hochbau\n\n"
@@ -125,54 +117,15 @@ def test_a_snippet_starts_at_the_first_word_matched_in_the_documents_language() 
 # a real kernel
 
 
-class World:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.kernel = RunningKernel(root, FAST_RESTART + SEARCH_OVER_BUS)
-        self.client: BusClient | None = None
-
-    def start(self) -> None:
-        self.kernel.start()
-        self.client = self.kernel.client("languages-test")
-
-    def call(self, msg: Any, reply: type[Any], to: str = "indexer", timeout: float = 20) -> Any:
-        assert self.client is not None
-        return self.client.request(to, msg, reply, timeout=timeout).body
-
-    def found(self, query: str, mode: str = "keyword") -> list[str]:
-        reply: SearchReply = self.call(SearchRequest(query, mode, top_k=10), SearchReply)
-        assert reply.mode_used == mode, reply.note
-        return [r["file_name"] for r in reply.results]
-
-    def settled(self) -> bool:
-        folders = self.call(FolderListRequest(), FolderListReply).folders
-        if not folders:
-            return False
-        f = folders[0]
-        ready = f["files_total"] >= len(FILES) and f["state"] == "ready" and f["chunks_embedded"] == f["chunks"]
-        details = self.call(DescribeRequest(), DescribeReply).details
-        return bool(ready and details["chunks_in_bm25"] == f["chunks"])
-
+class World(FolderWorld):
     def language(self, name: str) -> Any:
         return self.call(SummaryRequest(str(self.root / "docs" / name)), SummaryReply).analysis.get("language")
 
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    root = short_tmpdir("fml-")
-    w = World(root)
-    try:
-        w.start()
-        (root / "docs").mkdir()
-        for name, text in FILES.items():
-            (root / "docs" / name).write_text(text, encoding="utf-8")
-        w.call(FolderAddRequest(str(root / "docs"), "docs"), FolderAddReply)
-        w.call(WatchSyncRequest(), WatchSyncReply, to="watcher", timeout=60)
-        wait_for(w.settled, 180, 0.2, "the mixed folder indexed and embedded")
+    with folder_world(FILES, "fml-", "languages-test", World) as w:
         yield w
-    finally:
-        w.kernel.stop()
-        remove_tree(root)
 
 
 def test_a_german_word_finds_the_german_document_that_holds_only_another_form(world: World) -> None:
@@ -239,8 +192,7 @@ def test_an_index_of_older_fields_is_built_again_and_every_language_detected(wor
         db.execute("UPDATE meta SET value = '1' WHERE key = 'tantivy_schema'")
         assert db.execute("UPDATE documents SET language = NULL").rowcount == len(FILES)
     db.close()
-    world.kernel = RunningKernel(world.root, FAST_RESTART + SEARCH_OVER_BUS)
-    world.start()
+    world.restart()
     wait_for(lambda: world.found("Genehmigung") == ["bauamt.txt"], 60, 0.2, "the German document found again")
     wait_for(world.settled, 60, 0.2, "every chunk in the rebuilt keyword index")
     for name, code in LANGUAGES.items():

@@ -1,9 +1,13 @@
 """The Tantivy (BM25) side of the index.
 
 Fields: ``chunk_id`` and ``doc_id`` (integers; a document's chunks are deleted by ``doc_id``),
-``folder_id`` (raw, for scoping), ``text`` and ``heading`` (stemmed terms), ``cjk``: the Chinese/Japanese/Korean
-characters of the text as overlapping bigrams, since the stemmed fields split CJK text into whole runs that a
-query never matches, and ``lang`` (raw): the language the chunk is stemmed in.
+``folder_id`` (raw, for scoping), ``text`` and ``heading`` (stemmed terms), ``title`` (the document's title, in
+every chunk of it) and ``name`` (its file name's stem cut into words at ``-``, ``_``, ``.`` and camelCase
+boundaries: ``lang_createTable.html`` is "lang create table"), ``cjk``: the Chinese/Japanese/Korean characters of
+the text as overlapping bigrams, since the stemmed fields split CJK text into whole runs that a query never
+matches, and ``lang`` (raw): the language the chunk is stemmed in.
+
+Field boosts, and how a file name becomes words: :mod:`.fields`.
 
 Languages (:mod:`.languages`): a chunk's text and heading are stemmed here, with its document's language's
 analysis (Tantivy's ``en_stem`` rebuilt, with another stemmer for the 17 other languages), and the terms go into
@@ -39,18 +43,19 @@ from typing import Any
 
 import tantivy
 
+from foldermind.workers.indexer.fields import BOOSTS, Boosts, name_words
 from foldermind.workers.indexer.languages import ENGLISH, STEMMERS, stemmed_as
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD = re.compile(rf"[^\W_{_CJK}]+", re.UNICODE)
-HEADING_BOOST = 0.5
 MAX_QUERY_TERMS = 64
 """Past this many terms a query gets no better, only slower (a 1000-character query is ~150 words)."""
 TERM_SET = 1000
 """The most ids in one Tantivy term set of a search filter (see :meth:`KeywordIndex.build_query`)."""
-SCHEMA_VERSION = 2
-"""The Tantivy fields' version: 1 English-stemmed by Tantivy, 2 stemmed here in each document's language."""
+SCHEMA_VERSION = 3
+"""The Tantivy fields' version: 1 English-stemmed by Tantivy, 2 stemmed here in each document's language, 3 with
+the ``title`` and ``name`` fields."""
 OTHER_LANGUAGES = tuple(sorted(code for code in STEMMERS if code != ENGLISH))
 
 
@@ -129,10 +134,10 @@ def word_spans(text: str) -> Iterable[tuple[int, str]]:
         yield m.start(), m.group()
 
 
-def _language_of(row: Any) -> str | None:
-    """A row's ``language``, ``None`` without one (a ``sqlite3.Row`` raises IndexError, a dict KeyError)."""
+def _column(row: Any, name: str) -> Any:
+    """A row's column, ``None`` without it (a ``sqlite3.Row`` raises IndexError, a dict KeyError)."""
     try:
-        return row["language"]  # type: ignore[no-any-return]
+        return row[name]
     except (IndexError, KeyError):
         return None
 
@@ -144,8 +149,9 @@ class KeywordHit:
 
 
 class KeywordIndex:
-    def __init__(self, path: Path, writer_heap: int = 64_000_000) -> None:
+    def __init__(self, path: Path, writer_heap: int = 64_000_000, boosts: Boosts = BOOSTS) -> None:
         self.path = path
+        self.boosts = boosts
         path.mkdir(parents=True, exist_ok=True)
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("chunk_id", stored=True, indexed=True, fast=True)
@@ -155,6 +161,8 @@ class KeywordIndex:
         # read back from a hit, and the text is in SQLite.
         builder.add_text_field("text", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("heading", stored=False, tokenizer_name="whitespace")
+        builder.add_text_field("title", stored=False, tokenizer_name="whitespace")
+        builder.add_text_field("name", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("cjk", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("lang", stored=False, tokenizer_name="raw")
         self.schema = builder.build()
@@ -173,7 +181,8 @@ class KeywordIndex:
 
     def replace(self, doc_ids: Iterable[int], chunks: Iterable[Any]) -> None:
         """Delete every chunk of ``doc_ids``, then add ``chunks`` (rows: id, doc_id, text, heading,
-        folder_id, and the document's detected language if the row has one: English without).
+        folder_id, and if the row has them the document's detected language (English without), ``path`` and
+        ``title``).
         Nothing is visible until :meth:`commit`."""
         writer = self.writer
         try:
@@ -181,7 +190,8 @@ class KeywordIndex:
                 writer.delete_documents_by_term("doc_id", int(doc_id))
             for row in chunks:
                 text = row["text"]
-                language = stemmed_as(_language_of(row))
+                language = stemmed_as(_column(row, "language"))
+                path = _column(row, "path")
                 writer.add_document(
                     tantivy.Document(
                         chunk_id=int(row["id"]),
@@ -189,6 +199,8 @@ class KeywordIndex:
                         folder_id=row["folder_id"],
                         text=" ".join(text_terms(text, language)),
                         heading=" ".join(text_terms(row["heading"] or "", language)),
+                        title=" ".join(text_terms(_column(row, "title") or "", language)),
+                        name=" ".join(text_terms(name_words(path), language)) if path else "",
                         cjk=" ".join(cjk_grams(text)),
                         lang=language,
                     )
@@ -237,7 +249,8 @@ class KeywordIndex:
         docs: tuple[list[int], bool] | None = None,
         languages: Sequence[str] = (ENGLISH,),
     ) -> tantivy.Query | None:
-        """Any term matches (BM25 sums what matched); ``None`` when the query has no term.
+        """Any term matches, in ``text`` or a boosted field (:attr:`boosts`; BM25 sums what matched); ``None``
+        when the query has no term.
 
         Each word is looked for in every stem ``languages`` give it (its distinct stems or'ed: a word whose
         stems agree counts once). ``phrases``, ``required`` and ``excluded`` are tokens of :func:`query_tokens`
@@ -246,11 +259,12 @@ class KeywordIndex:
         They only narrow: the score is the terms' BM25. ``docs``: a search filter's ``(doc ids, exclude)``, only
         those documents or all but those (:mod:`.filters`)."""
         parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        fields = self.boosts.fields()
         for token in query_tokens(query):
             for term in dict.fromkeys(stem(token, language) for language in languages):
-                parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", term)))
-                heading = tantivy.Query.term_query(self.schema, "heading", term)
-                parts.append((tantivy.Occur.Should, tantivy.Query.boost_query(heading, HEADING_BOOST)))
+                for name, boost in fields:
+                    q = tantivy.Query.term_query(self.schema, name, term)
+                    parts.append((tantivy.Occur.Should, q if boost == 1.0 else tantivy.Query.boost_query(q, boost)))
         for gram in dict.fromkeys(cjk_grams(query)):
             parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", gram)))
         if not parts:

@@ -104,7 +104,11 @@ class SearchService:
         with _timed(timings, "fuse"):
             if mode == "hybrid":
                 if fuse == "blend":
-                    ranked = fusion.blend(keyword, semantic, question=fusion.is_question(query))
+                    evidence = self.policy.doc_evidence
+                    documents = self._documents(keyword, semantic) if evidence > 0 else None
+                    ranked = fusion.blend(
+                        keyword, semantic, question=fusion.is_question(query), documents=documents, evidence=evidence
+                    )
                 elif fuse == "weighted":
                     ranked = fusion.weighted(keyword, semantic, self.policy.keyword_weight)
                 else:
@@ -162,6 +166,10 @@ class SearchService:
         docs = only.keyword_clause() if only is not None else None
         hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs)
         return [(h.chunk_id, h.score) for h in hits], total
+
+    def _documents(self, keyword: Ranking, semantic: Ranking) -> dict[int, int]:
+        """Each candidate chunk's document, for the per-document evidence of :func:`.fusion.blend`."""
+        return self.store.documents_of(list({cid for cid, _ in keyword} | {cid for cid, _ in semantic}))
 
     def _semantic(
         self, vector: NDArray[np.float32], depth: int, scope: str | None, only: filters.Admitted | None

@@ -588,7 +588,7 @@ class Store:
             marks = ",".join("?" * len(part))
             out.extend(
                 self.db.execute(
-                    f"SELECT c.id, c.doc_id, c.text, c.heading, d.folder_id, d.language FROM chunks c "
+                    f"SELECT c.id, c.doc_id, c.text, c.heading, d.folder_id, d.language, d.path, d.title FROM chunks c "
                     f"JOIN documents d ON d.id = c.doc_id WHERE c.doc_id IN ({marks}) AND d.status = 'indexed'",
                     part,
                 )
@@ -597,6 +597,15 @@ class Store:
 
     # ---------------------------------------------------------------------------------------
     # search support
+
+    def documents_of(self, chunk_ids: list[int]) -> dict[int, int]:
+        """chunk id -> document id, for the chunks that still exist."""
+        out: dict[int, int] = {}
+        for start in range(0, len(chunk_ids), 500):
+            part = chunk_ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            out.update(self.db.execute(f"SELECT id, doc_id FROM chunks WHERE id IN ({marks})", part).fetchall())
+        return out
 
     def hits(self, chunk_ids: list[int]) -> dict[int, sqlite3.Row]:
         """Chunk rows with their document and folder, for ids that still exist."""
