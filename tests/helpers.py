@@ -39,7 +39,7 @@ TORCH_QUERIES = """
 [search]
 query_backend = "torch"
 """
-"""Queries encoded with torch (the soak and load runs keep it; ONNX is the default everywhere else)."""
+"""Queries encoded with torch (a test of that backend sets it; ONNX is the default everywhere else)."""
 # Quick restarts so fault tests do not wait on production backoff.
 FAST_RESTART = """
 [restart]
