@@ -8,6 +8,8 @@ import pytest
 
 from tests.helpers import FAST_RESTART, LIGHT_MAP, TESTWORKER, RunningKernel, remove_tree, short_tmpdir
 
+pytest_plugins = ("tests.cpu_report",)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # The fault worker (tests/faultworker.py) runs as a child of a kernel, and `foldermind worker run` imports
 # it in the CLI's process: every child of a test must be able to import `tests`.

@@ -303,6 +303,35 @@ def make_xlsx(path: Path, marker: str, rows: int = 20, marked_row: int = 7, shee
     return path
 
 
+def make_grid_xlsx(path: Path, rows: int, cols: int) -> Path:
+    """A workbook of one sheet, "Wide", holding ``rows`` x ``cols`` numbers (0 .. cols-1 in every row):
+    openpyxl's streaming writer writes it with one such row, then the sheet's rows are repeated from that
+    row's text. The sheet is byte for byte the one openpyxl writes for all the rows (compared at 1001 x 1000),
+    for ~0.7 CPU-s instead of ~4.2 (openpyxl's ``append`` of a million cells)."""
+    import re
+
+    from openpyxl import Workbook
+
+    book = Workbook(write_only=True)
+    book.create_sheet("Wide").append(list(range(cols)))
+    buf = io.BytesIO()
+    book.save(buf)
+    sheet_name = "xl/worksheets/sheet1.xml"
+    with zipfile.ZipFile(buf) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == sheet_name:
+                xml = data.decode()
+                start, end = xml.index("<sheetData>") + len("<sheetData>"), xml.index("</sheetData>")
+                row = xml[start:end]  # <row r="1"><c r="A1" t="n"><v>0</v></c>...</row>
+                assert row.count("<row ") == 1 and row.count("<c ") == cols, row[:200]
+                template = re.sub(r'r="([A-Z]*)1"', r'r="\g<1>{n}"', row.replace("{", "{{").replace("}", "}}"))
+                body = "".join(template.format(n=n) for n in range(1, rows + 1))
+                data = (xml[:start] + body + xml[end:]).encode()
+            dst.writestr(info, data)
+    return path
+
+
 def make_csv(path: Path, marker: str, rows: int = 20, marked_row: int = 7, delimiter: str = ",") -> Path:
     """A header and ``rows`` records (stdlib csv), ``marker`` in record ``marked_row`` (file line
     ``marked_row + 1``)."""

@@ -60,8 +60,9 @@ SUBDIRS = ("alpha", "beta", "gamma", "delta", "alpha/inner", "beta/deep/er")
 PER_WORKER_KILLS_PER_MIN = 3  # under [restart] max_restarts = 5 per 60 s: no worker is pushed to FAILED
 PARSER_KILL_GAP_S = 5.0
 START_TIMEOUT_S = 300.0
-# The soak runs on the production policy (restart backoff, the ONNX query encoder and all); the checked ONNX
-# export is made once per machine, in the shared model cache (tests/helpers.MODEL_CACHE).
+# The soak runs on the production policy (restart backoff, the ONNX query encoder and all). Its homes share
+# the machine's checked export (RunningKernel's tests/helpers.MODEL_CACHE), so an indexer killed and started
+# again loads it instead of importing torch: the short soak's tree used ~67 CPU-s with torch queries.
 SOAK_CONFIG = ""
 # The reference index is not what is under test: no background summaries competing for the CPU.
 FRESH_CONFIG = "[llm]\nanalysis = false\n"

@@ -26,6 +26,7 @@ from tests import mcpclient as mc
 from tests.filemakers import make_docx, make_pdf
 from tests.helpers import (
     FAST_RESTART,
+    ONE_PARSER,
     RunningKernel,
     cli,
     remove_tree,
@@ -101,6 +102,7 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
     root = short_tmpdir()
     config = (
         FAST_RESTART
+        + ONE_PARSER  # three small files
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         + '[llm]\ntimeout_s = 30\nanalysis = false\nload = "at_start"\n'
         + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_SAY = "{root / "say"}", '
@@ -311,7 +313,10 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
     bad = root / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
     config = (
-        FAST_RESTART + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + f'[llm]\nmodel_path = "{bad}"\nanalysis = false\n'
+        FAST_RESTART
+        + ONE_PARSER
+        + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+        + f'[llm]\nmodel_path = "{bad}"\nanalysis = false\n'
     )
     # The model loads on first use: the first answer that wants it tries, fails and falls back; it is not
     # tried again (the status line keeps the reason).

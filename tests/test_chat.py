@@ -25,6 +25,7 @@ from mcp.types import CallToolResult
 from tests import mcpclient as mc
 from tests.helpers import (
     FAST_RESTART,
+    ONE_PARSER,
     RunningKernel,
     cli,
     remove_tree,
@@ -67,6 +68,7 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
     armed.touch()  # present = disarmed; a test removes it to make the next chat hang once
     config = (
         FAST_RESTART
+        + ONE_PARSER  # four small files
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         # at_start: the model loads at once, and the restarted llm's again (the tests wait for "ready")
         + f'[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\nload = "at_start"\n'
@@ -393,7 +395,7 @@ def test_a_model_that_cannot_load_leaves_the_quotes_with_the_reason_and_search_i
     root = short_tmpdir()
     bad = root / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
-    config = FAST_RESTART + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + f'[llm]\nmodel_path = "{bad}"\n'
+    config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + f'[llm]\nmodel_path = "{bad}"\n'
     k = RunningKernel(root / "home", config)
     docs = write_docs(root)
     try:

@@ -36,6 +36,7 @@ from tests.filemakers import (
     make_docx,
     make_eml,
     make_epub,
+    make_grid_xlsx,
     make_mbox,
     make_message,
     make_odp,
@@ -278,14 +279,7 @@ def test_a_50000_row_sheet_is_read_whole_in_bounded_memory(tmp_path: Path) -> No
 
 
 def test_a_sheet_past_the_cell_limit_is_refused_as_too_large(tmp_path: Path) -> None:
-    from openpyxl import Workbook
-
-    book = Workbook(write_only=True)
-    sheet = book.create_sheet("Wide")
-    row = list(range(1000))
-    for _ in range(MAX_CELLS // 1000 + 1):
-        sheet.append(row)
-    book.save(tmp_path / "wide.xlsx")
+    make_grid_xlsx(tmp_path / "wide.xlsx", rows=MAX_CELLS // 1000 + 1, cols=1000)
     err = refused(tmp_path / "wide.xlsx")
     assert (err.code, err.message) == (ErrorCode.FILE_TOO_LARGE, too_many_cells())
 

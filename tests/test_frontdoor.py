@@ -59,13 +59,22 @@ def write_docs(root: Path) -> Path:
     return docs
 
 
+NO_SUMMARIES = "[llm]\nanalysis = false\n"
+"""The llm serves chats but writes no summaries: these tests read a document's analysis (its type, its
+date) but never the model's summary, which the llm would otherwise write for every indexed file as soon as
+the queue is idle, competing with the tests for the CPU (see tests/README.md)."""
+
+
 @contextmanager
-def serving(write: Callable[[Path], Path] = write_docs) -> Iterator[tuple[RunningKernel, Path, str, str]]:
-    """A kernel serving MCP with the Smart Folder ``write`` makes: (kernel, folder, url, token). Every tool
-    is called, so every worker runs; one parser is enough for four small files."""
+def serving(
+    write: Callable[[Path], Path] = write_docs, more: str = NO_SUMMARIES
+) -> Iterator[tuple[RunningKernel, Path, str, str]]:
+    """A kernel serving MCP with the Smart Folder ``write`` makes: (kernel, folder, url, token), ``more``
+    added to its supervisor.toml. Every tool is called, so every worker runs; one parser is enough for four
+    small files."""
     root = short_tmpdir()
     # The product's query path (ONNX), as a user's front door runs it.
-    config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + more
     k = RunningKernel(root / "home", config)
     docs = write(root)
     try:

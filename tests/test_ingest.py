@@ -338,7 +338,9 @@ def test_parser_killed_once_the_file_is_retried_and_indexed(home_dir: Path) -> N
     docs = home_dir / "retry"
     docs.mkdir()
     (docs / "big.txt").write_text("Long text about the nesting habits of the kittiwake. " * 200_000)
-    k = RunningKernel(home_dir, PIPELINE).start()
+    # Keyword search is all this test asks: no embedder, which would spend the test's whole run embedding the
+    # ~10 MB file's thousands of chunks beside it (its chunks then wait, keyword-searchable, as without a model).
+    k = RunningKernel(home_dir, PIPELINE + "[workers.embedder]\nenabled = false\n").start()
     try:
         cli(home_dir, "folders", "add", str(docs))
         kill9(wait_for(lambda: _parser_holding_a_job(k), 60, 0.02, "a parser busy with big.txt"))

@@ -19,7 +19,15 @@ from foldermind.protocol.messages import ChatReply, ChatRequest, DescribeReply, 
 from foldermind.workers.llm.backends import Backend, load_backend
 from foldermind.workers.llm.model_file import bundled_model
 from foldermind.workers.llm.residency import NotReady, Residency
-from tests.helpers import MODEL_CACHE, RunningKernel, remove_tree, require_bundled_model, short_tmpdir, wait_for
+from tests.helpers import (
+    MODEL_CACHE,
+    RunningKernel,
+    only_workers,
+    remove_tree,
+    require_bundled_model,
+    short_tmpdir,
+    wait_for,
+)
 
 require_bundled_model()
 
@@ -30,8 +38,9 @@ PASSAGE = {"file_name": "budget.txt", "text": "The budget for the obsidianwave p
 @pytest.fixture(scope="module")
 def kernel() -> Iterator[RunningKernel]:
     root = short_tmpdir()
-    # No summaries: nothing but this test's own requests may touch the model.
-    k = RunningKernel(root / "home", f"[llm]\nidle_unload_s = {IDLE_S}\nanalysis = false\n")
+    # No summaries: nothing but this test's own requests may touch the model. The llm alone: nothing is
+    # indexed or searched here, and the rest of the default map cost ~9 CPU-s to start (tests/README.md).
+    k = RunningKernel(root / "home", only_workers("llm") + f"[llm]\nidle_unload_s = {IDLE_S}\nanalysis = false\n")
     try:
         yield k.start()
     finally:

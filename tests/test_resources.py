@@ -27,7 +27,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextResourceContents
 
 from foldermind.workers.frontdoor.resources import LIST_PAGE, document_uri, folder_uri
 from tests import mcpclient as mc
-from tests.helpers import RunningKernel, npm_installed
+from tests.helpers import NO_LLM, RunningKernel, npm_installed
 from tests.test_frontdoor import inspector_bin, serving, write_docs
 
 ERAS = ("auto", "legacy")  # the stateless 2026-07-28 revision, and the initialize handshake
@@ -44,7 +44,9 @@ def docs_and_notes(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunningKernel, Path, str, str]]:
-    with serving(docs_and_notes) as running:
+    # No llm: resources, prompts and the tools listed here never chat or read a model summary, and its
+    # summaries of the ~125 indexed files would compete with the tests for the CPU.
+    with serving(docs_and_notes, NO_LLM) as running:
         yield running
 
 

@@ -27,6 +27,7 @@ from foldermind.protocol.runtime.home import Home
 from tests.bench.scifact import scifact_dir
 from tests.helpers import (
     FAST_RESTART,
+    SEARCH_OVER_BUS,
     RunningKernel,
     cli,
     remove_tree,
@@ -148,8 +149,9 @@ def test_files_are_indexed_through_a_remote_host_and_a_cut_link_loses_no_chunk_a
     link: Link,
 ) -> None:
     root, other, docs = short_tmpdir(), short_tmpdir("fm-r-"), short_tmpdir("fm-d-") / "scifact"
-    config = FAST_RESTART + f'\n[bus]\nlisten_tcp = "{KERNEL_IP}:{PORT}"\n\n[workers.parser]\ncount = 1\n'
-    config += "\n[workers.llm]\nenabled = false\n"
+    # The ingestion pipeline over the bus and the CLI: no llm, no front door (~2.4 CPU-s and the wait for its
+    # URL at start), one local parser.
+    config = FAST_RESTART + f'\n[bus]\nlisten_tcp = "{KERNEL_IP}:{PORT}"\n' + SEARCH_OVER_BUS
     kernel = KernelInNamespace(root, config, link.kernel_ns)
     members: list[subprocess.Popen[str]] = []
     try:
