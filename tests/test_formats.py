@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 import tracemalloc
 import zipfile
 from collections.abc import Iterator
@@ -233,10 +232,15 @@ def test_a_zip_bomb_is_refused_before_its_library_opens_it(tmp_path: Path, suffi
     kind, _, member = ZIP_FORMATS[suffix]
     bomb = make_zip_bomb(tmp_path / f"bomb{suffix}", member, 200)
     assert bomb.stat().st_size < 2 * MB
-    started = time.monotonic()
-    err = refused(bomb)
+    tracemalloc.start()
+    try:
+        err = refused(bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert (err.code, err.message) == (ErrorCode.PARSE_FAILED, zip_bomb(kind))
-    assert time.monotonic() - started < 2  # the directory is read, nothing is inflated
+    # ~50 MiB is the reader's own (the size bound's buffer); inflating the member would add its 200 MiB.
+    assert peak < 100 * MB, peak
 
 
 @pytest.mark.parametrize("suffix", list(ZIP_FORMATS))
@@ -266,7 +270,6 @@ def test_random_bytes_under_a_zip_format_name_are_corrupt(tmp_path: Path, suffix
 def test_a_50000_row_sheet_is_read_whole_in_bounded_memory(tmp_path: Path) -> None:
     path = make_xlsx(tmp_path / "big.xlsx", "okapi", rows=50_000, marked_row=49_999)
     tracemalloc.start()
-    started = time.monotonic()
     try:
         doc = parse_file(path, 50 * MB)
         _, peak = tracemalloc.get_traced_memory()
@@ -275,7 +278,6 @@ def test_a_50000_row_sheet_is_read_whole_in_bounded_memory(tmp_path: Path) -> No
     assert "item49999 | 99998 | okapi" in doc.text
     text_bytes = len(doc.text.encode())
     assert peak < 10 * text_bytes + 50 * MB, (peak, text_bytes)  # the text and its segments, not a sheet model
-    assert time.monotonic() - started < 60  # inside the parse timeout even with tracing on a loaded machine
 
 
 def test_a_sheet_past_the_cell_limit_is_refused_as_too_large(tmp_path: Path) -> None:
@@ -293,10 +295,14 @@ def test_a_sheet_declaring_the_whole_grid_with_one_far_cell_is_not_padded_out(tm
     sheet["A1"] = "near corner"
     sheet["XFD1048576"] = "far corner"  # dimension A1:XFD1048576: 17 billion cells if padded
     book.save(tmp_path / "corners.xlsx")
-    started = time.monotonic()
-    doc = parse_file(tmp_path / "corners.xlsx", 50 * MB)
+    tracemalloc.start()
+    try:
+        doc = parse_file(tmp_path / "corners.xlsx", 50 * MB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert "near corner" in doc.text and doc.text.endswith("far corner")
-    assert time.monotonic() - started < 20
+    assert peak < 100 * MB, peak  # the reader's ~50 MiB and two cells, not a padded grid of 17 billion
 
 
 def test_an_ods_with_a_million_repeated_rows_costs_the_cells_they_stand_for(tmp_path: Path) -> None:
@@ -325,9 +331,7 @@ def test_a_mailbox_of_ten_thousand_messages_is_read_and_one_more_is_refused(tmp_
     one = make_message("Ping", "A short routine note.")
     box = b"".join(b"From sender@example.com Tue Mar  5 09:30:00 2024\n" + one + b"\n" for _ in range(MAX_MESSAGES))
     (tmp_path / "big.mbox").write_bytes(box)
-    started = time.monotonic()
     doc = parse_file(tmp_path / "big.mbox", 50 * MB)
-    assert time.monotonic() - started < 60
     assert doc.segments[-1].heading == f"Message {MAX_MESSAGES}: Ping"
     (tmp_path / "more.mbox").write_bytes(box + b"From x Tue Mar  5 09:30:00 2024\n" + one)
     err = refused(tmp_path / "more.mbox")
