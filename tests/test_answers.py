@@ -308,6 +308,44 @@ def test_cli_ask_prints_the_quotes_with_file_and_place(served: Any) -> None:
     assert out["answer_mode_used"] == "extractive" and cites_budget(out)
 
 
+def test_an_option_described_under_its_own_line_is_quoted_with_its_description(served: Any) -> None:
+    _k, docs, url, token, _root = served
+    # A manual's definition list: each option on a line of its own, its description on the next. The
+    # description is what names the question; the option is the answer.
+    manual = docs / "configure.txt"
+    manual.write_text(
+        "Configure options\n\n"
+        "--enable-usb\nThis option enables the USB driver for the uninterruptible power supply.\n\n"
+        "--enable-gapcmon\nThis option enables building the GTK GUI front-end for the daemon.\n\n"
+        "--with-log-dir\nThis option sets where the daemon writes its event log files.\n"
+    )
+    question = {"query": "Which configure option builds the GTK GUI front-end?", "answer_mode": "extractive"}
+    try:
+        out = wait_for(
+            lambda: (
+                (o := chat(url, token, question))
+                and any(c["file_name"] == "configure.txt" for c in o["citations"])
+                and o
+            ),
+            60,
+            0.5,
+            "configure.txt indexed and cited",
+        )
+        assert "--enable-gapcmon" in out["answer"], out
+        cited = next(c for c in out["citations"] if "GTK GUI" in c["quote"])
+        assert cited["quote"].startswith("--enable-gapcmon This option enables building"), cited
+        assert (cited["location"]["line_start"], cited["location"]["line_end"]) == (6, 7)
+        check_markers(out)
+    finally:
+        manual.unlink()
+        wait_for(
+            lambda: not any(c["file_name"] == "configure.txt" for c in chat(url, token, question)["citations"]),
+            60,
+            0.5,
+            "configure.txt gone from the index",
+        )
+
+
 def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
     root = short_tmpdir()
     bad = root / "broken.gguf"

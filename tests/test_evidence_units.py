@@ -371,3 +371,64 @@ def test_a_name_question_asks_for_a_name_written_as_code_the_question_does_not_h
     assert not sentences.names_code("The USB driver is built on every platform.", asked)
     # a name the question already holds is not the answer
     assert not sentences.names_code("--enable-usb turns it on.", "What does --enable-usb do?")
+
+
+def test_a_which_question_asks_for_a_name_and_a_sentence_naming_one_the_question_lacks_offers_it() -> None:
+    named = (
+        "With which part of the cell is the NEMO-related protein NRP associated?",
+        "Which transcription factor has Gfi1 as a direct target?",
+        "In which city were the adults surveyed?",
+    )
+    # a figure question is not one: its answer is a number, not a name
+    others = ("In which year did the share peak?", "How many patients were enrolled?", "Explain the method.")
+    assert [q for q in named + others if sentences.asks_for_entity(q)] == list(named)
+    asked = "With which part of the cell is the NEMO-related protein NRP associated?"
+    assert sentences.names_new("In addition, we observed that endogenous NRP is associated with the Golgi.", asked)
+    assert sentences.names_new("Gfi1 is a direct target of RUNX1.", "Which factor targets Gfi1?")
+    # the question's own names, the capital of a sentence's first word, and bare numbers are not new names
+    assert not sentences.names_new("Analogous to NEMO, NRP is associated in a complex with two kinases.", asked)
+    assert not sentences.names_new("Some aspects were well known among the 172 adults.", "Which city?")
+
+
+def test_a_short_unfinished_line_before_a_description_is_its_term_and_is_quoted_with_it() -> None:
+    text = (
+        "--enable-usb\nThis option enables the USB driver.\n"
+        "--enable-gapcmon\nThis option enables building the GTK GUI front-end.\n"
+    )
+    parts = [s.text for s in sentences.split(text, 1)]
+    assert parts == [
+        "--enable-usb",
+        "This option enables the USB driver.",
+        "--enable-gapcmon",
+        "This option enables building the GTK GUI front-end.",
+    ]
+    assert sentences.is_term("--enable-gapcmon") and sentences.is_term("normal")
+    assert not sentences.is_term("This option enables the USB driver.")
+    assert not sentences.is_term("A heading of more than three words")
+    quoted = _span_of(text, 3, figure=False)
+    assert quoted["text"] == "--enable-gapcmon This option enables building the GTK GUI front-end."
+    assert (quoted["line_start"], quoted["line_end"]) == (3, 4)
+    # the term itself is quoted alone; so is a sentence after a finished one
+    assert _span_of(text, 2, figure=False)["text"] == "--enable-gapcmon"
+    plain = "It is built.\nThis option enables the USB driver.\n"
+    assert _span_of(plain, 1, figure=False)["text"] == "This option enables the USB driver."
+
+
+def test_whether_the_documents_answer_is_judged_on_the_passages_of_the_best_few_sentences() -> None:
+    def cand(passage: int, text: str, score: float, semantic: float, coverage: float) -> evidence._Candidate:
+        found = sentences.split(text)
+        c = evidence._Candidate(passage, found, 0, sentences.content_terms(text), set())
+        c.score, c.semantic, c.coverage = score, semantic, coverage
+        return c
+
+    # The best sentence's passage names little of the question; the runner-up's passage answers it.
+    table = cand(0, "keepAspect Maintain aspect ratio [default true]", 0.8, 0.3, 0.45)
+    intro = cand(1, "This package integrates Asymptote graphics in LaTeX documents.", 0.75, 0.3, 0.2)
+    about = cand(1, "The asymptote LaTeX package has options.", 0.5, 0.6, 0.6)
+    ranked = [table, intro, about]
+    assert evidence.EvidenceService._supported(ranked, with_vectors=True)
+    assert evidence.EvidenceService._supported(ranked, with_vectors=False)  # its coverage alone
+    # Nothing among the leading passages is close to the question: the documents do not say.
+    far = cand(2, "The lighthouse keeper retires in the autumn.", 0.4, 0.1, 0.1)
+    close_but_not_leading = cand(3, "The package has options.", 0.1, 0.9, 0.9)
+    assert not evidence.EvidenceService._supported([table, far, far, close_but_not_leading], with_vectors=True)

@@ -15,7 +15,13 @@ coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`
 :class:`~.encoder.VectorCache`, keyed by model and text):
 a question asked again, or a claim checked against a sentence already scored, costs no encode.
 
+On top of that score, bonuses for what the question asks (a figure, a default, a name as code, a name the
+question lacks) and a penalty for a fragment; the quote of a sentence may take in a neighbour (:func:`_reach`).
+
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
+
+Its length (~420 lines): the score's weights and bonuses are documented where they are defined, each with the
+answer bench's counts that chose it; splitting them from the scoring that uses them would scatter one idea.
 """
 
 from __future__ import annotations
@@ -54,15 +60,22 @@ included."), and a sentence of another passage that names as little but states t
 patients" of another trial) must not beat it. On the answer bench's tune questions 40 -> 42 of 48 (0.15: 41;
 0.45 and 0.6: 42)."""
 ENCODE_AT_MOST = 20
-"""Sentences encoded per question: 20 take ~180 ms on one thread, well inside the 300 ms budget."""
+"""Sentences encoded per question: 20 take ~180 ms on one thread, well inside the 300 ms budget. 32 answered
+no more of the 180 tuning questions (151 against 153: more sentences near the question compete)."""
 CACHE_SIZE = 4096
 """Sentence vectors kept (384 floats each: ~6 MiB)."""
 SUPPORT_SEMANTIC = 0.40
 SUPPORT_LEXICAL = 0.50
-"""The best sentence answers the question when a sentence of its passage (itself, most often) has a cosine
+"""The documents answer the question when a sentence of a leading passage (:data:`SUPPORT_FROM`) has a cosine
 of SUPPORT_SEMANTIC or holds SUPPORT_LEXICAL of the question's terms; below both, the documents do not say.
 Its passage, not only itself: the sentence stating a figure ("Sixty-one (42 males) patients were recruited.")
 often names little of the question its passage is about."""
+SUPPORT_FROM = 3
+"""Whether the documents answer at all is judged on the passages of the best SUPPORT_FROM sentences (those an
+extractive answer may quote), not the best one's alone: a bonus can lift a sentence of a passage that names
+little of the question ("keepAspect Maintain aspect ratio [default true]" in a table of options) over the
+passage that does, and the answer was then "the documents do not say" though it quoted the gold sentence
+(1 of 180 tuning questions with :data:`ENTITY_BONUS`; none of them is judged unsupported either way)."""
 FIGURE_BONUS = 0.15
 """Added to a sentence that states a figure when the question asks for one ("how many", "what year",
 "what dose", "at most", "by default"): such an answer is a number, and the sentence that holds it often
@@ -84,6 +97,13 @@ configure flag ...", "What file extension ..."). Chosen together on the spent qu
 fresh, fresh2; 144 questions, 2026-12-03, int8 vectors), extractive answers holding the gold answer: neither
 113-114; DEFAULT_BONUS 0.1 alone 118 (0.15-0.3: 117); with CODE_BONUS 0.05 120, 0.1 123, 0.15 and 0.2 124, 0.3
 122. Judged on the fresh3 set, written before and not read."""
+ENTITY_BONUS = 0.1
+"""Added to a sentence holding a name the question does not (:func:`.sentences.names_new`: "Golgi", "RUNX1",
+"HoxD") when the question asks for a thing by name ("With which part of the cell ...", "Which transcription
+factor ..."; :func:`.sentences.asks_for_entity`): the sentences closest to such a question often restate it
+and name nothing new. Chosen on the spent sets and fresh3 (180 questions, 2026-12-03, with :data:`SUPPORT_FROM`
+3 and the definition-list term of :func:`_reach`), extractive answers holding the gold answer: 0: 156; 0.05
+and 0.1: 158; 0.15: 157 (SciFact gains, manual answers lost to sentences naming other options); 0.2: 157."""
 FRAGMENT_PENALTY = 0.05
 """Taken from a "sentence" that does not end like one (a title, a heading, a table row): those restate a
 topic; they rarely hold the answer."""
@@ -129,11 +149,16 @@ class _Candidate:
 
 
 def _reach(c: _Candidate, figure: bool) -> tuple[int, int]:
-    """The sentences quoted for ``c`` (first, last, among its siblings): itself, and for a figure question
+    """The sentences quoted for ``c`` (first, last, among its siblings): the term before it when it describes
+    one (:func:`.sentences.is_term`: "--enable-gapcmon" / "This option enables building the GTK GUI
+    front-end.", "normal" / "This is the default mode ..."; the description is what names the question, the
+    term is the answer: 2 more of the 180 tuning questions answered, none lost), else itself, and for a figure question
     whose sentence states none, up to the first of the next :data:`FOLLOW_ON` that does, else the one before
     when that one does. Only a sentence's own figure earns the figure bonus: with the neighbours' too (for
     "The age of session cookies, in seconds." after "Default: 1209600 (2 weeks, ...)"), nearly every sentence
     of an abstract earned it, and the tune questions answered fell from 41 to 39 of 48."""
+    if c.at > 0 and sentences.is_term(c.siblings[c.at - 1].text) and not sentences.is_term(c.sentence.text):
+        return c.at - 1, c.at  # a definition list's term and its description, quoted together
     if not figure or sentences.has_figure(c.sentence.text):
         return c.at, c.at
     ahead = range(c.at + 1, min(c.at + 1 + FOLLOW_ON, len(c.siblings)))
@@ -219,6 +244,7 @@ class EvidenceService:
         counted = sentences.counted(question)
         default = sentences.asks_for_default(question)
         name = sentences.asks_for_name(question)
+        entity = sentences.asks_for_entity(question)
         about = self._about(question, candidates)
         for c in candidates:
             c.score = SEMANTIC * c.semantic + LEXICAL * c.coverage + PRIOR / (1 + c.passage)
@@ -229,6 +255,8 @@ class EvidenceService:
                 c.score += DEFAULT_BONUS
             if name and sentences.names_code(c.sentence.text, question):
                 c.score += CODE_BONUS
+            if entity and sentences.names_new(c.sentence.text, question):
+                c.score += ENTITY_BONUS
             if not sentences.finished(c.sentence.text):
                 c.score -= FRAGMENT_PENALTY
         ranked = sorted(candidates, key=lambda c: c.score, reverse=True)
@@ -241,12 +269,7 @@ class EvidenceService:
             spans.append(self._span(hits, c, figure))
             if len(spans) >= max(1, min(body.max_spans, MAX_SPANS)):
                 break
-        best = ranked[0] if ranked else None
-        supported = best is not None and any(
-            (not vectors_why and c.semantic >= SUPPORT_SEMANTIC) or c.coverage >= SUPPORT_LEXICAL
-            for c in candidates
-            if c.passage == best.passage
-        )
+        supported = self._supported(ranked, with_vectors=not vectors_why)
         note = found.note
         if vectors_why and candidates:
             note = f"sentences scored by their words only ({vectors_why})"
@@ -266,6 +289,17 @@ class EvidenceService:
                 "score": _ms(t_encode, done),
             },
             encoded=encoded,
+        )
+
+    @staticmethod
+    def _supported(ranked: list[_Candidate], with_vectors: bool) -> bool:
+        """Whether the documents answer at all: a sentence of the passages of the best :data:`SUPPORT_FROM`
+        (``ranked`` is every candidate, best first) is close to the question or holds enough of its terms."""
+        leading = {c.passage for c in ranked[:SUPPORT_FROM]}
+        return any(
+            (with_vectors and c.semantic >= SUPPORT_SEMANTIC) or c.coverage >= SUPPORT_LEXICAL
+            for c in ranked
+            if c.passage in leading
         )
 
     @staticmethod

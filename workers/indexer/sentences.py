@@ -298,6 +298,41 @@ def names_code(text: str, question: str) -> bool:
     return any(m.group(0).strip("`").lower() not in asked for m in _CODE.finditer(text))
 
 
+_ENTITY_QUESTION = re.compile(r"\b(?:which|what|who|whom|whose|where)\b", re.IGNORECASE)
+
+
+def asks_for_entity(question: str) -> bool:
+    """Whether the question asks for a thing by its name ("Which transcription factor ...", "In which city
+    ...", "With which part of the cell ...") rather than for a figure: its answer is a name the question does
+    not hold."""
+    return _ENTITY_QUESTION.search(question) is not None and not asks_for_figure(question)
+
+
+def names_new(text: str, question: str) -> bool:
+    """Whether ``text`` holds a name the question does not: a capitalised word past its first (``Golgi``,
+    ``RUNX1``, ``Phoenix``) or a name written as code (:func:`names_code`). A sentence that only restates the
+    question's names ("Some aspects of heart disease were well known among young African Americans.") may be
+    close to it in every word and still not answer it."""
+    asked = fact_forms(question)
+    found = words(text)
+    if any(_name(w) and w.lower() not in asked and not w.isdigit() for w in found[1:]):
+        return True
+    return names_code(text, question)
+
+
+TERM_WORDS = 3
+TERM_CHARS = 40
+"""A definition list's term is an option, a mode, a setting: a word or three on a line of their own. Longer
+unfinished lines are headings and titles, which a quote's section label already names."""
+
+
+def is_term(text: str) -> bool:
+    """Whether ``text`` is the term of a definition list's entry: a line of at most :data:`TERM_WORDS` words
+    that does not end like a sentence ("--enable-gapcmon", "normal"), with its description on the lines after
+    it ("This option enables building the GTK GUI front-end.")."""
+    return len(text) <= TERM_CHARS and len(text.split()) <= TERM_WORDS and not finished(text)
+
+
 def counted(question: str) -> set[str]:
     """The stems of what a figure question counts ("how many *patients*", "what dose of *zopiclone*", "how many
     of the *wild-type EGFR lung adenocarcinoma patients* with ...": the words after it up to the first stop
