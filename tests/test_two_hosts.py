@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import DescribeReply, DescribeRequest
 from foldermind.protocol.runtime.home import Home
 from tests.bench.scifact import scifact_dir
@@ -129,9 +131,18 @@ def progress(kernel: KernelInNamespace) -> dict[str, Any]:
 
 
 def describe(kernel: KernelInNamespace, name: str) -> dict[str, Any]:
-    """A member's own counters (its describe waits behind the job it holds, one at a time)."""
-    with kernel.client() as client:
-        return client.request(name, DescribeRequest(), DescribeReply, timeout=60).body.details
+    """A member's own counters (its describe waits behind the job it holds, one at a time). A remote member
+    that joined again meanwhile (on a loaded machine its heartbeats can come late; it keeps its name, its
+    process and its counters) fails the request with worker_lost: it is asked again."""
+    give_up = time.monotonic() + 120
+    while True:
+        try:
+            with kernel.client() as client:
+                return client.request(name, DescribeRequest(), DescribeReply, timeout=60).body.details
+        except JobError as exc:
+            if exc.info.code not in (ErrorCode.WORKER_LOST, ErrorCode.UNKNOWN_WORKER) or time.monotonic() > give_up:
+                raise
+            time.sleep(0.5)
 
 
 def members_said(other: Path) -> str:
