@@ -206,11 +206,13 @@ class RunningKernel:
         return {w["name"]: w["pid"] for w in self.status().workers}
 
     def wait_all_running(self, timeout: float = 30.0) -> StatusReply:
+        """Every worker RUNNING, or IDLE: an on-demand one ([workers.NAME] on_demand) waits for its first request."""
+
         def all_running() -> StatusReply | None:
             st = self.status()
-            return st if all(w["state"] == "RUNNING" for w in st.workers) else None
+            return st if all(w["state"] in ("RUNNING", "IDLE") for w in st.workers) else None
 
-        return wait_for(all_running, timeout, 0.1, "every worker RUNNING")
+        return wait_for(all_running, timeout, 0.1, "every worker RUNNING or IDLE")
 
     def wait_state(
         self, name: str, state: str, timeout: float = 20.0, other_pid_than: int | None = None

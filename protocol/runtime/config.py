@@ -554,7 +554,24 @@ class WorkerSpec(_Strict):
     enabled: bool = Field(True, description="false = the worker is not started.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables added for the worker.")
     restart: dict[str, Any] = Field(default_factory=dict, description="Overrides of any [restart] key for it.")
+    on_demand: bool = Field(
+        False,
+        description="true = the worker runs only while it has work: it is not started with the kernel, the first"
+        " request for its service starts it (the request waits for its READY, within its deadline), and it exits"
+        " by itself after idle_exit_s with no job in hand. `status` then shows it IDLE: a legal state, not a crash"
+        " (no backoff, no restart counted). A crash with a job in hand is handled as any worker's.",
+    )
+    idle_exit_s: float = Field(
+        600.0,
+        ge=0,
+        description="How long an on_demand worker waits without a job before it exits (seconds; 0 = it stays once"
+        " started). The llm and the embedder use their model's idle unload time instead ([llm] idle_unload_s,"
+        " [ingest] embed_idle_unload_s): their idle memory is the model and the interpreter that runs it.",
+    )
 
+
+LLM_MODULE = "foldermind.workers.llm"
+EMBEDDER_MODULE = "foldermind.workers.embedder"
 
 PROCESS_MAP: dict[str, WorkerSpec] = {
     "watcher": WorkerSpec(module="foldermind.workers.watcher"),
@@ -563,11 +580,12 @@ PROCESS_MAP: dict[str, WorkerSpec] = {
         count=2,
         nice=10,
     ),
-    "embedder": WorkerSpec(module="foldermind.workers.embedder"),
+    "embedder": WorkerSpec(module=EMBEDDER_MODULE, on_demand=True),
     "indexer": WorkerSpec(module="foldermind.workers.indexer"),
     "llm": WorkerSpec(
-        module="foldermind.workers.llm",
+        module=LLM_MODULE,
         nice=5,
+        on_demand=True,
     ),
     "frontdoor": WorkerSpec(module="foldermind.workers.frontdoor"),
 }
@@ -601,6 +619,14 @@ class SupervisorConfig(_Strict):
         if not overrides:
             return self.restart
         return RestartPolicy.model_validate({**self.restart.model_dump(), **overrides})
+
+    def idle_exit_for(self, worker: str) -> float:
+        """How long ``worker`` may go without a job before it exits: 0 unless it is on_demand (see WorkerSpec)."""
+        spec = self.workers[worker]
+        if not spec.on_demand:
+            return 0.0
+        model_idle = {LLM_MODULE: self.llm.idle_unload_s, EMBEDDER_MODULE: self.ingest.embed_idle_unload_s}
+        return model_idle.get(spec.module, spec.idle_exit_s)
 
     def ingest_env(self) -> dict[str, str]:
         """The [ingest] policy as environment variables for worker processes."""
