@@ -361,6 +361,8 @@ class Broker:
         log.info("%s ready (pid %d, service %s%s)", peer.name, peer.pid, peer.service, where)
         self._pump(peer.name)  # first: jobs sent to this very worker can go nowhere else
         self._pump(peer.service)
+        if self.queues.get(peer.service):
+            self.membership.demand(peer.service)  # jobs still wait: the next on-demand member of a pool starts
 
     def _on_idle(self, peer: Peer) -> None:
         """An on-demand worker asks to go idle. With a job routed to it meanwhile (it will arrive) it stays, and

@@ -184,6 +184,16 @@ def test_an_idle_on_demand_worker_is_let_go_out_of_routing_and_the_next_job_asks
     assert received(new.jobs).env.to == "llm" and nothing_for(worker.jobs)
 
 
+def test_jobs_left_queued_when_an_on_demand_pool_member_is_ready_ask_for_the_next_member(bus: Bus) -> None:
+    caller = bus.socket(b"caller")
+    bus.membership.serving.add("parser")
+    for _ in range(3):
+        bus.request(caller, "parser")
+    assert bus.membership.demanded == ["parser"] * 3  # the supervisor starts one at a time
+    first = bus.worker("parser#1", "parser")
+    assert received(first.jobs) and bus.membership.demanded == ["parser"] * 4  # two still wait
+
+
 def test_an_idle_request_from_a_worker_a_job_was_routed_to_is_ignored_and_the_job_is_served(bus: Bus) -> None:
     worker, caller = bus.worker("llm"), bus.socket(b"caller")
     bus.membership.on_demand.add("llm")

@@ -257,7 +257,8 @@ class IngestPolicy(_Strict):
         ge=0,
         description="The embedder frees its model after this long without an embedding request (0 = kept): an idle"
         " tree does not hold it, and the next file's chunks wait for a load again (~1.4 CPU-s from the cached ONNX"
-        " export). Queries are encoded by the indexer's own copy, so search never waits for it.",
+        " export). On demand ([workers.embedder] on_demand, the default) the worker exits then as well, and the"
+        " next chunks start it. Queries are encoded by the indexer's own copy, so search never waits for it.",
     )
     model_cache_dir: str = Field(
         "",
@@ -431,7 +432,8 @@ class LlmPolicy(_Strict):
         600.0,
         ge=0,
         description="The model is freed after this long without a chat answer or summary (0 = kept while the worker"
-        " runs): the llm worker then holds ~80 MiB instead of ~300 MiB (docs/benchmarks-llm.md).",
+        " runs): the llm worker then holds ~80 MiB instead of ~300 MiB (docs/benchmarks-llm.md), and on demand"
+        " ([workers.llm] on_demand, the default) it exits then, holding nothing; the next answer starts it.",
     )
     max_answer_tokens: int = Field(
         96,
@@ -579,6 +581,7 @@ PROCESS_MAP: dict[str, WorkerSpec] = {
         module="foldermind.workers.parser",
         count=2,
         nice=10,
+        on_demand=True,
     ),
     "embedder": WorkerSpec(module=EMBEDDER_MODULE, on_demand=True),
     "indexer": WorkerSpec(module="foldermind.workers.indexer"),
@@ -593,8 +596,13 @@ PROCESS_MAP: dict[str, WorkerSpec] = {
 
 WORKER_HELP: dict[str, str] = {
     "parser": "Parsing is cheap next to embedding (about 10 CPU-s against 570 for SciFact here): on a small machine"
-    " the parsers yield to the embedder, which keeps the pipeline near bare encode speed.",
-    "llm": "Generation (chat and the background summaries) yields the CPU to searches and indexing.",
+    " the parsers yield to the embedder, which keeps the pipeline near bare encode speed. On demand: the first"
+    " file to parse starts one, the pool grows while files wait, and each exits after idle_exit_s without one.",
+    "embedder": "On demand: the first chunks to embed start it, and it exits with its model after [ingest]"
+    " embed_idle_unload_s with nothing to do (its interpreter and onnxruntime, ~105 MiB, go too). Search never"
+    " needs it: the indexer encodes queries itself.",
+    "llm": "Generation (chat and the background summaries) yields the CPU to searches and indexing. On demand: the"
+    " first chat answer or summary starts it, and it exits with its model after [llm] idle_unload_s.",
 }
 """Why a worker of the default map runs as it does, written above its table in supervisor.toml."""
 
