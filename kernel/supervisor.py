@@ -168,10 +168,10 @@ class Supervisor:
     def start_all(self) -> None:
         """Spawn the :data:`START_FIRST` slots, and the rest once those have started (or failed to); on-demand
         slots wait IDLE for their first request."""
-        for slot in self.slots.values():
-            if slot.spec.on_demand:
-                self._set(slot, State.IDLE, "on demand: starts with the first request for it")
-        waiting = [s for s in self.slots.values() if not s.spec.on_demand]
+        idle = [s for s in self.slots.values() if self.config.starts_idle(s.service)]
+        for slot in idle:
+            self._set(slot, State.IDLE, "on demand: starts with the first request for it")
+        waiting = [s for s in self.slots.values() if s not in idle]
         first = [s for s in waiting if s.service in START_FIRST]
         self.held = [s for s in waiting if s.service not in START_FIRST]
         for slot in first:

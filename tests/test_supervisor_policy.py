@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from foldermind.kernel.supervisor import TRANSITIONS, IllegalTransition, Slot, State, Supervisor
-from foldermind.protocol.runtime.config import SupervisorConfig, WorkerSpec
+from foldermind.protocol.runtime.config import LLM_MODULE, SupervisorConfig, WorkerSpec
 from foldermind.protocol.runtime.home import Home
 
 
@@ -182,3 +182,13 @@ def test_an_idle_slot_stops_to_exited_and_a_restart_starts_it(tmp_path: Path) ->
     assert sup.slots["embedder"].state is State.EXITED and not sup.may_serve("embedder")
     sup.demand("embedder")  # stopping: nothing starts
     assert spawned == ["llm"]
+
+
+def test_an_on_demand_llm_asked_to_load_at_start_starts_with_the_kernel(tmp_path: Path) -> None:
+    llm = WorkerSpec(module=LLM_MODULE, on_demand=True).model_dump()
+    for load, starts in (("at_start", True), ("on_use", False)):
+        config = SupervisorConfig.model_validate({"llm": {"load": load}, "workers": {"llm": llm}})
+        sup = Supervisor(Home.resolve(tmp_path / load), config, lambda slot, old, reason: None)
+        sup.spawn = lambda slot: None  # type: ignore[method-assign]
+        sup.start_all()
+        assert (sup.slots["llm"].state is State.IDLE) is not starts

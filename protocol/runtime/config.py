@@ -425,8 +425,8 @@ class LlmPolicy(_Strict):
         "on_use",
         description='"on_use": the model loads in the first chat answer or summary that needs it (and again after an'
         ' idle unload; a load takes ~0.7 s), so a tree that is only searched never holds it; "at_start": it loads'
-        " in the background right after the worker starts (requests meanwhile fail with MODEL_NOT_READY, retryable;"
-        " chat answers with its quotes).",
+        " in the background right after the worker starts, and the worker starts with the kernel even on demand"
+        " (requests meanwhile fail with MODEL_NOT_READY, retryable; chat answers with its quotes).",
     )
     idle_unload_s: float = Field(
         600.0,
@@ -627,6 +627,12 @@ class SupervisorConfig(_Strict):
         if not overrides:
             return self.restart
         return RestartPolicy.model_validate({**self.restart.model_dump(), **overrides})
+
+    def starts_idle(self, worker: str) -> bool:
+        """Whether ``worker`` waits IDLE for its first request: on_demand, unless it is the llm asked to load its
+        model at start ([llm] load = "at_start": that load is why the worker starts with the kernel)."""
+        spec = self.workers[worker]
+        return spec.on_demand and not (spec.module == LLM_MODULE and self.llm.load == "at_start")
 
     def idle_exit_for(self, worker: str) -> float:
         """How long ``worker`` may go without a job before it exits: 0 unless it is on_demand (see WorkerSpec)."""
