@@ -61,6 +61,14 @@ class Membership(Protocol):
 
     def may_serve(self, target: str) -> bool: ...
 
+    def demand(self, target: str) -> None:
+        """A job for ``target`` is queued with no free worker: start an on-demand one if there is one to start."""
+        ...
+
+    def went_idle(self, name: str, pid: int) -> bool:
+        """An on-demand worker with nothing in hand asks to go; True: let it."""
+        ...
+
 
 class RemoteMembership(Protocol):
     """What the broker asks of the kernel's registry of remote members (:mod:`.remote`)."""
@@ -277,7 +285,9 @@ class Broker:
         if kind == WorkerReady.KIND:
             self._on_ready(ident, packet)
         elif kind == Disconnect.KIND:
-            if peer is not None:
+            if peer is not None and _reason(packet) == Disconnect.IDLE:
+                self._on_idle(peer)
+            elif peer is not None:
                 self.drop(peer, "disconnected", ErrorCode.WORKER_LOST)
                 self.membership.worker_gone(peer.name, peer.pid, "disconnected", kill=False)
         elif kind.endswith(".reply") or env.status == "partial":  # a partial's kind is its body's
@@ -369,6 +379,18 @@ class Broker:
         log.info("%s ready (pid %d, service %s%s)", peer.name, peer.pid, peer.service, where)
         self._pump(peer.name)  # first: jobs sent to this very worker can go nowhere else
         self._pump(peer.service)
+        if self.queues.get(peer.service):
+            self.membership.demand(peer.service)  # jobs still wait: the next on-demand member of a pool starts
+
+    def _on_idle(self, peer: Peer) -> None:
+        """An on-demand worker asks to go idle. With a job routed to it meanwhile (it will arrive) it stays, and
+        asks again after another idle while; else it leaves routing first, so nothing can be sent to it after
+        the answer, and is told it may go. A remote member has no slot to go idle in."""
+        if peer.jobs or peer.key is not None or not self.membership.went_idle(peer.name, peer.pid):
+            return
+        self.drop(peer, "idle", ErrorCode.WORKER_LOST)  # holds no job: fails none
+        self._dropped.pop(peer.ident, None)  # let go, not lost: its last heartbeats are answered, not dismissed
+        self._send(peer.ident, Envelope(kind=Disconnect.KIND, src="kernel"), Disconnect(peer.name, Disconnect.IDLE))
 
     def _on_reply(self, peer: Peer | None, packet: frames.Packet) -> None:
         env = packet.env
@@ -435,6 +457,8 @@ class Broker:
                 return
         self.queues.setdefault(target, deque()).append(job)
         self._pump(target)
+        if self.queues[target]:
+            self.membership.demand(target)  # an on-demand worker, IDLE, is started for it
 
     # ---------------------------------------------------------------------------------------
     # routing
@@ -636,6 +660,15 @@ class Broker:
                 else:
                     reason = f"missed {self.policy.heartbeat_liveness} heartbeats"
                 self._stuck(peer, reason)
+
+
+def _reason(packet: frames.Packet) -> str:
+    """A ``worker.disconnect``'s reason ('' if its body cannot be read)."""
+    try:
+        body = packet.body()
+    except ProtocolError:
+        return ""
+    return body.reason if isinstance(body, Disconnect) else ""
 
 
 def _pick(peers: Sequence[Peer], kind: str, waiting: int = 1) -> Peer | None:

@@ -5,12 +5,21 @@ States (supervisord's, made explicit)::
     STARTING --READY--> RUNNING --exit/lost--> BACKOFF --delay--> STARTING
         |                  |                       \\--too many restarts--> FAILED
         |                  \\--stop/restart--> STOPPING --exit--> EXITED (or STARTING again)
+        |                  \\--idle (on demand)--> STOPPING --exit--> IDLE --a request--> STARTING
         \\--no READY within start_timeout_s: killed, counted as a failure
 
 FAILED stays FAILED until ``foldermind restart``. Every change is published as an
 ``event.worker_state``.
 
-Its length (~460 lines): the state machine, the restart policy and the process handling of a slot,
+On demand (``[workers.NAME] on_demand``): such a slot starts IDLE, with no process; the broker's first request
+for its service has it spawned (:meth:`Supervisor.demand`) and waits in the queue for its READY. After its idle
+time with nothing in hand the worker asks to go (``worker.disconnect``, reason ``idle``); the broker, having
+routed it nothing meanwhile, takes it out of routing and lets it go (:meth:`Supervisor.went_idle`), and its exit
+makes the slot IDLE again: not a crash, so no backoff and no restart counted. It saves each such worker's
+interpreter and imports while idle (the embedder ~105 MiB, the llm ~80 MiB with no model loaded:
+docs/benchmarks-llm.md).
+
+Its length (~520 lines): the state machine, the restart policy and the process handling of a slot,
 whose transitions are asserted together.
 """
 
@@ -45,25 +54,28 @@ class State(StrEnum):
     STOPPING = "STOPPING"
     EXITED = "EXITED"
     FAILED = "FAILED"
+    IDLE = "IDLE"
 
 
 TRANSITIONS: dict[State, frozenset[State]] = {
-    # start_all, `foldermind restart`, `worker run` waiting for its process
-    State.EXITED: frozenset({State.STARTING}),
+    # start_all, `foldermind restart`, `worker run` waiting for its process; start_all of an on-demand slot
+    State.EXITED: frozenset({State.STARTING, State.IDLE}),
     # READY; a `worker run` handover; killed or exited before READY; the `worker run` copy ended (respawn)
-    State.STARTING: frozenset(State),
+    State.STARTING: frozenset(State) - {State.IDLE},
     # stopped or restarted; exited (then backoff, the restart limit, or rest by policy); handed to `worker run`
     State.RUNNING: frozenset({State.STARTING, State.STOPPING, State.BACKOFF, State.FAILED, State.EXITED}),
     # the backoff ran out, or a restart / `worker run` came first; stopped while waiting
     State.BACKOFF: frozenset({State.STARTING, State.EXITED}),
-    # asked again (restart while stopping); gone: respawn, hand to `worker run`, or rest
-    State.STOPPING: frozenset({State.STOPPING, State.STARTING, State.EXITED}),
+    # asked again (restart while stopping); gone: respawn, hand to `worker run`, rest, or idle (on demand)
+    State.STOPPING: frozenset({State.STOPPING, State.STARTING, State.EXITED, State.IDLE}),
     # only `foldermind restart` (or `worker run`) brings it back; stopped
     State.FAILED: frozenset({State.STARTING, State.EXITED}),
+    # a request for its service, `foldermind restart` or `worker run`; stopped
+    State.IDLE: frozenset({State.STARTING, State.EXITED}),
 }
 """The legal state changes of a slot (supervisord's idea: a change not listed is a bug, and says so loudly).
 A slot is never RUNNING without having been STARTING, never BACKOFF or FAILED without a process that
-exited, and never STOPPING without a process to stop."""
+exited, never STOPPING without a process to stop, and IDLE only at start or after a worker it let go idle."""
 
 
 START_FIRST = frozenset({"indexer", "frontdoor"})
@@ -84,6 +96,7 @@ class IllegalTransition(RuntimeError):
 _AFTER_STOP_REST = "rest"  # stay EXITED
 _AFTER_STOP_RESPAWN = "respawn"  # `foldermind restart`
 _AFTER_STOP_EXTERNAL = "external"  # `foldermind worker run`
+_AFTER_STOP_IDLE = "idle"  # an on-demand worker with nothing to do: IDLE until a request needs it
 
 
 @dataclass(eq=False)
@@ -153,9 +166,14 @@ class Supervisor:
             self._release_held()
 
     def start_all(self) -> None:
-        """Spawn the :data:`START_FIRST` slots, and the rest once those have started (or failed to)."""
-        first = [s for s in self.slots.values() if s.service in START_FIRST]
-        self.held = [s for s in self.slots.values() if s.service not in START_FIRST]
+        """Spawn the :data:`START_FIRST` slots, and the rest once those have started (or failed to); on-demand
+        slots wait IDLE for their first request."""
+        idle = [s for s in self.slots.values() if self.config.starts_idle(s.service)]
+        for slot in idle:
+            self._set(slot, State.IDLE, "on demand: starts with the first request for it")
+        waiting = [s for s in self.slots.values() if s not in idle]
+        first = [s for s in waiting if s.service in START_FIRST]
+        self.held = [s for s in waiting if s.service not in START_FIRST]
         for slot in first:
             self.spawn(slot)
         self._release_held()
@@ -181,6 +199,7 @@ class Supervisor:
             log_max_mb=self.config.kernel.log_max_mb,
             log_backups=self.config.kernel.log_backups,
             home=str(self.home.root or ""),
+            idle_exit_s=self.config.idle_exit_for(slot.service),
         )
         # A worker's own `env` table wins over the [ingest] defaults.
         env = {**os.environ, **self.config.ingest_env(), **slot.spec.env, **ctx.to_env()}
@@ -266,15 +285,46 @@ class Supervisor:
     def may_serve(self, target: str) -> bool:
         if self.stopping_all:
             return False
-        live = (State.STARTING, State.RUNNING, State.BACKOFF)
+        live = (State.STARTING, State.RUNNING, State.BACKOFF, State.IDLE)
         slot = self.slots.get(target)
         if slot is not None:
-            return slot.state in live or slot.external_pid is not None or slot in self.held
+            going_idle = slot.state is State.STOPPING and slot.after_stop == _AFTER_STOP_IDLE
+            return slot.state in live or going_idle or slot.external_pid is not None or slot in self.held
         return any(
             s.service == target
             and (s.state in live or (s.state is State.STOPPING and s.after_stop != _AFTER_STOP_REST) or s in self.held)
             for s in self.slots.values()
         )
+
+    def demand(self, target: str) -> None:
+        """A job for ``target`` waits with no free worker: start an IDLE slot of it, unless one is starting
+        already (it will take the queue; a longer queue starts the next one once it is READY and full)."""
+        if self.stopping_all:
+            return
+        slots = self.targets(target)
+        if any(s.state is State.STARTING for s in slots):
+            return
+        for slot in slots:
+            if slot.state is State.IDLE:
+                self.spawn(slot)
+                return
+        for slot in slots:
+            if slot.state is State.STOPPING and slot.after_stop == _AFTER_STOP_IDLE:
+                slot.after_stop = _AFTER_STOP_RESPAWN  # on its way out idle: start it again once gone
+                return
+
+    def went_idle(self, name: str, pid: int) -> bool:
+        """An on-demand worker with no job in hand asks to go: True (the broker lets it go) if it is our RUNNING
+        child; its exit makes the slot IDLE. Anything else stays as it is (a foreground copy is the developer's)."""
+        slot = self.slots.get(name)
+        if slot is None or self.stopping_all or not slot.spec.on_demand or slot.state is not State.RUNNING:
+            return False
+        if slot.external_pid is not None or slot.pid != pid or slot.proc is None:
+            return False  # `slot.pid` is our child's only while it lives
+        slot.after_stop = _AFTER_STOP_IDLE
+        slot.due = time.monotonic() + slot.policy.stop_grace_s  # it exits by itself; killed if it does not
+        self._set(slot, State.STOPPING, "idle: exits until a request needs it")
+        return True
 
     def worker_gone(self, name: str, pid: int, reason: str, kill: bool) -> None:
         slot = self.slots.get(name)
@@ -314,6 +364,9 @@ class Supervisor:
             elif slot.after_stop == _AFTER_STOP_EXTERNAL and not self.stopping_all:
                 slot.due = now + slot.policy.start_timeout_s
                 self._set(slot, State.STARTING, f"stood down for `worker run` pid {slot.external_pid}")
+            elif slot.after_stop == _AFTER_STOP_IDLE and not self.stopping_all:
+                slot.due = None
+                self._set(slot, State.IDLE, f"went idle ({slot.stop_report})")
             else:
                 self._set(slot, State.EXITED, slot.stop_report)
             return

@@ -90,7 +90,8 @@ def kernel_with_folder(
     try:
         k.start()
         cli(k.root, "folders", "add", str(docs), "--wait", timeout=180)
-        wait_for(lambda: llm_note in (k.worker("llm").get("note") or ""), timeout, 0.2, f"the model {llm_note}")
+        if llm_note:  # else the llm waits IDLE, on demand, for the first answer
+            wait_for(lambda: llm_note in (k.worker("llm").get("note") or ""), timeout, 0.2, f"the model {llm_note}")
         yield k, docs, str(mc.mcp_info(k.root)["url"]), mc.token_of(k.root)
     finally:
         k.stop()
@@ -356,9 +357,10 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         + f'[llm]\nmodel_path = "{bad}"\nanalysis = false\n'
     )
-    # The model loads on first use: the first answer that wants it tries, fails and falls back; it is not
-    # tried again (the status line keeps the reason).
-    with kernel_with_folder(root, config, "loads on first use", 60) as (k, _docs, url, token):
+    # The model loads on first use (the llm, on demand, starts for it): the first answer that wants it tries,
+    # fails and falls back; it is not tried again (the status line keeps the reason).
+    with kernel_with_folder(root, config, "", 60) as (k, _docs, url, token):
+        assert k.worker("llm")["state"] == "IDLE"
         for mode in MODES:
             out = chat(url, token, {"query": BUDGET_Q, "answer_mode": mode})
             assert ANSWER in out["answer"] and cites_budget(out), (mode, out)

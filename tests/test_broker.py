@@ -37,6 +37,9 @@ class Membership:
         self.serving: set[str] = set()
         self.refused: set[str] = set()
         self.gone: list[tuple[str, str, bool]] = []
+        self.on_demand: set[str] = set()
+        self.demanded: list[str] = []
+        self.idle_asked: list[str] = []
 
     def accept_ready(self, name: str, service: str, pid: int) -> bool:
         return name not in self.refused
@@ -46,6 +49,13 @@ class Membership:
 
     def may_serve(self, target: str) -> bool:
         return target in self.serving
+
+    def demand(self, target: str) -> None:
+        self.demanded.append(target)
+
+    def went_idle(self, name: str, pid: int) -> bool:
+        self.idle_asked.append(name)
+        return name in self.on_demand
 
 
 class Worker:
@@ -157,6 +167,55 @@ def test_a_worker_that_disconnects_fails_its_jobs_with_a_retryable_worker_lost_a
     assert reply.env.cid == env.id
     assert error_of(reply)[:2] == (ErrorCode.WORKER_LOST, True)
     assert bus.membership.gone == [("parser#1", "disconnected", False)]
+
+
+def _ask_idle(bus: Bus, worker: Worker) -> None:
+    env = Envelope(kind=Disconnect.KIND, src=worker.name, to="kernel")
+    frames.send(worker.jobs, env, Disconnect(worker.name, Disconnect.IDLE))
+    bus.step()
+
+
+def test_an_idle_on_demand_worker_is_let_go_out_of_routing_and_the_next_job_asks_for_a_start(bus: Bus) -> None:
+    worker, caller = bus.worker("llm"), bus.socket(b"caller")
+    bus.membership.on_demand.add("llm")
+    _ask_idle(bus, worker)
+    answer = received(worker.jobs)
+    assert (answer.env.kind, answer.body()) == (Disconnect.KIND, Disconnect("llm", Disconnect.IDLE))
+    assert "llm" not in bus.broker.by_name and bus.membership.gone == []  # let go, not lost
+    bus.request(caller, "llm")
+    assert bus.membership.demanded == ["llm"] and nothing_for(caller)  # queued for the worker to be started
+    new = bus.worker("llm")
+    assert received(new.jobs).env.to == "llm" and nothing_for(worker.jobs)
+
+
+def test_jobs_left_queued_when_an_on_demand_pool_member_is_ready_ask_for_the_next_member(bus: Bus) -> None:
+    caller = bus.socket(b"caller")
+    bus.membership.serving.add("parser")
+    for _ in range(3):
+        bus.request(caller, "parser")
+    assert bus.membership.demanded == ["parser"] * 3  # the supervisor starts one at a time
+    first = bus.worker("parser#1", "parser")
+    assert received(first.jobs) and bus.membership.demanded == ["parser"] * 4  # two still wait
+
+
+def test_an_idle_request_from_a_worker_a_job_was_routed_to_is_ignored_and_the_job_is_served(bus: Bus) -> None:
+    worker, caller = bus.worker("llm"), bus.socket(b"caller")
+    bus.membership.on_demand.add("llm")
+    env = bus.request(caller, "llm")
+    _ask_idle(bus, worker)  # crossed the job on the wire
+    job = received(worker.jobs)
+    assert job.env.id == env.id and nothing_for(worker.jobs)  # no idle answer behind it
+    assert bus.membership.idle_asked == [] and "llm" in bus.broker.by_name
+    worker.answer(bus, job)
+    assert received(caller).env.cid == env.id
+
+
+def test_a_worker_the_supervisor_does_not_let_go_idle_stays_in_routing(bus: Bus) -> None:
+    worker, caller = bus.worker("indexer"), bus.socket(b"caller")
+    _ask_idle(bus, worker)
+    assert bus.membership.idle_asked == ["indexer"] and nothing_for(worker.jobs)
+    bus.request(caller, "indexer")
+    assert received(worker.jobs).env.to == "indexer" and bus.membership.demanded == []
 
 
 def test_a_new_ready_for_the_same_name_fails_the_old_ones_jobs_with_worker_lost(bus: Bus) -> None:

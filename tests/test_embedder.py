@@ -27,7 +27,9 @@ from foldermind.workers import model_files
 from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
 
 # The embedder alone: the other workers are not under test here, and each costs a process start.
-EMBEDDER_ONLY = FAST_RESTART + only_workers("embedder")
+EMBEDDER_ONLY = FAST_RESTART + only_workers("embedder") + "\n[workers.embedder]\non_demand = false\n"
+"""The embedder alone, kept running: its own model residency is the subject here (it frees its model and stays
+up); its on-demand start and idle exit are the kernel's, tested in tests/test_on_demand.py. Ends in its table."""
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -119,7 +121,7 @@ def test_missing_model_is_a_typed_retryable_error_until_it_appears(home_dir: Pat
     retry_s = 10
     late = home_dir / "late-model"  # does not exist yet
     env = f'FOLDERMIND_EMBED_MODEL_DIR = "{late}", FOLDERMIND_EMBED_RETRY_S = "{retry_s}"'
-    config = f"[workers.embedder]\nenv = {{ {env} }}\n"
+    config = f"env = {{ {env} }}\n"  # in EMBEDDER_ONLY's [workers.embedder] table
     k = RunningKernel(home_dir, EMBEDDER_ONLY + config)
     try:
         start(k)

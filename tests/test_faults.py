@@ -168,7 +168,7 @@ def test_garbage_frames_and_wrong_version_do_not_stop_the_broker(kernel: Running
     assert "bad magic" in log
     assert "undecodable msgpack" in log
     assert "truncated message" in log
-    assert all(w["state"] == "RUNNING" for w in kernel.status().workers)
+    assert all(w["state"] in ("RUNNING", "IDLE") for w in kernel.status().workers)
 
 
 @pytest.mark.light_map
@@ -242,7 +242,7 @@ def test_restart_parser_changes_only_the_parser_pids(kernel: RunningKernel) -> N
 
 def test_kill9_of_the_kernel_takes_every_worker_with_it(kernel: RunningKernel) -> None:
     workers = kernel.descendants()
-    assert len(workers) == len(kernel.status().workers)
+    assert len(workers) == len([w for w in kernel.status().workers if w["pid"]])  # IDLE ones have no process
     kill9(kernel.kernel_pid)
     wait_for(
         lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers),

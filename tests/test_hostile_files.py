@@ -339,7 +339,7 @@ class ParserMemory(threading.Thread):
         hwm, peak = (int(fields[k].split()[0]) * 1024 for k in ("VmHWM", "VmPeak"))
         old = self.peaks.get(pid, (0, 0))
         self.peaks[pid] = (max(old[0], hwm), max(old[1], peak))
-        if pid not in self.caps:
+        if not self.caps.get(pid):  # read again until set: a parser just started on demand sets it in its setup
             for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
                 if line.startswith("Max address space"):
                     soft = line.split()[3]
@@ -434,6 +434,8 @@ def test_hostile_files_end_failed_with_a_reason_or_indexed_and_no_worker_stays_d
     t0 = time.monotonic()
     if os.geteuid() == 0:
         for w in k.status().workers:
+            if w["state"] == "IDLE":
+                continue  # on demand, no process yet: spawned later by the same kernel, with its capabilities
             assert w["pid"] and not effective_caps(w["pid"]) & (CAP_DAC_OVERRIDE | CAP_DAC_READ_SEARCH), w["name"]
     memory = ParserMemory(k)
     memory.start()
@@ -534,7 +536,7 @@ def test_hostile_files_end_failed_with_a_reason_or_indexed_and_no_worker_stays_d
     # for missed heartbeats (or leaving by itself when it stops hearing the kernel): on a loaded machine
     # a starved process misses them, and the kernel replacing it is the kernel working, not a file.
     workers = k.status().workers
-    assert all(w["state"] == "RUNNING" for w in workers), [(w["name"], w["state"]) for w in workers]
+    assert all(w["state"] in ("RUNNING", "IDLE") for w in workers), [(w["name"], w["state"]) for w in workers]
     crashes = [(e.name, e.reason) for e in k.collect_events() if e.new == "BACKOFF" and not starved(e.reason)]
     assert not crashes, f"workers crashed: {crashes}"
     quarantined = {n: r["error"] for n, r in documents(home).items() if (r["error"] or "").startswith("quarantined")}

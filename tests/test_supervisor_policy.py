@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from foldermind.kernel.supervisor import TRANSITIONS, IllegalTransition, Slot, State, Supervisor
-from foldermind.protocol.runtime.config import SupervisorConfig, WorkerSpec
+from foldermind.protocol.runtime.config import LLM_MODULE, SupervisorConfig, WorkerSpec
 from foldermind.protocol.runtime.home import Home
 
 
@@ -42,6 +42,14 @@ def test_every_state_change_not_declared_is_refused_and_the_slot_keeps_its_state
 def test_the_declared_machine_never_reaches_running_except_from_starting() -> None:
     assert [old for old, allowed in TRANSITIONS.items() if State.RUNNING in allowed] == [State.STARTING]
     assert all(State.BACKOFF not in TRANSITIONS[old] for old in (State.EXITED, State.BACKOFF, State.FAILED))
+
+
+def test_a_slot_is_idle_only_at_start_or_after_it_was_let_go_and_leaves_idle_only_to_start_or_stop() -> None:
+    assert sorted(old for old, allowed in TRANSITIONS.items() if State.IDLE in allowed) == [
+        State.EXITED,
+        State.STOPPING,
+    ]
+    assert TRANSITIONS[State.IDLE] == {State.STARTING, State.EXITED}
 
 
 def test_backoff_doubles_from_the_initial_delay_up_to_its_cap(tmp_path: Path) -> None:
@@ -88,10 +96,13 @@ def test_a_run_longer_than_stable_after_starts_the_backoff_over(tmp_path: Path) 
     assert slot.due is not None and round(slot.due - 20.0, 3) == 0.5
 
 
-def _map(tmp_path: Path, *services: str) -> tuple[Supervisor, list[str]]:
+def _map(tmp_path: Path, *services: str, on_demand: dict[str, int] | None = None) -> tuple[Supervisor, list[str]]:
     """A supervisor whose spawn only records the slot and marks it STARTING (no process: the order is the
-    subject; tests/bench/coldstart.py times real starts)."""
-    config = SupervisorConfig.model_validate({"workers": {s: WorkerSpec(module="x").model_dump() for s in services}})
+    subject; tests/bench/coldstart.py times real starts). ``on_demand``: services run on demand, with their count."""
+    workers = {s: WorkerSpec(module="x").model_dump() for s in services}
+    for s, count in (on_demand or {}).items():
+        workers[s] = WorkerSpec(module="x", on_demand=True, count=count).model_dump()
+    config = SupervisorConfig.model_validate({"workers": workers})
     sup = Supervisor(Home.resolve(tmp_path), config, lambda slot, old, reason: None)
     spawned: list[str] = []
 
@@ -140,3 +151,44 @@ def test_a_held_slot_restarted_by_request_starts_at_once_and_only_once(tmp_path:
     assert sup.restart("embedder") == ["embedder"]
     sup._set(sup.slots["indexer"], State.RUNNING, "ready")
     assert spawned == ["indexer", "embedder"]
+
+
+def test_an_on_demand_slot_waits_idle_and_a_demand_starts_it_once_while_it_starts(tmp_path: Path) -> None:
+    sup, spawned = _map(tmp_path, "indexer", on_demand={"llm": 1})
+    sup.start_all()
+    assert spawned == ["indexer"] and sup.slots["llm"].state is State.IDLE
+    assert sup.may_serve("llm")  # a job for it queues instead of failing as unservable
+    sup.demand("llm")
+    sup.demand("llm")  # a second job while it starts: it takes the queue once READY
+    assert spawned == ["indexer", "llm"] and sup.slots["llm"].restarts == 0
+
+
+def test_a_demand_on_an_on_demand_pool_starts_its_next_idle_member_only_once_the_last_is_up(tmp_path: Path) -> None:
+    sup, spawned = _map(tmp_path, on_demand={"parser": 3})
+    sup.start_all()
+    sup.demand("parser")
+    sup.demand("parser")
+    assert spawned == ["parser#1"]
+    sup._set(sup.slots["parser#1"], State.RUNNING, "ready")
+    sup.demand("parser")  # parser#1 is busy and a job waits: the pool grows by one
+    assert spawned == ["parser#1", "parser#2"]
+
+
+def test_an_idle_slot_stops_to_exited_and_a_restart_starts_it(tmp_path: Path) -> None:
+    sup, spawned = _map(tmp_path, on_demand={"llm": 1, "embedder": 1})
+    sup.start_all()
+    assert sup.restart("llm") == ["llm"] and spawned == ["llm"]
+    sup.stop_all()
+    assert sup.slots["embedder"].state is State.EXITED and not sup.may_serve("embedder")
+    sup.demand("embedder")  # stopping: nothing starts
+    assert spawned == ["llm"]
+
+
+def test_an_on_demand_llm_asked_to_load_at_start_starts_with_the_kernel(tmp_path: Path) -> None:
+    llm = WorkerSpec(module=LLM_MODULE, on_demand=True).model_dump()
+    for load, starts in (("at_start", True), ("on_use", False)):
+        config = SupervisorConfig.model_validate({"llm": {"load": load}, "workers": {"llm": llm}})
+        sup = Supervisor(Home.resolve(tmp_path / load), config, lambda slot, old, reason: None)
+        sup.spawn = lambda slot: None  # type: ignore[method-assign]
+        sup.start_all()
+        assert (sup.slots["llm"].state is State.IDLE) is not starts

@@ -11,6 +11,11 @@ A worker process has two DEALER sockets to the kernel's bus:
 SIGTERM asks for a graceful stop: the job in hand finishes, a ``worker.disconnect`` is sent, then
 ``teardown()`` runs. Subclasses declare ``service`` and add handlers in ``handlers()``.
 
+An on-demand worker (its context's ``idle_exit_s`` > 0) with no job in hand for that long asks the kernel to go
+(``worker.disconnect``, reason ``idle``) and keeps serving until the kernel answers in kind: a job the broker
+routed before it read the question still arrives and is served (the question is then ignored, and asked again
+after another idle while). The answer stops it as SIGTERM does.
+
 A worker on another machine (``worker run --connect``) that was a member and then hears nothing for
 ``liveness`` intervals (a link down, a kernel restarting) does not exit: the kernel has dropped it and failed
 its jobs meanwhile, so it closes its sockets and joins again with new ones (a new READY, same name, model kept)
@@ -273,6 +278,7 @@ class _Runner:
         self.cancelled: set[str] = set()
         self.delays: dict[str, float] = {}
         self.side: SidePool | None = None
+        self.last_active = time.monotonic()  # the last job received or answered: the idle exit counts from it
         if testing():
             from foldermind.workers import faults
 
@@ -304,6 +310,8 @@ class _Runner:
         if reason == Disconnect.DROPPED and self.ctx.curve_server_key:
             log.warning("the kernel had declared this member lost: joining it again")
             self.rejoin = True
+        elif reason == Disconnect.IDLE:
+            log.info("the kernel lets this idle worker go; stopping")
         else:
             log.warning("the kernel dismissed this worker; stopping")
         self.request_stop()
@@ -341,7 +349,7 @@ class _Runner:
         poller.register(self.sock, zmq.POLLIN)
         poller.register(self._wake_r.fileno(), zmq.POLLIN)
         while not self.stop_requested:
-            events = dict(poller.poll())
+            events = dict(poller.poll(self._until_idle_ms()))
             if self._wake_r.fileno() in events:
                 with contextlib.suppress(OSError):
                     self._wake_r.recv(64)
@@ -349,6 +357,7 @@ class _Runner:
                 self._serve_available(handlers)
             if self.side is not None:
                 self.side.send_ready()
+            self._ask_idle()
         dropped = self.rejoin and not self.signalled
         if self.side is not None and not dropped:
             self.side.finish()  # the jobs in hand on side threads end and are answered, as the job thread's is
@@ -372,6 +381,22 @@ class _Runner:
         self.sock.close()
         log.info("%s stopped cleanly", self.ctx.name)
         return 0
+
+    def _until_idle_ms(self) -> int | None:
+        """The poll's timeout: until this worker has been idle ``idle_exit_s`` (None: wait for a message)."""
+        if self.ctx.idle_exit_s <= 0:
+            return None
+        return max(0, int((self.last_active + self.ctx.idle_exit_s - time.monotonic()) * 1000) + 1)
+
+    def _ask_idle(self) -> None:
+        """Ask the kernel to let this on-demand worker go, once it has held no job for ``idle_exit_s``."""
+        idle = self.ctx.idle_exit_s
+        if idle <= 0 or self.busy or self.stop_requested or time.monotonic() - self.last_active < idle:
+            return
+        self.last_active = time.monotonic()  # not let go (a job was on its way): ask again after as long
+        log.info("%s idle for %g s: asking to exit until needed", self.ctx.name, idle)
+        env = Envelope(kind=Disconnect.KIND, src=self.ctx.name, to="kernel")
+        frames.send(self.sock, env, Disconnect(self.ctx.name, Disconnect.IDLE))
 
     def _serve_available(self, handlers: dict[str, Handler]) -> None:
         while not self.stop_requested and frames.readable(self.sock):
@@ -401,6 +426,7 @@ class _Runner:
             self._reply_error(env, ErrorInfo(ErrorCode.BAD_REQUEST, str(exc)))
             return
         self.busy += 1
+        self.last_active = time.monotonic()
         self.running.add(env.id)
         side = self.side
         if side is not None and env.kind in self.worker.side_by_side:
@@ -429,6 +455,7 @@ class _Runner:
 
     def _finish(self, env: Envelope, outcome: Result | ErrorInfo) -> None:
         self.busy -= 1
+        self.last_active = time.monotonic()
         self.running.discard(env.id)
         self.cancelled.discard(env.id)
         if isinstance(outcome, ErrorInfo):

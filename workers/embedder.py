@@ -43,8 +43,9 @@ be had, torch's fp32 vectors go out named ``fp32`` and the note says why (the in
 vectors and lets new chunks wait rather than re-embed everything into the fallback).
 
 Idle: after ``[ingest] embed_idle_unload_s`` (10 minutes) without a request the model is freed (~230 MiB
-back to the system; the worker stays up), and the next request loads it again as at start. The indexer
-encodes queries with its own copy, so only new chunks wait for that load.
+back to the system), and the next request loads it again as at start. On demand (``[workers.embedder]
+on_demand``, the default) the worker exits then too (the kernel's idle exit, :mod:`foldermind.workers.base`)
+and the next request starts it. The indexer encodes queries with its own copy, so only new chunks wait.
 
 Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order), never as msgpack lists.
 

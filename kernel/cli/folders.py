@@ -168,6 +168,8 @@ def _embedder_trouble(home: Home) -> str:
     if not embedders:  # [workers.embedder] enabled = false: nothing would ever embed, so --wait would never end
         return "no embedder runs ([workers.embedder] enabled = false); keyword search only"
     for w in embedders:
+        if w["state"] == "IDLE" or (w["state"] == "STARTING" and not w["last_error"]):
+            continue  # on demand: started for the first batch (or starting now), not in trouble
         if w["state"] != "RUNNING":
             return f"the embedder is {w['state']}: {w['last_error'] or ''}".rstrip(": ")
         if w.get("note", "").startswith("model failed"):

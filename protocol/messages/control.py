@@ -140,7 +140,7 @@ class AttachReply(Message):
 @message("event.worker_state")
 @dataclass(slots=True)
 class WorkerStateEvent(Message):
-    """A worker changed state (STARTING, RUNNING, BACKOFF, STOPPING, EXITED, FAILED).
+    """A worker changed state (STARTING, RUNNING, BACKOFF, STOPPING, EXITED, FAILED, IDLE).
 
     ``reason`` says why (``spawned``, ``ready``, ``exited with status -9``, ``restart limit``...).
     """

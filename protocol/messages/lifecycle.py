@@ -70,13 +70,16 @@ class Disconnect(Message):
     name: str
     """The worker's name."""
     reason: str = ""
-    """`stopping` from a worker. From the kernel: `refused` (a READY it will not route to); `dropped by the
-    kernel` (a heartbeat from a worker it already declared lost: a remote member joins again, a local one
-    stops and its slot is restarted); or why a remote member's key was dismissed."""
+    """`stopping` from a worker. `idle` from an on-demand worker with no job in hand for its idle time: it asks
+    to go, and goes only when the kernel answers `idle` too (it had no job routed to it meanwhile: the kernel took
+    it out of routing; else the job arrives and it stays). From the kernel: `refused` (a READY it will not route
+    to); `dropped by the kernel` (a heartbeat from a worker it already declared lost: a remote member joins again,
+    a local one stops and its slot is restarted); or why a remote member's key was dismissed."""
 
     STOPPING: ClassVar[str] = "stopping"
     REFUSED: ClassVar[str] = "refused"
     DROPPED: ClassVar[str] = "dropped by the kernel"
+    IDLE: ClassVar[str] = "idle"
 
 
 @message("job.cancel")

@@ -257,7 +257,8 @@ class IngestPolicy(_Strict):
         ge=0,
         description="The embedder frees its model after this long without an embedding request (0 = kept): an idle"
         " tree does not hold it, and the next file's chunks wait for a load again (~1.4 CPU-s from the cached ONNX"
-        " export). Queries are encoded by the indexer's own copy, so search never waits for it.",
+        " export). On demand ([workers.embedder] on_demand, the default) the worker exits then as well, and the"
+        " next chunks start it. Queries are encoded by the indexer's own copy, so search never waits for it.",
     )
     model_cache_dir: str = Field(
         "",
@@ -433,14 +434,15 @@ class LlmPolicy(_Strict):
         "on_use",
         description='"on_use": the model loads in the first chat answer or summary that needs it (and again after an'
         ' idle unload; a load takes ~0.7 s), so a tree that is only searched never holds it; "at_start": it loads'
-        " in the background right after the worker starts (requests meanwhile fail with MODEL_NOT_READY, retryable;"
-        " chat answers with its quotes).",
+        " in the background right after the worker starts, and the worker starts with the kernel even on demand"
+        " (requests meanwhile fail with MODEL_NOT_READY, retryable; chat answers with its quotes).",
     )
     idle_unload_s: float = Field(
         600.0,
         ge=0,
         description="The model is freed after this long without a chat answer or summary (0 = kept while the worker"
-        " runs): the llm worker then holds ~80 MiB instead of ~300 MiB (docs/benchmarks-llm.md).",
+        " runs): the llm worker then holds ~80 MiB instead of ~300 MiB (docs/benchmarks-llm.md), and on demand"
+        " ([workers.llm] on_demand, the default) it exits then, holding nothing; the next answer starts it.",
     )
     max_answer_tokens: int = Field(
         96,
@@ -563,7 +565,24 @@ class WorkerSpec(_Strict):
     enabled: bool = Field(True, description="false = the worker is not started.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables added for the worker.")
     restart: dict[str, Any] = Field(default_factory=dict, description="Overrides of any [restart] key for it.")
+    on_demand: bool = Field(
+        False,
+        description="true = the worker runs only while it has work: it is not started with the kernel, the first"
+        " request for its service starts it (the request waits for its READY, within its deadline), and it exits"
+        " by itself after idle_exit_s with no job in hand. `status` then shows it IDLE: a legal state, not a crash"
+        " (no backoff, no restart counted). A crash with a job in hand is handled as any worker's.",
+    )
+    idle_exit_s: float = Field(
+        600.0,
+        ge=0,
+        description="How long an on_demand worker waits without a job before it exits (seconds; 0 = it stays once"
+        " started). The llm and the embedder use their model's idle unload time instead ([llm] idle_unload_s,"
+        " [ingest] embed_idle_unload_s): their idle memory is the model and the interpreter that runs it.",
+    )
 
+
+LLM_MODULE = "foldermind.workers.llm"
+EMBEDDER_MODULE = "foldermind.workers.embedder"
 
 PROCESS_MAP: dict[str, WorkerSpec] = {
     "watcher": WorkerSpec(module="foldermind.workers.watcher"),
@@ -571,12 +590,14 @@ PROCESS_MAP: dict[str, WorkerSpec] = {
         module="foldermind.workers.parser",
         count=2,
         nice=10,
+        on_demand=True,
     ),
-    "embedder": WorkerSpec(module="foldermind.workers.embedder"),
+    "embedder": WorkerSpec(module=EMBEDDER_MODULE, on_demand=True),
     "indexer": WorkerSpec(module="foldermind.workers.indexer"),
     "llm": WorkerSpec(
-        module="foldermind.workers.llm",
+        module=LLM_MODULE,
         nice=5,
+        on_demand=True,
     ),
     "frontdoor": WorkerSpec(module="foldermind.workers.frontdoor"),
 }
@@ -584,8 +605,13 @@ PROCESS_MAP: dict[str, WorkerSpec] = {
 
 WORKER_HELP: dict[str, str] = {
     "parser": "Parsing is cheap next to embedding (about 10 CPU-s against 570 for SciFact here): on a small machine"
-    " the parsers yield to the embedder, which keeps the pipeline near bare encode speed.",
-    "llm": "Generation (chat and the background summaries) yields the CPU to searches and indexing.",
+    " the parsers yield to the embedder, which keeps the pipeline near bare encode speed. On demand: the first"
+    " file to parse starts one, the pool grows while files wait, and each exits after idle_exit_s without one.",
+    "embedder": "On demand: the first chunks to embed start it, and it exits with its model after [ingest]"
+    " embed_idle_unload_s with nothing to do (its interpreter and onnxruntime, ~105 MiB, go too). Search never"
+    " needs it: the indexer encodes queries itself.",
+    "llm": "Generation (chat and the background summaries) yields the CPU to searches and indexing. On demand: the"
+    " first chat answer or summary starts it, and it exits with its model after [llm] idle_unload_s.",
 }
 """Why a worker of the default map runs as it does, written above its table in supervisor.toml."""
 
@@ -610,6 +636,20 @@ class SupervisorConfig(_Strict):
         if not overrides:
             return self.restart
         return RestartPolicy.model_validate({**self.restart.model_dump(), **overrides})
+
+    def starts_idle(self, worker: str) -> bool:
+        """Whether ``worker`` waits IDLE for its first request: on_demand, unless it is the llm asked to load its
+        model at start ([llm] load = "at_start": that load is why the worker starts with the kernel)."""
+        spec = self.workers[worker]
+        return spec.on_demand and not (spec.module == LLM_MODULE and self.llm.load == "at_start")
+
+    def idle_exit_for(self, worker: str) -> float:
+        """How long ``worker`` may go without a job before it exits: 0 unless it is on_demand (see WorkerSpec)."""
+        spec = self.workers[worker]
+        if not spec.on_demand:
+            return 0.0
+        model_idle = {LLM_MODULE: self.llm.idle_unload_s, EMBEDDER_MODULE: self.ingest.embed_idle_unload_s}
+        return model_idle.get(spec.module, spec.idle_exit_s)
 
     def ingest_env(self) -> dict[str, str]:
         """The [ingest] policy as environment variables for worker processes."""

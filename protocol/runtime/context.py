@@ -35,6 +35,8 @@ class WorkerContext:
     """A remote worker (``worker run NAME --connect``): the kernel's public key; both sockets are CURVE clients."""
     curve_keys: str = ""
     """... and the folder of this home's worker keypair (a path, so the secret key is never in an environment)."""
+    idle_exit_s: float = 0.0
+    """An on-demand worker exits cleanly after this long with no job in hand (0 = never): WorkerSpec.on_demand."""
 
     ENV: ClassVar[dict[str, str]] = {
         "name": "FOLDERMIND_WORKER_NAME",
@@ -50,6 +52,7 @@ class WorkerContext:
         "home": "FOLDERMIND_HOME",
         "curve_server_key": "FOLDERMIND_CURVE_SERVER_KEY",
         "curve_keys": "FOLDERMIND_CURVE_KEYS",
+        "idle_exit_s": "FOLDERMIND_IDLE_EXIT_S",
     }
 
     def to_env(self) -> dict[str, str]:

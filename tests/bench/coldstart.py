@@ -74,7 +74,8 @@ class ReadyTimes(threading.Thread):
                 for w in workers:
                     if w["state"] == "RUNNING":
                         self.ready.setdefault(w["name"], now)
-                if workers and all(w["name"] in self.ready for w in workers):
+                # An on-demand worker stays IDLE until a request needs it: not waited for.
+                if workers and all(w["name"] in self.ready or w["state"] == "IDLE" for w in workers):
                     return
                 time.sleep(POLL_S)
 

@@ -122,7 +122,8 @@ class BenchKernel:
         self.kernel_pid = int(self.home.pid_file.read_text().strip())
         self.start_s = time.monotonic() - t0
         give_up = time.monotonic() + timeout
-        settled = ("RUNNING",) if self.strict else ("RUNNING", "FAILED", "EXITED")
+        # IDLE: an on-demand worker ([workers.NAME] on_demand) waits for its first request, by design.
+        settled = ("RUNNING", "IDLE") if self.strict else ("RUNNING", "IDLE", "FAILED", "EXITED")
         while True:
             states = {w["name"]: w["state"] for w in self.status().workers}
             if states and all(s in settled for s in states.values()):
@@ -133,7 +134,7 @@ class BenchKernel:
                 break
             time.sleep(0.05)
         self.ready_s = time.monotonic() - t0
-        self.not_running = {name: state for name, state in states.items() if state != "RUNNING"}
+        self.not_running = {name: state for name, state in states.items() if state not in ("RUNNING", "IDLE")}
         if self.not_running:
             self.failed = True  # keep the logs
             print(f"{self.label}: not RUNNING: {self.not_running}", file=sys.stderr)
@@ -222,7 +223,7 @@ class Kernel:
                     st = self.status(client, timeout=5)
                     states = {w["name"]: w["state"] for w in st.workers}
                     self.pids.update(w["pid"] for w in st.workers if w["pid"])
-                    if states and all(s == "RUNNING" for s in states.values()):
+                    if states and all(s in ("RUNNING", "IDLE") for s in states.values()):  # IDLE: on demand
                         return
                 except BusError:
                     states = {}
