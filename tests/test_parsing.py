@@ -683,7 +683,8 @@ def test_parser_worker_errors_are_typed(parser_kernel: RunningKernel, tmp_path: 
     with pytest.raises(JobError) as info:
         client.request("parser", ParseRequest(path="relative/file.txt"), ParseReply, timeout=30)
     assert info.value.code == "bad_request"
-    # Both parsers are still up and serving.
+    # No error took a parser down: each is serving, or idle (on demand: one the errors never reached may not
+    # have started), and none was restarted.
     for name in ("parser#1", "parser#2"):
-        assert parser_kernel.worker(name)["state"] == "RUNNING"
+        assert parser_kernel.worker(name)["state"] in ("RUNNING", "IDLE")
         assert parser_kernel.worker(name)["restarts"] == 0
