@@ -403,12 +403,13 @@ class Broker:
         self.stats["routed"] += 1
         if env.status == "partial":
             return
+        now = time.monotonic()
         if env.status == "ok":
-            peer.measured(job.env.kind, job.assigned, time.monotonic())
+            peer.measured(job.env.kind, job.assigned, now)
         elif env.error is not None and env.error.code.fault in MEMBER_FAULTS:
-            peer.measured(job.env.kind, job.assigned, time.monotonic(), done=False)
+            peer.measured(job.env.kind, job.assigned, now, done=False)
         else:  # the request's own failure (or a refusal that comes at once): nothing of the member's speed
-            peer.last_reply = time.monotonic()
+            peer.last_reply = now
         self._finish(job)
         self._pump(peer.name)  # first: jobs sent to this very worker can go nowhere else
         self._pump(peer.service)

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tests.bench.markdown import ms, para, put_section, section, table
+from tests.bench.markdown import ms, para, put_section, summary_overview, table
 from tests.bench.search import AIM_MEDIAN_MS, AIM_P95_MS
 from tests.bench.transports import REPO
 
@@ -411,13 +411,11 @@ def render(state: dict[str, Any], root: Path) -> tuple[str, str]:
 def overview_body() -> str:
     """The body of ``## Single-box ceiling`` in docs/benchmarks.md: the report's Summary and a link ("" before a
     report is written)."""
-    summary = section(REPORT.read_text(encoding="utf-8"), "Summary") if REPORT.exists() else ""
-    if not summary:
-        return ""
-    return (
+    return summary_overview(
+        REPORT,
         "How far one machine carries the index, with a synthetic corpus grown to ~1M chunks: the Summary of\n"
         f"[{REPORT.name}]({REPORT.name}), written by `python -m tests.bench.ceiling --home DIR`; build times by\n"
-        "part, the detail per size and the machine are there.\n\n" + summary + "\n"
+        "part, the detail per size and the machine are there.",
     )
 
 

@@ -68,7 +68,7 @@ from foldermind.workers.llm.backends import Backend, Generation, GenParams, load
 from foldermind.workers.llm.model_file import ModelFileError, bundled_model, inspect, prepare_for_ctransformers
 from tests.bench import machine
 from tests.bench.kernels import BenchFailure, Kernel, say
-from tests.bench.markdown import ms, para, put_section, section, table, verdict
+from tests.bench.markdown import ms, para, put_section, summary_overview, table, verdict
 from tests.bench.mcpclient import BlockingClient, front_door, kernel_config
 from tests.bench.scifact import (
     SCIFACT_DOCS,
@@ -1224,13 +1224,11 @@ def render(r: Results) -> str:
 def overview_body() -> str:
     """The body of ``## Local model: chat and analysis`` in docs/benchmarks.md: the Summary of this report and a
     link ("" before a report is written)."""
-    summary = section(REPORT.read_text(encoding="utf-8"), "Summary") if REPORT.exists() else ""
-    if not summary:
-        return ""
-    return (
+    return summary_overview(
+        REPORT,
         "Raw model speed, chat over MCP HTTP, citation accuracy and document analysis on SciFact: the Summary of\n"
         f"[{REPORT.name}]({REPORT.name}), written by `python -m tests.bench.llm`; the full figures and the method\n"
-        "are there.\n\n" + summary + "\n"
+        "are there.",
     )
 
 

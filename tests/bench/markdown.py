@@ -73,3 +73,10 @@ def put_section(path: Path, heading: str, body: str) -> None:
     before = "".join(lines[:start]).rstrip("\n") + "\n"
     after = "".join(lines[end:])
     path.write_text(before + new + ("\n" + after if after else ""), encoding="utf-8")
+
+
+def summary_overview(report: Path, intro: str) -> str:
+    """A section of docs/benchmarks.md that points at ``report``: ``intro`` (it names and links the report), then
+    the report's own Summary ("" before the report is written)."""
+    summary = section(report.read_text(encoding="utf-8"), "Summary") if report.exists() else ""
+    return f"{intro}\n\n{summary}\n" if summary else ""
