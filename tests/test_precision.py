@@ -320,3 +320,20 @@ def test_an_embedder_fallen_back_to_fp32_leaves_an_int8_index_whole_and_new_chun
         assert "the embedder now makes" not in log
     finally:
         k.stop()
+
+    # 4. Every chunk embedded with the configured vectors: a start does not wake the on-demand embedder to ask
+    # what it runs (the configuration says it), so it stays IDLE, holding no model.
+    k = home.kernel("").start()
+    try:
+        client = k.client("precision-test")
+
+        def probe() -> str | None:
+            details = client.request("indexer", DescribeRequest(), DescribeReply, timeout=10).body.details
+            return None if details["embedder_probe"] == "not yet" else str(details["embedder_probe"])
+
+        said = wait_for(probe, 60, 0.1, "the pipeline past its first embedding step")
+        assert said.startswith("not needed: the index"), said
+        embedder = k.worker("embedder")
+        assert (embedder["state"], embedder["pid"]) == ("IDLE", None), embedder
+    finally:
+        k.stop()

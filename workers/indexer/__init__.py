@@ -193,6 +193,7 @@ class IndexerWorker(Worker):
             "chunks_in_bm25": self.bm25.num_docs,
             "vectors": len(self.vectors),
             "embedding": self.pipeline.embed_error or "ok",
+            "embedder_probe": self.pipeline.probe,
             "storage": str(self.pipeline.disk_full or "ok"),
             "query_encoder": self.encoder.describe(),
             "search": self.search_policy.model_dump(),

@@ -145,6 +145,8 @@ class Pipeline(threading.Thread):
         self.embedded_with = store.embedded_with()
         """(model, precision) of the stored vectors, ("", "") before any."""
         self._probed = False  # asked the embedder what it runs since this start
+        self.probe = "not yet"
+        """Whether (and why) the embedder was asked what it runs since this start (describe shows it)."""
         self.errors = 0
         self.enricher = Enricher(store, llm_from_env())
         self.data_dir = store.path.parent
@@ -489,8 +491,17 @@ class Pipeline(threading.Thread):
             # whose every chunk is embedded still learns that the configuration changed (and re-embeds).
             # Only when vectors exist: without any, the first batch's reply says it, and an embedder that
             # is still loading its model is not kept busy (it answers one job at a time) for nothing.
+            # And only when the configuration names other vectors than the index holds: the probe would
+            # start an on-demand embedder at every kernel start (~0.7 CPU-s, and its model resident until
+            # it idles out) to learn nothing. An embedder that fell back to another precision is still
+            # found out by the first batch it is sent.
             self._probed = True
-            if len(self.vectors):
+            if not len(self.vectors):
+                self.probe = "not needed: no vectors yet"
+            elif self.embedded_with == self.configured_vectors():
+                self.probe = "not needed: the index holds the configured vectors"
+            else:
+                self.probe = "asked: the configuration names other vectors than the index holds"
                 self._embeds[client.send("embedder", EmbedRequest([]), timeout=600).id] = []
         size = self.policy.embed_batch
         while len(self._embeds) < self.policy.embed_window:
@@ -541,6 +552,16 @@ class Pipeline(threading.Thread):
         kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
         self._wrote()
         self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0], hold_at("vectors"))
+
+    def configured_vectors(self) -> tuple[str, str] | None:
+        """(model, precision) of the vectors the configuration asks the embedder for, resolved as the
+        embedder resolves them; None when the model directory cannot be found (the embedder will say why)."""
+        try:
+            name = model_files.model_name(model_files.model_dir(self.policy.embed_model_dir or None))
+        except model_files.ModelNotFound:
+            return None
+        torch = self.policy.embed_backend == "torch"  # torch runs the model's own weights: fp32
+        return name, onnx_model.precision_label("fp32" if torch else self.policy.embed_quantize)
 
     def _same_vectors(self, body: EmbedReply) -> bool:
         """Make the index hold only vectors of the model and precision that made ``body``'s: on a change,
