@@ -60,9 +60,9 @@ $(TS_SDK):
 	else echo "npm not found: the TypeScript SDK client test will be skipped"; fi
 
 # Side by side: two at a time (pytest-xdist) on this 2-core machine; more is no faster, the suite is CPU-bound.
-# ~150 test kernels start in a run: one with the default map costs ~13 CPU-s (embedder, indexer and front door
-# ~2.4 each; tests/README.md has the table), one with only what a fault test uses ~4 (tests.helpers.LIGHT_MAP).
-# tests/conftest.py keeps a module that shares one kernel on one worker. PYTEST_WORKERS=0 runs in order.
+# ~150 test kernels start in a run: one with the default map costs ~3.3 CPU-s from start to reaped (parser,
+# embedder and llm start on demand; tests/README.md has the table). tests/conftest.py keeps a module that shares
+# one kernel on one worker (and fails a test whose group xdist lost). PYTEST_WORKERS=0 runs in order.
 PYTEST_WORKERS ?= 2
 pytest: install $(INSPECTOR) $(TS_SDK)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

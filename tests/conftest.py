@@ -42,11 +42,30 @@ def kernel(home_dir: Path, request: pytest.FixtureRequest) -> Iterator[RunningKe
         k.stop()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`make test` runs tests side by side (pytest-xdist, ``--dist loadgroup``). A module whose tests share
     a module-scoped fixture (one indexed kernel for the file) runs on one worker, so the fixture starts
-    once; every other test goes to whichever worker is free. Each test has its own home and ports."""
+    once; every other test goes to whichever worker is free. Each test has its own home and ports.
+
+    ``tryfirst``: xdist's worker reads the ``xdist_group`` marks in its own hook of this name, which runs before
+    a conftest's; without it the marks came too late, every such module was spread over both workers and its
+    fixture (a kernel that indexes, 10-60 CPU-s) started on each; :func:`pytest_runtest_setup` now fails a test
+    whose group was lost."""
     for item in items:
         defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
         if any(d.scope == "module" for chain in defs.values() for d in chain):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On an xdist worker under ``--dist loadgroup``, a test marked ``xdist_group`` carries its group in its id
+    (``ID@GROUP``: all the scheduler reads), else it fails here. Grouping was lost twice without a word (the hook
+    order above; pytest 9.2's ids, which xdist 3.8 cannot write to: pyproject.toml)."""
+    grouped = getattr(item.config.option, "loadgroup", False) and item.get_closest_marker("xdist_group")
+    if grouped and "@" not in item.nodeid:
+        pytest.fail(
+            "--dist loadgroup lost this test's group: a module sharing a module-scoped kernel would start it on"
+            " every xdist worker (see tests/conftest.py)",
+            pytrace=False,
+        )

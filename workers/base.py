@@ -45,7 +45,6 @@ from typing import Any, Generic, TypeVar
 
 import psutil
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, JobError, ProtocolError
@@ -63,7 +62,6 @@ from foldermind.protocol.messages import (
     PingRequest,
     WorkerReady,
 )
-from foldermind.protocol.runtime import keys
 from foldermind.protocol.runtime.context import WorkerContext as WorkerContext  # re-exported for the workers
 from foldermind.workers.side import Send, SidePool
 
@@ -170,6 +168,10 @@ class Worker:
 def _connect(sock: zmq.Socket[Any], ctx: WorkerContext) -> None:
     """Connect to the bus; a remote worker's sockets (both of them) first become CURVE clients."""
     if ctx.curve_server_key:
+        # Imported here: only a remote worker needs them (zmq.auth and asyncio, via the monitor, ~0.03 CPU-s
+        # of every local worker's start otherwise).
+        from foldermind.protocol.runtime import keys
+
         keys.curve_client(sock, keys.load_keypair(Path(ctx.curve_keys)), ctx.curve_server_key)
     sock.connect(ctx.bus_endpoint)
 
@@ -199,7 +201,11 @@ class _Heartbeat(threading.Thread):
         self.stopping = threading.Event()
 
     def _key_refused(self) -> bool:
-        while self.refusals is not None and self.refusals.poll(0):
+        if self.refusals is None:
+            return False
+        from zmq.utils.monitor import recv_monitor_message  # a remote worker's only (see _connect)
+
+        while self.refusals.poll(0):
             event = recv_monitor_message(self.refusals)
             if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH and event["value"] == ZAP_REFUSED:
                 return True

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 Send = Callable[[], None]
 """What sends a job's reply (or a partial reply): called on the job thread."""
@@ -20,6 +19,10 @@ Send = Callable[[], None]
 
 class SidePool:
     def __init__(self, threads: int, wake: Callable[[], None]) -> None:
+        # Imported here: only a worker with side-by-side kinds (the indexer) makes a pool, and every worker
+        # imports this module with its framework (concurrent.futures: ~8 ms CPU of each one's start).
+        from concurrent.futures import ThreadPoolExecutor
+
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="side")
         self._sends: queue.SimpleQueue[Send] = queue.SimpleQueue()
         self._wake = wake
