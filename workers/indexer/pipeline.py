@@ -32,7 +32,7 @@ from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
-from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env
+from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env, search_from_env
 from foldermind.workers import model_files, onnx_model
 from foldermind.workers.base import testing
 from foldermind.workers.indexer import languages
@@ -150,7 +150,9 @@ class Pipeline(threading.Thread):
         self.enricher = Enricher(store, llm_from_env())
         llm = self.enricher.policy
         # A release to the llm waits behind the one summary it may be writing.
-        self.turns = Turns({EMBEDDER: policy.embed_idle_unload_s, LLM: llm.idle_unload_s}, llm.analysis_timeout_s + 30)
+        idle = {EMBEDDER: policy.embed_idle_unload_s, LLM: llm.idle_unload_s}
+        queries = search_from_env().query_encoder == "embedder"  # the embedder then serves searches too
+        self.turns = Turns(idle, llm.analysis_timeout_s + 30, keep=frozenset({EMBEDDER} if queries else ()))
         self.data_dir = store.path.parent
         # Set while the disk under the index is full (the first failure's time is kept); cleared by the
         # next write that succeeds. Reported by status and index_status; nothing is marked failed for it.

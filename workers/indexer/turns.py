@@ -14,6 +14,10 @@ within its idle time (a chat, queries through the embedder) keeps its model and 
 goes on either way. The wait costs indexing nothing in bulk (summaries never run while files wait); a file
 saved while a summary runs waits for that summary (seconds) before its chunks go to the embedder.
 
+Nor is the embedder released when it encodes the indexer's queries (``[search] query_encoder = "embedder"``):
+a search may come at any moment, and one that found the model gone would wait for a start and a load (past
+``query_embed_timeout_s``, answered from keyword search). Then both models stay, as the setting asks.
+
 No hand-over while embedding fails (the model cannot load, or the embedder makes vectors of another
 precision): the indexer retries it every ``[ingest] embed_retry_s`` between summaries, and releasing each time
 would load a model every 30 s (a torch fallback ~5.6 CPU-s), so both stay for as long as that lasts.
@@ -36,9 +40,11 @@ EMBEDDER, LLM = "embedder", "llm"
 class Turns:
     """Which of the two models the ingest thread used since it last released it, and the releases in flight."""
 
-    def __init__(self, idle_s: dict[str, float], release_timeout_s: float) -> None:
+    def __init__(self, idle_s: dict[str, float], release_timeout_s: float, keep: frozenset[str] = frozenset()) -> None:
         self.idle_s = idle_s
         """Each service's model idle time (0 = kept): past it, the worker let go by itself."""
+        self.keep = keep
+        """Services never released: another part of the indexer needs them at any moment."""
         self.release_timeout_s = release_timeout_s
         self.used: dict[str, float] = {}
         self.releasing: dict[str, str] = {}
@@ -55,6 +61,9 @@ class Turns:
             return True
         for other, last in list(self.used.items()):
             if other == service or other in self.releasing.values():
+                continue
+            if other in self.keep:
+                del self.used[other]
                 continue
             idle = self.idle_s.get(other, 0.0)
             if idle and now - last >= idle:
