@@ -131,5 +131,6 @@ def test_eight_clients_mixing_tools_while_new_files_are_indexed(corpus: Path) ->
     # No worker was restarted, and no process grew past the bound.
     assert r.restarts and not r.restarted(), r.restarts
     growth = r.growth()
-    assert set(growth) >= {"kernel", "watcher", "embedder", "indexer", "llm", "frontdoor"}, sorted(growth)
+    # Not the embedder: it leaves (released) once every chunk is embedded and the llm summarises.
+    assert set(growth) >= {"kernel", "watcher", "indexer", "llm", "frontdoor"}, sorted(growth)
     assert not r.over_bound(), {n: (s, g, rss_bound(s)) for n, (s, g, _) in growth.items()}

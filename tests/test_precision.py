@@ -180,6 +180,11 @@ def _call(client: BusClient, msg: Any, reply: type[Any], timeout: float = 30) ->
     return client.request("indexer", msg, reply, timeout=timeout).body
 
 
+def _embedder_ready(client: BusClient) -> dict[str, Any] | None:
+    details = client.request("embedder", DescribeRequest(), DescribeReply, timeout=10).body.details
+    return details if details["state"] == "ready" else None
+
+
 def _all_embedded(client: BusClient, n: int) -> bool:
     folders = _call(client, FolderListRequest(), FolderListReply).folders
     return bool(folders) and all(
@@ -257,7 +262,9 @@ def test_a_change_of_precision_re_embeds_every_chunk_and_search_never_mixes_prec
         assert all(int8_vectors[i] != fp32_vectors[i] for i in fp32_vectors)  # every one of them
         status = _call(client, IndexStatusRequest(), IndexStatusReply).embedding
         assert status["precision"] == INT8 and status["state"] == "ready", status
-        embedder = client.request("embedder", DescribeRequest(), DescribeReply, timeout=10).body.details
+        # Released once the re-embedding was done (the llm summarises): the describe starts it again, and its
+        # model is the int8 copy once loaded.
+        embedder = wait_for(lambda: _embedder_ready(client), 60, 0.2, "the embedder's model loaded")
         assert embedder["precision"] == INT8 and embedder["onnx_file"] == str(int8_pair), embedder
         wait_for(lambda: _query_precision(client) == INT8, 60, 0.2, "the int8 query model")
         reply = _semantic(client)

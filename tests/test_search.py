@@ -450,8 +450,14 @@ def test_local_query_vectors_equal_the_embedders(world: World) -> None:
     key = f"all-MiniLM-L6-v2 {onnx_model.precision_label(IngestPolicy().embed_quantize)}"  # the index's vectors
     try:
         local.start()
-        via_bus, why = remote.encode("kittens chasing yarn", 384, key)
-        assert via_bus is not None, why
+
+        def from_embedder() -> tuple[Any] | None:
+            vector, _ = remote.encode("kittens chasing yarn", 384, key)
+            return None if vector is None else (vector,)
+
+        # The embedder left once the world was indexed (released for the llm's summaries): the first request
+        # starts it, and answers once its model is loaded.
+        (via_bus,) = wait_for(from_embedder, 120, 0.5, "a query vector from the embedder")
         wait_for(lambda: local.state != "loading", 120, 0.1, "the query model")
         assert local.state == "ready", local.error
         mine, why = local.encode("kittens chasing yarn", 384, key)

@@ -16,6 +16,11 @@ An on-demand worker (its context's ``idle_exit_s`` > 0) with no job in hand for 
 routed before it read the question still arrives and is served (the question is then ignored, and asked again
 after another idle while). The answer stops it as SIGTERM does.
 
+A caller that is done with a worker for now sends ``release.request`` (the indexer's ingest, so the embedder's
+and the llm's models are never resident together: :mod:`foldermind.workers.indexer.turns`). Unless another
+caller sent it a job within its model's idle time (:meth:`Worker.release_window_s`), the worker frees what it
+holds (:meth:`Worker.release`) and, on demand, asks to go at once instead of after ``idle_exit_s``.
+
 A worker on another machine (``worker run --connect``) that was a member and then hears nothing for
 ``liveness`` intervals (a link down, a kernel restarting) does not exit: the kernel has dropped it and failed
 its jobs meanwhile, so it closes its sockets and joins again with new ones (a new READY, same name, model kept)
@@ -23,7 +28,7 @@ until the kernel answers or it is stopped. So does one the kernel dismisses as a
 heartbeats came too late: a starved CPU, a stalled link). One whose handshake the kernel refuses (a key not
 allowed, or denied while it was away), whose READY it refuses, or that it dismisses for its key exits.
 
-Its length (~460 lines): the job loop, the heartbeat thread and the rejoin of a remote worker are one
+Its length (~580 lines): the job loop, the heartbeat thread and the rejoin of a remote worker are one
 lifecycle over the same two sockets and stop flag; every worker module is short because this one is not.
 """
 
@@ -60,6 +65,8 @@ from foldermind.protocol.messages import (
     Message,
     PingReply,
     PingRequest,
+    ReleaseReply,
+    ReleaseRequest,
     WorkerReady,
 )
 from foldermind.protocol.runtime.context import WorkerContext as WorkerContext  # re-exported for the workers
@@ -72,6 +79,8 @@ Handler = Callable[["Request[Any]"], Result]
 B = TypeVar("B", bound=Message)
 
 _PR_SET_PDEATHSIG = 1
+_NOT_USE = frozenset(k.KIND for k in (PingRequest, DescribeRequest, EchoRequest, ReleaseRequest))
+"""Kinds every worker answers: they do not make their caller one a release must leave the model to."""
 ZAP_REFUSED = 400
 """The ZAP status of a key the kernel's allow list does not hold (RFC 27: 400 = authentication failure)."""
 EXIT_KEY_REFUSED = 3
@@ -128,6 +137,10 @@ class Worker:
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
         self.started = time.monotonic()
+        self.callers: dict[str, float] = {}
+        """Who sent this worker a job of its own (not ping, describe, echo or release), and when last."""
+        self.released = False
+        """A caller released it and no job came since: an on-demand worker asks to exit now."""
 
     def setup(self) -> None:
         """Runs before READY: keep it quick (load heavy things lazily, after READY)."""
@@ -141,12 +154,21 @@ class Worker:
                 route(PingRequest, self.on_ping),
                 route(DescribeRequest, self.on_describe),
                 route(EchoRequest, self.on_echo),
+                route(ReleaseRequest, self.on_release),
             ]
         )
 
     def details(self) -> dict[str, Any]:
         """Worker-specific facts for ``describe`` (model state, queue sizes, ...)."""
         return {}
+
+    def release(self) -> None:
+        """Free what the worker holds for its callers (its model); the next job loads it again."""
+
+    def release_window_s(self) -> float:
+        """How long a job of another caller keeps a release from freeing anything: the model's idle time (0 =
+        any other caller ever)."""
+        return self.ctx.idle_exit_s
 
     def on_ping(self, req: Request[PingRequest]) -> Result:
         return PingReply(name=self.ctx.name, pid=os.getpid(), uptime_s=time.monotonic() - self.started)
@@ -163,6 +185,19 @@ class Worker:
 
     def on_echo(self, req: Request[EchoRequest]) -> Result:
         return EchoReply(data=req.body.data), req.buffers
+
+    def on_release(self, req: Request[ReleaseRequest]) -> Result:
+        """Let go unless another caller needs what it holds: the releaser speaks for its own jobs only (the
+        indexer's ingest, while a client's chat or the indexer's query encodes keep the model theirs)."""
+        window, now = self.release_window_s(), time.monotonic()
+        others = sorted(c for c, t in self.callers.items() if c != req.env.src and (not window or now - t < window))
+        if others:
+            return ReleaseReply(False, f"kept: also used by {', '.join(others)}")
+        self.release()
+        self.released = True
+        leaving = self.ctx.idle_exit_s > 0
+        log.info("%s released by %s%s", self.ctx.name, req.env.src, ": exiting until needed" if leaving else "")
+        return ReleaseReply(True, "freed, exiting until needed" if leaving else "freed")
 
 
 def _connect(sock: zmq.Socket[Any], ctx: WorkerContext) -> None:
@@ -392,15 +427,21 @@ class _Runner:
         """The poll's timeout: until this worker has been idle ``idle_exit_s`` (None: wait for a message)."""
         if self.ctx.idle_exit_s <= 0:
             return None
+        if self.worker.released and not self.busy:
+            return 0
         return max(0, int((self.last_active + self.ctx.idle_exit_s - time.monotonic()) * 1000) + 1)
 
     def _ask_idle(self) -> None:
         """Ask the kernel to let this on-demand worker go, once it has held no job for ``idle_exit_s``."""
         idle = self.ctx.idle_exit_s
-        if idle <= 0 or self.busy or self.stop_requested or time.monotonic() - self.last_active < idle:
+        if idle <= 0 or self.busy or self.stop_requested:
+            return
+        released, self.worker.released = self.worker.released, False  # asked once; a refusal means a job came
+        if not released and time.monotonic() - self.last_active < idle:
             return
         self.last_active = time.monotonic()  # not let go (a job was on its way): ask again after as long
-        log.info("%s idle for %g s: asking to exit until needed", self.ctx.name, idle)
+        why = "released" if released else f"idle for {idle:g} s"
+        log.info("%s %s: asking to exit until needed", self.ctx.name, why)
         env = Envelope(kind=Disconnect.KIND, src=self.ctx.name, to="kernel")
         frames.send(self.sock, env, Disconnect(self.ctx.name, Disconnect.IDLE))
 
@@ -433,6 +474,9 @@ class _Runner:
             return
         self.busy += 1
         self.last_active = time.monotonic()
+        if env.kind not in _NOT_USE:
+            self.worker.callers[env.src] = self.last_active
+            self.worker.released = False
         self.running.add(env.id)
         side = self.side
         if side is not None and env.kind in self.worker.side_by_side:

@@ -46,6 +46,9 @@ Idle: after ``[ingest] embed_idle_unload_s`` (10 minutes) without a request the 
 back to the system), and the next request loads it again as at start. On demand (``[workers.embedder]
 on_demand``, the default) the worker exits then too (the kernel's idle exit, :mod:`foldermind.workers.base`)
 and the next request starts it. The indexer encodes queries with its own copy, so only new chunks wait.
+Sooner when the indexer's ingest releases it (``release.request``: every chunk embedded, and the llm about to
+write summaries; :mod:`foldermind.workers.indexer.turns`): the model is freed before the answer, and on demand
+the worker exits at once, unless another caller sent it a job within ``embed_idle_unload_s``.
 
 Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order), never as msgpack lists.
 
@@ -56,7 +59,7 @@ Environment:
 - ``FOLDERMIND_EMBED_THREADS``: intra-op threads (default: the CPUs this process may use).
 - ``FOLDERMIND_EMBED_RETRY_S``: least time between load attempts after a failure (default 30).
 
-Its length (~420 lines): about 60 are the measurements above; the rest is one worker whose model
+Its length (~440 lines): about 60 are the measurements above; the rest is one worker whose model
 loads in the background, may fall back, unloads when idle and is waited for by requests: one state machine
 under one lock, which split would spread over modules that each hold half of it.
 """
@@ -309,14 +312,24 @@ class EmbedderWorker(Worker):
         """Free the model once no request has used it for ``embed_idle_unload_s``."""
         idle_s = self.policy.embed_idle_unload_s
         while not self._stop.wait(model_files.idle_check_every(idle_s)):
-            with self._cond:
-                if self.state != "ready" or self._encoding or time.monotonic() - self._last_used < idle_s:
-                    continue
-                self._model = self._onnx = None
-                self.state, self.unloads = "unloaded", self.unloads + 1
-                self.status_note = f"model unloaded after {idle_s:g} s idle: the next request loads it"[:200]
-            model_files.return_memory()
-            log.info("embedding model unloaded after %.0f s idle", idle_s)
+            self._unload(idle_s, f"after {idle_s:g} s idle")
+
+    def _unload(self, idle_s: float, why: str) -> None:
+        """Free the model if no request has used it for ``idle_s`` and none is encoding."""
+        with self._cond:
+            if self.state != "ready" or self._encoding or time.monotonic() - self._last_used < idle_s:
+                return
+            self._model = self._onnx = None
+            self.state, self.unloads = "unloaded", self.unloads + 1
+            self.status_note = f"model unloaded {why}: the next request loads it"[:200]
+        model_files.return_memory()
+        log.info("embedding model unloaded %s", why)
+
+    def release(self) -> None:
+        self._unload(0.0, "when released")
+
+    def release_window_s(self) -> float:
+        return self.policy.embed_idle_unload_s
 
     def _wait_ready(self, deadline: float) -> None:
         """Wait for a load in progress (start one for a model unloaded when idle, retry a failed one,

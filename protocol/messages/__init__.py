@@ -107,6 +107,8 @@ from foldermind.protocol.messages.lifecycle import (
     JobCancel,
     PingReply,
     PingRequest,
+    ReleaseReply,
+    ReleaseRequest,
     WorkerReady,
 )
 from foldermind.protocol.messages.llm import (
@@ -198,6 +200,8 @@ __all__ = [
     "ReadDocumentRequest",
     "ReconcileReply",
     "ReconcileRequest",
+    "ReleaseReply",
+    "ReleaseRequest",
     "RestartReply",
     "RestartRequest",
     "SearchHit",

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from foldermind.protocol.messages.envelope import Message, message
 
 SERVED_BY = (
-    "every worker answers `ping`, `describe` and `echo` (the kernel answers `ping` too); `worker.*` and"
+    "every worker answers `ping`, `describe`, `echo` and `release` (the kernel answers `ping` too); `worker.*` and"
     " `job.cancel` pass between a worker and the kernel"
 )
 """Who answers the kinds of this module (docs/protocol.md's service table)."""
@@ -161,3 +161,24 @@ class EchoReply(Message):
 
     data: bytes = b""
     """The request's `data`."""
+
+
+@message("release.request")
+@dataclass(slots=True)
+class ReleaseRequest(Message):
+    """The caller is done with this worker for now: the indexer's ingest sends it to the embedder before it
+    asks the llm for summaries, and to the llm before it sends chunks to embed, so the two models are never
+    resident together on its account. Unless another caller sent this worker a job within its model's idle
+    time, the worker frees its model before it answers, and an on-demand worker then exits at once instead of
+    waiting out its idle time. Every worker answers; one without a model frees nothing."""
+
+
+@message("release.reply")
+@dataclass(slots=True)
+class ReleaseReply(Message):
+    """Whether the worker let go, and why not when it did not."""
+
+    released: bool
+    """True: what it held is freed (and an on-demand worker is about to exit); false: it keeps it."""
+    reason: str = ""
+    """Why it kept it (another caller used it within its idle time), or what it did."""

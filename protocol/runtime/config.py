@@ -258,7 +258,10 @@ class IngestPolicy(_Strict):
         description="The embedder frees its model after this long without an embedding request (0 = kept): an idle"
         " tree does not hold it, and the next file's chunks wait for a load again (~1.4 CPU-s from the cached ONNX"
         " export). On demand ([workers.embedder] on_demand, the default) the worker exits then as well, and the"
-        " next chunks start it. Queries are encoded by the indexer's own copy, so search never waits for it.",
+        " next chunks start it. Queries are encoded by the indexer's own copy, so search never waits for it."
+        " Sooner when the llm is to summarise: the indexer then releases the embedder (it frees its model, and on"
+        " demand exits) before the llm loads, so the two models are never resident together (a tree of 1,028 MiB"
+        " otherwise, docs/benchmarks-ingest.md); unless another caller used it within this time.",
     )
     model_cache_dir: str = Field(
         "",
@@ -442,7 +445,9 @@ class LlmPolicy(_Strict):
         ge=0,
         description="The model is freed after this long without a chat answer or summary (0 = kept while the worker"
         " runs): the llm worker then holds ~80 MiB instead of ~300 MiB (docs/benchmarks-llm.md), and on demand"
-        " ([workers.llm] on_demand, the default) it exits then, holding nothing; the next answer starts it.",
+        " ([workers.llm] on_demand, the default) it exits then, holding nothing; the next answer starts it. Sooner"
+        " when files come in to embed: the indexer then releases the llm before the embedder loads, unless a chat"
+        " used it within this time.",
     )
     max_answer_tokens: int = Field(
         96,
@@ -608,10 +613,12 @@ WORKER_HELP: dict[str, str] = {
     " the parsers yield to the embedder, which keeps the pipeline near bare encode speed. On demand: the first"
     " file to parse starts one, the pool grows while files wait, and each exits after idle_exit_s without one.",
     "embedder": "On demand: the first chunks to embed start it, and it exits with its model after [ingest]"
-    " embed_idle_unload_s with nothing to do (its interpreter and onnxruntime, ~105 MiB, go too). Search never"
-    " needs it: the indexer encodes queries itself.",
+    " embed_idle_unload_s with nothing to do (its interpreter and onnxruntime, ~105 MiB, go too), or as soon as"
+    " every chunk is embedded and the llm is to summarise. Search never needs it: the indexer encodes queries"
+    " itself.",
     "llm": "Generation (chat and the background summaries) yields the CPU to searches and indexing. On demand: the"
-    " first chat answer or summary starts it, and it exits with its model after [llm] idle_unload_s.",
+    " first chat answer or summary starts it, and it exits with its model after [llm] idle_unload_s, or as soon as"
+    " new chunks are to be embedded (unless a chat used it within that time).",
 }
 """Why a worker of the default map runs as it does, written above its table in supervisor.toml."""
 

@@ -5,8 +5,9 @@
 1. **Ingest**: a kernel with the default map (the llm, the embedder and the parsers on demand) in ``DIR/home``
    indexes the SciFact abstracts (one ``.txt`` each, in ``DIR/scifact``) as :mod:`tests.bench.ingest`'s run 1 does (its
    ``index_folder``: peak RSS of each process and of the whole tree from ``ctl.status`` every 0.5 s, from
-   ``folders add`` to fully embedded); then the tree is sampled :data:`AFTER_S` more seconds: the llm starts its
-   summaries once every chunk is embedded, while the embedder waits out its idle time.
+   ``folders add`` to fully embedded); then the tree is sampled :data:`AFTER_S` more seconds: once every chunk
+   is embedded the indexer releases the embedder (it frees its model and exits), then the llm starts its
+   summaries (:mod:`foldermind.workers.indexer.turns`).
 2. **Idle**: for each of :data:`CONFIGS` (the llm and the embedder on demand; the parsers too, the
    defaults; all of them always running), a kernel on that index with every idle time :data:`IDLE_S` and the
    summaries off (else the llm summarises every file first): a hybrid search, a new file embedded, a generative
@@ -14,6 +15,11 @@
    or :data:`IDLE_S` + 15 s on (the models unloaded). Then what the next requests cost after idle: a hybrid
    search, a new file found by keyword and embedded, a generative answer (``foldermind ask --mode generative``,
    the CLI's start-up included).
+
+3. **Saved while summarising**: a kernel with the default map and policy on that index (its summaries far from
+   done): once the llm holds its model and the embedder has left, a new file is written, and the tree is
+   sampled from then until the file's chunk is embedded and :data:`SAVED_AFTER_S` more (the indexer releases
+   the llm, after the summary in hand, before the embedder starts).
 
 Memory is not moved by other processes' CPU load; the times are, and the report says what the machine did.
 """
@@ -36,6 +42,7 @@ from tests.bench.scifact import write_corpus
 IDLE_S = 30.0
 """Both idle times in part 2 (the defaults are 600 s: the same code path, 20x sooner)."""
 AFTER_S = 60.0
+SAVED_AFTER_S = 30.0
 RUNNING = "\n[workers.llm]\non_demand = false\n[workers.embedder]\non_demand = false\n"
 PARSERS_RUNNING = "\n[workers.parser]\non_demand = false\n"
 PARSERS = f"\n[workers.parser]\non_demand = true\nidle_exit_s = {IDLE_S:g}\n"
@@ -169,11 +176,54 @@ def idle(
     return rss, tree, after, waited
 
 
+def _summarising(kernel: Kernel, client: BusClient, scans: int) -> None:
+    """Until the llm holds its model for summaries, the embedder has left (after the start's probe) and the
+    watcher has listed the folder."""
+    give_up = time.monotonic() + 180
+    while time.monotonic() < give_up:
+        workers = {w["name"]: (w["state"], w["note"]) for w in kernel.status(client).workers}
+        (_, llm_note), (embedder, _) = workers.get("llm", ("", "")), workers.get("embedder", ("", ""))
+        if llm_note.endswith("ready") and embedder == "IDLE" and _scans(kernel) > scans:
+            return
+        time.sleep(0.5)
+    raise BenchFailure("the llm was not summarising with the embedder gone within 180 s")
+
+
+def saved(root: Path, corpus: Path, n: int) -> list[str]:
+    """A file saved while the llm summarises: peak RSS per process and of the tree, from the save until the
+    file's chunk is embedded and SAVED_AFTER_S after."""
+    kernel = Kernel("saved while summarising", root=root / "home")
+    scans = _scans(kernel)
+    kernel.start()
+    try:
+        with kernel.client("bench-saved") as client:
+            _summarising(kernel, client, scans)
+            sampler = Sampler(kernel)
+            sampler.start()
+            try:
+                searchable, embedded = _new_file(kernel, client, corpus, n)
+                time.sleep(SAVED_AFTER_S)
+            finally:
+                sampler.finish()
+    finally:
+        kernel.stop()
+    return [
+        f"A new file saved while the llm summarises: found by keyword after {searchable:.2f} s, embedded after"
+        f" {embedded:.2f} s (the llm released first).",
+        "",
+        f"| process | peak RSS, the save to embedded and {SAVED_AFTER_S:g} s after (MiB) |",
+        "|---|---:|",
+        *(f"| {name} | {_mib(rss)} |" for name, rss in sorted(sampler.peak_rss.items())),
+        f"| **whole tree** (`tree_rss_bytes`, largest sample) | **{_mib(sampler.tree.tree)}** |",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.memory_budget", description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, required=True, help="where the corpus and the kept home go")
     parser.add_argument("--limit", type=int, default=None, help="only the first N abstracts")
-    parser.add_argument("--skip-ingest", action="store_true", help="reuse the home's index (part 2 only)")
+    parser.add_argument("--skip-ingest", action="store_true", help="reuse the home's index (parts 2 and 3)")
+    parser.add_argument("--saved-only", action="store_true", help="reuse the home's index (part 3 only)")
     args = parser.parse_args(argv)
     corpus = args.root / "scifact"
     for old in corpus.glob("zz-new-*.txt"):
@@ -181,14 +231,18 @@ def main(argv: list[str] | None = None) -> int:
     files = write_corpus(corpus, args.limit)
     facts = machine.facts(Path(__file__).resolve().parents[2])
     report = ["# memory budget", "", *(f"- {k}: {v}" for k, v in facts.items()), ""]
+    if args.saved_only:
+        say("3/3 a file saved while the llm summarises")
+        print("\n".join([*report, "## saved while summarising", "", *saved(args.root, corpus, 100)]))
+        return 0
     if not args.skip_ingest:
-        say("1/2 indexing SciFact with the default map")
+        say("1/3 indexing SciFact with the default map")
         report += ["## ingest", "", *ingest(args.root, corpus, files), ""]
         print("\n".join(report), flush=True)  # an hour's run: kept even if part 2 fails
         report = []
     rows: dict[str, tuple[dict[str, int], int, list[float], float]] = {}
     for i, (label, config, waits) in enumerate(CONFIGS):
-        say(f"2/2 the idle tree: {label}")
+        say(f"2/3 the idle tree: {label}")
         rows[label] = idle(args.root, corpus, label, config, 10 * i, waits)
     names = sorted({n for rss, *_ in rows.values() for n in rss})
     report += [
@@ -206,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     whats = ("hybrid search over the bus", "a new file found by keyword", "... and embedded", "`foldermind ask`")
     for i, what in enumerate(whats):
         report.append(f"| {what} (s) | {' | '.join(f'{r[2][i]:.2f}' for r in rows.values())} |")
-    print("\n".join(report))
+    print("\n".join(report), flush=True)
+    say("3/3 a file saved while the llm summarises")
+    print("\n".join(["", "## saved while summarising", "", *saved(args.root, corpus, 100)]))
     return 0
 
 

@@ -3,7 +3,8 @@
 Every indexed document gets its deterministic analysis (:mod:`.analysis`) in the transaction that
 stores its chunks. This adds the summary and named entities written by the llm worker: one
 ``llm.analyze`` request at a time, sent only while the ingest queue is idle (nothing to parse, nothing to
-embed), so analysis never delays indexing and never queues more than one job in front of a chat. While
+embed), so analysis never delays indexing and never queues more than one job in front of a chat, and only
+once the embedder has let its model go (:mod:`.turns`: the two models are never resident together). While
 the model is not ready it retries every ``[llm] analysis_retry_s``; a document whose analysis twice
 costs the llm worker its life (or that the model cannot take) is marked given-up and keeps its
 deterministic analysis.
@@ -25,6 +26,7 @@ from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.indexer.extracted import rebuild
 from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.turns import LLM, Turns
 
 log = logging.getLogger("foldermind.indexer.enrich")
 
@@ -43,9 +45,9 @@ class Enricher:
         self.retry_at = 0.0
         self.attempts: dict[int, int] = {}
 
-    def fill(self, client: BusClient, idle: Callable[[], bool]) -> None:
-        """Send the next document's request, if analysis is on, none is in flight and ``idle()`` (asked last:
-        it queries the store) says the ingest queue is empty."""
+    def fill(self, client: BusClient, idle: Callable[[], bool], turns: Turns) -> None:
+        """Send the next document's request, if analysis is on, none is in flight, ``idle()`` (asked last:
+        it queries the store) says the ingest queue is empty and the embedder has been released (``turns``)."""
         if not self.policy.analysis or self.inflight is not None or time.monotonic() < self.retry_at or not idle():
             return
         pending = self.store.pending_enrichment(1)
@@ -56,6 +58,8 @@ class Enricher:
         if not text.strip():
             self.store.enrich_analysis(doc_id, {}, DONE)  # nothing to summarise beyond what is stored
             return
+        if not turns.take(LLM, client):
+            return  # the embedder's model goes first (the release is on its way)
         request = AnalyzeRequest(file_name=os.path.basename(path), text=text)
         env = client.send("llm", request, timeout=self.policy.analysis_timeout_s)
         self.inflight, self.doc_id, self.fields, self.analyzed_at = env.id, doc_id, fields, analyzed_at

@@ -6,7 +6,7 @@ applies the journal to Tantivy (one commit for everything finished since the las
 that loses its parser (crash, hang, memory limit) is retried once on a fresh parser and then
 quarantined as failed with its reason.
 
-Its length (~530 lines): one thread's loop, whose parse window, retries and commits share state and
+Its length (~670 lines): one thread's loop, whose parse window, retries and commits share state and
 locks; split, the rules about when a document is written or retried would be read in pieces.
 """
 
@@ -32,7 +32,7 @@ from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
-from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env
+from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env, search_from_env
 from foldermind.workers import model_files, onnx_model
 from foldermind.workers.base import testing
 from foldermind.workers.indexer import languages
@@ -42,6 +42,7 @@ from foldermind.workers.indexer.enrich import Enricher
 from foldermind.workers.indexer.extracted import rebuild
 from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classify, free_bytes, writing
 from foldermind.workers.indexer.store import ChunkPos, Document, Store
+from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
 from foldermind.workers.indexer.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer.pipeline")
@@ -149,6 +150,11 @@ class Pipeline(threading.Thread):
         """Whether (and why) the embedder was asked what it runs since this start (describe shows it)."""
         self.errors = 0
         self.enricher = Enricher(store, llm_from_env())
+        llm = self.enricher.policy
+        # A release to the llm waits behind the one summary it may be writing.
+        idle = {EMBEDDER: policy.embed_idle_unload_s, LLM: llm.idle_unload_s}
+        queries = search_from_env().query_encoder == "embedder"  # the embedder then serves searches too
+        self.turns = Turns(idle, llm.analysis_timeout_s + 30, keep=frozenset({EMBEDDER} if queries else ()))
         self.data_dir = store.path.parent
         # Set while the disk under the index is full (the first failure's time is kept); cleared by the
         # next write that succeeds. Reported by status and index_status; nothing is marked failed for it.
@@ -183,17 +189,19 @@ class Pipeline(threading.Thread):
             while not self._stopping.is_set():
                 try:
                     if self._writes_allowed():
+                        self.turns.hand_over = self.embed_error is None
                         if not self._reconciled:
                             self._reconcile_vectors()
                             self._reconciled = True
                         self._apply_journal()
                         self._fill(client)
                         self._fill_embeds(client)
-                        self.enricher.fill(client, idle=self._idle)
+                        self.enricher.fill(client, idle=self._idle, turns=self.turns)
                         self._maybe_save()
                 except Exception as exc:
                     self._step_failed(exc)
-                busy = self._inflight or self._embeds or self.vectors.dirty or self.enricher.inflight
+                jobs = (self._inflight, self._embeds, self.enricher.inflight, self.turns.releasing)
+                busy = self.vectors.dirty or any(jobs)
                 timeout = 1000 if busy else 5000
                 if self.disk_full is not None:
                     timeout = 250  # look for freed space often: resuming should not wait on a long backoff
@@ -366,6 +374,9 @@ class Pipeline(threading.Thread):
             if self.enricher.owns(packet.env.cid):
                 self.enricher.answered(packet)
                 continue
+            if self.turns.owns(packet.env.cid):
+                self.turns.answered(packet)
+                continue
             job = self._inflight.pop(packet.env.cid, None)
             if job is None:
                 continue
@@ -486,7 +497,7 @@ class Pipeline(threading.Thread):
     def _fill_embeds(self, client: BusClient) -> None:
         if time.monotonic() < self._embed_retry_at:
             return
-        if not self._probed:
+        if not self._probed and (not len(self.vectors) or self.turns.take(EMBEDDER, client)):
             # An empty request: its reply names the model and precision the embedder runs now, so an index
             # whose every chunk is embedded still learns that the configuration changed (and re-embeds).
             # Only when vectors exist: without any, the first batch's reply says it, and an embedder that
@@ -502,7 +513,7 @@ class Pipeline(threading.Thread):
                 self.probe = "not needed: the index holds the configured vectors"
             else:
                 self.probe = "asked: the configuration names other vectors than the index holds"
-                self._embeds[client.send("embedder", EmbedRequest([]), timeout=600).id] = []
+                self._embeds[client.send(EMBEDDER, EmbedRequest([]), timeout=600).id] = []
         size = self.policy.embed_batch
         while len(self._embeds) < self.policy.embed_window:
             if not self._embed_backlog:
@@ -514,8 +525,10 @@ class Pipeline(threading.Thread):
                         log.info("re-embedding done: every chunk has a %s vector", " ".join(self.embedded_with))
                     return
                 self._embed_backlog = sorted(rows, key=lambda row: len(row[1]), reverse=True)
+            if not self.turns.take(EMBEDDER, client):
+                return  # the llm's model goes first (the release is on its way; the backlog is kept)
             batch, self._embed_backlog = self._embed_backlog[:size], self._embed_backlog[size:]
-            env = client.send("embedder", EmbedRequest([text for _, text in batch]), timeout=600)
+            env = client.send(EMBEDDER, EmbedRequest([text for _, text in batch]), timeout=600)
             self._embeds[env.id] = [chunk_id for chunk_id, _ in batch]
 
     def _embedded(self, ids: list[int], packet: frames.Packet) -> None:

@@ -3,7 +3,9 @@
 
 The model is loaded when it is needed and freed when it is not (:mod:`.residency`): by default in the
 first request that needs it (``[llm] load = "on_use"``; the converted copy for ctransformers is made once,
-on the first load), and it is unloaded after ``[llm] idle_unload_s`` without a request. With
+on the first load), and it is unloaded after ``[llm] idle_unload_s`` without a request, or when the indexer's
+ingest releases it (``release.request``, before it sends chunks to the embedder: unless a chat used it within
+that time; :mod:`foldermind.workers.indexer.turns`). With
 ``load = "at_start"`` it loads on a background thread after READY, and requests meanwhile fail with
 ``MODEL_NOT_READY`` (retryable). A model that cannot load fails requests with ``MODEL_NOT_READY`` and the
 reason, and ``foldermind status`` shows the state on this worker's line. Generation runs on the serving
@@ -122,6 +124,12 @@ class LlmWorker(Worker):
             "threads_auto": not self.policy.threads,
             "cancelled": self.cancelled,
         }
+
+    def release(self) -> None:
+        self.model.unload_if_idle(0.0)
+
+    def release_window_s(self) -> float:
+        return self.policy.idle_unload_s
 
     def handlers(self) -> dict[str, Handler]:
         return dict(

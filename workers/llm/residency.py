@@ -5,7 +5,7 @@ without it, a bigger GGUF a user configures gigabytes. A tree that is only searc
 summaries, should not hold it (docs/benchmarks.md has the measured figures). So the model's residency
 is a small state machine of its own, apart from the requests that use it::
 
-    unloaded --use--> loading --> ready --idle_unload_s--> unloaded
+    unloaded --use--> loading --> ready --idle_unload_s (or a release, unused)--> unloaded
                           \\--> failed  (sticky: the reason stays on the status line until a restart)
 
 ``use()`` is the only way a request reaches the model. In ``unloaded`` it loads the model in the request
@@ -114,12 +114,14 @@ class Residency:
     def idle_s(self) -> float:
         return time.monotonic() - self.last_used
 
-    def unload_if_idle(self) -> bool:
-        """Free the model if it has not been used for ``idle_unload_s`` and no request holds it."""
-        if self.state != "ready" or self.idle_s() < self.idle_unload_s or not self._lock.acquire(blocking=False):
+    def unload_if_idle(self, idle_unload_s: float | None = None) -> bool:
+        """Free the model if it has not been used for ``idle_unload_s`` (by default the policy's; 0 when its
+        caller released it) and no request holds it."""
+        least = self.idle_unload_s if idle_unload_s is None else idle_unload_s
+        if self.state != "ready" or self.idle_s() < least or not self._lock.acquire(blocking=False):
             return False
         try:
-            if self.state != "ready" or self.idle_s() < self.idle_unload_s:  # a request came in meanwhile
+            if self.state != "ready" or self.idle_s() < least:  # a request came in meanwhile
                 return False
             backend, self.backend = self.backend, None
             assert backend is not None
@@ -130,7 +132,8 @@ class Residency:
         finally:
             self._lock.release()
         return_memory()
-        log.info("model unloaded after %.0f s idle", self.idle_s())
+        released = " (released)" if least < self.idle_unload_s else ""
+        log.info("model unloaded after %.0f s idle%s", self.idle_s(), released)
         return True
 
     def _unload_when_idle(self) -> None:

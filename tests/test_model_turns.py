@@ -1,0 +1,132 @@
+"""The indexer's ingest holds one large model at a time: once every chunk is embedded it releases the embedder
+(which frees its model and, on demand, exits at once) before the llm writes summaries, and a file saved
+later releases the llm before its chunks go to the embedder (:mod:`foldermind.workers.indexer.turns`).
+
+Real processes and the real models (all-MiniLM-L6-v2 on ONNX, SmolLM2-135M on ctransformers), both on demand
+with the default idle times (600 s): without the releases the embedder would wait out its 10 minutes beside
+the llm. The order is read from the workers' own log lines (millisecond timestamps): the embedder's model
+freed before the llm's is loaded, and the other way round for the saved file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from foldermind.protocol.errors import ErrorCode, JobError
+from foldermind.protocol.messages import (
+    FolderAddReply,
+    FolderAddRequest,
+    FolderListReply,
+    FolderListRequest,
+    SummaryReply,
+    SummaryRequest,
+    WatchSyncReply,
+    WatchSyncRequest,
+)
+from tests.helpers import (
+    FAST_RESTART,
+    ONE_PARSER,
+    RunningKernel,
+    only_workers,
+    remove_tree,
+    require_bundled_model,
+    short_tmpdir,
+    wait_for,
+)
+
+require_bundled_model()
+
+# Both models on demand with their 600 s defaults, spelled out: the releases, not an idle time, let them go.
+CONFIG = (
+    FAST_RESTART
+    + ONE_PARSER
+    + only_workers("watcher", "parser", "embedder", "indexer", "llm")
+    + "\n[ingest]\nembed_idle_unload_s = 600.0\n[llm]\nidle_unload_s = 600.0\nanalysis = true\n"
+)
+FILES = {
+    "budget.txt": "The budget for the obsidianwave project is forty thousand dollars, approved in March.",
+    "garden.txt": "Tomatoes need six hours of sun a day and deep watering twice a week in summer.",
+}
+EMBEDDER_FREED = "embedding model unloaded when released"
+EMBEDDER_READY = "embedding model all-MiniLM-L6-v2 ready"
+LLM_READY = re.compile(r"model .* ready on ")
+LLM_FREED = "(released)"
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[tuple[RunningKernel, Path]]:
+    root = short_tmpdir("fmt-")
+    k = RunningKernel(root / "home", CONFIG)
+    try:
+        k.start()
+        docs = root / "docs"
+        docs.mkdir()
+        for name, text in FILES.items():
+            (docs / name).write_text(text, encoding="utf-8")
+        client = k.client("turns-test")
+        client.request("indexer", FolderAddRequest(str(docs), "docs"), FolderAddReply, timeout=20)
+        client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+        yield k, docs
+    finally:
+        k.stop()
+        remove_tree(root)
+
+
+def times(k: RunningKernel, worker: str, line: str | re.Pattern[str]) -> list[datetime]:
+    """When ``worker``'s log says ``line``, in order (every process of the slot appends to one file)."""
+    log = k.home.log_dir / f"{worker}.log"
+    text = log.read_text("utf-8", errors="replace") if log.exists() else ""
+    found = [x for x in text.splitlines() if (line.search(x) if isinstance(line, re.Pattern) else line in x)]
+    return [datetime.strptime(x[:23], "%Y-%m-%d %H:%M:%S,%f") for x in found]
+
+
+def summarised(k: RunningKernel, path: Path) -> bool:
+    try:
+        with k.client("turns-summary") as client:
+            body = client.request("indexer", SummaryRequest(str(path)), SummaryReply, timeout=20).body
+    except JobError as exc:
+        if exc.code != ErrorCode.FILE_NOT_ANALYZED:
+            raise
+        return False  # not indexed yet
+    return bool(body.analysis.get("summary_model"))
+
+
+def embedded(k: RunningKernel) -> bool:
+    with k.client("turns-list") as client:
+        folders = client.request("indexer", FolderListRequest(), FolderListReply, timeout=20).body.folders
+    return (
+        bool(folders)
+        and folders[0]["files_total"] == len(FILES) + 1
+        and folders[0]["chunks"] == folders[0]["chunks_embedded"]
+    )
+
+
+def test_the_embedder_lets_its_model_go_and_exits_before_the_llm_loads_for_summaries(
+    world: tuple[RunningKernel, Path],
+) -> None:
+    k, docs = world
+    wait_for(lambda: summarised(k, docs / "budget.txt"), 240, 0.5, "the llm's summary of budget.txt")
+    # Long before its 600 s idle time: the release let it go (an exit of its own, no restart counted).
+    assert "went idle" in k.collect_reason("embedder", "IDLE", timeout=30)
+    assert k.worker("embedder")["restarts"] == 0
+    freed, loaded = times(k, "embedder", EMBEDDER_FREED), times(k, "llm", LLM_READY)
+    assert freed and loaded, (freed, loaded)
+    assert freed[0] <= loaded[0], "the llm loaded its model while the embedder still held its own"
+
+
+def test_a_file_saved_after_the_summaries_began_is_embedded_once_the_llm_let_its_model_go(
+    world: tuple[RunningKernel, Path],
+) -> None:
+    k, docs = world
+    wait_for(lambda: summarised(k, docs / "budget.txt"), 240, 0.5, "the llm's summary of budget.txt")
+    (docs / "later.txt").write_text("A note saved later: the obsidianwave kickoff moved to May.", encoding="utf-8")
+    wait_for(lambda: embedded(k), 180, 0.5, "later.txt embedded")
+    llm_freed, embedder_ready = times(k, "llm", LLM_FREED), times(k, "embedder", EMBEDDER_READY)
+    assert llm_freed and len(embedder_ready) >= 2, (llm_freed, embedder_ready)  # the embedder started again
+    assert llm_freed[0] <= embedder_ready[1], "the embedder loaded its model while the llm still held its own"
+    assert "went idle" in k.collect_reason("llm", "IDLE", timeout=30)  # on demand: it exited, not 600 s later
