@@ -176,6 +176,8 @@ def test_the_budget_question_is_answered_from_budget_docx_in_every_mode(served: 
             assert progress and ANSWER in progress[0][1], progress
         quote = next(c for c in out["citations"] if c["file_name"] == "budget.docx")
         assert quote["location"]["line_start"] >= 1 and quote["location"]["heading"]
+        if mode == "extractive":  # the heading "Budget" above it is not glued on as a definition list's term
+            assert quote["quote"] == "The budget for the obsidianwave project is forty thousand dollars.", quote
 
 
 @pytest.mark.parametrize(
@@ -309,42 +311,58 @@ def test_cli_ask_prints_the_quotes_with_file_and_place(served: Any) -> None:
     assert out["answer_mode_used"] == "extractive" and cites_budget(out)
 
 
-def test_an_option_described_under_its_own_line_is_quoted_with_its_description(served: Any) -> None:
+@contextlib.contextmanager
+def cited_file(served: Any, name: str, text: str, query: str) -> Iterator[dict[str, Any]]:
+    """While inside, ``name`` (``text``) is in the folder; yields the first extractive answer to ``query`` that
+    cites it (polled: it is indexed by then). Afterwards it is removed and no answer cites it."""
     _k, docs, url, token, _root = served
+    path = docs / name
+    path.write_text(text)
+    args = {"query": query, "answer_mode": "extractive"}
+
+    def cites() -> dict[str, Any] | None:
+        out = chat(url, token, args)
+        return out if any(c["file_name"] == name for c in out["citations"]) else None
+
+    try:
+        yield wait_for(cites, 60, 0.5, f"{name} indexed and cited")
+    finally:
+        path.unlink()
+        wait_for(lambda: cites() is None, 60, 0.5, f"{name} gone from the index")
+
+
+def test_an_option_described_under_its_own_line_is_quoted_with_its_description(served: Any) -> None:
     # A manual's definition list: each option on a line of its own, its description on the next. The
     # description is what names the question; the option is the answer.
-    manual = docs / "configure.txt"
-    manual.write_text(
+    manual = (
         "Configure options\n\n"
         "--enable-usb\nThis option enables the USB driver for the uninterruptible power supply.\n\n"
         "--enable-gapcmon\nThis option enables building the GTK GUI front-end for the daemon.\n\n"
         "--with-log-dir\nThis option sets where the daemon writes its event log files.\n"
     )
-    question = {"query": "Which configure option builds the GTK GUI front-end?", "answer_mode": "extractive"}
-    try:
-        out = wait_for(
-            lambda: (
-                (o := chat(url, token, question))
-                and any(c["file_name"] == "configure.txt" for c in o["citations"])
-                and o
-            ),
-            60,
-            0.5,
-            "configure.txt indexed and cited",
-        )
+    with cited_file(served, "configure.txt", manual, "Which configure option builds the GTK GUI front-end?") as out:
         assert "--enable-gapcmon" in out["answer"], out
         cited = next(c for c in out["citations"] if "GTK GUI" in c["quote"])
         assert cited["quote"].startswith("--enable-gapcmon This option enables building"), cited
         assert (cited["location"]["line_start"], cited["location"]["line_end"]) == (6, 7)
         check_markers(out)
-    finally:
-        manual.unlink()
-        wait_for(
-            lambda: not any(c["file_name"] == "configure.txt" for c in chat(url, token, question)["citations"]),
-            60,
-            0.5,
-            "configure.txt gone from the index",
-        )
+
+
+def test_a_document_s_own_bracketed_numbers_in_a_quote_never_read_as_citation_markers(served: Any) -> None:
+    _k, _docs, url, token, _root = served
+    trial = (
+        "Dosing schedule\n\n"
+        "The obsidianwave vaccine doses are given on days [0; 3] of each cycle, as reported earlier [12].\n"
+    )
+    question = "On which days are the obsidianwave vaccine doses given?"
+    with cited_file(served, "dosing.txt", trial, question):
+        for mode in ("extractive", "auto"):  # auto: the model is shown the passage too, then the quotes follow
+            out = chat(url, token, {"query": question, "answer_mode": mode})
+            assert "days \\[0; 3\\] of each cycle" in out["answer"], (mode, out["answer"])
+            check_markers(out)  # [0; 3] and [12] would name citations 0, 3 and 12 of one or two
+            cited = next(c for c in out["citations"] if c["file_name"] == "dosing.txt")
+            assert "days [0; 3] of each cycle" in cited["quote"]  # the quote itself is the document's words
+            assert cited["quote"].startswith("The obsidianwave vaccine"), cited  # its title is a paragraph apart
 
 
 def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:

@@ -178,6 +178,17 @@ def test_document_text_cannot_open_a_turn_or_forge_a_fence(smol: prompt.Backend)
     assert fenced.count(prompt.FENCE) == 2  # dashes inside the text cannot close the fence early
 
 
+def test_a_source_s_own_bracketed_numbers_reach_the_model_escaped_and_never_resolve_as_markers() -> None:
+    fenced = prompt.fence(1, prompt.Passage("trial.txt", "Doses on days [0; 3], as reported [2]."))
+    body = fenced.split(prompt.FENCE)[1]
+    assert "days \\[0; 3\\], as reported \\[2\\]." in body
+    assert citations.MARKER.search(body) is None  # the fence's own "[1] trial.txt" label is outside it
+    # a model that copies the escaped text cites nothing by it; its own marker still counts
+    answer, cited = citations.resolve("Doses on days \\[0; 3\\] [1]. As reported \\[2\\].", 2)
+    assert answer == "Doses on days \\[0; 3\\] [1]. As reported \\[2\\]." and cited == [0]
+    assert citations.escape_markers(body) == body  # escaping twice changes nothing
+
+
 def test_the_prompt_is_fitted_to_the_window_by_counting_tokens(smol: prompt.Backend) -> None:
     long = [prompt.Passage(f"f{i}.txt", ("word " * 300).strip()) for i in range(10)]
     built = prompt.build_chat(smol, "What is said?", long, [], "", 256)

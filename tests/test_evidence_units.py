@@ -4,6 +4,7 @@ into the next chunk (the real parser, chunker and index database, no processes).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import cast
 
@@ -14,6 +15,7 @@ from foldermind.protocol.messages import ChunkInfo, EvidenceReply, EvidenceSpan,
 from foldermind.workers.frontdoor import answers
 from foldermind.workers.indexer import evidence, sentences
 from foldermind.workers.indexer.store import Store
+from foldermind.workers.llm.citations import MARKER
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import parse_txt
 
@@ -432,3 +434,75 @@ def test_whether_the_documents_answer_is_judged_on_the_passages_of_the_best_few_
     far = cand(2, "The lighthouse keeper retires in the autumn.", 0.4, 0.1, 0.1)
     close_but_not_leading = cand(3, "The package has options.", 0.1, 0.9, 0.9)
     assert not evidence.EvidenceService._supported([table, far, far, close_but_not_leading], with_vectors=True)
+
+
+def test_bracketed_numbers_inside_a_quote_are_escaped_so_only_the_answer_s_markers_resolve() -> None:
+    reply = EvidenceReply(
+        passages=[_hit("/d/trial.txt")],
+        spans=[_span(0, "Doses were given on days [0; 3] of each cycle, as before [12].", 0.9)],
+        supported=True,
+        mode_used="hybrid",
+    )
+    out = answers.extractive(answers.Evidence(reply), max_quotes=3)
+    markers = [int(n) for m in MARKER.finditer(out.answer) for n in re.split(r"\s*[,;]\s*", m.group(1))]
+    assert markers == [1] and len(out.citations) == 1, out.answer
+    assert "days \\[0; 3\\] of each cycle, as before \\[12\\]." in out.answer
+    assert out.citations[0].quote == "Doses were given on days [0; 3] of each cycle, as before [12]."  # exact
+    # the escaped form is text to the claim splitter too: a generated sentence that copies it cites source 1 only
+    found = answers.claims("Doses were given on days \\[0; 3\\] [1].", [0])
+    assert [c["sources"] for c in found] == [[0]]
+
+
+def test_a_short_heading_before_a_sentence_is_not_quoted_as_its_term() -> None:
+    # A parsed DOCX or Markdown heading is a line of its chunk, and the chunk's heading path names it.
+    text = "Obsidianwave\nBudget\nThe budget for the obsidianwave project is forty thousand dollars.\n"
+    hit = SearchHit(text=text, file_path="/d/budget.docx", location={"line_start": 1})  # type: ignore[typeddict-item]
+    hit["location"]["heading"] = "Obsidianwave > Budget plan today"  # a 3-word heading
+    hit["text"] = text.replace("\nBudget\n", "\nBudget plan today\n")
+    found = evidence.EvidenceService._candidates([hit])
+    assert [c.sentence.text for c in found][1] == "Budget plan today"
+    quoted = evidence.EvidenceService._span([hit], found[2], figure=False)
+    assert quoted["text"] == "The budget for the obsidianwave project is forty thousand dollars."
+    assert quoted["line_start"] == 3
+    # a short line no heading path names, a paragraph of its own, is a title too (a plain text file's)
+    hit["location"].pop("heading")
+    hit["text"] = "Dosing schedule\n\nThe doses are given on days 0 and 3 of each cycle.\n"
+    apart = evidence.EvidenceService._candidates([hit])
+    assert evidence.EvidenceService._span([hit], apart[1], figure=False)["text"].startswith("The doses are")
+    # on the line just before its description and named by no heading, it is a definition list's term
+    hit["text"] = text.replace("\nBudget\n", "\nBudget plan today\n")
+    plain = evidence.EvidenceService._candidates([hit])
+    assert evidence.EvidenceService._span([hit], plain[2], figure=False)["text"].startswith("Budget plan today The")
+
+
+def test_a_yes_no_question_quotes_the_best_sentence_of_each_of_the_best_files() -> None:
+    for q in ("Does exposure to cold increase BAT?", "Is statin use linked to fractures?", "Can X bind Y?"):
+        assert sentences.asks_whether(q), q
+    for q in ("Which option builds the GUI?", "How many patients were enrolled?", "Where does Pk sit?"):
+        assert not sentences.asks_whether(q), q
+    hits = [_hit("/d/a.txt"), _hit("/d/a.txt"), _hit("/d/b.txt"), _hit("/d/c.txt")]
+    hits[0]["chunk_index"], hits[1]["chunk_index"] = 0, 1
+
+    def cand(passage: int, text: str, score: float) -> evidence._Candidate:
+        c = evidence._Candidate(passage, sentences.split(text), 0, sentences.content_terms(text), set())
+        c.score = score
+        return c
+
+    ranked = [cand(0, "A1.", 0.9), cand(1, "A2.", 0.85), cand(0, "A3.", 0.8), cand(2, "B1.", 0.5), cand(3, "C1.", 0.3)]
+    spread = evidence._each_file_first(hits, ranked)
+    assert [c.sentence.text for c in spread] == ["A1.", "B1.", "C1.", "A2.", "A3."]
+    # the answer quotes each file's lead, whatever its score against the best
+    reply = EvidenceReply(
+        passages=hits,
+        spans=[_span(0, "A1.", 0.9), _span(2, "B1.", 0.5), _span(3, "C1.", 0.3)],
+        supported=True,
+        mode_used="hybrid",
+        spread=True,
+    )
+    out = answers.extractive(answers.Evidence(reply), max_quotes=3)
+    assert [c.file_name for c in out.citations] == ["a.txt", "b.txt", "c.txt"]
+    # ... and each file once, though fewer files than quotes were found
+    reply.spans = [_span(0, "A1.", 0.9), _span(2, "B1.", 0.5), _span(1, "A2.", 0.85)]
+    assert [c.quote for c in answers.extractive(answers.Evidence(reply), max_quotes=3).citations] == ["A1.", "B1."]
+    reply.spread = False  # any other question: the quotes within QUOTE_RATIO of the best
+    assert [c.quote for c in answers.extractive(answers.Evidence(reply), max_quotes=3).citations] == ["A1.", "A2."]

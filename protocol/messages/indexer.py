@@ -388,6 +388,9 @@ class EvidenceReply(Message):
     """Milliseconds: `search`, `split`, `encode`, `score`."""
     encoded: int = 0
     """Sentence vectors made for this request (the rest came from the cache)."""
+    spread: bool = False
+    """The spans lead with each file's best sentence (a yes-no question: what each document says about the
+    statement); an answer quotes the first few whatever their scores."""
 
 
 class Claim(TypedDict):

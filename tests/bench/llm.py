@@ -1,6 +1,6 @@
 """The local model: raw backend speed, chat over MCP HTTP, citation accuracy, and document analysis.
 
-``python -m tests.bench.llm [--home DIR] [--docs N] [--questions N] [--backends ctransformers,llama-cpp]
+``python -m tests.bench.llm [--home DIR] [--docs N] [--questions N] [--held-out] [--backends ctransformers,llama-cpp]
 [--analysis-docs N] [--quick] [--no-write]`` from the repository root (``make bench-llm``). Four phases,
 each after waiting for a quiet machine:
 
@@ -165,6 +165,48 @@ QUESTIONS: tuple[Question, ...] = (
         "Tax protein?",
     ),
     Question("936", "Is peroxynitrite required for the nitration of TCR/CD8?"),
+)
+HELD_OUT: tuple[Question, ...] = (
+    # Written by hand on 2026-12-03 from 20 more SciFact claims (random.Random(13) over the judged claims not
+    # above), before any run on them, after QUESTIONS had been tuned on; ``--held-out`` asks these instead.
+    Question(
+        "1185",
+        "Can the US health care system save up to $750 million if 7% of patients waiting for kidney transplants "
+        "join an optimized national kidney paired donation program?",
+    ),
+    Question("1089", "Does Smc5/6 engagement activate the SUMO E3 ligase Mms21 by ATP-dependent remodeling?"),
+    Question("870", "Does obesity lower the quality of life?"),
+    Question("1100", "Do statins increase blood cholesterol?"),
+    Question("212", "Is caloric restriction associated with a higher methylation age?"),
+    Question(
+        "589",
+        "Do current or past uses of ADHD medications increase the risk of serious cardiovascular events in young "
+        "and middle-aged adults?",
+    ),
+    Question("1132", "Are TCR/CD3 microdomains required for the immunologic synapse to activate T cells?"),
+    Question(
+        "785",
+        "Do microarray results from culture-amplified mixtures of serotypes correlate poorly with those from "
+        "uncultured mixtures?",
+    ),
+    Question("1019", "Do rapid phosphotransfer rates govern fidelity in two-component systems?"),
+    Question("1245", "Has the one-child policy lowered population growth?"),
+    Question("218", "Does CX3CR1 on Th2 cells promote airway inflammation?"),
+    Question("436", "Are free histones degraded by a Rad53-dependent mechanism once DNA has been replicated?"),
+    Question("775", "Are mice defective for DNA polymerase I more sensitive to ionizing radiation?"),
+    Question("967", "Does pretreatment with the Arp2/3 inhibitor CK-666 affect lamellipodia formation?"),
+    Question(
+        "312", "Does de novo assembly of sequence data give more specific contigs than unassembled sequence data?"
+    ),
+    Question("727", "Do Ly6C hi monocytes have a lower inflammatory capacity than Ly6C lo monocytes?"),
+    Question("560", "Do immune responses produce inflammatory Th17 cells and anti-inflammatory iTregs?"),
+    Question("99", "Does alizarin form hydrogen bonds with residues involved in PGAM1 substrate binding?"),
+    Question(
+        "525",
+        "Is histone demethylase recruitment needed for ligand-dependent induction of transcription by nuclear "
+        "receptors?",
+    ),
+    Question("821", "Does N-terminal cleavage reduce success in identifying transcription start sites?"),
 )
 WARMUP_QUESTION = "What do these studies say about insulin resistance?"
 
@@ -612,12 +654,14 @@ def chat_phase(
             kernel.keep = True  # the logs say why
 
 
-def pick_questions(docs: int, limit: int) -> tuple[list[tuple[Question, set[str]]], int]:
-    """The questions whose every correct source is among the indexed abstracts (the first ``limit``), with
-    their correct doc ids; and how many of the list were left out."""
+def pick_questions(
+    docs: int, limit: int, asked: tuple[Question, ...] = QUESTIONS
+) -> tuple[list[tuple[Question, set[str]]], int]:
+    """The questions of ``asked`` whose every correct source is among the indexed abstracts (the first
+    ``limit``), with their correct doc ids; and how many of the list were left out."""
     judged = {q.id: set(q.relevant) for q in judged_queries(docs if docs < SCIFACT_DOCS else None)}
-    present = [(q, judged[q.qid]) for q in QUESTIONS if q.qid in judged]
-    return present[: limit or None], len(QUESTIONS) - len(present)
+    present = [(q, judged[q.qid]) for q in asked if q.qid in judged]
+    return present[: limit or None], len(asked) - len(present)
 
 
 # --------------------------------------------------------------------------------------------
@@ -713,9 +757,10 @@ def quiet(results: Results, phase: str, max_s: float) -> None:
 
 def chat_phases(args: argparse.Namespace, results: Results) -> None:
     """Parts 2 and 3: the questions, with attribute_uncited true, then false, on one home."""
-    questions, left_out = pick_questions(args.docs, args.questions)
+    asked = HELD_OUT if args.held_out else QUESTIONS
+    questions, left_out = pick_questions(args.docs, args.questions, asked)
     if left_out:
-        say(f"{left_out} of the {len(QUESTIONS)} questions have sources outside the first {args.docs} abstracts")
+        say(f"{left_out} of the {len(asked)} questions have sources outside the first {args.docs} abstracts")
     say(f"2-3/4 chat over MCP HTTP: {len(questions)} questions, attribute_uncited true then false")
     home = Path(args.home).resolve() if args.home else Path(tempfile.mkdtemp(prefix="fml-"))
     override = home / "config" / "supervisor.toml"
@@ -1256,6 +1301,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--backends", default=",".join(BACKENDS), help="measured bare (default both)")
     parser.add_argument("--no-raw", dest="raw", action="store_false", help="skip the bare backend measurements")
+    parser.add_argument(
+        "--held-out", action="store_true", help=f"ask the {len(HELD_OUT)} held-out questions instead (HELD_OUT)"
+    )
     parser.add_argument("--repeats", type=int, default=0, help=f"bare runs per backend and threads (default {REPEATS})")
     parser.add_argument("--no-worker-pass", dest="worker_pass", action="store_false", help="no llm call over the bus")
     parser.add_argument("--analysis-docs", type=int, default=60, help="abstracts for the analysis phase (0 skips)")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from foldermind.protocol.messages import Claim, ClaimCheck, EvidenceReply, EvidenceSpan
 from foldermind.workers.frontdoor import schemas
-from foldermind.workers.llm.citations import MARKER
+from foldermind.workers.llm.citations import MARKER, escape_markers
 
 QUOTE_RATIO = 0.8
 """A further quote joins the first only when its score is at least this share of the best one's."""
@@ -125,14 +125,24 @@ def with_quotes(generated: Composed, evidence: Evidence, max_quotes: int) -> Com
 
 
 def _chosen(evidence: Evidence, max_quotes: int) -> list[EvidenceSpan]:
-    best = evidence.spans[0]["score"]
-    return [s for s in evidence.spans[:max_quotes] if s["score"] >= best * QUOTE_RATIO] or evidence.spans[:1]
+    """The spans quoted: the first ``max_quotes`` that score within :data:`QUOTE_RATIO` of the best, or, for
+    spans that lead with each file's best sentence (``spread``: a yes-no question), the first ``max_quotes``:
+    each file's say is quoted though the best file's sentences score higher (the rank of its passage counts in
+    every score). On the 29 SciFact claims of the llm bench, a judged source quoted 18 -> 21 against QUOTE_RATIO
+    (15 before the spread); on 20 more claims written as held-out questions, 13 of 20 either way (14 retrieved)."""
+    spans = evidence.spans[:max_quotes]
+    if evidence.reply.spread:
+        files = [evidence.reply.passages[s["passage"]]["file_path"] for s in spans]
+        return [s for i, s in enumerate(spans) if files[i] not in files[:i]]  # each file once
+    best = spans[0]["score"]
+    return [s for s in spans if s["score"] >= best * QUOTE_RATIO] or spans[:1]
 
 
 def _quote(evidence: Evidence, span: EvidenceSpan, number: int) -> str:
-    """``span`` quoted verbatim, after its section's label, with its marker."""
+    """``span`` quoted verbatim (its own bracketed numbers escaped: :func:`.citations.escape_markers`), after
+    its section's label, with its marker."""
     name = evidence.section(span)
-    return f"{name + ': ' if name else ''}\u201c{span['text']}\u201d [{number}]"
+    return f"{name + ': ' if name else ''}\u201c{escape_markers(span['text'])}\u201d [{number}]"
 
 
 def _quoted(evidence: Evidence, spans: list[EvidenceSpan], first: int) -> tuple[list[str], list[schemas.Citation]]:

@@ -139,6 +139,8 @@ class _Candidate:
     terms: set[str]
     section: set[str]
     """Terms of its heading path that it does not hold itself."""
+    titles: frozenset[str] = frozenset()
+    """The headings of its heading path, lower-cased: a line that is one of them is a heading, not a term."""
     coverage: float = 0.0
     semantic: float = 0.0
     score: float = 0.0
@@ -152,12 +154,13 @@ def _reach(c: _Candidate, figure: bool) -> tuple[int, int]:
     """The sentences quoted for ``c`` (first, last, among its siblings): the term before it when it describes
     one (:func:`.sentences.is_term`: "--enable-gapcmon" / "This option enables building the GTK GUI
     front-end.", "normal" / "This is the default mode ..."; the description is what names the question, the
-    term is the answer: 2 more of the 180 tuning questions answered, none lost), else itself, and for a figure question
-    whose sentence states none, up to the first of the next :data:`FOLLOW_ON` that does, else the one before
-    when that one does. Only a sentence's own figure earns the figure bonus: with the neighbours' too (for
-    "The age of session cookies, in seconds." after "Default: 1209600 (2 weeks, ...)"), nearly every sentence
-    of an abstract earned it, and the tune questions answered fell from 41 to 39 of 48."""
-    if c.at > 0 and sentences.is_term(c.siblings[c.at - 1].text) and not sentences.is_term(c.sentence.text):
+    term is the answer: 2 more of the 180 tuning questions answered, none lost; never a heading:
+    :func:`_described`), else itself, and for a figure question whose sentence states none, up to the first of
+    the next :data:`FOLLOW_ON` that does, else the one before when that one does. Only a sentence's own figure
+    earns the figure bonus: with the neighbours' too (for "The age of session cookies, in seconds." after
+    "Default: 1209600 (2 weeks, ...)"), nearly every sentence of an abstract earned it, and the tune questions
+    answered fell from 41 to 39 of 48."""
+    if _described(c):
         return c.at - 1, c.at  # a definition list's term and its description, quoted together
     if not figure or sentences.has_figure(c.sentence.text):
         return c.at, c.at
@@ -168,6 +171,36 @@ def _reach(c: _Candidate, figure: bool) -> tuple[int, int]:
     if c.at > 0 and sentences.has_figure(c.siblings[c.at - 1].text):
         return c.at - 1, c.at
     return c.at, c.at
+
+
+def _described(c: _Candidate) -> bool:
+    """Whether ``c`` describes the term on the line just before it: a short unfinished line
+    (:func:`.sentences.is_term`) that is not a heading, i.e. neither a heading of its section (a parsed DOCX or
+    Markdown heading is a line of its chunk, and the chunk's heading path names it) nor a paragraph of its own
+    (a blank line or a title's underline after it). Either way, a title glued on ("Budget The budget for ...")
+    was quoted as if the document said it in one breath; the 180 tuning questions answer the same."""
+    if c.at == 0 or sentences.is_term(c.sentence.text):
+        return False
+    before = c.siblings[c.at - 1]
+    adjacent = c.sentence.line_start - before.line_end <= 1
+    return adjacent and sentences.is_term(before.text) and before.text.lower() not in c.titles
+
+
+def _each_file_first(hits: list[SearchHit], ranked: list[_Candidate]) -> list[_Candidate]:
+    """``ranked`` with each file's best sentence first (in score order), then the rest in score order: the
+    spans of a yes-no question (:func:`.sentences.asks_whether`). Its answer is not a fact one sentence states
+    but what the documents say about a statement, and the sentences closest to it are mostly the best file's
+    restating one another (on the 29 SciFact claims, 9 answers quoted only files SciFact does not judge
+    relevant while a judged file was among the passages; 5 of them quoted one file three times)."""
+    firsts: list[_Candidate] = []
+    files: set[str] = set()
+    for c in ranked:
+        path = hits[c.passage]["file_path"]
+        if path not in files:
+            files.add(path)
+            firsts.append(c)
+    chosen = {id(c) for c in firsts}
+    return firsts + [c for c in ranked if id(c) not in chosen]
 
 
 def pick_passages(hits: list[SearchHit], max_files: int, per_file: int) -> list[SearchHit]:
@@ -260,6 +293,9 @@ class EvidenceService:
             if not sentences.finished(c.sentence.text):
                 c.score -= FRAGMENT_PENALTY
         ranked = sorted(candidates, key=lambda c: c.score, reverse=True)
+        spread = sentences.asks_whether(question)
+        if spread:
+            ranked = _each_file_first(hits, ranked)
         spans: list[EvidenceSpan] = []
         seen: set[str] = set()
         for c in ranked:
@@ -289,6 +325,7 @@ class EvidenceService:
                 "score": _ms(t_encode, done),
             },
             encoded=encoded,
+            spread=spread,
         )
 
     @staticmethod
@@ -308,10 +345,12 @@ class EvidenceService:
         for i, hit in enumerate(hits):
             text = hit.get("text", "")
             found = sentences.split(text, int(hit["location"]["line_start"]))
-            heading = sentences.content_terms(hit["location"].get("heading", "").replace(" > ", "\n"))
+            path = hit["location"].get("heading") or ""
+            heading = sentences.content_terms(path.replace(" > ", "\n"))
+            titles = frozenset(t.strip().lower() for t in path.split(" > ") if t.strip())
             for j, s in enumerate(found):
                 own = sentences.content_terms(s.text)
-                out.append(_Candidate(i, found, j, own, heading - own))
+                out.append(_Candidate(i, found, j, own, heading - own, titles))
         return out
 
     @staticmethod

@@ -298,6 +298,19 @@ def names_code(text: str, question: str) -> bool:
     return any(m.group(0).strip("`").lower() not in asked for m in _CODE.finditer(text))
 
 
+_WHETHER_QUESTION = re.compile(
+    r"^\W*(?:and\s+|but\s+|so\s+)?(?:do|does|did|is|are|was|were|can|could|will|would|should|shall|has|have|had|"
+    r"may|might|must)(?:n't|\s+not)?\b",
+    re.IGNORECASE,
+)
+
+
+def asks_whether(question: str) -> bool:
+    """Whether the question asks if something holds ("Does X cause Y?", "Is X linked to Y?", "Can ...?"): a
+    yes-no question, answered by what the documents say about the statement, not by a name or a figure."""
+    return _WHETHER_QUESTION.match(question) is not None
+
+
 _ENTITY_QUESTION = re.compile(r"\b(?:which|what|who|whom|whose|where)\b", re.IGNORECASE)
 
 

@@ -11,9 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-MARKER = re.compile(r"\[\s*(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\s*\]")
+MARKER = re.compile(r"(?<!\\)\[\s*(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\s*\]")
+"""A citation marker: ``[1]``, ``[1, 3]``, ``[2; 4]``; not one escaped as ``\\[1\\]`` (:func:`escape_markers`)."""
 _SPACES = re.compile(r"[ \t]{2,}")
 _SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+([.,;:!?])")
+
+
+def escape_markers(text: str) -> str:
+    """Document text with every bracket that reads as a marker escaped (``[0; 3]`` -> ``\\[0; 3\\]``, as
+    Markdown escapes it): a quote or a passage shown to the model carries the document's own references
+    ("as reported [12]", "days [0; 3]"), and only the answer's markers may name its citations."""
+    return MARKER.sub(lambda m: "\\" + m.group(0)[:-1] + "\\]", text)
 
 
 def resolve(answer: str, n_sources: int) -> tuple[str, list[int]]:

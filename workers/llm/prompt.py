@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from foldermind.workers.llm.backends import Backend
+from foldermind.workers.llm.citations import escape_markers
 
 CHATML = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -109,8 +110,9 @@ FENCE = "-----"
 
 def fence(index: int, passage: Passage) -> str:
     name = " ".join(passage.file_name.split())[:200]
-    # The fence line cannot be forged from inside: runs of dashes in the text are shortened.
-    body = re.sub(r"-{4,}", "---", passage.text).strip()
+    # The fence line cannot be forged from inside: runs of dashes in the text are shortened. Its own bracketed
+    # numbers are escaped: copied into the answer as they stand, they would read as markers of our sources.
+    body = escape_markers(re.sub(r"-{4,}", "---", passage.text).strip())
     return f"[{index}] {name}\n{FENCE}\n{body}\n{FENCE}"
 
 
