@@ -49,6 +49,16 @@ def test_phrases_exclusions_and_plain_characters_are_read_by_our_rules() -> None
     assert parse("-only -exclusions").text == ""
 
 
+def test_command_line_flags_are_words_of_the_search_not_exclusions() -> None:
+    for flags in ("asy -V test.eps", "rm -rf build", "ls -la", "gcc -fPIC -O2 -DNDEBUG", "make --dry-run", "-la"):
+        q = parse(flags)
+        assert q.text == flags and not q.filters, flags
+    assert parse("gcc -Wall -pedantic").excluded == ("wall", "pedantic")  # words of 3+ letters stay exclusions
+    q = parse('find "-name" -print0')
+    assert q.required == ("name",) and not q.excluded and q.text == "find -name -print0"  # quoted: looked for
+    assert parse("kernel -well-known").excluded == ("well", "known")
+
+
 def test_a_chunk_is_admitted_only_with_its_phrases_and_without_excluded_words() -> None:
     q = parse('"write-ahead log" -checkpoint')
     assert admits(q, "The write ahead logs are flushed.")
@@ -93,6 +103,22 @@ def test_the_keyword_index_applies_phrases_and_exclusions_inside_tantivy(tmp_pat
     index.close()
 
 
+def test_a_query_with_a_short_flag_finds_the_text_holding_it_on_a_real_index(tmp_path: Path) -> None:
+    index = _index(
+        tmp_path / "t",
+        ["Run asy -V test.eps to view the picture at once.", "asy writes test.eps and exits.", "rm -rf build"],
+    )
+
+    def ids(query: str) -> list[int]:
+        q = parse(query)
+        return [h.chunk_id for h in index.search(q.text, 10, None, q.phrases, q.required, q.excluded)[0]]
+
+    assert ids("asy -V test") == [1, 2]  # -V is searched: the page with it first, the other kept
+    assert ids("rm -rf") == [3]
+    assert set(ids("asy -viewer")) == {1, 2} and ids("asy -picture") == [2]  # a word after a minus is left out
+    index.close()
+
+
 def test_blend_keeps_a_keyword_hit_far_above_the_rest_first_unless_the_query_is_a_question() -> None:
     keyword = [(1, 20.0), (2, 9.0), (3, 8.5)]
     semantic = [(4, 0.62), (5, 0.61), (2, 0.60), (3, 0.59), (1, 0.30)]
@@ -128,6 +154,7 @@ def write_docs(root: Path) -> None:
     (root / "manual.txt").write_text("\n\n".join(steps) + "\n")
     (root / "scale.txt").write_text("Calibration of the kitchen scale: put a known weight on it and press tare.\n")
     (root / "codes.txt").write_text("Set zorbitrax_limit to 5 to cap the retries of the upload daemon.\n")
+    (root / "flags.txt").write_text("To preview a figure run asy -V picture.asy, which opens the viewer.\n")
     (root / "limits.txt").write_text("Upload limits: the daemon retries a failed upload a few times before it stops.\n")
 
 
@@ -164,7 +191,7 @@ def world() -> Iterator[World]:
         write_docs(root / "docs")
         w.call(FolderAddRequest(str(root / "docs"), "docs"), FolderAddReply)
         w.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
-        wait_for(lambda: w.settled(8), 180, 0.2, "the folder indexed and embedded")
+        wait_for(lambda: w.settled(9), 180, 0.2, "the folder indexed and embedded")
         yield w
     finally:
         w.kernel.stop()
@@ -189,6 +216,12 @@ def test_an_excluded_word_leaves_every_mode(world: World) -> None:
         found = names(world.search("python -snake", mode))
         assert "language.txt" in found and "snake.txt" not in found, (mode, found)
     assert world.search("-python -snake", "hybrid").results == []  # only exclusions: nothing to look for
+
+
+def test_a_pasted_command_line_flag_is_searched_in_every_mode(world: World) -> None:
+    for mode in ("keyword", "hybrid"):
+        assert names(world.search("asy -V", mode))[:1] == ["flags.txt"], mode  # -V was read as "leave out v"
+    assert "flags.txt" in names(world.search("asy -V preview figure", "semantic"))
 
 
 def test_min_score_keeps_only_hits_at_or_above_it(world: World) -> None:
