@@ -6,6 +6,7 @@ index is involved."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,15 +123,47 @@ def test_a_query_with_a_short_flag_finds_the_text_holding_it_on_a_real_index(tmp
 def test_blend_keeps_a_keyword_hit_far_above_the_rest_first_unless_the_query_is_a_question() -> None:
     keyword = [(1, 20.0), (2, 9.0), (3, 8.5)]
     semantic = [(4, 0.62), (5, 0.61), (2, 0.60), (3, 0.59), (1, 0.30)]
-    assert fusion.blend(keyword, semantic, 0.2)[0][0] == 1  # 20 >= STRONG_KEYWORD_RATIO * 9: it keeps its place
-    assert fusion.blend(keyword, semantic, 0.2, question=True)[0][0] != 1  # a question: the blend decides
+    semantic_only = replace(fusion.DEFAULT_RULES, keyword_weight=0.0)
+    low = replace(fusion.DEFAULT_RULES, keyword_weight=0.2)
+    assert fusion.blend(keyword, semantic, low)[0][0] == 1  # 20 >= strong_keyword_ratio * 9: it keeps its place
+    assert fusion.blend(keyword, semantic, low, question=True)[0][0] != 1  # a question: the blend decides
     close = [(1, 10.0), (2, 9.5), (3, 9.0)]
-    assert fusion.blend(close, semantic, 0.0)[0][0] == 4  # no strong signal: the weights decide
+    assert fusion.blend(close, semantic, semantic_only)[0][0] == 4  # no strong signal: the weights decide
     fused = fusion.blend(keyword, semantic)
     assert len(fused) == 5 and [c for c, _ in fused] == sorted({1, 2, 3, 4, 5}, key=lambda c: -dict(fused)[c])
     assert fusion.blend([], []) == [] and fusion.blend([], semantic)[0][0] == 4
     assert fusion.is_question("How do I close the window?") and fusion.is_question("why is it slow")
     assert not fusion.is_question("pause mouse close window") and not fusion.is_question("set decimalsign locale")
+
+
+def test_blend_keeps_a_keyword_hit_far_above_the_tail_first_though_the_second_is_close() -> None:
+    rules = replace(fusion.DEFAULT_RULES, keyword_weight=0.0)
+    semantic = [(9, 0.70), (2, 0.60), (1, 0.30)]
+    twins = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 7.0), (5, 6.0)]  # 10 < 1.2 * 9.5, but 10 >= 1.6 * 6 (rank 5)
+    assert fusion.strong_keyword_signal(twins, rules)
+    assert fusion.blend(twins, semantic, rules)[0][0] == 1
+    flat = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 8.0), (5, 7.0)]  # the tail close behind too: the blend decides
+    assert not fusion.strong_keyword_signal(flat, rules)
+    assert fusion.blend(flat, semantic, rules)[0][0] == 9
+
+
+def test_blend_gives_the_first_place_to_bm25s_passage_when_the_blend_picks_another_of_its_file() -> None:
+    rules = replace(fusion.DEFAULT_RULES, keyword_weight=0.0)
+    keyword = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 8.5), (5, 8.0)]  # no strong signal
+    semantic = [(2, 0.70), (3, 0.60), (1, 0.30)]
+    documents = {1: 10, 2: 10, 3: 20, 4: 30, 5: 40}
+    for question in (False, True):  # the file is the same: the rule holds for questions too
+        ranked = fusion.blend(keyword, semantic, rules, question, documents)
+        assert [c for c, _ in ranked][:3] == [1, 2, 3], question
+    other = {**documents, 2: 50}  # the blend's first is another file's: it stays first
+    assert fusion.blend(keyword, semantic, rules, False, other)[0][0] == 2
+    asked: list[tuple[int, int]] = []
+
+    def same_file(a: int, b: int) -> bool:
+        asked.append((a, b))
+        return documents[a] == documents[b]
+
+    assert fusion.blend(keyword, semantic, rules, False, None, same_file)[0][0] == 1 and asked == [(2, 1)]
 
 
 # ------------------------------------------------------------------------------------------------
