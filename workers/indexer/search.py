@@ -163,8 +163,9 @@ class SearchService:
     def _keyword(
         self, q: operators.Query, depth: int, scope: str | None, only: filters.Admitted | None
     ) -> tuple[Ranking, int]:
-        docs = only.keyword_clause() if only is not None else None
-        hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs)
+        where = only.where if only is not None else None
+        docs = only.keyword_clause() if only is not None and where is None else None
+        hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs, where)
         return [(h.chunk_id, h.score) for h in hits], total
 
     def _same_file(self, a: int, b: int) -> bool:
