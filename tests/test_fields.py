@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -113,15 +114,16 @@ def test_a_files_other_matching_chunks_lift_all_of_its_chunks_its_best_still_fir
     assert lifted[9] == pytest.approx(0.85)
     assert lifted[2] == pytest.approx(0.8 + 0.5 * (0.7 + 0.6))  # the 2nd and 3rd best count, the 4th not
     assert lifted[2] > lifted[3] > lifted[4] > lifted[5]
-    keyword = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 8.5), (5, 1.0)]
+    keyword = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 8.5), (5, 6.5)]  # no strong keyword signal: the blend decides
     semantic = [(2, 0.9), (1, 0.88), (3, 0.85), (4, 0.8), (5, 0.1)]
     documents = {1: 10, 2: 20, 3: 20, 4: 20, 5: 30}
-    assert [c for c, _ in fusion.blend(keyword, semantic, documents=documents, evidence=0)] == [1, 2, 3, 4, 5]
+    off, on = replace(fusion.DEFAULT_RULES, evidence=0), replace(fusion.DEFAULT_RULES, evidence=0.3)
+    assert [c for c, _ in fusion.blend(keyword, semantic, off, documents=documents)] == [1, 2, 3, 4, 5]
     # File 20 matches three times: with evidence its best chunk leads, its others follow in their order.
-    assert [c for c, _ in fusion.blend(keyword, semantic, documents=documents, evidence=0.3)] == [2, 3, 4, 1, 5]
+    assert [c for c, _ in fusion.blend(keyword, semantic, on, documents=documents)] == [2, 3, 4, 1, 5]
     # A BM25 first hit far above the second keeps its place whatever the evidence (the strong-keyword rule).
     far = [(1, 20.0), *keyword[1:]]
-    assert [c for c, _ in fusion.blend(far, semantic, documents=documents, evidence=0.3)][:2] == [1, 2]
+    assert [c for c, _ in fusion.blend(far, semantic, on, documents=documents)][:2] == [1, 2]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.workers.indexer import filters
-from foldermind.workers.indexer.bm25 import TERM_SET, KeywordIndex
+from foldermind.workers.indexer.bm25 import TERM_SET, KeywordIndex, Where
 from tests import mcpclient as mc
 from tests.filemakers import at, make_pdf, put
 from tests.helpers import (
@@ -393,3 +393,54 @@ def test_keyword_filter_of_many_documents_in_process(tmp_path: Path) -> None:
     assert filtered == pytest.approx({c: s for c, s in scores.items() if c in set(kept)})  # scored 0
     assert index.search("lighthouse", 10, None, docs=([], True))[1] == n  # nothing to exclude: everything
     index.close()
+
+
+def test_types_and_a_window_are_applied_by_tantivys_own_fields_in_process(tmp_path: Path) -> None:
+    """A filter without a glob reaches Tantivy as its ``ext`` and ``mtime`` fields (bm25.Where): the same
+    documents as the id set would admit, after inclusive and before exclusive, and no score added."""
+    index = KeywordIndex(tmp_path / "tantivy")
+    names = ["a.txt", "b.TXT", "c.pdf", "d.md", "e"]
+    rows = [
+        {"id": i + 1, "doc_id": i + 1, "text": f"harbour pilot {i}", "heading": None, "folder_id": "f",
+         "path": f"/docs/{name}", "mtime_ns": (i + 1) * 1_000}
+        for i, name in enumerate(names)
+    ]  # fmt: skip
+    index.replace([], rows)
+    index.commit()
+
+    def ids(where: Where) -> set[int]:
+        return {h.chunk_id for h in index.search("harbour", 10, None, where=where)[0]}
+
+    assert ids(Where(frozenset({"txt"}))) == {1, 2}  # the suffix in any case
+    assert ids(Where(frozenset({"pdf", "md"}))) == {3, 4}
+    assert ids(Where(after_ns=2_000)) == {2, 3, 4, 5} and ids(Where(before_ns=2_000)) == {1}
+    assert ids(Where(frozenset({"txt", "pdf"}), after_ns=2_000, before_ns=3_001)) == {2, 3}
+    assert ids(Where(frozenset({"doc"}))) == set()
+    plain = {h.chunk_id: h.score for h in index.search("harbour pilot 3", 10)[0]}
+    kept = {h.chunk_id: h.score for h in index.search("harbour pilot 3", 10, None, where=Where(after_ns=3_000))[0]}
+    assert kept == pytest.approx({c: s for c, s in plain.items() if c >= 3})
+    index.close()
+
+
+def test_a_file_rewritten_unchanged_moves_into_a_date_window_in_keyword_search(world: World) -> None:
+    """The same bytes written again (a new mtime) are not parsed again, but Tantivy's ``mtime`` field must follow
+    the file, or the keyword side would filter by the old date (the journal has Tantivy read the chunks again)."""
+    path = world.elsewhere / "ledger.txt"
+    text = "Quarterly ledger reconciliation for the harbour office.\n"
+    put(path, text, "2019-05-01")
+    world.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+
+    def found(**window: str) -> bool:
+        return "ledger.txt" in {Path(r["file_path"]).name for r in world.search("keyword", "ledger", **window).results}
+
+    try:
+        wait_for(lambda: found(modified_before="2020-01-01"), 60, 0.2, "the ledger indexed with its 2019 date")
+        chunk = world.search("keyword", "ledger").results[0]["chunk_id"]
+        path.write_text(text)  # dated now
+        wait_for(lambda: found(modified_after="P1D"), 60, 0.2, "the rewritten ledger inside the last day")
+        assert not found(modified_before="2020-01-01")
+        assert world.search("keyword", "ledger").results[0]["chunk_id"] == chunk  # not parsed again
+    finally:
+        path.unlink()
+        world.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+        wait_for(lambda: not found(), 60, 0.2, "the ledger gone")

@@ -6,6 +6,7 @@ index is involved."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,16 @@ def test_phrases_exclusions_and_plain_characters_are_read_by_our_rules() -> None
         assert not q.filters, plain  # a minus inside a word, before a number or alone is not an operator
     assert parse("“curly quotes”").phrases == (("curly", "quotes"),)
     assert parse("-only -exclusions").text == ""
+
+
+def test_command_line_flags_are_words_of_the_search_not_exclusions() -> None:
+    for flags in ("asy -V test.eps", "rm -rf build", "ls -la", "gcc -fPIC -O2 -DNDEBUG", "make --dry-run", "-la"):
+        q = parse(flags)
+        assert q.text == flags and not q.filters, flags
+    assert parse("gcc -Wall -pedantic").excluded == ("wall", "pedantic")  # words of 3+ letters stay exclusions
+    q = parse('find "-name" -print0')
+    assert q.required == ("name",) and not q.excluded and q.text == "find -name -print0"  # quoted: looked for
+    assert parse("kernel -well-known").excluded == ("well", "known")
 
 
 def test_a_chunk_is_admitted_only_with_its_phrases_and_without_excluded_words() -> None:
@@ -93,18 +104,66 @@ def test_the_keyword_index_applies_phrases_and_exclusions_inside_tantivy(tmp_pat
     index.close()
 
 
+def test_a_query_with_a_short_flag_finds_the_text_holding_it_on_a_real_index(tmp_path: Path) -> None:
+    index = _index(
+        tmp_path / "t",
+        ["Run asy -V test.eps to view the picture at once.", "asy writes test.eps and exits.", "rm -rf build"],
+    )
+
+    def ids(query: str) -> list[int]:
+        q = parse(query)
+        return [h.chunk_id for h in index.search(q.text, 10, None, q.phrases, q.required, q.excluded)[0]]
+
+    assert ids("asy -V test") == [1, 2]  # -V is searched: the page with it first, the other kept
+    assert ids("rm -rf") == [3]
+    assert set(ids("asy -viewer")) == {1, 2} and ids("asy -picture") == [2]  # a word after a minus is left out
+    index.close()
+
+
 def test_blend_keeps_a_keyword_hit_far_above_the_rest_first_unless_the_query_is_a_question() -> None:
     keyword = [(1, 20.0), (2, 9.0), (3, 8.5)]
     semantic = [(4, 0.62), (5, 0.61), (2, 0.60), (3, 0.59), (1, 0.30)]
-    assert fusion.blend(keyword, semantic, 0.2)[0][0] == 1  # 20 >= STRONG_KEYWORD_RATIO * 9: it keeps its place
-    assert fusion.blend(keyword, semantic, 0.2, question=True)[0][0] != 1  # a question: the blend decides
+    semantic_only = replace(fusion.DEFAULT_RULES, keyword_weight=0.0)
+    low = replace(fusion.DEFAULT_RULES, keyword_weight=0.2)
+    assert fusion.blend(keyword, semantic, low)[0][0] == 1  # 20 >= strong_keyword_ratio * 9: it keeps its place
+    assert fusion.blend(keyword, semantic, low, question=True)[0][0] != 1  # a question: the blend decides
     close = [(1, 10.0), (2, 9.5), (3, 9.0)]
-    assert fusion.blend(close, semantic, 0.0)[0][0] == 4  # no strong signal: the weights decide
+    assert fusion.blend(close, semantic, semantic_only)[0][0] == 4  # no strong signal: the weights decide
     fused = fusion.blend(keyword, semantic)
     assert len(fused) == 5 and [c for c, _ in fused] == sorted({1, 2, 3, 4, 5}, key=lambda c: -dict(fused)[c])
     assert fusion.blend([], []) == [] and fusion.blend([], semantic)[0][0] == 4
     assert fusion.is_question("How do I close the window?") and fusion.is_question("why is it slow")
     assert not fusion.is_question("pause mouse close window") and not fusion.is_question("set decimalsign locale")
+
+
+def test_blend_keeps_a_keyword_hit_far_above_the_tail_first_though_the_second_is_close() -> None:
+    rules = replace(fusion.DEFAULT_RULES, keyword_weight=0.0)
+    semantic = [(9, 0.70), (2, 0.60), (1, 0.30)]
+    twins = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 7.0), (5, 6.0)]  # 10 < 1.2 * 9.5, but 10 >= 1.6 * 6 (rank 5)
+    assert fusion.strong_keyword_signal(twins, rules)
+    assert fusion.blend(twins, semantic, rules)[0][0] == 1
+    flat = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 8.0), (5, 7.0)]  # the tail close behind too: the blend decides
+    assert not fusion.strong_keyword_signal(flat, rules)
+    assert fusion.blend(flat, semantic, rules)[0][0] == 9
+
+
+def test_blend_gives_the_first_place_to_bm25s_passage_when_the_blend_picks_another_of_its_file() -> None:
+    rules = replace(fusion.DEFAULT_RULES, keyword_weight=0.0)
+    keyword = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 8.5), (5, 8.0)]  # no strong signal
+    semantic = [(2, 0.70), (3, 0.60), (1, 0.30)]
+    documents = {1: 10, 2: 10, 3: 20, 4: 30, 5: 40}
+    for question in (False, True):  # the file is the same: the rule holds for questions too
+        ranked = fusion.blend(keyword, semantic, rules, question, documents)
+        assert [c for c, _ in ranked][:3] == [1, 2, 3], question
+    other = {**documents, 2: 50}  # the blend's first is another file's: it stays first
+    assert fusion.blend(keyword, semantic, rules, False, other)[0][0] == 2
+    asked: list[tuple[int, int]] = []
+
+    def same_file(a: int, b: int) -> bool:
+        asked.append((a, b))
+        return documents[a] == documents[b]
+
+    assert fusion.blend(keyword, semantic, rules, False, None, same_file)[0][0] == 1 and asked == [(2, 1)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -128,6 +187,7 @@ def write_docs(root: Path) -> None:
     (root / "manual.txt").write_text("\n\n".join(steps) + "\n")
     (root / "scale.txt").write_text("Calibration of the kitchen scale: put a known weight on it and press tare.\n")
     (root / "codes.txt").write_text("Set zorbitrax_limit to 5 to cap the retries of the upload daemon.\n")
+    (root / "flags.txt").write_text("To preview a figure run asy -V picture.asy, which opens the viewer.\n")
     (root / "limits.txt").write_text("Upload limits: the daemon retries a failed upload a few times before it stops.\n")
 
 
@@ -164,7 +224,7 @@ def world() -> Iterator[World]:
         write_docs(root / "docs")
         w.call(FolderAddRequest(str(root / "docs"), "docs"), FolderAddReply)
         w.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
-        wait_for(lambda: w.settled(8), 180, 0.2, "the folder indexed and embedded")
+        wait_for(lambda: w.settled(9), 180, 0.2, "the folder indexed and embedded")
         yield w
     finally:
         w.kernel.stop()
@@ -189,6 +249,12 @@ def test_an_excluded_word_leaves_every_mode(world: World) -> None:
         found = names(world.search("python -snake", mode))
         assert "language.txt" in found and "snake.txt" not in found, (mode, found)
     assert world.search("-python -snake", "hybrid").results == []  # only exclusions: nothing to look for
+
+
+def test_a_pasted_command_line_flag_is_searched_in_every_mode(world: World) -> None:
+    for mode in ("keyword", "hybrid"):
+        assert names(world.search("asy -V", mode))[:1] == ["flags.txt"], mode  # -V was read as "leave out v"
+    assert "flags.txt" in names(world.search("asy -V preview figure", "semantic"))
 
 
 def test_min_score_keeps_only_hits_at_or_above_it(world: World) -> None:

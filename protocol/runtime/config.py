@@ -286,16 +286,15 @@ class SearchPolicy(_Strict):
 
     fusion: Literal["blend", "weighted", "rrf"] = Field(
         "blend",
-        description='How hybrid mode merges the keyword (BM25) and semantic (vector) rankings: "blend" (weighted'
-        " 0.5, plus a bonus for BM25's first hit, and a BM25 first hit 1.2 times above the second kept first"
-        ' unless the query is a question: workers/indexer/fusion.py), "weighted" (scores'
-        ' min-max normalised per list, then keyword_weight * bm25 + (1 - keyword_weight) * cosine) or "rrf"'
+        description='How hybrid mode merges the keyword (BM25) and semantic (vector) rankings: "blend" (the'
+        ' blend_* and strong_keyword_* settings below: workers/indexer/fusion.py), "weighted" (scores min-max'
+        ' normalised per list, then keyword_weight * bm25 + (1 - keyword_weight) * cosine) or "rrf"'
         " (reciprocal-rank fusion, each list adds 1/(rrf_k + rank)). Picked by measurement on real manuals and"
-        " SciFact: docs/benchmarks-lookup.md has the figures.",
+        " SciFact: docs/benchmarks-lookup.md and docs/benchmarks-mcp.md have the figures.",
     )
     rrf_k: int = Field(60, ge=1, description="The rank offset of rrf fusion.")
     keyword_weight: float = Field(
-        0.5, ge=0, le=1, description='The keyword side\'s weight in "weighted" fusion ("blend" chooses its own).'
+        0.5, ge=0, le=1, description='The keyword side\'s weight in "weighted" fusion ("blend": blend_keyword_weight).'
     )
     doc_evidence: float = Field(
         0.0,
@@ -305,6 +304,48 @@ class SearchPolicy(_Strict):
         " chunks is added to each of its chunks, so a file matching in several places rises (its best chunk still"
         " leads it). 0 = off: on the tune splits it gained nothing steady (natural questions MRR@10 0.906 at 0, 0.905"
         " at 0.1, 0.879 at 0.2; SciFact nDCG@10 0.8830 -> 0.8825): docs/benchmarks-mcp.md.",
+    )
+    doc_evidence_chunks: int = Field(
+        2,
+        ge=1,
+        description="How many of a file's next-best chunks count as its evidence (doc_evidence). Swept 1, 2, 4, 8"
+        " (tune): none beat no evidence steadily; 2 lost least.",
+    )
+    blend_keyword_weight: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description='"blend": the keyword side\'s share of w * bm25 + (1 - w) * cosine (each min-max normalised'
+        " within its list). 0.9 matched keyword search on known items but cost SciFact nDCG@10 0.04; 0.6 cost"
+        " 0.008 for one page more (tune).",
+    )
+    blend_top_bonus: float = Field(
+        0.1,
+        ge=0,
+        description='"blend": added to BM25\'s first hit. 0.1 took known-item top-1 file from 46 to 48 of 48 (tune);'
+        " with the rules below, 0.05, 0.15 and 0.2 each lose a natural question (MRR@10 0.908 -> 0.887, tune).",
+    )
+    strong_keyword_ratio: float = Field(
+        1.2,
+        ge=1,
+        description='"blend", a query that is not a question: a BM25 first hit scoring this many times the second'
+        " is kept first whatever the blend says (a user who typed the words of one page). 1.1 and below cost"
+        " SciFact nDCG@10 0.004-0.011 (tune).",
+    )
+    strong_keyword_tail_rank: int = Field(
+        5,
+        ge=2,
+        description='"blend": a BM25 first hit is also kept first when it scores strong_keyword_tail_ratio times'
+        " the hit at this rank (the tail), so a page whose own second passage, or a near twin, scores close"
+        " behind keeps its place. Swept 3-20 at 1.2-2.0 (tune): the deeper the tail, the more often the rule"
+        " fires on SciFact and costs a query there (rank 6-8 below 1.6-1.65, rank 10 below 2.0).",
+    )
+    strong_keyword_tail_ratio: float = Field(
+        1.6,
+        ge=1,
+        description='"blend": see strong_keyword_tail_rank. 1.6 is inside the plateau at rank 5 (1.45-2.0 keep'
+        " SciFact's tune nDCG@10, 1.4 loses a query) and ranks 4 and 6 keep it at 1.6 too; the rule then holds"
+        " 71 of the 78 tune known items first (61 with the ratio to the second alone): docs/benchmarks-mcp.md.",
     )
     depth_min: int = Field(
         40, ge=1, le=1000, description="Each side retrieves max(4 * top_k, depth_min) candidates before fusion."

@@ -26,7 +26,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from foldermind.protocol.runtime.home import Home
@@ -102,16 +102,25 @@ class Corpus:
         return [h for h in hits if h.chunk_id in matched or operators.admits(q, *self.texts[h.chunk_id])]
 
 
-def fuse(keyword: list[Hit], semantic: list[Hit], query: str, evidence: float) -> list[Hit]:
+RULES = fusion.DEFAULT_RULES
+"""The blend's rules of this run (``--evidence-chunks`` replaces the default's)."""
+
+
+def fuse(
+    keyword: list[Hit], semantic: list[Hit], query: str, rules: fusion.BlendRules, same_file: bool = True
+) -> list[Hit]:
+    """The two sides fused by the indexer's ``blend`` under ``rules``, each hit's file standing for its document
+    (the evidence and the same-file rule; ``same_file=False`` turns that rule off)."""
     by_id = {h.chunk_id: h for h in keyword + semantic}
     files = {name: i for i, name in enumerate(dict.fromkeys(h.file for h in by_id.values()))}
     documents = {cid: files[h.file] for cid, h in by_id.items()}
     ranked = fusion.blend(
         [(h.chunk_id, h.score) for h in keyword],
         [(h.chunk_id, h.score) for h in semantic],
-        question=fusion.is_question(query),
-        documents=documents,
-        evidence=evidence,
+        rules,
+        fusion.is_question(query),
+        documents,
+        None if same_file else lambda a, b: False,
     )
     return [by_id[c] for c, _ in ranked]
 
@@ -125,7 +134,9 @@ def measure(config: Config, manuals: Corpus, scifact: Corpus, lists: Lists, sf_l
     for q in load_queries():
         kw = keyword_cache.setdefault(q.id, manuals.keyword(q.query, config.boosts, LOOKUP_DEPTH))
         sem = lists[q.id]["semantic"][:LOOKUP_DEPTH]
-        fused = manuals.admitted(q.query, fuse(kw, sem, q.query, config.evidence), {h.chunk_id for h in kw})
+        fused = manuals.admitted(
+            q.query, fuse(kw, sem, q.query, replace(RULES, evidence=config.evidence)), {h.chunk_id for h in kw}
+        )
         for mode, hits in (("keyword", kw), ("hybrid", fused)):
             score = out.setdefault((q.kind, q.split, mode), Scores())
             assert isinstance(score, Scores)
@@ -133,7 +144,10 @@ def measure(config: Config, manuals: Corpus, scifact: Corpus, lists: Lists, sf_l
     for i, sq in enumerate(judged_queries()):
         kw = scifact.keyword(sq.text, config.boosts, SCIFACT_DEPTH)
         sem = sf_lists[sq.id]["semantic"][:SCIFACT_DEPTH]
-        for mode, hits in (("keyword", kw), ("hybrid", fuse(kw, sem, sq.text, config.evidence))):
+        for mode, hits in (
+            ("keyword", kw),
+            ("hybrid", fuse(kw, sem, sq.text, replace(RULES, evidence=config.evidence))),
+        ):
             docs = list(dict.fromkeys(Path(h.file).stem for h in hits))
             acc = out.setdefault(("scifact", scifact_split(i), mode), [0.0, 0.0, 0])
             assert isinstance(acc, list)
@@ -187,9 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in (("headings", HEADINGS), ("titles", TITLES), ("names", NAMES), ("evidence", EVIDENCE)):
         parser.add_argument(f"--{name}", default=",".join(f"{v:g}" for v in values), help="the grid's values")
     parser.add_argument("--latency", action="store_true")
-    parser.add_argument("--evidence-chunks", type=int, default=fusion.EVIDENCE_CHUNKS)
+    parser.add_argument("--evidence-chunks", type=int, default=fusion.DEFAULT_RULES.evidence_chunks)
     args = parser.parse_args(argv)
-    fusion.EVIDENCE_CHUNKS = args.evidence_chunks
+    global RULES
+    RULES = replace(fusion.DEFAULT_RULES, evidence_chunks=args.evidence_chunks)
     lists = load_lists(Path(args.lists))
     out = Path(args.lists)
     sf_lists = load_lists(out.with_name(out.stem + ".scifact" + out.suffix))

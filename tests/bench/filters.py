@@ -11,6 +11,7 @@ window admits a known share of the documents. Then one MCP session asks every qu
 - ``file_types: [txt]``: every document (the filter admits all, so it costs only its resolution);
 - ``path_glob: *3.txt``: the abstracts whose id ends in 3 (~a tenth, spread over the corpus);
 - ``modified_after: 2024-07-01``: the last quarter of the corpus by position;
+- ``window 2024-07-01 .. 2025-07-01``: a year of it, with no glob (applied by Tantivy's fields alone);
 - ``path_glob + window``: both (a few per cent).
 
 Each filter's first query is timed apart: it resolves the filter in SQLite and reads its vectors (the next
@@ -44,6 +45,7 @@ FILTERS: dict[str, dict[str, Any]] = {
     "file_types: [txt]": {"file_types": ["txt"]},
     "path_glob: *3.txt": {"path_glob": "*3.txt"},
     "modified_after: 2024-07-01": {"modified_after": "2024-07-01"},
+    "window 2024-07-01 .. 2025-07-01": {"modified_after": "2024-07-01", "modified_before": "2025-07-01"},
     "path_glob + window": {"path_glob": "*3.txt", "modified_after": "2024-07-01", "modified_before": "2025-07-01"},
 }
 

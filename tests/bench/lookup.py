@@ -1,6 +1,6 @@
 """Lookups on real manuals: does each search mode put the remembered page first, and answer a question?
 
-``python -m tests.bench.lookup [--home DIR] [--lists OUT] [--scifact-home DIR] [--no-write]`` from the
+``python -m tests.bench.lookup [--home DIR] [--queries FILE] [--lists OUT] [--scifact-home DIR] [--no-write]`` from the
 repository root. A real kernel (default process map) indexes the manuals of :mod:`tests.bench.manuals`
 (PDF pages and HTML from six Debian documentation packages) as one Smart Folder and waits until every
 chunk is embedded; then every query of ``lookup_data/queries.jsonl`` (72 known-item, 36 natural
@@ -311,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", default="", help="keep the kernel's home (and index) here and reuse it")
     parser.add_argument("--scifact-home", default="", help="also run SciFact, in this (kept) home")
     parser.add_argument("--scifact-docs", type=int, default=1000, help="SciFact distractors: the first N abstracts")
+    parser.add_argument("--queries", default=str(QUERIES), help="the query file (lookup_data/*.jsonl)")
     parser.add_argument("--lists", default="", help="write the side lists as JSON here")
     parser.add_argument(
         "--modes", default=";".join(label for label, _, _ in MODES), help="mode labels, separated by semicolons"
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         results = Results(machine.facts(REPO), {})
-        queries = load_queries()
+        queries = load_queries(Path(args.queries))
         home = Path(args.home).resolve() if args.home else None
         kernel = Kernel("lookup", kernel_config() + SLOW_PARSES, home)
         try:

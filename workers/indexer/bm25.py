@@ -5,7 +5,9 @@ Fields: ``chunk_id`` and ``doc_id`` (integers; a document's chunks are deleted b
 every chunk of it) and ``name`` (its file name's stem cut into words at ``-``, ``_``, ``.`` and camelCase
 boundaries: ``lang_createTable.html`` is "lang create table"), ``cjk``: the Chinese/Japanese/Korean characters of
 the text as overlapping bigrams, since the stemmed fields split CJK text into whole runs that a query never
-matches, and ``lang`` (raw): the language the chunk is stemmed in.
+matches, ``lang`` (raw): the language the chunk is stemmed in, and the two a search filter reads inside the
+query (:class:`Where`): ``ext`` (raw: the file name's suffix, lower case, without the dot) and ``mtime`` (the
+file's modification time in ns, a fast integer field for a range query).
 
 Field boosts, and how a file name becomes words: :mod:`.fields`.
 
@@ -29,12 +31,16 @@ stemmed by the same analysis its field was indexed with, and the terms are combi
 
 A change to these fields bumps :data:`SCHEMA_VERSION`: the indexer then builds the Tantivy index again from
 SQLite (:meth:`foldermind.workers.indexer.store.Store.rebuild_keyword_index`).
+
+Its length (~420 lines): the schema, how a chunk is written into it and every query built on it (terms, phrases,
+exclusions, scope, filters) read the same field list; split apart, each part would have to repeat it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -53,9 +59,9 @@ MAX_QUERY_TERMS = 64
 """Past this many terms a query gets no better, only slower (a 1000-character query is ~150 words)."""
 TERM_SET = 1000
 """The most ids in one Tantivy term set of a search filter (see :meth:`KeywordIndex.build_query`)."""
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The Tantivy fields' version: 1 English-stemmed by Tantivy, 2 stemmed here in each document's language, 3 with
-the ``title`` and ``name`` fields."""
+the ``title`` and ``name`` fields, 4 with ``ext`` and ``mtime``."""
 OTHER_LANGUAGES = tuple(sorted(code for code in STEMMERS if code != ENGLISH))
 
 
@@ -143,6 +149,22 @@ def _column(row: Any, name: str) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
+class Where:
+    """A search filter that Tantivy applies with its own fields (:mod:`.filters` decides when): the file's
+    extension among ``types`` (without the dot, lower case; empty: any), its modification time at or after
+    ``after_ns`` and before ``before_ns``."""
+
+    types: frozenset[str] = frozenset()
+    after_ns: int | None = None
+    before_ns: int | None = None
+
+
+def extension(path: str) -> str:
+    """The ``ext`` field of a file: its suffix without the dot, lower case ('' for none)."""
+    return os.path.splitext(path)[1][1:].lower()
+
+
+@dataclass(frozen=True, slots=True)
 class KeywordHit:
     chunk_id: int
     score: float
@@ -165,6 +187,8 @@ class KeywordIndex:
         builder.add_text_field("name", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("cjk", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("lang", stored=False, tokenizer_name="raw")
+        builder.add_text_field("ext", stored=False, tokenizer_name="raw")
+        builder.add_integer_field("mtime", stored=False, indexed=True, fast=True)
         self.schema = builder.build()
         self.index = tantivy.Index(self.schema, path=str(path), reuse=True)
         self._writer_heap = writer_heap
@@ -181,8 +205,8 @@ class KeywordIndex:
 
     def replace(self, doc_ids: Iterable[int], chunks: Iterable[Any]) -> None:
         """Delete every chunk of ``doc_ids``, then add ``chunks`` (rows: id, doc_id, text, heading,
-        folder_id, and if the row has them the document's detected language (English without), ``path`` and
-        ``title``).
+        folder_id, and if the row has them the document's detected language (English without), ``path``,
+        ``title`` and ``mtime_ns``).
         Nothing is visible until :meth:`commit`."""
         writer = self.writer
         try:
@@ -203,6 +227,8 @@ class KeywordIndex:
                         name=" ".join(text_terms(name_words(path), language)) if path else "",
                         cjk=" ".join(cjk_grams(text)),
                         lang=language,
+                        ext=extension(path) if path else "",
+                        mtime=int(_column(row, "mtime_ns") or 0),
                     )
                 )
         finally:
@@ -248,6 +274,7 @@ class KeywordIndex:
         excluded: Iterable[str] = (),
         docs: tuple[list[int], bool] | None = None,
         languages: Sequence[str] = (ENGLISH,),
+        where: Where | None = None,
     ) -> tantivy.Query | None:
         """Any term matches, in ``text`` or a boosted field (:attr:`boosts`; BM25 sums what matched); ``None``
         when the query has no term.
@@ -257,7 +284,8 @@ class KeywordIndex:
         (:mod:`foldermind.workers.indexer.query` reads them from the query): each phrase must stand in the text or
         the heading, each required token in one of them, no excluded token in either, in one language's stems.
         They only narrow: the score is the terms' BM25. ``docs``: a search filter's ``(doc ids, exclude)``, only
-        those documents or all but those (:mod:`.filters`)."""
+        those documents or all but those; ``where``: one Tantivy applies by its ``ext`` and ``mtime`` fields
+        (:mod:`.filters`)."""
         parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
         fields = self.boosts.fields()
         for token in query_tokens(query):
@@ -291,7 +319,32 @@ class KeywordIndex:
             ]
             only = tantivy.Query.const_score_query(tantivy.Query.boolean_query(sets), 0.0)
             musts.append((tantivy.Occur.MustNot if exclude else tantivy.Occur.Must, only))
+        if where is not None:
+            musts += [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in self._where(where)]
         return musts[0][1] if len(musts) == 1 else tantivy.Query.boolean_query(musts)
+
+    def _where(self, where: Where) -> list[tantivy.Query]:
+        """The clauses of a field filter: an extension among the types; a range on the fast ``mtime`` field
+        (after inclusive, before exclusive, as :mod:`.filters` defines them)."""
+        out = []
+        if where.types:
+            terms = [
+                (tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "ext", t)) for t in sorted(where.types)
+            ]
+            out.append(tantivy.Query.boolean_query(terms))
+        if where.after_ns is not None or where.before_ns is not None:
+            out.append(
+                tantivy.Query.range_query(
+                    self.schema,
+                    "mtime",
+                    tantivy.FieldType.Integer,
+                    where.after_ns,
+                    where.before_ns,
+                    include_lower=True,
+                    include_upper=where.before_ns is None,
+                )
+            )
+        return out
 
     def _anywhere(self, tokens: Sequence[str], languages: Sequence[str]) -> tantivy.Query:
         """The tokens (one: a term; more: a phrase), stemmed for any of ``languages``, in the text or the
@@ -335,11 +388,13 @@ class KeywordIndex:
         required: Iterable[str] = (),
         excluded: Iterable[str] = (),
         docs: tuple[list[int], bool] | None = None,
+        where: Where | None = None,
     ) -> tuple[list[KeywordHit], int]:
         """Top ``limit`` chunks and the total number of matches (see :meth:`build_query`), in every language
         the index holds."""
         searcher = self.index.searcher()
-        q = self.build_query(query, folder_id, phrases, required, excluded, docs, self.languages(searcher))
+        languages = self.languages(searcher)
+        q = self.build_query(query, folder_id, phrases, required, excluded, docs, languages, where)
         if q is None:
             return [], 0
         result = searcher.search(q, limit, count=True)

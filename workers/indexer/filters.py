@@ -2,16 +2,21 @@
 
 A filter is resolved against SQLite, the source of truth, into the indexed documents it admits; the answer is
 kept until the next commit (:meth:`Store.change_token`), so a client paging with the same filter pays for it
-once. The keyword search then runs in Tantivy with those documents as a term-set clause on ``doc_id`` (or,
-when the filter admits most of them, the others as a must-not clause, whichever set is smaller), so Tantivy's
-top N is already the filter's; the semantic search runs over the admitted chunks' vectors only
+once. The keyword search then applies it inside Tantivy, so Tantivy's top N is already the filter's: a filter of
+types and dates only by Tantivy's own fields (``ext``, and ``mtime`` as a fast-field range:
+:class:`~foldermind.workers.indexer.bm25.Where`), a path glob (and a criteria folder) by the admitted documents
+as a term-set clause on ``doc_id`` (or, when the filter admits most of them, the others as a must-not clause,
+whichever set is smaller). The semantic search runs over the admitted chunks' vectors only
 (:meth:`ScopedVectors.search_keys`: exact up to its limit, usearch searched ever deeper above it). Nothing is
 cut after ranking, so a filter that admits ``top_k`` matching chunks or more returns ``top_k``.
 
-Why a set of ids rather than new Tantivy fields: measured here (2 cores shared with other runs), a term set of
-1,000 ids adds ~1.5 ms to a Tantivy query and one of 5,000 ~9 ms, and sending the smaller of the set and its
-complement keeps the common filters (one type among many, a recent window) small. The same resolution feeds
-the vector side, which needs the ids anyway, and the index needs no schema change or rebuild.
+Why fields for types and dates: Tantivy's intersection of a query's terms with a term set on ``doc_id`` cost
+~18-28 ms at SciFact size under load whatever the set's size (the set, not the number of ids, is the cost), where
+a range on a fast field costs about what the text query alone does (docs/benchmarks-mcp.md, section 5). A glob
+has no field to match against, so it keeps the id set. Tantivy's ``mtime`` follows the file: a file written
+again with the same bytes is not parsed again, but its journal row has Tantivy read its chunks again
+(:meth:`Store.mark_unchanged`). The resolved set still decides what is returned (a document being parsed again
+keeps its old chunks, and their old fields, in Tantivy until the new ones replace them).
 
 Meaning of each filter (documented in README and the tool's schema):
 ``file_types``: the file name's suffix, without the dot, any case; only suffixes a parser reads are accepted.
@@ -29,7 +34,6 @@ no event at all.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -44,6 +48,7 @@ from pydantic import TypeAdapter, ValidationError
 from wcmatch import glob as wcglob
 
 from foldermind.protocol.errors import ErrorCode, JobError
+from foldermind.workers.indexer.bm25 import Where, extension
 from foldermind.workers.indexer.store import Store
 from foldermind.workers.parser import formats
 
@@ -188,10 +193,13 @@ class Admitted:
     chunks in Tantivy until the new ones replace them)."""
     keys: NDArray[np.uint64] | None = field(default=None)
     """Ascending ids of the admitted documents' embedded chunks, read on first use."""
+    where: Where | None = None
+    """The same filter as Tantivy fields, when it has no glob and is not intersected with a criteria folder: the
+    keyword side then applies it by those fields instead of the id set."""
 
     @classmethod
-    def of(cls, docs: frozenset[int], others: list[int]) -> Admitted:
-        return cls(f"docs:{len(docs)}:{hash(docs):x}", docs, others)
+    def of(cls, docs: frozenset[int], others: list[int], where: Where | None = None) -> Admitted:
+        return cls(f"docs:{len(docs)}:{hash(docs):x}", docs, others, where=where)
 
     def keyword_clause(self) -> tuple[list[int], bool]:
         """(ids, exclude) for Tantivy: the admitted documents, or the others to exclude when fewer."""
@@ -247,7 +255,7 @@ class FilterIndex:
         for doc_id, path, mtime_ns, status, root in self.store.filter_candidates(folder_id):
             ok = status == "indexed"
             if ok and filters.types:
-                ok = os.path.splitext(path)[1][1:].lower() in filters.types
+                ok = extension(path) in filters.types
             if ok and filters.after_ns is not None:
                 ok = mtime_ns >= filters.after_ns
             if ok and filters.before_ns is not None:
@@ -258,4 +266,5 @@ class FilterIndex:
                 docs.add(doc_id)
             else:
                 others.append(doc_id)
-        return Admitted.of(frozenset(docs), others)
+        where = None if filters.glob else Where(filters.types, filters.after_ns, filters.before_ns)
+        return Admitted.of(frozenset(docs), others, where)

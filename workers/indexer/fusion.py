@@ -1,49 +1,72 @@
 """Merging the keyword and the semantic ranking into one (hybrid search).
 
 Each takes rankings of ``(chunk_id, score)``, best first, and returns one, best first. The benches
-(``tests/bench/retrieval.py``, ``tests/bench/lookup.py``) import them to sweep their parameters offline on
-exactly the lists the indexer fuses.
+(``tests/bench/retrieval.py``, ``tests/bench/lookup.py``, ``tests/bench/fusion_sweep.py``) import them to sweep
+their parameters offline on exactly the lists the indexer fuses.
 
-``blend``, the default, was designed on the lookup bench (``tests/bench/lookup.py``: 72 known-item queries
-and 36 natural questions over real PDF and HTML manuals, and the 150 SciFact queries), every constant below
-chosen on the ``tune`` two thirds only; ``docs/benchmarks-lookup.md`` has the figures, ``held_out`` apart.
-What it fixes: ``weighted`` (``keyword_weight`` 0.5) lost exact lookups that keyword search alone found
-(known items, tune: page exact 41/48 against keyword's 46/48, top-1 file 46 against 48), because a page that
-only BM25 finds gets at most half the score, and semantic neighbours that are also near the top of BM25
-outrank it. ``blend`` is ``weighted`` plus two rank rules: a bonus for BM25's first hit, and a BM25 first hit
-far above the second kept first (a user who typed the words of one page). On the tune split it reaches
-top-1 file 48/48 and page exact 44/48 on known items (keyword 48, 46), MRR@10 0.894 on natural questions
-(keyword 0.833, semantic 0.837, weighted 0.866), and SciFact nDCG@10 0.886 on a 644-abstract subset
-(weighted 0.898, semantic 0.864, keyword 0.841; fused offline at the depth the indexer uses for top_k 20):
-it gives up a little of SciFact for the lookups. Held out, it is not yet never worse than keyword on
-known items (page exact 20 against 21 of 24) nor above semantic on questions (MRR@10 0.885 against 0.917).
+``blend``, the default, was designed on the lookup bench (``tests/bench/lookup.py``: known-item queries and
+natural questions over real PDF and HTML manuals, and the 150 SciFact queries), every constant chosen on the
+``tune`` splits only; its constants are ``[search]`` settings (``SearchPolicy`` in
+:mod:`foldermind.protocol.runtime.config`, each with its measured reason); ``docs/benchmarks-mcp.md`` has the
+figures. What it fixes: ``weighted``
+(``keyword_weight`` 0.5) lost exact lookups that keyword search alone found, because a page that only BM25 finds
+gets at most half the score, and semantic neighbours that are also near the top of BM25 outrank it. ``blend`` is
+``weighted`` plus three rank rules, each keeping what a known-item lookup (the words a user remembers of one
+page) needs from BM25:
+
+- a bonus for BM25's first hit;
+- the strong-keyword rule (not for a question): a BM25 first hit far above the second, or far above the tail
+  (the hit at ``strong_keyword_tail_rank``), is kept first. The tail matters because a page's own second
+  passage, or a near twin page, often scores close behind it: k41 of the first held-out set, "4ti2 team
+  copyright GNU General Public License", had the right page 1.11 times its second (the LGPL page) and lost.
+  On the tune splits the ratio to the second alone held 61 of 78 known items, with the tail 71, at no cost on
+  SciFact or the natural questions;
+- the same-file rule (every query): when the blend's first hit is another passage of the file BM25 ranks first,
+  BM25's passage leads. The file is the same either way, so the rule cannot cost a file-level figure
+  (SciFact's nDCG is by abstract); it gives back the exact page: known items page-exact 44 -> 46 of 48 and
+  natural questions 18 -> 19 of 24 (tune), equal to keyword search.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from foldermind.protocol.runtime.config import SearchPolicy
 
 Ranking = list[tuple[int, float]]
 FUSIONS = ("blend", "weighted", "rrf")
+SameFile = Callable[[int, int], bool]
+"""Whether two chunks (by id) belong to the same document."""
 
-KEYWORD_WEIGHT = 0.5
-"""blend's keyword share. Swept 0.5-0.9 (tune): 0.9 matched keyword's page-exact on known items (46/48) but
-cost SciFact nDCG@10 0.04 (0.844 against 0.886); 0.6 cost it 0.008 for one page more. A separate share for
-questions (0.3-0.6) changed nothing once the two rules below were in, so there is none."""
-STRONG_KEYWORD_RATIO = 1.2
-"""A BM25 first hit scoring at least this many times the second keeps first place (not for a question).
-Swept 1.05-2.0 (tune): 1.2 lifted known-item page-exact from 43 to 44/48 beside the bonus, and changed
-neither the natural questions (the rule is off for them) nor SciFact."""
-TOP_RANK_BONUS = 0.1
-"""Added to the keyword side's first hit. Swept 0-0.2 (tune): 0.1 took known-item top-1 file from 46 to
-48/48 and natural MRR@10 from 0.866 to 0.894; 0.2 lost a natural question (0.873)."""
 
-EVIDENCE_CHUNKS = 2
-"""How many of a file's next-best chunks count as its evidence (:func:`with_evidence`; the share is ``[search]
-doc_evidence``, off by default). Swept 1, 2, 4, 8 at shares 0.05-0.3 (tune): none beat no evidence steadily
-(natural MRR@10 0.906 without; at 2 chunks 0.906, 0.905, 0.921, 0.879 for 0.05-0.2, one question moving; SciFact
-nDCG@10 0.8830 without, 0.8781-0.8840 with), and 0.2 or more lost page-exact natural answers (18 -> 16 of 24)."""
+@dataclass(frozen=True, slots=True)
+class BlendRules:
+    """``blend``'s constants, read from ``[search]`` (their meaning and measured reasons are there)."""
+
+    keyword_weight: float
+    top_bonus: float
+    strong_ratio: float
+    tail_rank: int
+    tail_ratio: float
+    evidence: float
+    evidence_chunks: int
+
+    @classmethod
+    def of(cls, policy: SearchPolicy) -> BlendRules:
+        return cls(
+            policy.blend_keyword_weight,
+            policy.blend_top_bonus,
+            policy.strong_keyword_ratio,
+            policy.strong_keyword_tail_rank,
+            policy.strong_keyword_tail_ratio,
+            policy.doc_evidence,
+            policy.doc_evidence_chunks,
+        )
+
+
+DEFAULT_RULES = BlendRules.of(SearchPolicy())
 
 _QUESTION = re.compile(
     r"^\s*(?:how|what|why|which|when|where|who|whom|whose|can|could|does|do|did|is|are|should|would|will|may"
@@ -60,38 +83,47 @@ def is_question(query: str) -> bool:
 def blend(
     keyword: Ranking,
     semantic: Ranking,
-    keyword_weight: float = KEYWORD_WEIGHT,
+    rules: BlendRules = DEFAULT_RULES,
     question: bool = False,
     documents: Mapping[int, int] | None = None,
-    evidence: float = 0.0,
+    same_file: SameFile | None = None,
 ) -> Ranking:
     """``w * bm25 + (1 - w) * cosine``, each min-max normalised within its list (a chunk missing from a
-    list scores 0 there); the keyword side's first hit gets :data:`TOP_RANK_BONUS`; with ``documents``
-    (chunk id -> document id) and an ``evidence`` share, each chunk gains its file's evidence
-    (:func:`with_evidence`); and unless the query is a ``question``, a BM25 first hit
-    :data:`STRONG_KEYWORD_RATIO` times above the second is put first whatever the blend says."""
-    w = keyword_weight
+    list scores 0 there); the keyword side's first hit gets the top bonus; with ``documents`` (chunk id ->
+    document id) and an evidence share, each chunk gains its file's evidence (:func:`with_evidence`); unless
+    the query is a ``question``, a BM25 first hit with a :func:`strong_keyword_signal` is put first whatever the
+    blend says; and a first hit from the same file as BM25's first (``same_file``, else ``documents``) yields
+    to it."""
+    w = rules.keyword_weight
     kw, sem = min_max(keyword), min_max(semantic)
     fused = {cid: w * kw.get(cid, 0.0) + (1.0 - w) * sem.get(cid, 0.0) for cid in kw | sem}
     if keyword:
-        fused[keyword[0][0]] += TOP_RANK_BONUS
-    if documents is not None and evidence > 0:
-        fused = with_evidence(fused, documents, evidence)
+        fused[keyword[0][0]] += rules.top_bonus
+    if documents is not None and rules.evidence > 0:
+        fused = with_evidence(fused, documents, rules.evidence, rules.evidence_chunks)
     ranked = _sorted(fused)
-    if not question and strong_keyword_signal(keyword) and ranked[0][0] != keyword[0][0]:
-        top = keyword[0][0]
+    if not keyword or ranked[0][0] == keyword[0][0]:
+        return ranked
+    top, first = keyword[0][0], ranked[0][0]
+    if same_file is None and documents is not None:
+        same_file = _same_in(documents)
+    strong = not question and strong_keyword_signal(keyword, rules)
+    keep = strong or (same_file is not None and same_file(first, top))
+    if keep:
         ranked = [(top, ranked[0][1]), *(item for item in ranked if item[0] != top)]
     return ranked
 
 
+def _same_in(documents: Mapping[int, int]) -> SameFile:
+    return lambda a, b: a in documents and documents.get(a) == documents.get(b)
+
+
 def with_evidence(
-    scores: Mapping[int, float], documents: Mapping[int, int], weight: float, chunks: int | None = None
+    scores: Mapping[int, float], documents: Mapping[int, int], weight: float, chunks: int
 ) -> dict[int, float]:
     """Every chunk's score plus ``weight`` times the sum of its document's 2nd .. ``chunks + 1``-th best scores
-    among ``scores`` (``chunks``: :data:`EVIDENCE_CHUNKS` unless given): the same lift for all of a file's
-    chunks, so a file that matches in several places rises and its best chunk still leads it. A chunk without a
-    document in ``documents`` stands alone."""
-    chunks = EVIDENCE_CHUNKS if chunks is None else chunks
+    among ``scores``: the same lift for all of a file's chunks, so a file that matches in several places rises
+    and its best chunk still leads it. A chunk without a document in ``documents`` stands alone."""
     by_doc: dict[int, list[float]] = {}
     for cid, score in scores.items():
         if cid in documents:
@@ -100,11 +132,15 @@ def with_evidence(
     return {cid: score + (lift[documents[cid]] if cid in documents else 0.0) for cid, score in scores.items()}
 
 
-def strong_keyword_signal(keyword: Ranking) -> bool:
-    """Whether BM25's first hit scores :data:`STRONG_KEYWORD_RATIO` times its second (or stands alone)."""
+def strong_keyword_signal(keyword: Ranking, rules: BlendRules = DEFAULT_RULES) -> bool:
+    """Whether BM25's first hit stands alone, scores ``strong_ratio`` times its second, or ``tail_ratio`` times
+    the hit at ``tail_rank`` (the last hit when the list is shorter)."""
     if not keyword or keyword[0][1] <= 0:
         return False
-    return len(keyword) == 1 or keyword[0][1] >= STRONG_KEYWORD_RATIO * keyword[1][1]
+    first = keyword[0][1]
+    if len(keyword) == 1 or first >= rules.strong_ratio * keyword[1][1]:
+        return True
+    return first >= rules.tail_ratio * keyword[min(rules.tail_rank, len(keyword)) - 1][1]
 
 
 def rrf(rankings: Sequence[Ranking], k: int = 60) -> Ranking:

@@ -301,6 +301,7 @@ class Pipeline(threading.Thread):
                 continue
             if digest == doc.sha256 and doc.attempts == 0 and self._has_chunks(doc.id):
                 self.store.mark_unchanged(doc.id, st.st_size, st.st_mtime_ns)  # touched, not changed
+                self._journal_dirty = True  # Tantivy's mtime field follows the touch
                 continue
             self._send(client, _Parse(doc, st.st_size, st.st_mtime_ns, digest, attempt=1))
             room -= 1

@@ -7,16 +7,24 @@ turned into Tantivy queries built term by term from the same analysis the index 
 - ``"write-ahead log"``: a phrase. Its words must stand in a chunk in that order, next to each other (after
   the index's analysis: lower case, stems of the chunk's language, so ``"Write-Ahead Logs"`` matches too).
   A quote that is not closed is an ordinary character. A phrase of one word is that word, required.
-- ``-word`` (a minus at the start of the query or after a space, then a letter or digit): no result holds
-  the word (any of its forms). ``x-ray``, ``-5`` after a space excepted: a minus inside a word or before a
-  number is not an operator, so ``-5`` stays a search for 5.
+- ``-word``: no result holds the word (any of its forms). What counts as ``-word`` is chosen so that the
+  command-line flags users paste (``asy -V``, ``rm -rf``, ``ls -la``, ``gcc -fPIC -O2``, ``--long-flag``) stay
+  words of the search, as they were meant: a minus at the start of the query or after a space, then a word
+  of at least 3 letters (inner ``-`` or ``'`` allowed) written in lower case or with one initial capital
+  (``-checkpoint``, ``-Windows``). Not an operator, and so searched as text: a minus inside a word
+  (``x-ray``), two minuses (``--verbose``), one or two letters (``-V``, ``-rf``, ``-la``), a digit
+  (``-5``, ``-O2``, ``-print0``), a capital after the first letter (``-fPIC``, ``-DNDEBUG``). Why 3: short
+  flags are one or two letters, and a word a user leaves out rarely is. A flag that reads like a word
+  (``find -name``, ``tar -xzvf``) is still an exclusion: quote it (``"-name"``) to look for it.
+  A query of only exclusions (``-draft``) still looks for nothing and finds nothing: reading its words as
+  the search would return the very documents it asked to leave out.
 
 The operators are kept as the words' tokens before stemming: each language's fields stem them their own way
 (:mod:`.languages`).
 
 Every word of a phrase stays in the query's text too (it is embedded and scored as usual): the phrase only
-narrows, it never changes what "relevant" means. Excluded words leave the text. A query that is only
-exclusions has nothing to look for and finds nothing.
+narrows, it never changes what "relevant" means. Excluded words leave the text; a minus inside quotes is
+never an operator.
 
 The semantic side cannot be told about either, so :func:`admits` checks a chunk's own text after the fact:
 one pass of the analyzer over the chunk (~0.1-0.9 ms for 1.5 kB, idle to a load average of 18 on the
@@ -33,7 +41,11 @@ from foldermind.workers.indexer.bm25 import query_tokens, stem, text_terms
 from foldermind.workers.indexer.languages import ENGLISH
 
 _QUOTE = re.compile(r'["“”„]([^"“”„]*)["“”„]')
-_EXCLUDE = re.compile(r"(?:(?<=\s)|^)-([^\W\d_][\w'\u2019-]*)", re.UNICODE)
+_MINUS_WORD = re.compile(r"(?:(?<=\s)|^)-([^\W\d_][\w'\u2019-]*)", re.UNICODE)
+"""A candidate: a minus at the start or after a space, then a letter; :func:`_is_exclusion` decides."""
+_WORD = re.compile(r"[^\W\d_]{1,}(?:['\u2019-][^\W\d_]+)*", re.UNICODE)
+MIN_EXCLUDED_LETTERS = 3
+"""Shorter minus words are flags (``-V``, ``-rf``, ``-la``): see the module docstring."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +74,37 @@ def parse(query: str) -> Query:
             phrases.append(tokens)
         elif tokens:
             required.append(tokens[0])
-    text = _QUOTE.sub(lambda m: f" {m.group(1)} ", query)
-    excluded = [token for word in _EXCLUDE.findall(text) for token in query_tokens(word)]
-    text = _EXCLUDE.sub(" ", text)
+    excluded: list[str] = []
+    pieces, pos = [], 0
+    for m in _QUOTE.finditer(query):  # a quoted "-name" is looked for, not left out
+        pieces += [_drop_exclusions(query[pos : m.start()], excluded), f" {m.group(1)} "]
+        pos = m.end()
+    pieces.append(_drop_exclusions(query[pos:], excluded))
+    text = "".join(pieces)
     return Query(
         text=" ".join(text.split()),
         phrases=tuple(dict.fromkeys(phrases)),
         required=tuple(dict.fromkeys(required)),
         excluded=tuple(dict.fromkeys(excluded)),
     )
+
+
+def _drop_exclusions(text: str, excluded: list[str]) -> str:
+    """``text`` without its ``-word`` exclusions, whose tokens are added to ``excluded``."""
+
+    def drop(m: re.Match[str]) -> str:
+        if not _is_exclusion(m.group(1)):
+            return m.group(0)
+        excluded.extend(query_tokens(m.group(1)))
+        return " "
+
+    return _MINUS_WORD.sub(drop, text)
+
+
+def _is_exclusion(word: str) -> bool:
+    """Whether ``-word`` leaves the word out rather than being a command-line flag (the module docstring)."""
+    letters = sum(ch.isalpha() for ch in word)
+    return letters >= MIN_EXCLUDED_LETTERS and bool(_WORD.fullmatch(word)) and not any(c.isupper() for c in word[1:])
 
 
 def admits(q: Query, chunk_text: str, heading: str = "", language: str = ENGLISH) -> bool:

@@ -58,6 +58,7 @@ class SearchService:
         policy: SearchPolicy,
     ) -> None:
         self.store, self.bm25, self.vectors, self.encoder, self.policy = store, bm25, vectors, encoder, policy
+        self.rules = fusion.BlendRules.of(policy)
         self.scoped = ScopedVectors(store, vectors)
         self.filters = filters.FilterIndex(store)
         self.criteria = CriteriaTable(store)
@@ -104,10 +105,9 @@ class SearchService:
         with _timed(timings, "fuse"):
             if mode == "hybrid":
                 if fuse == "blend":
-                    evidence = self.policy.doc_evidence
-                    documents = self._documents(keyword, semantic) if evidence > 0 else None
+                    documents = self._documents(keyword, semantic) if self.rules.evidence > 0 else None
                     ranked = fusion.blend(
-                        keyword, semantic, question=fusion.is_question(query), documents=documents, evidence=evidence
+                        keyword, semantic, self.rules, fusion.is_question(query), documents, self._same_file
                     )
                 elif fuse == "weighted":
                     ranked = fusion.weighted(keyword, semantic, self.policy.keyword_weight)
@@ -163,9 +163,16 @@ class SearchService:
     def _keyword(
         self, q: operators.Query, depth: int, scope: str | None, only: filters.Admitted | None
     ) -> tuple[Ranking, int]:
-        docs = only.keyword_clause() if only is not None else None
-        hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs)
+        where = only.where if only is not None else None
+        docs = only.keyword_clause() if only is not None and where is None else None
+        hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs, where)
         return [(h.chunk_id, h.score) for h in hits], total
+
+    def _same_file(self, a: int, b: int) -> bool:
+        """Whether two chunks are of one document (blend's same-file rule; asked only when the blend's first hit
+        is not BM25's: one SQLite read of two rows)."""
+        found = self.store.documents_of([a, b])
+        return a in found and found.get(a) == found.get(b)
 
     def _documents(self, keyword: Ranking, semantic: Ranking) -> dict[int, int]:
         """Each candidate chunk's document, for the per-document evidence of :func:`.fusion.blend`."""

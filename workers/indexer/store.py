@@ -453,9 +453,13 @@ class Store:
         self.db.execute("UPDATE documents SET attempts = ? WHERE id = ?", (attempts, doc_id))
 
     def mark_unchanged(self, doc_id: int, size: int, mtime_ns: int) -> None:
-        self.db.execute(
-            "UPDATE documents SET status = 'indexed', size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id)
-        )
+        """A touched file (new mtime, same bytes): its chunks stay; the journal row has Tantivy read them again,
+        since its ``mtime`` field (a date filter inside the keyword query) must follow the file's."""
+        with self.tx() as db:
+            db.execute(
+                "UPDATE documents SET status = 'indexed', size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id)
+            )
+            db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
 
     def write_document(
         self,
@@ -588,8 +592,9 @@ class Store:
             marks = ",".join("?" * len(part))
             out.extend(
                 self.db.execute(
-                    f"SELECT c.id, c.doc_id, c.text, c.heading, d.folder_id, d.language, d.path, d.title FROM chunks c "
-                    f"JOIN documents d ON d.id = c.doc_id WHERE c.doc_id IN ({marks}) AND d.status = 'indexed'",
+                    "SELECT c.id, c.doc_id, c.text, c.heading, d.folder_id, d.language, d.path, d.title, d.mtime_ns "
+                    f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.doc_id IN ({marks})"
+                    " AND d.status = 'indexed'",
                     part,
                 )
             )
