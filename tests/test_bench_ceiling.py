@@ -16,8 +16,6 @@ import pytest
 from foldermind.protocol.messages import (
     DescribeReply,
     DescribeRequest,
-    EmbedReply,
-    EmbedRequest,
     FolderListReply,
     FolderListRequest,
 )
@@ -99,17 +97,23 @@ def test_a_synthetic_index_is_served_by_a_real_kernel_as_current_vectors() -> No
             assert Path(semantic["results"][0]["file_path"]).name == f"{doc_id}.txt"
 
             with k.client("ceiling-test") as c:
-                # The indexer's first act on a start is an empty embed request naming the model and precision
-                # the embedder runs; its reply decides whether every vector is dropped and embedded again. The
-                # embedder answers one request at a time, in order: once this later one is answered, so is that.
-                c.request("embedder", EmbedRequest([]), EmbedReply, timeout=120)
+
+                def probed() -> str | None:
+                    details = c.request("indexer", DescribeRequest(), DescribeReply, timeout=30).body.details
+                    return None if details["embedder_probe"] == "not yet" else str(details["embedder_probe"])
+
+                # On a start the indexer compares the vectors the index records with the configured ones; had
+                # the synthetic vectors been recorded as another model's or precision's, it would ask the
+                # embedder, drop every vector and embed them all again.
+                said = wait_for(probed, 60, 0.2, "the indexer past its first embedding step")
                 status = _tool(root, "index_status", {})
-                embedder = c.request("embedder", DescribeRequest(), DescribeReply, timeout=30).body.details
                 indexer = c.request("indexer", DescribeRequest(), DescribeReply, timeout=30).body.details
+            assert said.startswith("not needed: the index holds the configured vectors"), said
             assert status["totals"]["chunks"] == status["totals"]["chunks_embedded"] == real_chunks + synthetic
             assert status["embedding"]["state"] == "ready" and not status["embedding"]["note"]
-            assert embedder["texts_embedded"] == 0  # nothing was embedded again
             assert indexer["vectors"] == indexer["chunks_in_bm25"] == real_chunks + synthetic
+            reembedding = store.db.execute("SELECT value FROM meta WHERE key = 'embed_reembedding'").fetchone()
+            assert reembedding in (None, ("",)), reembedding  # no re-embedding was started
         finally:
             k.stop()
     finally:

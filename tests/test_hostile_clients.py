@@ -1096,7 +1096,7 @@ def test_garbage_and_forgeries_on_every_runtime_socket_break_nothing(served: Ser
     # Nothing broke: the same processes, all RUNNING, no restart, and a real search answers.
     after = {w["name"]: (w["pid"], w["restarts"]) for w in k.status().workers}
     assert after == before
-    assert all(w["state"] in ("RUNNING", "IDLE") for w in k.status().workers)
+    k.wait_all_running(60)  # settled: on-demand workers may be starting or leaving for a moment
     assert int(k.home.pid_file.read_text()) == kernel_pid
     result = mc.call(served.url, served.token, "search_documents", {"query": "brown fox"})
     assert classify(result) == "ok" and result.structured_content is not None

@@ -10,6 +10,10 @@ break when the line before it looks finished (ends in a stop or a colon, or is s
 items are) or the next line starts a list item; a line of one repeated punctuation character (a title's
 underline) is a break of its own. Other line breaks are wrapping (PDF lines, hard-wrapped
 text) and are read as spaces. A sentence longer than :data:`MAX_CHARS` is cut at a ``;`` or ``,`` or a space.
+
+Its length (~410 lines): the splitting rules (the first half) and what a sentence or a question states (words,
+facts, numbers, the kinds of question: the second half) share the word patterns above; the question kinds
+(``asks_*``) are the part to move to a module of their own when either half grows again.
 """
 
 from __future__ import annotations
