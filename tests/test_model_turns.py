@@ -130,3 +130,37 @@ def test_a_file_saved_after_the_summaries_began_is_embedded_once_the_llm_let_its
     assert llm_freed and len(embedder_ready) >= 2, (llm_freed, embedder_ready)  # the embedder started again
     assert llm_freed[0] <= embedder_ready[1], "the embedder loaded its model while the llm still held its own"
     assert "went idle" in k.collect_reason("llm", "IDLE", timeout=30)  # on demand: it exited, not 600 s later
+
+
+def test_summaries_after_a_restart_over_an_embedded_index_never_start_the_embedder() -> None:
+    root = short_tmpdir("fmt-")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in FILES.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    try:
+        # Indexed and embedded with no llm: every summary is still to write.
+        k = RunningKernel(root / "home", CONFIG.replace("analysis = true", "analysis = false")).start()
+        try:
+            client = k.client("turns-test")
+            client.request("indexer", FolderAddRequest(str(docs), "docs"), FolderAddReply, timeout=20)
+            client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+
+            def all_embedded() -> bool:
+                f = client.request("indexer", FolderListRequest(), FolderListReply, timeout=20).body.folders
+                return bool(f) and f[0]["files_total"] == len(FILES) and f[0]["chunks"] == f[0]["chunks_embedded"] > 0
+
+            wait_for(all_embedded, 180, 0.3, "every file embedded")
+        finally:
+            k.stop()
+        # The restart has nothing to embed: the llm's turn must not start the embedder just to release it.
+        k = RunningKernel(root / "home", CONFIG).start()
+        try:
+            wait_for(lambda: summarised(k, docs / "budget.txt"), 240, 0.5, "the llm's summary of budget.txt")
+            started = [e for e in k.collect_events() if e.name == "embedder" and e.new != "IDLE"]
+            assert not started, started
+            assert (k.worker("embedder")["state"], k.worker("embedder")["pid"]) == ("IDLE", None)
+        finally:
+            k.stop()
+    finally:
+        remove_tree(root)

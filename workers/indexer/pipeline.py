@@ -498,7 +498,7 @@ class Pipeline(threading.Thread):
     def _fill_embeds(self, client: BusClient) -> None:
         if time.monotonic() < self._embed_retry_at:
             return
-        if not self._probed and (not len(self.vectors) or self.turns.take(EMBEDDER, client)):
+        if not self._probed:
             # An empty request: its reply names the model and precision the embedder runs now, so an index
             # whose every chunk is embedded still learns that the configuration changed (and re-embeds).
             # Only when vectors exist: without any, the first batch's reply says it, and an embedder that
@@ -506,14 +506,14 @@ class Pipeline(threading.Thread):
             # And only when the configuration names other vectors than the index holds: the probe would
             # start an on-demand embedder at every kernel start (~0.7 CPU-s, and its model resident until
             # it idles out) to learn nothing. An embedder that fell back to another precision is still
-            # found out by the first batch it is sent.
-            self._probed = True
+            # found out by the first batch it is sent. The embedder's turn is taken only for a probe sent:
+            # taken for nothing, the llm's next turn would start the embedder only to release it.
             if not len(self.vectors):
-                self.probe = "not needed: no vectors yet"
+                self._probed, self.probe = True, "not needed: no vectors yet"
             elif self.embedded_with == self.configured_vectors():
-                self.probe = "not needed: the index holds the configured vectors"
-            else:
-                self.probe = "asked: the configuration names other vectors than the index holds"
+                self._probed, self.probe = True, "not needed: the index holds the configured vectors"
+            elif self.turns.take(EMBEDDER, client):
+                self._probed, self.probe = True, "asked: the configuration names other vectors than the index holds"
                 self._embeds[client.send(EMBEDDER, EmbedRequest([]), timeout=600).id] = []
         size = self.policy.embed_batch
         while len(self._embeds) < self.policy.embed_window:
