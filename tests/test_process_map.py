@@ -66,6 +66,13 @@ def test_status_json_has_the_spec_shape_and_every_worker_answers(kernel: Running
             w = kernel.worker(name)
             assert w["state"] == "RUNNING" and psutil.Process(w["pid"]).nice() == nice
             assert psutil.Process(w["pid"]).ppid() == kernel.kernel_pid
+        # [ingest] ingest_nice: the indexer's ingest thread (stores, Tantivy commits) yields the CPU to the
+        # embedder and to searches; the indexer's serving (main) thread keeps the process's priority.
+        indexer = psutil.Process(kernel.worker("indexer")["pid"])
+        nices = {t.id: os.getpriority(os.PRIO_PROCESS, t.id) for t in indexer.threads()}
+        assert nices[indexer.pid] == 0 and 10 in nices.values(), nices
+        details = client.request("indexer", DescribeRequest(), DescribeReply, timeout=5).body.details
+        assert details["ingest_nice"] == "10", details
         # A pool name reaches one of its members (running: each was started by the pings above).
         assert client.request("parser", PingRequest(), PingReply, timeout=5).body.name in (
             "parser#1",

@@ -210,6 +210,14 @@ class IngestPolicy(_Strict):
         description="OCR of one page or image must finish within this time, or that page is left out (a file"
         " none of whose pages could be read this way fails with the reason).",
     )
+    ingest_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="Lowers the CPU priority of the indexer's ingest thread (and of the Tantivy writer it starts), on"
+        " Linux: storing parsed files yields to the embedder and to searches, which run on the indexer's other"
+        " threads at its own priority. 0 leaves it as the process.",
+    )
     embed_batch: int = Field(
         256,
         ge=1,

@@ -194,6 +194,7 @@ class IndexerWorker(Worker):
             "vectors": len(self.vectors),
             "embedding": self.pipeline.embed_error or "ok",
             "embedder_probe": self.pipeline.probe,
+            "ingest_nice": self.pipeline.nice,
             "storage": str(self.pipeline.disk_full or "ok"),
             "query_encoder": self.encoder.describe(),
             "search": self.search_policy.model_dump(),
