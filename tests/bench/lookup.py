@@ -45,7 +45,7 @@ from tests.bench import machine
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.manuals import FILES, build, cache_dir
 from tests.bench.markdown import para, table
-from tests.bench.mcpclient import kernel_config
+from tests.bench.mcpclient import kernel_config, settings
 from tests.bench.retrieval import ndcg, recall
 from tests.bench.scifact import Query as SciFactQuery
 from tests.bench.scifact import file_name, index_corpus, judged_queries, scifact_dir
@@ -55,7 +55,7 @@ QUERIES = Path(__file__).with_name("lookup_data") / "queries.jsonl"
 REPORT = REPO / "docs" / "benchmarks-lookup.md"
 TOP_K = 10
 LIST_DEPTH = 200
-SLOW_PARSES = "\n[ingest]\nparse_timeout_s = 900\n"
+SLOW_PARSES = {"parse_timeout_s": "900"}
 """gnuplot's 311-page manual missed the default 60 s parse deadline twice on the shared 2-core machine under a
 load average of 20, and was quarantined: the bench measures search, not parse speed."""
 KINDS = ("known-item", "natural")
@@ -174,6 +174,7 @@ class Results:
     scifact: dict[tuple[str, str], tuple[float, float, int]] | None = None  # (label, split) -> nDCG, recall, n
     scifact_docs: int = 0
     elapsed_s: float = 0.0
+    chunking: str = ""  # [ingest] chunk_max_tokens/chunk_overlap_tokens
 
 
 def run_lookup(
@@ -229,8 +230,10 @@ def write_scifact(dest: Path, distractors: int) -> tuple[int, list[SciFactQuery]
     return n, queries
 
 
-def scifact_lists(home: Path, distractors: int, modes: Sequence[tuple[str, str, str]], results: Results) -> Lists:
-    kernel = Kernel("lookup-scifact", kernel_config(), home)
+def scifact_lists(
+    home: Path, distractors: int, modes: Sequence[tuple[str, str, str]], results: Results, config: str
+) -> Lists:
+    kernel = Kernel("lookup-scifact", config, home)
     try:
         corpus = kernel.root / f"scifact-gold-{distractors}"
         files, _ = write_scifact(corpus, distractors)
@@ -273,7 +276,7 @@ def render(r: Results) -> str:
             " the PDF and HTML manuals of six Debian documentation packages (`tests/bench/manuals.py`). Each query"
             f" runs through `search.request` on the bus, top_k {TOP_K}. top-1 file: the first result is from the"
             " gold file; page exact: and its pages hold the gold page (HTML: the file); MRR@10 and hit@5 by file."
-            f" Search settings: {r.search}."
+            f" Search settings: {r.search}. Chunks (tokens/overlap): {r.chunking}."
         ),
         "",
     ]
@@ -316,21 +319,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--modes", default=";".join(label for label, _, _ in MODES), help="mode labels, separated by semicolons"
     )
+    parser.add_argument(
+        "--ingest",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an [ingest] setting for both kernels, VALUE in TOML (e.g. chunk_overlap_tokens=0); repeatable",
+    )
     parser.add_argument("--no-write", dest="write", action="store_false")
     args = parser.parse_args(argv)
+    if bad := [kv for kv in args.ingest if "=" not in kv]:
+        parser.error(f"--ingest takes KEY=VALUE: {bad}")
+    ingest = settings(args.ingest)
+    config = kernel_config(ingest=ingest)
     modes = [m for m in MODES if m[0] in {x.strip() for x in args.modes.split(";")}]
     t0 = time.monotonic()
     try:
         results = Results(machine.facts(REPO), {})
         queries = load_queries(Path(args.queries))
         home = Path(args.home).resolve() if args.home else None
-        kernel = Kernel("lookup", kernel_config() + SLOW_PARSES, home)
+        kernel = Kernel("lookup", kernel_config(ingest={**SLOW_PARSES, **ingest}), home)
         try:
             corpus = build(cache_dir())
             kernel.start()
             say(f"indexing {corpus} ({FILES} files) or checking the kept index")
             index = index_corpus(kernel, corpus, FILES)
             results.chunks = index.chunks
+            chunking = kernel.policy
+            results.chunking = f"{chunking.chunk_max_tokens}/{chunking.chunk_overlap_tokens}"
             results.search = load(kernel.home.supervisor_override).search.model_dump(
                 include={"fusion", "keyword_weight"}
             )
@@ -342,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.lists:
             dump(lists, Path(args.lists))
         if args.scifact_home:
-            sf_lists = scifact_lists(Path(args.scifact_home).resolve(), args.scifact_docs, modes, results)
+            sf_lists = scifact_lists(Path(args.scifact_home).resolve(), args.scifact_docs, modes, results, config)
             if args.lists:
                 out = Path(args.lists)
                 dump(sf_lists, out.with_name(out.stem + ".scifact" + out.suffix))

@@ -24,12 +24,14 @@ from tests import mcpclient
 from tests.bench.kernels import BenchFailure
 
 
-def kernel_config(search: dict[str, str] | None = None, llm: dict[str, str] | None = None) -> str:
+def kernel_config(
+    search: dict[str, str] | None = None, llm: dict[str, str] | None = None, ingest: dict[str, str] | None = None
+) -> str:
     """The home's override for the search benches: the front door on an OS-assigned port, the rate limit
     raised, the model's background analysis off, and the indexer's query-vector cache off (where it has
     one), so that every search encodes its query (the latency rounds ask each query of several sessions and
     modes in turn, and a cache would answer all but the first). ``search``: more ``[search]`` keys, as TOML
-    values (``{"fusion": '"rrf"'}``); ``llm``: ``[llm]`` keys the same way."""
+    values (``{"fusion": '"rrf"'}``); ``llm`` and ``ingest``: ``[llm]`` and ``[ingest]`` keys the same way."""
     table = {"query_cache_size": "0"} if "query_cache_size" in SearchPolicy.model_fields else {}
     table.update(search or {})
     # The model's background summaries would share the CPU with the searches measured here; their
@@ -39,7 +41,14 @@ def kernel_config(search: dict[str, str] | None = None, llm: dict[str, str] | No
     config += "\n[llm]\n" + "".join(f"{k} = {v}\n" for k, v in llm_table.items())
     if table:
         config += "\n[search]\n" + "".join(f"{k} = {v}\n" for k, v in table.items())
+    if ingest:
+        config += "\n[ingest]\n" + "".join(f"{k} = {v}\n" for k, v in ingest.items())
     return config
+
+
+def settings(pairs: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` command-line pairs (VALUE in TOML) as a table for :func:`kernel_config`."""
+    return {k.strip(): v.strip() for k, v in (kv.split("=", 1) for kv in pairs)}
 
 
 SEARCH = "search_documents"

@@ -47,7 +47,7 @@ from tests.bench.mcp_http import (
     render_throughput,
     throughput_rounds,
 )
-from tests.bench.mcpclient import MODES, PROTOCOLS, BlockingClient, front_door, kernel_config
+from tests.bench.mcpclient import MODES, PROTOCOLS, BlockingClient, front_door, kernel_config, settings
 from tests.bench.retrieval import AIM_NDCG, BUS, HTTP, RECALL_K, Retrieval, measure
 from tests.bench.retrieval import render as render_retrieval
 from tests.bench.scifact import SCIFACT_DOCS, Index, indexed_kernel, judged_queries, scifact_queries
@@ -71,7 +71,7 @@ class Results:
     clients: int = 8
     profile: spy.Profile | None = None
     search: dict[str, object] = field(default_factory=dict)  # the [search] policy the kernel ran with
-    overrides: list[str] = field(default_factory=list)  # --search KEY=VALUE
+    overrides: list[str] = field(default_factory=list)  # --search and --ingest KEY=VALUE
     quiet: list[tuple[str, float, float]] = field(default_factory=list)  # (phase, CPU % before it, s waited)
     elapsed_s: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace, results: Results) -> None:
         load_pct, waited = machine.wait_for_quiet(max_s=args.quiet_wait)
         results.quiet.append((phase, load_pct, waited))
 
-    config = kernel_config({k.strip(): v.strip() for k, v in (kv.split("=", 1) for kv in args.search)})
+    config = kernel_config(settings(args.search), ingest=settings(args.ingest))
     with indexed_kernel(home, args.docs, config) as (kernel, index), kernel.client("bench") as client:
         results.search = load(kernel.home.supervisor_override).search.model_dump()
         results.index = index
@@ -322,7 +322,7 @@ def render(r: Results) -> str:
     if r.search:
         setup += " The run's `[search]` settings: " + ", ".join(f"`{k} = {v!r}`" for k, v in r.search.items())
         if r.overrides:
-            setup += "; set for this run only (`--search`): " + ", ".join(f"`{o}`" for o in r.overrides)
+            setup += "; set for this run only (`--search`, `--ingest`): " + ", ".join(f"`{o}`" for o in r.overrides)
         setup += "."
     lines += [*para(setup.strip()), ""] if setup else []
     if r.retrieval is not None:
@@ -364,10 +364,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help='a [search] setting for the run, VALUE in TOML (e.g. query_backend="torch"); repeatable',
     )
+    parser.add_argument(
+        "--ingest",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an [ingest] setting for the run, VALUE in TOML (e.g. chunk_overlap_tokens=0); repeatable",
+    )
     parser.add_argument("--no-write", action="store_true", help=f"print only, do not write {REPORT}")
     args = parser.parse_args(argv)
-    if bad := [kv for kv in args.search if "=" not in kv]:
-        parser.error(f"--search takes KEY=VALUE: {bad}")
+    if bad := [kv for kv in args.search + args.ingest if "=" not in kv]:
+        parser.error(f"--search and --ingest take KEY=VALUE: {bad}")
     args.protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     if not args.protocols or not set(args.protocols) <= set(PROTOCOLS):
         parser.error(f"--protocols: one or more of {', '.join(PROTOCOLS)}")
@@ -377,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     facts = machine.facts(REPO)
     machine.versions(facts, *machine.MCP_STACK)
     machine.versions(facts, "torch", "onnxruntime", "tantivy", "usearch")
-    results = Results(machine=facts, docs=args.docs, clients=args.clients, overrides=args.search)
+    results = Results(machine=facts, docs=args.docs, clients=args.clients, overrides=args.search + args.ingest)
     try:
         run(args, results)
     except (BenchFailure, BusError) as exc:
