@@ -175,9 +175,11 @@ KEPT = (
     "OCR (scanned pages and images)",
     "Plain text before and after the new formats",
     "Memory with on-demand workers",
+    "7. Chunk settings: fewer chunks for the same quality?",
 )
-"""The sections of ``report`` other benches write (this one, tests.bench.ocr, tests.bench.memory_budget) or that
-were measured by hand, which ``tests.bench.ingest`` keeps."""
+"""The sections of ``report`` other benches write (this one, tests.bench.ocr, tests.bench.memory_budget,
+tests.bench.onnx_int8 and tests.bench.lookup per chunk setting) or that were measured by hand, which
+``tests.bench.ingest`` keeps."""
 
 
 def kept_section(report: Path = REPORT) -> str:
