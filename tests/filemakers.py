@@ -506,12 +506,12 @@ def make_rtf(path: Path, marker: str, lines: int = 5, marked: int = 3) -> Path:
     return path
 
 
-def render_page(lines: list[str], dpi: int = 200, points: int = 14) -> Any:
-    """A letter page (8.5 x 11 in) at ``dpi`` with ``lines`` typeset in Pillow's own font at ``points`` pt, black on
-    white, as a scanner would give it (a grey PIL image)."""
+def render_page(lines: list[str], dpi: int = 200, points: int = 14, inches: tuple[float, float] = (8.5, 11)) -> Any:
+    """A letter page (8.5 x 11 in, or ``inches``) at ``dpi`` with ``lines`` typeset in Pillow's own font at
+    ``points`` pt, black on white, as a scanner would give it (a grey PIL image)."""
     from PIL import Image, ImageDraw, ImageFont
 
-    page = Image.new("L", (int(8.5 * dpi), int(11 * dpi)), 255)
+    page = Image.new("L", (int(inches[0] * dpi), int(inches[1] * dpi)), 255)
     draw = ImageDraw.Draw(page)
     font = ImageFont.load_default(size=round(points / 72 * dpi))
     y = dpi
@@ -544,9 +544,10 @@ def make_mixed_pdf(path: Path, text_lines: list[str], scanned_lines: list[str], 
     return path
 
 
-def make_image(path: Path, lines: list[str], dpi: int = 200) -> Path:
-    """An image file of ``lines`` (its format from the suffix: .png, .jpg, .tiff, ...)."""
-    render_page(lines, dpi).save(path)
+def make_image(path: Path, lines: list[str], dpi: int = 200, inches: tuple[float, float] = (8.5, 11)) -> Path:
+    """An image file of ``lines`` (its format from the suffix: .png, .jpg, .tiff, ...), a letter page or
+    ``inches``."""
+    render_page(lines, dpi, inches=inches).save(path)
     return path
 
 

@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pytest
 
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
-from foldermind.workers import model_files, onnx_export, onnx_model
+from foldermind.workers import model_files, onnx_export, onnx_int8, onnx_model
 from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
 from tests.helpers import wait_for
 
@@ -199,6 +199,49 @@ def test_a_failed_export_says_why(tmp_path: Path) -> None:
     with pytest.raises(onnx_model.OnnxError, match=r"export failed \(exit 1\): .+no config\.json"):
         onnx_export.export(tmp_path, tmp_path / "out" / "m.onnx")
     assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("quantize", ["fp32", "int8"])
+def test_a_load_that_waited_for_a_failed_export_of_the_same_files_fails_alike_without_exporting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quantize: str
+) -> None:
+    """The embedder and the indexer ask for one export at once; when it fails (here a stand-in for the child
+    that fails, as on a damaged model), the one that waited on the lock (the export's, or for int8 the int8
+    copy's, taken first) gets its reason instead of running the same export again. A later attempt exports
+    again."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"a": 1}')
+    (model / "model.safetensors").write_bytes(b"damaged weights")
+    runs: list[str] = []
+    first_in = threading.Event()
+
+    def failing_export(model_dir: Path, dest: Path, *args: Any, **kwargs: Any) -> None:
+        runs.append(threading.current_thread().name)
+        first_in.set()
+        time.sleep(0.5)  # the other load meanwhile waits on the lock
+        raise onnx_model.OnnxError("export failed (exit 1): the weights cannot be read")
+
+    monkeypatch.setattr(onnx_export, "export", failing_export)
+    errors: dict[str, str] = {}
+
+    def load(name: str) -> None:
+        try:
+            onnx_int8.open_precision(model, MODEL, tmp_path / "cache", 1, quantize)
+        except onnx_model.OnnxError as exc:
+            errors[name] = str(exc)
+
+    first = threading.Thread(target=load, args=("first",), name="first")
+    first.start()
+    assert first_in.wait(10)
+    second = threading.Thread(target=load, args=("second",), name="second")
+    second.start()
+    first.join(10)
+    second.join(10)
+    assert runs == ["first"]
+    assert errors == {n: "export failed (exit 1): the weights cannot be read" for n in ("first", "second")}
+    load("retry")  # not waiting for anyone's export: it tries again
+    assert runs == ["first", "MainThread"] and set(errors) == {"first", "second", "retry"}
 
 
 def test_the_digest_follows_weights_and_configs_only(tmp_path: Path) -> None:

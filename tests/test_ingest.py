@@ -14,7 +14,7 @@ import pytest
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, FolderListReply, FolderListRequest
 from tests.filemakers import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb_docx
-from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, only_workers, wait_for
+from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, kill9, only_workers, wait_for
 
 # The ingestion pipeline without the MCP front door, which no test here talks to (a process start less). The
 # llm stays up as a bystander but writes no summaries (the deterministic analysis is the indexer's): when the
@@ -398,7 +398,8 @@ def test_demo_folder_is_registered_only_when_no_folder_exists(home_dir: Path) ->
     (demo / "readme.md").write_text("# Demo\n\nThe demo folder talks about walruses.\n")
     other = home_dir / "other"
     other.mkdir()
-    k = RunningKernel(home_dir, FAST_RESTART)
+    # The map is not the subject: the pipeline that makes a file keyword-searchable, and no llm to summarise it.
+    k = RunningKernel(home_dir, FAST_RESTART + only_workers("watcher", "parser", "indexer") + ONE_PARSER)
     try:
         k.start("--demo-folder", str(demo))
         wait_for(lambda: files_found(home_dir, "walruses") == {"readme.md"}, 60, 0.3, "demo folder searchable")

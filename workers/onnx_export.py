@@ -11,9 +11,10 @@ way the workers will run it (ONNX Runtime fed by ``tokenizers`` with the preproc
 model) against torch on the probe sentences, and writes the check record with torch's vectors of them.
 The parent renames both into place only when the child succeeded; an advisory lock beside the file
 keeps a second home (or the other worker of this one) from exporting the same model meanwhile: it waits,
-then loads what the first one wrote.
+then loads what the first one wrote. When that export failed, the waiter gets its reason (kept beside the
+file until an export succeeds) instead of running the same child on the same files again.
 
-Its length (~470 lines): the two halves of one protocol, the parent's (cache, lock, child process, renames)
+Its length (~520 lines): the two halves of one protocol, the parent's (cache, lock, child process, renames)
 and the child's (load, trace with either exporter, check against torch, record), which share the file names,
 the record's fields and the child's last-line report; split, each half would restate them.
 """
@@ -113,11 +114,15 @@ def open_checked(
     threads: int,
     stop: threading.Event | None = None,
     exporter: str = "auto",
+    asked: float | None = None,
 ) -> Loaded:
     """A checked ONNX encoder for the model at ``model_dir``: the cached export if it matches its check
     record, else a fresh export (by a child process, checked there against torch). Never imports torch in
-    this process. Raises :class:`OnnxError` when neither is usable."""
+    this process. Raises :class:`OnnxError` when neither is usable, also when an export of the same files
+    failed since ``asked`` (wall clock; default now: a caller that waited on a lock of its own first, as the
+    int8 copy's, passes when it began)."""
     started = time.monotonic()
+    asked = time.time() if asked is None else asked
     try:
         path = cache_file(cache_dir, name, model_digest(model_dir))
     except OSError as exc:
@@ -132,11 +137,19 @@ def open_checked(
         if path.is_file():  # another process may have exported it while this one waited for the lock
             with contextlib.suppress(OnnxError):
                 return _loaded(path, model_dir, threads, started)
+        failed = _failed_since(path, asked)
+        if failed:  # the export this one waited for failed on the same model files: it would fail alike
+            raise OnnxError(failed)
         if why:
             log.warning("%s (%s); exporting it again", why, path.name)
         if stop is not None and stop.is_set():
             raise OnnxError("export stopped")
-        export(model_dir, path, stop, exporter)
+        try:
+            export(model_dir, path, stop, exporter)
+        except OnnxError as exc:
+            _note_failure(path, str(exc))
+            raise
+        failure_file(path).unlink(missing_ok=True)
         note = f"exported again: {why}" if why else ""
         try:
             loaded = _loaded(path, model_dir, threads, started, note, exported=True)
@@ -154,6 +167,36 @@ def _loaded(
 ) -> Loaded:
     encoder, check, cosine = load_cached(path, model_dir, threads)
     return Loaded(encoder, path, check, exported, cosine, time.monotonic() - started, note)
+
+
+def failure_file(dest: Path) -> Path:
+    """Where the reason of the last failed export of ``dest`` is kept (beside it, hidden; removed by the
+    next export that succeeds)."""
+    return dest.with_name(f".{dest.name}.failed")
+
+
+def _note_failure(dest: Path, why: str) -> None:
+    if why.endswith(" stopped"):  # this process was told to stop: says nothing of the model's files
+        return
+    with contextlib.suppress(OSError):
+        failure_file(dest).write_text(why, encoding="utf-8")
+
+
+def _failed_since(dest: Path, since: float) -> str:
+    """The reason of an export of ``dest`` that failed after ``since`` (wall clock), else "".
+
+    The embedder and the indexer's query encoder ask for the same export at once: one exports, the other
+    waits on the lock. When the first one fails, its waiter would run the same child on the same files
+    (its name holds their digest) and fail alike: a damaged model cost two exports of ~4-9 CPU-s each at
+    every start (tests/test_resource_faults.py's corrupt model: 3 export children in one run, 2 at start).
+    A later attempt (the embedder's retry, a restart) still exports again."""
+    marker = failure_file(dest)
+    try:
+        if marker.stat().st_mtime < since:
+            return ""
+        return marker.read_text(encoding="utf-8")
+    except OSError:
+        return ""
 
 
 @contextlib.contextmanager

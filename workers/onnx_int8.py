@@ -76,7 +76,7 @@ def open_precision(
         raise OnnxError(f"unknown precision {quantize!r} (one of {', '.join(PRECISIONS)})")
     if quantize == "fp32":
         return onnx_export.open_checked(model_dir, name, cache_dir, threads, stop=stop)
-    started = time.monotonic()
+    started, asked = time.monotonic(), time.time()
     try:
         path = int8_file(cache_file(cache_dir, name, model_digest(model_dir)))
     except OSError as exc:
@@ -94,7 +94,7 @@ def open_precision(
         if why:
             log.warning("%s (%s); making it again", why, path.name)
         # The fp32 source, checked (exported first if need be); its session is dropped at once.
-        source = onnx_export.open_checked(model_dir, name, cache_dir, 1, stop=stop).path
+        source = onnx_export.open_checked(model_dir, name, cache_dir, 1, stop=stop, asked=asked).path
         quantize_file(model_dir, source, path, stop)
         note = f"int8 copy made again: {why}" if why else ""
         try:
