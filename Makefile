@@ -59,15 +59,20 @@ $(TS_SDK):
 	    @modelcontextprotocol/sdk@$(TS_SDK_VERSION); \
 	else echo "npm not found: the TypeScript SDK client test will be skipped"; fi
 
-# Side by side: two at a time (pytest-xdist) on this 2-core machine; more is no faster, the suite is CPU-bound.
-# ~150 test kernels start in a run: one with the default map costs ~3.3 CPU-s from start to reaped (parser,
-# embedder and llm start on demand; tests/README.md has the table). tests/conftest.py keeps a module that shares
-# one kernel on one worker (and fails a test whose group xdist lost). PYTEST_WORKERS=0 runs in order.
-PYTEST_WORKERS ?= 2
+# Side by side (pytest-xdist): three at a time on this 2-core machine. The tests wait on their kernels' processes
+# a good part of the time, so two kept ~1.4 cores busy: a clean clone's pytest took 12:17 at -n 2 and 9:53 at
+# -n 3 on a quiet machine (2026-12-03, tests/README.md). ~150 test kernels start in a run: one with the default map
+# costs ~3.3 CPU-s from start to reaped (parser, embedder and llm start on demand). tests/conftest.py keeps a
+# module that shares one kernel on one worker (and fails a test whose group xdist lost). PYTEST_WORKERS=0 runs in
+# order.
+PYTEST_WORKERS ?= 3
 pytest: install $(INSPECTOR) $(TS_SDK)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+# Lint first (seconds; it fails fast), then mypy beside pytest: a cold `mypy --strict` in a clean clone takes
+# ~1.5 min of wall (~40 CPU-s) that the first test would otherwise wait for. Either failing fails the target.
+test: lint
+	$(MAKE) --no-print-directory -j2 typecheck pytest
 
 # The generated files: supervisor.toml from the config model, docs/protocol.md's generated parts from the
 # protocol's declarations. Tests fail when either is stale; this rewrites both.
