@@ -18,6 +18,8 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import (
     DescribeReply,
     DescribeRequest,
+    EmbedReply,
+    EmbedRequest,
     FolderAddReply,
     FolderAddRequest,
     FolderListReply,
@@ -262,8 +264,11 @@ def test_a_change_of_precision_re_embeds_every_chunk_and_search_never_mixes_prec
         assert all(int8_vectors[i] != fp32_vectors[i] for i in fp32_vectors)  # every one of them
         status = _call(client, IndexStatusRequest(), IndexStatusReply).embedding
         assert status["precision"] == INT8 and status["state"] == "ready", status
-        # Released once the re-embedding was done (the llm summarises): the describe starts it again, and its
-        # model is the int8 copy once loaded.
+        # Released once the re-embedding was done (the llm summarises), which may come after this point on a
+        # loaded machine: a release frees the model and a describe does not load it again (it is not a use),
+        # so a real request loads it, whenever the release came; its vectors are the int8 copy's.
+        probe = client.request("embedder", EmbedRequest(["a kitten playing with string"]), EmbedReply, timeout=120)
+        assert probe.body.precision == INT8 and probe.body.count == 1, probe.body
         embedder = wait_for(lambda: _embedder_ready(client), 60, 0.2, "the embedder's model loaded")
         assert embedder["precision"] == INT8 and embedder["onnx_file"] == str(int8_pair), embedder
         wait_for(lambda: _query_precision(client) == INT8, 60, 0.2, "the int8 query model")
