@@ -566,7 +566,7 @@ class LlmPolicy(_Strict):
         description="... a further file only when its best sentence scores at least this share of the best one's: a"
         " question with one clear source stays one quote long. Chosen on the llm bench's 29 SciFact claims: a"
         " correct source cited (in-process, quotes only) 21 -> 24 of 29 (the 24 the passages hold) at 2.8 quotes"
-        " an answer; 0.65 cites 22; 0 (every file quoted) 24 at 4.9.",
+        " an answer; 0.65 cites 22; 0 (every file quoted) 24 at 4.8.",
     )
     attribute_uncited: bool = Field(
         True,

@@ -146,7 +146,7 @@ def _chosen(evidence: Evidence, quoting: Quoting) -> list[EvidenceSpan]:
     what each document says, and the best file's sentences score higher than another file's best (the rank of
     its passage counts in every score), so files are compared by their best sentence alone; the share keeps an
     answer with one clear source short (on the 29 SciFact claims of the llm bench, 2.8 quotes an answer against
-    4.9 for every file, with the same 24 of 29 citing a correct source; 21 when three files were always
+    4.8 for every file, with the same 24 of 29 citing a correct source; 21 when three files were always
     quoted)."""
     if evidence.reply.spread:
         leads: list[EvidenceSpan] = []
