@@ -389,3 +389,48 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
         # The status line follows with the next heartbeat.
         note = wait_for(lambda: "failed" in (n := k.worker("llm")["note"]) and n, 10, 0.1, "the llm's note")
         assert "broken.gguf" in note
+
+
+MOSS_FILES = {
+    "moss-coast.txt": "Field notes from the northern coast.\n\nGlimmerfen moss grows on the basalt cliffs of the "
+    "northern coast.\n",
+    "moss-survey.txt": "Survey of the fjord, second season.\n\nThe survey found glimmerfen moss growing on basalt "
+    "cliffs beside the fjord.\n",
+    "moss-lab.txt": "Greenhouse trials.\n\nIn the greenhouse, glimmerfen moss grew on crushed basalt taken from sea "
+    "cliffs.\n",
+    "moss-islands.txt": "Island plant records.\n\nGlimmerfen moss was found on the basalt cliffs of the southern "
+    "islands too.\n",
+}
+FERRY_FILE = "ferry.txt", "Timetable notes.\n\nThe kestrelbrook ferry runs every day in winter, December to March.\n"
+
+
+def test_a_yes_no_answer_quotes_each_comparable_file_and_stays_one_quote_with_one_clear_source(served: Any) -> None:
+    # [llm] yes_no_files (5) and yes_no_ratio (0.6): four files that each say the moss grows on basalt cliffs
+    # are all quoted (more than max_quotes' 3); the ferry question has one clear source among eight files, and
+    # the other files' best sentences score far below it: one quote.
+    _k, docs, url, token, _root = served
+    files = {**MOSS_FILES, FERRY_FILE[0]: FERRY_FILE[1]}
+    for name, text in files.items():
+        (docs / name).write_text(text)
+
+    def embedded() -> bool:
+        moss = mc.call(url, token, "search_documents", {"query": "glimmerfen moss basalt", "mode": "semantic"})
+        ferry = mc.call(url, token, "search_documents", {"query": "kestrelbrook ferry winter", "mode": "semantic"})
+        found = {r["file_name"] for out in (moss, ferry) for r in (out.structured_content or {})["results"]}
+        return set(files) <= found
+
+    try:
+        wait_for(embedded, 90, 0.5, "the five files indexed and embedded")
+        for mode in ("extractive", "auto"):
+            moss = chat(url, token, {"query": "Does glimmerfen moss grow on basalt cliffs?", "answer_mode": mode})
+            assert set(MOSS_FILES) <= {c["file_name"] for c in moss["citations"]}, (mode, moss["answer"])
+            check_markers(moss)
+            ferry = chat(url, token, {"query": "Does the kestrelbrook ferry run in winter?", "answer_mode": mode})
+            if ferry["answer_mode_used"] == "extractive":
+                assert [c["file_name"] for c in ferry["citations"]] == ["ferry.txt"], ferry["answer"]
+            else:  # a checked generated answer, the one quote after it
+                assert "ferry.txt" in {c["file_name"] for c in ferry["citations"]}, ferry["answer"]
+            check_markers(ferry)
+    finally:
+        for name in files:
+            (docs / name).unlink()

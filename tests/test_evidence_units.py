@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from foldermind.protocol.messages import ChunkInfo, EvidenceReply, EvidenceSpan, SearchHit
+from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.frontdoor import answers
 from foldermind.workers.indexer import evidence, sentences
 from foldermind.workers.indexer.store import Store
@@ -111,14 +112,14 @@ def test_the_quoted_answer_quotes_the_best_sentences_verbatim_with_markers_in_fi
         supported=True,
         mode_used="hybrid",
     )
-    out = answers.extractive(answers.Evidence(reply), max_quotes=3)
+    out = answers.extractive(answers.Evidence(reply), QUOTING)
     assert out.answer == "\u201cBest sentence.\u201d [1] \u201cClose second.\u201d [2]"
     assert [(c.id, c.file_name, c.quote, c.location.page, c.location.line_start) for c in out.citations] == [
         (1, "b.txt", "Best sentence.", 2, 3),
         (2, "a.txt", "Close second.", 2, 3),
     ]
     reply.supported = False
-    unsupported = answers.extractive(answers.Evidence(reply), max_quotes=3)
+    unsupported = answers.extractive(answers.Evidence(reply), QUOTING)
     assert not unsupported.grounded and unsupported.answer == answers.NOT_FOUND
 
 
@@ -134,7 +135,7 @@ def test_a_quote_is_labelled_with_its_section_when_it_does_not_name_it() -> None
     reply.passages[2]["location"]["heading"] = "apnumber"
     reply.spans.append(_span(2, "The apnumber filter spells numbers out.", 0.8))
     ev = answers.Evidence(reply)
-    out = answers.extractive(ev, max_quotes=3)
+    out = answers.extractive(ev, QUOTING)
     assert out.answer == (
         "apnumber: \u201cFor numbers 1-9, returns the number spelled out.\u201d [1] \u201cPlain.\u201d [2]"
         " \u201cThe apnumber filter spells numbers out.\u201d [3]"  # it names its section already
@@ -267,6 +268,9 @@ def test_a_sentence_counts_the_question_terms_of_its_heading_at_a_discount() -> 
     own = by_text["The session cookie age is set by a setting."]
     assert csrf < session < own  # its heading names the session cookie; its own words only "default"
     assert session > 0 and cands[0].section == sentences.content_terms("Settings SESSION_COOKIE_AGE")
+
+
+QUOTING = answers.Quoting(max_quotes=3, yes_no_files=5, yes_no_ratio=0.6)
 
 
 def _span_of(text: str, at: int, figure: bool) -> EvidenceSpan:
@@ -443,7 +447,7 @@ def test_bracketed_numbers_inside_a_quote_are_escaped_so_only_the_answer_s_marke
         supported=True,
         mode_used="hybrid",
     )
-    out = answers.extractive(answers.Evidence(reply), max_quotes=3)
+    out = answers.extractive(answers.Evidence(reply), QUOTING)
     markers = [int(n) for m in MARKER.finditer(out.answer) for n in re.split(r"\s*[,;]\s*", m.group(1))]
     assert markers == [1] and len(out.citations) == 1, out.answer
     assert "days \\[0; 3\\] of each cycle, as before \\[12\\]." in out.answer
@@ -491,18 +495,50 @@ def test_a_yes_no_question_quotes_the_best_sentence_of_each_of_the_best_files() 
     ranked = [cand(0, "A1.", 0.9), cand(1, "A2.", 0.85), cand(0, "A3.", 0.8), cand(2, "B1.", 0.5), cand(3, "C1.", 0.3)]
     spread = evidence._each_file_first(hits, ranked)
     assert [c.sentence.text for c in spread] == ["A1.", "B1.", "C1.", "A2.", "A3."]
-    # the answer quotes each file's lead, whatever its score against the best
+    # the answer quotes each file's lead (here all three score within yes_no_ratio of the best)
     reply = EvidenceReply(
         passages=hits,
-        spans=[_span(0, "A1.", 0.9), _span(2, "B1.", 0.5), _span(3, "C1.", 0.3)],
+        spans=[_span(0, "A1.", 0.9), _span(2, "B1.", 0.8), _span(3, "C1.", 0.7)],
         supported=True,
         mode_used="hybrid",
         spread=True,
     )
-    out = answers.extractive(answers.Evidence(reply), max_quotes=3)
+    out = answers.extractive(answers.Evidence(reply), QUOTING)
     assert [c.file_name for c in out.citations] == ["a.txt", "b.txt", "c.txt"]
     # ... and each file once, though fewer files than quotes were found
-    reply.spans = [_span(0, "A1.", 0.9), _span(2, "B1.", 0.5), _span(1, "A2.", 0.85)]
-    assert [c.quote for c in answers.extractive(answers.Evidence(reply), max_quotes=3).citations] == ["A1.", "B1."]
+    reply.spans = [_span(0, "A1.", 0.9), _span(2, "B1.", 0.8), _span(1, "A2.", 0.85)]
+    assert [c.quote for c in answers.extractive(answers.Evidence(reply), QUOTING).citations] == ["A1.", "B1."]
     reply.spread = False  # any other question: the quotes within QUOTE_RATIO of the best
-    assert [c.quote for c in answers.extractive(answers.Evidence(reply), max_quotes=3).citations] == ["A1.", "A2."]
+    reply.spans = [_span(0, "A1.", 0.9), _span(2, "B1.", 0.5), _span(1, "A2.", 0.85)]
+    assert [c.quote for c in answers.extractive(answers.Evidence(reply), QUOTING).citations] == ["A1.", "A2."]
+
+
+def _leads(scores: list[float]) -> EvidenceReply:
+    """The evidence of a yes-no question over one file per score: each file's best sentence, best first."""
+    hits = [_hit(f"/d/{chr(ord('a') + i)}.txt") for i in range(len(scores))]
+    spans = [_span(i, f"{chr(ord('A') + i)}1.", score) for i, score in enumerate(scores)]
+    return EvidenceReply(passages=hits, spans=spans, supported=True, mode_used="hybrid", spread=True)
+
+
+def test_a_yes_no_answer_quotes_a_further_file_only_while_its_best_sentence_scores_near_the_best() -> None:
+    def quoted(reply: EvidenceReply, quoting: answers.Quoting = QUOTING) -> list[str]:
+        return [c.file_name for c in answers.extractive(answers.Evidence(reply), quoting).citations]
+
+    # one clear source: the answer stays one quote long
+    assert quoted(_leads([1.0, 0.5, 0.45])) == ["a.txt"]
+    # several comparable sources: each is shown, up to yes_no_files, beyond the three quotes of max_quotes
+    assert quoted(_leads([1.0, 0.9, 0.7, 0.65, 0.62])) == ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt"]
+    assert quoted(_leads([1.0, 0.9, 0.7, 0.65, 0.62]), answers.Quoting(3, 4, 0.6)) == [
+        "a.txt",
+        "b.txt",
+        "c.txt",
+        "d.txt",
+    ]
+    # the threshold is relative to the best file's sentence: the same shape at another scale quotes the same
+    assert quoted(_leads([0.5, 0.45, 0.29])) == ["a.txt", "b.txt"]
+    assert quoted(_leads([1.0, 0.9, 0.7]), answers.Quoting(3, 5, 0.8)) == ["a.txt", "b.txt"]
+
+
+def test_the_quote_rule_s_settings_come_from_the_llm_table() -> None:
+    policy = LlmPolicy(max_quotes=2, yes_no_files=4, yes_no_ratio=0.75)
+    assert answers.Quoting.of(policy) == answers.Quoting(2, 4, 0.75)

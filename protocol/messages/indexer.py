@@ -390,7 +390,8 @@ class EvidenceReply(Message):
     """Sentence vectors made for this request (the rest came from the cache)."""
     spread: bool = False
     """The spans lead with each file's best sentence (a yes-no question: what each document says about the
-    statement); an answer quotes the first few whatever their scores."""
+    statement); an answer quotes the first few that score close to the first (``[llm] yes_no_files``,
+    ``yes_no_ratio``)."""
 
 
 class Claim(TypedDict):

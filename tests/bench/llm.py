@@ -1,8 +1,8 @@
 """The local model: raw backend speed, chat over MCP HTTP, citation accuracy, and document analysis.
 
-``python -m tests.bench.llm [--home DIR] [--docs N] [--questions N] [--held-out] [--backends ctransformers,llama-cpp]
-[--analysis-docs N] [--quick] [--no-write]`` from the repository root (``make bench-llm``). Four phases,
-each after waiting for a quiet machine:
+``python -m tests.bench.llm [--home DIR] [--docs N] [--questions N] [--held-out | --held-out2]
+[--backends ctransformers,llama-cpp] [--analysis-docs N] [--quick] [--no-write]`` from the repository root
+(``make bench-llm``). Four phases, each after waiting for a quiet machine:
 
 1. backends, in this process, with the bundled SmolLM2: the conversion for ctransformers (the first
    prepare into a fresh cache folder) and the load from a warm cache; prompt tokens/s (time to the first
@@ -207,6 +207,77 @@ HELD_OUT: tuple[Question, ...] = (
         "receptors?",
     ),
     Question("821", "Does N-terminal cleavage reduce success in identifying transcription start sites?"),
+)
+HELD_OUT2: tuple[Question, ...] = (
+    # Written by hand on 2026-12-03 (~19:35 UTC) from 30 more SciFact claims, drawn with
+    # random.Random(1330).sample(rest, 30), ``rest`` the judged claims in neither QUESTIONS nor HELD_OUT sorted
+    # by id, before any run on them; the rule of how many files a yes-no answer quotes was tuned on QUESTIONS
+    # only. ``--held-out2`` asks these instead, once, with the engine frozen.
+    Question(
+        "613",
+        "Does increasing microtubule acetylation repair the locomotor deficits caused by LRRK2 Roc-COR domain "
+        "mutations?",
+    ),
+    Question("475", "Is glycolysis one of the main glycometabolic pathways in cells?"),
+    Question(
+        "274",
+        "Do nicotine replacement therapies combined with varenicline or bupropion give higher abstinence rates at "
+        "52 weeks than varenicline alone?",
+    ),
+    Question(
+        "146",
+        "Is autologous transplantation of mesenchymal stem cells followed by less rejection than induction therapy "
+        "with anti-interleukin-2 receptor antibodies?",
+    ),
+    Question("845", "Do ANCA-stimulated neutrophils release neutrophil extracellular traps (NETs)?"),
+    Question("743", "Do macrolides protect against myocardial infarction?"),
+    Question("729", "Do knockin mice lacking the SHP-2 MAPK pathway develop lymphadenopathy?"),
+    Question("239", "Is cellular aging closely linked to an older appearance?"),
+    Question("411", "Do febrile seizures lower the threshold for developing epilepsy?"),
+    Question(
+        "514",
+        "Are high dietary calcium intakes unnecessary to prevent secondary hyperparathyroidism when 25(OH)D levels "
+        "are above 75 nmol/liter?",
+    ),
+    Question("879", "Do lncRNAs that occupy ribosomes make functional peptides?"),
+    Question("443", "Is GATA-3 important for hematopoietic stem cell (HSC) function?"),
+    Question("132", "Does aspirin inhibit the production of PGE2?"),
+    Question(
+        "1021",
+        "Do rapid up-regulation and higher basal expression of interferon-induced genes reduce the survival of "
+        "granule cell neurons infected by West Nile virus?",
+    ),
+    Question(
+        "1279", "Does co-inhibitory receptor (co-IR) blockade in cancer patients cause adverse autoimmune events?"
+    ),
+    Question("491", "Can HNF4A mutations cause diabetes in carriers by the age of 14?"),
+    Question("1262", "Is the repair of Cas9-induced double-strand breaks in human DNA error-prone?"),
+    Question("5", "Are 1 in 2000 people in the UK positive for abnormal prion protein (PrP)?"),
+    Question("693", "Does leuko-reduced blood reduce infectious complications of red blood cell transfusion?"),
+    Question("127", "Is arginine 90 in p150n important for its interaction with EB1?"),
+    Question(
+        "800",
+        "Does modifying the epigenome in the brain affect normal human aging through genes related to neurogenesis?",
+    ),
+    Question("216", "Does CX3CR1 on Th2 cells impair T cell survival?"),
+    Question(
+        "1274",
+        "Does the tip of the inner tube of the E. coli type VI secretion system (T6SS) carry toxic effector proteins?",
+    ),
+    Question("903", "Does PD-1 triggering on monocytes reduce their IL-10 production?"),
+    Question("1389", "Does mTORC2 regulate intracellular cysteine levels by inhibiting xCT?"),
+    Question(
+        "1316", "Do transferred umbilical cord blood (UCB) T cells acquire a memory-like phenotype in recipients?"
+    ),
+    Question(
+        "1086",
+        "Does sildenafil improve erectile function in men whose sexual dysfunction comes from SSRI antidepressants?",
+    ),
+    Question("549", "Does IRG1 have antiviral effects against neurotropic viruses?"),
+    Question("1196", "Does the availability of safe places to study decrease homelessness?"),
+    Question(
+        "575", "Is whole-chromosome aneuploidy very uncommon in domesticated populations of Saccharomyces cerevisiae?"
+    ),
 )
 WARMUP_QUESTION = "What do these studies say about insulin resistance?"
 
@@ -757,7 +828,7 @@ def quiet(results: Results, phase: str, max_s: float) -> None:
 
 def chat_phases(args: argparse.Namespace, results: Results) -> None:
     """Parts 2 and 3: the questions, with attribute_uncited true, then false, on one home."""
-    asked = HELD_OUT if args.held_out else QUESTIONS
+    asked = HELD_OUT2 if args.held_out2 else HELD_OUT if args.held_out else QUESTIONS
     questions, left_out = pick_questions(args.docs, args.questions, asked)
     if left_out:
         say(f"{left_out} of the {len(asked)} questions have sources outside the first {args.docs} abstracts")
@@ -1303,6 +1374,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-raw", dest="raw", action="store_false", help="skip the bare backend measurements")
     parser.add_argument(
         "--held-out", action="store_true", help=f"ask the {len(HELD_OUT)} held-out questions instead (HELD_OUT)"
+    )
+    parser.add_argument(
+        "--held-out2",
+        action="store_true",
+        help=f"ask the {len(HELD_OUT2)} questions of the second held-out set instead (HELD_OUT2)",
     )
     parser.add_argument("--repeats", type=int, default=0, help=f"bare runs per backend and threads (default {REPEATS})")
     parser.add_argument("--no-worker-pass", dest="worker_pass", action="store_false", help="no llm call over the bus")

@@ -163,14 +163,14 @@ class Chat:
                     context=previous[:500],
                     max_files=max_files,
                     per_file=self.policy.chunks_per_file,
-                    max_spans=max(self.policy.evidence_sources, self.policy.max_quotes),
+                    max_spans=max(self.policy.evidence_sources, self.policy.max_quotes, self.policy.yes_no_files),
                 ),
                 EvidenceReply,
             )
         except JobError as exc:
             raise _step_failed(exc, ErrorCode.RETRIEVAL_FAILED) from None
         evidence = Evidence(reply)
-        quoted = answers.extractive(evidence, self.policy.max_quotes)
+        quoted = answers.extractive(evidence, answers.Quoting.of(self.policy))
         note = reply.note
         if not reply.passages:
             note = "no document matched the question"
@@ -197,7 +197,7 @@ class Chat:
             return self._done(session, query, quoted, "extractive", note, dropped=dropped, llm=out)
         used: schemas.AnswerModeUsed = "generative" if dropped == 0 else "generative+checked"
         if mode == "auto":
-            generated = answers.with_quotes(generated, evidence, self.policy.max_quotes)
+            generated = answers.with_quotes(generated, evidence, answers.Quoting.of(self.policy))
         return self._done(session, query, generated, used, note, dropped=dropped, llm=out)
 
     async def _generate(
