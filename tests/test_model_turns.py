@@ -129,7 +129,10 @@ def test_a_file_saved_after_the_summaries_began_is_embedded_once_the_llm_let_its
     llm_freed, embedder_ready = times(k, "llm", LLM_FREED), times(k, "embedder", EMBEDDER_READY)
     assert llm_freed and len(embedder_ready) >= 2, (llm_freed, embedder_ready)  # the embedder started again
     assert llm_freed[0] <= embedder_ready[1], "the embedder loaded its model while the llm still held its own"
-    assert "went idle" in k.collect_reason("llm", "IDLE", timeout=30)  # on demand: it exited, not 600 s later
+    # On demand, it leaves at the release, not 600 s later: RUNNING -> STOPPING for its idle exit. It then goes
+    # IDLE, or straight back to STARTING when later.txt's summary was already waiting as it exited (seen on a
+    # quiet machine: the embedder's turn for one small file was over within the llm's 0.8 s exit).
+    assert "exits until a request needs it" in k.collect_reason("llm", "STOPPING", timeout=30)
 
 
 def test_summaries_after_a_restart_over_an_embedded_index_never_start_the_embedder() -> None:
