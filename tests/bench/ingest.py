@@ -145,6 +145,18 @@ class CpuWindow:
         return max(steal - self.steal0, 0.0) / wall if wall > 0 else 0.0
 
 
+def with_exited(
+    after: dict[str, tuple[int, float]], last_seen: dict[str, tuple[int, float]]
+) -> dict[str, tuple[int, float]]:
+    """The final snapshot, with each worker whose process exited before it (not in it, or another pid now)
+    counted at its last sample instead."""
+    out = dict(after)
+    for name, (pid, cpu) in last_seen.items():
+        if name not in after:
+            out[name] = (pid, cpu)
+    return out
+
+
 def cpu_delta(before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]]) -> dict[str, float]:
     """CPU seconds per worker between two snapshots (a restarted worker counts from zero)."""
     out: dict[str, float] = {}
@@ -188,6 +200,10 @@ class Sampler(threading.Thread):
         self.embedder_note = ""
         self.samples: list[tuple[float, dict[str, int]]] = []  # (monotonic, worker -> in_flight)
         self.errors = 0
+        # Each worker's CPU at its last sample: an on-demand worker released at the hand-over (the embedder, once
+        # every chunk is embedded) has exited before the final snapshot, and would otherwise count as load
+        # from elsewhere.
+        self.last_cpu: dict[str, tuple[int, float]] = {}
 
     def run(self) -> None:
         with self.kernel.client("bench-sampler") as client:
@@ -208,6 +224,10 @@ class Sampler(threading.Thread):
                 self.embedder_note = str(note) if note else self.embedder_note
                 self.samples.append((now, {w["name"]: int(w["in_flight"]) for w in st.workers}))
                 self.kernel.pids.update(w["pid"] for w in st.workers if w["pid"])
+                for w in st.workers:
+                    with contextlib.suppress(psutil.Error):
+                        if w["pid"]:
+                            self.last_cpu[w["name"]] = (w["pid"], cpu_seconds(psutil.Process(w["pid"])))
                 self.stop_event.wait(SAMPLE_S)
 
     def busy_share(self, worker: str, t0: float, t1: float) -> float | None:
@@ -278,6 +298,7 @@ def wait_embedder_ready(kernel: Kernel, client: BusClient, timeout: float = 180.
 def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> IngestRun:
     """``folders add`` (no --wait), then poll the indexer until every file is indexed (and embedded)."""
     run = IngestRun(kernel.label, files, kernel.policy, embed_lookahead())
+    details: dict[str, Any] = {}
     with kernel.client("bench-progress") as client:
         if embed:
             # The model loads in the background at start; the bare floor excludes the load too.
@@ -327,7 +348,7 @@ def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> Inges
                 # query (a COUNT over every chunk) takes as little as possible from the indexer.
                 time.sleep(PROGRESS_S if not run.keyword_s else PROGRESS_EMBED_S)
             t1 = time.monotonic()
-            run.cpu_s = cpu_delta(cpu0, kernel.cpu_by_worker(client))
+            run.cpu_s = cpu_delta(cpu0, with_exited(kernel.cpu_by_worker(client), sampler.last_cpu))
             run.bench_cpu_s = cpu_seconds(me) - bench0
             run.other_cores = window.other_cores(sum(run.cpu_s.values()) + run.bench_cpu_s)
             run.steal_cores = window.steal_cores()
@@ -337,7 +358,11 @@ def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> Inges
         run.peak_rss = dict(sampler.peak_rss)
         run.tree, run.embedder_note = sampler.tree, sampler.embedder_note
         if embed:
-            run.embedder_details = kernel.describe(client, "embedder")
+            after = kernel.describe(client, "embedder")
+            if after.get("texts_embedded") or not details:
+                run.embedder_details = after
+            else:  # released at the hand-over and gone: what it described when ready, and what it embedded
+                run.embedder_details = {**details, "texts_embedded": run.chunks_embedded}
     return run
 
 
