@@ -241,7 +241,9 @@ class RunningKernel:
         if self._sub is not None:
             self._sub.close(0)
         procs = self.descendants()
-        if psutil.pid_exists(self.kernel_pid):
+        # Not pid_exists: a kernel stopped before (a second stop, a test that killed it) can be a zombie
+        # that init has not reaped yet, and its stop request then waited out its whole 60 s timeout.
+        if not _gone(self.kernel_pid, 0):
             self._stop_kernel()
         for proc in procs:
             with contextlib.suppress(psutil.NoSuchProcess):

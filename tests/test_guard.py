@@ -95,7 +95,14 @@ class Server:
             sock.sendall(data)
             resp = http.client.HTTPResponse(sock)
             resp.begin()
-            return resp.status, resp.headers, resp.read()
+            try:
+                body = resp.read()
+            except ConnectionResetError:
+                # A server that refuses a request before reading all of it (oversize headers) closes with
+                # bytes of it unread, and the kernel answers those with a reset: the status line and
+                # headers were read already, and are what such a test checks.
+                body = b""
+            return resp.status, resp.headers, body
 
     def post(
         self, payload: object, session: str | None = None, **extra: str

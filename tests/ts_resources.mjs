@@ -32,7 +32,11 @@ const announced = new Promise((resolve) => {
   });
 });
 console.log(JSON.stringify({ listening: true }));
-await Promise.race([announced, new Promise((resolve) => setTimeout(resolve, 90000))]);
+// The timer is cleared once the race is decided: a pending one keeps node running to its end, and the
+// test's read of stdout waited the whole 90 s after the notification had come.
+let timer;
+await Promise.race([announced, new Promise((resolve) => (timer = setTimeout(resolve, 90000)))]);
+clearTimeout(timer);
 console.log(
   JSON.stringify({
     capabilities: client.getServerCapabilities()?.resources ?? null,
