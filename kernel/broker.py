@@ -544,6 +544,10 @@ class Broker:
         log.info("%s dropped from routing: %s", peer.name, reason)
         if peer.key is not None and self.remote is not None:
             self.remote.lost(peer.name, reason)
+        # Jobs queued for this very name wait for a restart of its slot, but no slot brings back a remote
+        # member: they fail now, as a new request for the name would, not at their deadline (a file's bytes
+        # sent to a remote parser that was busy when its link went down waited out the 60 s parse deadline).
+        self._fail_unservable(peer.name)
         # A job held back for this member (see _pick) goes to one still here.
         self._pump(peer.service)
 
@@ -562,17 +566,20 @@ class Broker:
 
     def fail_unservable(self) -> None:
         """Fail queued jobs whose target can no longer be served (all its workers FAILED/stopped)."""
-        for target, queue in self.queues.items():
-            if queue and not self.membership.may_serve(target):
-                while queue:
-                    job = queue.popleft()
-                    if not job.done:
-                        self.reply_error(
-                            job.client,
-                            job.env,
-                            ErrorInfo(ErrorCode.SERVICE_UNAVAILABLE, f"no worker serves {target!r}"),
-                        )
-                        self._finish(job)
+        for target in list(self.queues):
+            self._fail_unservable(target)
+
+    def _fail_unservable(self, target: str) -> None:
+        queue = self.queues.get(target)
+        if not queue or self.membership.may_serve(target):
+            return
+        while queue:
+            job = queue.popleft()
+            if not job.done:
+                self.reply_error(
+                    job.client, job.env, ErrorInfo(ErrorCode.SERVICE_UNAVAILABLE, f"no worker serves {target!r}")
+                )
+                self._finish(job)
 
     def note(self, name: str) -> str:
         peer = self.by_name.get(name)

@@ -118,7 +118,8 @@ class ErrorCode(StrEnum):
         False,
         "broker",
         "No worker of that name or service is running or coming back: an unknown target, an empty `to`, every "
-        "slot FAILED or EXITED, or the kernel stopping with the job still queued.",
+        "slot FAILED or EXITED, a remote member lost with jobs still queued for its name, or the kernel stopping "
+        "with the job still queued.",
     )
     SHUTTING_DOWN = (
         "shutting_down",

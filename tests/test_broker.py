@@ -537,6 +537,22 @@ def test_a_job_held_back_for_a_busy_member_goes_to_another_at_once_when_that_mem
     assert received(slow.jobs).env.id == held.id
 
 
+def test_jobs_queued_for_a_lost_remote_member_by_name_fail_at_once_not_at_their_deadline(bus: Bus) -> None:
+    local, member = bus.worker("parser", "parser"), bus.worker("parser@box:1", "parser")
+    caller = bus.socket(b"caller")
+    bus.request(caller, "parser")
+    bus.request(caller, "parser")
+    received(local.jobs)
+    held = received(member.jobs)
+    named = bus.request(caller, "parser@box:1", deadline_s=60.0)  # its bytes, say: only that member can take it
+    assert nothing_for(member.jobs) and nothing_for(caller)
+    bus.membership.serving.discard("parser@box:1")  # no slot of the supervisor's brings a remote member back
+    bus.tick(bus.broker.policy.liveness_s + 1.0, local)  # the link went down: its heartbeats stop
+    replies = {r.env.cid: error_of(r) for r in (received(caller), received(caller))}
+    assert replies[held.env.id][0] == ErrorCode.WORKER_LOST
+    assert replies[named.id][0] == ErrorCode.SERVICE_UNAVAILABLE and "parser@box:1" in replies[named.id][2]
+
+
 def test_a_job_sent_to_a_worker_by_name_goes_before_its_pools_queue_when_it_frees(bus: Bus) -> None:
     worker, caller = bus.worker("parser@box:1", "parser"), bus.socket(b"caller")
     first = bus.request(caller, "parser")

@@ -201,6 +201,7 @@ def test_bad_arguments_are_typed_errors(served: Any) -> None:
     assert mc.error_code(chat(url, token, {"query": "hi", "session_id": "s" * 201})) == "INVALID_ARGUMENT"
 
 
+@pytest.mark.slow
 def test_a_hung_generation_falls_back_to_the_quotes_search_keeps_answering_and_the_worker_is_replaced(
     served: Any,
 ) -> None:

@@ -949,6 +949,7 @@ def replies(sock: zmq.Socket[bytes], wait_s: float) -> list[list[bytes]]:
     return out
 
 
+@pytest.mark.slow
 def test_garbage_and_forgeries_on_every_runtime_socket_break_nothing(served: Served) -> None:
     k = served.k
     before = {w["name"]: (w["pid"], w["restarts"]) for w in k.status().workers}

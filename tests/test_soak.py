@@ -7,11 +7,14 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from foldermind.protocol.messages import ChangeEvent, ChangesReply, ChangesRequest
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, cli, kill9, wait_for
 from tests.soak import run_soak
 
 
+@pytest.mark.slow
 def test_short_soak_ends_with_the_index_a_fresh_build_makes(tmp_path: Path) -> None:
     """~160 files, about 30 s of random worker kills, one kernel kill and file operations in between
     (some while the kernel is down): zero discrepancies against the fresh index of the final folder."""

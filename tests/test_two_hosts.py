@@ -156,6 +156,7 @@ def members_said(other: Path) -> str:
 
 
 @pytest.mark.skipif(not SCIFACT.exists(), reason=f"no SciFact corpus at {SCIFACT}")
+@pytest.mark.slow
 def test_files_are_indexed_through_a_remote_host_and_a_cut_link_loses_no_chunk_and_the_members_rejoin(
     link: Link,
 ) -> None:
