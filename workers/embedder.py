@@ -22,7 +22,8 @@ threads (``FOLDERMIND_EMBED_THREADS``). torch (batch 32) gave 17.6 / 29.0 in the
 contention ONNX only matched torch's rate, and rerun on a quiet machine (load 0.3, same day) it still does:
 ONNX 18.6 (batch 8, one thread) / 26.3 (batch 16, two) against torch 17.8 / 27.4, with identical vectors
 (least cosine 1.000000 over every chunk and setting). What ONNX buys here is the start (no torch: see above),
-not the encode; onnxruntime's BERT optimizer fuses no attention in this export (+5% at 256 tokens).
+not the encode. (Since export format 3 the model is traced with eager attention: 22% faster at fp32 with the
+same vectors, and its int8 copy is fused by onnxruntime's BERT optimizer, ~33% faster: docs/benchmarks-onnx.md.)
 With int8 (the default precision) smaller batches pay more, and fp32 gains too: 512 SciFact abstracts in
 requests of 256, three interleaved rounds on a quiet machine (2026-12-03), int8 66.1-68.8 texts/s at batch
 4 against 59.3-60.2 at 8 and 55.1-58.1 at 1; fp32 38.8-41.7 at 4 against 36.2-38.3 at 8. So 4.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import sys
 import threading
@@ -126,6 +127,30 @@ def quantize_file(model_dir: Path, source: Path, dest: Path, stop: threading.Eve
 # the child
 
 
+def _fused(model_dir: Path, source: Path, out: Path) -> Path | None:
+    """``source`` with onnxruntime's BERT optimizer's fusions (embedding + LayerNorm, attention, bias + GELU,
+    skip + LayerNorm) written to ``out``, or None when they do not apply (another kind of model) or fail: then
+    the plain graph is quantised. Measured on all 5,183 SciFact abstracts, 2 threads, 2026-12-05 (dense nDCG@10
+    over the 150 judged queries, exact cosine): the fused int8 copy of the eager export encodes 102.9-105.2
+    abstracts/s against 76.1-78.6 for the int8 copy of format 1, at nDCG@10 0.6607-0.6621 against
+    0.6616-0.6633 (fp32 0.6652). Quantised without the fusions the eager graph runs 108-113 abstracts/s but
+    loses more (0.6560-0.6609)."""
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model  # type: ignore[import-untyped]
+
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+        heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])  # not found in the graph
+        model = optimize_model(str(source), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
+        if not model.get_fused_operator_statistics().get("Attention"):
+            return None
+        model.save_model_to_file(str(out))
+    except Exception as exc:
+        log.info("the BERT fusions do not apply (%s); the plain graph is quantised", reason(exc))
+        out.unlink(missing_ok=True)
+        return None
+    return out
+
+
 def _quantize_here(model_dir: Path, source: Path, out: Path, record: Path) -> float:
     """Quantise ``source`` into ``out``, check it on the probes against the torch vectors of the source's
     record, write ``record``; returns the least cosine."""
@@ -134,7 +159,18 @@ def _quantize_here(model_dir: Path, source: Path, out: Path, record: Path) -> fl
     check = Check.from_file(check_file(source))
     if file_sha256(source) != check.onnx_sha256:
         raise OnnxError("the fp32 export is not the file its check record describes")
-    quantize_dynamic(str(source), str(out), weight_type=QuantType.QInt8)
+    fused = _fused(model_dir, source, out.with_name(out.name + ".fused"))
+    try:
+        quantize_dynamic(
+            str(fused or source),
+            str(out),
+            weight_type=QuantType.QInt8,
+            # The fused graph's contrib ops give shape inference no type: their weights are float.
+            extra_options={"DefaultTensorType": 1},  # onnx.TensorProto.FLOAT
+        )
+    finally:
+        if fused is not None:
+            fused.unlink(missing_ok=True)
     encoder = OnnxEncoder(out, model_dir, check.preprocessing, 1)
     torch_vectors = check.vectors(int(encoder.encode(["x"]).shape[1]))
     cosine = agreement(encoder, lambda texts: torch_vectors, check.probes)
@@ -154,7 +190,7 @@ def _quantize_here(model_dir: Path, source: Path, out: Path, record: Path) -> fl
         min_cosine=INT8_MIN_COSINE,
         onnxruntime=version("onnxruntime"),
         torch=check.torch,
-        exporter=f"{check.exporter}, then quantize_dynamic (QInt8 weights)",
+        exporter=f"{check.exporter}, then quantize_dynamic (QInt8 weights)" + (", BERT-fused" if fused else ""),
         checked_at=time.time(),
         probes=list(check.probes),
         reference=encode_reference(own),

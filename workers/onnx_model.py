@@ -51,18 +51,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("foldermind.onnx")
 
-EXPORT_FORMAT = 2
+EXPORT_FORMAT = 3
 """Bump when the exported graph or its check record changes: every cached file is then redone.
-2: the check record beside the file, tokenization by ``tokenizers``."""
+2: the check record beside the file, tokenization by ``tokenizers``. 3: the model traced with eager attention
+(onnx_export._eager)."""
 OPSET = 17
 OUTPUT = "sentence_embedding"
 MIN_COSINE = 0.9999
 CHECK_SUFFIX = ".checked.json"
 
-QUANT_FORMAT = 1
+QUANT_FORMAT = 2
 """Bump when the int8 copy is made otherwise (quantiser settings, its check): every cached int8 file is then
 redone, and indexes of its vectors re-embed (the format is part of :func:`precision_label`).
-1: onnxruntime's ``quantize_dynamic``, QInt8 weights, per tensor."""
+1: onnxruntime's ``quantize_dynamic``, QInt8 weights, per tensor. 2: the same, of the graph onnxruntime's BERT
+optimizer fused first (onnx_int8._fused)."""
 INT8_SUFFIX = ".int8.onnx"
 INT8_MIN_COSINE = 0.8
 """The int8 copy's least cosine to torch over the probes must reach this when it is made (a broken
@@ -178,7 +180,7 @@ def int8_file(fp32: Path) -> Path:
 def precision_label(quantize: str) -> str:
     """What the vectors of a precision are recorded as in an index: ``fp32`` (the model's own vectors,
     whichever backend makes them: the fp32 export is checked equal to torch), or for int8 the formats that
-    made them (``int8-x2q1``: export format 2, quantisation format 1), since an int8 vector moves with either."""
+    made them (``int8-x3q2``: export format 3, quantisation format 2), since an int8 vector moves with either."""
     if quantize not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}")
     return "fp32" if quantize == "fp32" else f"int8-x{EXPORT_FORMAT}q{QUANT_FORMAT}"
