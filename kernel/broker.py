@@ -358,7 +358,7 @@ class Broker:
                 why = "that name is taken"
             if why is None and self.remote is not None:
                 if taken is not None:
-                    self.drop(taken, "replaced by a new READY", ErrorCode.WORKER_LOST)
+                    self.drop(taken, "replaced by a new READY", ErrorCode.WORKER_LOST, replaced=True)
                 why = self.remote.admit(body.name, body.service, body.pid, key)
             if why is not None:
                 log.warning("refused a remote READY (key %s): %s", key, why)
@@ -370,7 +370,7 @@ class Broker:
             return
         old = self.by_name.get(body.name)
         if old is not None:
-            self.drop(old, "replaced by a new READY", ErrorCode.WORKER_LOST)
+            self.drop(old, "replaced by a new READY", ErrorCode.WORKER_LOST, replaced=True)
         peer = Peer(body.name, body.service, body.pid, ident, max(1, body.capacity), time.monotonic(), key=key)
         self.peers[ident] = peer
         self.by_name[peer.name] = peer
@@ -516,8 +516,9 @@ class Broker:
     # ---------------------------------------------------------------------------------------
     # losing workers
 
-    def drop(self, peer: Peer, reason: str, code: ErrorCode) -> None:
-        """Forget ``peer``; every job it held fails with ``code`` at once."""
+    def drop(self, peer: Peer, reason: str, code: ErrorCode, replaced: bool = False) -> None:
+        """Forget ``peer``; every job it held fails with ``code`` at once. ``replaced``: a new READY of the same
+        name takes its place, and the jobs queued for that name go to it."""
         if self.peers.get(peer.ident) is not peer:
             return
         del self.peers[peer.ident]
@@ -547,7 +548,8 @@ class Broker:
         # Jobs queued for this very name wait for a restart of its slot, but no slot brings back a remote
         # member: they fail now, as a new request for the name would, not at their deadline (a file's bytes
         # sent to a remote parser that was busy when its link went down waited out the 60 s parse deadline).
-        self._fail_unservable(peer.name)
+        if not replaced:
+            self._fail_unservable(peer.name)
         # A job held back for this member (see _pick) goes to one still here.
         self._pump(peer.service)
 

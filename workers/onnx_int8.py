@@ -154,6 +154,7 @@ def _fused(model_dir: Path, source: Path, out: Path) -> Path | None:
 def _quantize_here(model_dir: Path, source: Path, out: Path, record: Path) -> float:
     """Quantise ``source`` into ``out``, check it on the probes against the torch vectors of the source's
     record, write ``record``; returns the least cosine."""
+    from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
     check = Check.from_file(check_file(source))
@@ -166,7 +167,7 @@ def _quantize_here(model_dir: Path, source: Path, out: Path, record: Path) -> fl
             str(out),
             weight_type=QuantType.QInt8,
             # The fused graph's contrib ops give shape inference no type: their weights are float.
-            extra_options={"DefaultTensorType": 1},  # onnx.TensorProto.FLOAT
+            extra_options={"DefaultTensorType": TensorProto.FLOAT},
         )
     finally:
         if fused is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
@@ -19,7 +18,8 @@ import numpy as np
 
 from foldermind.protocol.runtime.home import model_cache_dir
 from foldermind.workers import model_files, onnx_model
-from tests.bench.scifact import scifact_dir
+from tests.bench.retrieval import ndcg
+from tests.bench.scifact import judged_queries, scifact_dir
 
 
 def main() -> None:
@@ -40,13 +40,7 @@ def main() -> None:
     prep = onnx_model.Check.from_file(next(r for r in records if r.is_file())).preprocessing
     docs = [json.loads(line) for line in (root / "corpus.jsonl").open()]
     ids, texts = [d["_id"] for d in docs], [f"{d['title']}\n\n{d['text']}" for d in docs]
-    queries = {q["_id"]: q["text"] for q in map(json.loads, (root / "queries.jsonl").open())}
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (root / "qrels.tsv").open():
-        parts = line.split()
-        if len(parts) >= 3 and parts[0] != "query-id":
-            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-    judged = [q for q in qrels if q in queries]
+    judged = judged_queries()
     first: np.ndarray | None = None
     for spec in args.files:
         name, _, path = spec.partition("=")
@@ -54,22 +48,16 @@ def main() -> None:
         started = time.perf_counter()
         vectors = encoder.encode_longest_first(texts, args.batch)
         rate = len(texts) / (time.perf_counter() - started)
-        asked = np.concatenate([encoder.encode([queries[q]]) for q in judged])
+        asked = np.concatenate([encoder.encode([q.text]) for q in judged])
         scores = asked @ vectors.T
-        ndcg = [_ndcg([ids[j] for j in np.argsort(-scores[i])[:10]], qrels[q]) for i, q in enumerate(judged)]
+        ndcgs = [ndcg([ids[j] for j in np.argsort(-scores[i])[:10]], q.relevant) for i, q in enumerate(judged)]
         first = vectors if first is None else first
         cosine = np.sum(vectors * first, axis=1)
         print(
-            f"{name:14s} nDCG@10 {np.mean(ndcg):.4f} ({len(judged)} queries)  {rate:6.1f} abstracts/s"
+            f"{name:14s} nDCG@10 {np.mean(ndcgs):.4f} ({len(judged)} queries)  {rate:6.1f} abstracts/s"
             f"  cosine to the first: mean {cosine.mean():.6f}, least {cosine.min():.6f}",
             flush=True,
         )
-
-
-def _ndcg(ranked: list[str], relevant: dict[str, int]) -> float:
-    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:10]))
-    ideal = sum(1 / math.log2(i + 2) for i in range(min(10, len(relevant))))
-    return dcg / ideal
 
 
 if __name__ == "__main__":
