@@ -588,17 +588,9 @@ class Pipeline(threading.Thread):
             return
         self.embed_error = None
         rows = {chunk_id: i for i, chunk_id in enumerate(ids)}
-
-        def searchable(kept: list[int]) -> None:
-            self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0], hold_at("vectors"))
-
-        # The vectors go into usearch before SQLite commits them: a folder's progress (read on another
-        # connection) says "embedded" only once a semantic search finds the chunks. Added after the commit,
-        # a search right after the progress said so could miss the last batch (the ingest thread yields the
-        # cores, ingest_nice): test_search.py failed so once. A crash before the commit leaves them unembedded
-        # in SQLite, the source of truth: they are embedded again and replace what usearch holds.
-        self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))], searchable)
+        kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
         self._wrote()
+        self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0], hold_at("vectors"))
 
     def configured_vectors(self) -> tuple[str, str] | None:
         """(model, precision) of the vectors the configuration asks the embedder for, resolved as the

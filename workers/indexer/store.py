@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -639,18 +639,13 @@ class Store:
         )
         return [(int(r[0]), str(r[1])) for r in rows if int(r[0]) not in exclude][:limit]
 
-    def store_vectors(
-        self, ids: list[int], blobs: list[bytes], before_commit: Callable[[list[int]], None] | None = None
-    ) -> list[int]:
-        """Save vectors of chunks that still exist; returns those ids. ``before_commit`` gets them inside the
-        transaction: what it does is done before any other connection counts the chunks as embedded."""
+    def store_vectors(self, ids: list[int], blobs: list[bytes]) -> list[int]:
+        """Save vectors of chunks that still exist; returns those ids."""
         kept: list[int] = []
         with self.tx() as db:
             for chunk_id, blob in zip(ids, blobs, strict=True):
                 if db.execute("UPDATE chunks SET vector = ? WHERE id = ?", (blob, chunk_id)).rowcount:
                     kept.append(chunk_id)
-            if before_commit is not None:
-                before_commit(kept)
         return kept
 
     def drop_vectors(self, model: str, precision: str, reembedding: str) -> int:
