@@ -21,6 +21,8 @@ from foldermind.protocol.messages import (
     FolderAddRequest,
     FolderListReply,
     FolderListRequest,
+    IndexStatusReply,
+    IndexStatusRequest,
     SearchReply,
     SearchRequest,
     WatchSyncReply,
@@ -231,8 +233,12 @@ def test_searches_answer_completely_while_a_commit_and_an_embedding_batch_are_he
     wait_for(lambda: Path(f"{flag}.held").exists() or busy.settled(3), 120, 0.02, "the ingest thread held mid-add")
     assert Path(f"{flag}.held").exists(), f"embedded without a hold: {busy.folder()}"
     f = busy.folder()
-    # SQLite holds every vector already (it is written first); usearch has the first slice.
+    # SQLite holds every vector already (it is written first); usearch has the first slice. The folder does
+    # not read as embedded before a semantic search can find every chunk.
     assert f["chunks"] > ADD_SLICE + 1, f
+    assert f["chunks_embedded"] < f["chunks"], f
+    totals = busy.client.request("indexer", IndexStatusRequest(), IndexStatusReply, timeout=20).body.totals
+    assert totals["chunks_embedded"] < totals["chunks"], totals
     for mode in MODES:
         reply = busy.search("harbour crane quay", mode)
         assert "seed.txt" in busy.files(reply), (mode, reply.results)

@@ -97,6 +97,8 @@ class FolderInfo(TypedDict):
     are not documents, so `files_total` leaves them out."""
     chunks: int
     chunks_embedded: int
+    """Those chunks whose vectors a semantic search finds: a batch counts once it is in the vector index, not
+    when the database has it."""
     state: str
     changed_at: float | None
     """The last time one of its documents was recorded, indexed, failed or moved (epoch seconds); a reader that

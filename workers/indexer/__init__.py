@@ -205,6 +205,8 @@ class IndexerWorker(Worker):
 
     def folder_info(self, folder: Folder) -> FolderInfo:
         p = self.store.progress(folder.id)
+        # Read after the count: a batch committed to SQLite but not yet in usearch is not embedded yet.
+        p["chunks_embedded"] -= self.store.embedded_among(self.vectors.arriving, folder.id)
         # "ready" promises that a keyword search finds every indexed file: not before Tantivy's commit.
         busy = p["files_pending"] or p["files_not_yet_searchable"]
         state = "indexing" if busy else "ready"

@@ -494,24 +494,29 @@ class Pipeline(threading.Thread):
             log.warning(
                 "analysis of document %d failed (%s%s); indexed without one", job.doc.id, type(exc).__name__, where
             )
-        with self.store.tx() as db:
-            ids = self.store.write_document(
-                db,
-                job.doc.id,
-                job.size,
-                job.mtime_ns,
-                job.sha256,
-                reply.format,
-                reply.title,
-                reply.pages,
-                chunks,
-                language,
-            )
-            if fields is not None:
-                # Same transaction: the analysis always describes the content just indexed.
-                self.store.write_analysis(db, job.doc.id, job.doc.path, fields)
-        if reused := self.store.vectors(ids):  # chunks whose text is unchanged kept their vectors
-            self.vectors.add([k for k, _ in reused], np.vstack([np.frombuffer(b, dtype=np.float32) for _, b in reused]))
+        with self.vectors.arrival():
+            with self.store.tx() as db:
+                ids = self.store.write_document(
+                    db,
+                    job.doc.id,
+                    job.size,
+                    job.mtime_ns,
+                    job.sha256,
+                    reply.format,
+                    reply.title,
+                    reply.pages,
+                    chunks,
+                    language,
+                )
+                # Chunks whose text is unchanged keep their vectors: committed here, added to usearch below.
+                self.vectors.arriving = tuple(ids)
+                if fields is not None:
+                    # Same transaction: the analysis always describes the content just indexed.
+                    self.store.write_analysis(db, job.doc.id, job.doc.path, fields)
+            if reused := self.store.vectors(ids):
+                self.vectors.add(
+                    [k for k, _ in reused], np.vstack([np.frombuffer(b, dtype=np.float32) for _, b in reused])
+                )
         self._wrote()
         self._journal_dirty = True
         if changed_meanwhile:
@@ -588,9 +593,10 @@ class Pipeline(threading.Thread):
             return
         self.embed_error = None
         rows = {chunk_id: i for i, chunk_id in enumerate(ids)}
-        kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
-        self._wrote()
-        self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0], hold_at("vectors"))
+        with self.vectors.arrival(ids):
+            kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
+            self._wrote()
+            self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0], hold_at("vectors"))
 
     def configured_vectors(self) -> tuple[str, str] | None:
         """(model, precision) of the vectors the configuration asks the embedder for, resolved as the

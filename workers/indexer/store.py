@@ -660,6 +660,18 @@ class Store:
             self.set_meta(db, "embed_reembedding", reembedding)
         return int(dropped)
 
+    def embedded_among(self, ids: tuple[int, ...], folder_id: str | None) -> int:
+        """How many of the chunks ``ids`` (of ``folder_id``'s documents, or of any) have a vector."""
+        if not ids:
+            return 0
+        where, args = ("AND d.folder_id = ?", (folder_id,)) if folder_id is not None else ("", ())
+        row = self.db.execute(
+            "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            f"WHERE c.id IN (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL {where}",
+            (json.dumps(ids), *args),
+        ).fetchone()
+        return int(row[0])
+
     def dead_vectors(self) -> list[int]:
         return [int(r[0]) for r in self.db.execute("SELECT id FROM dead_vectors")]
 

@@ -10,13 +10,19 @@ adding an embedding reply of 256 vectors in one call held every search ~210 ms. 
 :data:`ADD_SLICE` at a time instead, and between two slices a search that is waiting goes first
 (:class:`.gate.Gate`): a search waits at most one slice (~13 ms), for the same CPU per vector
 (0.82-0.87 ms per insert in slices of 16 or 256, measured side by side).
+
+SQLite commits a batch's vectors before they are added here (a hit found here always has its vector in
+SQLite: ``doc.similar`` reads them there). Between the two, the batch's keys are :attr:`VectorIndex.arriving`,
+and a count of embedded chunks read from SQLite leaves them out, so a folder reads as embedded only once a
+semantic search can find every chunk of it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +52,8 @@ class VectorIndex:
         self.expansion_search = expansion_search
         self._gate = Gate()
         self.dirty = False
+        self.arriving: tuple[int, ...] = ()
+        """Keys whose vectors SQLite may hold already while this index does not yet (see the module's docstring)."""
         self.index = self._empty(ndim)
         if path.exists():
             try:
@@ -74,6 +82,16 @@ class VectorIndex:
     def keys(self) -> NDArray[np.uint64]:
         with self._gate.read():
             return np.asarray(self.index.keys, dtype=np.uint64)
+
+    @contextmanager
+    def arrival(self, keys: list[int] | tuple[int, ...] = ()) -> Iterator[None]:
+        """Within the block, ``keys`` (or the keys the block sets, once it knows them) are :attr:`arriving`:
+        their vectors are committed to SQLite, then added here."""
+        self.arriving = tuple(keys)
+        try:
+            yield
+        finally:
+            self.arriving = ()
 
     def add(self, keys: list[int], vectors: NDArray[np.float32], between: Callable[[], None] | None = None) -> None:
         """Add (or replace) ``vectors`` under ``keys``, :data:`ADD_SLICE` at a time; ``between`` is called
