@@ -214,9 +214,11 @@ class Supervisor:
                 stdout=stderr_log,
                 stderr=stderr_log,
                 close_fds=True,
-                # Its own session: a Ctrl-C meant for a foreground kernel reaches the kernel only,
-                # which then stops the workers in order.
-                start_new_session=True,
+                # Its own process group: a Ctrl-C meant for a foreground kernel reaches the kernel only,
+                # which then stops the workers in order. Not its own session: Linux's autogroup scheduling
+                # shares the CPU fairly between sessions whatever their nice values, so a parser or the
+                # indexer's ingest thread in a session of its own took the embedder's cores as an equal.
+                process_group=0,
             )
         except OSError as exc:
             slot.last_error = f"could not start: {exc}"

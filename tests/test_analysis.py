@@ -391,7 +391,10 @@ def index(store: Store, path: str, fields: dict[str, Any]) -> int:
     chunk = {"ordinal": 0, "text": "t", "tokens": 1, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
     with store.tx() as db:
         store.write_document(db, doc.id, 1, 1, "sha", "txt", None, None, [chunk])
-        store.write_analysis(db, doc.id, path, fields)
+    due = store.due_at(path)
+    assert due is not None, "a written document's analysis is due"
+    store.store_analyses([(due, fields)])
+    assert store.due_at(path) is None
     return doc.id
 
 

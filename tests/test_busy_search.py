@@ -8,9 +8,12 @@ vectors from the embedder, several at once."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +28,8 @@ from foldermind.protocol.messages import (
     IndexStatusRequest,
     SearchReply,
     SearchRequest,
+    SummaryReply,
+    SummaryRequest,
     WatchSyncReply,
     WatchSyncRequest,
 )
@@ -173,6 +178,9 @@ class Busy:
     def files(self, reply: SearchReply) -> set[str]:
         return {h["file_name"] for h in reply.results}
 
+    def summary(self, path: str) -> dict[str, Any]:
+        return dict(self.client.request("indexer", SummaryRequest(path), SummaryReply, timeout=20).body.analysis)
+
     def folder(self) -> dict[str, int]:
         folders = self.client.request("indexer", FolderListRequest(), FolderListReply, timeout=20).body.folders
         return dict(folders[0]) if folders else {}
@@ -244,9 +252,25 @@ def test_searches_answer_completely_while_a_commit_and_an_embedding_batch_are_he
         assert "seed.txt" in busy.files(reply), (mode, reply.results)
         # Complete and consistent: every hit is a file of the folder, read back from SQLite.
         assert busy.files(reply) <= {"seed.txt", "quokka.txt", "orchard.txt"}, reply.results
+    # Its analysis waits until nothing is left to embed; meanwhile a summary is made on the spot, not stored.
+    db = busy.kernel.home.data_dir / "index.sqlite"
+    orchard = str((busy.docs / "orchard.txt").resolve())
+    assert stored_analysis(db, orchard) is None
+    on_the_spot = busy.summary(orchard)
+    assert on_the_spot["file_path"] == orchard and on_the_spot["keywords"], on_the_spot
     flag.unlink()
     wait_for(lambda: busy.settled(3), 120, 0.2, "every chunk embedded once the hold ends")
     assert "orchard.txt" in busy.files(busy.search("pruning pear trees and the cider press", "semantic"))
+    wait_for(lambda: stored_analysis(db, orchard) is not None, 60, 0.1, "the analysis stored once idle")
+    assert busy.summary(orchard) == on_the_spot  # the same fields, dated when the content was written
+
+
+def stored_analysis(db: Path, path: str) -> str | None:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
+        row = conn.execute(
+            "SELECT a.fields FROM analysis a JOIN documents d ON d.id = a.doc_id WHERE d.path = ?", (path,)
+        ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def test_a_search_is_answered_while_another_search_is_still_in_hand(busy: Busy) -> None:

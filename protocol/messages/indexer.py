@@ -527,8 +527,10 @@ class SimilarReply(Message):
 @message("doc.summary.request")
 @dataclass(slots=True)
 class SummaryRequest(Message):
-    """The cached analysis of a file, by its current path or the path it was analyzed at. A pure lookup.
-    Errors: ``invalid_path``, ``file_not_analyzed`` (with a hint in the message)."""
+    """The analysis of a file, by its current path or the path it was analyzed at. The indexer analyses
+    files once nothing is left to parse or embed; a file written since its last analysis is analysed on the
+    spot (the same fields, dated when its content was written). Errors: ``invalid_path``,
+    ``file_not_analyzed`` (with a hint in the message)."""
 
     path: str
     """The file's current absolute path, or the path it had when it was analyzed."""

@@ -211,12 +211,13 @@ class IngestPolicy(_Strict):
         " none of whose pages could be read this way fails with the reason).",
     )
     ingest_nice: int = Field(
-        10,
+        0,
         ge=0,
         le=19,
         description="Lowers the CPU priority of the indexer's ingest thread (and of the Tantivy writer it starts), on"
-        " Linux: storing parsed files yields to the embedder and to searches, which run on the indexer's other"
-        " threads at its own priority. 0 leaves it as the process.",
+        " Linux, below the indexer's search threads and every other worker. 0 (the default) leaves it as the process:"
+        " on SciFact, at 10 it fell behind the parsers and the embedder, and the folder was keyword-indexed in"
+        " 51.5 s instead of 15.2 and fully embedded in 92.1 s instead of 85.1 (docs/benchmarks-ingest.md).",
     )
     embed_batch: int = Field(
         256,
@@ -660,7 +661,6 @@ PROCESS_MAP: dict[str, WorkerSpec] = {
     "parser": WorkerSpec(
         module="foldermind.workers.parser",
         count=2,
-        nice=10,
         on_demand=True,
     ),
     "embedder": WorkerSpec(module=EMBEDDER_MODULE, on_demand=True),
@@ -675,9 +675,11 @@ PROCESS_MAP: dict[str, WorkerSpec] = {
 """The default process map, in start order."""
 
 WORKER_HELP: dict[str, str] = {
-    "parser": "Parsing is cheap next to embedding (about 10 CPU-s against 570 for SciFact here): on a small machine"
-    " the parsers yield to the embedder, which keeps the pipeline near bare encode speed. On demand: the first"
-    " file to parse starts one, the pool grows while files wait, and each exits after idle_exit_s without one.",
+    "parser": "Parsing is cheap next to embedding (about 8 CPU-s against 150 for SciFact here). The parsers keep"
+    " the embedder's priority: embedding is bound by the cores either way (fully embedded in 85.1 s with them at"
+    " nice 0, 86.3 s at 10), and at 10 keyword search waited 35.6 s for the folder instead of 15.2"
+    " (docs/benchmarks-ingest.md). On demand: the first file to parse starts one, the pool grows while files"
+    " wait, and each exits after idle_exit_s without one.",
     "embedder": "On demand: the first chunks to embed start it, and it exits with its model after [ingest]"
     " embed_idle_unload_s with nothing to do (its interpreter and onnxruntime, ~105 MiB, go too), or as soon as"
     " every chunk is embedded and the llm is to summarise. Search never needs it: the indexer encodes queries"

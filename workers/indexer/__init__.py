@@ -95,7 +95,7 @@ class IndexerWorker(Worker):
         self.evidence = EvidenceService(self.searches, self.encoder)
         self.claims = ClaimChecker(self.evidence.vectors)
         self.documents = DocumentService(
-            self.store, self.vectors, self.encoder, self.folder_info, lambda: self.pipeline.embed_error
+            self.store, self.bm25, self.vectors, self.encoder, self.folder_info, lambda: self.pipeline.embed_error
         )
 
     def _reparse_if_outdated(self) -> None:

@@ -35,6 +35,8 @@ from foldermind.protocol.messages import (
     SummaryRequest,
 )
 from foldermind.workers import model_files
+from foldermind.workers.indexer.analyzer import analyze_stored
+from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.extracted import read_lines
 from foldermind.workers.indexer.search import hit_from_row
@@ -52,7 +54,7 @@ UNITS = ("chunks", "lines")
 MAX_ORDINAL = 10_000_000
 MAX_CHUNK_ID = 2**63 - 1  # SQLite's largest integer
 NOT_ANALYZED_HINT = (
-    "hint: a file is analyzed right after it is indexed; wait until indexing is done, "
+    "hint: a file is analyzed once it is indexed; wait until indexing is done, "
     "or look for a failure in index_status"
 )
 
@@ -61,12 +63,13 @@ class DocumentService:
     def __init__(
         self,
         store: Store,
+        bm25: KeywordIndex,
         vectors: VectorIndex,
         encoder: QueryEncoder,
         folder_info: Callable[[Folder], FolderInfo],
         embed_error: Callable[[], str | None],
     ) -> None:
-        self.store, self.vectors, self.encoder = store, vectors, encoder
+        self.store, self.bm25, self.vectors, self.encoder = store, bm25, vectors, encoder
         self.folder_info, self.embed_error = folder_info, embed_error
 
     # ---------------------------------------------------------------------------------------
@@ -215,6 +218,12 @@ class DocumentService:
 
     def summary(self, body: SummaryRequest) -> SummaryReply:
         real = self.resolve(body.path)  # the path it was analyzed at may not exist any more
+        due = self.store.due_at(real)
+        if due is not None:  # written since its last analysis, which the ingest thread makes once search is ready
+            fields = analyze_stored(self.store, self.bm25, due)
+            return SummaryReply(
+                {**fields, "analyzed_at": due.written_at, "file_path": due.path, "language": due.language}
+            )
         analysis = self.store.analysis(real)
         if analysis is None:
             raise JobError(

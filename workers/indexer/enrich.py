@@ -1,7 +1,7 @@
 """The model's part of document analysis, driven from the ingest thread.
 
-Every indexed document gets its deterministic analysis (:mod:`.analysis`) in the transaction that
-stores its chunks. This adds the summary and named entities written by the llm worker: one
+Every indexed document gets its deterministic analysis (:mod:`.analysis`, made by :mod:`.analyzer` once
+nothing is left to parse or embed). This adds the summary and named entities written by the llm worker: one
 ``llm.analyze`` request at a time, sent only while the ingest queue is idle (nothing to parse, nothing to
 embed), so analysis never delays indexing and never queues more than one job in front of a chat, and only
 once the embedder has let its model go (:mod:`.turns`: the two models are never resident together). While

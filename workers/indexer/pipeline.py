@@ -13,14 +13,12 @@ locks; split, the rules about when a document is written or retried would be rea
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import stat
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,12 +35,12 @@ from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env, searc
 from foldermind.workers import model_files, onnx_model
 from foldermind.workers.base import testing
 from foldermind.workers.indexer import languages
-from foldermind.workers.indexer.analysis import MAX_CHARS, Analysis, analyze
+from foldermind.workers.indexer.analyzer import SLICE as ANALYZE_SLICE
+from foldermind.workers.indexer.analyzer import analyze_due
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
-from foldermind.workers.indexer.extracted import rebuild
 from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classify, free_bytes, writing
-from foldermind.workers.indexer.store import ChunkPos, Document, Store
+from foldermind.workers.indexer.store import Document, Store
 from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
 from foldermind.workers.indexer.vectors import VectorIndex
 
@@ -155,6 +153,7 @@ class Pipeline(threading.Thread):
         self._stopping = threading.Event()
         self._inflight: dict[str, _Parse] = {}
         self._journal_dirty = True  # replay whatever a crash left unapplied, first thing
+        self._analysis_left = False  # more documents' analyses are due than one step makes
         self._embeds: dict[str, list[int]] = {}
         self._embed_backlog: list[tuple[int, str]] = []
         self._next_commit = 0.0
@@ -202,9 +201,8 @@ class Pipeline(threading.Thread):
     # ---------------------------------------------------------------------------------------
 
     def run(self) -> None:
-        # Measured on SciFact (docs/benchmarks-ingest.md): at the same priority, this thread's stores and
-        # commits took the embedder's second core while files were parsed, and the embedder, whose two
-        # intra-op threads wait for each other, fell to 0.45x its bare rate.
+        # Off by default ([ingest] ingest_nice): below the parsers and the embedder this thread fell behind
+        # them, and keyword search waited for it (docs/benchmarks-ingest.md).
         self.nice = lower_thread_priority(self.policy.ingest_nice)
         client = BusClient(self.bus_endpoint, name=f"{self.worker_name}.ingest")
         poller = zmq.Poller()
@@ -221,13 +219,15 @@ class Pipeline(threading.Thread):
                         self._apply_journal()
                         self._fill(client)
                         self._fill_embeds(client)
+                        # Search first: documents are analysed once nothing is left to parse or embed.
+                        self._analysis_left = self._idle() and analyze_due(self.store, self.bm25) >= ANALYZE_SLICE
                         self.enricher.fill(client, idle=self._idle, turns=self.turns)
                         self._maybe_save()
                 except Exception as exc:
                     self._step_failed(exc)
                 jobs = (self._inflight, self._embeds, self.enricher.inflight, self.turns.releasing)
                 busy = self.vectors.dirty or any(jobs)
-                timeout = 1000 if busy else 5000
+                timeout = 0 if self._analysis_left else 1000 if busy else 5000
                 if self.disk_full is not None:
                     timeout = 250  # look for freed space often: resuming should not wait on a long backoff
                 elif self._journal_dirty:
@@ -462,38 +462,8 @@ class Pipeline(threading.Thread):
             return  # deleted or moved while it was being parsed
         changed_meanwhile = self._changed_since(job)
         chunks = [dict(c) for c in reply.chunks]
-        # The deterministic analysis, made before the transaction (which holds the write lock). It never
-        # fails indexing: on any error the document is indexed without one.
-        fields: Analysis | None = None
-        language = languages.detect(str(c["text"]) for c in chunks)  # first, for the analysis's word weights
-        try:
-            folder = self.store.find_folder(job.doc.folder_id)
-            # A section's chunks overlap: rebuilt into the extracted text, no word counts twice.
-            head = [
-                ChunkPos(c["ordinal"], c["text"], c["char_start"], c["line_start"], c["line_end"])
-                for c in reply.chunks
-                if c["char_start"] < MAX_CHARS
-            ]
-            doc_freq, total = self.bm25.term_stats(language)
-            fields = analyze(
-                path=job.doc.path,
-                fmt=reply.format,
-                title=reply.title,
-                texts=[rebuild(head, head[0].char_start, head[0].line_start)] if head else [],
-                folder_name=folder.name,
-                mtime=job.mtime_ns / 1e9,
-                doc_freq=doc_freq,
-                total_docs=total,
-            )
-            json.dumps(fields)  # refused here rather than inside the transaction that indexes the document
-        except Exception as exc:
-            fields = None
-            # Where it broke, never the message: an exception's text can quote the document.
-            frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-            where = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
-            log.warning(
-                "analysis of document %d failed (%s%s); indexed without one", job.doc.id, type(exc).__name__, where
-            )
+        # The deterministic analysis comes later (analyzer.py): the document is marked due as it is written.
+        language = languages.detect(str(c["text"]) for c in chunks)
         with self.vectors.arrival():
             with self.store.tx() as db:
                 ids = self.store.write_document(
@@ -510,9 +480,6 @@ class Pipeline(threading.Thread):
                 )
                 # Chunks whose text is unchanged keep their vectors: committed here, added to usearch below.
                 self.vectors.arriving = tuple(ids)
-                if fields is not None:
-                    # Same transaction: the analysis always describes the content just indexed.
-                    self.store.write_analysis(db, job.doc.id, job.doc.path, fields)
             if reused := self.store.vectors(ids):
                 self.vectors.add(
                     [k for k, _ in reused], np.vstack([np.frombuffer(b, dtype=np.float32) for _, b in reused])

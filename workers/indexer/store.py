@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,10 +79,10 @@ CREATE TABLE IF NOT EXISTS journal (
     doc_id INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
--- The document analysis (summary, category, keywords, ...) that get_document_summary returns. The
--- ingest thread writes its deterministic half with the document's chunks (same transaction); the LLM
--- worker enriches it later. Reading it is a plain lookup, by the current path or by the path the
--- file had when it was analyzed.
+-- The document analysis (summary, category, keywords, ...) that get_document_summary returns. Writing a
+-- document's chunks drops it (same transaction); the ingest thread writes the deterministic half anew
+-- (analysis_due), and the LLM worker enriches it later. Reading it is a plain lookup, by the current path
+-- or by the path the file had when it was analyzed.
 CREATE TABLE IF NOT EXISTS analysis (
     doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
     analyzed_path TEXT NOT NULL,
@@ -91,6 +91,13 @@ CREATE TABLE IF NOT EXISTS analysis (
     enriched INTEGER NOT NULL DEFAULT 0       -- LLM enrichment: 0 waiting, 1 done, 2 gave up
 );
 CREATE INDEX IF NOT EXISTS analysis_path ON analysis(analyzed_path);
+-- Documents written since their last deterministic analysis: the ingest thread analyses them once nothing is
+-- left to parse or embed (search first), and get_document_summary analyses one on the spot meanwhile. Either
+-- way the analysis is dated when its content was written (a move keeps it).
+CREATE TABLE IF NOT EXISTS analysis_due (
+    doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+    written_at REAL NOT NULL
+);
 -- Vectors to take out of the usearch file (their chunks are gone); emptied once a save covers it.
 -- A trigger, so cascaded deletes (a document or folder removed) are caught too.
 CREATE TABLE IF NOT EXISTS dead_vectors (id INTEGER PRIMARY KEY);
@@ -132,6 +139,21 @@ class Document:
     sha256: str | None
     status: str
     attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class DueDocument:
+    """An indexed document whose analysis is due, with what :func:`.analysis.analyze` takes besides its text."""
+
+    id: int
+    path: str
+    format: str
+    title: str | None
+    mtime_ns: int
+    language: str | None
+    folder_name: str
+    written_at: float
+    """When the content was written: the analysis's date (``analyzed_at``), however often it is made."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +390,7 @@ class Store:
         if row:
             db.execute("DELETE FROM chunks WHERE doc_id = ?", (row[0],))
             db.execute("DELETE FROM analysis WHERE doc_id = ?", (row[0],))  # it described content no longer indexed
+            db.execute("DELETE FROM analysis_due WHERE doc_id = ?", (row[0],))
             db.execute("INSERT INTO journal(doc_id) VALUES(?)", (row[0],))
         db.execute(
             "INSERT INTO documents(folder_id, path, original_path, status, error, chunks, updated_at) "
@@ -434,6 +457,7 @@ class Store:
             # A file that now fails (edited into something unreadable, grown too large) must not keep
             # serving the analysis of its earlier content: FILE_NOT_ANALYZED, and index_status says why.
             db.execute("DELETE FROM analysis WHERE doc_id = ?", (doc_id,))
+            db.execute("DELETE FROM analysis_due WHERE doc_id = ?", (doc_id,))
             db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
             db.execute(
                 "UPDATE documents SET status = 'failed', error = ?, chunks = 0, sha256 = NULL, format = NULL, "
@@ -506,25 +530,65 @@ class Store:
                 ),
             )
             ids.append(int(cur.lastrowid or 0))
+        now = time.time()
         db.execute(
             "UPDATE documents SET status = 'indexed', error = NULL, size = ?, mtime_ns = ?, sha256 = ?, format = ?, "
             "title = ?, pages = ?, chunks = ?, updated_at = ?, language = ? WHERE id = ?",
-            (size, mtime_ns, sha256, fmt, title, pages, len(chunks), time.time(), language, doc_id),
+            (size, mtime_ns, sha256, fmt, title, pages, len(chunks), now, language, doc_id),
         )
         db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
+        # The analysis of the earlier content no longer describes it: a new one is due.
+        db.execute("DELETE FROM analysis WHERE doc_id = ?", (doc_id,))
+        db.execute("INSERT OR REPLACE INTO analysis_due(doc_id, written_at) VALUES(?, ?)", (doc_id, now))
         return ids
 
     # ---------------------------------------------------------------------------------------
     # analysis (get_document_summary)
 
-    def write_analysis(self, db: sqlite3.Connection, doc_id: int, path: str, fields: Mapping[str, Any]) -> None:
-        """Store a fresh deterministic analysis of the document now at ``path``, waiting for the LLM.
-        Call it in the transaction that writes the document's chunks, so the two always match."""
+    def analysis_due(self, limit: int) -> list[DueDocument]:
+        """Indexed documents whose deterministic analysis is due, in id order."""
+        rows = self.db.execute(
+            "SELECT d.id, d.path, d.format, d.title, d.mtime_ns, d.language, f.name, q.written_at FROM analysis_due q "
+            "JOIN documents d ON d.id = q.doc_id JOIN folders f ON f.id = d.folder_id WHERE d.status = 'indexed' "
+            "ORDER BY q.doc_id LIMIT ?",
+            (limit,),
+        )
+        return [
+            DueDocument(int(r[0]), str(r[1]), r[2] or "", r[3], int(r[4]), r[5], str(r[6]), float(r[7])) for r in rows
+        ]
+
+    def due_at(self, path: str) -> DueDocument | None:
+        """The indexed document now at ``path`` if its analysis is due."""
+        r = self.db.execute(
+            "SELECT d.id, d.path, d.format, d.title, d.mtime_ns, d.language, f.name, q.written_at FROM documents d "
+            "JOIN analysis_due q ON q.doc_id = d.id JOIN folders f ON f.id = d.folder_id "
+            "WHERE d.path = ? AND d.status = 'indexed'",
+            (path,),
+        ).fetchone()
+        return (
+            DueDocument(int(r[0]), str(r[1]), r[2] or "", r[3], int(r[4]), r[5], str(r[6]), float(r[7])) if r else None
+        )
+
+    def store_analyses(self, done: Sequence[tuple[DueDocument, Mapping[str, Any] | None]]) -> None:
+        """Record the analyses of due documents (None: it failed; the document stays without one) in one
+        transaction. A document written again since it was read is due again and is left alone."""
+        with self.tx() as db:
+            for doc, fields in done:
+                gone = db.execute(
+                    "DELETE FROM analysis_due WHERE doc_id = ? AND written_at = ?", (doc.id, doc.written_at)
+                ).rowcount
+                if gone and fields is not None:
+                    self.write_analysis(db, doc.id, doc.path, fields, doc.written_at)
+
+    def write_analysis(
+        self, db: sqlite3.Connection, doc_id: int, path: str, fields: Mapping[str, Any], analyzed_at: float
+    ) -> None:
+        """Store a fresh deterministic analysis of the document now at ``path``, waiting for the LLM."""
         db.execute(
             "INSERT INTO analysis(doc_id, analyzed_path, analyzed_at, fields, enriched) VALUES(?, ?, ?, ?, 0) "
             "ON CONFLICT(doc_id) DO UPDATE SET analyzed_path = excluded.analyzed_path, "
             "analyzed_at = excluded.analyzed_at, fields = excluded.fields, enriched = 0",
-            (doc_id, path, time.time(), json.dumps(fields, ensure_ascii=False)),
+            (doc_id, path, analyzed_at, json.dumps(fields, ensure_ascii=False)),
         )
 
     def pending_enrichment(self, limit: int) -> list[tuple[int, str, dict[str, Any], float]]:

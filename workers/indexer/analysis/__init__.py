@@ -1,10 +1,11 @@
 """The deterministic half of document analysis: what ``get_document_summary`` serves before the LLM.
 
 Every field is a pure function of the document's text, title, format, Smart Folder and mtime (plus,
-for keywords, how common each word is across the index), so it runs on the indexer's ingest thread
-right after a document is written, in the same transaction: an analysis never describes content other
-than the indexed one. It costs milliseconds, reads at most :data:`MAX_CHARS` characters and never
-raises. The LLM worker later replaces the extractive ``summary`` and fills ``entity``; the other
+for keywords, how common each word is across the index). The indexer's ingest thread makes it from the
+stored chunks once nothing is left to parse or embed (:mod:`..analyzer`); writing new content drops the
+old analysis in the same transaction, so an analysis never describes content other than the indexed
+one. It costs milliseconds, reads at most :data:`MAX_CHARS` characters and never raises. The LLM worker
+later replaces the extractive ``summary`` and fills ``entity``; the other
 fields are small, readable rules, one module each: :mod:`.text` (the prepared text), :mod:`.summary`,
 :mod:`.dates`, :mod:`.doctype` (the type cues as a table), :mod:`.keywords`, :mod:`.entities` and
 :mod:`.names` (the suggested file name). This module puts them together (:func:`analyze`).
