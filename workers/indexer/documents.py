@@ -54,8 +54,7 @@ UNITS = ("chunks", "lines")
 MAX_ORDINAL = 10_000_000
 MAX_CHUNK_ID = 2**63 - 1  # SQLite's largest integer
 NOT_ANALYZED_HINT = (
-    "hint: a file is analyzed once it is indexed; wait until indexing is done, "
-    "or look for a failure in index_status"
+    "hint: a file is analyzed once it is indexed; wait until indexing is done, or look for a failure in index_status"
 )
 
 
