@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import tracemalloc
+import unicodedata
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -484,3 +485,18 @@ def test_a_folder_of_every_new_format_is_indexed_with_locations_and_its_hostile_
     index = structured(mc.call(url, token, "index_status"))
     assert index["unsupported"] == {".blend": 1, ".psd": 1, ".xyz": 1}
     assert index["folders"][0]["files_unsupported"] == 3
+
+
+def test_text_that_is_not_text_is_told_by_its_control_characters() -> None:
+    from foldermind.workers.parser.formats import txt
+
+    # The character class is exactly U+FFFD and the Cc controls other than tab, LF, VT, FF, CR and NEL.
+    allowed = set("\t\n\r\x0b\x0c\x85")
+    for code in range(0x30000):
+        c = chr(code)
+        expected = c == "\ufffd" or (c not in allowed and unicodedata.category(c) == "Cc")
+        assert bool(txt._BAD.fullmatch(c)) == expected, hex(code)
+    # One bad character in a hundred is still text; more is not.
+    assert not txt.looks_binary("a" * 99 + "\x00")
+    assert txt.looks_binary("a" * 98 + "\x00\x01\x02")
+    assert not txt.looks_binary("tab\tline\nnel\x85form\x0c" * 50)

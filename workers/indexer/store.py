@@ -56,6 +56,9 @@ CREATE TABLE IF NOT EXISTS documents (
     language TEXT                             -- detected (languages.py); NULL: not yet, the Tantivy replay does
 );
 CREATE INDEX IF NOT EXISTS documents_folder ON documents(folder_id, status);
+-- The next files to parse (Store.pending, at every turn of the ingest thread): without it each look scanned
+-- the whole table, 0.18 ms at 5,183 indexed SciFact files against 0.002 ms with it.
+CREATE INDEX IF NOT EXISTS documents_pending ON documents(id) WHERE status = 'pending';
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,     -- never reused: also the Tantivy and usearch key
     doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,

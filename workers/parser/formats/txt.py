@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import codecs
 import re
-import unicodedata
 
 from foldermind.protocol.errors import ErrorCode
 from foldermind.workers.parser.formats.document import (
@@ -42,7 +41,6 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 )
 # Among equally plausible single-byte guesses, the commonest encodings win.
 _PREFERRED = ("utf_8", "ascii", "cp1252", "latin_1", "iso8859_15")
-_ALLOWED_CONTROLS = frozenset("\t\n\r\x0b\x0c")
 MAX_CONTROL_RATIO = 0.01
 """Decoded text with more control characters (or U+FFFD) than this share is not text."""
 
@@ -102,16 +100,17 @@ def _detect(data: bytes) -> str:
     return str(chosen)
 
 
+_BAD = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ufffd]")
+"""U+FFFD and the control characters (Unicode category Cc: U+0000-001F, U+007F-009F) that text does not hold:
+all but tab, line feed, carriage return, vertical tab, form feed and NEL. A character class, not a loop over
+the characters in Python: ~0.1 ms of each SciFact abstract's parse."""
+
+
 def looks_binary(text: str) -> bool:
     if not text:
         return False
     sample = text[:65536]
-    bad = sum(
-        1
-        for c in sample
-        if c == "\ufffd" or (c not in _ALLOWED_CONTROLS and unicodedata.category(c) == "Cc" and c != "\x85")
-    )
-    return bad > len(sample) * MAX_CONTROL_RATIO
+    return len(_BAD.findall(sample)) > len(sample) * MAX_CONTROL_RATIO
 
 
 def parse_txt(data: bytes) -> ParsedDocument:
