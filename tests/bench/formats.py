@@ -176,6 +176,7 @@ KEPT = (
     "Plain text before and after the new formats",
     "Memory with on-demand workers",
     "7. Chunk settings: fewer chunks for the same quality?",
+    "8. A second corpus: Debian manuals and Django's docs, before and after the ONNX embedder",
 )
 """The sections of ``report`` other benches write (this one, tests.bench.ocr, tests.bench.memory_budget,
 tests.bench.onnx_int8 and tests.bench.lookup per chunk setting) or that were measured by hand, which
