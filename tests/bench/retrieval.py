@@ -217,7 +217,11 @@ class Retrieval:
     @property
     def fusion(self) -> str:
         p = self.policy
-        return f"{p.fusion}, keyword_weight {p.keyword_weight:g}" if p.fusion == "weighted" else f"rrf, k {p.rrf_k}"
+        if p.fusion == "weighted":
+            return f"weighted, keyword_weight {p.keyword_weight:g}"
+        if p.fusion == "blend":
+            return f"blend, keyword_weight {p.blend_keyword_weight:g}"
+        return f"rrf, k {p.rrf_k}"
 
     def row(self, label: str, door: str) -> Row | None:
         return next((r for r in self.rows if r.label == label and r.door == door), None)
