@@ -170,6 +170,10 @@ class ChunkPos:
     line_end: int
 
 
+def _due_document(r: sqlite3.Row) -> DueDocument:
+    return DueDocument(int(r[0]), str(r[1]), r[2] or "", r[3], int(r[4]), r[5], str(r[6]), float(r[7]))
+
+
 def _inside(child: str, parent: str) -> bool:
     return child == parent or child.startswith(parent.rstrip("/") + "/")
 
@@ -548,29 +552,20 @@ class Store:
     # ---------------------------------------------------------------------------------------
     # analysis (get_document_summary)
 
+    _DUE = (
+        "SELECT d.id, d.path, d.format, d.title, d.mtime_ns, d.language, f.name, q.written_at FROM analysis_due q "
+        "JOIN documents d ON d.id = q.doc_id JOIN folders f ON f.id = d.folder_id WHERE d.status = 'indexed' "
+    )
+
     def analysis_due(self, limit: int) -> list[DueDocument]:
         """Indexed documents whose deterministic analysis is due, in id order."""
-        rows = self.db.execute(
-            "SELECT d.id, d.path, d.format, d.title, d.mtime_ns, d.language, f.name, q.written_at FROM analysis_due q "
-            "JOIN documents d ON d.id = q.doc_id JOIN folders f ON f.id = d.folder_id WHERE d.status = 'indexed' "
-            "ORDER BY q.doc_id LIMIT ?",
-            (limit,),
-        )
-        return [
-            DueDocument(int(r[0]), str(r[1]), r[2] or "", r[3], int(r[4]), r[5], str(r[6]), float(r[7])) for r in rows
-        ]
+        rows = self.db.execute(self._DUE + "ORDER BY q.doc_id LIMIT ?", (limit,))
+        return [_due_document(r) for r in rows]
 
     def due_at(self, path: str) -> DueDocument | None:
         """The indexed document now at ``path`` if its analysis is due."""
-        r = self.db.execute(
-            "SELECT d.id, d.path, d.format, d.title, d.mtime_ns, d.language, f.name, q.written_at FROM documents d "
-            "JOIN analysis_due q ON q.doc_id = d.id JOIN folders f ON f.id = d.folder_id "
-            "WHERE d.path = ? AND d.status = 'indexed'",
-            (path,),
-        ).fetchone()
-        return (
-            DueDocument(int(r[0]), str(r[1]), r[2] or "", r[3], int(r[4]), r[5], str(r[6]), float(r[7])) if r else None
-        )
+        r = self.db.execute(self._DUE + "AND d.path = ?", (path,)).fetchone()
+        return _due_document(r) if r else None
 
     def store_analyses(self, done: Sequence[tuple[DueDocument, Mapping[str, Any] | None]]) -> None:
         """Record the analyses of due documents (None: it failed; the document stays without one) in one
