@@ -99,6 +99,7 @@ def test_with_a_checked_export_cached_neither_the_embedder_nor_the_indexer_impor
             assert details["onnx_exported"] is False and details["onnx_file"] == str(checked_export), details
             assert details["torch_loaded"] is False, (name, details)
             assert details["onnx_cosine"] >= onnx_model.MIN_COSINE
+        assert found["embedder"]["intra_op_threads"] == 1  # its CPUs run as streams of one thread each
         vectors = embedded(k)
         assert vectors.shape == (len(TEXTS), 384)
         assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)

@@ -148,6 +148,24 @@ def test_an_int8_record_cannot_vouch_for_the_fp32_export(root: Path, int8_pair: 
         onnx_model.load_cached(cache / fp32.name, model_files.model_dir(), 1)
 
 
+def test_batches_encoded_as_parallel_streams_give_the_one_pass_vectors_in_the_callers_order(int8_pair: Path) -> None:
+    """The embedder encodes its batches on several streams at once. int8 quantises activations per batch, so
+    only the same batches give the same vectors: the streams must cut them as one pass does and put every row
+    back where its text was."""
+    encoder = onnx_int8.open_precision(model_files.model_dir(), MODEL, MODEL_CACHE, 1, "int8").encoder
+    words = " ".join(FILES.values()).split()
+    texts = [" ".join(words[i % 7 : i % 7 + 3 + (i * 5) % 40]) for i in range(23)]  # batches of 4, the last of 3
+    one_pass = encoder.encode_longest_first(texts, 4)
+    for streams in (2, 3, 8):
+        assert np.array_equal(encoder.encode_longest_first(texts, 4, streams=streams), one_pass), streams
+    alone = np.vstack([encoder.encode([text]) for text in texts])
+    for i in range(len(texts)):  # each row is its own text's vector (nearest of all)
+        assert int(np.argmax(one_pass @ alone[i])) == i, (i, one_pass @ alone[i])
+    # The embedder's batches of one: every vector is its text's alone, whatever else the request holds.
+    assert np.array_equal(encoder.encode_longest_first(texts, 1, streams=2), alone)
+    assert not np.array_equal(one_pass, alone)  # in batches of 4, batch mates move int8 vectors
+
+
 # ------------------------------------------------------------------------------------------------
 # an index and its precision
 

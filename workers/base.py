@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import signal
@@ -117,8 +118,11 @@ TEST_SWITCH_PREFIX = "FOLDERMIND_TEST_"
 """Environment variables named so are test switches (:mod:`foldermind.workers.faults`)."""
 
 
+@functools.cache
 def testing() -> bool:
-    """Whether a test switch is set: only then may a worker import :mod:`foldermind.workers.faults`."""
+    """Whether a test switch is set: only then may a worker import :mod:`foldermind.workers.faults`. Read
+    once: a worker's environment is its spawn's, and the parser asks twice per file (6 µs a look at
+    ``os.environ``)."""
     return any(k.startswith(TEST_SWITCH_PREFIX) for k in os.environ)
 
 

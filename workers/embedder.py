@@ -13,20 +13,26 @@ in this process at all. Measured on a kernel whose cache holds the export (docs/
 export failing or disagreeing, an unusable cache), and ``describe`` (``backend``, ``backend_note``,
 ``torch_loaded``) and the ``status`` note say why.
 
-Batching: the texts are tokenized once, sorted by token count longest first and cut into batches of
-:data:`DEFAULT_ONNX_BATCH` (4), each padded to its own longest text; rows go back in the request's
-order. Measured on 298 real SciFact chunks (160 abstracts, the parsers' chunker), best of 3 interleaved
-rounds on a machine another process kept ~1.9 cores busy: batch 8 gave 17.7 chunks/s on one intra-op
-thread and 27.2 on two, batch 16 15.9 / 25.4, batch 32 14.8 / 13.1; so 8, with the usable CPUs as
-threads (``FOLDERMIND_EMBED_THREADS``). torch (batch 32) gave 17.6 / 29.0 in the same run: under that
-contention ONNX only matched torch's rate, and rerun on a quiet machine (load 0.3, same day) it still does:
-ONNX 18.6 (batch 8, one thread) / 26.3 (batch 16, two) against torch 17.8 / 27.4, with identical vectors
-(least cosine 1.000000 over every chunk and setting). What ONNX buys here is the start (no torch: see above),
-not the encode. (Since export format 3 the model is traced with eager attention: 22% faster at fp32 with the
-same vectors, and its int8 copy is fused by onnxruntime's BERT optimizer, ~33% faster: docs/benchmarks-onnx.md.)
-With int8 (the default precision) smaller batches pay more, and fp32 gains too: 512 SciFact abstracts in
-requests of 256, three interleaved rounds on a quiet machine (2026-12-03), int8 66.1-68.8 texts/s at batch
-4 against 59.3-60.2 at 8 and 55.1-58.1 at 1; fp32 38.8-41.7 at 4 against 36.2-38.3 at 8. So 4.
+Batching: the texts are tokenized once and sorted by token count, longest first; the usable CPUs
+(``FOLDERMIND_EMBED_THREADS``) run as that many streams, each on one intra-op thread, each taking the next
+batch of :data:`DEFAULT_ONNX_BATCH` (1) texts when it is done; rows go back in the request's order. Measured
+on this 2-core VM, 2026-12-05, quiet machine:
+
+- streams against one pass on two intra-op threads: 800 SciFact abstracts at int8 beside two processes that
+  each busy-loop 1.5 ms and sleep 1 ms (as parsers and the ingest thread do), 60.4-61.8 texts/s against
+  54.6-56.6 (their two threads wait for each other whenever one loses its core); SciFact through the whole
+  pipeline, A/B back to back at batch 4, fully embedded in 81.3 and 81.5 s against 86.2 and 85.2;
+- batch 1 under streams: 3,000 SciFact chunks, int8, 139.4 / 138.9 chunks/s at batch 1, 136.5 / 137.2 at 2,
+  136.2 / 137.3 at 4 (one pass on two threads: 115.8, 123.3, 128.9-141.2); fp32 82.9 / 80.6 / 84.2 (one pass
+  64.8 / 72.8 / 77.8). No padding, and the pipeline A/B: 78.0 and 78.6 s against 80.1 and 79.9 at batch 4.
+  An int8 vector no longer depends on its batch mates (dynamic quantisation scales each batch as a whole:
+  cosine 0.9916 at worst between a SciFact chunk's vector in a batch of 4 and alone), so it is a function of
+  its text, as the queries' are. Retrieval did not move: SciFact nDCG@10 over MCP, semantic 0.6648 and
+  hybrid 0.7278 against 0.6666 and 0.7280 from batches of 4 (docs/benchmarks-mcp.md). Older indexes keep their
+  batched vectors: the difference is the size of what batch mates already made, so no re-embedding.
+
+Earlier measurements (torch against ONNX, batch sizes one pass at a time) are at the end of
+docs/benchmarks-onnx.md.
 
 READY goes out at once: ``setup()`` only starts a background thread that loads the model, so the
 supervisor's start timeout never waits on it and the first ``embed.request`` usually finds the model
@@ -56,8 +62,9 @@ Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order), n
 Environment:
 
 - ``FOLDERMIND_EMBED_MODEL_DIR``: a sentence-transformers model directory (default: the bundled one).
-- ``FOLDERMIND_EMBED_BATCH``: texts per forward pass (default 8 under ONNX, 32 under torch).
-- ``FOLDERMIND_EMBED_THREADS``: intra-op threads (default: the CPUs this process may use).
+- ``FOLDERMIND_EMBED_BATCH``: texts per forward pass (default 1 under ONNX, 32 under torch).
+- ``FOLDERMIND_EMBED_THREADS``: the cores to use (default: the CPUs this process may use): under ONNX that
+  many batches encoded at once on one intra-op thread each, under torch its intra-op threads.
 - ``FOLDERMIND_EMBED_RETRY_S``: least time between load attempts after a failure (default 30).
 
 Its length (~440 lines): about 60 are the measurements above; the rest is one worker whose model
@@ -96,7 +103,7 @@ THREADS_ENV = "FOLDERMIND_EMBED_THREADS"
 RETRY_ENV = "FOLDERMIND_EMBED_RETRY_S"
 DEFAULT_BATCH = 32
 """Texts per forward pass under torch (sentence-transformers' own default, measured best here before ONNX)."""
-DEFAULT_ONNX_BATCH = 4
+DEFAULT_ONNX_BATCH = 1
 """Texts per ONNX Runtime pass: see the module docstring for the measurement."""
 RETRY_AFTER_S = 30.0
 """After a failed load, the next load attempt (made by a request) waits at least this long."""
@@ -105,6 +112,10 @@ NO_DEADLINE_WAIT_S = 20.0
 DEADLINE_MARGIN_S = 2.0
 """Give up waiting for a load this long before the request's deadline: the broker replaces a worker that
 overruns one, which would restart the load from scratch."""
+ONNX_INTRA_OP = 1
+"""Intra-op threads of the ONNX session: the usable CPUs run as that many streams of one thread each
+(:meth:`~foldermind.workers.onnx_model.OnnxEncoder.encode_longest_first`), which lose less to the parsers
+and the ingest thread taking a core now and then than one pass on several threads that wait for each other."""
 MAX_TEXTS = 4096
 """Refuse bigger requests: the worker serves one job at a time and its reply must fit a message."""
 
@@ -226,6 +237,7 @@ class EmbedderWorker(Worker):
                 "onnx_cosine": self.onnx_cosine,
                 "batch_size": self.batch_size,
                 "threads": self.threads,
+                "intra_op_threads": ONNX_INTRA_OP if self.backend == "onnx" else self.threads,
                 "load_s": self.load_s,
                 "loads": self.loads,
                 "unloads": self.unloads,
@@ -283,7 +295,7 @@ class EmbedderWorker(Worker):
             raise onnx_model.OnnxError(unsafe)
         quantize = self.policy.embed_quantize
         with model_files.gc_paused():
-            loaded = onnx_int8.open_precision(path, name, self.cache_dir, self.threads, quantize, stop=self._stop)
+            loaded = onnx_int8.open_precision(path, name, self.cache_dir, ONNX_INTRA_OP, quantize, stop=self._stop)
         dim = onnx_model.dimension(loaded.encoder)
         elapsed = time.monotonic() - started
         log.info(
@@ -385,7 +397,7 @@ class EmbedderWorker(Worker):
             onnx, precision = self._onnx, self.precision or "fp32"
         if onnx is not None:
             try:
-                raw = onnx.encode_longest_first(texts, self.batch_size)
+                raw = onnx.encode_longest_first(texts, self.batch_size, streams=self.threads)
             except Exception as exc:  # never seen: torch takes over, and the note says on what ONNX failed
                 why = _reason(exc)
                 log.warning("ONNX embedding failed (%s); loading torch", why)
