@@ -136,6 +136,28 @@ def test_blend_keeps_a_keyword_hit_far_above_the_rest_first_unless_the_query_is_
     assert not fusion.is_question("pause mouse close window") and not fusion.is_question("set decimalsign locale")
 
 
+def test_a_list_of_remembered_words_weighs_the_keyword_side_more_than_a_sentence_or_a_question_does() -> None:
+    assert fusion.is_lookup("pause mouse close window") and fusion.is_lookup("Obesity decreases life quality.")
+    assert not fusion.is_lookup("set the decimal sign")  # a stop word: a sentence, however short
+    assert not fusion.is_lookup("how close window") and not fusion.is_lookup("close window?")  # questions
+    assert not fusion.is_lookup("") and not fusion.is_lookup("  -- ")
+    # The strong-keyword rule and the bonus off: only the weights decide.
+    rules = replace(
+        fusion.DEFAULT_RULES,
+        keyword_weight=0.5,
+        lookup_keyword_weight=0.8,
+        top_bonus=0.0,
+        strong_ratio=100.0,
+        tail_ratio=100.0,
+    )
+    keyword = [(1, 10.0), (2, 5.0), (3, 1.0)]  # min-max: 1, 0.444, 0
+    semantic = [(2, 0.65), (3, 0.64), (1, 0.60)]  # min-max: 1, 0.8, 0
+    # As a sentence, 0.5: chunk 1 0.5, chunk 2 0.722. As a lookup, 0.8: chunk 1 0.8, chunk 2 0.556.
+    assert fusion.blend(keyword, semantic, rules)[0][0] == 2
+    assert fusion.blend(keyword, semantic, rules, lookup=True)[0][0] == 1
+    assert fusion.DEFAULT_RULES.lookup_keyword_weight > fusion.DEFAULT_RULES.keyword_weight
+
+
 def test_blend_keeps_a_keyword_hit_far_above_the_tail_first_though_the_second_is_close() -> None:
     rules = replace(fusion.DEFAULT_RULES, keyword_weight=0.0)
     semantic = [(9, 0.70), (2, 0.60), (1, 0.30)]

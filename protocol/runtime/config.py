@@ -328,6 +328,17 @@ class SearchPolicy(_Strict):
         " within its list). 0.9 matched keyword search on known items but cost SciFact nDCG@10 0.04; 0.6 cost"
         " 0.008 for one page more (tune).",
     )
+    blend_lookup_keyword_weight: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description='"blend": the keyword side\'s share for a query that is a list of words (not a question, no'
+        " English stop word: the words a user remembers of a page). On 216 such queries made of six words of each"
+        " answer bench question's gold sentence, 0.5 put the gold file first for 190 and keyword search for 196;"
+        " chosen on their tune split (48) and the lookup bench's: 0.7 45 of 48, 0.8 and 0.9 46 (keyword 46); the other"
+        " 168 then read 150 (keyword 150), SciFact's claims lose 0.0023 nDCG@10 (13 of 150 are word lists: one"
+        " up, one down): docs/benchmarks-mcp.md.",
+    )
     blend_top_bonus: float = Field(
         0.1,
         ge=0,

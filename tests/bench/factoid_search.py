@@ -11,12 +11,18 @@ as a client asking without a Smart Folder would. A result list counts each file 
 
 Per corpus and per question set, and over all: top-1 (the gold file first), MRR@10 and hit@5 by file. The
 report is printed as Markdown; nothing is written.
+
+``--known`` reads the same files as known-item lookups as well: for each question, the words a user might
+remember of its gold sentence (:func:`remembered`: the sentence's first :data:`REMEMBERED` words that are not
+stop words (the fusion's :data:`~foldermind.workers.indexer.fusion.STOP_WORDS`), a rule fixed before any run),
+searched as typed.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +30,7 @@ from pathlib import Path
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
+from foldermind.workers.indexer.fusion import STOP_WORDS
 from tests.bench import machine
 from tests.bench.factoids import CORPORA, Corpus, Question, build_corpora, load_questions
 from tests.bench.kernels import BenchFailure, Kernel, say
@@ -34,6 +41,19 @@ MODES = ("keyword", "semantic", "hybrid")
 FILES = 10  # files ranked per question (MRR@10)
 INDEX_TIMEOUT_S = 3600.0
 NO_LLM = "[workers.llm]\nenabled = false\n"
+REMEMBERED = 6
+"""Words of the gold sentence in a known-item query."""
+
+
+def remembered(sentence: str) -> str:
+    """A known-item query from a sentence: its first :data:`REMEMBERED` distinct words of three or more
+    characters that are not stop words, in the sentence's order, lower-cased."""
+    words: list[str] = []
+    for word in re.findall(r"[A-Za-z0-9][A-Za-z0-9'-]*", sentence):
+        w = word.lower().strip("'-")
+        if len(w) >= 3 and w not in STOP_WORDS and w not in words:
+            words.append(w)
+    return " ".join(words[:REMEMBERED])
 
 
 @dataclass(slots=True)
@@ -94,13 +114,17 @@ def search(client: BusClient, query: str, mode: str, top_k: int) -> list[str]:
     return [str(hit["file_path"]) for hit in reply.results]
 
 
-def measure(client: BusClient, questions: list[Question], top_k: int) -> tuple[dict[tuple[str, str], Tally], list[str]]:
+def measure(
+    client: BusClient, questions: list[Question], top_k: int, known: bool = False
+) -> tuple[dict[tuple[str, str], Tally], list[str]]:
     """(group, mode) -> tally, the groups being each corpus, each question set and ``all``; and a line for
-    every question whose gold file hybrid ranks other than keyword search does."""
+    every question whose gold file hybrid ranks other than keyword search does. ``known``: the queries are
+    :func:`remembered` of the gold sentences instead of the questions."""
     out: dict[tuple[str, str], Tally] = {}
     differ: list[str] = []
     for q in questions:
-        ranks = {mode: gold_rank(q, search(client, q.question, mode, top_k)) for mode in MODES}
+        query = remembered(q.sentence) if known else q.question
+        ranks = {mode: gold_rank(q, search(client, query, mode, top_k)) for mode in MODES}
         for mode, rank in ranks.items():
             for group in (q.corpus, f"set {q.split}", "all"):
                 out.setdefault((group, mode), Tally()).ranks.append(rank)
@@ -129,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, required=True, help="kept: the next run reuses its index")
     ap.add_argument("--top-k", type=int, default=20, help="chunks asked per search (default 20)")
+    ap.add_argument("--known", action="store_true", help="also known-item queries made of the gold sentences")
     args = ap.parse_args(argv)
     questions = load_questions()
     corpora = build_corpora(args.home / "corpora", questions)
@@ -139,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         index(kernel, corpora)
         with kernel.client("bench-factoid-search-q") as client:
             tallies, differ = measure(client, questions, args.top_k)
+            known = measure(client, questions, args.top_k, known=True) if args.known else None
     finally:
         kernel.stop()
     facts = machine.facts(REPO)
@@ -149,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     print(render(tallies, header))
     print("\nWhere hybrid ranks the gold file other than keyword search (rank among files, - = not in the first 10):")
     print("\n".join(differ) or "- none")
+    if known is not None:
+        print("\n" + render(known[0], f"Known-item queries ({REMEMBERED} words remembered of each gold sentence)"))
+        print("\nWhere hybrid ranks the gold file other than keyword search:")
+        print("\n".join(known[1]) or "- none")
     return 0
 
 

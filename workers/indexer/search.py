@@ -106,9 +106,8 @@ class SearchService:
             if mode == "hybrid":
                 if fuse == "blend":
                     documents = self._documents(keyword, semantic) if self.rules.evidence > 0 else None
-                    ranked = fusion.blend(
-                        keyword, semantic, self.rules, fusion.is_question(query), documents, self._same_file
-                    )
+                    question, lookup = fusion.is_question(query), fusion.is_lookup(query)
+                    ranked = fusion.blend(keyword, semantic, self.rules, question, documents, self._same_file, lookup)
                 elif fuse == "weighted":
                     ranked = fusion.weighted(keyword, semantic, self.policy.keyword_weight)
                 else:
