@@ -41,7 +41,7 @@ from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.extracted import read_lines
 from foldermind.workers.indexer.search import hit_from_row
 from foldermind.workers.indexer.snippets import snippet
-from foldermind.workers.indexer.store import Folder, Store
+from foldermind.workers.indexer.store import Folder, Store, analysis_map
 from foldermind.workers.indexer.vectors import VectorIndex
 from foldermind.workers.parser import formats
 from foldermind.workers.parser.formats import ocr
@@ -220,9 +220,7 @@ class DocumentService:
         due = self.store.due_at(real)
         if due is not None:  # written since its last analysis, which the ingest thread makes once search is ready
             fields = analyze_stored(self.store, self.bm25, due)
-            return SummaryReply(
-                {**fields, "analyzed_at": due.written_at, "file_path": due.path, "language": due.language}
-            )
+            return SummaryReply(analysis_map(fields, due.written_at, due.path, due.language))
         analysis = self.store.analysis(real)
         if analysis is None:
             raise JobError(

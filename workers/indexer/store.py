@@ -178,6 +178,13 @@ def _inside(child: str, parent: str) -> bool:
     return child == parent or child.startswith(parent.rstrip("/") + "/")
 
 
+def analysis_map(fields: Mapping[str, Any], analyzed_at: float, file_path: str, language: str | None) -> dict[str, Any]:
+    """A document's analysis as ``doc.summary`` answers it: the analysed fields and when the content they
+    describe was written, where the document is and its language (a stored analysis and one made on the
+    spot for a document whose analysis is due have this one shape)."""
+    return {**fields, "analyzed_at": analyzed_at, "file_path": file_path, "language": language}
+
+
 class Store:
     """One connection per thread (SQLite connections are not shared across threads), and one that only
     watches for commits (:meth:`change_token`)."""
@@ -887,5 +894,4 @@ class Store:
         ).fetchone()
         if row is None:
             return None
-        fields: dict[str, Any] = json.loads(row[0])
-        return {**fields, "analyzed_at": row[1], "file_path": row[2], "language": row[3]}
+        return analysis_map(json.loads(row[0]), row[1], row[2], row[3])
