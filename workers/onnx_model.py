@@ -341,8 +341,8 @@ class OnnxEncoder:
 
     def encode_longest_first(self, texts: list[str], batch_size: int, streams: int = 1) -> NDArray[np.float32]:
         """Bulk vectors: the texts sorted by token count, longest first, cut into batches of ``batch_size``
-        (so each batch pads to texts of about its own length, and a too-large batch fails on the first
-        one), the rows put back in the callers' order.
+        (so each batch pads to texts of about its own length, and in one stream a too-large batch fails on
+        the first one), the rows put back in the callers' order.
 
         ``streams`` > 1 runs that many batches at once on threads of their own (ONNX Runtime releases the
         GIL), each taking the next batch when it is done. With one intra-op thread per stream, no thread

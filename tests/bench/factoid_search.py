@@ -1,13 +1,14 @@
 """Natural questions by search mode: where each mode puts the one file that answers the question.
 
-``python -m tests.bench.factoid_search --home DIR [--top-k N]`` from the repository root. The questions are the
-answer bench's (:mod:`tests.bench.factoids`: 216 written by hand, each with the one file that holds its answer,
+``python -m tests.bench.factoid_search --home DIR [--top-k N] [--known]`` from the repository root. The questions
+are the answer bench's (:mod:`tests.bench.factoids`: 216 written by hand, each with the one file that holds its answer,
 over three corpora nobody on the project wrote: SciFact abstracts among 1,500 distractors, Django 4.2's docs,
 six Debian manuals). They were written for the answer engine and never used to choose a fusion constant, so
 they read the search modes as held-out data. A real kernel indexes the three corpora in one home (``--home``
-keeps it for the next run), then every question goes to ``search.request`` over the bus once per mode
-(``keyword``, ``semantic``, ``hybrid`` with the configured fusion), ``--top-k`` chunks across the whole index,
-as a client asking without a Smart Folder would. A result list counts each file once, at its best chunk.
+keeps it for the next run; the answer bench's ``index_corpora`` waits for it), then every question goes to
+``search.request`` over the bus once per mode (``keyword``, ``semantic``, ``hybrid`` with the configured
+fusion), ``--top-k`` chunks across the whole index, as a client asking without a Smart Folder would. A result
+list counts each file once, at its best chunk.
 
 Per corpus and per question set, and over all: top-1 (the gold file first), MRR@10 and hit@5 by file. The
 report is printed as Markdown; nothing is written.
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,14 +32,13 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.workers.indexer.fusion import STOP_WORDS
 from tests.bench import machine
-from tests.bench.factoids import CORPORA, Corpus, Question, build_corpora, load_questions
-from tests.bench.kernels import BenchFailure, Kernel, say
-from tests.bench.scifact import wait_query_model
+from tests.bench.answers import Results, index_corpora
+from tests.bench.factoids import CORPORA, Question, build_corpora, load_questions
+from tests.bench.kernels import Kernel, say
 from tests.bench.transports import REPO
 
 MODES = ("keyword", "semantic", "hybrid")
 FILES = 10  # files ranked per question (MRR@10)
-INDEX_TIMEOUT_S = 3600.0
 NO_LLM = "[workers.llm]\nenabled = false\n"
 REMEMBERED = 6
 """Words of the gold sentence in a known-item query."""
@@ -76,37 +75,6 @@ def gold_rank(q: Question, paths: Sequence[str]) -> int:
     """1-based rank of the gold file among the first :data:`FILES` distinct files of ``paths``, else 0."""
     files = list(dict.fromkeys(paths))[:FILES]
     return next((i for i, p in enumerate(files, 1) if q.is_gold(p)), 0)
-
-
-def index(kernel: Kernel, corpora: dict[str, Corpus]) -> None:
-    """Register each corpus (unless the home has it) and wait until every file is indexed and embedded."""
-    with kernel.client("bench-factoid-search") as client:
-        registered = {str(Path(f["path"]).resolve()) for f in kernel.folders(client)}
-        for c in corpora.values():
-            if str(c.folder.resolve()) not in registered:
-                added = kernel.cli("folders", "add", str(c.folder), "--name", c.name)
-                if added.returncode != 0:
-                    raise BenchFailure(f"folders add {c.folder}: {added.stdout}{added.stderr}")
-        t0, last = time.monotonic(), 0.0
-        while True:
-            folders = {str(Path(f["path"]).resolve()): f for f in kernel.folders(client)}
-            waiting = []
-            for c in corpora.values():
-                f = folders.get(str(c.folder.resolve()))
-                done = f is not None and f["files_total"] == c.files and f["state"] == "ready"
-                done = done and f is not None and f["files_indexed"] + f["files_failed"] >= c.files
-                if not (done and f is not None and f["chunks"] and f["chunks_embedded"] >= f["chunks"]):
-                    waiting.append(c.name if f is None else f"{c.name} {f['chunks_embedded']}/{f['chunks']}")
-            if not waiting:
-                break
-            now = time.monotonic() - t0
-            if now > INDEX_TIMEOUT_S:
-                raise BenchFailure(f"not indexed after {INDEX_TIMEOUT_S:g} s: {waiting}")
-            if now - last >= 15:
-                say(f"  {now:5.0f} s: waiting for {', '.join(waiting)}")
-                last = now
-            time.sleep(1.0)
-        wait_query_model(kernel, client)
 
 
 def search(client: BusClient, query: str, mode: str, top_k: int) -> list[str]:
@@ -161,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     kernel.start()
     try:
         say(f"indexing {', '.join(f'{c.name} ({c.files} files)' for c in corpora.values())} in {args.home}")
-        index(kernel, corpora)
+        index_corpora(kernel, corpora, Results(machine.facts(REPO), vars(args)))
         with kernel.client("bench-factoid-search-q") as client:
             tallies, differ = measure(client, questions, args.top_k)
             known = measure(client, questions, args.top_k, known=True) if args.known else None
