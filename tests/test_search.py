@@ -42,7 +42,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.workers import onnx_model
-from foldermind.workers.indexer import fusion
+from foldermind.workers.indexer import fusion, units
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.extracted import read_lines, rebuild
@@ -746,13 +746,13 @@ def test_a_document_written_again_keeps_the_vectors_of_its_unchanged_chunks_and_
         kept = dict(store.vectors(new))
         assert set(kept) == {new[0], new[2]}  # the unchanged texts, with their very vectors
         assert kept[new[0]] == blobs[0] and kept[new[2]] == blobs[2]
-        assert [i for i, _ in store.unembedded(10, set())] == [new[1], new[3]]  # only these go to the embedder
+        assert [row[0] for row in store.unembedded(10, set())] == [new[1], new[3]]  # only these go to the embedder
         assert set(store.dead_vectors()) == set(old)  # the old ids leave the usearch file at its next save
     finally:
         remove_tree(root)
 
 
-def test_scoped_vector_search_is_exact_small_and_deepens_big() -> None:
+def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best_unit() -> None:
     root = short_tmpdir("fmv-")
     try:
         store = Store(root / "index.sqlite")
@@ -771,21 +771,32 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big() -> None:
                     ids[name] += store.write_document(
                         db, doc.id, 1, 1, "h", "txt", None, None, [{**chunk_row, "char_start": 0, "char_end": 1}]
                     )
-        matrix = rng.normal(size=(412, 8)).astype(np.float32)
-        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
         all_ids = ids["big"] + ids["small"]
-        store.store_vectors(all_ids, [row.tobytes() for row in matrix])
-        vectors.add(all_ids, matrix)
+        # One to three units a chunk, as :mod:`units` makes them.
+        counts = rng.integers(1, 4, size=len(all_ids))
+        matrix = rng.normal(size=(int(counts.sum()), 8)).astype(np.float32)
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        owner = np.repeat(np.arange(len(all_ids)), counts)
+        blobs = [units.pack(matrix[owner == i]) for i in range(len(all_ids))]
+        store.store_vectors(all_ids, blobs)
+        vectors.add(*units.stack(list(zip(all_ids, blobs, strict=True)), 8))
+        assert len(vectors) == len(matrix) and [int(k) for k in vectors.keys()] == sorted(all_ids)  # noqa: SIM118
         query = matrix[0] + 0.1
         query /= np.linalg.norm(query)
+        best_unit = np.full(len(all_ids), -2.0)
+        np.maximum.at(best_unit, owner, matrix @ query)
         for name, limit in (("small", 20_000), ("big", 20_000), ("big", 50)):
             scoped = ScopedVectors(store, vectors, exact_limit=limit)
             got = scoped.search(folders[name], query, 5)
             members = np.array([all_ids.index(i) for i in ids[name]])
-            scores = matrix[members] @ query
-            best = members[np.argsort(-scores)[:5]]
+            best = members[np.argsort(-best_unit[members])[:5]]
             assert [c for c, _ in got] == [all_ids[i] for i in best], (name, limit)
+            assert [round(s, 5) for _, s in got] == [round(float(best_unit[i]), 5) for i in best], (name, limit)
             assert scoped.count(folders[name]) == len(ids[name])
+        # Unscoped, usearch returns each chunk once, at its best unit, however many of its units are near.
+        got = vectors.search(query, 10)
+        assert len({c for c, _ in got}) == 10
+        assert [c for c, _ in got] == [all_ids[i] for i in np.argsort(-best_unit)[:10]]
         # The cache follows SQLite: a chunk deleted elsewhere leaves the scoped results at once.
         scoped = ScopedVectors(store, vectors)
         first = scoped.search(folders["small"], query, 1)[0][0]

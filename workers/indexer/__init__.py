@@ -191,7 +191,8 @@ class IndexerWorker(Worker):
         return {
             "data_dir": str(self.data_dir),
             "chunks_in_bm25": self.bm25.num_docs,
-            "vectors": len(self.vectors),
+            "vectors": len(self.vectors.keys()),  # chunks with vectors; each has one per unit (units.py)
+            "unit_vectors": len(self.vectors),
             "embedding": self.pipeline.embed_error or "ok",
             "embedder_probe": self.pipeline.probe,
             "ingest_nice": self.pipeline.nice,

@@ -42,6 +42,7 @@ from foldermind.workers.indexer.extracted import read_lines
 from foldermind.workers.indexer.search import hit_from_row
 from foldermind.workers.indexer.snippets import snippet
 from foldermind.workers.indexer.store import Folder, Store, analysis_map
+from foldermind.workers.indexer.units import unpack
 from foldermind.workers.indexer.vectors import VectorIndex
 from foldermind.workers.parser import formats
 from foldermind.workers.parser.formats import ocr
@@ -173,16 +174,16 @@ class DocumentService:
         top_k = max(1, min(body.top_k, MAX_SIMILAR))
         real, doc_id = self.indexed_document(body.path)
         ndim = self.vectors.ndim
-        blobs = [blob for _, blob in self.store.doc_vectors(doc_id) if len(blob) == ndim * 4]
+        blobs = [rows for _, blob in self.store.doc_vectors(doc_id) if (rows := unpack(blob, ndim)) is not None]
         if not blobs:
             why = self.embed_error()
             raise JobError(
                 ErrorCode.NOT_EMBEDDED, f"{Path(real).name} has no vectors yet" + (f" ({why})" if why else "")
             )
-        # The document's direction: the mean of its chunk vectors. One search, and it stands for the
-        # whole file, where a best-of-chunks match lets one shared paragraph (a licence, a
-        # disclaimer) make unrelated files look alike. For a one-chunk file the two are the same.
-        centroid = np.mean(np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), ndim), axis=0)
+        # The document's direction: the mean of its unit vectors (:mod:`.units`). One search, and it stands
+        # for the whole file, where a best-of-units match lets one shared sentence (a licence, a disclaimer)
+        # make unrelated files look alike.
+        centroid = np.mean(np.vstack(blobs), axis=0)
         norm = float(np.linalg.norm(centroid))
         if norm <= 1e-12:
             raise JobError(ErrorCode.NOT_EMBEDDED, f"{Path(real).name} has no usable vector")

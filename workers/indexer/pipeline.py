@@ -34,7 +34,7 @@ from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, P
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env, search_from_env
 from foldermind.workers import model_files, onnx_model
 from foldermind.workers.base import testing
-from foldermind.workers.indexer import languages
+from foldermind.workers.indexer import languages, units
 from foldermind.workers.indexer.analyzer import SLICE as ANALYZE_SLICE
 from foldermind.workers.indexer.analyzer import analyze_due
 from foldermind.workers.indexer.bm25 import KeywordIndex
@@ -108,6 +108,14 @@ def is_file(path: str) -> bool:
 
 
 @dataclass(slots=True)
+class _Embedding:
+    """An embedding request in flight: its chunks, and how many units (texts) each sent, in order."""
+
+    ids: list[int]
+    counts: list[int]
+
+
+@dataclass(slots=True)
 class _Parse:
     doc: Document
     size: int
@@ -154,8 +162,8 @@ class Pipeline(threading.Thread):
         self._inflight: dict[str, _Parse] = {}
         self._journal_dirty = True  # replay whatever a crash left unapplied, first thing
         self._analysis_left = False  # more documents' analyses are due than one step makes
-        self._embeds: dict[str, list[int]] = {}
-        self._embed_backlog: list[tuple[int, str]] = []
+        self._embeds: dict[str, _Embedding] = {}
+        self._embed_backlog: list[tuple[int, str, str]] = []
         self._next_commit = 0.0
         self._embed_retry_at = 0.0
         self._parse_retry_at = 0.0
@@ -481,9 +489,7 @@ class Pipeline(threading.Thread):
                 # Chunks whose text is unchanged keep their vectors: committed here, added to usearch below.
                 self.vectors.arriving = tuple(ids)
             if reused := self.store.vectors(ids):
-                self.vectors.add(
-                    [k for k, _ in reused], np.vstack([np.frombuffer(b, dtype=np.float32) for _, b in reused])
-                )
+                self.vectors.add(*units.stack(reused, self.vectors.ndim))
         self._wrote()
         self._journal_dirty = True
         if changed_meanwhile:
@@ -511,25 +517,38 @@ class Pipeline(threading.Thread):
                 self._probed, self.probe = True, "not needed: the index holds the configured vectors"
             elif self.turns.take(EMBEDDER, client):
                 self._probed, self.probe = True, "asked: the configuration names other vectors than the index holds"
-                self._embeds[client.send(EMBEDDER, EmbedRequest([]), timeout=600).id] = []
+                self._embeds[client.send(EMBEDDER, EmbedRequest([]), timeout=600).id] = _Embedding([], [])
         size = self.policy.embed_batch
         while len(self._embeds) < self.policy.embed_window:
             if not self._embed_backlog:
-                busy = {i for ids in self._embeds.values() for i in ids}
+                busy = {i for sent in self._embeds.values() for i in sent.ids}
                 rows = self.store.unembedded(size * self.EMBED_LOOKAHEAD, busy)
                 if not rows:
                     if not self._embeds and self.store.reembedding():
                         self.store.reembedded()
                         log.info("re-embedding done: every chunk has a %s vector", " ".join(self.embedded_with))
                     return
-                self._embed_backlog = sorted(rows, key=lambda row: len(row[1]), reverse=True)
+                backlog = [(chunk_id, text, units.title_of(title, first)) for chunk_id, text, title, first in rows]
+                self._embed_backlog = sorted(backlog, key=lambda row: len(row[1]), reverse=True)
             if not self.turns.take(EMBEDDER, client):
                 return  # the llm's model goes first (the release is on its way; the backlog is kept)
-            batch, self._embed_backlog = self._embed_backlog[:size], self._embed_backlog[size:]
-            env = client.send(EMBEDDER, EmbedRequest([text for _, text in batch]), timeout=600)
-            self._embeds[env.id] = [chunk_id for chunk_id, _ in batch]
+            # Chunks until their units fill the request (a chunk's units go in one request).
+            sent, texts = _Embedding([], []), list[str]()
+            taken = 0
+            for chunk_id, text, title in self._embed_backlog:
+                if len(texts) >= size:
+                    break
+                made = units.units(text, title)
+                sent.ids.append(chunk_id)
+                sent.counts.append(len(made))
+                texts += made
+                taken += 1
+            self._embed_backlog = self._embed_backlog[taken:]
+            env = client.send(EMBEDDER, EmbedRequest(texts), timeout=600)
+            self._embeds[env.id] = sent
 
-    def _embedded(self, ids: list[int], packet: frames.Packet) -> None:
+    def _embedded(self, sent: _Embedding, packet: frames.Packet) -> None:
+        ids = sent.ids
         if packet.env.status == "error":
             error = packet.env.error or ErrorInfo(ErrorCode.INTERNAL, "error without detail")
             if not ids:
@@ -546,8 +565,8 @@ class Pipeline(threading.Thread):
         assert isinstance(body, EmbedReply)
         if not self._same_vectors(body) or not ids:
             return  # refused (a fallback precision) or the probe: nothing to store
-        if body.count != len(ids) or not packet.buffers:
-            log.error("embed reply holds %d vectors for %d chunks; dropped", body.count, len(ids))
+        if body.count != sum(sent.counts) or not packet.buffers:
+            log.error("embed reply holds %d vectors for %d units; dropped", body.count, sum(sent.counts))
             return
         matrix = np.frombuffer(frames.buffer_bytes(packet.buffers[0]), dtype=np.float32).reshape(body.count, body.dim)
         if body.dim != self.vectors.ndim and not self.store.vector_ids():
@@ -559,11 +578,14 @@ class Pipeline(threading.Thread):
             self._embed_retry_at = time.monotonic() + self.policy.embed_retry_s
             return
         self.embed_error = None
-        rows = {chunk_id: i for i, chunk_id in enumerate(ids)}
+        ends = np.cumsum(sent.counts)
+        spans = zip(ids, sent.counts, ends, strict=True)
+        blobs = {chunk_id: units.pack(matrix[end - n : end]) for chunk_id, n, end in spans}
         with self.vectors.arrival(ids):
-            kept = self.store.store_vectors(ids, [matrix[i].tobytes() for i in range(len(ids))])
+            kept = self.store.store_vectors(ids, [blobs[i] for i in ids])
             self._wrote()
-            self.vectors.add(kept, matrix[[rows[k] for k in kept]] if kept else matrix[:0], hold_at("vectors"))
+            keys, rows = units.stack([(k, blobs[k]) for k in kept], body.dim)
+            self.vectors.add(keys, rows, hold_at("vectors"))
 
     def configured_vectors(self) -> tuple[str, str] | None:
         """(model, precision) of the vectors the configuration asks the embedder for, resolved as the
@@ -639,7 +661,16 @@ class Pipeline(threading.Thread):
             self._wrote()
 
     def _reconcile_vectors(self) -> None:
-        """Bring the usearch file in line with SQLite after whatever ended the last run."""
+        """Bring the usearch file in line with SQLite after whatever ended the last run (and an index embedded
+        by another scheme than :mod:`.units` into the re-embedding that replaces its vectors)."""
+        if self.store.get_meta("embed_units") != units.VERSION:
+            if self.store.vector_ids():
+                self.vectors.reset(self.vectors.ndim)
+                held = f"{model_files.vectors_key(*self.embedded_with)} chunk"
+                dropped = self.store.drop_vectors(*self.embedded_with, reembedding=held)
+                log.info("the index held one vector per chunk: %d dropped, every chunk is embedded again", dropped)
+            with self.store.tx() as db:
+                self.store.set_meta(db, "embed_units", units.VERSION)
         wanted = np.asarray(self.store.vector_ids(), dtype=np.uint64)
         have = self.vectors.keys()
         extra = np.setdiff1d(have, wanted)
@@ -648,8 +679,7 @@ class Pipeline(threading.Thread):
         for start in range(0, len(missing), 2000):
             part = self.store.vectors([int(k) for k in missing[start : start + 2000]])
             if part:
-                matrix = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in part])
-                self.vectors.add([k for k, _ in part], matrix)
+                self.vectors.add(*units.stack(part, self.vectors.ndim))
         if len(extra) or len(missing):
             log.info("vector index repaired: %d stale keys removed, %d vectors restored", len(extra), len(missing))
         self._save_vectors()

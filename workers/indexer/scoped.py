@@ -3,8 +3,9 @@
 usearch's Python API has no filtered search, and taking the index's top-k and dropping the other
 folders' chunks leaves a small folder in a big index with nothing. So:
 
-- a folder with at most ``EXACT_LIMIT`` vectors is searched exactly: one matrix product over its
-  own vectors, read from SQLite (the source of truth) and cached per folder;
+- a folder with at most ``EXACT_LIMIT`` unit vectors (:mod:`.units`) is searched exactly: one matrix product
+  over its own vectors, read from SQLite (the source of truth) and cached per folder, a chunk scored by its
+  best unit;
 - a bigger folder is searched in usearch ever deeper (from its share of the index, doubling) until
   the folder's chunks fill the ``k`` asked, so it gets what an unscoped search gets: an HNSW top-k.
 
@@ -28,12 +29,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.units import unpack
 from foldermind.workers.indexer.vectors import VectorIndex
 
 Ranking = list[tuple[int, float]]
 
 EXACT_LIMIT = 20_000
-"""Above this many vectors (30 MiB at 384-d) a folder is searched through usearch instead."""
+"""Above this many unit vectors (30 MiB at 384-d, a cached folder's matrix; SciFact's 5,183 abstracts make ~55k)
+a folder is searched through usearch instead."""
 CACHED_FOLDERS = 4
 
 
@@ -41,7 +44,9 @@ CACHED_FOLDERS = 4
 class _Folder:
     token: int
     keys: NDArray[np.uint64]  # ascending
-    matrix: NDArray[np.float32] | None  # row i is the vector of keys[i]; None above the exact limit
+    matrix: NDArray[np.float32] | None  # a row per unit, a chunk's side by side; None above the exact limit
+    present: NDArray[np.intp]  # the chunks (indexes into keys) that have rows, ascending
+    starts: NDArray[np.intp]  # the first row of each of them
 
 
 class ScopedVectors:
@@ -68,7 +73,10 @@ class ScopedVectors:
         if not len(folder.keys) or k <= 0:
             return []
         if folder.matrix is not None:
-            return _top(folder.keys, folder.matrix @ np.asarray(vector, dtype=np.float32), k)
+            if not len(folder.present):  # every chunk deleted since its key was read
+                return []
+            best = np.maximum.reduceat(folder.matrix @ np.asarray(vector, dtype=np.float32), folder.starts)
+            return _top(folder.keys[folder.present], best, k)
         return self._deepening(folder.keys, vector, k)
 
     def _deepening(self, keys: NDArray[np.uint64], vector: NDArray[np.float32], k: int) -> Ranking:
@@ -99,30 +107,46 @@ class ScopedVectors:
             cached.token = token
             self._folders.move_to_end(folder_id)
             return cached
-        matrix = self._matrix(keys, cached) if len(keys) <= self.exact_limit else None
-        entry = _Folder(token, keys, matrix)
+        entry = _Folder(token, keys, *self._matrix(keys, cached))
         self._folders[folder_id] = entry
         self._folders.move_to_end(folder_id)
         while len(self._folders) > CACHED_FOLDERS:
             self._folders.popitem(last=False)
         return entry
 
-    def _matrix(self, keys: NDArray[np.uint64], old: _Folder | None) -> NDArray[np.float32]:
+    def _matrix(
+        self, keys: NDArray[np.uint64], old: _Folder | None
+    ) -> tuple[NDArray[np.float32] | None, NDArray[np.intp], NDArray[np.intp]]:
+        """The folder's unit vectors, the chunks that have them and where each one's rows start (see
+        :class:`_Folder`); no matrix when the units are more than the exact limit. The rows of chunks ``old``
+        had are taken from it, the others read from SQLite."""
         ndim = self.vectors.ndim
-        matrix = np.zeros((len(keys), ndim), dtype=np.float32)
-        have = np.zeros(len(keys), dtype=bool)
-        if old is not None and old.matrix is not None and len(old.keys) and old.matrix.shape[1] == ndim:
-            pos = np.minimum(np.searchsorted(old.keys, keys), len(old.keys) - 1)
-            have = old.keys[pos] == keys
-            matrix[have] = old.matrix[pos[have]]
-        missing = [int(k) for k in keys[~have]]
-        index = {int(k): i for i, k in enumerate(keys)}
-        # A chunk deleted since the key list was read stays a zero row: it scores 0, and the search's
-        # read-back from SQLite drops it anyway.
-        for chunk_id, blob in self.store.vectors(missing):
-            if len(blob) == ndim * 4:  # a vector of another dimension can only be a stale leftover
-                matrix[index[chunk_id]] = np.frombuffer(blob, dtype=np.float32)
-        return matrix
+        kept: dict[int, NDArray[np.float32]] = {}
+        if old is not None and old.matrix is not None and len(old.present) and old.matrix.shape[1] == ndim:
+            ends = [*old.starts[1:], len(old.matrix)]
+            for j, start, end in zip(old.present, old.starts, ends, strict=True):
+                kept[int(old.keys[j])] = old.matrix[start:end]
+            wanted = {int(k) for k in keys}
+            kept = {k: rows for k, rows in kept.items() if k in wanted}
+        none = (None, np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp))
+        if len(keys) > self.exact_limit:  # a chunk has one unit at least
+            return none
+        count = sum(len(rows) for rows in kept.values())
+        # A chunk deleted since the key list was read has no rows: the search never returns it.
+        for chunk_id, blob in self.store.vectors([int(k) for k in keys if int(k) not in kept]):
+            rows = unpack(blob, ndim)
+            if rows is not None:  # a vector of another dimension can only be a stale leftover
+                kept[chunk_id] = rows
+                count += len(rows)
+                if count > self.exact_limit:
+                    return none
+        parts = [(i, kept[int(k)]) for i, k in enumerate(keys) if int(k) in kept]
+        if not parts:
+            return np.zeros((0, ndim), dtype=np.float32), np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+        sizes = np.array([len(rows) for _, rows in parts], dtype=np.intp)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        present = np.array([i for i, _ in parts], dtype=np.intp)
+        return np.vstack([rows for _, rows in parts]), present, starts
 
 
 def _member(keys: NDArray[np.uint64], key: int) -> bool:

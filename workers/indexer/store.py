@@ -700,13 +700,17 @@ class Store:
     # ---------------------------------------------------------------------------------------
     # vectors
 
-    def unembedded(self, limit: int, exclude: set[int]) -> list[tuple[int, str]]:
+    def unembedded(self, limit: int, exclude: set[int]) -> list[tuple[int, str, str, str]]:
+        """(id, text, its document's title or "", the start of its document's first chunk) of chunks without
+        vectors: what :mod:`.units` makes the texts they are embedded as of."""
         rows = self.db.execute(
-            "SELECT c.id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "SELECT c.id, c.text, d.title, (SELECT substr(f.text, 1, 1000) FROM chunks f WHERE f.doc_id = c.doc_id "
+            "ORDER BY f.ordinal LIMIT 1) FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE c.vector IS NULL AND d.status = 'indexed' ORDER BY c.id LIMIT ?",
             (limit + len(exclude),),
         )
-        return [(int(r[0]), str(r[1])) for r in rows if int(r[0]) not in exclude][:limit]
+        found = [(int(r[0]), str(r[1]), str(r[2] or ""), str(r[3] or "")) for r in rows]
+        return [row for row in found if row[0] not in exclude][:limit]
 
     def store_vectors(self, ids: list[int], blobs: list[bytes]) -> list[int]:
         """Save vectors of chunks that still exist; returns those ids."""

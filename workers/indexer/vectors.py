@@ -1,4 +1,8 @@
-"""The usearch side of the index: one cosine HNSW index of chunk vectors, keyed by chunk id.
+"""The usearch side of the index: one cosine HNSW index of the chunks' unit vectors, keyed by chunk id.
+
+A chunk has a vector per unit (:mod:`.units`), all under its id (usearch's ``multi`` index: a key may hold
+several vectors, ``remove`` drops them all). A search asks usearch for units and returns chunks, each at its
+best unit's cosine, deepening until it has the chunks asked for.
 
 SQLite keeps every vector (``chunks.vector``), so this file is a cache of them: it is saved
 atomically now and then, and on start it is brought back in line with SQLite — keys of deleted
@@ -21,6 +25,7 @@ semantic search can find every chunk of it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -30,6 +35,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers import onnx_model
 from foldermind.workers.indexer.gate import Gate
 
@@ -41,9 +47,11 @@ from usearch.index import Index  # noqa: E402
 
 log = logging.getLogger("foldermind.indexer.vectors")
 
-# Measured on SciFact (docs/benchmarks-ingest.md): usearch's default of 64 loses 4.4% of the exact
-# top-100 for the SciFact queries; 256 keeps the loss under 0.6%. [search] expansion_search sets it.
-EXPANSION_SEARCH = 256
+EXPANSION_SEARCH: int = SearchPolicy.model_fields["expansion_search"].default
+"""usearch's search beam (``[search] expansion_search``, where its measured reason is)."""
+UNITS_PER_CHUNK = 6
+"""How many units a search first asks usearch for per chunk wanted (SciFact averages 5.5 units a chunk, the
+manuals of the lookup bench 7.3); a search that finds fewer distinct chunks asks again twice as deep."""
 ADD_SLICE = 16
 """Vectors added under one hold of the index (see the module's docstring)."""
 
@@ -61,6 +69,10 @@ class VectorIndex:
             try:
                 self.index.load(str(path))
                 self.index.expansion_search = expansion_search  # type: ignore[misc]  # not kept in the file
+                if not self.index.multi:  # a file of one vector per chunk: its index is embedded again anyway
+                    log.info("vector index of one vector per chunk found; starting it afresh")
+                    self.index = self._empty(ndim)
+                    self.dirty = True
             except Exception as exc:  # a torn or foreign file: rebuild from SQLite
                 log.warning("vector index unreadable (%s); rebuilding it from the database", exc)
                 self.index = self._empty(ndim)
@@ -76,14 +88,18 @@ class VectorIndex:
             self.dirty = True
 
     def _empty(self, ndim: int) -> Index:
-        return Index(ndim=ndim, metric="cos", dtype="f32", expansion_add=128, expansion_search=self.expansion_search)
+        return Index(
+            ndim=ndim, metric="cos", dtype="f32", multi=True, expansion_add=128, expansion_search=self.expansion_search
+        )
 
     def __len__(self) -> int:
+        """How many unit vectors the index holds (a chunk has one or more)."""
         return len(self.index)
 
     def keys(self) -> NDArray[np.uint64]:
+        """The chunk ids that have vectors here, ascending, each once."""
         with self._gate.read():
-            return np.asarray(self.index.keys, dtype=np.uint64)
+            return np.unique(np.asarray(self.index.keys, dtype=np.uint64))
 
     @contextmanager
     def arrival(self, keys: list[int] | tuple[int, ...] = ()) -> Iterator[None]:
@@ -96,21 +112,29 @@ class VectorIndex:
             self.arriving = ()
 
     def add(self, keys: list[int], vectors: NDArray[np.float32], between: Callable[[], None] | None = None) -> None:
-        """Add (or replace) ``vectors`` under ``keys``, :data:`ADD_SLICE` at a time; ``between`` is called
-        after the first slice when there is a second (a test's hold)."""
+        """Set the vectors of the chunks ``keys`` names: row i of ``vectors`` is a unit of chunk ``keys[i]``, a
+        chunk's units side by side, and they replace what the chunk had. About :data:`ADD_SLICE` at a time, never
+        a chunk split between two (a save between them would keep half a chunk); ``between`` is called after the
+        first slice when there is a second (a test's hold)."""
         if not keys:
             return
         ids = np.asarray(keys, dtype=np.uint64)
-        for start in range(0, len(ids), ADD_SLICE):
-            if start == ADD_SLICE and between is not None:
+        bounds = [0]
+        for begin in np.flatnonzero(ids[1:] != ids[:-1]) + 1:  # where a chunk's units begin
+            if int(begin) - bounds[-1] >= ADD_SLICE:
+                bounds.append(int(begin))
+        bounds.append(len(ids))
+        for n, (start, end) in enumerate(itertools.pairwise(bounds)):
+            if n == 1 and between is not None:
                 between()
-            part = ids[start : start + ADD_SLICE]
+            part = ids[start:end]
+            chunks = np.unique(part)
             with self._gate.write():
-                present = np.fromiter((self.index.contains(int(k)) for k in part), dtype=bool, count=len(part))
+                present = np.fromiter((self.index.contains(int(k)) for k in chunks), dtype=bool, count=len(chunks))
                 if present.any():
-                    self.index.remove(part[present])
+                    self.index.remove(chunks[present])
                 # One thread: the embedder is using the cores for the next batch meanwhile.
-                self.index.add(part, vectors[start : start + ADD_SLICE], threads=1)
+                self.index.add(part, vectors[start:end], threads=1)
                 self.dirty = True
 
     def remove(self, keys: list[int]) -> None:
@@ -121,14 +145,22 @@ class VectorIndex:
             self.dirty = True
 
     def search(self, vector: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity) of the ``k`` nearest vectors."""
+        """(chunk id, cosine similarity of its best unit) of the ``k`` nearest chunks, best first."""
         # A fresh, owned float32 array: usearch refuses views of foreign buffers (e.g. a bus frame).
         query = np.array(vector, dtype=np.float32, copy=True)
-        with self._gate.read():
-            if len(self.index) == 0:
-                return []
-            matches = self.index.search(query, min(k, len(self.index)))
-        return [(int(key), 1.0 - float(dist)) for key, dist in zip(matches.keys, matches.distances, strict=True)]
+        depth = k * UNITS_PER_CHUNK
+        while True:
+            with self._gate.read():
+                total = len(self.index)
+                if total == 0 or k <= 0:
+                    return []
+                matches = self.index.search(query, min(depth, total))
+            best: dict[int, float] = {}
+            for key, dist in zip(matches.keys, matches.distances, strict=True):
+                best.setdefault(int(key), 1.0 - float(dist))  # best first: a chunk's first unit is its best
+            if len(best) >= k or depth >= total:
+                return list(best.items())[:k]
+            depth *= 2
 
     def save(self) -> None:
         """Write the file atomically (a crash mid-save leaves the previous one)."""

@@ -1,0 +1,132 @@
+"""What a chunk is embedded as (workers/indexer/units.py), how usearch keeps a chunk's several vectors, and an
+index of one vector per chunk embedded again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from foldermind.protocol.runtime.config import IngestPolicy
+from foldermind.workers.indexer import units
+from foldermind.workers.indexer.bm25 import KeywordIndex
+from foldermind.workers.indexer.pipeline import Pipeline
+from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.vectors import ADD_SLICE, VectorIndex
+from tests.helpers import remove_tree, short_tmpdir
+
+
+def test_each_sentence_of_a_chunk_is_a_unit_read_with_the_title() -> None:
+    text = "Aspirin lowers the risk of a second stroke. It was tested in 2,000 patients over five years."
+    assert units.units(text, "Aspirin and stroke") == [
+        "Aspirin and stroke. Aspirin lowers the risk of a second stroke.",
+        "Aspirin and stroke. It was tested in 2,000 patients over five years.",
+    ]
+    # No title: the sentences alone.
+    assert units.units(text, "") == [
+        "Aspirin lowers the risk of a second stroke.",
+        "It was tested in 2,000 patients over five years.",
+    ]
+
+
+def test_a_short_line_joins_the_next_sentence_and_the_title_line_is_the_bare_title() -> None:
+    text = "Aspirin and stroke\n\nResults\n\nAspirin lowers the risk of a second stroke."
+    made = units.units(text, "Aspirin and stroke")
+    assert made == ["Aspirin and stroke", "Aspirin and stroke. Results Aspirin lowers the risk of a second stroke."]
+    assert units.units("Aspirin and stroke\n", "Aspirin and stroke") == ["Aspirin and stroke"]
+    # A short tail joins the sentence before it.
+    assert units.units("Aspirin lowers the risk of a second stroke. See below.", "") == [
+        "Aspirin lowers the risk of a second stroke. See below."
+    ]
+
+
+def test_a_chunk_without_a_sentence_is_one_unit_of_its_text() -> None:
+    assert units.units("-- == --", "T") == ["T. -- == --"]
+    assert len(units.units("x = 1", "")) == 1
+
+
+def test_the_title_is_the_parsers_else_a_short_first_line() -> None:
+    assert units.title_of("  Parsed   title ", "first line\nmore") == "Parsed title"
+    assert units.title_of(None, "\n\n  A first   line \nbody") == "A first line"
+    assert units.title_of("", "x" * (units.TITLE_CHARS + 1) + "\nbody") == ""
+    assert units.title_of(None, "") == ""
+
+
+def test_a_blob_holds_a_chunks_units_and_a_blob_of_another_dimension_is_none() -> None:
+    matrix = np.arange(12, dtype=np.float32).reshape(3, 4)
+    blob = units.pack(matrix)
+    rows = units.unpack(blob, 4)
+    assert rows is not None and np.array_equal(rows, matrix)
+    assert units.unpack(blob, 5) is None and units.unpack(b"", 4) is None
+    keys, stacked = units.stack([(7, blob), (9, units.pack(matrix[:1])), (11, b"xx")], 4)
+    assert keys == [7, 7, 7, 9] and np.array_equal(stacked, np.vstack([matrix, matrix[:1]]))
+
+
+def _unit_vectors(n: int, ndim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    m = rng.normal(size=(n, ndim)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def test_usearch_keeps_a_chunks_units_under_its_id_replaces_and_removes_them_whole(tmp_path: Path) -> None:
+    index = VectorIndex(tmp_path / "v.usearch", 8)
+    m = _unit_vectors(40, 8, 3)
+    # Chunk i holds units 4i..4i+3; slices never split a chunk, so a save between slices keeps whole chunks.
+    keys = [i for i in range(10) for _ in range(4)]
+    calls: list[int] = []
+    index.add(keys, m, between=lambda: calls.append(len(index)))
+    assert len(index) == 40 and calls and calls[0] % 4 == 0 and calls[0] >= ADD_SLICE
+    assert [int(k) for k in index.keys()] == list(range(10))  # noqa: SIM118
+    # A query equal to one unit finds its chunk first, at cosine 1, and each chunk once.
+    found = index.search(m[13], 10)
+    assert found[0][0] == 3 and abs(found[0][1] - 1.0) < 1e-5 and len({c for c, _ in found}) == 10
+    # Writing a chunk again replaces all its units.
+    index.add([3, 3], m[:2])
+    assert len(index) == 38 and index.search(m[13], 1)[0][0] != 3
+    index.remove([3])
+    assert len(index) == 36 and 3 not in [int(k) for k in index.keys()]  # noqa: SIM118
+    index.save()
+    again = VectorIndex(tmp_path / "v.usearch", 8)
+    assert len(again) == 36 and again.search(m[20], 1)[0][0] == 5
+
+
+def test_a_file_of_one_vector_per_chunk_is_started_afresh(tmp_path: Path) -> None:
+    from usearch.index import Index
+
+    old = Index(ndim=8, metric="cos", dtype="f32")
+    old.add(np.arange(5, dtype=np.uint64), _unit_vectors(5, 8, 1))
+    old.save(str(tmp_path / "v.usearch"))
+    index = VectorIndex(tmp_path / "v.usearch", 8)
+    assert len(index) == 0 and index.dirty
+
+
+def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:
+    root = short_tmpdir("fmu-")
+    try:
+        store = Store(root / "index.sqlite")
+        folder = store.add_folder(str(root / "docs"), "docs", "")
+        with store.tx() as db:
+            store.mark_pending(db, folder.id, str(root / "docs" / "a.txt"), 1, 1)
+            doc = store.document(str(root / "docs" / "a.txt"))
+            assert doc is not None
+            row = {"ordinal": 0, "text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0}
+            ids = store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "char_end": 1}])
+            store.set_meta(db, "embed_model", "all-MiniLM-L6-v2")
+            store.set_meta(db, "embed_precision", "int8")
+        vector = _unit_vectors(1, 8, 2)
+        store.store_vectors(ids, [vector.tobytes()])  # as the index kept it before units: no embed_units
+        vectors = VectorIndex(root / "v.usearch", 8)
+        vectors.add(ids, vector)
+        pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
+        pipeline._reconcile_vectors()
+        assert store.vector_ids() == [] and len(vectors) == 0
+        assert store.get_meta("embed_units") == units.VERSION
+        assert store.reembedding() == "all-MiniLM-L6-v2 int8 chunk"
+        assert [r[0] for r in store.unembedded(10, set())] == ids  # every chunk goes to the embedder again
+        # Embedded by units, the index is left as it is at the next start.
+        store.store_vectors(ids, [units.pack(_unit_vectors(2, 8, 4))])
+        store.reembedded()
+        pipeline._reconcile_vectors()
+        assert store.vector_ids() == ids and len(vectors) == 2 and store.reembedding() == ""
+    finally:
+        remove_tree(root)
