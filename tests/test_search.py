@@ -791,7 +791,10 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best
             members = np.array([all_ids.index(i) for i in ids[name]])
             best = members[np.argsort(-best_unit[members])[:5]]
             assert [c for c, _ in got] == [all_ids[i] for i in best], (name, limit)
-            assert [round(s, 5) for _, s in got] == [round(float(best_unit[i]), 5) for i in best], (name, limit)
+            # usearch keeps half floats: its cosines are within ~1e-3 of the exact ones SQLite's float32 give.
+            exact_scores = [float(best_unit[i]) for i in best]
+            exact = limit >= len(matrix)  # the folder's units fit the limit: numpy over SQLite's vectors
+            assert [s for _, s in got] == pytest.approx(exact_scores, abs=0 if exact else 2e-3), (name, limit)
             assert scoped.count(folders[name]) == len(ids[name])
         # Unscoped, usearch returns each chunk once, at its best unit, however many of its units are near.
         got = vectors.search(query, 10)

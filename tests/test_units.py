@@ -130,3 +130,58 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:
         assert store.vector_ids() == ids and len(vectors) == 2 and store.reembedding() == ""
     finally:
         remove_tree(root)
+
+
+def test_vectors_restored_from_sqlite_count_as_arriving_until_usearch_has_them() -> None:
+    root = short_tmpdir("fmu-")
+    try:
+        store = Store(root / "index.sqlite")
+        folder = store.add_folder(str(root / "docs"), "docs", "")
+        with store.tx() as db:
+            store.mark_pending(db, folder.id, str(root / "docs" / "a.txt"), 1, 1)
+            doc = store.document(str(root / "docs" / "a.txt"))
+            assert doc is not None
+            row = {"text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
+            ids = store.write_document(
+                db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "ordinal": i} for i in range(3)]
+            )
+            store.set_meta(db, "embed_units", units.VERSION)
+        store.store_vectors(ids, [units.pack(_unit_vectors(2, 8, i)) for i in range(3)])
+        vectors = VectorIndex(root / "v.usearch", 8)  # the file lost: every vector is in SQLite only
+        seen: list[tuple[int, ...]] = []
+        real_add = vectors.add
+
+        def add(keys: list[int], rows: np.ndarray, between: object = None) -> None:
+            seen.append(vectors.arriving)  # what a status count leaves out while this add runs
+            real_add(keys, rows)
+
+        vectors.add = add  # type: ignore[method-assign]
+        pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
+        pipeline._reconcile_vectors()
+        assert seen and set(ids) <= set(seen[0])  # the restored chunks did not count as embedded meanwhile
+        assert vectors.arriving == () and len(vectors) == 6 and store.embedded_among(tuple(ids), None) == 3
+    finally:
+        remove_tree(root)
+
+
+def test_an_index_under_the_exact_limit_finds_the_true_nearest_chunks_where_a_narrow_beam_would_not(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(11)
+    # 3,000 chunks of 4 units each, the units of a chunk close together (as a document's sentences are).
+    centres = _unit_vectors(3000, 128, 5)
+    m = np.repeat(centres, 4, axis=0) + rng.normal(scale=0.05, size=(12000, 128)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    keys = [i for i in range(3000) for _ in range(4)]
+    queries = _unit_vectors(20, 128, 6)
+    best = (queries @ m.T).reshape(20, 3000, 4).max(axis=2)
+    truth = [list(np.argsort(-row)[:10]) for row in best]
+    exact = VectorIndex(tmp_path / "a.usearch", 128, expansion_search=16, exact_search_vectors=12000)
+    graph = VectorIndex(tmp_path / "b.usearch", 128, expansion_search=16, exact_search_vectors=0)
+    for index in (exact, graph):
+        index.add(keys, m)
+    # As sets: usearch keeps half floats, so two chunks a hair apart may come in either order.
+    assert [{c for c, _ in exact.search(q, 10)} for q in queries] == [set(t) for t in truth]
+    found = [[c for c, _ in graph.search(q, 10)] for q in queries]
+    assert all(len(set(f)) == 10 for f in found)  # each chunk once, whichever way
+    assert [set(f) for f in found] != [set(t) for t in truth]  # the beam of 16 misses some: what exact is for

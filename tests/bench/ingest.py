@@ -779,7 +779,7 @@ def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.flo
 
     def fresh() -> Any:
         return Index(
-            ndim=ndim, metric="cos", dtype="f32", multi=True, expansion_add=128, expansion_search=EXPANSION_SEARCH
+            ndim=ndim, metric="cos", dtype="f16", multi=True, expansion_add=128, expansion_search=EXPANSION_SEARCH
         )
 
     built = fresh()
@@ -1359,7 +1359,7 @@ def render(r: Results) -> str:
             f"## 6. usearch recall@{RECALL_K}",
             "",
             f"Run 1's vectors (`chunks.vector`: a vector per sentence unit, each under its chunk's id), the chunks of"
-            f" the top-{RECALL_K} units of a usearch index (cosine, f32, multi, expansion_add 128) against the chunks"
+            f" the top-{RECALL_K} units of a usearch index (cosine, f16, multi, expansion_add 128) against the chunks"
             " of the exact top units (numpy dot products of the normalised vectors).",
             "",
             "| index | queries | expansion_search | recall@100 | loss | ms / query |",

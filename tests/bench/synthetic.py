@@ -12,7 +12,7 @@ mtime and sha256 are the file's and ``read_document`` reads it.
 Vectors: random unit vectors (float32, the model's 384 dimensions), recorded as made by the model and
 precision the index already holds (the real SciFact subset's), so the indexer takes them as current and
 never embeds them again. ``[ingest] embed_quantize = "int8"`` is the model's precision only: every vector is
-stored as float32 in SQLite and in the usearch file (``dtype="f32"`` in :mod:`.vectors`) whatever it is.
+stored as float32 in SQLite and as half floats in the usearch file (``dtype="f16"`` in :mod:`.vectors`) whatever it is.
 
 The writes are the ingest thread's: ``Store.mark_pending`` + ``Store.write_document`` (chunks journaled for
 Tantivy) in one transaction per batch of documents (the pipeline makes one per document: batching changes

@@ -86,6 +86,7 @@ class IndexerWorker(Worker):
             self.data_dir / "vectors.usearch",
             int(self.store.get_meta("vector_dim", "384")),
             self.search_policy.expansion_search,
+            self.search_policy.exact_search_vectors,
         )
         self.pipeline = Pipeline(self.store, self.bm25, self.vectors, self.ctx.bus_endpoint, self.policy, self.ctx.name)
         self.pipeline.start()

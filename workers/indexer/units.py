@@ -9,8 +9,9 @@ through the indexer (docs/benchmarks-mcp.md, "A vector per sentence"): SciFact's
 0.6924 against 0.6666 with a vector per chunk (held-aside third 0.6417 against 0.5693), hybrid 0.7392 against
 0.7264; the factoid bench's 216 questions, hybrid 215 first against 209. It lost on one set: the manuals' tune
 questions of the lookup bench, where a page's short passages (navigation, a header) are little more than its
-title. The cost is ~5.5 vectors per SciFact chunk (7.3 on the manuals), a wider usearch beam (``[search]
-expansion_search``) and usearch's memory for them.
+title. The cost is ~5.5 vectors per SciFact chunk (7.3 on the manuals): usearch's memory for them (half floats),
+its inserts while indexing (SciFact fully embedded in 123 s against 78), and a search over more vectors (exact up
+to ``[search] exact_search_vectors``, a wider beam above).
 
 The title is the parser's, else the document's first line (at most :data:`TITLE_CHARS` characters): a plain
 text file's title is its first line by custom, and SciFact's files are "title, blank line, abstract". A chunk

@@ -2,7 +2,9 @@
 
 A chunk has a vector per unit (:mod:`.units`), all under its id (usearch's ``multi`` index: a key may hold
 several vectors, ``remove`` drops them all). A search asks usearch for units and returns chunks, each at its
-best unit's cosine, deepening until it has the chunks asked for.
+best unit's cosine, deepening until it has the chunks asked for. Up to ``[search] exact_search_vectors`` it
+compares the query with every vector (a document's units lie close together, and a graph search among them
+missed true neighbours; the setting's help has the figures); above, the HNSW graph answers.
 
 SQLite keeps every vector (``chunks.vector``), so this file is a cache of them: it is saved
 atomically now and then, and on start it is brought back in line with SQLite — keys of deleted
@@ -49,6 +51,8 @@ log = logging.getLogger("foldermind.indexer.vectors")
 
 EXPANSION_SEARCH: int = SearchPolicy.model_fields["expansion_search"].default
 """usearch's search beam (``[search] expansion_search``, where its measured reason is)."""
+EXACT_SEARCH_VECTORS: int = SearchPolicy.model_fields["exact_search_vectors"].default
+"""Up to this many vectors a search compares the query with all of them (``[search] exact_search_vectors``)."""
 UNITS_PER_CHUNK = 6
 """How many units a search first asks usearch for per chunk wanted (SciFact averages 5.5 units a chunk, the
 manuals of the lookup bench 7.3); a search that finds fewer distinct chunks asks again twice as deep."""
@@ -57,9 +61,15 @@ ADD_SLICE = 16
 
 
 class VectorIndex:
-    def __init__(self, path: Path, ndim: int, expansion_search: int = EXPANSION_SEARCH) -> None:
+    def __init__(
+        self,
+        path: Path,
+        ndim: int,
+        expansion_search: int = EXPANSION_SEARCH,
+        exact_search_vectors: int = EXACT_SEARCH_VECTORS,
+    ) -> None:
         self.path, self.ndim = path, ndim
-        self.expansion_search = expansion_search
+        self.expansion_search, self.exact_search_vectors = expansion_search, exact_search_vectors
         self._gate = Gate()
         self.dirty = False
         self.arriving: tuple[int, ...] = ()
@@ -88,8 +98,11 @@ class VectorIndex:
             self.dirty = True
 
     def _empty(self, ndim: int) -> Index:
+        # f16: SciFact's 54,782 unit vectors take +50 MiB of RSS against +94 at f32, find 0.9985 of the exact 40
+        # nearest chunks against 0.9990, and semantic search reads the same nDCG@10 (0.6924); i8 found 0.9583.
+        # SQLite keeps the f32 vectors (the exact scoped search reads those).
         return Index(
-            ndim=ndim, metric="cos", dtype="f32", multi=True, expansion_add=128, expansion_search=self.expansion_search
+            ndim=ndim, metric="cos", dtype="f16", multi=True, expansion_add=128, expansion_search=self.expansion_search
         )
 
     def __len__(self) -> int:
@@ -154,7 +167,8 @@ class VectorIndex:
                 total = len(self.index)
                 if total == 0 or k <= 0:
                     return []
-                matches = self.index.search(query, min(depth, total))
+                exact = total <= self.exact_search_vectors
+                matches = self.index.search(query, min(depth, total), exact=exact)
             best: dict[int, float] = {}
             for key, dist in zip(matches.keys, matches.distances, strict=True):
                 best.setdefault(int(key), 1.0 - float(dist))  # best first: a chunk's first unit is its best
