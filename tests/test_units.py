@@ -100,19 +100,25 @@ def test_a_file_of_one_vector_per_chunk_is_started_afresh(tmp_path: Path) -> Non
     assert len(index) == 0 and index.dirty
 
 
+def _store_with_chunks(root: Path, n: int, **meta: str) -> tuple[Store, list[int]]:
+    """A real store holding one indexed document of ``n`` chunks (no vectors yet) and the ``meta`` given."""
+    store = Store(root / "index.sqlite")
+    folder = store.add_folder(str(root / "docs"), "docs", "")
+    with store.tx() as db:
+        store.mark_pending(db, folder.id, str(root / "docs" / "a.txt"), 1, 1)
+        doc = store.document(str(root / "docs" / "a.txt"))
+        assert doc is not None
+        row = {"text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
+        ids = store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "ordinal": i} for i in range(n)])
+        for key, value in meta.items():
+            store.set_meta(db, key, value)
+    return store, ids
+
+
 def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:
     root = short_tmpdir("fmu-")
     try:
-        store = Store(root / "index.sqlite")
-        folder = store.add_folder(str(root / "docs"), "docs", "")
-        with store.tx() as db:
-            store.mark_pending(db, folder.id, str(root / "docs" / "a.txt"), 1, 1)
-            doc = store.document(str(root / "docs" / "a.txt"))
-            assert doc is not None
-            row = {"ordinal": 0, "text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0}
-            ids = store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "char_end": 1}])
-            store.set_meta(db, "embed_model", "all-MiniLM-L6-v2")
-            store.set_meta(db, "embed_precision", "int8")
+        store, ids = _store_with_chunks(root, 1, embed_model="all-MiniLM-L6-v2", embed_precision="int8")
         vector = _unit_vectors(1, 8, 2)
         store.store_vectors(ids, [vector.tobytes()])  # as the index kept it before units: no embed_units
         vectors = VectorIndex(root / "v.usearch", 8)
@@ -135,17 +141,7 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:
 def test_vectors_restored_from_sqlite_count_as_arriving_until_usearch_has_them() -> None:
     root = short_tmpdir("fmu-")
     try:
-        store = Store(root / "index.sqlite")
-        folder = store.add_folder(str(root / "docs"), "docs", "")
-        with store.tx() as db:
-            store.mark_pending(db, folder.id, str(root / "docs" / "a.txt"), 1, 1)
-            doc = store.document(str(root / "docs" / "a.txt"))
-            assert doc is not None
-            row = {"text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
-            ids = store.write_document(
-                db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "ordinal": i} for i in range(3)]
-            )
-            store.set_meta(db, "embed_units", units.VERSION)
+        store, ids = _store_with_chunks(root, 3, embed_units=units.VERSION)
         store.store_vectors(ids, [units.pack(_unit_vectors(2, 8, i)) for i in range(3)])
         vectors = VectorIndex(root / "v.usearch", 8)  # the file lost: every vector is in SQLite only
         seen: list[tuple[int, ...]] = []
