@@ -362,7 +362,11 @@ def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> Inges
         run.peak_rss = dict(sampler.peak_rss)
         run.tree, run.embedder_note = sampler.tree, sampler.embedder_note
         if embed:
-            after = kernel.describe(client, "embedder")
+            # Only a running embedder is asked: one the indexer has just released would be started again by the
+            # request and load its model beside the llm's (a tree of 1,018 MiB in memory_budget's part 1).
+            workers = kernel.status(client).workers
+            running = any(w["name"] == "embedder" and w["state"] == "RUNNING" for w in workers)
+            after = kernel.describe(client, "embedder") if running else {}
             if after.get("texts_embedded") or not details:
                 run.embedder_details = after
             else:  # released at the hand-over and gone: what it described when ready, and what it embedded
