@@ -121,16 +121,16 @@ class ScopedVectors:
         :class:`_Folder`); no matrix when the units are more than the exact limit. The rows of chunks ``old``
         had are taken from it, the others read from SQLite."""
         ndim = self.vectors.ndim
-        kept: dict[int, NDArray[np.float32]] = {}
-        if old is not None and old.matrix is not None and len(old.present) and old.matrix.shape[1] == ndim:
-            ends = [*old.starts[1:], len(old.matrix)]
-            for j, start, end in zip(old.present, old.starts, ends, strict=True):
-                kept[int(old.keys[j])] = old.matrix[start:end]
-            wanted = {int(k) for k in keys}
-            kept = {k: rows for k, rows in kept.items() if k in wanted}
         none = (None, np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp))
         if len(keys) > self.exact_limit:  # a chunk has one unit at least
             return none
+        kept: dict[int, NDArray[np.float32]] = {}
+        if old is not None and old.matrix is not None and len(old.present) and old.matrix.shape[1] == ndim:
+            wanted = {int(k) for k in keys}
+            ends = [*old.starts[1:], len(old.matrix)]
+            for j, start, end in zip(old.present, old.starts, ends, strict=True):
+                if int(old.keys[j]) in wanted:
+                    kept[int(old.keys[j])] = old.matrix[start:end]
         count = sum(len(rows) for rows in kept.values())
         # A chunk deleted since the key list was read has no rows: the search never returns it.
         for chunk_id, blob in self.store.vectors([int(k) for k in keys if int(k) not in kept]):
