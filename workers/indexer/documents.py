@@ -174,8 +174,8 @@ class DocumentService:
         top_k = max(1, min(body.top_k, MAX_SIMILAR))
         real, doc_id = self.indexed_document(body.path)
         ndim = self.vectors.ndim
-        blobs = [rows for _, blob in self.store.doc_vectors(doc_id) if (rows := unpack(blob, ndim)) is not None]
-        if not blobs:
+        embedded = [rows for _, blob in self.store.doc_vectors(doc_id) if (rows := unpack(blob, ndim)) is not None]
+        if not embedded:
             why = self.embed_error()
             raise JobError(
                 ErrorCode.NOT_EMBEDDED, f"{Path(real).name} has no vectors yet" + (f" ({why})" if why else "")
@@ -183,16 +183,16 @@ class DocumentService:
         # The document's direction: the mean of its unit vectors (:mod:`.units`). One search, and it stands
         # for the whole file, where a best-of-units match lets one shared sentence (a licence, a disclaimer)
         # make unrelated files look alike.
-        centroid = np.mean(np.vstack(blobs), axis=0)
+        centroid = np.mean(np.vstack(embedded), axis=0)
         norm = float(np.linalg.norm(centroid))
         if norm <= 1e-12:
             raise JobError(ErrorCode.NOT_EMBEDDED, f"{Path(real).name} has no usable vector")
         centroid = (centroid / norm).astype(np.float32)
-        results = self._nearest_documents(centroid, doc_id, top_k, len(blobs))
+        results = self._nearest_documents(centroid, doc_id, top_k, len(embedded))
         chunks = self.store.chunk_count(doc_id)
         note = None
-        if len(blobs) < chunks:
-            note = f"based on {len(blobs)} of {chunks} chunks: the rest are not embedded yet"
+        if len(embedded) < chunks:
+            note = f"based on {len(embedded)} of {chunks} chunks: the rest are not embedded yet"
         return SimilarReply(results, note)
 
     def _nearest_documents(self, centroid: np.ndarray[Any, Any], doc_id: int, top_k: int, own: int) -> list[SearchHit]:
