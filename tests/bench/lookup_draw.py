@@ -8,6 +8,9 @@ next to one so used; for Aspell and SQLite, files no earlier query used (one pas
 big HTML file, sections no earlier query named. The pool is read in chunk-id order, which is the order the
 home's parsers finished in: another home may draw other passages; ``known2.jsonl`` is the record.
 ``--split`` prints the held-aside third instead: a third of the ids drawn by the same seed.
+
+``--set natural2`` draws the passages of ``natural2.jsonl`` the same way: seed 1819, :data:`PLANS` ``natural2``
+(60 passages), and no page, file or section that ``queries.jsonl`` or ``known2.jsonl`` used.
 """
 
 from __future__ import annotations
@@ -34,6 +37,24 @@ PLAN = (
     ("sqlite3-doc/lang_", 7),
 )
 ONE_PER_FILE = ("aspell-doc/", "sqlite3-doc/lang_")
+PLANS = {
+    "known2": (SEED, PLAN, ("queries.jsonl",)),
+    "natural2": (
+        1819,
+        (
+            ("gnuplot-doc/gnuplot.pdf", 16),
+            ("asymptote-doc/asymptote.pdf", 14),
+            ("4ti2-doc/4ti2_manual.pdf", 4),
+            ("asymptote-doc/CAD.pdf", 1),
+            ("asymptote-doc/asy-latex.pdf", 1),
+            ("apcupsd-doc/manual.html", 6),
+            ("aspell-doc/", 8),
+            ("sqlite3-doc/lang_", 10),
+        ),
+        ("queries.jsonl", "known2.jsonl"),
+    ),
+}
+"""Per drawn set: its seed, how many passages of each manual, and the earlier query files whose places it avoids."""
 Row = tuple[int, str, int | None, str | None, str]  # chunk id, file, page, heading, text
 
 
@@ -42,8 +63,10 @@ def _listing(text: str) -> bool:
     return len(re.findall(r"\.{4,}|\. \. \.", text)) > 3 or len(re.findall(r", \d+", text)) > 25
 
 
-def draw(home: Path) -> list[Row]:
-    old = load_queries(QUERIES)
+def draw(
+    home: Path, seed: int = SEED, plan: tuple[tuple[str, int], ...] = PLAN, avoid: tuple[str, ...] = ("queries.jsonl",)
+) -> list[Row]:
+    old = [q for name in avoid for q in load_queries(QUERIES.with_name(name))]
     used_pages = {(q.file, q.page) for q in old if q.page}
     used_files = {q.file for q in old}
     used_sections = {q.section for q in old if q.section}
@@ -52,9 +75,9 @@ def draw(home: Path) -> list[Row]:
         "SELECT c.id, d.path, c.page_start, c.page_end, c.heading, c.text FROM chunks c"
         " JOIN documents d ON d.id = c.doc_id ORDER BY c.id"
     ).fetchall()
-    rng = random.Random(SEED)
+    rng = random.Random(seed)
     out: list[Row] = []
-    for prefix, n in PLAN:
+    for prefix, n in plan:
         pool: list[Row] = []
         for cid, path, start, end, head, text in rows:
             file = path.split("/manuals/", 1)[1]
@@ -87,24 +110,29 @@ def draw(home: Path) -> list[Row]:
     return out
 
 
-def held_aside(ids: list[str]) -> list[str]:
-    return sorted(random.Random(SEED).sample(sorted(ids), len(ids) // 3))
+def held_aside(ids: list[str], seed: int = SEED) -> list[str]:
+    return sorted(random.Random(seed).sample(sorted(ids), len(ids) // 3))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.lookup_draw", description=__doc__.split("\n")[0])
     parser.add_argument("home")
     parser.add_argument("--split", action="store_true", help="print the held-aside ids of the drawn passages")
+    parser.add_argument("--set", choices=sorted(PLANS), default="known2", help="which set's passages to draw")
+    parser.add_argument("--full", action="store_true", help="print each passage whole, not ~650 characters of it")
     args = parser.parse_args(argv)
-    drawn = draw(Path(args.home))
-    ids = [f"x{i:02d}" for i in range(len(drawn))]
+    seed, plan, avoid = PLANS[args.set]
+    drawn = draw(Path(args.home), seed, plan, avoid)
+    prefix = "x" if args.set == "known2" else "q"
+    ids = [f"{prefix}{i:02d}" for i in range(len(drawn))]
     if args.split:
-        print(" ".join(held_aside(ids)))
+        print(" ".join(held_aside(ids, seed)))
         return 0
     for qid, (cid, file, page, head, text) in zip(ids, drawn, strict=True):
         mid = len(text) // 2
         print(json.dumps({"id": qid, "file": file, "page": page, "section": head, "chunk": cid}))
-        print("   ", text[max(0, mid - 325) : mid + 325].replace("\n", " "), "\n")
+        shown = text if args.full else text[max(0, mid - 325) : mid + 325]
+        print("   ", shown.replace("\n", " "), "\n")
     return 0
 
 
