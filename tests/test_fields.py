@@ -61,8 +61,8 @@ def test_a_file_name_is_cut_into_words_at_separators_and_camel_case() -> None:
     assert text_terms(name_words("RunningNotes.md")) == ["run", "note"]  # stemmed as the text is
 
 
-def _index(path: Path, boosts: Boosts, rows: list[dict[str, Any]]) -> KeywordIndex:
-    index = KeywordIndex(path, boosts=boosts)
+def _index(path: Path, boosts: Boosts, rows: list[dict[str, Any]], proximity: float = 0.0) -> KeywordIndex:
+    index = KeywordIndex(path, boosts=boosts, proximity=proximity)
     index.replace([], rows)
     index.commit()
     return index
@@ -104,6 +104,30 @@ def test_a_heading_word_lifts_its_section_above_longer_mentions(tmp_path: Path) 
     boosted = _index(tmp_path / "boosted", Boosts(), rows)
     assert [h.chunk_id for h in boosted.search("retention", 5)[0]] == [2, 1]
     boosted.close()
+
+
+def test_words_standing_as_in_the_query_rank_above_the_same_words_apart(tmp_path: Path) -> None:
+    apart = f"The decline was slow at first. {FILLER} The rate was measured each week."
+    together = f"The rate of decline was slow at first. {FILLER} It was measured each week too."
+    rows = [
+        {"id": 1, "doc_id": 1, "text": apart, "heading": None, "folder_id": "f"},
+        {"id": 2, "doc_id": 2, "text": together + " Notes were kept.", "heading": None, "folder_id": "f"},
+    ]
+    flat = _index(tmp_path / "flat", Boosts(), rows)
+    plain = {h.chunk_id: h.score for h in flat.search("the rate of decline", 5)[0]}
+    assert list(plain) == [1, 2]  # without the bonus the shorter chunk wins: the same words, once each
+    flat.close()
+    near = _index(tmp_path / "near", Boosts(), rows, proximity=0.1)
+    scored = {h.chunk_id: h.score for h in near.search("the rate of decline", 5)[0]}
+    assert list(scored) == [2, 1]  # "rate", then "decline" two places on, as the query has them
+    assert scored[1] == pytest.approx(plain[1])  # apart: nothing added
+    # The gap is the query's: "rate decline" asks for them side by side, which neither chunk has.
+    assert [h.chunk_id for h in near.search("rate decline", 5)[0]] == [1, 2]
+    # One content word makes no pair: the scores are the plain ones.
+    assert {h.chunk_id: h.score for h in near.search("the decline", 5)[0]} == pytest.approx(
+        {h.chunk_id: h.score for h in _index(tmp_path / "one", Boosts(), rows).search("the decline", 5)[0]}
+    )
+    near.close()
 
 
 def test_a_files_other_matching_chunks_lift_all_of_its_chunks_its_best_still_first() -> None:

@@ -252,11 +252,13 @@ def measure(
             f" (top_k {row.recall_top_k})  {row.ms_per_query:6.1f} ms/query"
         )
 
+    # The configured fusion (its Recall@100 is the summary's) and the two others, each at the bus's depth.
+    others = [(f"hybrid, {f}", "hybrid", f) for f in fusion.FUSIONS if f != policy.fusion]
     for label, mode, fuse in (
         ("keyword", "keyword", ""),
         ("semantic", "semantic", ""),
-        ("hybrid, rrf", "hybrid", "rrf"),
-        ("hybrid, weighted", "hybrid", "weighted"),
+        (out.label("hybrid"), "hybrid", ""),
+        *others,
     ):
         add(evaluate(label, BUS, query_fn(bus_search(client, fuse), mode), queries, RECALL_K, MAX_TOP_K), out.rows)
     if http is not None:

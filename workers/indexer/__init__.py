@@ -81,7 +81,7 @@ class IndexerWorker(Worker):
         self.store = Store(self.data_dir / "index.sqlite")
         self._reparse_if_outdated()
         self._rebuild_keyword_index_if_outdated()
-        self.bm25 = KeywordIndex(self.data_dir / "tantivy")
+        self.bm25 = KeywordIndex(self.data_dir / "tantivy", proximity=self.search_policy.keyword_proximity)
         self.vectors = VectorIndex(
             self.data_dir / "vectors.usearch",
             int(self.store.get_meta("vector_dim", "384")),

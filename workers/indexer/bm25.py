@@ -27,12 +27,15 @@ docs/benchmarks-languages.md).
 
 Queries never go through Tantivy's query parser: the query is cut into words by our own rule, each word is
 stemmed by the same analysis its field was indexed with, and the terms are combined as term queries. A user's
-``AND``, quotes, ``field:``, ``*`` or brackets are therefore plain words or nothing, never syntax.
+``AND``, quotes, ``field:``, ``*`` or brackets are therefore plain words or nothing, never syntax. Each two content
+words that follow each other in the query (:mod:`.stopwords` left out, the gap they leave kept) also score as a
+phrase in ``text``, at ``[search] keyword_proximity`` of its BM25: a passage holding them as the query does ranks
+above one holding them apart (the setting's help has the measured reason).
 
 A change to these fields bumps :data:`SCHEMA_VERSION`: the indexer then builds the Tantivy index again from
 SQLite (:meth:`foldermind.workers.indexer.store.Store.rebuild_keyword_index`).
 
-Its length (~420 lines): the schema, how a chunk is written into it and every query built on it (terms, phrases,
+Its length (~460 lines): the schema, how a chunk is written into it and every query built on it (terms, phrases,
 exclusions, scope, filters) read the same field list; split apart, each part would have to repeat it.
 """
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -49,8 +53,10 @@ from typing import Any
 
 import tantivy
 
+from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer.fields import BOOSTS, Boosts, name_words
 from foldermind.workers.indexer.languages import ENGLISH, STEMMERS, stemmed_as
+from foldermind.workers.indexer.stopwords import STOP_WORDS
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -170,10 +176,17 @@ class KeywordHit:
     score: float
 
 
+PROXIMITY: float = SearchPolicy.model_fields["keyword_proximity"].default
+"""The proximity bonus's share (``[search] keyword_proximity``, where its measured reason is)."""
+
+
 class KeywordIndex:
-    def __init__(self, path: Path, writer_heap: int = 64_000_000, boosts: Boosts = BOOSTS) -> None:
+    def __init__(
+        self, path: Path, writer_heap: int = 64_000_000, boosts: Boosts = BOOSTS, proximity: float = PROXIMITY
+    ) -> None:
         self.path = path
         self.boosts = boosts
+        self.proximity = proximity
         path.mkdir(parents=True, exist_ok=True)
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("chunk_id", stored=True, indexed=True, fast=True)
@@ -288,11 +301,14 @@ class KeywordIndex:
         (:mod:`.filters`)."""
         parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
         fields = self.boosts.fields()
-        for token in query_tokens(query):
+        tokens = query_tokens(query)
+        for token in tokens:
             for term in dict.fromkeys(stem(token, language) for language in languages):
                 for name, boost in fields:
                     q = tantivy.Query.term_query(self.schema, name, term)
                     parts.append((tantivy.Occur.Should, q if boost == 1.0 else tantivy.Query.boost_query(q, boost)))
+        if self.proximity > 0:
+            parts += self._pairs(tokens, languages)
         for gram in dict.fromkeys(cjk_grams(query)):
             parts.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", gram)))
         if not parts:
@@ -322,6 +338,21 @@ class KeywordIndex:
         if where is not None:
             musts += [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in self._where(where)]
         return musts[0][1] if len(musts) == 1 else tantivy.Query.boolean_query(musts)
+
+    def _pairs(self, tokens: Sequence[str], languages: Sequence[str]) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+        """The proximity bonus (``[search] keyword_proximity``): each two content words next to each other in
+        the query once its stop words are left out, as a phrase in ``text`` with the query's gap between them
+        ("rate of decline": "rate", then "decline" two places on), scored at :attr:`proximity` of its BM25. The
+        words also score alone, so the bonus only reorders chunks that hold both."""
+        content = [(i, token) for i, token in enumerate(tokens) if token not in STOP_WORDS]
+        pairs = dict.fromkeys((a, b, j - i) for (i, a), (j, b) in itertools.pairwise(content))
+        out = []
+        for a, b, gap in pairs:
+            for first, second in dict.fromkeys((stem(a, language), stem(b, language)) for language in languages):
+                words: list[str | tuple[int, str]] = [(0, first), (gap, second)]
+                q = tantivy.Query.phrase_query(self.schema, "text", words)
+                out.append((tantivy.Occur.Should, tantivy.Query.boost_query(q, self.proximity)))
+        return out
 
     def _where(self, where: Where) -> list[tantivy.Query]:
         """The clauses of a field filter: an extension among the types; a range on the fast ``mtime`` field

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from foldermind.protocol.runtime.config import SearchPolicy
+from foldermind.workers.indexer.stopwords import STOP_WORDS
 
 Ranking = list[tuple[int, float]]
 FUSIONS = ("blend", "weighted", "rrf")
@@ -86,59 +87,6 @@ def is_question(query: str) -> bool:
     return bool(_QUESTION.search(query))
 
 
-STOP_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "but",
-        "by",
-        "can",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "may",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "this",
-        "those",
-        "to",
-        "was",
-        "were",
-        "which",
-        "will",
-        "with",
-        "we",
-        "our",
-        "you",
-        "your",
-        "if",
-        "when",
-        "than",
-        "also",
-    ]
-)
-"""English function words: a query with none of them is a list of words, not a sentence."""
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 
 
