@@ -1,11 +1,13 @@
 """Lookups on real manuals: does each search mode put the remembered page first, and answer a question?
 
-``python -m tests.bench.lookup [--home DIR] [--queries FILE] [--lists OUT] [--scifact-home DIR] [--no-write]`` from the
-repository root. A real kernel (default process map) indexes the manuals of :mod:`tests.bench.manuals`
+``python -m tests.bench.lookup [--home DIR] [--queries FILE ...] [--lists OUT] [--scifact-home DIR] [--no-write]``
+from the repository root. A real kernel (default process map) indexes the manuals of :mod:`tests.bench.manuals`
 (PDF pages and HTML from six Debian documentation packages) as one Smart Folder and waits until every
-chunk is embedded; then every query of ``lookup_data/queries.jsonl`` (72 known-item, 36 natural
-questions; a third of each held out, see its README) runs through ``search.request`` on the bus in each
-mode: keyword, semantic, and hybrid with each fusion (``weighted``, ``rrf``, ``blend``), top_k 10.
+chunk is embedded; then every query of the query files (by default the three of ``lookup_data``, :data:`SETS`:
+``queries.jsonl``, 72 known-item and 36 natural questions; ``known2.jsonl``, 45 known items; ``natural2.jsonl``, 59
+natural questions; a third of each held out, see its README) runs through ``search.request`` on the bus in each
+mode: keyword, semantic, and hybrid with each fusion (``weighted``, ``rrf``, ``blend``), top_k 10. Each file is
+reported apart.
 
 Scores, per query (the file is the path under ``manuals/``):
 
@@ -32,7 +34,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,10 @@ from tests.bench.scifact import file_name, index_corpus, judged_queries, scifact
 from tests.bench.transports import REPO
 
 QUERIES = Path(__file__).with_name("lookup_data") / "queries.jsonl"
+SETS = ("queries.jsonl", "known2.jsonl", "natural2.jsonl")
+"""The query files of ``lookup_data``, in the order they were written."""
+SHOWN_SETTINGS = ("fusion", "blend_keyword_weight", "blend_lookup_keyword_weight", "keyword_proximity")
+"""The ``[search]`` settings the report names."""
 REPORT = REPO / "docs" / "benchmarks-lookup.md"
 TOP_K = 10
 LIST_DEPTH = 200
@@ -170,25 +176,32 @@ class Results:
     machine: dict[str, str]
     search: dict[str, Any]
     chunks: int = 0
-    rows: dict[tuple[str, str, str], Scores] | None = None  # (mode label, kind, split)
+    rows: dict[tuple[str, str, str, str], Scores] | None = None  # (query file, mode label, kind, split)
     scifact: dict[tuple[str, str], tuple[float, float, int]] | None = None  # (label, split) -> nDCG, recall, n
     scifact_docs: int = 0
     elapsed_s: float = 0.0
     chunking: str = ""  # [ingest] chunk_max_tokens/chunk_overlap_tokens
+    sets: list[str] = field(default_factory=list)  # the query files' names, in the order given
 
 
 def run_lookup(
-    client: BusClient, root: Path, queries: list[Query], modes: Sequence[tuple[str, str, str]], results: Results
+    client: BusClient,
+    root: Path,
+    queries: dict[str, list[Query]],
+    modes: Sequence[tuple[str, str, str]],
+    results: Results,
 ) -> Lists:
-    rows: dict[tuple[str, str, str], Scores] = {}
+    """Every query of every file (by file name) in every mode; the side lists of all of them."""
+    rows: dict[tuple[str, str, str, str], Scores] = {}
     for label, mode, fuse in modes:
-        for q in queries:
-            hits = search(client, root, q.query, mode, TOP_K, fuse)
-            for split in (q.split, "all"):
-                rows.setdefault((label, q.kind, split), Scores()).add(hits, q)
+        for name, qs in queries.items():
+            for q in qs:
+                hits = search(client, root, q.query, mode, TOP_K, fuse)
+                for split in (q.split, "all"):
+                    rows.setdefault((name, label, q.kind, split), Scores()).add(hits, q)
         say(f"  {label}: done")
     results.rows = rows
-    return side_lists(client, root, [(q.id, q.query) for q in queries])
+    return side_lists(client, root, [(q.id, q.query) for qs in queries.values() for q in qs])
 
 
 def scifact_split(i: int) -> str:
@@ -272,26 +285,32 @@ def render(r: Results) -> str:
         f" `python -m tests.bench.lookup`; {r.chunks} chunks indexed.",
         "",
         *para(
-            "Queries: `tests/bench/lookup_data/queries.jsonl` (written before any tuning; its README says how), over"
-            " the PDF and HTML manuals of six Debian documentation packages (`tests/bench/manuals.py`). Each query"
-            f" runs through `search.request` on the bus, top_k {TOP_K}. top-1 file: the first result is from the"
-            " gold file; page exact: and its pages hold the gold page (HTML: the file); MRR@10 and hit@5 by file."
-            f" Search settings: {r.search}. Chunks (tokens/overlap): {r.chunking}."
+            f"Queries: {', '.join(f'`tests/bench/lookup_data/{name}`' for name in r.sets)} (each written before it"
+            " was measured or tuned on; the folder's README says how and when), over the PDF and HTML manuals of six"
+            " Debian documentation packages (`tests/bench/manuals.py`). Each query runs through `search.request` on"
+            f" the bus, top_k {TOP_K}. top-1 file: the first result is from the gold file; page exact: and its pages"
+            f" hold the gold page (HTML: the file); MRR@10 and hit@5 by file. Search settings: {r.search}. Chunks"
+            f" (tokens/overlap): {r.chunking}."
         ),
         "",
     ]
     header = ["mode", "top-1 file", "page exact", "MRR@10", "hit@5"]
-    for kind in KINDS:
-        for split in (*SPLITS, "all"):
-            rows = [[label, *(r.rows or {}).get((label, kind, split), Scores()).cells()] for label, _, _ in MODES]
-            lines += [f"## {kind}, {split.replace('_', '-')}", "", *table(header, rows), ""]
+    got = r.rows or {}
+    for name in r.sets:
+        for kind in KINDS:
+            if not any(key[0] == name and key[2] == kind for key in got):
+                continue  # a file of one kind only
+            for split in (*SPLITS, "all"):
+                rows = [[label, *got.get((name, label, kind, split), Scores()).cells()] for label, _, _ in MODES]
+                lines += [f"## {name}: {kind}, {split.replace('_', '-')}", "", *table(header, rows), ""]
     if r.scifact:
         lines += [
             "## SciFact",
             "",
             *para(
                 f"The 150 judged SciFact queries over {r.scifact_docs} abstracts: every judged one and the first"
-                " distractors of the corpus (the whole 5,183 took too long to embed on the shared machine this run)."
+                " distractors of the corpus (`--scifact-docs`; all 5,183 are measured over MCP by `tests.bench.search`,"
+                " docs/benchmarks-mcp.md)."
                 " nDCG@10 and Recall@100 by abstract (top_k 200); every third query in file order held out."
             ),
             "",
@@ -314,7 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", default="", help="keep the kernel's home (and index) here and reuse it")
     parser.add_argument("--scifact-home", default="", help="also run SciFact, in this (kept) home")
     parser.add_argument("--scifact-docs", type=int, default=1000, help="SciFact distractors: the first N abstracts")
-    parser.add_argument("--queries", default=str(QUERIES), help="the query file (lookup_data/*.jsonl)")
+    parser.add_argument(
+        "--queries",
+        nargs="+",
+        default=[str(QUERIES.with_name(name)) for name in SETS],
+        help="the query files (default: the three of lookup_data)",
+    )
     parser.add_argument("--lists", default="", help="write the side lists as JSON here")
     parser.add_argument(
         "--modes", default=";".join(label for label, _, _ in MODES), help="mode labels, separated by semicolons"
@@ -336,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         results = Results(machine.facts(REPO), {})
-        queries = load_queries(Path(args.queries))
+        queries = {Path(f).name: load_queries(Path(f)) for f in args.queries}
+        results.sets = list(queries)
         home = Path(args.home).resolve() if args.home else None
         kernel = Kernel("lookup", kernel_config(ingest={**SLOW_PARSES, **ingest}), home)
         try:
@@ -347,9 +372,8 @@ def main(argv: list[str] | None = None) -> int:
             results.chunks = index.chunks
             chunking = kernel.policy
             results.chunking = f"{chunking.chunk_max_tokens}/{chunking.chunk_overlap_tokens}"
-            results.search = load(kernel.home.supervisor_override).search.model_dump(
-                include={"fusion", "keyword_weight"}
-            )
+            policy = load(kernel.home.supervisor_override).search
+            results.search = {name: getattr(policy, name) for name in SHOWN_SETTINGS}
             with kernel.client("bench") as client:
                 lists = run_lookup(client, corpus, queries, modes, results)
         finally:
