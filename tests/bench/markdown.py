@@ -75,6 +75,40 @@ def put_section(path: Path, heading: str, body: str) -> None:
     path.write_text(before + new + ("\n" + after if after else ""), encoding="utf-8")
 
 
+def _sections(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """The text before the first ``## `` heading, then each ``## `` section as (heading line, whole section)."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    head = "".join(lines[: starts[0]] if starts else lines)
+    ends = [*starts[1:], len(lines)]
+    return head, [(lines[a].rstrip("\n"), "".join(lines[a:b])) for a, b in zip(starts, ends, strict=True)]
+
+
+def merged(report: Path, generated: str) -> str:
+    """``generated`` with the ``## `` sections of ``report`` it does not have kept (another bench's section, or
+    one written by hand, survives a rerun): each just before the generated section that came next after it in
+    ``report``, or at the end when none did. The generated text's own sections replace their namesakes and keep
+    its order; its title and intro come first."""
+    if not report.exists():
+        return generated
+    head, fresh = _sections(generated)
+    _, old = _sections(report.read_text(encoding="utf-8"))
+    made = {heading for heading, _ in fresh}
+    before: dict[str, list[str]] = {}  # generated heading -> kept sections to put just before it
+    pending: list[str] = []
+    for heading, body in old:
+        if heading in made:
+            before.setdefault(heading, []).extend(pending)
+            pending = []
+        else:
+            pending.append(body)
+    parts = [head]
+    for heading, body in fresh:
+        parts += [*before.get(heading, []), body]
+    parts += pending
+    return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
+
+
 def summary_overview(report: Path, intro: str) -> str:
     """A section of docs/benchmarks.md that points at ``report``: ``intro`` (it names and links the report), then
     the report's own Summary ("" before the report is written)."""

@@ -13,7 +13,9 @@ then, each phase after waiting for a quiet machine:
 4. a py-spy profile of sequential hybrid searches (:mod:`tests.bench.spy`; ``--profile 0`` skips it).
 
 The report, ``## Summary`` first, is printed and written to ``docs/benchmarks-mcp.md`` (unless
-``--no-write``), and that Summary is copied into ``docs/benchmarks.md`` under "Search and MCP". ``--home
+``--no-write``; the file's other sections, written by other benches or by hand, are kept where they were:
+:func:`~tests.bench.markdown.merged`), and that Summary is copied into ``docs/benchmarks.md`` under "Search and
+MCP". ``--home
 DIR`` keeps the home (and its index) in DIR, and a later run reuses it instead of indexing for ~11 minutes.
 """
 
@@ -35,7 +37,7 @@ from foldermind.protocol.errors import BusError
 from foldermind.protocol.runtime.config import load
 from tests.bench import machine, run_all, spy
 from tests.bench.kernels import BenchFailure, say
-from tests.bench.markdown import ms, para, table, verdict
+from tests.bench.markdown import merged, ms, para, table, verdict
 from tests.bench.mcp_http import (
     BareEncoder,
     BusSearches,
@@ -394,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render(results)
     print(text)
     if not args.no_write:
-        REPORT.write_text(text, encoding="utf-8")
+        REPORT.write_text(merged(REPORT, text), encoding="utf-8")  # other benches' sections kept
         run_all.refresh_tail()
         say(f"wrote {REPORT.relative_to(REPO)} and its Summary into {run_all.REPORT.relative_to(REPO)}")
     return 1 if results.errors else 0

@@ -1,0 +1,76 @@
+"""A bench that writes a whole report (``tests.bench.search``) keeps the sections of that file it does not write:
+other benches' sections and the ones written by hand (:func:`tests.bench.markdown.merged`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.bench.markdown import merged
+
+OLD = """# Report
+
+Old intro.
+
+## Summary
+
+old summary
+
+## A study written by hand
+
+its figures
+
+## Machine
+
+old machine
+
+## 1. Quality
+
+old quality
+
+## 6. Written by another bench
+
+its table
+"""
+GENERATED = """# Report
+
+New intro.
+
+## Summary
+
+new summary
+
+## Machine
+
+new machine
+
+## 1. Quality
+
+new quality
+
+## 2. Latency
+
+new latency
+"""
+
+
+def test_a_rerun_replaces_its_own_sections_and_keeps_the_others_where_they_were(tmp_path: Path) -> None:
+    report = tmp_path / "report.md"
+    report.write_text(OLD, encoding="utf-8")
+    out = merged(report, GENERATED)
+    headings = [line for line in out.splitlines() if line.startswith("## ")]
+    assert headings == [
+        "## Summary",
+        "## A study written by hand",  # just before "Machine", which came next after it
+        "## Machine",
+        "## 1. Quality",
+        "## 2. Latency",  # new: in the generated order
+        "## 6. Written by another bench",  # no generated section came after it: at the end
+    ]
+    assert "New intro." in out and "Old intro." not in out
+    for fresh in ("new summary", "new machine", "new quality", "new latency", "its figures", "its table"):
+        assert fresh in out
+    assert "old summary" not in out and "old quality" not in out
+
+
+def test_a_first_run_writes_the_generated_report_as_it_is(tmp_path: Path) -> None:
+    assert merged(tmp_path / "absent.md", GENERATED) == GENERATED
