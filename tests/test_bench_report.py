@@ -1,11 +1,14 @@
-"""A bench that writes a whole report (``tests.bench.search``) keeps the sections of that file it does not write:
-other benches' sections and the ones written by hand (:func:`tests.bench.markdown.merged`)."""
+"""A bench that writes a whole report (``tests.bench.search``, ``tests.bench.run_all``) keeps the sections of that
+file it does not write: other benches' sections and the ones written by hand (:func:`tests.bench.markdown.merged`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.bench.markdown import merged
+import pytest
+
+from tests.bench import run_all
+from tests.bench.markdown import merged, section
 
 OLD = """# Report
 
@@ -74,3 +77,20 @@ def test_a_rerun_replaces_its_own_sections_and_keeps_the_others_where_they_were(
 
 def test_a_first_run_writes_the_generated_report_as_it_is(tmp_path: Path) -> None:
     assert merged(tmp_path / "absent.md", GENERATED) == GENERATED
+
+
+def test_the_overview_tail_is_rewritten_and_the_sections_after_it_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overview = tmp_path / "benchmarks.md"
+    overview.write_text(
+        "# Benchmarks\n\n## Machine\n\nbus machine\n\n## Search and MCP\n\nan old summary\n\n"
+        "## Answers from evidence\n\nwritten by hand\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(run_all, "REPORT", overview)
+    run_all.refresh_tail()
+    out = overview.read_text(encoding="utf-8")
+    assert "an old summary" not in out  # the Summary of the search report now
+    assert section(run_all.MCP_REPORT.read_text(encoding="utf-8"), "Summary") in out
+    assert "## Answers from evidence\n\nwritten by hand" in out and "bus machine" in out

@@ -14,7 +14,7 @@ import traceback
 
 from tests.bench import costs, idle, suites
 from tests.bench.machine import facts, wait_for_quiet
-from tests.bench.markdown import section
+from tests.bench.markdown import merged, section
 from tests.bench.payloads import all_payloads
 from tests.bench.report import Results, render
 from tests.bench.transports import REPO
@@ -58,13 +58,14 @@ def tail() -> str:
 
 def refresh_tail() -> None:
     """Rewrite the end of docs/benchmarks.md (from its first tail heading on) from the current files, so a
-    search bench run after this one (``make bench``) shows in it without measuring the bus again."""
+    search bench run after this one (``make bench``) shows in it without measuring the bus again. Sections the
+    tail does not write (figures other benches or people put there) are kept (:func:`.markdown.merged`)."""
     if not REPORT.exists():
         return
     lines = REPORT.read_text(encoding="utf-8").splitlines(keepends=True)
     cut = next((i for i, line in enumerate(lines) if line.rstrip("\n") in TAIL_HEADINGS), len(lines))
     body = "".join(lines[:cut]).rstrip("\n") + "\n"
-    REPORT.write_text(body + tail(), encoding="utf-8")
+    REPORT.write_text(merged(REPORT, body + tail()), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_write:
         REPORT.parent.mkdir(parents=True, exist_ok=True)
-        REPORT.write_text(text, encoding="utf-8")
+        REPORT.write_text(merged(REPORT, text), encoding="utf-8")  # the sections it does not write kept
         say(f"wrote {REPORT.relative_to(REPO)}")
     return 1 if errors else 0
 
