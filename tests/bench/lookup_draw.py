@@ -22,6 +22,7 @@ import re
 import sqlite3
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from tests.bench.lookup import QUERIES, load_queries
 
@@ -37,9 +38,21 @@ PLAN = (
     ("sqlite3-doc/lang_", 7),
 )
 ONE_PER_FILE = ("aspell-doc/", "sqlite3-doc/lang_")
+
+
+class Draw(NamedTuple):
+    """One drawn set: its seed, how many passages of each manual, the earlier query files whose places it avoids,
+    and the letter its ids begin with."""
+
+    seed: int
+    plan: tuple[tuple[str, int], ...]
+    avoid: tuple[str, ...]
+    prefix: str
+
+
 PLANS = {
-    "known2": (SEED, PLAN, ("queries.jsonl",)),
-    "natural2": (
+    "known2": Draw(SEED, PLAN, ("queries.jsonl",), "x"),
+    "natural2": Draw(
         1819,
         (
             ("gnuplot-doc/gnuplot.pdf", 16),
@@ -52,9 +65,10 @@ PLANS = {
             ("sqlite3-doc/lang_", 10),
         ),
         ("queries.jsonl", "known2.jsonl"),
+        "q",
     ),
 }
-"""Per drawn set: its seed, how many passages of each manual, and the earlier query files whose places it avoids."""
+"""How each set's passages were drawn."""
 Row = tuple[int, str, int | None, str | None, str]  # chunk id, file, page, heading, text
 
 
@@ -63,10 +77,8 @@ def _listing(text: str) -> bool:
     return len(re.findall(r"\.{4,}|\. \. \.", text)) > 3 or len(re.findall(r", \d+", text)) > 25
 
 
-def draw(
-    home: Path, seed: int = SEED, plan: tuple[tuple[str, int], ...] = PLAN, avoid: tuple[str, ...] = ("queries.jsonl",)
-) -> list[Row]:
-    old = [q for name in avoid for q in load_queries(QUERIES.with_name(name))]
+def draw(home: Path, how: Draw = PLANS["known2"]) -> list[Row]:
+    old = [q for name in how.avoid for q in load_queries(QUERIES.with_name(name))]
     used_pages = {(q.file, q.page) for q in old if q.page}
     used_files = {q.file for q in old}
     used_sections = {q.section for q in old if q.section}
@@ -75,9 +87,9 @@ def draw(
         "SELECT c.id, d.path, c.page_start, c.page_end, c.heading, c.text FROM chunks c"
         " JOIN documents d ON d.id = c.doc_id ORDER BY c.id"
     ).fetchall()
-    rng = random.Random(seed)
+    rng = random.Random(how.seed)
     out: list[Row] = []
-    for prefix, n in plan:
+    for prefix, n in how.plan:
         pool: list[Row] = []
         for cid, path, start, end, head, text in rows:
             file = path.split("/manuals/", 1)[1]
@@ -121,12 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", choices=sorted(PLANS), default="known2", help="which set's passages to draw")
     parser.add_argument("--full", action="store_true", help="print each passage whole, not ~650 characters of it")
     args = parser.parse_args(argv)
-    seed, plan, avoid = PLANS[args.set]
-    drawn = draw(Path(args.home), seed, plan, avoid)
-    prefix = "x" if args.set == "known2" else "q"
-    ids = [f"{prefix}{i:02d}" for i in range(len(drawn))]
+    how = PLANS[args.set]
+    drawn = draw(Path(args.home), how)
+    ids = [f"{how.prefix}{i:02d}" for i in range(len(drawn))]
     if args.split:
-        print(" ".join(held_aside(ids, seed)))
+        print(" ".join(held_aside(ids, how.seed)))
         return 0
     for qid, (cid, file, page, head, text) in zip(ids, drawn, strict=True):
         mid = len(text) // 2

@@ -3,8 +3,8 @@
 - :func:`foldermind.workers.indexer.fusion.is_lookup`: a query with none of them is a list of words a user
   remembers, not a sentence;
 - the keyword side's proximity bonus (:mod:`.bm25`): two words of a query that follow each other once these are
-  left out form a pair that scores more where the text holds them side by side ("rate of decline" pairs
-  "rate" and "decline").
+  left out form a pair that scores more where the text holds them as the query does, the gap included ("rate
+  of decline" pairs "rate" and "decline", one word apart).
 
 A small hand list rather than a library's: it only has to tell a sentence from a word list and skip the words
 that separate a query's content words; a larger list (the indexer's summaries use one, :mod:`.sentences`) would
