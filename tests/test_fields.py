@@ -141,7 +141,8 @@ def test_a_files_other_matching_chunks_lift_all_of_its_chunks_its_best_still_fir
     keyword = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 8.5), (5, 6.5)]  # no strong keyword signal: the blend decides
     semantic = [(2, 0.9), (1, 0.88), (3, 0.85), (4, 0.8), (5, 0.1)]
     documents = {1: 10, 2: 20, 3: 20, 4: 20, 5: 30}
-    off, on = replace(fusion.DEFAULT_RULES, evidence=0), replace(fusion.DEFAULT_RULES, evidence=0.3)
+    alone = replace(fusion.DEFAULT_RULES, repeat_penalty=0)  # the evidence alone
+    off, on = replace(alone, evidence=0), replace(alone, evidence=0.3)
     assert [c for c, _ in fusion.blend(keyword, semantic, off, documents=documents)] == [1, 2, 3, 4, 5]
     # File 20 matches three times: with evidence its best chunk leads, its others follow in their order.
     assert [c for c, _ in fusion.blend(keyword, semantic, on, documents=documents)] == [2, 3, 4, 1, 5]

@@ -170,7 +170,7 @@ def test_blend_keeps_a_keyword_hit_far_above_the_tail_first_though_the_second_is
 
 
 def test_blend_gives_the_first_place_to_bm25s_passage_when_the_blend_picks_another_of_its_file() -> None:
-    rules = replace(fusion.DEFAULT_RULES, keyword_weight=0.0)
+    rules = replace(fusion.DEFAULT_RULES, keyword_weight=0.0, repeat_penalty=0.0)
     keyword = [(1, 10.0), (2, 9.5), (3, 9.0), (4, 8.5), (5, 8.0)]  # no strong signal
     semantic = [(2, 0.70), (3, 0.60), (1, 0.30)]
     documents = {1: 10, 2: 10, 3: 20, 4: 30, 5: 40}
@@ -186,6 +186,28 @@ def test_blend_gives_the_first_place_to_bm25s_passage_when_the_blend_picks_anoth
         return documents[a] == documents[b]
 
     assert fusion.blend(keyword, semantic, rules, False, None, same_file)[0][0] == 1 and asked == [(2, 1)]
+
+
+def test_a_files_further_passages_yield_to_the_next_files_best_and_the_first_hit_stays_first() -> None:
+    ranked = [(1, 1.0), (2, 0.95), (3, 0.9), (4, 0.85), (5, 0.8), (6, 0.72), (7, 0.5)]
+    documents = {1: 10, 2: 10, 3: 10, 4: 10, 5: 10, 6: 20}  # 7 has no document: it stands alone
+    # 2 .. 5 lose 0.1 per passage of file 10 above them: 0.85, 0.7, 0.55, 0.4; file 20's best (0.72) passes 3.
+    spread = fusion.spread(ranked, documents, 0.1)
+    assert [c for c, _ in spread] == [1, 2, 6, 3, 4, 7, 5]
+    assert dict(spread)[1] == 1.0 and dict(spread)[6] == 0.72 and dict(spread)[5] == pytest.approx(0.4)
+    assert fusion.spread(ranked, documents, 0.0) == ranked
+    assert fusion.spread(ranked, {}, 0.5) == ranked  # no documents known: nothing to spread
+    assert fusion.spread([(1, 0.5), (2, 0.9)], {1: 1, 2: 1}, 0.1)[0][0] == 1  # the first place is the rules'
+    assert fusion.spread([], documents, 0.1) == []
+    # In blend: five passages of one file above another file's best, which only the penalty brings into the five.
+    keyword = [(1, 10.0), (2, 9.8), (3, 9.6), (4, 9.4), (5, 9.2), (6, 8.0), (7, 1.0)]
+    semantic = [(1, 0.60), (2, 0.59), (3, 0.58), (4, 0.57), (5, 0.56), (6, 0.55), (7, 0.1)]
+    documents = {c: 10 for c in range(1, 6)} | {6: 20, 7: 30}
+    off = replace(fusion.DEFAULT_RULES, repeat_penalty=0.0)
+    assert [c for c, _ in fusion.blend(keyword, semantic, off, documents=documents)][:5] == [1, 2, 3, 4, 5]
+    on = fusion.blend(keyword, semantic, fusion.DEFAULT_RULES, documents=documents)
+    assert fusion.DEFAULT_RULES.repeat_penalty > 0 and 6 in [c for c, _ in on][:5] and on[0][0] == 1
+    assert [c for c, _ in fusion.blend(keyword, semantic)][:5] == [1, 2, 3, 4, 5]  # no documents: no penalty
 
 
 # ------------------------------------------------------------------------------------------------

@@ -56,8 +56,8 @@ from tests.bench.scifact import SCIFACT_DOCS, Index, indexed_kernel, judged_quer
 from tests.bench.transports import REPO
 
 REPORT = REPO / "docs" / "benchmarks-mcp.md"
-AIM_MEDIAN_MS = 25.0  # hybrid, end to end over MCP HTTP with auth
-AIM_P95_MS = 60.0
+AIM_MEDIAN_MS = 20.0  # hybrid, end to end over MCP HTTP with auth, at SciFact size, with or without a filter
+AIM_P95_MS = 40.0
 PEER = "docsonar: 53-56 ms median for hybrid over MCP HTTP"
 MODE_STAGES = {"keyword": ("keyword",), "semantic": ("embed", "vector"), "hybrid": ("embed", "keyword", "vector")}
 
@@ -168,8 +168,8 @@ def _latency_rows(lat: Latency) -> list[list[str]]:
             if e is None:
                 continue
             hybrid = mode == "hybrid"
-            aim = f"< {AIM_MEDIAN_MS:g} / < {AIM_P95_MS:g} ms" if hybrid else "-"
-            ok = f"{verdict(e.median < AIM_MEDIAN_MS)} / {verdict(e.p95 < AIM_P95_MS)}" if hybrid else verdict(None)
+            aim = f"<= {AIM_MEDIAN_MS:g} / <= {AIM_P95_MS:g} ms" if hybrid else "-"
+            ok = f"{verdict(e.median <= AIM_MEDIAN_MS)} / {verdict(e.p95 <= AIM_P95_MS)}" if hybrid else verdict(None)
             label = f"latency, {mode}, {m.label}: median / p95"
             rows.append([label, f"{ms(e.median)} / {ms(e.p95)} ms", _stages(lat, m, mode), aim, ok])
     return rows

@@ -59,6 +59,8 @@ class SearchService:
     ) -> None:
         self.store, self.bm25, self.vectors, self.encoder, self.policy = store, bm25, vectors, encoder, policy
         self.rules = fusion.BlendRules.of(policy)
+        # blend's evidence and repeat penalty need each candidate's document: one SQLite read of <= 2 * depth rows
+        self._by_document = self.rules.evidence > 0 or self.rules.repeat_penalty > 0
         self.scoped = ScopedVectors(store, vectors)
         self.filters = filters.FilterIndex(store)
         self.criteria = CriteriaTable(store)
@@ -105,7 +107,7 @@ class SearchService:
         with _timed(timings, "fuse"):
             if mode == "hybrid":
                 if fuse == "blend":
-                    documents = self._documents(keyword, semantic) if self.rules.evidence > 0 else None
+                    documents = self._documents(keyword, semantic) if self._by_document else None
                     question, lookup = fusion.is_question(query), fusion.is_lookup(query)
                     ranked = fusion.blend(keyword, semantic, self.rules, question, documents, self._same_file, lookup)
                 elif fuse == "weighted":
