@@ -409,3 +409,25 @@ def test_demo_folder_is_registered_only_when_no_folder_exists(home_dir: Path) ->
         assert names == ["demo"]
     finally:
         k.stop()
+
+
+def test_an_index_that_outgrows_exact_search_gets_a_full_graph_once_nothing_is_left_to_embed(home_dir: Path) -> None:
+    docs = home_dir / "docs"
+    docs.mkdir()
+    for i in range(4):  # 4 files of 12 sentences: ~50 unit vectors, above the limit of 30 below
+        (docs / f"notes{i}.txt").write_text(
+            " ".join(f"Entry {j} of ledger {i} records {j * 3} crates of pears shipped north." for j in range(12))
+        )
+    k = RunningKernel(home_dir, PIPELINE + "[search]\nexact_search_vectors = 30\n").start()
+    try:
+        cli(home_dir, "folders", "add", str(docs))
+        data = home_dir / "data"
+        wait_for(lambda: settled(home_dir) and (data / "vectors.usearch").exists(), 120, 0.3, "indexed and saved")
+        # The ingest thread, idle, rebuilt the draft as a full graph and saved it without the draft marker.
+        wait_for(lambda: not (data / "vectors.usearch.draft").exists(), 60, 0.3, "the draft replaced")
+        logged = "".join(p.read_text(errors="replace") for p in k.home.log_dir.glob("indexer.log*"))
+        assert "graph rebuilt full" in logged
+        hits = search(home_dir, "crates of pears shipped north", "semantic")["results"]
+        assert {Path(h["file_path"]).name for h in hits} == {f"notes{i}.txt" for i in range(4)}
+    finally:
+        k.stop()

@@ -174,10 +174,67 @@ def test_an_index_under_the_exact_limit_finds_the_true_nearest_chunks_where_a_na
     truth = [list(np.argsort(-row)[:10]) for row in best]
     exact = VectorIndex(tmp_path / "a.usearch", 128, expansion_search=16, exact_search_vectors=12000)
     graph = VectorIndex(tmp_path / "b.usearch", 128, expansion_search=16, exact_search_vectors=0)
-    for index in (exact, graph):
+    # A draft graph that outgrew the limit: its searches stay exact until a full graph replaces it.
+    outgrown = VectorIndex(tmp_path / "c.usearch", 128, expansion_search=16, exact_search_vectors=1000)
+    for index in (exact, graph, outgrown):
         index.add(keys, m)
+    assert outgrown.draft and outgrown.outgrown and not graph.draft
     # As sets: usearch keeps half floats, so two chunks a hair apart may come in either order.
     assert [{c for c, _ in exact.search(q, 10)} for q in queries] == [set(t) for t in truth]
+    assert [{c for c, _ in outgrown.search(q, 10)} for q in queries] == [set(t) for t in truth]
     found = [[c for c, _ in graph.search(q, 10)] for q in queries]
     assert all(len(set(f)) == 10 for f in found)  # each chunk once, whichever way
     assert [set(f) for f in found] != [set(t) for t in truth]  # the beam of 16 misses some: what exact is for
+
+
+def test_a_graph_no_search_walks_is_a_draft_until_it_outgrows_exact_search_and_a_full_one_replaces_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v.usearch"
+    chunks = {i: _unit_vectors(2, 8, i) for i in range(15)}  # two units each
+    index = VectorIndex(path, 8, exact_search_vectors=20)
+    assert index.draft and not index.outgrown  # every search is exact while it holds <= 20 vectors
+    for i in range(8):
+        index.add([i, i], chunks[i])
+    index.save()
+    assert index.marker.exists() and not index.outgrown
+    again = VectorIndex(path, 8, exact_search_vectors=20)  # read back as the draft it is
+    assert again.draft and len(again) == 16
+    for i in range(8, 15):
+        again.add([i, i], chunks[i])
+    assert again.outgrown and len(again) == 30
+    query = _unit_vectors(1, 8, 99)[0]
+    before = {c for c, _ in again.search(query, 5)}
+    keys = [i for i in chunks for _ in range(2)]
+    batches = [
+        (keys[:14], np.vstack([chunks[i] for i in range(7)])),
+        ([], np.zeros((0, 8), np.float32)),  # a batch whose chunks were all deleted meanwhile
+        (keys[14:], np.vstack([chunks[i] for i in range(7, 15)])),
+    ]
+    again.rebuilt(batches)
+    assert not again.draft and not again.outgrown and len(again) == 30 and again.dirty
+    assert {c for c, _ in again.search(query, 5)} == before  # the same chunks, now through the full graph
+    again.save()
+    assert path.exists() and not again.marker.exists()
+    assert not VectorIndex(path, 8, exact_search_vectors=20).draft  # read back as full
+    # A file saved before drafts has no marker: it was built full.
+    assert not VectorIndex(path, 8, exact_search_vectors=10**6).draft
+    # With a limit of 0 every search walks the graph: it is built full from the first vector.
+    assert not VectorIndex(tmp_path / "w.usearch", 8, exact_search_vectors=0).draft
+
+
+def test_the_ingest_thread_replaces_an_outgrown_draft_by_a_full_graph_of_sqlites_vectors() -> None:
+    root = short_tmpdir("fmu-")
+    try:
+        store, ids = _store_with_chunks(root, 12, embed_units=units.VERSION)
+        store.store_vectors(ids, [units.pack(_unit_vectors(3, 8, i)) for i in range(12)])  # 36 units
+        vectors = VectorIndex(root / "v.usearch", 8, exact_search_vectors=30)
+        pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
+        pipeline._reconcile_vectors()  # the file lost: the draft filled again from SQLite, and saved
+        assert vectors.outgrown and vectors.marker.exists()
+        pipeline._full_graph()
+        assert not vectors.draft and len(vectors) == 36 and not vectors.marker.exists()
+        assert set(vectors.keys().tolist()) == set(ids)
+        assert not VectorIndex(root / "v.usearch", 8, exact_search_vectors=30).draft
+    finally:
+        remove_tree(root)

@@ -415,7 +415,8 @@ class SearchPolicy(_Strict):
         " 1.1 ms for the lookup bench's 23,550 sentence vectors here, 2.6 ms for SciFact's 54,782, 4.5 ms for 97,281."
         " The graph search is faster but its recall depends on the order the vectors went in: the manuals' index"
         " rebuilt from SQLite found 0 of the exact 10 nearest chunks for one question and 3 for two others at"
-        " expansion_search 1024. 0 always uses the graph.",
+        " expansion_search 1024. 0 always uses the graph. Below it the graph is built as a draft (a narrower insert"
+        " beam, half the insert CPU), and rebuilt full once the index outgrows it: workers/indexer/vectors.py.",
     )
     query_encoder: Literal["local", "embedder"] = Field(
         "local",

@@ -757,6 +757,8 @@ class RecallRow:
     expansion: int
     recall: float
     ms_per_query: float
+    walked: bool = True
+    """Whether the indexer's searches walk this graph (a draft's are exact)."""
 
 
 def exact_top(matrix: NDArray[np.float32], queries: NDArray[np.float32], k: int) -> list[set[int]]:
@@ -768,7 +770,7 @@ def exact_top(matrix: NDArray[np.float32], queries: NDArray[np.float32], k: int)
 def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.float32] | None) -> list[RecallRow]:
     from usearch.index import Index
 
-    from foldermind.workers.indexer.vectors import EXPANSION_SEARCH
+    from foldermind.workers.indexer.vectors import DRAFT_MARKER, EXPANSION_ADD, EXPANSION_SEARCH, VectorIndex
 
     with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
         rows = db.execute("SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id").fetchall()
@@ -783,17 +785,29 @@ def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.flo
 
     def fresh() -> Any:
         return Index(
-            ndim=ndim, metric="cos", dtype="f16", multi=True, expansion_add=128, expansion_search=EXPANSION_SEARCH
+            ndim=ndim,
+            metric="cos",
+            dtype="f16",
+            multi=True,
+            expansion_add=EXPANSION_ADD,
+            expansion_search=EXPANSION_SEARCH,
         )
 
-    built = fresh()
-    for start in range(0, len(keys), 32):  # as the ingest thread adds them: one reply at a time
-        built.add(keys[start : start + 32], matrix[start : start + 32])
-    indexes = [("rebuilt like vectors.py (added 32 at a time)", built)]
+    # The full graph as the ingest thread builds it once a draft outgrows exact search (Pipeline._full_graph):
+    # chunks in a shuffled order, through VectorIndex.rebuilt.
+    with tempfile.TemporaryDirectory() as tmp:
+        full = VectorIndex(Path(tmp) / "full.usearch", ndim)
+    order = np.random.default_rng(0).permutation(np.unique(keys))
+    t0 = time.perf_counter()
+    full.rebuilt(_shuffled_batches(order, keys, matrix))
+    took = time.perf_counter() - t0
+    indexes = [(f"full, as the indexer rebuilds it ({len(matrix):,} vectors in {took:.1f} s)", full.index, True)]
     if live_file.exists():
         live = fresh()
         live.load(str(live_file))
-        indexes.append(("the pipeline's own vectors.usearch", live))
+        draft = Path(f"{live_file}{DRAFT_MARKER}").exists()
+        kind = "a draft, which searches do not walk" if draft else "full"
+        indexes.append((f"the pipeline's own vectors.usearch ({kind})", live, not draft))
 
     rng = np.random.default_rng(7)
     n = min(RANDOM_QUERIES, len(matrix))  # fewer with a small FOLDERMIND_BENCH_LIMIT
@@ -803,16 +817,28 @@ def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.flo
     out: list[RecallRow] = []
     for qname, queries in query_sets:
         exact = [{int(keys[i]) for i in top} for top in exact_top(matrix, queries, RECALL_K)]
-        for iname, index in indexes:
+        for iname, index, walked in indexes:
             for expansion in (64, EXPANSION_SEARCH):
-                index.expansion_search = expansion
+                index.expansion_search = expansion  # type: ignore[misc]  # settable at run time
                 t0 = time.perf_counter()
                 found = [index.search(np.array(q, dtype=np.float32), RECALL_K) for q in queries]
                 ms = (time.perf_counter() - t0) * 1000 / len(queries)
                 pairs = zip(found, exact, strict=True)
                 hits = [len({int(k) for k in m.keys} & truth) / len(truth) for m, truth in pairs]
-                out.append(RecallRow(iname, qname, expansion, float(np.mean(hits)), ms))
+                out.append(RecallRow(iname, qname, expansion, float(np.mean(hits)), ms, walked))
     return out
+
+
+def _shuffled_batches(
+    order: NDArray[np.uint64], keys: NDArray[np.uint64], matrix: NDArray[np.float32]
+) -> Iterator[tuple[list[int], NDArray[np.float32]]]:
+    """The units of ``order``'s chunks, 2,000 chunks a batch, as the ingest thread reads them from SQLite
+    (``keys`` ascending, a chunk's units side by side)."""
+    first, last = np.searchsorted(keys, order, "left"), np.searchsorted(keys, order, "right")
+    spans = list(zip(first.tolist(), last.tolist(), strict=True))
+    for start in range(0, len(spans), 2000):
+        rows = np.concatenate([np.arange(a, b) for a, b in spans[start : start + 2000]])
+        yield [int(k) for k in keys[rows]], matrix[rows]
 
 
 # --------------------------------------------------------------------------------------------
@@ -944,7 +970,7 @@ def _targets(r: Results) -> list[str]:
         lines.append(f"| save-to-searchable median < {LATENCY_TARGET_S:g} s | not measured | — |")
     from foldermind.workers.indexer.vectors import EXPANSION_SEARCH
 
-    served = [x for x in r.recall if x.expansion == EXPANSION_SEARCH]
+    served = [x for x in r.recall if x.expansion == EXPANSION_SEARCH and x.walked]
     if served:
         worst = min(served, key=lambda x: x.recall)
         lines.append(
@@ -1359,12 +1385,18 @@ def render(r: Results) -> str:
             "",
         ]
     if r.recall:
+        from foldermind.workers.indexer.vectors import DRAFT_EXPANSION_ADD, EXPANSION_ADD
+
         out += [
             f"## 6. usearch recall@{RECALL_K}",
             "",
             f"Run 1's vectors (`chunks.vector`: a vector per sentence unit, each under its chunk's id), the chunks of"
-            f" the top-{RECALL_K} units of a usearch index (cosine, f16, multi, expansion_add 128) against the chunks"
-            " of the exact top units (numpy dot products of the normalised vectors).",
+            f" the top-{RECALL_K} units of a usearch index (cosine, f16, multi) against the chunks of the exact top"
+            " units (numpy dot products of the normalised vectors). The indexer searches exactly up to `[search]"
+            " exact_search_vectors`, and builds the graph meanwhile as a draft (`expansion_add`"
+            f" {DRAFT_EXPANSION_ADD}, `workers/indexer/vectors.py`); once a draft outgrows the limit it is rebuilt"
+            f" full (`expansion_add` {EXPANSION_ADD}, the first row), and only a full graph is walked. The target"
+            " reads the rows of graphs that searches walk.",
             "",
             "| index | queries | expansion_search | recall@100 | loss | ms / query |",
             "|---|---|---:|---:|---:|---:|",

@@ -19,6 +19,15 @@ first (:class:`.gate.Gate`): a search waits at most one slice (~13 ms there), fo
 costs ~0.17 ms (1,000 SciFact vectors added 16 at a time to 8,500, 2026-12-05): a reply of 256 would hold
 searches ~43 ms, one slice ~3 ms.
 
+While every search is exact (the index holds at most ``exact_search_vectors``) the graph is never walked, so it
+is built as a draft, with a narrow insert beam (:data:`DRAFT_EXPANSION_ADD`): on SciFact's 54,782 unit vectors
+that took the indexer from 15.8 to 9.4 CPU-s and ingestion from 0.86 to 0.94 of the bare embedding rate
+(docs/benchmarks-ingest.md, 2026-12-06). A draft walked finds less (0.982 of the exact top 100 for SciFact's
+claims at ``expansion_search`` 1024, against 0.999 for a full graph), so searches stay exact over a draft however
+large it grows; once it has outgrown the limit, the ingest thread, at its first idle moment, builds a full graph
+from SQLite beside it (:meth:`VectorIndex.rebuilt`: SciFact's vectors in 3.8 s on two cores) and puts it in its
+place. A file saved as a draft has a ``.draft`` marker beside it.
+
 SQLite commits a batch's vectors before they are added here (a hit found here always has its vector in
 SQLite: ``doc.similar`` reads them there). Between the two, the batch's keys are :attr:`VectorIndex.arriving`,
 and a count of embedded chunks read from SQLite leaves them out, so a folder reads as embedded only once a
@@ -30,7 +39,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,6 +67,12 @@ UNITS_PER_CHUNK = 6
 manuals of the lookup bench 7.3); a search that finds fewer distinct chunks asks again twice as deep."""
 ADD_SLICE = 16
 """Vectors added under one hold of the index (see the module's docstring)."""
+EXPANSION_ADD = 128
+"""usearch's insert beam for a graph that searches walk (an index above ``exact_search_vectors``)."""
+DRAFT_EXPANSION_ADD = 32
+"""The insert beam of a draft graph, which no search walks (see the module's docstring)."""
+DRAFT_MARKER = ".draft"
+"""Beside a file saved as a draft (its name plus this)."""
 
 
 class VectorIndex:
@@ -74,6 +89,10 @@ class VectorIndex:
         self.dirty = False
         self.arriving: tuple[int, ...] = ()
         """Keys whose vectors SQLite may hold already while this index does not yet (see the module's docstring)."""
+        self.marker = path.with_name(path.name + DRAFT_MARKER)
+        # A file without the marker was built full (as every file was before drafts). usearch keeps neither beam in
+        # the file: the draft's narrow one is the constructor's.
+        self.draft = self.marker.exists() if path.exists() else self._draft_when_new()
         self.index = self._empty(ndim)
         if path.exists():
             try:
@@ -81,12 +100,10 @@ class VectorIndex:
                 self.index.expansion_search = expansion_search  # type: ignore[misc]  # not kept in the file
                 if not self.index.multi:  # a file of one vector per chunk: its index is embedded again anyway
                     log.info("vector index of one vector per chunk found; starting it afresh")
-                    self.index = self._empty(ndim)
-                    self.dirty = True
+                    self._start_afresh(ndim)
             except Exception as exc:  # a torn or foreign file: rebuild from SQLite
                 log.warning("vector index unreadable (%s); rebuilding it from the database", exc)
-                self.index = self._empty(ndim)
-                self.dirty = True
+                self._start_afresh(ndim)
         if self.index.ndim != ndim:
             raise ValueError(f"{path} holds {self.index.ndim}-d vectors, the model makes {ndim}-d")
 
@@ -94,16 +111,42 @@ class VectorIndex:
         """An empty index of another dimension (the configured model changed before any vector)."""
         with self._gate.write():
             self.ndim = ndim
-            self.index = self._empty(ndim)
-            self.dirty = True
+            self._start_afresh(ndim)
 
-    def _empty(self, ndim: int) -> Index:
+    def _draft_when_new(self) -> bool:
+        # With a limit of 0 every search walks the graph from the first vector: it is built full.
+        return self.exact_search_vectors > 0
+
+    def _start_afresh(self, ndim: int) -> None:
+        self.draft = self._draft_when_new()
+        self.index = self._empty(ndim)
+        self.dirty = True
+
+    def _empty(self, ndim: int, draft: bool | None = None) -> Index:
         # f16: SciFact's 54,782 unit vectors take +50 MiB of RSS against +94 at f32, find 0.9985 of the exact 40
         # nearest chunks against 0.9990, and semantic search reads the same nDCG@10 (0.6924); i8 found 0.9583.
         # SQLite keeps the f32 vectors (the exact scoped search reads those).
+        beam = DRAFT_EXPANSION_ADD if (self.draft if draft is None else draft) else EXPANSION_ADD
         return Index(
-            ndim=ndim, metric="cos", dtype="f16", multi=True, expansion_add=128, expansion_search=self.expansion_search
+            ndim=ndim, metric="cos", dtype="f16", multi=True, expansion_add=beam, expansion_search=self.expansion_search
         )
+
+    @property
+    def outgrown(self) -> bool:
+        """Whether a draft graph holds more vectors than a search compares one by one: searches stay exact over it
+        until :meth:`rebuilt` puts a full graph in its place."""
+        return self.draft and len(self.index) > self.exact_search_vectors
+
+    def rebuilt(self, batches: Iterable[tuple[list[int], NDArray[np.float32]]]) -> None:
+        """A full graph of the vectors ``batches`` yields (all this index should hold, as :meth:`add` takes them),
+        built beside this one while searches go on here, then put in its place. The caller is the only writer
+        meanwhile (the ingest thread); the two graphs are held at once until the swap."""
+        fresh = self._empty(self.ndim, draft=False)
+        for keys, vectors in batches:
+            if keys:
+                fresh.add(np.asarray(keys, dtype=np.uint64), vectors)
+        with self._gate.write():
+            self.index, self.draft, self.dirty = fresh, False, True
 
     def __len__(self) -> int:
         """How many unit vectors the index holds (a chunk has one or more)."""
@@ -167,7 +210,7 @@ class VectorIndex:
                 total = len(self.index)
                 if total == 0 or k <= 0:
                     return []
-                exact = total <= self.exact_search_vectors
+                exact = total <= self.exact_search_vectors or self.draft
                 matches = self.index.search(query, min(depth, total), exact=exact)
             best: dict[int, float] = {}
             for key, dist in zip(matches.keys, matches.distances, strict=True):
@@ -182,6 +225,8 @@ class VectorIndex:
             if not self.dirty:
                 return
             tmp = self.path.with_suffix(".tmp")
+            if self.draft:  # the marker first: a crash between the two never leaves a draft that reads as full
+                self.marker.touch()
             try:
                 self.index.save(str(tmp))
                 os.replace(tmp, self.path)
@@ -189,4 +234,6 @@ class VectorIndex:
                 # A half-written copy (a full disk) would hold the very space the next save needs.
                 tmp.unlink(missing_ok=True)
                 raise
+            if not self.draft:
+                self.marker.unlink(missing_ok=True)
             self.dirty = False
