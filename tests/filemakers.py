@@ -257,7 +257,7 @@ def make_nested_html(path: Path, depth: int, inner: str) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------
-# The other formats (issue 16), each written by its own library; ``marker`` lands in a known place.
+# The office, e-book and mail formats, each written by its own library; ``marker`` lands in a known place.
 
 
 def make_pptx(path: Path, marker: str, slides: int = 3, marked: int = 2) -> Path:

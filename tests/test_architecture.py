@@ -129,7 +129,7 @@ def test_error_codes_are_written_only_in_the_catalogue() -> None:
 
 
 LONG_MODULE = 400
-"""Lines past which a module must say at its top why it is one module (issue 14's rule)."""
+"""Lines past which a module must say at its top why it is one module (the project's rule for long modules)."""
 
 
 def test_every_module_over_400_lines_says_at_its_top_why_it_is_that_long() -> None:

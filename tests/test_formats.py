@@ -1,9 +1,9 @@
-"""The formats of issue 16 (slides, sheets, CSV, e-books, mail, OpenDocument, RTF): files written by each
+"""The office, e-book and mail formats (slides, sheets, CSV, e-books, mail, OpenDocument, RTF): files written by each
 format's own library, with a marker in a known slide, sheet, chapter or message, parsed and chunked here;
 their hostile variants; and one real kernel that indexes a folder of them all (a 50,000-row sheet and every
 hostile kind among them), found and read through the MCP tools.
 
-Over 400 lines because it is one suite for one issue's formats: the parse-level tests and the kernel test
+Over 400 lines because it is one suite for these formats: the parse-level tests and the kernel test
 share its helpers and file makers' markers, and split in two the halves would repeat the expected
 locations.
 """

@@ -1,4 +1,4 @@
-"""OCR (issue 16): scanned PDF pages and image files, made here by typesetting text into a page image with
+"""OCR: scanned PDF pages and image files, made here by typesetting text into a page image with
 Pillow (and wrapping it in a PDF with Pillow's writer), read by the real RapidOCR engine; its bounds (pages,
 time, pixels, switched off); and one real kernel that indexes a folder of scans and finds them through the
 MCP tools with ``ocr`` in their location.

@@ -566,7 +566,7 @@ def test_unreadable_and_unsupported(tmp_path: Path) -> None:
         locked = write(tmp_path / "locked.txt", "secret")
         locked.chmod(0)
         assert parse_error(locked).message == "unreadable: Permission denied"
-    other = parse_error(write(tmp_path / "drawing.dwg", b"AC1032"))  # .xlsx is read since issue 16
+    other = parse_error(write(tmp_path / "drawing.dwg", b"AC1032"))  # .xlsx is read now (workers/parser/formats)
     assert (other.code, other.message) == ("parse_failed", "unsupported format: .dwg")
 
 

@@ -26,9 +26,14 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
+from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.workers.indexer import fusion
 from foldermind.workers.indexer.bm25 import KeywordIndex
+from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.query import admits, parse
+from foldermind.workers.indexer.search import SearchService
+from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.vectors import VectorIndex
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
 
 MODES = ("keyword", "semantic", "hybrid")
@@ -208,6 +213,36 @@ def test_a_files_further_passages_yield_to_the_next_files_best_and_the_first_hit
     on = fusion.blend(keyword, semantic, fusion.DEFAULT_RULES, documents=documents)
     assert fusion.DEFAULT_RULES.repeat_penalty > 0 and 6 in [c for c, _ in on][:5] and on[0][0] == 1
     assert [c for c, _ in fusion.blend(keyword, semantic)][:5] == [1, 2, 3, 4, 5]  # no documents: no penalty
+
+
+def test_the_evidence_for_an_answer_is_fused_without_the_repeat_penalty(tmp_path: Path) -> None:
+    # A real store (the penalty reads each candidate's document there), and the two ranked lists as the indexes
+    # would hand them over: one file of five passages above another file's one.
+    store = Store(tmp_path / "index.sqlite")
+    folder = store.add_folder(str(tmp_path / "docs"), "docs", "")
+    row = {"text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
+    ids: dict[str, list[int]] = {}
+    with store.tx() as db:
+        for name, n in (("long.txt", 5), ("short.txt", 1)):
+            path = str(tmp_path / "docs" / name)
+            store.mark_pending(db, folder.id, path, 1, 1)
+            doc = store.document(path)
+            assert doc is not None
+            rows = [{**row, "ordinal": i} for i in range(n)]
+            ids[name] = store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, rows)
+    encoder = QueryEncoder(SearchPolicy(), IngestPolicy(), "tcp://127.0.0.1:9", "t")  # not started: not asked
+    vectors = VectorIndex(tmp_path / "v.usearch", 8)
+    service = SearchService(store, KeywordIndex(tmp_path / "kw"), vectors, encoder, SearchPolicy())
+    long, (short,) = ids["long.txt"], ids["short.txt"]
+    keyword = [(c, 10.0 - 0.2 * i) for i, c in enumerate(long)] + [(short, 8.0)]
+    semantic = [(c, 0.60 - 0.01 * i) for i, c in enumerate(long)] + [(short, 0.55)]
+    question = "how do these passages rank?"
+    page = [c for c, _ in service.fused(keyword, semantic, question, "blend")]
+    evidence = [c for c, _ in service.fused(keyword, semantic, question, "blend", spread=False)]
+    assert page[0] == long[0] and short in page[:5]  # a page of results: the other file rises into the five
+    assert evidence[:5] == long  # the evidence: each file's passages as they score (pick_passages chooses)
+    service.bm25.close()
+    store.db.close()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -392,7 +392,8 @@ class SearchPolicy(_Strict):
         " questions hit@5 22 -> 24 of 24 and MRR@10 0.859 -> 0.883, SciFact unchanged (an abstract is one or two"
         " chunks); the cost: a gold page that was the tenth of ten passages of its file fell out of the first ten"
         " (one of the 40 fresh tune questions; 0.35 and more lose more), and on a held-out question one that was"
-        " fourth, its file's fourth passage (0.2 keeps it). 0 turns it off; group_by_file keeps each file once.",
+        " fourth, its file's fourth passage (0.2 keeps it). 0 turns it off; group_by_file keeps each file once."
+        " The evidence for an answer is fused without it (it picks each file's passages itself).",
     )
     depth_min: int = Field(
         40, ge=1, le=1000, description="Each side retrieves max(4 * top_k, depth_min) candidates before fusion."

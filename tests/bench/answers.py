@@ -1,16 +1,16 @@
 """Factoid answers over MCP HTTP: does ``chat_with_documents`` give the short answer, cite the file that
 holds it, keep its ``[n]`` markers honest, and how fast, per answer mode.
 
-``python -m tests.bench.answers [--home DIR] [--modes auto,extractive,generative]
-[--split all|tune|held_out|fresh|fresh2|fresh3|fresh4] [--corpus all|scifact|django-docs|manuals] [--limit N]
-[--no-write] [--report PATH] [--json PATH]`` from the repository root. A real kernel (default process map;
-the front door on an OS-assigned port, the rate limit raised, the model's background analysis off, the parse deadline
-raised as the lookup bench does for gnuplot's 311-page manual) indexes the three corpora of
-:mod:`tests.bench.factoids` as three Smart Folders (1,577 SciFact abstracts: the first 1,500 and every gold
-one; Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of the Debian manuals, fetched with
-``apt-get download`` once) and waits until every file is indexed and every chunk embedded, the indexer's
-query model and the llm worker's model are ready. Every corpus is indexed whatever ``--corpus`` picks, so a
-kept home stays the same. Then, after waiting for a quiet machine, for each question:
+``python -m tests.bench.answers [--home DIR] [--modes auto,extractive,generative] [--split
+all|tune|held_out|fresh|fresh2|fresh3|fresh4] [--corpus all|scifact|django-docs|manuals] [--limit N] [--no-write]
+[--report PATH] [--json PATH] [--search KEY=VALUE ...]`` from the repository root. A real kernel (default process
+map; the front door on an OS-assigned port, the rate limit raised, the model's background analysis off, the parse
+deadline raised as the lookup bench does for gnuplot's 311-page manual) indexes the three corpora of
+:mod:`tests.bench.factoids` as three Smart Folders (1,577 SciFact abstracts: the first 1,500 and every gold one;
+Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of the Debian manuals, fetched with ``apt-get
+download`` once) and waits until every file is indexed and every chunk embedded, the indexer's query model and the
+llm worker's model are ready. Every corpus is indexed whatever ``--corpus`` picks, so a kept home stays the same.
+Then, after waiting for a quiet machine, for each question:
 
 1. ``search_documents`` (hybrid, top_k 5) with the question: is the gold file among the five? This bounds
    what an answer can cite, so "gold file cited" is reported over all questions and over those;
@@ -76,7 +76,7 @@ from tests.bench.factoids import (
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.llm import wait_llm_ready
 from tests.bench.markdown import para, table, verdict
-from tests.bench.mcpclient import BlockingClient, front_door, kernel_config
+from tests.bench.mcpclient import BlockingClient, front_door, kernel_config, settings
 from tests.bench.scifact import wait_query_model
 from tests.bench.stats import pct
 from tests.bench.transports import REPO
@@ -421,7 +421,7 @@ def run(args: argparse.Namespace, results: Results) -> None:
     results.questions = questions
     kernel = Kernel(
         "answers",
-        kernel_config(llm={"load": '"at_start"', "idle_unload_s": "0"}) + SLOW_PARSES,
+        kernel_config(settings(args.search), llm={"load": '"at_start"', "idle_unload_s": "0"}) + SLOW_PARSES,
         Path(args.home) if args.home else None,
     )
     try:
@@ -810,6 +810,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default="", help=f"write the report here instead of {REPORT.relative_to(REPO)}")
     parser.add_argument("--json", default="", help="also write every answer as JSON here")
     parser.add_argument("--no-write", action="store_true", help="print the report only")
+    parser.add_argument(
+        "--search",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [search] setting for the run, VALUE in TOML (e.g. blend_repeat_penalty=0); repeatable",
+    )
     args = parser.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not args.modes or not set(args.modes) <= set(MODES):

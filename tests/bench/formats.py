@@ -1,4 +1,4 @@
-"""Parsing benchmark of the formats of issue 16: files/s, chunks/s and parse time per MB, per format.
+"""Parsing benchmark of the office, e-book and mail formats: files/s, chunks/s and parse time per MB, per format.
 
 ``python -m tests.bench.formats [--files N] [--no-write]`` from the repository root. For each format a
 corpus of ``N`` files (200 by default) is written by that format's own library (tests/filemakers.py: python-pptx,

@@ -91,7 +91,7 @@ THREADS = (1, 2)
 PROMPT_TOKENS = 500
 GEN_TOKENS = 128  # generated tokens timed, after the first
 REPEATS = 3
-ISSUE_RATES = {"ctransformers": (192.0, 69.0), "llama-cpp": (223.0, 75.0)}
+BASELINE_RATES = {"ctransformers": (192.0, 69.0), "llama-cpp": (223.0, 75.0)}
 """Raw rates measured earlier on this machine, SmolLM2 on 2 threads: (prompt, generated) tokens/s, the
 baseline this run is compared with."""
 
@@ -909,7 +909,7 @@ def raw_estimate(a: Answer, rates: tuple[float, float] | None) -> tuple[float, f
 
 def _raw_rows(raw: Raw) -> list[list[str]]:
     rows = []
-    for backend, (peer_prompt, peer_gen) in ISSUE_RATES.items():
+    for backend, (peer_prompt, peer_gen) in BASELINE_RATES.items():
         runs = raw.of(backend, 2)
         if not runs:
             continue
@@ -918,7 +918,7 @@ def _raw_rows(raw: Raw) -> list[list[str]]:
             [
                 f"bare {backend}, 2 threads: prompt / generated tok/s",
                 f"{_rate(p)} / {_rate(g)}",
-                f"the issue's figure {peer_prompt:.0f} / {peer_gen:.0f} ({100 * p / peer_prompt:.0f}% /"
+                f"the baseline {peer_prompt:.0f} / {peer_gen:.0f} ({100 * p / peer_prompt:.0f}% /"
                 f" {100 * g / peer_gen:.0f}%)",
                 "-",
                 verdict(None),
@@ -1067,7 +1067,7 @@ def render_raw(raw: Raw) -> list[str]:
         for t in sorted({x.threads for x in raw.runs if x.backend == backend}):
             runs = raw.of(backend, t)
             gens = sorted({(x.generated, x.finish) for x in runs})
-            peer = ISSUE_RATES.get(backend) if t == 2 else None
+            peer = BASELINE_RATES.get(backend) if t == 2 else None
             rows.append(
                 [
                     backend,
@@ -1090,7 +1090,7 @@ def render_raw(raw: Raw) -> list[str]:
         "prompt tok/s",
         "generated (finish)",
         "generated tok/s",
-        "issue's tok/s",
+        "baseline tok/s",
     ]
     lines += table(header, rows)
     lines += [

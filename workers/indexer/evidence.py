@@ -262,7 +262,8 @@ class EvidenceService:
         per_file = max(1, min(body.per_file, 10))
         depth = min(50, max(10, max_files * per_file * 3))
         found = self.searches.search(
-            SearchRequest(query=query, mode="hybrid", top_k=depth, folder_id=body.folder_id, with_text=True)
+            SearchRequest(query=query, mode="hybrid", top_k=depth, folder_id=body.folder_id, with_text=True),
+            spread=False,  # pick_passages takes each file's best passages itself
         )
         hits = pick_passages(found.results, max_files, per_file)
         for hit in hits:

@@ -12,6 +12,7 @@ semantic side cannot), ``min_score`` and ``group_by_file`` (a file's best chunk 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,14 +60,18 @@ class SearchService:
     ) -> None:
         self.store, self.bm25, self.vectors, self.encoder, self.policy = store, bm25, vectors, encoder, policy
         self.rules = fusion.BlendRules.of(policy)
-        # blend's evidence and repeat penalty need each candidate's document: one SQLite read of <= 2 * depth rows
-        self._by_document = self.rules.evidence > 0 or self.rules.repeat_penalty > 0
+        # For a caller that picks each file's passages itself (the evidence for an answer): the repeat penalty,
+        # which spreads one page of results over more files, pushed a best file's second and third passages
+        # out of its pick (extractive answers held the gold 188 -> 184 of 216, docs/benchmarks-mcp.md).
+        self.unspread = dataclasses.replace(self.rules, repeat_penalty=0.0)
         self.scoped = ScopedVectors(store, vectors)
         self.filters = filters.FilterIndex(store)
         self.criteria = CriteriaTable(store)
         self.criteria_scopes = CriteriaScopes(store, bm25, self.filters)
 
-    def search(self, body: SearchRequest) -> SearchReply:
+    def search(self, body: SearchRequest, spread: bool = True) -> SearchReply:
+        """``body``'s search; ``spread=False`` (callers inside the indexer only) fuses without the repeat
+        penalty."""
         t0 = time.perf_counter()
         query, mode, fuse, top_k = self._validate(body)
         scope, saved = self._scope(body.folder_id)
@@ -106,14 +111,7 @@ class SearchService:
                     semantic = self._semantic(vector, depth, scope, only)
         with _timed(timings, "fuse"):
             if mode == "hybrid":
-                if fuse == "blend":
-                    documents = self._documents(keyword, semantic) if self._by_document else None
-                    question, lookup = fusion.is_question(query), fusion.is_lookup(query)
-                    ranked = fusion.blend(keyword, semantic, self.rules, question, documents, self._same_file, lookup)
-                elif fuse == "weighted":
-                    ranked = fusion.weighted(keyword, semantic, self.policy.keyword_weight)
-                else:
-                    ranked = fusion.rrf([keyword, semantic], self.policy.rrf_k)
+                ranked = self.fused(keyword, semantic, query, fuse, spread)
                 total = max(total, len(ranked))
             elif mode == "semantic":
                 ranked, total = semantic, len(semantic)
@@ -124,6 +122,20 @@ class SearchService:
             cuts = Cuts(parsed, body.min_score, bool(body.group_by_file), {c for c, _ in keyword})
             results = self._hits(ranked, query, scope, top_k, bool(body.with_text), cuts, only)
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
+
+    def fused(self, keyword: Ranking, semantic: Ranking, query: str, fuse: str, spread: bool = True) -> Ranking:
+        """The two sides merged by ``fuse`` (one of :data:`.fusion.FUSIONS`); ``spread=False`` leaves blend's
+        repeat penalty out."""
+        if fuse == "weighted":
+            return fusion.weighted(keyword, semantic, self.policy.keyword_weight)
+        if fuse == "rrf":
+            return fusion.rrf([keyword, semantic], self.policy.rrf_k)
+        rules = self.rules if spread else self.unspread
+        # Evidence and the repeat penalty need each candidate's document: one SQLite read of <= 2 * depth rows.
+        by_document = rules.evidence > 0 or rules.repeat_penalty > 0
+        documents = self._documents(keyword, semantic) if by_document else None
+        question, lookup = fusion.is_question(query), fusion.is_lookup(query)
+        return fusion.blend(keyword, semantic, rules, question, documents, self._same_file, lookup)
 
     # ---------------------------------------------------------------------------------------
 
