@@ -169,6 +169,10 @@ class Worker:
     def release(self) -> None:
         """Free what the worker holds for its callers (its model); the next job loads it again."""
 
+    def answered(self, kind: str) -> None:
+        """Runs on the job thread once a job of ``kind`` has been answered (its reply or error sent): work that
+        must not delay the answer."""
+
     def release_window_s(self) -> float:
         """How long a job of another caller keeps a release from freeing anything: the model's idle time (0 =
         any other caller ever)."""
@@ -514,11 +518,12 @@ class _Runner:
         self.cancelled.discard(env.id)
         if isinstance(outcome, ErrorInfo):
             self._reply_error(env, outcome)
-            return
-        msg, buffers = outcome if isinstance(outcome, tuple) else (outcome, ())
-        reply = env.reply(self.ctx.name)
-        reply.kind = msg.KIND
-        frames.send(self.sock, reply, msg, buffers)
+        else:
+            msg, buffers = outcome if isinstance(outcome, tuple) else (outcome, ())
+            reply = env.reply(self.ctx.name)
+            reply.kind = msg.KIND
+            frames.send(self.sock, reply, msg, buffers)
+        self.worker.answered(env.kind)
 
     def cancel(self, job_id: str) -> None:
         """Called on the heartbeat thread: mark ``job_id`` cancelled if it is still in hand."""
