@@ -427,6 +427,8 @@ def test_an_index_that_outgrows_exact_search_gets_a_full_graph_once_nothing_is_l
         wait_for(lambda: not (data / "vectors.usearch.draft").exists(), 60, 0.3, "the draft replaced")
         logged = "".join(p.read_text(errors="replace") for p in k.home.log_dir.glob("indexer.log*"))
         assert "graph rebuilt full" in logged
+        details = k.client().request("indexer", DescribeRequest(), DescribeReply, timeout=20).body.details
+        assert details["vector_graph"] == "full" and details["unit_vectors"] > 30
         hits = search(home_dir, "crates of pears shipped north", "semantic")["results"]
         assert {Path(h["file_path"]).name for h in hits} == {f"notes{i}.txt" for i in range(4)}
     finally:

@@ -194,6 +194,8 @@ class IndexerWorker(Worker):
             "chunks_in_bm25": self.bm25.num_docs,
             "vectors": len(self.vectors.keys()),  # chunks with vectors; each has one per unit (units.py)
             "unit_vectors": len(self.vectors),
+            # "draft" while every search is exact and the graph is built cheaply, "full" once searches walk it
+            "vector_graph": "draft" if self.vectors.draft else "full",
             "embedding": self.pipeline.embed_error or "ok",
             "embedder_probe": self.pipeline.probe,
             "ingest_nice": self.pipeline.nice,
