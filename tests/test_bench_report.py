@@ -75,6 +75,16 @@ def test_a_rerun_replaces_its_own_sections_and_keeps_the_others_where_they_were(
     assert "old summary" not in out and "old quality" not in out
 
 
+def test_one_blank_line_parts_two_sections_whichever_bench_wrote_each(tmp_path: Path) -> None:
+    # A bench whose last section ends without a blank line (a table's last row), then a kept section: the kept
+    # heading must not run on from the table.
+    report = tmp_path / "report.md"
+    report.write_text("# R\n\n## Mine\n\n| a |\n|---|\n| 1 |\n\n## Kept\n\nby hand\n\n\n", encoding="utf-8")
+    out = merged(report, "# R\n\n## Mine\n\n| a |\n|---|\n| 2 |\n")
+    assert out == "# R\n\n## Mine\n\n| a |\n|---|\n| 2 |\n\n## Kept\n\nby hand\n"
+    assert merged(report, out) == out  # a rerun of the same text changes nothing
+
+
 def test_a_first_run_writes_the_generated_report_as_it_is(tmp_path: Path) -> None:
     assert merged(tmp_path / "absent.md", GENERATED) == GENERATED
 

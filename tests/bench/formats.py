@@ -9,7 +9,7 @@ per ``parse.request``, without the bus and without embedding (embedding costs th
 the format: docs/benchmarks-ingest.md's SciFact runs measure it). Writing the corpus is not timed.
 
 The report is printed and written into ``docs/benchmarks-ingest.md`` as its section "Other formats"
-(replaced if there, appended if not; ``tests.bench.ingest`` keeps it when it rewrites the file).
+(replaced if there, appended if not; ``tests.bench.ingest`` keeps the sections it does not write).
 """
 
 from __future__ import annotations
@@ -168,28 +168,6 @@ def render(results: list[Result], facts: dict[str, str], count: int) -> str:
     if failures:
         lines += ["", "Failed (none expected): " + "; ".join(failures[:10])]
     return "\n".join(lines) + "\n"
-
-
-KEPT = (
-    HEADING,
-    "OCR (scanned pages and images)",
-    "Plain text before and after the new formats",
-    "Memory with on-demand workers",
-    "7. Chunk settings: fewer chunks for the same quality?",
-    "8. A second corpus: Debian manuals and Django's docs, before and after the ONNX embedder",
-)
-"""The sections of ``report`` other benches write (this one, tests.bench.ocr, tests.bench.memory_budget,
-tests.bench.onnx_int8 and tests.bench.lookup per chunk setting) or that were measured by hand, which
-``tests.bench.ingest`` keeps."""
-
-
-def kept_section(report: Path = REPORT) -> str:
-    """The sections :data:`KEPT` of ``report`` as they stand ("" when absent): what ``tests.bench.ingest`` keeps."""
-    if not report.exists():
-        return ""
-    text = report.read_text(encoding="utf-8")
-    kept = [(heading, section(text, heading)) for heading in KEPT]
-    return "".join(f"\n## {heading}\n\n{body}\n" for heading, body in kept if body)
 
 
 def write_section(text: str, report: Path = REPORT, heading: str = HEADING) -> None:

@@ -18,11 +18,14 @@ file each (title, blank line, text), then:
 4. that kernel's watcher is restarted: its no-change reconcile of every file is timed;
 5. 20 new files, each with a unique word, are timed from the write until a keyword search finds them;
 6. usearch recall@100 against exact search over the vectors of run 1, at expansion_search 64 and the indexer's
-   (``[search] expansion_search``); a chunk's units under its id, recall counted by chunk.
+   (``[search] expansion_search``), of the full graph as the indexer rebuilds it and of the pipeline's own file;
+   a chunk's units under its id, recall counted by chunk.
 
 A small reference encode in this process (the first 96 abstracts, torch and ONNX) is timed before run 1,
 before and between the bare encodes and after them, because the pipeline and the bare floors cannot run
-at the same moment and a small VM's speed wanders. The report is printed and written to ``docs/benchmarks-ingest.md``.
+at the same moment and a small VM's speed wanders. The report is printed and written to ``docs/benchmarks-ingest.md``;
+the file's other sections (other benches', and those measured by hand) stay where they were
+(:func:`~tests.bench.markdown.merged`).
 ``FOLDERMIND_BENCH_LIMIT=300`` uses only the first 300 abstracts (for development).
 """
 
@@ -64,9 +67,9 @@ from foldermind.protocol.runtime.config import IngestPolicy
 from foldermind.workers.indexer import units
 from tests.bench import machine
 from tests.bench.cpu import cpu_seconds
-from tests.bench.formats import kept_section
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.machine import wait_for_quiet
+from tests.bench.markdown import merged
 from tests.bench.scifact import scifact_dir, scifact_queries, write_corpus
 from tests.bench.transports import REPO
 
@@ -1592,7 +1595,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_write:
         REPORT.parent.mkdir(parents=True, exist_ok=True)
-        REPORT.write_text(text + kept_section(REPORT), encoding="utf-8")  # tests.bench.formats's section stays
+        # The sections it does not write (other benches', and measured by hand) stay where they were.
+        REPORT.write_text(merged(REPORT, text), encoding="utf-8")
         say(f"wrote {REPORT.relative_to(REPO)}")
     return 1 if results.errors else 0
 

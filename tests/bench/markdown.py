@@ -106,7 +106,8 @@ def merged(report: Path, generated: str) -> str:
     for heading, body in fresh:
         parts += [*before.get(heading, []), body]
     parts += pending
-    return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
+    # One blank line between two sections, whichever bench wrote each: a heading never runs on from a table.
+    return "\n\n".join(part.rstrip("\n") for part in parts if part.strip()) + "\n"
 
 
 def summary_overview(report: Path, intro: str) -> str:
