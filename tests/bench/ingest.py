@@ -773,7 +773,13 @@ def exact_top(matrix: NDArray[np.float32], queries: NDArray[np.float32], k: int)
 def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.float32] | None) -> list[RecallRow]:
     from usearch.index import Index
 
-    from foldermind.workers.indexer.vectors import DRAFT_MARKER, EXPANSION_ADD, EXPANSION_SEARCH, VectorIndex
+    from foldermind.workers.indexer.vectors import (
+        DRAFT_MARKER,
+        EXPANSION_ADD,
+        EXPANSION_SEARCH,
+        VectorIndex,
+        insert_order,
+    )
 
     with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
         rows = db.execute("SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id").fetchall()
@@ -800,7 +806,7 @@ def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.flo
     # chunks in a shuffled order, through VectorIndex.rebuilt.
     with tempfile.TemporaryDirectory() as tmp:
         full = VectorIndex(Path(tmp) / "full.usearch", ndim)
-    order = np.random.default_rng(0).permutation(np.unique(keys))
+    order = insert_order(np.unique(keys))
     t0 = time.perf_counter()
     full.rebuilt(_shuffled_batches(order, keys, matrix))
     took = time.perf_counter() - t0
@@ -835,12 +841,14 @@ def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.flo
 def _shuffled_batches(
     order: NDArray[np.uint64], keys: NDArray[np.uint64], matrix: NDArray[np.float32]
 ) -> Iterator[tuple[list[int], NDArray[np.float32]]]:
-    """The units of ``order``'s chunks, 2,000 chunks a batch, as the ingest thread reads them from SQLite
+    """The units of ``order``'s chunks, as many chunks a batch as the ingest thread reads from SQLite at once
     (``keys`` ascending, a chunk's units side by side)."""
+    from foldermind.workers.indexer.pipeline import STORED_BATCH
+
     first, last = np.searchsorted(keys, order, "left"), np.searchsorted(keys, order, "right")
     spans = list(zip(first.tolist(), last.tolist(), strict=True))
-    for start in range(0, len(spans), 2000):
-        rows = np.concatenate([np.arange(a, b) for a, b in spans[start : start + 2000]])
+    for start in range(0, len(spans), STORED_BATCH):
+        rows = np.concatenate([np.arange(a, b) for a, b in spans[start : start + STORED_BATCH]])
         yield [int(k) for k in keys[rows]], matrix[rows]
 
 

@@ -19,7 +19,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -43,10 +43,12 @@ from foldermind.workers.indexer.enrich import Enricher
 from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classify, free_bytes, writing
 from foldermind.workers.indexer.store import Document, Store
 from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.vectors import VectorIndex, insert_order
 
 log = logging.getLogger("foldermind.indexer.pipeline")
 
+STORED_BATCH = 2000
+"""Chunks whose vectors one SQLite read brings back, when the index is repaired or rebuilt from SQLite."""
 _LOST = (Fault.LOST, Fault.TIMEOUT)
 PARSER = "parser"
 CONTENT_HEADROOM = 0.9
@@ -677,20 +679,16 @@ class Pipeline(threading.Thread):
         wanted = np.asarray(self.store.vector_ids(), dtype=np.uint64)
         have = self.vectors.keys()
         extra = np.setdiff1d(have, wanted)
-        # Added in a shuffled order of chunks: HNSW links each vector to what is already in, and a document's
-        # similar units added one after another make a poorer graph. The lookup bench's manuals (23,550 units)
-        # rebuilt in chunk-id order found 0.9586 of the exact 40 nearest chunks at expansion_search 1024,
-        # shuffled 0.9889 (as the embedding order of the first build had: 0.988).
-        missing = np.random.default_rng(0).permutation(np.setdiff1d(wanted, have))
+        missing = insert_order(np.setdiff1d(wanted, have))
         self.vectors.remove([int(k) for k in extra])
         # Until a chunk's vectors are back its folder does not read as embedded (a lost file of SciFact's 54,782
         # unit vectors takes ~10 s to fill again, and a search meanwhile sees only part of the index).
         with self.vectors.arrival():
-            for start in range(0, len(missing), 2000):
+            for start in range(0, len(missing), STORED_BATCH):
                 self.vectors.arriving = tuple(int(k) for k in missing[start:])
-                part = self.store.vectors([int(k) for k in missing[start : start + 2000]])
-                if part:
-                    self.vectors.add(*units.stack(part, self.vectors.ndim))
+                stored = self._stored_units(missing[start : start + STORED_BATCH])
+                if stored is not None:
+                    self.vectors.add(*stored)
         if len(extra) or len(missing):
             log.info("vector index repaired: %d stale keys removed, %d vectors restored", len(extra), len(missing))
         self._save_vectors()
@@ -700,19 +698,17 @@ class Pipeline(threading.Thread):
         shuffled order, as at a repair) and saved. Run when nothing is left to parse or embed: new work waits
         for it (SciFact's 54,782 vectors took 3.8 s on this machine's two cores, docs/benchmarks-ingest.md)."""
         started = time.monotonic()
-        ids = np.random.default_rng(0).permutation(np.asarray(self.store.vector_ids(), dtype=np.uint64))
-        ndim = self.vectors.ndim
-
-        def batches() -> Iterator[tuple[list[int], NDArray[np.float32]]]:
-            for start in range(0, len(ids), 2000):
-                part = self.store.vectors([int(k) for k in ids[start : start + 2000]])
-                if part:
-                    yield units.stack(part, ndim)
-
-        self.vectors.rebuilt(batches())
+        ids = insert_order(np.asarray(self.store.vector_ids(), dtype=np.uint64))
+        read = (self._stored_units(ids[start : start + STORED_BATCH]) for start in range(0, len(ids), STORED_BATCH))
+        self.vectors.rebuilt(stored for stored in read if stored is not None)
         took = time.monotonic() - started
         log.info("vector index outgrew exact search: graph rebuilt full, %d vectors in %.1f s", len(self.vectors), took)
         self._save_vectors()
+
+    def _stored_units(self, ids: NDArray[np.uint64]) -> tuple[list[int], NDArray[np.float32]] | None:
+        """The unit vectors SQLite holds for the chunks ``ids``, as usearch takes them (None: none has any now)."""
+        part = self.store.vectors([int(k) for k in ids])
+        return units.stack(part, self.vectors.ndim) if part else None
 
     def _with_languages(self, rows: list[Any]) -> list[Any]:
         """The rows, each with its document's language: detected and recorded here for documents that have

@@ -75,6 +75,15 @@ DRAFT_MARKER = ".draft"
 """Beside a file saved as a draft (its name plus this)."""
 
 
+def insert_order(chunk_ids: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """The order chunks' vectors go into a graph built from SQLite (a repair, a full rebuild): shuffled, with a
+    fixed seed. HNSW links each vector to what is already in, and a document's similar units added one after
+    another make a poorer graph: the lookup bench's manuals (23,550 units) rebuilt in chunk-id order found 0.9586
+    of the exact 40 nearest chunks at expansion_search 1024, shuffled 0.9889 (as the embedding order of the first
+    build had: 0.988)."""
+    return np.random.default_rng(0).permutation(chunk_ids)
+
+
 class VectorIndex:
     def __init__(
         self,
