@@ -383,7 +383,7 @@ def test_bucket_count_is_capped() -> None:
     assert guard.bucket_count == 3
 
 
-def test_unknown_session_ids_share_the_no_session_bucket() -> None:
+def test_unknown_session_ids_count_as_no_session() -> None:
     guard = Guard(
         _ok_app,
         token=lambda: "t",
