@@ -9,17 +9,18 @@ when every session is in use, a new one is still refused with 503.
 Idle time is the SDK's own: each session's transport moves its idle deadline to "last request done +
 timeout" whenever its last request completes (infinite while one is in flight), so the smallest finite
 deadline is the longest idle. The SDK has no public hook for admission or for its app's session
-manager; ``_admit_session``, ``_server_instances``, ``_session_owners`` and ``_session_manager`` are its
-private names (the mcp version is pinned in pyproject.toml).
+manager; ``_admit_session``, ``_server_instances``, ``_session_owners``, ``_task_group`` and
+``_session_manager`` are its private names (the mcp version is pinned in pyproject.toml).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, cast
 
 import anyio
+from anyio.abc import TaskGroup
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
@@ -67,11 +68,10 @@ class EvictingSessionManager(StreamableHTTPSessionManager):
         deadline, session_id = min(idle)
         transport = self._server_instances.pop(session_id)
         self._session_owners.pop(session_id, None)
-        scope = transport.idle_scope
-        assert scope is not None
-        # Forgotten at once (its id answers 404 from now on); cancelling its idle scope ends its server
-        # task as the idle timeout would, and that task terminates the transport.
-        scope.cancel()
+        # Forgotten at once (its id answers 404 from now on), then ended as a client's DELETE ends it:
+        # the transport's streams close and its server task winds down.
+        group = cast(TaskGroup, self._task_group)  # set by run(), before any request; untyped in the SDK
+        group.start_soon(transport.terminate)
         self.evicted += 1
         idle_s = anyio.current_time() - (deadline - self.session_idle_timeout)
         log.info(
