@@ -24,7 +24,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from foldermind.protocol.runtime.config import McpPolicy
 from foldermind.workers.frontdoor.disconnect import WatchDisconnect
 from foldermind.workers.frontdoor.guard import Guard
-from foldermind.workers.frontdoor.sessions import EvictingSessionManager, session_app
+from foldermind.workers.frontdoor.sessions import session_app
 from foldermind.workers.frontdoor.tools import FoldermindServer
 
 log = logging.getLogger("foldermind.frontdoor")
@@ -66,14 +66,14 @@ def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Cal
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=sorted(origins)
     )
-    manager = EvictingSessionManager(
-        server._lowlevel_server,
+    starlette_app = session_app(
+        server,
+        policy.path,
         security=security,
         max_body_bytes=max_body,
         idle_timeout_s=policy.session_idle_timeout_s,
         max_sessions=policy.max_sessions,
     )
-    starlette_app = session_app(manager, policy.path)
     return Guard(
         WatchDisconnect(starlette_app),
         token=token,

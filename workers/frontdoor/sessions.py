@@ -9,8 +9,9 @@ when every session is in use, a new one is still refused with 503.
 Idle time is the SDK's own: each session's transport moves its idle deadline to "last request done +
 timeout" whenever its last request completes (infinite while one is in flight), so the smallest finite
 deadline is the longest idle. The SDK has no public hook for admission or for its app's session
-manager; ``_admit_session``, ``_server_instances``, ``_session_owners``, ``_task_group`` and
-``_session_manager`` are its private names (the mcp version is pinned in pyproject.toml).
+manager; ``_admit_session``, ``_server_instances``, ``_session_owners``, ``_task_group``,
+``_lowlevel_server`` and ``_session_manager`` are its private names (the mcp version is pinned in
+pyproject.toml).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.lowlevel.server import Server
+from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -49,7 +51,6 @@ class EvictingSessionManager(StreamableHTTPSessionManager):
             session_idle_timeout=idle_timeout_s,
             max_sessions=max_sessions,
         )
-        self.evicted = 0
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
         # Called under the SDK's session-creation lock, so two new sessions cannot both take one's room.
@@ -72,19 +73,34 @@ class EvictingSessionManager(StreamableHTTPSessionManager):
         # the transport's streams close and its server task winds down.
         group = cast(TaskGroup, self._task_group)  # set by run(), before any request; untyped in the SDK
         group.start_soon(transport.terminate)
-        self.evicted += 1
         idle_s = anyio.current_time() - (deadline - self.session_idle_timeout)
         log.info(
             "closed the MCP session idle longest (%.0f s) to admit a new one: %d sessions are open, the cap",
             idle_s,
-            len(self._server_instances) + 1,
+            self.max_sessions,
         )
 
 
-def session_app(manager: EvictingSessionManager, path: str) -> Starlette:
-    """The SDK's streamable HTTP app (as ``Server.streamable_http_app`` builds it without auth), on ``manager``,
-    which the server's ``session_manager`` then returns as it would the SDK's own."""
-    manager.app._session_manager = manager
+def session_app(
+    server: MCPServer[Any],
+    path: str,
+    *,
+    security: TransportSecuritySettings,
+    max_body_bytes: int,
+    idle_timeout_s: float,
+    max_sessions: int,
+) -> Starlette:
+    """``server``'s streamable HTTP app as ``streamable_http_app`` builds it (without auth), on an
+    :class:`EvictingSessionManager`, which ``server.session_manager`` then returns as it would the SDK's."""
+    lowlevel = server._lowlevel_server
+    manager = EvictingSessionManager(
+        lowlevel,
+        security=security,
+        max_body_bytes=max_body_bytes,
+        idle_timeout_s=idle_timeout_s,
+        max_sessions=max_sessions,
+    )
+    lowlevel._session_manager = manager
     return Starlette(
         routes=[Route(path, endpoint=StreamableHTTPASGIApp(manager))],
         lifespan=lambda app: manager.run(),
