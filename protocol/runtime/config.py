@@ -482,7 +482,8 @@ class McpPolicy(_Strict):
     rate_per_minute: int = Field(
         60,
         ge=1,
-        description="Token bucket per MCP session (requests per minute; bursts up to this size). Over it: 429.",
+        description="Requests per minute per client, in bursts up to this size (over it: 429). A client is its MCP"
+        " session, or its TCP connection for requests without one (the stateless 2026-07-28 revision).",
     )
     allowed_origins: list[str] = Field(
         default_factory=list,
@@ -498,7 +499,12 @@ class McpPolicy(_Strict):
         2.0, gt=0, description="Largest tool response (MiB); bigger results are cut and say so."
     )
     session_idle_timeout_s: float = Field(3600.0, gt=0, description="MCP sessions idle this long are closed ...")
-    max_sessions: int = Field(100, ge=1, description="... and at most this many are open at once.")
+    max_sessions: int = Field(
+        100,
+        ge=1,
+        description="... and at most this many are open at once: a new one closes the session idle longest (one"
+        " with a request or stream open is not idle; if every one is, the new one gets 503).",
+    )
     request_timeout_s: float = Field(
         10.0,
         gt=0,
