@@ -315,3 +315,38 @@ def test_a_docx_whose_xml_inflates_past_the_cap_fails_at_once_and_its_parser_sta
     assert any("quetzalcoatlus" in c["text"] for c in ok.chunks)
     assert pool.pids() == before and psutil.pid_exists(pid)
     assert pool.worker("parser#1")["restarts"] == 0
+
+
+OUT_OF_MEMORY = """
+import os, sys
+from foldermind.protocol.errors import JobError
+from foldermind.protocol.messages import Envelope, ParseRequest
+from foldermind.workers.base import Request, WorkerContext
+from foldermind.workers.parser import ParserWorker, spare_address_space
+from foldermind.workers.parser.formats import container
+
+spare_address_space()
+os.environ["FOLDERMIND_PARSER_MEMORY_MB"] = "1024"
+worker = ParserWorker(WorkerContext(name="parser#9", service="parser", bus_endpoint="ipc:///nowhere"))
+worker.setup()
+container._inflate_mb = 1024  # the scan let through: python-docx itself meets the cap
+try:
+    worker.on_parse(Request(Envelope(kind=ParseRequest.KIND), ParseRequest(path=sys.argv[1]), []))
+except JobError as exc:
+    print(exc.code, exc.message)
+"""
+
+
+def test_a_parser_that_meets_its_memory_cap_says_so_and_names_the_cap(tmp_path: Path) -> None:
+    """In a process of its own, as a parser is (the cap cannot be lifted again): a DOCX that python-docx would
+    hold as a tree of ~1.4 GiB, read under a 1 GiB cap with the inflation limit set out of the way. lxml fails
+    to allocate and says only "unknown error"; the answer is out of memory, with the cap."""
+    import subprocess
+    import sys
+
+    path = big_docx(tmp_path / "report.docx", 150)
+    out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY, str(path)], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == (
+        "parse_failed out of memory: the file needs more than this parser's 1024 MiB"
+        " (its share of [ingest] parser_pool_memory_mb)"
+    ), out.stderr[-2000:]

@@ -86,7 +86,7 @@ def corrupt(kind: str, exc: BaseException) -> ParseError:
 def library_error(kind: str, exc: Exception) -> Exception:
     """What a library's exception on a file of format ``kind`` means: :class:`MemoryError` when it is lxml failing
     to allocate under the parser's memory cap (it then reports ``unknown error``, or says so), else ``corrupt``."""
-    message = str(exc)
+    message = str(getattr(exc, "msg", None) or exc)  # a syntax error's own message, without its position
     if type(exc).__module__.startswith("lxml") and (
         message == "unknown error" or "memory allocation failed" in message.lower()
     ):
