@@ -37,7 +37,8 @@ from foldermind.workers import model_files
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.parser import parts
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
-from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, container, ocr, parse_content, parse_file
+from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, ocr, parse_content, parse_file
+from foldermind.workers.parser.formats.container import inflate_limit_mb, limit_inflation
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -123,7 +124,7 @@ class ParserWorker(Worker):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         spare_address_space()
         self.memory_limit_mb = apply_memory_limit()
-        container.limit_inflation(self.memory_limit_mb)
+        limit_inflation(self.memory_limit_mb)
         self._settled_rss = psutil.Process().memory_info().rss
         self.status_note = f"memory cap {self.memory_limit_mb} MiB" if self.memory_limit_mb else "no memory cap"
 
@@ -140,7 +141,7 @@ class ParserWorker(Worker):
             "formats": list(FORMATS),
             "suffixes": sorted(SUFFIXES),
             "memory_limit_mb": self.memory_limit_mb,
-            "inflate_limit_mb": container.inflate_limit_mb(),
+            "inflate_limit_mb": inflate_limit_mb(),
             "tokenizer": tokenizer,
             "ocr": ocr.state(),
             "parsed": self.parsed,
