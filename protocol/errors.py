@@ -189,17 +189,18 @@ class ErrorCode(StrEnum):
         "text file`, `no extractable text (scanned?)`, `encrypted PDF`, `corrupt PDF: ...`, `corrupt DOCX: "
         "...` (likewise PPTX, XLSX, EPUB, OpenDocument, RTF), `suspicious DOCX (zip bomb?)` (likewise for "
         "every zip format), `suspicious XLSX (XML entity declarations)` (PPTX, XLSX, EPUB, OpenDocument), "
-        "`malformed CSV: ...`, `malformed HTML: ...`, `out of memory`, `document nested too deeply`.",
+        "`malformed CSV: ...`, `malformed HTML: ...`, `out of memory` (with the parser's memory cap when it "
+        "has one), `document nested too deeply`.",
     )
     FILE_TOO_LARGE = (
         "file_too_large",
         Fault.REJECTED,
         False,
         "parser (`parse.request`)",
-        "The file is larger than `max_bytes`, or its extracted text would not fit in one reply (more than "
-        "90 % of the bus's message limit), or it holds more than the parser reads of one file: "
+        "The file is larger than `max_bytes`, or it holds more than the parser reads of one file: "
         "`spreadsheet too large: more than 1000000 cells (the limit)` (XLSX, ODS, CSV), `mailbox too large: "
-        "more than 10000 messages (the limit)`.",
+        "more than 10000 messages (the limit)`, `DOCX inflates past 96 MB` (every zip format: its parts "
+        "inflate past a sixteenth of the parser's memory cap).",
     )
     UNREADABLE = (
         "unreadable",

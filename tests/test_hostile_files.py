@@ -11,8 +11,8 @@ arrive before the folder is added (the reconcile scan), some while it is watched
 Each one must end in a state decided here: indexed and findable with the right text, failed or
 skipped with a specific reason, or never listed (what is not a regular file inside the folder). The
 neighbours must index, every worker must be RUNNING at the end without a restart, and no parser may
-get near ``[ingest] parser_memory_mb``: every parser's peak RSS (VmHWM) and peak address space
-(VmPeak, what RLIMIT_AS caps) is sampled from /proc while it works.
+get near its memory cap (its share of ``[ingest] parser_pool_memory_mb``): every parser's peak RSS
+(VmHWM) and peak address space (VmPeak, what RLIMIT_AS caps) is sampled from /proc while it works.
 
 Root reads any file whatever its mode, so the kernel is started without CAP_DAC_OVERRIDE and
 CAP_DAC_READ_SEARCH (``setpriv --bounding-set``): "no read permission" is then real for every worker.
@@ -408,7 +408,7 @@ def hostile(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path, dict[st
     )
     config = (
         FAST_RESTART
-        + f"[ingest]\nparser_memory_mb = {PARSER_MEMORY_MB}\n"
+        + f"[ingest]\nparser_pool_memory_mb = {2 * PARSER_MEMORY_MB}\n"  # two parsers (the default pool)
         + "[mcp]\nport = 0\n"
         + f"[workers.parser]\nenv = {{ {holds} }}\n"
     )

@@ -665,7 +665,8 @@ def test_parser_worker_answers_parse_requests(parser_kernel: RunningKernel, tmp_
 
     details = client.request("parser#1", DescribeRequest(), DescribeReply, timeout=10).body.details
     assert details["formats"] == ALL_FORMATS
-    assert details["memory_limit_mb"] == 2048
+    assert details["memory_limit_mb"] == 3072 // 2  # the default pool budget, shared by the default two parsers
+    assert details["inflate_limit_mb"] == 3072 // 2 // 16
 
 
 def test_parser_worker_errors_are_typed(parser_kernel: RunningKernel, tmp_path: Path) -> None:

@@ -58,11 +58,22 @@ class ParseRequest(Message):
     the file (its suffix picks the format): for a parser on another machine, which cannot read the path."""
 
 
+@message("parse.partial")
+@dataclass(slots=True)
+class ParsePartial(Message):
+    """Chunks of a document whose chunks do not fit one message (status ``partial``): each part fills at most
+    90 % of the bus's message limit, the parts come in document order, and the ``parse.reply`` carries the last."""
+
+    chunks: list[ChunkInfo]
+    """The next chunks in document order."""
+
+
 @message("parse.reply")
 @dataclass(slots=True)
 class ParseReply(Message):
     """``format`` (txt, md, pdf, docx, html, pptx, xlsx, csv, epub, email, odf, rtf, image), ``title`` if the
-    document names one, ``pages`` for paginated formats, and the ``chunks`` in order."""
+    document names one, ``pages`` for paginated formats, and the ``chunks`` in order (after those of the
+    ``parse.partial`` replies before it, when the chunks did not fit one message)."""
 
     format: str
     """`txt`, `md`, `pdf`, `docx`, `html`, `pptx`, `xlsx` (also .xlsm), `csv` (also .tsv), `epub`, `email` (.eml and

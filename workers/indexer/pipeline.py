@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolError
-from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
+from foldermind.protocol.messages import ChunkInfo, EmbedReply, EmbedRequest, ParsePartial, ParseReply, ParseRequest
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env, search_from_env
 from foldermind.workers import model_files, onnx_model
 from foldermind.workers.base import testing
@@ -127,6 +127,8 @@ class _Parse:
     attempt: int
     to: str = PARSER
     """The pool, or one parser by name: one on another machine that asked for the file's bytes."""
+    parts: list[ChunkInfo] = field(default_factory=list)
+    """Chunks received so far in ``parse.partial`` replies (a document whose text does not fit one message)."""
 
 
 class Pipeline(threading.Thread):
@@ -373,6 +375,7 @@ class Pipeline(threading.Thread):
         deadline = self.policy.parse_deadline_s(job.size)
         # Recorded before a parser can hold it: a crash during the parse finds its attempt counted.
         self.store.set_attempts(job.doc.id, job.attempt)
+        job.parts.clear()  # a retry's parts start over
         buffers = () if content is None else (content,)
         env = client.send(job.to, request, buffers, timeout=deadline, attempt=job.attempt)
         self._inflight[env.id] = job
@@ -416,6 +419,9 @@ class Pipeline(threading.Thread):
             if self.turns.owns(packet.env.cid):
                 self.turns.answered(packet)
                 continue
+            if packet.env.status == "partial":
+                self._partial(packet)
+                continue
             job = self._inflight.pop(packet.env.cid, None)
             if job is None:
                 continue
@@ -426,6 +432,13 @@ class Pipeline(threading.Thread):
             body = packet.body()
             assert isinstance(body, ParseReply)
             self._store(job, body)
+
+    def _partial(self, packet: frames.Packet) -> None:
+        """Chunks of a parse in flight, ahead of its reply."""
+        job = self._inflight.get(packet.env.cid)
+        body = packet.body()
+        if job is not None and isinstance(body, ParsePartial):
+            job.parts.extend(body.chunks)
 
     def _failed(self, client: BusClient, job: _Parse, error: ErrorInfo, src: str) -> None:
         named, job.to = job.to != PARSER, PARSER  # whatever happens next goes to the pool
@@ -474,7 +487,7 @@ class Pipeline(threading.Thread):
         if self.store.document(job.doc.path) is None:
             return  # deleted or moved while it was being parsed
         changed_meanwhile = self._changed_since(job)
-        chunks = [dict(c) for c in reply.chunks]
+        chunks = [dict(c) for c in (*job.parts, *reply.chunks)]
         # The deterministic analysis comes later (analyzer.py): the document is marked due as it is written.
         language = languages.detect(str(c["text"]) for c in chunks)
         with self.vectors.arrival():

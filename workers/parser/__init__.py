@@ -10,9 +10,12 @@ it answers ``file_content_needed``, and the indexer sends the request again, to 
 a buffer frame (``content``; bounded by ``max_bytes``), which it parses from memory like any file it reads.
 
 Hostile files cost at most this process: ``setup()`` caps its address space at
-``FOLDERMIND_PARSER_MEMORY_MB`` (default 2048, 0 = no cap), so a decompression bomb ends in a
-``MemoryError`` (answered as ``parse_failed: out of memory``) or, at worst, a crash the kernel
-handles by restarting the parser and failing the job with ``worker_lost``.
+``FOLDERMIND_PARSER_MEMORY_MB`` (its share of ``[ingest] parser_pool_memory_mb``, 0 = no cap), so a
+decompression bomb ends in a ``MemoryError`` (answered as ``parse_failed: out of memory: ...``, naming the
+cap) or, at worst, a crash the kernel handles by restarting the parser and failing the job with
+``worker_lost``. A zip container may inflate to a sixteenth of the cap (:mod:`.formats.container`).
+
+Chunks that do not fit one message go in parts (:mod:`.parts`): ``parse.partial`` replies, then the reply.
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ import psutil
 
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
-from foldermind.protocol.messages import ParseReply, ParseRequest
+from foldermind.protocol.messages import ParsePartial, ParseReply, ParseRequest
 from foldermind.workers import model_files
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
+from foldermind.workers.parser import parts
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, ocr, parse_content, parse_file
+from foldermind.workers.parser.formats.container import inflate_limit_mb, limit_inflation
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -42,10 +47,7 @@ log = logging.getLogger("foldermind.parser")
 
 ROLE = "Turns one file into text segments with locations (pool member)."
 MEMORY_ENV = "FOLDERMIND_PARSER_MEMORY_MB"
-DEFAULT_MEMORY_MB = 2048
 MIN_TOKENS, MAX_TOKENS = 8, 8192
-REPLY_HEADROOM = 0.9
-"""A reply may fill at most this share of the bus's message limit."""
 
 
 def apply_memory_limit(env: dict[str, str] | None = None) -> int:
@@ -53,10 +55,10 @@ def apply_memory_limit(env: dict[str, str] | None = None) -> int:
     cap in MiB, 0 when there is none."""
     raw = (os.environ if env is None else env).get(MEMORY_ENV, "").strip()
     try:
-        mb = int(raw) if raw else DEFAULT_MEMORY_MB
+        mb = int(raw) if raw else _default_memory_mb()
     except ValueError:
-        log.warning("%s=%r is not a number of MiB; using %d", MEMORY_ENV, raw, DEFAULT_MEMORY_MB)
-        mb = DEFAULT_MEMORY_MB
+        log.warning("%s=%r is not a number of MiB; using the default", MEMORY_ENV, raw)
+        mb = _default_memory_mb()
     if mb <= 0:
         return 0
     try:
@@ -74,6 +76,13 @@ def apply_memory_limit(env: dict[str, str] | None = None) -> int:
         log.warning("could not cap the parser's memory at %d MiB: %s", mb, exc)
         return 0
     return limit // (1024 * 1024)
+
+
+def _default_memory_mb() -> int:
+    """A parser's share of the default pool budget (the kernel always sets the variable)."""
+    from foldermind.protocol.runtime.config import SupervisorConfig
+
+    return SupervisorConfig().parser_memory_mb()
 
 
 _M_ARENA_MAX = -8  # glibc's mallopt() parameter number
@@ -115,6 +124,7 @@ class ParserWorker(Worker):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         spare_address_space()
         self.memory_limit_mb = apply_memory_limit()
+        limit_inflation(self.memory_limit_mb)
         self._settled_rss = psutil.Process().memory_info().rss
         self.status_note = f"memory cap {self.memory_limit_mb} MiB" if self.memory_limit_mb else "no memory cap"
 
@@ -131,6 +141,7 @@ class ParserWorker(Worker):
             "formats": list(FORMATS),
             "suffixes": sorted(SUFFIXES),
             "memory_limit_mb": self.memory_limit_mb,
+            "inflate_limit_mb": inflate_limit_mb(),
             "tokenizer": tokenizer,
             "ocr": ocr.state(),
             "parsed": self.parsed,
@@ -190,7 +201,7 @@ class ParserWorker(Worker):
         except MemoryError:
             self.failed += 1
             gc.collect()
-            raise JobError(ErrorCode.PARSE_FAILED, "out of memory") from None
+            raise JobError(ErrorCode.PARSE_FAILED, self._out_of_memory()) from None
         except RecursionError:
             self.failed += 1
             raise JobError(ErrorCode.PARSE_FAILED, "document nested too deeply") from None
@@ -202,15 +213,22 @@ class ParserWorker(Worker):
             raise JobError(ErrorCode.PARSE_FAILED, f"parser error: {exc.__class__.__name__}") from None
         finally:
             _hold(path, after=True)  # whatever the outcome, before it goes out
-        size = sum(len(c["text"].encode()) + 200 for c in chunks)
-        if size > self.ctx.max_message_bytes * REPLY_HEADROOM:
-            self.failed += 1
-            raise JobError(
-                ErrorCode.FILE_TOO_LARGE,
-                f"extracted text too large for one reply ({size} bytes; the bus carries {self.ctx.max_message_bytes})",
-            )
+        # Called in process (no bus, no partials): one reply.
+        *first, last = parts.split(chunks, self.ctx.max_message_bytes) if req.send_partial else [chunks]
+        for part in first:  # more text than one message carries: the parts before the reply
+            req.partial(ParsePartial(part))
+        if first:
+            log.info("%d chunks sent in %d parts", len(chunks), len(first) + 1)
         self.parsed += 1
-        return ParseReply(format=doc.format, chunks=chunks, title=doc.title, pages=doc.pages)
+        return ParseReply(format=doc.format, chunks=last, title=doc.title, pages=doc.pages)
+
+    def _out_of_memory(self) -> str:
+        if not self.memory_limit_mb:
+            return "out of memory"
+        return (
+            f"out of memory: the file needs more than this parser's {self.memory_limit_mb} MiB"
+            " (its share of [ingest] parser_pool_memory_mb)"
+        )
 
     def _content(self, req: Request[ParseRequest]) -> bytes | None:
         """The file's bytes when the request carries them; None to read the path. A parser on another machine
