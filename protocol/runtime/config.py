@@ -848,14 +848,25 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+RENAMED = {
+    ("ingest", "parser_memory_mb"): "[ingest] parser_pool_memory_mb, the whole parser pool's budget (each parser"
+    " is capped at it divided by [workers.parser] count)",
+}
+"""Keys an older foldermind read, and what replaced them: a home that still sets one is told the new name."""
+
+
 def load(override: Path | None = None) -> SupervisorConfig:
     """The declared defaults, with ``override`` (a home's supervisor.toml) merged over them."""
     data = SupervisorConfig().model_dump()
     if override is not None and override.exists():
         try:
-            data = _merge(data, tomllib.loads(override.read_text(encoding="utf-8")))
+            given = tomllib.loads(override.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{override}: {exc}") from exc
+        for (table, key), now in RENAMED.items():
+            if isinstance(given.get(table), dict) and key in given[table]:
+                raise ConfigError(f"{override}: [{table}] {key} is no longer read; set {now} instead")
+        data = _merge(data, given)
     try:
         return SupervisorConfig.model_validate(data)
     except ValidationError as exc:
