@@ -15,9 +15,12 @@ from typing import Any
 
 import anyio
 import httpx2
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
 
+from foldermind.kernel.cli import stdio_lines
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
 
@@ -51,35 +54,147 @@ def ensure_running(home: Home, start_wait_s: float) -> dict[str, Any]:
     return wait_for_frontdoor(home, start_wait_s)
 
 
-async def relay(url: str, token: str) -> None:
-    """Copy messages both ways until the client closes stdin (or the server goes away)."""
+class Guarded(httpx2.AsyncBaseTransport):
+    """The HTTP transport under the SDK's client, turning what happens to one POST into that request's
+    JSON-RPC error instead of an exception that ends the SDK's task group (and the bridge): a connection
+    reset, a timeout, or a 413 (a message the front door found too large after all). The SDK reads a
+    JSON-RPC error from a failed status's JSON body and answers the request's own id with it. A JSON reply
+    is read here in full, so a connection lost mid-body is caught here too; an event stream's loss the SDK
+    answers itself."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method != "POST":
+            return await self.inner.handle_async_request(request)
+        try:
+            response = await self.inner.handle_async_request(request)
+            if response.status_code == 413:
+                await response.aclose()
+                why = "Invalid Request: the front door refused the message as too large ([mcp] max_body_mb)"
+                return _error_response(413, request, INVALID_REQUEST, why)
+            if response.headers.get("content-type", "").startswith("application/json"):
+                await response.aread()
+            return response
+        except httpx2.TransportError as exc:
+            why = f"the connection to the front door failed ({type(exc).__name__}); the request was not answered"
+            print(f"foldermind: {why}", file=sys.stderr, flush=True)
+            return _error_response(502, request, INTERNAL_ERROR, why)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _error_response(status: int, request: httpx2.Request, code: int, message: str) -> httpx2.Response:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return httpx2.Response(status, json=body, request=request)
+
+
+class ClientSide:
+    """stdin and stdout of the bridge: one JSON-RPC message a line each way, written whole under a lock."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.stdin = sys.stdin.buffer
+        self.stdout = sys.stdout.buffer
+        self.lock = anyio.Lock()
+
+    async def write(self, line: bytes) -> None:
+        def put() -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        async with self.lock:
+            await anyio.to_thread.run_sync(put)
+
+    async def read(self, sink: MemoryObjectSendStream[SessionMessage]) -> None:
+        """Relay the client's messages to ``sink`` until stdin closes; answer what cannot be relayed."""
+        cap = self.max_bytes * stdio_lines.READ_FACTOR
+        async with sink:
+            while True:
+                got = await anyio.to_thread.run_sync(stdio_lines.read_line, self.stdin, cap, abandon_on_cancel=True)
+                if got is None:
+                    return
+                verdict = stdio_lines.judge(*got, self.max_bytes)
+                if verdict.note:
+                    print(f"foldermind: {verdict.note}", file=sys.stderr, flush=True)
+                if verdict.reply is not None:
+                    await self.write(verdict.reply)
+                if verdict.message is not None:
+                    await sink.send(SessionMessage(verdict.message))
+
+
+async def relay(url: str, token: str, max_bytes: int) -> None:
+    """Copy messages both ways until the client closes stdin (or the server goes away). A failure of the
+    connection to the front door answers the requests it held with an error, and the bridge connects again."""
     headers = {"Authorization": f"Bearer {token}"}
     timeout = httpx2.Timeout(30.0, read=300.0)
+    client = ClientSide(max_bytes)
+    pending: set[RequestId] = set()
+    to_send, queued = anyio.create_memory_object_stream[SessionMessage](64)
+    transport = Guarded(httpx2.AsyncHTTPTransport())
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(client.read, to_send)
+        while True:
+            try:
+                if await _connect(url, http, queued, client, pending):
+                    break  # the client closed stdin, or the server went away
+            except Exception as exc:
+                print(f"foldermind: the front door connection broke ({exc!r}); connecting again", file=sys.stderr)
+            for rid in sorted(pending, key=str):
+                why = "the connection to the front door broke before the answer came"
+                await client.write(stdio_lines.error_line(rid, INTERNAL_ERROR, why))
+            pending.clear()
+            await anyio.sleep(0.5)
+        tg.cancel_scope.cancel()
+
+
+async def _connect(
+    url: str,
+    http: httpx2.AsyncClient,
+    queued: MemoryObjectReceiveStream[SessionMessage],
+    client: ClientSide,
+    pending: set[RequestId],
+) -> bool:
+    """One connection to the front door, relaying until either side closes (True)."""
+    async with (
         streamable_http_client(url, http_client=http) as (from_server, to_server),
-        stdio_server() as (from_client, to_client),
         anyio.create_task_group() as tg,
     ):
 
-        async def pump(source: Any, sink: Any, trouble: str) -> None:
-            async for message in source:
+        async def up() -> None:
+            async for message in queued:
+                if isinstance(message.message, JSONRPCRequest):
+                    pending.add(message.message.id)
+                await to_server.send(message)
+            tg.cancel_scope.cancel()
+
+        async def down() -> None:
+            async for message in from_server:
                 if isinstance(message, Exception):
-                    print(f"foldermind: {trouble}: {message}", file=sys.stderr)
+                    print(f"foldermind: front door error: {message}", file=sys.stderr)
                     continue
-                await sink.send(message)
-            tg.cancel_scope.cancel()  # one side closed (the client's stdin, or the server): we are done
+                if isinstance(message.message, JSONRPCResponse | JSONRPCError):
+                    pending.discard(message.message.id)
+                line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await client.write(line.encode() + b"\n")
+            tg.cancel_scope.cancel()
 
-        tg.start_soon(pump, from_client, to_server, "dropped an unreadable message from the client")
-        tg.start_soon(pump, from_server, to_client, "front door error")
+        tg.start_soon(up)
+        tg.start_soon(down)
+    return True
 
 
-def run(home: Home, start_wait_s: float) -> int:
+def run(home: Home, start_wait_s: float, max_body_mb: float) -> int:
     try:
         info = ensure_running(home, start_wait_s)
     except BridgeError as exc:
         print(f"foldermind: {exc}", file=sys.stderr)
         return 1
     token = TokenStore(home).load_or_create()
-    anyio.run(relay, str(info["url"]), token)
+    anyio.run(relay, str(info["url"]), token, int(max_body_mb * 1024 * 1024))
     return 0
