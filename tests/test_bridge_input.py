@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from foldermind.kernel.cli import stdio_lines
-from tests.helpers import FAST_RESTART, RunningKernel, only_workers, remove_tree, short_tmpdir
+from tests import mcpclient as mc
+from tests.helpers import FAST_RESTART, RunningKernel, kill9, only_workers, remove_tree, short_tmpdir, wait_for
 
 # The front door alone: nothing here is indexed or searched.
 CONFIG = FAST_RESTART + only_workers("frontdoor") + "[mcp]\nport = 0\n"
@@ -153,3 +154,33 @@ def test_a_message_the_front_door_refuses_is_answered_and_the_bridge_keeps_servi
         assert refused["id"] == 1 and refused["error"]["code"] in (-32600, -32603), refused
         assert "front door" in refused["error"]["message"] and "not sent" not in refused["error"]["message"], refused
         bridge.still_serves(2)
+
+
+def test_a_client_that_closes_stdin_at_once_still_gets_its_answer(kernel: RunningKernel) -> None:
+    """A one-shot client (a pipe): the request, then end of input. The answer is owed and goes out before
+    the bridge exits."""
+    args = [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(kernel.root), "mcp"]
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    line = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": params}) + "\n"
+    done = subprocess.run(args, input=line.encode() + b"not json\n", capture_output=True, timeout=120)
+    replies = [json.loads(x) for x in done.stdout.splitlines()]
+    assert sorted(r["id"] or 0 for r in replies) == [0, 9], done
+    assert next(r for r in replies if r["id"] == 9)["result"]["serverInfo"], replies
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+
+
+def test_a_bridge_goes_on_with_a_front_door_killed_and_restarted(kernel: RunningKernel) -> None:
+    """The front door killed with SIGKILL mid-session: the supervisor starts it again, on another port (this
+    home binds port 0) and with no memory of the bridge's session. The request sent meanwhile is answered
+    (an error, or a result when the restart won the race), and the next one is served by the new front
+    door: the bridge follows it to its port and opens a new session with the client's own initialize."""
+    with bridge_of(kernel.root) as bridge:
+        bridge.handshake()
+        bridge.still_serves(1)
+        before = mc.mcp_info(kernel.root)
+        kill9(int(before["pid"]))
+        meanwhile = bridge.request(2, "tools/list")
+        assert meanwhile["id"] == 2 and ("result" in meanwhile or meanwhile["error"]["code"] == -32603), meanwhile
+        wait_for(lambda: mc.mcp_info(kernel.root)["pid"] != before["pid"], 60, 0.1, "the front door restarted")
+        bridge.still_serves(3)
+        bridge.still_serves(4)

@@ -5,6 +5,10 @@ message between its stdin/stdout and the front door's streamable HTTP endpoint, 
 read from the home's token store. So two clients, or one client that spawns the server twice, share one
 index, one set of models and one rate limit per session, instead of each opening the files and loading
 the models again. stdout carries the MCP stream only: everything this module says goes to stderr.
+
+Nothing a client writes stops it: a line that cannot be relayed is answered here (:mod:`.stdio_lines`), and
+what happens to one request on its way to the front door becomes that request's error
+(:mod:`.bridge_transport`, which also follows a restarted front door to its new port and session).
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import httpx2
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
+from mcp_types import INTERNAL_ERROR, JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
 
 from foldermind.kernel.cli import stdio_lines
+from foldermind.kernel.cli.bridge_transport import Guarded
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
 
@@ -54,41 +59,8 @@ def ensure_running(home: Home, start_wait_s: float) -> dict[str, Any]:
     return wait_for_frontdoor(home, start_wait_s)
 
 
-class Guarded(httpx2.AsyncBaseTransport):
-    """The HTTP transport under the SDK's client, turning what happens to one POST into that request's
-    JSON-RPC error instead of an exception that ends the SDK's task group (and the bridge): a connection
-    reset, a timeout, or a 413 (a message the front door found too large after all). The SDK reads a
-    JSON-RPC error from a failed status's JSON body and answers the request's own id with it. A JSON reply
-    is read here in full, so a connection lost mid-body is caught here too; an event stream's loss the SDK
-    answers itself."""
-
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
-        self.inner = inner
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.method != "POST":
-            return await self.inner.handle_async_request(request)
-        try:
-            response = await self.inner.handle_async_request(request)
-            if response.status_code == 413:
-                await response.aclose()
-                why = "Invalid Request: the front door refused the message as too large ([mcp] max_body_mb)"
-                return _error_response(413, request, INVALID_REQUEST, why)
-            if response.headers.get("content-type", "").startswith("application/json"):
-                await response.aread()
-            return response
-        except httpx2.TransportError as exc:
-            why = f"the connection to the front door failed ({type(exc).__name__}); the request was not answered"
-            print(f"foldermind: {why}", file=sys.stderr, flush=True)
-            return _error_response(502, request, INTERNAL_ERROR, why)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def _error_response(status: int, request: httpx2.Request, code: int, message: str) -> httpx2.Response:
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    return httpx2.Response(status, json=body, request=request)
+DRAIN_S = 10.0
+"""After the client closes stdin, how long the answers to its last requests may still take to go out."""
 
 
 class ClientSide:
@@ -99,6 +71,8 @@ class ClientSide:
         self.stdin = sys.stdin.buffer
         self.stdout = sys.stdout.buffer
         self.lock = anyio.Lock()
+        self.gone = False
+        """The client closed its end of stdout: nothing more can reach it."""
 
     async def write(self, line: bytes) -> None:
         def put() -> None:
@@ -106,7 +80,12 @@ class ClientSide:
             self.stdout.flush()
 
         async with self.lock:
-            await anyio.to_thread.run_sync(put)
+            if self.gone:
+                return
+            try:
+                await anyio.to_thread.run_sync(put)
+            except (OSError, ValueError):  # a broken pipe, a closed file
+                self.gone = True
 
     async def read(self, sink: MemoryObjectSendStream[SessionMessage]) -> None:
         """Relay the client's messages to ``sink`` until stdin closes; answer what cannot be relayed."""
@@ -125,7 +104,13 @@ class ClientSide:
                     await sink.send(SessionMessage(verdict.message))
 
 
-async def relay(url: str, token: str, max_bytes: int) -> None:
+def serving_url(home: Home) -> str | None:
+    """Where the front door serves now (a restarted one may have bound another port), or None."""
+    info = home.read_mcp_info()
+    return str(info["url"]) if info and info.get("state") == "running" and info.get("url") else None
+
+
+async def relay(home: Home, url: str, token: str, max_bytes: int) -> None:
     """Copy messages both ways until the client closes stdin (or the server goes away). A failure of the
     connection to the front door answers the requests it held with an error, and the bridge connects again."""
     headers = {"Authorization": f"Bearer {token}"}
@@ -133,7 +118,7 @@ async def relay(url: str, token: str, max_bytes: int) -> None:
     client = ClientSide(max_bytes)
     pending: set[RequestId] = set()
     to_send, queued = anyio.create_memory_object_stream[SessionMessage](64)
-    transport = Guarded(httpx2.AsyncHTTPTransport())
+    transport = Guarded(httpx2.AsyncHTTPTransport(), lambda: serving_url(home))
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
         anyio.create_task_group() as tg,
@@ -145,6 +130,8 @@ async def relay(url: str, token: str, max_bytes: int) -> None:
                     break  # the client closed stdin, or the server went away
             except Exception as exc:
                 print(f"foldermind: the front door connection broke ({exc!r}); connecting again", file=sys.stderr)
+            if client.gone:
+                break
             for rid in sorted(pending, key=str):
                 why = "the connection to the front door broke before the answer came"
                 await client.write(stdio_lines.error_line(rid, INTERNAL_ERROR, why))
@@ -171,6 +158,9 @@ async def _connect(
                 if isinstance(message.message, JSONRPCRequest):
                     pending.add(message.message.id)
                 await to_server.send(message)
+            with anyio.move_on_after(DRAIN_S):  # stdin closed: the answers still owed go out first
+                while pending and not client.gone:
+                    await anyio.sleep(0.05)
             tg.cancel_scope.cancel()
 
         async def down() -> None:
@@ -182,6 +172,8 @@ async def _connect(
                     pending.discard(message.message.id)
                 line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 await client.write(line.encode() + b"\n")
+                if client.gone:
+                    break
             tg.cancel_scope.cancel()
 
         tg.start_soon(up)
@@ -196,5 +188,5 @@ def run(home: Home, start_wait_s: float, max_body_mb: float) -> int:
         print(f"foldermind: {exc}", file=sys.stderr)
         return 1
     token = TokenStore(home).load_or_create()
-    anyio.run(relay, str(info["url"]), token, int(max_body_mb * 1024 * 1024))
+    anyio.run(relay, home, str(info["url"]), token, int(max_body_mb * 1024 * 1024))
     return 0
