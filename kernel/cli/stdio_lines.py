@@ -49,14 +49,14 @@ def read_line(stream: BinaryIO, cap: int) -> tuple[bytes, int] | None:
     head = stream.readline(cap)
     if not head:
         return None
-    total = len(head)
+    total, last = len(head), head
     if len(head) == cap and not head.endswith(b"\n"):
         while chunk := stream.readline(1 << 20):  # the rest of a runaway line, read and dropped
-            total += len(chunk)
+            total, last = total + len(chunk), chunk
             if chunk.endswith(b"\n"):
                 break
-    body = head.rstrip(b"\r\n")
-    return body, total - (len(head) - len(body))
+    ending = len(last) - len(last.rstrip(b"\r\n"))
+    return (head[: len(head) - ending] if last is head else head), total - ending
 
 
 def judge(line: bytes, total: int, max_bytes: int) -> Verdict:
