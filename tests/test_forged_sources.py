@@ -15,6 +15,7 @@ import pytest
 
 from foldermind.protocol.messages import CheckRequest, SearchHit
 from foldermind.workers.frontdoor import prompts
+from foldermind.workers.frontdoor.answers import credited_files
 from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.llm import citations
 from tests import mcpclient as mc
@@ -99,6 +100,20 @@ def test_a_sentence_credited_to_a_source_that_does_not_hold_it_is_refused() -> N
     ]
     reply = checker.check(CheckRequest("What is the contract value?", claims, sources))
     assert [(c["supported"], c["source"]) for c in reply.checks] == [(False, -1), (True, 1), (True, 0)], reply.checks
+
+
+def test_a_sentence_is_credited_to_a_file_not_to_one_of_its_passages() -> None:
+    """The front door widens a claim's cited sources to every passage shown from the same file before the
+    check: citing the contract's second passage for what its first says is no false credit."""
+    paths = ["/d/contract.md", "/d/offer.txt", "/d/contract.md"]
+    found: Any = [
+        {"text": "a", "sources": [2]},
+        {"text": "b", "sources": [1]},
+        {"text": "c", "sources": []},
+        {"text": "d", "sources": [0, 1]},
+    ]
+    widened = credited_files(found, paths)
+    assert [c["sources"] for c in widened] == [[2, 0], [1], [], [0, 1, 2]]
 
 
 # ---------------------------------------------------------------------------------------------
