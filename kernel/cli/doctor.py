@@ -30,7 +30,7 @@ from foldermind.kernel.cli.jsonedit import ParseError
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import FolderListReply, FolderListRequest
 from foldermind.protocol.runtime.config import SupervisorConfig
-from foldermind.protocol.runtime.home import Home, model_cache_dir
+from foldermind.protocol.runtime.home import Home, HomeNotWritable, model_cache_dir
 from foldermind.protocol.runtime.token_store import TokenStore
 
 Status = Literal["ok", "info", "warn", "fail"]
@@ -230,8 +230,20 @@ def model_checks(config: SupervisorConfig) -> list[Check]:
     return out
 
 
+def home_check(home: Home) -> Check:
+    """Whether foldermind can write its index, logs and sockets (a read-only disk, no permission, a file in
+    a folder's place)."""
+    try:
+        home.ensure()
+        home.check_writable()
+    except HomeNotWritable as exc:
+        return Check("home", "fail", exc.what, exc.fix)
+    return Check("home", "ok", f"{home.root or 'the platform folders'}: index, logs and sockets can be written")
+
+
 def disk_check(home: Home) -> Check:
-    home.data_dir.mkdir(parents=True, exist_ok=True)
+    if not home.data_dir.is_dir():
+        return Check("disk", "info", f"{home.data_dir} is not a folder: no index to measure")
     free = shutil.disk_usage(home.data_dir).free
     detail = f"{free / (1 << 30):.1f} GiB free for the index in {home.data_dir}"
     if free >= MIN_FREE_BYTES:
@@ -283,11 +295,12 @@ MARK = {"ok": "ok  ", "info": "--  ", "warn": "WARN", "fail": "FAIL"}
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def doctor(project: Path, as_json: bool) -> None:
-    """Check the port, the token store, every client's config, the models, disk space and the folders."""
+    """Check the home, the port, the token store, every client's config, the models, disk space and the folders."""
     home = current_home()
-    home.ensure()
+    home_ok = home_check(home)
     config = current_config(home)
     checks = [
+        home_ok,
         *config_checks(home),
         *port_checks(home, config),
         token_check(home),

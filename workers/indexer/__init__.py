@@ -54,6 +54,7 @@ from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
+from foldermind.workers.indexer.persistent import named_fault
 from foldermind.workers.indexer.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify
@@ -155,7 +156,9 @@ class IndexerWorker(Worker):
         pipeline: Pipeline | None = getattr(self, "pipeline", None)
         full = pipeline.disk_full if pipeline is not None else None
         if full is not None:
-            return str(full)[:300]
+            return f"{full}; fix: free space on that disk (indexing resumes by itself)"[:300]
+        if pipeline is not None and pipeline.fault.note:  # a failure that repeats, with its fix
+            return pipeline.fault.note[:300]
         encoder: QueryEncoder | None = getattr(self, "encoder", None)
         return encoder.summary()[:300] if encoder is not None else ""
 
@@ -178,15 +181,19 @@ class IndexerWorker(Worker):
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
-        """A request's write that finds the disk full answers a typed, retryable ``disk_full`` (the
-        watcher re-sends its changes until they are taken)."""
+        """A request's write that finds the disk full answers a typed, retryable ``disk_full``, one the data
+        folder refuses (read-only, ...) ``index_unwritable`` with the fix, which status shows too (the watcher
+        re-sends its changes until they are taken)."""
         try:
             yield
         except Exception as exc:
             full = classify(exc, what, self.store.path, self.data_dir)
-            if full is None:
+            if full is not None:
+                raise JobError(ErrorCode.DISK_FULL, str(full)) from exc
+            if isinstance(exc, JobError) or not named_fault(exc):
                 raise
-            raise JobError(ErrorCode.DISK_FULL, str(full)) from exc
+            fault = self.pipeline.fault.failed(exc, what)  # status shows it until a write goes through
+            raise JobError(ErrorCode.INDEX_UNWRITABLE, f"{fault.what}; fix: {fault.fix}") from exc
 
     def details(self) -> dict[str, Any]:
         return {

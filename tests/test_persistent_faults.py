@@ -1,0 +1,157 @@
+"""Faults that last until someone fixes them reach `foldermind status` with their fix, once.
+
+A home on a read-only disk: the tests run as root, for whom a folder's mode stops no write, so the home is
+made read-only for real with a read-only bind mount in a private mount namespace (`unshare -m`); where that
+is not possible the test is skipped and says why. A folder in place of the vector index file is put there
+while the kernel runs. A killed worker is the fault worker, killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import (
+    FAST_RESTART,
+    SEARCH_OVER_BUS,
+    TESTWORKER,
+    RunningKernel,
+    cli,
+    kill9,
+    only_workers,
+    status_json,
+    wait_for,
+)
+
+
+def _private_mounts() -> str | None:
+    """Why a read-only bind mount cannot be made here, or None when it can."""
+    if shutil.which("unshare") is None:
+        return "unshare is not installed"
+    probe = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "mount", "--bind", "-o", "ro", "/", "/mnt"],
+        capture_output=True,
+        text=True,
+    )
+    return None if probe.returncode == 0 else f"no private mount namespace here: {probe.stderr.strip()}"
+
+
+def _in_read_only_home(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`foldermind --home HOME ARGS` with HOME mounted read-only for that process alone."""
+    command = " ".join([sys.executable, "-m", "foldermind.kernel.cli", "--home", str(home), *args])
+    script = f"mount --bind -o ro {home} {home} && touch {home}/data/probe 2>/dev/null && exit 97; exec {command}"
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode != 97, "the bind mount let root write: the home was not read-only"
+    return proc
+
+
+def test_start_on_a_read_only_home_says_so_in_one_line_with_the_fix(home_dir: Path) -> None:
+    if (why := _private_mounts()) is not None:
+        pytest.skip(why)
+    RunningKernel(home_dir, only_workers())  # makes the home's folders and its supervisor.toml, starts nothing
+    proc = _in_read_only_home(home_dir, "start")
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert re.fullmatch(
+        rf"Error: foldermind cannot write its home: {re.escape(str(home_dir))}/\w+ is on a read-only file system; "
+        r"fix: remount it read-write, or use --home DIR on a writable disk",
+        lines[0],
+    ), lines[0]
+    assert not (home_dir / "run" / "kernel.pid").exists()  # no kernel was left behind
+    doctor = _in_read_only_home(home_dir, "doctor", "--json")
+    assert doctor.returncode == 1, doctor.stderr
+    home_check = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "home")
+    assert home_check["status"] == "fail" and "read-only file system" in home_check["detail"]
+    assert "remount it read-write" in home_check["fix"]
+
+
+def test_start_with_a_file_where_the_data_folder_belongs_says_so_in_one_line(home_dir: Path) -> None:
+    (home_dir / "data").write_text("not a folder\n")
+    proc = cli(home_dir, "start", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == (
+        f"Error: foldermind cannot write its home: {home_dir / 'data'} (or a folder above it) is a file, not a"
+        " folder; fix: move that file out of the way, or use --home DIR on a writable disk"
+    )
+
+
+def test_a_folder_in_place_of_the_vector_file_is_shown_with_its_fix_logged_once_and_clears(home_dir: Path) -> None:
+    docs = home_dir / "docs"
+    docs.mkdir()
+    (docs / "first.txt").write_text("The heron waits by the mill pond.\n")
+    home = home_dir / "home"
+    k = RunningKernel(home, FAST_RESTART + SEARCH_OVER_BUS).start()
+    try:
+        cli(home, "folders", "add", str(docs), "--name", "Docs", "--wait", timeout=120)
+        vectors = home / "data" / "vectors.usearch"
+        vectors.unlink(missing_ok=True)
+        vectors.mkdir()  # the next save of the index (every 30 s, the first file's vectors) meets it
+        (docs / "second.txt").write_text("A kingfisher dives into the weir.\n")
+
+        def held() -> str | None:
+            note = str(k.worker("indexer")["note"])
+            tries = re.search(r"\(since [\d:]+, (\d+) tries\)", note)
+            return note if tries and int(tries.group(1)) >= 3 else None
+
+        note = wait_for(held, 120, 0.3, "the indexer's note after a few tries")
+        assert note.startswith(f"indexing held: {vectors} is a folder where the index keeps a file (since ")
+        assert note.endswith("; fix: move it away: the file is written again")
+        what, fix = note.split(" (since ")[0], "; fix: move it away: the file is written again"
+        line = next(x for x in cli(home, "status").stdout.splitlines() if x.startswith("indexer"))
+        assert what in line and line.endswith(fix), line
+        json_note = next(w for w in status_json(home)["workers"] if w["name"] == "indexer")["note"]
+        assert json_note.startswith(what) and json_note.endswith(fix)
+        log = home / "logs" / "indexer.log"
+        wait_for(lambda: "ingest step still failing (2 times)" in log.read_text(), 10, 0.2, "the repeat summarised")
+        text = log.read_text()
+        assert text.count("Traceback") == 1 and text.count("IsADirectoryError") == 1, text[-3000:]
+        assert "retrying shortly" not in text
+
+        vectors.rmdir()
+        wait_for(lambda: not k.worker("indexer")["note"].startswith("indexing held"), 60, 0.3, "the note to clear")
+        assert vectors.is_file()
+        assert "indexing works again after" in log.read_text()
+        assert log.read_text().count("Traceback") == 1
+        hits = wait_for(
+            lambda: cli(home, "search", "kingfisher weir", "--mode", "keyword", "--json").stdout.count("second.txt"),
+            60,
+            0.5,
+            "the file written during the fault indexed",
+        )
+        assert hits
+    finally:
+        k.stop()
+
+
+def test_a_killed_worker_that_runs_healthy_again_shows_the_kill_as_past(home_dir: Path) -> None:
+    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + only_workers()).start()
+    try:
+        pid = k.worker("testworker")["pid"]
+        killed_at = time.time()
+        kill9(pid)
+        now = k.wait_state("testworker", "RUNNING", other_pid_than=pid)
+        assert "killed by signal 9" in (now["last_error"] or "") and now["past_error"] is None
+        # stable_after_s (5 s in FAST_RESTART) of running later, the kill is no longer the worker's state
+        past = wait_for(lambda: (w := k.worker("testworker"))["last_error"] is None and w, 30, 0.2, "the error past")
+        assert past["pid"] == now["pid"] and past["state"] == "RUNNING"
+        assert re.fullmatch(r"killed by signal 9 at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", past["past_error"] or "")
+        assert abs(float(past["error_at"]) - killed_at) < 5
+        line = next(x for x in cli(home_dir, "status").stdout.splitlines() if x.startswith("testworker"))
+        assert line.endswith(f"(earlier: {past['past_error']})") and "signal 9 (" not in line, line
+        # A new failure is current again at once.
+        kill9(past["pid"])
+        again = k.wait_state("testworker", "RUNNING", other_pid_than=past["pid"])
+        assert "killed by signal 9" in (again["last_error"] or "") and again["past_error"] is None
+    finally:
+        k.stop()
