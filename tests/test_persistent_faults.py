@@ -9,8 +9,10 @@ while the kernel runs. A killed worker is the fault worker, killed with SIGKILL.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from foldermind.workers.indexer.persistent import PersistentFault, named_fault
 from tests.helpers import (
     FAST_RESTART,
     SEARCH_OVER_BUS,
@@ -155,3 +158,40 @@ def test_a_killed_worker_that_runs_healthy_again_shows_the_kill_as_past(home_dir
         assert "killed by signal 9" in (again["last_error"] or "") and again["past_error"] is None
     finally:
         k.stop()
+
+
+def test_a_write_the_database_refuses_is_named_with_its_fix_counted_and_cleared(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In-process, on real failures: a SQLite file opened read-only, a file where a folder belongs."""
+    db = tmp_path / "index.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    readonly = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as refused:
+        readonly.execute("INSERT INTO t VALUES (1)")
+    readonly.close()
+    (tmp_path / "plain").write_text("a file\n")
+    with pytest.raises(NotADirectoryError) as not_a_folder:
+        open(tmp_path / "plain" / "segment", "wb")  # noqa: SIM115 - it fails
+    assert named_fault(refused.value) and named_fault(not_a_folder.value) and not named_fault(ValueError("bug"))
+
+    fault = PersistentFault(tmp_path, logging.getLogger("test.persistent"))
+    with caplog.at_level(logging.INFO, "test.persistent"):
+        for _ in range(5):
+            fault.failed(refused.value, "ingest step")
+    note = fault.note
+    assert note.startswith(f"indexing held: the database in {tmp_path} is read-only (since ")
+    assert note.endswith(f", 5 tries); fix: make {tmp_path} writable again"), note
+    assert not fault.due() and (fault.wait_ms() or 0) > 0
+    assert sum(r.exc_info is not None for r in caplog.records) == 1  # the traceback once
+    assert [m for r in caplog.records if "still failing" in (m := r.getMessage())] == [
+        f"ingest step still failing (2 times): the database in {tmp_path} is read-only; next try in 1 s",
+        f"ingest step still failing (4 times): the database in {tmp_path} is read-only; next try in 1 s",
+    ]
+    fault.failed(not_a_folder.value, "ingest step")  # another cause: told (with its traceback) as a new fault
+    assert fault.note.startswith(f"indexing held: a file stands where a folder of the index belongs ({tmp_path}")
+    assert sum(r.exc_info is not None for r in caplog.records) == 2
+    fault.worked()
+    assert fault.note == "" and fault.due() and fault.wait_ms() is None
+    assert "indexing works again after 1 failed tries" in caplog.records[-1].getMessage()
