@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from foldermind.workers.indexer.persistent import PersistentFault, named_fault
+from foldermind.workers.indexer.persistent import NOTE_MAX, PersistentFault, named_fault, with_fix
 from tests.helpers import (
     FAST_RESTART,
     SEARCH_OVER_BUS,
@@ -124,7 +124,7 @@ def test_a_folder_in_place_of_the_vector_file_is_shown_with_its_fix_logged_once_
         vectors.rmdir()
         wait_for(lambda: not k.worker("indexer")["note"].startswith("indexing held"), 60, 0.3, "the note to clear")
         assert vectors.is_file()
-        assert "indexing works again after" in log.read_text()
+        assert "ingest step works again after" in log.read_text()
         assert log.read_text().count("Traceback") == 1
         hits = wait_for(
             lambda: cli(home, "search", "kingfisher weir", "--mode", "keyword", "--json").stdout.count("second.txt"),
@@ -194,4 +194,6 @@ def test_a_write_the_database_refuses_is_named_with_its_fix_counted_and_cleared(
     assert sum(r.exc_info is not None for r in caplog.records) == 2
     fault.worked()
     assert fault.note == "" and fault.due() and fault.wait_ms() is None
-    assert "indexing works again after 1 failed tries" in caplog.records[-1].getMessage()
+    assert "ingest step works again after 1 failed tries" in caplog.records[-1].getMessage()
+    long = with_fix("disk full (ENOSPC): " + "x" * 400, "; fix: free space on that disk")
+    assert len(long) == NOTE_MAX and long.endswith("x...; fix: free space on that disk")

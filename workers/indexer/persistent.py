@@ -25,6 +25,8 @@ RETRY_MIN_S = 1.0
 RETRY_MAX_S = 30.0
 TOLD_FOR_S = 600.0
 """A kind of failure whose traceback was logged this recently is told again in one line, without it."""
+NOTE_MAX = 300
+"""The longest note the kernel keeps of a heartbeat: a long cause is cut, never the fix after it."""
 _SQLITE_READONLY = 8
 _NAMED = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR})
 """The errnos :func:`diagnose` names with a fix of their own: a write that fails so is the data folder's fault."""
@@ -34,6 +36,7 @@ _NAMED = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR, errno.
 class Fault:
     key: str
     """What makes two failures the same one: the exception's type, errno and file."""
+    doing: str
     what: str
     fix: str
     since: float  # wall clock, for the note
@@ -43,7 +46,13 @@ class Fault:
     def note(self) -> str:
         when = time.strftime("%H:%M:%S", time.localtime(self.since))
         tries = f", {self.count} tries" if self.count > 1 else ""
-        return f"indexing held: {self.what} (since {when}{tries}); fix: {self.fix}"
+        return with_fix(f"indexing held: {self.what}", f" (since {when}{tries}); fix: {self.fix}")
+
+
+def with_fix(cause: str, fix: str) -> str:
+    """``cause`` then ``fix`` in at most :data:`NOTE_MAX` characters, the cause cut short if need be."""
+    room = NOTE_MAX - len(fix)
+    return (cause if len(cause) <= room else cause[: room - 3] + "...") + fix
 
 
 def _os_error(exc: BaseException) -> OSError | None:
@@ -89,8 +98,8 @@ def named_fault(exc: BaseException) -> bool:
 
 
 class PersistentFault:
-    """The failure that holds the ingest thread (or the last request's write) now, if any. Thread-safe: the
-    serving thread's writes report here too."""
+    """The failure that holds the ingest thread now, if any (the indexer keeps another for its requests'
+    writes, which the next write that goes through clears)."""
 
     def __init__(self, data_dir: Path, log: logging.Logger) -> None:
         self.data_dir, self.log = data_dir, log
@@ -114,7 +123,7 @@ class PersistentFault:
                     again = "%s still failing (%d times): %s; next try in %.0f s"
                     self.log.warning(again, doing, fault.count, what, self._backoff)
             else:
-                fault = self.current = Fault(key, what, fix, time.time())
+                fault = self.current = Fault(key, doing, what, fix, time.time())
                 self._backoff = RETRY_MIN_S
                 told = self._told.get(key)
                 fresh = told is None or now - told > TOLD_FOR_S
@@ -142,8 +151,8 @@ class PersistentFault:
             fault, self.current = self.current, None
         if fault is not None:
             took = time.time() - fault.since
-            again = "indexing works again after %d failed tries over %.0f s (%s)"
-            self.log.warning(again, fault.count, took, fault.what)
+            again = "%s works again after %d failed tries over %.0f s (%s)"
+            self.log.warning(again, fault.doing, fault.count, took, fault.what)
 
     @property
     def note(self) -> str:
