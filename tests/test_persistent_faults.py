@@ -137,6 +137,58 @@ def test_a_folder_in_place_of_the_vector_file_is_shown_with_its_fix_logged_once_
         k.stop()
 
 
+def _immutable(path: Path, on: bool) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True, text=True)
+
+
+def test_a_data_folder_that_refuses_new_files_while_running_is_shown_with_its_fix_and_clears(home_dir: Path) -> None:
+    """The home made unwritable while the kernel runs: its data folder marked immutable (`chattr +i`), which
+    stops even root from making a file there (a read-only remount is refused while the index's files are open
+    for writing). SQLite writes on into its open files, Tantivy into its own folder (the flag is the folder's
+    alone); the vector index's next save (every 30 s) cannot make its files in data/."""
+    probe = home_dir / "probe"
+    probe.mkdir()
+    if shutil.which("chattr") is None or (flagged := _immutable(probe, True)).returncode != 0:
+        pytest.skip(f"no immutable folders here: {flagged.stderr.strip() if shutil.which('chattr') else 'no chattr'}")
+    _immutable(probe, False)
+    docs = home_dir / "docs"
+    docs.mkdir()
+    (docs / "first.txt").write_text("The heron waits by the mill pond.\n")
+    home = home_dir / "home"
+    k = RunningKernel(home, FAST_RESTART + SEARCH_OVER_BUS).start()
+    data = home / "data"
+    try:
+        cli(home, "folders", "add", str(docs), "--name", "Docs", "--wait", timeout=120)
+        assert _immutable(data, True).returncode == 0
+        try:
+            (docs / "second.txt").write_text("A kingfisher dives into the weir.\n")
+            note = wait_for(
+                lambda: "tries)" in (n := str(k.worker("indexer")["note"])) and n, 60, 0.3, "the indexer's note"
+            )
+            # the vector index's draft marker or temporary file, or data/ itself for an error that names no file
+            pattern = rf"indexing held: no permission to write {re.escape(str(data))}(/[\w.]+)? \(EPERM\) \(since .*"
+            assert re.fullmatch(pattern, note) and note.endswith(f"; fix: give this user write access to {data}"), note
+            line = next(x for x in cli(home, "status").stdout.splitlines() if x.startswith("indexer"))
+            assert f"no permission to write {data}" in line, line
+        finally:
+            _immutable(data, False)
+        wait_for(lambda: not k.worker("indexer")["note"].startswith("indexing held"), 60, 0.3, "the note to clear")
+        found = wait_for(
+            lambda: "second.txt" in cli(home, "search", "kingfisher weir", "--mode", "keyword", "--json").stdout,
+            60,
+            0.5,
+            "the file written during the fault indexed",
+        )
+        assert found
+        text = (home / "logs" / "indexer.log").read_text()
+        causes = text.count("ingest step failed: no permission to write")  # each cause told once, with its traceback
+        assert 1 <= causes <= 2 and text.count("Traceback") == causes, text[-3000:]
+        assert "ingest step works again after" in text
+    finally:
+        _immutable(data, False)
+        k.stop()
+
+
 def test_a_killed_worker_that_runs_healthy_again_shows_the_kill_as_past(home_dir: Path) -> None:
     k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + only_workers()).start()
     try:
@@ -174,7 +226,8 @@ def test_a_write_the_database_refuses_is_named_with_its_fix_counted_and_cleared(
     (tmp_path / "plain").write_text("a file\n")
     with pytest.raises(NotADirectoryError) as not_a_folder:
         open(tmp_path / "plain" / "segment", "wb")  # noqa: SIM115 - it fails
-    assert named_fault(refused.value) and named_fault(not_a_folder.value) and not named_fault(ValueError("bug"))
+    assert named_fault(refused.value, tmp_path) and named_fault(not_a_folder.value, tmp_path)
+    assert not named_fault(ValueError("a bug, with a writable folder"), tmp_path)
 
     fault = PersistentFault(tmp_path, logging.getLogger("test.persistent"))
     with caplog.at_level(logging.INFO, "test.persistent"):
@@ -189,11 +242,12 @@ def test_a_write_the_database_refuses_is_named_with_its_fix_counted_and_cleared(
         f"ingest step still failing (2 times): the database in {tmp_path} is read-only; next try in 1 s",
         f"ingest step still failing (4 times): the database in {tmp_path} is read-only; next try in 1 s",
     ]
-    fault.failed(not_a_folder.value, "ingest step")  # another cause: told (with its traceback) as a new fault
+    fault.failed(not_a_folder.value, "ingest step")  # another cause of the same hold: told, with its traceback
     assert fault.note.startswith(f"indexing held: a file stands where a folder of the index belongs ({tmp_path}")
+    assert ", 6 tries); fix: move that file away" in fault.note
     assert sum(r.exc_info is not None for r in caplog.records) == 2
     fault.worked()
     assert fault.note == "" and fault.due() and fault.wait_ms() is None
-    assert "ingest step works again after 1 failed tries" in caplog.records[-1].getMessage()
+    assert "ingest step works again after 6 failed tries" in caplog.records[-1].getMessage()
     long = with_fix("disk full (ENOSPC): " + "x" * 400, "; fix: free space on that disk")
     assert len(long) == NOTE_MAX and long.endswith("x...; fix: free space on that disk")

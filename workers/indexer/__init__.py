@@ -194,7 +194,7 @@ class IndexerWorker(Worker):
             full = classify(exc, what, self.store.path, self.data_dir)
             if full is not None:
                 raise JobError(ErrorCode.DISK_FULL, str(full)) from exc
-            if isinstance(exc, JobError) or not named_fault(exc):
+            if isinstance(exc, JobError) or not named_fault(exc, self.data_dir):
                 raise
             fault = self.request_fault.failed(exc, what)
             raise JobError(ErrorCode.INDEX_UNWRITABLE, f"{fault.what}; fix: {fault.fix}") from exc

@@ -1,7 +1,8 @@
 """A write of the index that keeps failing: told once, shown in ``status`` with its fix, retried ever less often.
 
 A read-only data folder, no permission, a folder where an index file belongs (or any failure that repeats)
-does not go away by retrying every second. :class:`PersistentFault` keeps the current one: its first
+does not go away by retrying every second (a library error that names no errno, Tantivy's or usearch's, is
+named by making a file in the data folder). :class:`PersistentFault` keeps the current one: its first
 occurrence is logged with the traceback (a kind already told in the last :data:`TOLD_FOR_S` gets one line),
 repeats are counted and summarised at each doubling, and the next try waits twice as long each time, up to
 :data:`RETRY_MAX_S`. Its :attr:`note` (what fails, since when, how often, and the fix) rides on the indexer's
@@ -14,6 +15,7 @@ from __future__ import annotations
 import errno
 import logging
 import sqlite3
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -64,10 +66,29 @@ def _os_error(exc: BaseException) -> OSError | None:
     return None
 
 
+def _readonly_database(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        getattr(exc, "sqlite_errorcode", None) == _SQLITE_READONLY or "readonly database" in str(exc)
+    )
+
+
+def refusal(exc: BaseException, data_dir: Path) -> OSError | None:
+    """The OSError behind ``exc``; for a library error that names none (Tantivy's "index writer was killed", a
+    usearch save), the error that making a file in ``data_dir`` meets now, if any."""
+    found = _os_error(exc)
+    if found is not None or _readonly_database(exc):
+        return found
+    try:
+        with tempfile.TemporaryFile(dir=data_dir, prefix=".write-check."):
+            return None
+    except OSError as probe:  # named by the folder: the probe's own file name differs at every try
+        return OSError(probe.errno, probe.strerror, str(data_dir))
+
+
 def diagnose(exc: BaseException, data_dir: Path) -> tuple[str, str, str]:
     """(key, what, fix) of a failed write under ``data_dir``: its cause in words and what the user can do
     (the fix is the log's for a cause it does not know)."""
-    os_error = _os_error(exc)
+    os_error = refusal(exc, data_dir)
     if os_error is not None:
         raw = os_error.filename2 if os_error.errno == errno.EISDIR and os_error.filename2 else os_error.filename
         where = raw if raw is not None else data_dir
@@ -76,25 +97,22 @@ def diagnose(exc: BaseException, data_dir: Path) -> tuple[str, str, str]:
         if code == errno.EROFS:
             return key, f"{data_dir} is on a read-only file system", "remount it read-write"
         if code in (errno.EACCES, errno.EPERM):
-            return key, f"no permission to write {where}", f"give this user write access to {data_dir}"
+            what = f"no permission to write {where} ({errno.errorcode[code]})"
+            return key, what, f"give this user write access to {data_dir}"
         if code == errno.EISDIR:
             return key, f"{where} is a folder where the index keeps a file", "move it away: the file is written again"
         if code == errno.ENOTDIR:
             return key, f"a file stands where a folder of the index belongs ({where})", "move that file away"
         return key, f"{describe(os_error)} ({where})", "see `foldermind logs indexer`"
-    if isinstance(exc, sqlite3.OperationalError) and (
-        getattr(exc, "sqlite_errorcode", None) == _SQLITE_READONLY or "readonly database" in str(exc)
-    ):
+    if _readonly_database(exc):
         return "sqlite:readonly", f"the database in {data_dir} is read-only", f"make {data_dir} writable again"
     return f"{type(exc).__name__}:{exc}"[:200], describe(exc), "see `foldermind logs indexer`"
 
 
-def named_fault(exc: BaseException) -> bool:
+def named_fault(exc: BaseException, data_dir: Path) -> bool:
     """Whether ``exc`` is a write the data folder refused (read-only, no permission, the wrong kind of entry)."""
-    os_error = _os_error(exc)
-    if os_error is not None:
-        return os_error.errno in _NAMED
-    return isinstance(exc, sqlite3.OperationalError) and diagnose(exc, Path())[0] == "sqlite:readonly"
+    os_error = refusal(exc, data_dir)
+    return os_error.errno in _NAMED if os_error is not None else _readonly_database(exc)
 
 
 class PersistentFault:
@@ -115,21 +133,22 @@ class PersistentFault:
         now = time.monotonic()
         with self._lock:
             fault = self.current
-            if fault is not None and fault.key == key:
-                fault.count += 1
-                if now >= self._retry_at:  # a retry failed, not a straggler of the same moment: back off further
-                    self._backoff = min(self._backoff * 2, RETRY_MAX_S)
-                if fault.count & (fault.count - 1) == 0:  # 2, 4, 8, ...: a summary, no traceback
-                    again = "%s still failing (%d times): %s; next try in %.0f s"
-                    self.log.warning(again, doing, fault.count, what, self._backoff)
-            else:
-                fault = self.current = Fault(key, doing, what, fix, time.time())
-                self._backoff = RETRY_MIN_S
+            if fault is None:
+                fault = self.current = Fault(key, doing, what, fix, time.time(), count=0)
+                self._backoff = RETRY_MIN_S / 2
+            fault.count += 1
+            if now >= self._retry_at:  # a retry failed, not a straggler of the same moment: back off further
+                self._backoff = min(self._backoff * 2, RETRY_MAX_S)
+            if fault.count == 1 or key != fault.key:  # a fault, or another cause of the one holding indexing
+                fault.key, fault.doing, fault.what, fault.fix = key, doing, what, fix
                 told = self._told.get(key)
                 fresh = told is None or now - told > TOLD_FOR_S
                 self.log.error("%s failed: %s; fix: %s", doing, what, fix, exc_info=exc if fresh else None)
                 if fresh:
                     self._told[key] = now
+            elif fault.count & (fault.count - 1) == 0:  # 2, 4, 8, ...: a summary, no traceback
+                again = "%s still failing (%d times): %s; next try in %.0f s"
+                self.log.warning(again, doing, fault.count, what, self._backoff)
             self._retry_at = now + self._backoff
             return fault
 
@@ -149,6 +168,7 @@ class PersistentFault:
             return
         with self._lock:
             fault, self.current = self.current, None
+            self._retry_at = 0.0
         if fault is not None:
             took = time.time() - fault.since
             again = "%s works again after %d failed tries over %.0f s (%s)"
