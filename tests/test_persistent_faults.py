@@ -141,37 +141,43 @@ def _immutable(path: Path, on: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True, text=True)
 
 
-def test_a_data_folder_that_refuses_new_files_while_running_is_shown_with_its_fix_and_clears(home_dir: Path) -> None:
-    """The home made unwritable while the kernel runs: its data folder marked immutable (`chattr +i`), which
-    stops even root from making a file there (a read-only remount is refused while the index's files are open
-    for writing). SQLite writes on into its open files, Tantivy into its own folder (the flag is the folder's
-    alone); the vector index's next save (every 30 s) cannot make its files in data/."""
+def test_a_data_folder_that_refuses_writes_while_running_is_shown_with_its_fix_and_clears(home_dir: Path) -> None:
+    """The home made unwritable while the kernel runs: data/ and the SQLite files marked immutable (`chattr +i`),
+    which stops even root, also through the files the indexer holds open (a read-only remount is refused while
+    they are open for writing). Tantivy's own folder keeps the flag off: the flag is each entry's alone."""
     probe = home_dir / "probe"
     probe.mkdir()
     if shutil.which("chattr") is None or (flagged := _immutable(probe, True)).returncode != 0:
         pytest.skip(f"no immutable folders here: {flagged.stderr.strip() if shutil.which('chattr') else 'no chattr'}")
     _immutable(probe, False)
-    docs = home_dir / "docs"
+    docs, other = home_dir / "docs", home_dir / "other"
     docs.mkdir()
+    other.mkdir()
     (docs / "first.txt").write_text("The heron waits by the mill pond.\n")
     home = home_dir / "home"
     k = RunningKernel(home, FAST_RESTART + SEARCH_OVER_BUS).start()
     data = home / "data"
+    frozen = [data, *(data / f"index.sqlite{end}" for end in ("", "-wal", "-shm"))]
     try:
         cli(home, "folders", "add", str(docs), "--name", "Docs", "--wait", timeout=120)
-        assert _immutable(data, True).returncode == 0
+        assert all(_immutable(path, True).returncode == 0 for path in frozen)
         try:
             (docs / "second.txt").write_text("A kingfisher dives into the weir.\n")
+            refused = cli(home, "folders", "add", str(other), "--name", "Other", check=False)
+            fix = f"; fix: give this user write access to {data}"
+            assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+            assert refused.stderr.strip() == f"Error: no permission to write {data} (EPERM){fix}"
             note = wait_for(
                 lambda: "tries)" in (n := str(k.worker("indexer")["note"])) and n, 60, 0.3, "the indexer's note"
             )
-            # the vector index's draft marker or temporary file, or data/ itself for an error that names no file
+            # data/ itself (a write whose error names no file), or the vector index's draft marker or temporary file
             pattern = rf"indexing held: no permission to write {re.escape(str(data))}(/[\w.]+)? \(EPERM\) \(since .*"
-            assert re.fullmatch(pattern, note) and note.endswith(f"; fix: give this user write access to {data}"), note
+            assert re.fullmatch(pattern, note) and note.endswith(fix), note
             line = next(x for x in cli(home, "status").stdout.splitlines() if x.startswith("indexer"))
             assert f"no permission to write {data}" in line, line
         finally:
-            _immutable(data, False)
+            for path in frozen:
+                _immutable(path, False)
         wait_for(lambda: not k.worker("indexer")["note"].startswith("indexing held"), 60, 0.3, "the note to clear")
         found = wait_for(
             lambda: "second.txt" in cli(home, "search", "kingfisher weir", "--mode", "keyword", "--json").stdout,
@@ -181,11 +187,14 @@ def test_a_data_folder_that_refuses_new_files_while_running_is_shown_with_its_fi
         )
         assert found
         text = (home / "logs" / "indexer.log").read_text()
-        causes = text.count("ingest step failed: no permission to write")  # each cause told once, with its traceback
-        assert 1 <= causes <= 2 and text.count("Traceback") == causes, text[-3000:]
-        assert "ingest step works again after" in text
+        causes = len(re.findall(r"ERROR .* failed: no permission to write", text))  # each told once, with its traceback
+        assert 1 <= causes <= 3 and text.count("Traceback") == causes, text[-3000:]
+        assert "works again after" in text
+        refusals = (home / "logs" / "watcher.log").read_text().count("index_unwritable: no permission to write")
+        assert 1 <= refusals <= 4  # the watcher's 1st, 2nd, 4th... refusal, not one a second
     finally:
-        _immutable(data, False)
+        for path in frozen:
+            _immutable(path, False)
         k.stop()
 
 

@@ -137,10 +137,11 @@ class PersistentFault:
                 fault = self.current = Fault(key, doing, what, fix, time.time(), count=0)
                 self._backoff = RETRY_MIN_S / 2
             fault.count += 1
+            fault.doing = doing
             if now >= self._retry_at:  # a retry failed, not a straggler of the same moment: back off further
                 self._backoff = min(self._backoff * 2, RETRY_MAX_S)
             if fault.count == 1 or key != fault.key:  # a fault, or another cause of the one holding indexing
-                fault.key, fault.doing, fault.what, fault.fix = key, doing, what, fix
+                fault.key, fault.what, fault.fix = key, what, fix
                 told = self._told.get(key)
                 fresh = told is None or now - told > TOLD_FOR_S
                 self.log.error("%s failed: %s; fix: %s", doing, what, fix, exc_info=exc if fresh else None)
