@@ -211,6 +211,8 @@ def test_a_killed_worker_that_runs_healthy_again_shows_the_kill_as_past(home_dir
         assert past["pid"] == now["pid"] and past["state"] == "RUNNING"
         assert re.fullmatch(r"killed by signal 9 at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", past["past_error"] or "")
         assert abs(float(past["error_at"]) - killed_at) < 5
+        listed = next(w for w in status_json(home_dir)["workers"] if w["name"] == "testworker")
+        assert listed["last_error"] is None and listed["past_error"] == past["past_error"], listed
         line = next(x for x in cli(home_dir, "status").stdout.splitlines() if x.startswith("testworker"))
         assert line.endswith(f"(earlier: {past['past_error']})") and "signal 9 (" not in line, line
         # A new failure is current again at once.
