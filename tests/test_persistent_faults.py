@@ -175,6 +175,12 @@ def test_a_data_folder_that_refuses_writes_while_running_is_shown_with_its_fix_a
             assert re.fullmatch(pattern, note) and note.endswith(fix), note
             line = next(x for x in cli(home, "status").stdout.splitlines() if x.startswith("indexer"))
             assert f"no permission to write {data}" in line, line
+            doctor = cli(home, "doctor", "--json", check=False)
+            checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+            assert doctor.returncode == 1 and checks["index writes"]["status"] == "fail", checks.get("index writes")
+            assert checks["index writes"]["detail"].startswith(f"indexing held: no permission to write {data}")
+            assert checks["index writes"]["fix"] == f"give this user write access to {data}"
+            assert checks["home"]["status"] == "fail"  # data/ takes no new file either
         finally:
             for path in frozen:
                 _immutable(path, False)
@@ -190,6 +196,8 @@ def test_a_data_folder_that_refuses_writes_while_running_is_shown_with_its_fix_a
         causes = len(re.findall(r"ERROR .* failed: no permission to write", text))  # each told once, with its traceback
         assert 1 <= causes <= 3 and text.count("Traceback") == causes, text[-3000:]
         assert "works again after" in text
+        checks = {c["name"]: c for c in json.loads(cli(home, "doctor", "--json", check=False).stdout)["checks"]}
+        assert checks["index writes"]["status"] == checks["home"]["status"] == "ok", checks
         refusals = (home / "logs" / "watcher.log").read_text().count("index_unwritable: no permission to write")
         assert 1 <= refusals <= 4  # the watcher's 1st, 2nd, 4th... refusal, not one a second
     finally:

@@ -1,9 +1,10 @@
 """``foldermind doctor``: the checks for what users get wrong, each with how to fix it.
 
-The port (taken, and which one is served), where the token is stored, each client's config file (found,
-parsed, and whether our entry matches this install's command, port and token), the models, free disk for
-the index, and whether every Smart Folder can be read. It reads and never changes anything; the fixes are
-commands to type. Exit status 1 when a check failed, so a script can use it.
+Whether the home can be written, the port (taken, and which one is served), where the token is stored, each
+client's config file (found, parsed, and whether our entry matches this install's command, port and token),
+the models, free disk for the index, whether the running indexer can write its index, and whether every Smart
+Folder can be read. It reads and never changes anything; the fixes are commands to type. Exit status 1 when a
+check failed, so a script can use it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, stray_config, typed
 from foldermind.kernel.cli.jsonedit import ParseError
 from foldermind.protocol.errors import BusError
-from foldermind.protocol.messages import FolderListReply, FolderListRequest
+from foldermind.protocol.messages import FolderListReply, FolderListRequest, StatusReply, StatusRequest
 from foldermind.protocol.runtime.config import SupervisorConfig
 from foldermind.protocol.runtime.home import Home, HomeNotWritable, model_cache_dir
 from foldermind.protocol.runtime.token_store import TokenStore
@@ -241,6 +242,22 @@ def home_check(home: Home) -> Check:
     return Check("home", "ok", f"{home.root or 'the platform folders'}: index, logs and sockets can be written")
 
 
+def index_write_checks(home: Home) -> list[Check]:
+    """A fault that holds indexing now (the data folder refusing writes, a full disk), as the running indexer's
+    note in `status` says it; nothing when foldermind is not running."""
+    if home.running_pid() is None:
+        return []
+    with contextlib.suppress(BusError), connect(home) as client:
+        workers = client.request("kernel", StatusRequest(), StatusReply, timeout=5).body.workers
+        notes = [w["note"] for w in workers if w["service"] == "indexer"]
+        held = [n for n in notes if n.startswith(("indexing held: ", "disk full"))]
+        if held:
+            detail, _, fix = held[0].partition("; fix: ")
+            return [Check("index writes", "fail", detail, fix)]
+        return [Check("index writes", "ok", "the indexer writes its index")] if notes else []
+    return []
+
+
 def disk_check(home: Home) -> Check:
     if not home.data_dir.is_dir():
         return Check("disk", "info", f"{home.data_dir} is not a folder: no index to measure")
@@ -307,6 +324,7 @@ def doctor(project: Path, as_json: bool) -> None:
         *client_checks(home, project.resolve()),
         *model_checks(config),
         disk_check(home),
+        *index_write_checks(home),
         *folder_checks(home),
     ]
     failed = any(c.status == "fail" for c in checks)

@@ -175,9 +175,12 @@ class Home:
 
     def running_pid(self) -> int | None:
         """The pid of the kernel that holds this home's lock, or None when none does."""
-        if not self.lock_file.exists():
+        try:
+            # Opened for reading: flock needs no write access, so a home on a read-only disk is read too.
+            fh = open(self.lock_file)  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
             return None
-        with open(self.lock_file, "a+") as fh:
+        with fh:
             try:
                 # A shared probe: it cannot succeed while a kernel holds the exclusive lock.
                 fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
