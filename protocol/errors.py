@@ -325,6 +325,15 @@ class ErrorCode(StrEnum):
         "A write to the index failed for lack of disk space (ENOSPC); nothing was lost and the files are "
         "indexed once space is free again.",
     )
+    INDEX_UNWRITABLE = (
+        "index_unwritable",
+        Fault.FAILED,
+        True,
+        "indexer (`index.changes.request`, `index.reconcile.request`, `folders.add.request`)",
+        "A write to the index failed for a reason that lasts until someone fixes it (a read-only data folder, no "
+        "permission, a folder where an index file belongs); the message names it and the fix, and `status` shows "
+        "it until a write goes through. Nothing is lost: the files are indexed once it is fixed.",
+    )
 
     # The llm worker.
     MODEL_NOT_READY = (

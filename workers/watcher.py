@@ -66,6 +66,8 @@ log = logging.getLogger("foldermind.watcher")
 NAME_NOT_UTF8 = "file name is not valid UTF-8: rename the file to index it"
 _RESCAN = "\x00rescan:"
 """Key prefix of a pending folder rescan (NUL never appears in a path)."""
+DELIVERY_RETRY_MAX_S = 15.0
+"""The longest wait before changes the indexer refused are sent again (the wait doubles from 1 s per refusal)."""
 
 SUPPORTED = frozenset(SUFFIXES)
 """The suffixes (lower case) the parsers read: taken from their registry, so a new format is watched the
@@ -310,6 +312,7 @@ class WatcherWorker(Worker):
 
     def _debounce_loop(self) -> None:
         # Sleeps until an event arrives or the oldest pending one settles: no ticking while idle.
+        refused = 0  # deliveries refused in a row (an indexer restarting, a read-only index): back off, log less
         while not self._stop.is_set():
             with self._lock:
                 now = time.monotonic()
@@ -334,12 +337,17 @@ class WatcherWorker(Worker):
                         folder = self._folders.get(root)
                     if folder is not None:
                         self.reconcile(folder)
+                refused = 0
             except BusError as exc:
-                log.warning("could not deliver %d change(s) to the indexer (%s); will retry", len(events), exc)
+                refused += 1
+                wait = min(2.0 ** (refused - 1), DELIVERY_RETRY_MAX_S)
+                if refused & (refused - 1) == 0:  # the 1st, 2nd, 4th, ... refusal: repeats are counted, not each told
+                    told = "could not deliver %d change(s) to the indexer (%s; %d tries); will retry in %.0f s"
+                    log.warning(told, len(events), exc, refused, wait)
                 with self._lock:
                     for event in events:  # a newer event for the same path wins
                         self._pending.setdefault(event["path"], (event, time.monotonic()))
-                self._stop.wait(1.0)
+                self._stop.wait(wait)
             except Exception:
                 # Never let one bad batch stop event delivery for good: the folders are rescanned instead.
                 log.exception("could not deliver %d change(s) to the indexer; rescanning their folders", len(events))

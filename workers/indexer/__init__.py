@@ -54,6 +54,7 @@ from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
+from foldermind.workers.indexer.persistent import PersistentFault, named_fault, with_fix
 from foldermind.workers.indexer.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify
@@ -75,6 +76,8 @@ class IndexerWorker(Worker):
         self.side_threads = self.search_policy.search_threads
         self.capacity = 1 + self.side_threads
         self.data_dir = Home.resolve(ctx.home or None).data_dir
+        # A request's write the data folder refuses (read-only, ...): shown in status until one goes through.
+        self.request_fault = PersistentFault(self.data_dir, log)
 
     def setup(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -150,12 +153,15 @@ class IndexerWorker(Worker):
 
     @property
     def status_note(self) -> str:
-        """A full disk under the index while it lasts, else what answers queries (the heartbeat carries it to
-        ``status``)."""
+        """A full disk under the index while it lasts, then a fault that holds indexing (with its fix), else what
+        answers queries (the heartbeat carries it to ``status``)."""
         pipeline: Pipeline | None = getattr(self, "pipeline", None)
         full = pipeline.disk_full if pipeline is not None else None
         if full is not None:
-            return str(full)[:300]
+            return with_fix(str(full), "; fix: free space on that disk (indexing resumes by itself)")
+        held = (pipeline.fault.note if pipeline is not None else "") or self.request_fault.note
+        if held:  # a failure that repeats, with its fix
+            return held[:300]
         encoder: QueryEncoder | None = getattr(self, "encoder", None)
         return encoder.summary()[:300] if encoder is not None else ""
 
@@ -178,15 +184,20 @@ class IndexerWorker(Worker):
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
-        """A request's write that finds the disk full answers a typed, retryable ``disk_full`` (the
-        watcher re-sends its changes until they are taken)."""
+        """A request's write that finds the disk full answers a typed, retryable ``disk_full``, one the data
+        folder refuses (read-only, ...) ``index_unwritable`` with the fix, which status shows too (the watcher
+        re-sends its changes until they are taken)."""
         try:
             yield
+            self.request_fault.worked()
         except Exception as exc:
             full = classify(exc, what, self.store.path, self.data_dir)
-            if full is None:
+            if full is not None:
+                raise JobError(ErrorCode.DISK_FULL, str(full)) from exc
+            if isinstance(exc, JobError) or not named_fault(exc, self.data_dir):
                 raise
-            raise JobError(ErrorCode.DISK_FULL, str(full)) from exc
+            fault = self.request_fault.failed(exc, what)
+            raise JobError(ErrorCode.INDEX_UNWRITABLE, f"{fault.what}; fix: {fault.fix}") from exc
 
     def details(self) -> dict[str, Any]:
         return {

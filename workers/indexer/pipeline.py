@@ -40,6 +40,7 @@ from foldermind.workers.indexer.analyzer import SLICE as ANALYZE_SLICE
 from foldermind.workers.indexer.analyzer import analyze_due
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
+from foldermind.workers.indexer.persistent import PersistentFault
 from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classify, free_bytes, writing
 from foldermind.workers.indexer.store import Document, Store
 from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
@@ -193,6 +194,9 @@ class Pipeline(threading.Thread):
         self._disk_retry_at = 0.0
         self._disk_backoff = self.DISK_RETRY_MIN_S
         self._free_at_fault = 0
+        # Any other failure that repeats (a read-only data folder, a folder where an index file belongs): told
+        # once, shown by status with its fix, retried with a growing backoff until a step goes through.
+        self.fault = PersistentFault(self.data_dir, log)
         self._reconciled = False
         self.nice = "not started"
         """The ingest thread's CPU priority (nice), or why it was left as the process's."""
@@ -224,7 +228,7 @@ class Pipeline(threading.Thread):
         try:
             while not self._stopping.is_set():
                 try:
-                    if self._writes_allowed():
+                    if self._writes_allowed() and self.fault.due():
                         self.turns.hand_over = self.embed_error is None
                         if not self._reconciled:
                             self._reconcile_vectors()
@@ -238,6 +242,7 @@ class Pipeline(threading.Thread):
                         self._maybe_save()
                         if self.vectors.outgrown and self._idle():
                             self._full_graph()
+                        self.fault.worked()
                 except Exception as exc:
                     self._step_failed(exc)
                 jobs = (self._inflight, self._embeds, self.enricher.inflight, self.turns.releasing)
@@ -245,6 +250,8 @@ class Pipeline(threading.Thread):
                 timeout = 0 if self._analysis_left else 1000 if busy else 5000
                 if self.disk_full is not None:
                     timeout = 250  # look for freed space often: resuming should not wait on a long backoff
+                elif (retry := self.fault.wait_ms()) is not None:
+                    timeout = retry  # nothing runs before the next try (a step due now would not spin)
                 elif self._journal_dirty:
                     timeout = min(timeout, max(1, int((self._next_commit - time.monotonic()) * 1000) + 1))
                 events = dict(poller.poll(timeout))
@@ -274,8 +281,8 @@ class Pipeline(threading.Thread):
         classified = classify(exc, "a database write", path, self.data_dir)
         if classified is None:
             self.errors += 1
-            log.exception("ingest step failed; retrying shortly")
-            time.sleep(1.0)
+            self.fault.failed(exc, "ingest step")
+            self._next_save = 0.0  # the next try saves the vector index too, in case that was what failed
             return
         # Kept without its cause and traceback: their frames hold what failed alive (a killed Tantivy
         # writer, and with it the index's writer lock, so no fresh writer could ever be made).
