@@ -213,9 +213,9 @@ class ErrorCode(StrEnum):
         "file_content_needed",
         Fault.REJECTED,
         False,
-        "parser on another machine (`parse.request`)",
-        "A parser on another machine cannot read a path on this one: the indexer sends the same request again "
-        "to that parser with the file's bytes (`content`). A caller never sees it.",
+        "parser (`parse.request`)",
+        "A parse request without the file's bytes: a parser reads no path (the indexer sends every file's bytes "
+        "as `content`, and sends them again to a parser that asks). A caller never sees it.",
     )
     MODEL_UNAVAILABLE = (
         "model_unavailable",

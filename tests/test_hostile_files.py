@@ -51,7 +51,7 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
-from foldermind.workers.indexer.pipeline import sha256_of
+from foldermind.workers import userfiles
 from foldermind.workers.parser.formats import ParseError, decode_text, normalize, parse_file
 from foldermind.workers.watcher import NAME_NOT_UTF8 as NAME_NOT_UTF8_REASON
 from foldermind.workers.watcher import eligible_path, scan
@@ -582,7 +582,7 @@ def test_a_fifo_is_never_opened_for_reading(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     err = finishes(lambda: parse_file(fifo, MB))
     assert isinstance(err, ParseError) and (err.code, err.message) == ("unreadable", "unreadable: not a regular file")
-    assert isinstance(finishes(lambda: sha256_of(str(fifo))), OSError)
+    assert isinstance(finishes(lambda: userfiles.open_file(str(fifo), lambda _real: True)), userfiles.NotRegular)
     assert not eligible_path(str(fifo), str(tmp_path))
     assert finishes(lambda: scan(str(tmp_path))) == ([], {})
 

@@ -93,13 +93,19 @@ def unsupported_suffix(name: str) -> str | None:
     return None if suffix in SUPPORTED else suffix
 
 
-def eligible_path(path: str, root: str) -> bool:
-    """``path`` (inside ``root``) is eligible: no hidden folder on the way, and it resolves, symlinks
-    followed, to a regular file inside ``root``."""
+def document_name(path: str, root: str) -> bool:
+    """``path`` (inside ``root``) names a document, whatever is there now: no hidden folder on the way, and a
+    name the parsers read."""
     rel = os.path.relpath(path, root)
     if rel.startswith("..") or any(part.startswith(".") for part in Path(rel).parts):
         return False
-    if not eligible_name(os.path.basename(path)):
+    return eligible_name(os.path.basename(path))
+
+
+def eligible_path(path: str, root: str) -> bool:
+    """``path`` (inside ``root``) is eligible: no hidden folder on the way, and it resolves, symlinks
+    followed, to a regular file inside ``root``."""
+    if not document_name(path, root):
         return False
     real = os.path.realpath(path)
     return (real == root or real.startswith(root.rstrip("/") + "/")) and os.path.isfile(real)
@@ -190,6 +196,10 @@ class _Events(FileSystemEventHandler):
                 self.watcher.note_event(ChangeEvent(kind="created", path=dest, dest=None))
             elif src_ok:
                 self.watcher.note_event(ChangeEvent(kind="deleted", path=src, dest=None))
+            if not dest_ok and document_name(dest, self.root):
+                # Something that is no document (a link out of the folder, say) renamed over one: the indexer
+                # looks at what is there now, and leaves it unindexed with the reason.
+                self.watcher.note_event(ChangeEvent(kind="modified", path=dest, dest=None))
             return
         if kind == "deleted":
             self.watcher.note_event(ChangeEvent(kind="deleted", path=src, dest=None))

@@ -5,9 +5,10 @@ chunks that fit the embedding model (:mod:`.chunker`, with that model's own toke
 on the first job). A file that cannot be parsed is a typed error (``parse_failed``,
 ``file_too_large``, ``unreadable``) whose message says why.
 
-A parser on another machine (``worker run parser --connect``) cannot read the kernel's paths: asked for one
-it answers ``file_content_needed``, and the indexer sends the request again, to it, with the file's bytes as
-a buffer frame (``content``; bounded by ``max_bytes``), which it parses from memory like any file it reads.
+A parser never opens a path: the indexer opens the file once, checks what it opened
+(:mod:`foldermind.workers.userfiles`) and sends its bytes as the request's buffer frame (``content``; bounded
+by ``max_bytes``), which are parsed from memory; ``path`` only names the file (its suffix picks the format).
+A request without the bytes is answered ``file_content_needed``, on this machine or another.
 
 Hostile files cost at most this process: ``setup()`` caps its address space at
 ``FOLDERMIND_PARSER_MEMORY_MB`` (its share of ``[ingest] parser_pool_memory_mb``, 0 = no cap), so a
@@ -37,7 +38,7 @@ from foldermind.workers import model_files
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.parser import parts
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
-from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, ocr, parse_content, parse_file
+from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, ocr, parse_content
 from foldermind.workers.parser.formats.container import inflate_limit_mb, limit_inflation
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ class ParserWorker(Worker):
         tokenizer = self.tokenizer()
         _hold(path, after=False)
         try:
-            doc = parse_file(path, body.max_bytes) if content is None else parse_content(path, content, body.max_bytes)
+            doc = parse_content(path, content, body.max_bytes)
             chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
         except ParseError as exc:
             self.failed += 1
@@ -230,14 +231,12 @@ class ParserWorker(Worker):
             " (its share of [ingest] parser_pool_memory_mb)"
         )
 
-    def _content(self, req: Request[ParseRequest]) -> bytes | None:
-        """The file's bytes when the request carries them; None to read the path. A parser on another machine
-        (``worker run --connect``) never reads the path: it names a file on the kernel's machine, and the same
-        path here would be some other file or none."""
+    def _content(self, req: Request[ParseRequest]) -> bytes:
+        """The file's bytes, which the request carries. A path is never opened here: between the indexer's look at
+        it and this parse it could have become a link out of every Smart Folder, and on another machine
+        (``worker run --connect``) the same path would be some other file or none."""
         if not req.body.content:
-            if self.ctx.curve_server_key:
-                raise JobError(ErrorCode.FILE_CONTENT_NEEDED, "this parser is on another machine: send the bytes")
-            return None
+            raise JobError(ErrorCode.FILE_CONTENT_NEEDED, "a parser reads no path: send the file's bytes")
         if len(req.buffers) != 1:
             raise JobError(ErrorCode.BAD_REQUEST, f"content needs one buffer frame, not {len(req.buffers)}")
         data = frames.buffer_bytes(req.buffers[0])
