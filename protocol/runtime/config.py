@@ -179,8 +179,9 @@ class IngestPolicy(_Strict):
     parse_timeout_s: float = Field(
         60.0,
         gt=0,
-        description="Each parse must finish within this time (plus 2 s per MB of file), or the parser is replaced"
-        " and the file retried once on a fresh parser, then quarantined as failed.",
+        description="A parse that goes this long (plus 2 s per MB of file) without progress (no page or segment read,"
+        " no CPU used) is cut off: its parser is replaced and the file retried once on a fresh parser, then"
+        " quarantined as failed.",
     )
     parser_pool_memory_mb: int = Field(
         3072,
@@ -286,9 +287,9 @@ class IngestPolicy(_Strict):
         return int(self.max_file_size_mb * 1024 * 1024)
 
     def parse_deadline_s(self, size: int) -> float:
-        """How long the parse of a file of ``size`` bytes may take: parsing time grows with size (~1.2 s/MB
-        of plain text here), so big files get a longer deadline. The indexer waits this long for a parser;
-        the parser's OCR stops short of it."""
+        """How long the parse of a file of ``size`` bytes may go without progress: parsing time grows with size
+        (~1.2 s/MB of plain text here), so big files get a longer deadline. The broker moves it on while the
+        parser reports progress; the parser's OCR stops short of it."""
         return self.parse_timeout_s + 2.0 * size / 1_048_576
 
 
