@@ -1,9 +1,10 @@
 """Slow is not hung for parsing: a parse's deadline follows its progress, not the wall clock.
 
-The parser's progress count (:mod:`foldermind.workers.parser.formats.progress`) is tested on real threads; then a
-real kernel (watcher, one parser, indexer) with ``parse_timeout_s = 0.5`` parses a long PDF beside CPU hogs,
-which outlives its wall-clock deadline and is indexed on its first try, and a parse held by the parser's test
-switch (no page read, no CPU used) is still cut off, retried once and failed with the reason.
+The parser's progress count (:mod:`foldermind.workers.parser.formats.progress`) is tested on real threads, and
+OCR's limits on CPU time, not the wall clock (a wait past them is no timeout). Then a real kernel (watcher, one
+parser, indexer) with ``parse_timeout_s = 0.5`` parses a long PDF beside CPU hogs, which outlives its
+wall-clock deadline and is indexed on its first try, and a parse held by the parser's test switch (no page
+read, no CPU used) is still cut off, retried once and failed with the reason.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from foldermind.workers.parser.formats import progress
+from foldermind.workers.parser.formats import ocr, progress
 from tests.filemakers import make_pdf
 from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
 
@@ -121,6 +122,19 @@ def test_cpu_without_a_step_counts_until_the_parse_has_used_its_deadline() -> No
         wait_for(lambda: meter.read() > stuck, 5, 0.02, "the step counted")
     finally:
         parse.stop()
+
+
+def test_ocr_limits_count_cpu_time_not_the_wall_clock() -> None:
+    with ocr.time_limit(0.2):
+        time.sleep(0.5)  # a wait past the limit uses no CPU: not a timeout
+    budget = ocr.Settings(True, 1, 1.0, time.thread_time() + 0.1)
+    time.sleep(0.3)
+    assert budget.left_s() > 0.05
+    give_up = time.monotonic() + 60
+    with pytest.raises(ocr.OcrTimeout), ocr.time_limit(0.2):
+        while time.monotonic() < give_up:  # CPU past the limit: cut off
+            pass
+    assert budget.left_s() < 0
 
 
 # ------------------------------------------------------------------------------------------------

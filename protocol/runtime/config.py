@@ -204,12 +204,12 @@ class IngestPolicy(_Strict):
         ge=1,
         description="At most this many pages of one PDF are read with OCR (~2-3 s a page on 2 cores); later pages"
         " without a text layer are left out of the index. The parse timeout holds for the whole file: OCR stops at"
-        " four fifths of it and the pages read by then are indexed.",
+        " four fifths of it in CPU seconds and the pages read by then are indexed.",
     )
     ocr_timeout_s: float = Field(
         30.0,
         gt=0,
-        description="OCR of one page or image must finish within this time, or that page is left out (a file"
+        description="OCR of one page or image may use this much CPU time, or that page is left out (a file"
         " none of whose pages could be read this way fails with the reason).",
     )
     ingest_nice: int = Field(
