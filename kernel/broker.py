@@ -92,6 +92,8 @@ class Peer:
     last_seen: float
     note: str = ""
     loading: bool = False  # its last heartbeat said it is loading a model
+    progress: int = 0  # its last heartbeat's progress count
+    progressed: float = 0.0  # monotonic: when that count last moved while it held a job
     jobs: set[str] = field(default_factory=set)
     key: str | None = None  # a remote member: the allow-list name of its key
     took: dict[str, float] = field(default_factory=dict)  # by kind: seconds per job, a moving average
@@ -135,6 +137,7 @@ class Job:
     packet: frames.Packet
     target: str
     deadline: float  # monotonic
+    budget: float = 0.0  # the time it was given: a worker that reports progress has it again from each report
     worker: Peer | None = None
     done: bool = False
     assigned: float = 0.0  # monotonic
@@ -330,6 +333,10 @@ class Broker:
                 if isinstance(beat, Heartbeat):
                     peer.note = beat.note[:300]  # room for a fault's path and its fix
                     peer.loading = beat.loading
+                    if beat.progress != peer.progress:
+                        peer.progress = beat.progress
+                        if peer.jobs:
+                            peer.progressed = peer.last_seen
         elif job_ident in self._dropped:
             # Declared lost (say, a GIL stall in a `worker run` copy) yet alive after all: it must
             # not linger unrouted, so tell it to go.
@@ -444,7 +451,7 @@ class Broker:
             )
             return
         budget = env.deadline - time.time() if env.deadline else self.policy.default_deadline_s
-        job = Job(env=env, client=client, packet=packet, target=target, deadline=now + budget)
+        job = Job(env=env, client=client, packet=packet, target=target, deadline=now + budget, budget=budget)
         if budget <= 0:
             self.reply_error(client, env, ErrorInfo(ErrorCode.DEADLINE_EXCEEDED, "deadline already passed"))
             return
@@ -646,9 +653,17 @@ class Broker:
             if job is None or job.done:
                 continue
             worker = job.worker
+            if worker is not None and now - worker.progressed < job.budget and worker.progressed > job.assigned:
+                # Slow, not hung: it reported progress on this job within the time the job was given.
+                job.deadline = worker.progressed + job.budget
+                heapq.heappush(self._deadlines, (job.deadline, job_id))
+                continue
             where = f"at {worker.name}" if worker else "waiting for a free worker"
+            missed = f"{job.env.kind} missed its deadline {where}"
+            if worker is not None and worker.progress:  # a worker that counts progress: it counted none
+                missed = f"{job.env.kind} made no progress for {job.budget:.3g} s {where}"
             # Retryable only if no worker ever started on it: then nothing ran and nothing is suspect.
-            info = ErrorInfo(ErrorCode.DEADLINE_EXCEEDED, f"{job.env.kind} missed its deadline {where}", worker is None)
+            info = ErrorInfo(ErrorCode.DEADLINE_EXCEEDED, missed, worker is None)
             self.reply_error(job.client, job.env, info)
             self._finish(job)
             if worker is not None:

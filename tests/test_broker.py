@@ -563,3 +563,47 @@ def test_a_job_sent_to_a_worker_by_name_goes_before_its_pools_queue_when_it_free
     assert job.env.id == first.id
     worker.answer(bus, job)
     assert received(worker.jobs).env.id == named.id
+
+
+def _beat(bus: Bus, worker: Worker, progress: int, at_s: float) -> None:
+    """A heartbeat with the progress count ``progress``, taken as sent ``at_s`` from now (see ``Bus.tick``)."""
+    from foldermind.protocol.messages import Heartbeat
+
+    peer = bus.broker.peers[worker.ident]
+    before = peer.progressed
+    frames.send(worker.hb, Envelope(kind=Heartbeat.KIND, src=worker.name), Heartbeat(worker.name, 0, progress=progress))
+    bus.step()
+    received(worker.hb)  # the kernel answers every heartbeat
+    peer.last_seen = time.monotonic() + at_s
+    if peer.progressed != before:
+        peer.progressed = peer.last_seen
+
+
+def test_a_worker_reporting_progress_keeps_its_job_past_the_deadline_until_its_progress_stops(bus: Bus) -> None:
+    worker, caller = bus.worker("parser"), bus.socket(b"caller")
+    bus.request(caller, "parser", deadline_s=5.0)
+    job = received(worker.jobs)
+    _beat(bus, worker, 1, at_s=4.0)
+    bus.tick(6.0, worker)  # past the deadline, 2 s after its last progress: slow, not hung
+    assert nothing_for(caller) and nothing_for(worker.hb)  # no deadline_exceeded, no cancel
+    _beat(bus, worker, 2, at_s=8.0)
+    bus.tick(12.0, worker)  # 4 s after its last progress: within the job's 5 s
+    assert nothing_for(caller)
+    _beat(bus, worker, 2, at_s=12.5)  # the same count: alive, but no progress
+    bus.tick(13.5, worker)  # 5.5 s after its last progress
+    code, retryable, message = error_of(received(caller))
+    assert (code, retryable) == (ErrorCode.DEADLINE_EXCEEDED, False)
+    assert message == "echo.request made no progress for 5 s at parser"
+    assert received(worker.hb).env.kind == JobCancel.KIND  # then as any overrun: cancelled, a grace, replaced
+    assert bus.membership.gone == []
+    worker.answer(bus, job)
+
+
+def test_progress_a_worker_reported_before_it_held_the_job_does_not_extend_its_deadline(bus: Bus) -> None:
+    worker, caller = bus.worker("parser"), bus.socket(b"caller")
+    _beat(bus, worker, 7, at_s=0.0)  # between jobs: nothing to extend
+    bus.request(caller, "parser", deadline_s=5.0)
+    received(worker.jobs)
+    bus.tick(6.0, worker)
+    code, _, message = error_of(received(caller))
+    assert code == ErrorCode.DEADLINE_EXCEEDED and message == "echo.request made no progress for 5 s at parser"

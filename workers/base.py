@@ -173,6 +173,11 @@ class Worker:
         """Runs on the job thread once a job of ``kind`` has been answered (its reply or error sent): work that
         must not delay the answer."""
 
+    def progress(self) -> int:
+        """A count that advances while the job in hand makes progress, read on the heartbeat thread and sent with
+        each heartbeat: while it moves, the kernel moves the job's deadline on (0, the default: not counted)."""
+        return 0
+
     def release_window_s(self) -> float:
         """How long a job of another caller keeps a release from freeing anything: the model's idle time (0 =
         any other caller ever)."""
@@ -263,7 +268,10 @@ class _Heartbeat(threading.Thread):
             if now >= next_beat:
                 env = Envelope(kind=Heartbeat.KIND, src=self.ctx.name, to="kernel")
                 note = self.runner.worker.status_note
-                beat = Heartbeat(self.ctx.name, os.getpid(), self.runner.busy, note, loading=model_loads.active())
+                worker = self.runner.worker
+                beat = Heartbeat(
+                    self.ctx.name, os.getpid(), self.runner.busy, note, model_loads.active(), worker.progress()
+                )
                 with contextlib.suppress(zmq.Again):  # not connected: silence, counted below
                     frames.send(self.sock, env, beat)
                 next_beat = now + interval

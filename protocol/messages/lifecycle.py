@@ -60,6 +60,10 @@ class Heartbeat(Message):
     loading: bool = False
     """The worker is loading a model: a load can hold the GIL for seconds on a starved CPU, so the kernel
     then allows ``bus.loading_liveness`` missed heartbeats instead of ``bus.heartbeat_liveness``."""
+    progress: int = 0
+    """A count the worker advances while its job makes progress (a parser: pages read, CPU used); 0 from workers
+    that do not count. While it advances, the kernel moves the job's deadline on: a job is cut off once it has
+    gone its whole deadline without progress (slow, not hung)."""
 
 
 @message("worker.disconnect")

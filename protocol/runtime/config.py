@@ -179,8 +179,9 @@ class IngestPolicy(_Strict):
     parse_timeout_s: float = Field(
         60.0,
         gt=0,
-        description="Each parse must finish within this time (plus 2 s per MB of file), or the parser is replaced"
-        " and the file retried once on a fresh parser, then quarantined as failed.",
+        description="A parse that goes this long (plus 2 s per MB of file) without progress (no page or segment read,"
+        " no CPU used) is cut off: its parser is replaced and the file retried once on a fresh parser, then"
+        " quarantined as failed.",
     )
     parser_pool_memory_mb: int = Field(
         3072,
@@ -203,12 +204,12 @@ class IngestPolicy(_Strict):
         ge=1,
         description="At most this many pages of one PDF are read with OCR (~2-3 s a page on 2 cores); later pages"
         " without a text layer are left out of the index. The parse timeout holds for the whole file: OCR stops at"
-        " four fifths of it and the pages read by then are indexed.",
+        " four fifths of it in CPU seconds and the pages read by then are indexed.",
     )
     ocr_timeout_s: float = Field(
         30.0,
         gt=0,
-        description="OCR of one page or image must finish within this time, or that page is left out (a file"
+        description="OCR of one page or image may use this much CPU time, or that page is left out (a file"
         " none of whose pages could be read this way fails with the reason).",
     )
     ingest_nice: int = Field(
@@ -286,9 +287,9 @@ class IngestPolicy(_Strict):
         return int(self.max_file_size_mb * 1024 * 1024)
 
     def parse_deadline_s(self, size: int) -> float:
-        """How long the parse of a file of ``size`` bytes may take: parsing time grows with size (~1.2 s/MB
-        of plain text here), so big files get a longer deadline. The indexer waits this long for a parser;
-        the parser's OCR stops short of it."""
+        """How long the parse of a file of ``size`` bytes may go without progress: parsing time grows with size
+        (~1.2 s/MB of plain text here), so big files get a longer deadline. The broker moves it on while the
+        parser reports progress; the parser's OCR stops short of it."""
         return self.parse_timeout_s + 2.0 * size / 1_048_576
 
 

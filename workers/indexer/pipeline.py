@@ -475,7 +475,10 @@ class Pipeline(threading.Thread):
             self.store.requeue(job.doc.id)
             return
         reason = error.message
-        if error.code.fault in _LOST:
+        if error.code == ErrorCode.DEADLINE_EXCEEDED:
+            stalled = f"{self.policy.parse_deadline_s(job.size):.3g} s"
+            reason = f"quarantined: its parse made no progress (no page read, no CPU used) for {stalled}, twice"
+        elif error.code.fault in _LOST:
             reason = f"quarantined: the parser failed twice on this file ({error.message})"
         elif error.retryable or error.code.fault is Fault.UNAVAILABLE:
             # No parser can take it now (all FAILED, stopping, tokenizer missing): stay pending.

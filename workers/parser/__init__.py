@@ -17,6 +17,7 @@ cap) or, at worst, a crash the kernel handles by restarting the parser and faili
 ``worker_lost``. A zip container may inflate to a sixteenth of the cap (:mod:`.formats.container`).
 
 Chunks that do not fit one message go in parts (:mod:`.parts`): ``parse.partial`` replies, then the reply.
+Each heartbeat carries how far the parse has got (:mod:`.formats.progress`), so a slow parse is not cut off.
 """
 
 from __future__ import annotations
@@ -33,12 +34,20 @@ import psutil
 
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
-from foldermind.protocol.messages import ParsePartial, ParseReply, ParseRequest
+from foldermind.protocol.messages import ChunkInfo, ParsePartial, ParseReply, ParseRequest
 from foldermind.workers import model_files
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.parser import parts
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
-from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, ocr, parse_content
+from foldermind.workers.parser.formats import (
+    FORMATS,
+    SUFFIXES,
+    ParsedDocument,
+    ParseError,
+    ocr,
+    parse_content,
+    progress,
+)
 from foldermind.workers.parser.formats.container import inflate_limit_mb, limit_inflation
 
 if TYPE_CHECKING:
@@ -118,6 +127,7 @@ class ParserWorker(Worker):
         self.failed = 0
         self.trims = 0
         self._settled_rss = 0
+        self.meter = progress.Meter()
 
     def setup(self) -> None:
         # One job at a time per process: the pool gives the parallelism, and tokenizer threads would
@@ -149,6 +159,9 @@ class ParserWorker(Worker):
             "failed": self.failed,
             "heap_trims": self.trims,
         }
+
+    def progress(self) -> int:
+        return self.meter.read()
 
     def answered(self, kind: str) -> None:
         """After a parse, the heap it left behind goes back to the system if RSS grew past :data:`TRIM_ABOVE`."""
@@ -191,6 +204,22 @@ class ParserWorker(Worker):
         if body.overlap_tokens < 0 or body.max_bytes <= 0:
             raise JobError(ErrorCode.BAD_REQUEST, "overlap_tokens must be >= 0 and max_bytes > 0")
         content = self._content(req)
+        self.meter.begin(_deadline_s(len(content)))  # the tokenizer's first load is the parse's work too
+        try:
+            doc, chunks = self._parse(path, content, body)
+        finally:
+            self.meter.end()
+        # Called in process (no bus, no partials): one reply.
+        *first, last = parts.split(chunks, self.ctx.max_message_bytes) if req.send_partial else [chunks]
+        for part in first:  # more text than one message carries: the parts before the reply
+            req.partial(ParsePartial(part))
+        if first:
+            log.info("%d chunks sent in %d parts", len(chunks), len(first) + 1)
+        self.parsed += 1
+        return ParseReply(format=doc.format, chunks=last, title=doc.title, pages=doc.pages)
+
+    def _parse(self, path: Path, content: bytes, body: ParseRequest) -> tuple[ParsedDocument, list[ChunkInfo]]:
+        """The file's document and its chunks, or the job's typed error."""
         tokenizer = self.tokenizer()
         _hold(path, after=False)
         try:
@@ -214,14 +243,7 @@ class ParserWorker(Worker):
             raise JobError(ErrorCode.PARSE_FAILED, f"parser error: {exc.__class__.__name__}") from None
         finally:
             _hold(path, after=True)  # whatever the outcome, before it goes out
-        # Called in process (no bus, no partials): one reply.
-        *first, last = parts.split(chunks, self.ctx.max_message_bytes) if req.send_partial else [chunks]
-        for part in first:  # more text than one message carries: the parts before the reply
-            req.partial(ParsePartial(part))
-        if first:
-            log.info("%d chunks sent in %d parts", len(chunks), len(first) + 1)
-        self.parsed += 1
-        return ParseReply(format=doc.format, chunks=last, title=doc.title, pages=doc.pages)
+        return doc, chunks
 
     def _out_of_memory(self) -> str:
         if not self.memory_limit_mb:
@@ -254,6 +276,19 @@ def _hold(path: Path, after: bool) -> None:
         from foldermind.workers import faults
 
         faults.parser_hold(path, after)
+
+
+def _deadline_s(size: int) -> float:
+    """The parse's deadline ([ingest] parse_timeout_s plus 2 s per MB): CPU that long without a step is still
+    progress (:mod:`.formats.progress`)."""
+    from foldermind.protocol.runtime.config import ingest_from_env
+
+    try:
+        return ingest_from_env().parse_deadline_s(size)
+    except Exception:  # a malformed FOLDERMIND_INGEST: the default
+        from foldermind.protocol.runtime.config import IngestPolicy
+
+        return IngestPolicy().parse_deadline_s(size)
 
 
 def _tokenizer_path() -> Path:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from foldermind.protocol.messages import ChunkInfo
-from foldermind.workers.parser.formats import Segment
+from foldermind.workers.parser.formats import Segment, progress
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -125,6 +125,7 @@ def chunk(
         pending.clear()
 
     for section in _sections(segments):
+        progress.step()
         first = segments[section[0]]
         for a, b, n, clean in _pack(_tokens(section, segments, starts, full, tokenizer), budget, overlap):
             pending.append((a, b, first, n + specials if exact and clean else None))

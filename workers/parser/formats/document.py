@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from foldermind.protocol.errors import ErrorCode
+from foldermind.workers.parser.formats import progress
 
 MAX_HEADING_CHARS = 200
 """Longer heading texts are cut in heading paths (the heading's own segment keeps all of it)."""
@@ -118,6 +119,7 @@ class Builder:
 
     def add(self, text: str, page: int | None = None, heading: str | None = None, ocr: float | None = None) -> None:
         self.parts.append((normalize(text), page, heading, ocr))
+        progress.step()
 
     def blank(self) -> None:
         """A blank line between blocks (never two in a row, none at the start)."""

@@ -16,9 +16,10 @@ Bounds, so that a hostile image costs at most this parser:
   holds more pixels than a letter page scanned at 1200 dpi (Pillow's own bomb check is this one). A PDF
   page is rendered at :data:`RENDER_DPI` unless that would pass :data:`MAX_RENDER_PIXELS` (a page of
   200 x 200 inches), then smaller.
-- **time** (:func:`time_limit`): each page gets ``[ingest] ocr_timeout_s``. The limit is a SIGALRM timer
-  on the parser's main thread, so it fires between two ONNX runs (the longest, detection on a full page,
-  takes ~2 s here) and the page is left out with a reason.
+- **time** (:func:`time_limit`): each page gets ``[ingest] ocr_timeout_s`` of CPU time. The limit is a SIGPROF
+  timer (the process's CPU) on the parser's main thread, so it fires between two ONNX runs (the longest,
+  detection on a full page, takes ~2 s here) and the page is left out with a reason. CPU, not the wall
+  clock: on a busy machine a page is read as on an idle one, only later (slow is not hung).
 - **memory**: RapidOCR shrinks every image to 2000 px on its longest side before detection, so a page
   costs about the same whatever its resolution (~600 MiB of address space at its peak, on top of the
   parser's ~550 with OCR loaded: :func:`foldermind.workers.parser.spare_address_space`).
@@ -58,7 +59,7 @@ JPEG in a PDF (CER at 150 / 300 dpi scans): rendered at 300 dpi 11.2% / 2.6%, re
 MAX_RENDER_PIXELS = 40_000_000
 """A rendered page never holds more pixels than this (a poster-sized page is rendered at a lower dpi)."""
 BUDGET_SHARE = 0.8
-"""OCR stops once the parse has used this share of its deadline: the pages read by then are indexed."""
+"""OCR stops once the parse has used this share of its deadline in CPU seconds: the pages read by then are indexed."""
 OCR_OFF = "OCR is off ([ingest] ocr = false)"
 OCR_MISSING = f"OCR is not installed ({ENGINE_MODULE} is missing)"
 
@@ -93,10 +94,10 @@ class Settings:
     max_pages: int
     timeout_s: float
     deadline: float
-    """``time.monotonic()`` past which no page is started."""
+    """``time.thread_time()`` of the parse's thread past which no page is started."""
 
     def left_s(self) -> float:
-        return self.deadline - time.monotonic()
+        return self.deadline - time.thread_time()
 
 
 def settings(size: int) -> Settings:
@@ -105,7 +106,7 @@ def settings(size: int) -> Settings:
 
     policy = ingest_from_env()
     budget = BUDGET_SHARE * policy.parse_deadline_s(size)
-    return Settings(policy.ocr, policy.ocr_max_pages, policy.ocr_timeout_s, time.monotonic() + budget)
+    return Settings(policy.ocr, policy.ocr_max_pages, policy.ocr_timeout_s, time.thread_time() + budget)
 
 
 def available() -> bool:
@@ -151,8 +152,8 @@ class OcrTimeout(BaseException):
 
 @contextlib.contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
-    """Raise :class:`OcrTimeout` in the block once it has run ``seconds``. A timer signal, so only on the
-    main thread (the parser worker's jobs run there); elsewhere the block runs unbounded."""
+    """Raise :class:`OcrTimeout` in the block once the process has used ``seconds`` of CPU in it. A timer signal,
+    so only on the main thread (the parser worker's jobs run there); elsewhere the block runs unbounded."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
@@ -160,13 +161,13 @@ def time_limit(seconds: float) -> Iterator[None]:
     def expired(signum: int, frame: object) -> None:
         raise OcrTimeout
 
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = signal.signal(signal.SIGPROF, expired)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
 
 
 def read_page(image: Image, page: int, timeout_s: float) -> PageText:

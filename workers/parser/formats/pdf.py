@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from foldermind.protocol.errors import ErrorCode
-from foldermind.workers.parser.formats import ocr, pdf_ocr
+from foldermind.workers.parser.formats import ocr, pdf_ocr, progress
 from foldermind.workers.parser.formats.document import (
     Builder,
     ParsedDocument,
@@ -76,6 +76,7 @@ def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
     texts: dict[int, str] = {}
     failures: list[str] = []
     for number in range(1, count + 1):
+        progress.step()
         try:
             raw = pages[number - 1].extract_text()
         except MemoryError:

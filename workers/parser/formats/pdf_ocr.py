@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from foldermind.protocol.errors import ErrorCode
-from foldermind.workers.parser.formats import ocr
+from foldermind.workers.parser.formats import ocr, progress
 from foldermind.workers.parser.formats.document import ParseError, reason
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ def read_pages(data: bytes, numbers: list[int], options: ocr.Settings) -> PagesR
             if out.pages and options.left_s() <= 0:
                 log.warning("OCR stopped before page %d: the parse deadline is near", number)
                 break
+            progress.step()
             try:
                 image = _render(document, number)
                 if image is not None:

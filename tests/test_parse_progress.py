@@ -1,0 +1,241 @@
+"""Slow is not hung for parsing: a parse's deadline follows its progress, not the wall clock.
+
+The parser's progress count (:mod:`foldermind.workers.parser.formats.progress`) is tested on real threads, and
+OCR's limits on CPU time, not the wall clock (a wait past them is no timeout). Then a real kernel (watcher, one
+parser, indexer) with ``parse_timeout_s = 0.5`` parses a long PDF beside CPU hogs, which outlives its
+wall-clock deadline and is indexed on its first try, and a parse held by the parser's test switch (no page
+read, no CPU used) is still cut off, retried once and failed with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from foldermind.workers.parser.formats import ocr, progress
+from tests.filemakers import make_pdf
+from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
+
+PARSE_TIMEOUT_S = 0.5
+HOGS = 6
+HOG_MAX_S = 240
+"""A hog ends by itself after this long, should the test die before it kills them."""
+PAGES = 800
+FIRST, LAST = "aardvarkopening", "zanzibarfinale"
+STALL_NEEDLE = "stalled-"
+
+
+# ------------------------------------------------------------------------------------------------
+# the progress count, on real threads
+
+
+class Parse(threading.Thread):
+    """A stand-in parse on a thread of its own, told what to do next: wait, take a step, or spin the CPU."""
+
+    def __init__(self, meter: progress.Meter, budget_s: float) -> None:
+        super().__init__(daemon=True)
+        self.meter, self.budget_s = meter, budget_s
+        self.todo = "wait"
+        self.go = threading.Event()
+        self.started = threading.Event()
+        self.done = False
+
+    def run(self) -> None:
+        self.meter.begin(self.budget_s)
+        self.started.set()
+        while not self.done:
+            if self.todo == "spin":
+                continue
+            self.go.wait()
+            self.go.clear()
+            if self.todo == "step":
+                progress.step()
+                self.todo = "wait"
+        self.meter.end()
+
+    def do(self, what: str) -> None:
+        self.todo = what
+        self.go.set()
+
+    def cpu_s(self) -> float:
+        assert self.ident is not None
+        return time.clock_gettime(time.pthread_getcpuclockid(self.ident))
+
+    def stop(self) -> None:
+        self.done = True
+        self.go.set()
+        self.join(5)
+
+
+def test_a_step_moves_the_count_and_a_parse_that_only_waits_does_not() -> None:
+    meter = progress.Meter()
+    parse = Parse(meter, budget_s=60)
+    parse.start()
+    try:
+        parse.started.wait(5)
+        before = meter.read()
+        for _ in range(5):  # waiting on an event: no step, no CPU
+            time.sleep(0.05)
+            assert meter.read() == before
+        parse.do("step")
+        wait_for(lambda: meter.read() > before, 5, 0.02, "the step counted")
+        assert parse.todo == "wait"
+        after = meter.read()
+        time.sleep(0.1)
+        assert meter.read() == after
+    finally:
+        parse.stop()
+    ended = meter.read()
+    progress.step()  # a step with no parse in hand counts for nothing
+    assert meter.read() == ended
+
+
+def test_cpu_without_a_step_counts_until_the_parse_has_used_its_deadline() -> None:
+    meter = progress.Meter()
+    budget = 0.3
+    parse = Parse(meter, budget_s=budget)
+    parse.start()
+    try:
+        parse.started.wait(5)
+        start_cpu = parse.cpu_s()
+        first = meter.read()
+        parse.do("spin")
+        wait_for(lambda: meter.read() > first, 10, 0.05, "CPU counted as progress")
+        # Past its budget of CPU since its last step, the spinning parse no longer counts.
+        wait_for(lambda: parse.cpu_s() - start_cpu > budget + 0.05, 30, 0.05, "the spin past its budget")
+        meter.read()
+        stuck = meter.read()
+        for _ in range(5):
+            time.sleep(0.05)
+            assert meter.read() == stuck
+        # A step resets the budget: it counts, and CPU after it counts again.
+        parse.do("step")
+        wait_for(lambda: meter.read() > stuck, 5, 0.02, "the step counted")
+    finally:
+        parse.stop()
+
+
+def test_ocr_limits_count_cpu_time_not_the_wall_clock() -> None:
+    with ocr.time_limit(0.2):
+        time.sleep(0.5)  # a wait past the limit uses no CPU: not a timeout
+    budget = ocr.Settings(True, 1, 1.0, time.thread_time() + 0.1)
+    time.sleep(0.3)
+    assert budget.left_s() > 0.05
+    give_up = time.monotonic() + 60
+    with pytest.raises(ocr.OcrTimeout), ocr.time_limit(0.2):
+        while time.monotonic() < give_up:  # CPU past the limit: cut off
+            pass
+    assert budget.left_s() < 0
+
+
+# ------------------------------------------------------------------------------------------------
+# a real kernel
+
+
+def document(home: Path, name: str) -> sqlite3.Row | None:
+    """The index's row of the file ``name``, None before it has one."""
+    with contextlib.closing(sqlite3.connect(home / "data" / "index.sqlite")) as db:
+        db.row_factory = sqlite3.Row
+        row: sqlite3.Row | None = db.execute("SELECT * FROM documents WHERE path LIKE ?", (f"%/{name}",)).fetchone()
+        return row
+
+
+def found(home: Path, word: str) -> set[str]:
+    out = cli(home, "search", word, "--mode", "keyword", "--json")
+    return {Path(r["file_path"]).name for r in json.loads(out.stdout)["results"]}
+
+
+def long_pdf(path: Path) -> Path:
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma", "omega"]
+    pages = [
+        [
+            f"Page {p} line {n}: " + " ".join(words[(p * 7 + n * 3 + i) % len(words)] for i in range(10))
+            for n in range(40)
+        ]
+        for p in range(PAGES)
+    ]
+    pages[0][0] = f"The manual opens with the {FIRST}."
+    pages[-1][-1] = f"The manual ends with the {LAST}."
+    return make_pdf(path, pages)
+
+
+@pytest.fixture
+def pipeline(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
+    root = short_tmpdir("fmp-")
+    docs = root / "docs"
+    docs.mkdir()
+    flag = root / "hold-flag"
+    config = (
+        FAST_RESTART
+        + only_workers("watcher", "parser", "indexer")
+        + f'[workers.parser]\ncount = 1\nenv = {{ FOLDERMIND_TEST_PARSER_HOLD = "{STALL_NEEDLE}:{flag}" }}\n'
+        + f"[ingest]\nparse_timeout_s = {PARSE_TIMEOUT_S}\n"
+        + "[bus]\noverrun_grace_s = 1\n"
+    )
+    k = RunningKernel(home_dir, config).start()
+    try:
+        yield k, docs, flag
+    finally:
+        flag.unlink(missing_ok=True)
+        k.stop()
+        remove_tree(root)
+
+
+def hogs(n: int) -> list[subprocess.Popen[bytes]]:
+    spin = f"import time\nend = time.monotonic() + {HOG_MAX_S}\nwhile time.monotonic() < end: pass\n"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
+
+
+def test_a_long_pdf_beside_cpu_hogs_outlives_its_deadline_and_is_indexed_and_a_stalled_parse_is_cut_off(
+    pipeline: tuple[RunningKernel, Path, Path],
+) -> None:
+    k, docs, flag = pipeline
+    home = k.root
+    pdf = long_pdf(docs / "manual.pdf")
+    deadline = PARSE_TIMEOUT_S + 2.0 * pdf.stat().st_size / 1_048_576
+    busy = hogs(HOGS)
+    try:
+        cli(home, "folders", "add", str(docs))
+        wait_for(lambda: (r := document(home, "manual.pdf")) is not None and r["attempts"] >= 1, 120, 0.05, "sent")
+        sent = time.monotonic()
+        row = wait_for(
+            lambda: (r := document(home, "manual.pdf")) is not None and r["status"] in ("indexed", "failed") and r,
+            600,
+            0.2,
+            "parsed",
+        )
+        took = time.monotonic() - sent
+    finally:
+        for hog in busy:
+            hog.kill()
+        for hog in busy:
+            hog.wait(10)
+    assert row["status"] == "indexed", row["error"]
+    assert row["attempts"] == 1, "the parse was cut off and retried"
+    assert row["pages"] == PAGES
+    # Before a parse's deadline followed its progress, this parse was cut off at its wall-clock deadline.
+    assert took > deadline, f"the parse took {took:.1f} s, inside its {deadline:.1f} s deadline: nothing was tested"
+    wait_for(lambda: found(home, FIRST) == {"manual.pdf"}, 60, 0.3, "the first page findable")
+    assert found(home, LAST) == {"manual.pdf"}
+
+    # A parse that makes no progress at all (held by the parser's test switch: no page, no CPU) is cut off
+    # at its deadline, retried once on a fresh parser, then failed with the reason.
+    flag.write_text("hold")
+    (docs / f"{STALL_NEEDLE}notes.txt").write_text("Notes that never get parsed, about the quokka.\n")
+    stalled = f"{STALL_NEEDLE}notes.txt"
+    row = wait_for(lambda: (r := document(home, stalled)) is not None and r["status"] == "failed" and r, 90, 0.1)
+    assert row["attempts"] == 2
+    assert row["error"].startswith("quarantined: its parse made no progress (no page read, no CPU used) for "), row[
+        "error"
+    ]
+    flag.unlink()
+    assert found(home, "quokka") == set()
