@@ -178,7 +178,7 @@ class IngestPolicy(_Strict):
         default_factory=list,
         description='Globs of files and subfolders left out of every Smart Folder ("build", "*.log", "drafts/**"):'
         " matched against the path inside the folder, or a name alone for a glob without a slash; files indexed"
-        " before leave the index at the next scan.",
+        " before leave the index when foldermind next starts.",
     )
     chunk_max_tokens: int = Field(
         256,
