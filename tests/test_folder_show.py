@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from foldermind.workers.ingest_rules import Rules, starts_as_text
 from tests.helpers import ONE_PARSER, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
 
 BAD_NAME = os.fsdecode(b"bad-\xff\xfe-name.txt")  # not UTF-8
@@ -154,3 +155,28 @@ def test_an_exclude_added_later_takes_indexed_files_out_of_the_index(home_dir: P
         assert set(states(show(k, str(docs)))) == {"kept.txt"}
     finally:
         k.stop()
+
+
+def test_exclude_globs_match_the_path_inside_the_folder_or_a_name_on_it() -> None:
+    rules = Rules(["build", "*.bak", "docs/old/**", "{tmp,cache}"], ["LOG", ".conf"])
+    left_out = ("build/a.txt", "src/build/a.txt", "notes.bak", "x/y.bak", "docs/old/a.txt", "docs/old/deep/b.md")
+    kept = ("builder/a.txt", "notes.bak.txt", "docs/older/a.txt", "old/a.txt", "a/docs/old/b.txt", "notes.txt")
+    assert [p for p in left_out if not rules.excluded(p)] == []
+    assert [p for p in kept if rules.excluded(p)] == []
+    assert rules.excluded("cache/x.txt") and rules.excluded("a/tmp/x.txt")  # braces
+    assert not Rules().excluded("build/a.txt")
+    assert (rules.known_format("server.log"), rules.known_format("a.CONF"), rules.known_format("README")) == (
+        "txt",
+        "txt",
+        None,
+    )
+    assert rules.known_format("report.PDF") == "pdf"  # a parser's suffix keeps its format
+
+
+def test_first_bytes_are_text_when_they_decode_and_hold_no_nul() -> None:
+    cut = ("é" * 3000).encode()[:4095]  # a character cut at the end of the bytes read
+    assert starts_as_text(b"Changelog\n\n* fixed\n") and starts_as_text(cut)
+    assert starts_as_text("Café crème, déjà vu.\n".encode("latin-1"))  # decodable in another encoding
+    assert not starts_as_text(b"ELF\x02\x01\x01\x00\x00\x00")  # a NUL
+    assert not starts_as_text("text".encode("utf-16"))  # NULs: only extra_text_suffixes read it
+    assert not starts_as_text(bytes(range(1, 32)) * 40)  # control characters

@@ -223,7 +223,7 @@ def folders_show(folder: str, failed: bool, skipped: bool, unsupported: bool, as
     unsupported) and the reason it is not indexed; --failed, --skipped, --unsupported show only those."""
     home = current_home()
     wanted = [s for s, on in zip(STATES, (failed, skipped, unsupported), strict=True) if on]
-    target = os.path.abspath(folder) if os.path.isdir(folder) else folder
+    target = os.path.realpath(folder) if os.path.isdir(folder) else folder  # as the indexer registers a path
     info = next((f for f in _folders(home) if target in (f["id"], f["path"])), None)
     if info is None:
         raise click.ClickException(f"no Smart Folder {folder!r}: {typed(home, 'folders', 'list')} shows them")
