@@ -395,7 +395,7 @@ def test_a_folder_of_every_new_format_is_indexed_with_locations_and_its_hostile_
     make_odp(docs / "deck.odp", "marmoset")
     make_rtf(docs / "lease.rtf", "tapir")
     for name in ("model.PSD", "render.blend", "notes.xyz"):  # no parser reads these: counted, not documents
-        (docs / name).write_bytes(b"not a format anyone reads")
+        (docs / name).write_bytes(b"not a format anyone reads\x00\x00")  # nor is it text
     # The hostile ones.
     make_zip_bomb(docs / "bomb.pptx", "ppt/slides/slide1.xml", 300)
     make_zip_bomb(docs / "bomb.xlsx", "xl/worksheets/sheet1.xml", 300)
@@ -481,7 +481,7 @@ def test_a_folder_of_every_new_format_is_indexed_with_locations_and_its_hostile_
     assert (folder["files_indexed"], folder["files_failed"]) == (len(expected) - 1, len(failed))
     assert (folder["files_total"], folder["files_unsupported"]) == (len(state), 3)
     line = next(x for x in cli(home, "status").stdout.splitlines() if x.startswith("folder  Office"))
-    assert f"{len(failed)} failed, 3 not read (other formats)" in line, line
+    assert f"{len(failed)} failed, 3 not read (other formats: .blend 1, .psd 1, .xyz 1)" in line, line
     index = structured(mc.call(url, token, "index_status"))
     assert index["unsupported"] == {".blend": 1, ".psd": 1, ".xyz": 1}
     assert index["folders"][0]["files_unsupported"] == 3

@@ -521,14 +521,16 @@ def test_hostile_files_end_failed_with_a_reason_or_indexed_and_no_worker_stays_d
     assert set(listed) == want_listed
     assert not found(k, "basilisks"), "an external entity was resolved"
 
-    # Folder counts add up: every file is indexed, failed (skipped counts as failed) or pending.
+    # Folder counts add up: every file is indexed, failed or skipped (counted apart), or pending.
     folder = json.loads(cli(home, "folders", "list", "--json").stdout)[0]
     n_indexed = sum(e.state == "indexed" for e in expect.values())
-    n_failed = sum(e.state in ("failed", "skipped") for e in expect.values())
-    assert (folder["files_indexed"], folder["files_failed"], folder["files_total"]) == (
+    n_failed = sum(e.state == "failed" for e in expect.values())
+    n_skipped = sum(e.state == "skipped" for e in expect.values())
+    assert (folder["files_indexed"], folder["files_failed"], folder["files_skipped"], folder["files_total"]) == (
         n_indexed,
         n_failed,
-        n_indexed + n_failed,
+        n_skipped,
+        n_indexed + n_failed + n_skipped,
     )
 
     # No worker stays down. A hostile file may cost a parser restart (two, then it is quarantined);

@@ -133,7 +133,7 @@ def test_every_image_suffix_is_read_and_watched_in_any_case_and_unknown_ones_are
         for name in (f"a{suffix}", f"A{suffix.upper()}", f"b{suffix.title()}"):
             assert format_of(Path(name)) == IMAGE and eligible_name(name), name
     for name in ("notes.xyz", "DATA.BIN", "README", "board.png", ".hidden.xyz", "draft.tmp"):
-        (tmp_path / name).write_bytes(b"x")
+        (tmp_path / name).write_bytes(b"\x00\x01x")  # not text: an unknown suffix is read only when it is
     unsupported: dict[str, int] = {}
     files, _ = scan(str(tmp_path), unsupported)
     assert [Path(f["path"]).name for f in files] == ["board.png"]
@@ -173,7 +173,7 @@ def test_a_folder_of_scans_is_found_by_page_with_ocr_in_the_location_and_the_ima
     make_image(docs / "Board.PNG", ["The whiteboard lists the okapi budget for March."])
     make_image_bomb(docs / "bomb.png", 30_000)
     (docs / "notes.txt").write_text("A plain neighbour about capybaras.\n")
-    (docs / "model.xyz").write_bytes(b"not a format anyone reads")
+    (docs / "model.xyz").write_bytes(b"not a format anyone reads\x00")  # nor text
     cli(k.root, "folders", "add", str(docs), "--name", "Scans", "--wait", timeout=300)
 
     state = documents(k.root)

@@ -620,7 +620,7 @@ def test_worker_handler_maps_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert [c["text"] for c in reply.chunks] == ["Hello there."]
     assert worker.details()["tokenizer"] == "loaded"
 
-    def exhausted(path: Path, data: bytes, max_bytes: int) -> ParsedDocument:
+    def exhausted(path: Path, data: bytes, max_bytes: int, fmt: str = "") -> ParsedDocument:
         raise MemoryError
 
     monkeypatch.setattr(parser_module, "parse_content", exhausted)

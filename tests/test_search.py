@@ -415,7 +415,8 @@ def test_summary_of_an_indexed_file_failed_files_have_none_and_paths_are_checked
     reply = world.call(SummaryRequest(str(world.docs / "notes.txt")), SummaryReply)
     assert reply.analysis["file_path"] == str(world.docs / "notes.txt") and reply.analysis["category"] == "docs"
     err = world.error(SummaryRequest(str(world.docs / "broken.pdf")), SummaryReply)
-    assert err.code == "file_not_analyzed" and "hint:" in err.info.message
+    assert err.code == "file_not_analyzed" and "could not be indexed" in err.info.message  # and why
+    assert "(failed: corrupt PDF" in err.info.message and "folders show" in err.info.message, err.info.message
     for bad in (str(world.outside), str(world.docs / "escape.txt"), "notes.txt", "/etc/passwd"):
         assert world.error(SummaryRequest(bad), SummaryReply).code == "invalid_path", bad
 
@@ -423,7 +424,7 @@ def test_summary_of_an_indexed_file_failed_files_have_none_and_paths_are_checked
 def test_index_status_reports_totals_folders_model_and_failures(world: World) -> None:
     status: IndexStatusReply = world.call(IndexStatusRequest(), IndexStatusReply)
     totals = status.totals
-    counts = ("files_total", "files_indexed", "files_failed", "files_pending", "files_unsupported")
+    counts = ("files_total", "files_indexed", "files_failed", "files_skipped", "files_pending", "files_unsupported")
     assert set(totals) == {*counts, "chunks", "chunks_embedded"}
     assert totals["files_unsupported"] == sum(status.unsupported.values())
     assert totals["files_total"] == sum(f["files_total"] for f in status.folders)

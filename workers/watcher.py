@@ -12,10 +12,12 @@ strings) nor live in the index (SQLite text): the file is listed as skipped unde
 undecodable byte shown as U+FFFD, and any event that names such a path makes the watcher rescan that
 folder instead of sending the event.
 
-Files no parser reads (by suffix) are not documents either, but users ask why a file is not found: each
-scan counts them by suffix and the indexer keeps the count of the folder's last scan for ``index_status``
-(a file added later is counted at the next scan; rescanning on every such event would cost a folder walk
-per unrelated file).
+Which files are documents, and in which format, is :mod:`..ingest_rules`'s (``[ingest] exclude`` and
+``extra_text_suffixes``; a file with no known suffix is a text document when its first bytes are text). Files
+no parser reads are not documents, but users ask why a file is not found: each scan counts them by suffix and
+lists the first of them, and the indexer keeps that of the folder's last scan for ``index_status`` and
+``folders show`` (a file added later is counted at the next scan; rescanning on every such event would cost
+a folder walk per unrelated file).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import ingest_from_env
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.ingest_rules import Rules, suffix_of
 from foldermind.workers.parser.formats import SUFFIXES
 
 log = logging.getLogger("foldermind.watcher")
@@ -72,6 +75,9 @@ DELIVERY_RETRY_MAX_S = 15.0
 SUPPORTED = frozenset(SUFFIXES)
 """The suffixes (lower case) the parsers read: taken from their registry, so a new format is watched the
 moment it is parsed (a list kept here once missed .rst)."""
+MAX_UNSUPPORTED_LISTED = 200
+"""How many of a folder's unsupported files a scan lists by name (all are counted)."""
+NO_RULES = Rules()
 TEMPORARY = ("~$*", "*.swp", "*.swo", "*.swx", "*~", "*.part", "*.crdownload", "*.download", "*.tmp", "#*#", ".~lock*")
 
 
@@ -85,30 +91,30 @@ def ignored_name(name: str) -> bool:
     return name.startswith(".") or any(fnmatch.fnmatch(name, pat) for pat in TEMPORARY)
 
 
-def unsupported_suffix(name: str) -> str | None:
-    """The suffix (lower case; ``""`` for none) of a document no parser reads, else None."""
-    if ignored_name(name):
-        return None
-    suffix = os.path.splitext(name)[1].lower()
-    return None if suffix in SUPPORTED else suffix
-
-
-def document_name(path: str, root: str) -> bool:
-    """``path`` (inside ``root``) names a document, whatever is there now: no hidden folder on the way, and a
-    name the parsers read."""
+def may_be_document(path: str, root: str, rules: Rules = NO_RULES) -> bool:
+    """``path`` (inside ``root``) could be a document, whatever its suffix: no hidden folder on the way, not a
+    temporary, not excluded."""
     rel = os.path.relpath(path, root)
     if rel.startswith("..") or any(part.startswith(".") for part in Path(rel).parts):
         return False
-    return eligible_name(os.path.basename(path))
+    return not ignored_name(os.path.basename(path)) and not rules.excluded(rel.replace(os.sep, "/"))
 
 
-def eligible_path(path: str, root: str) -> bool:
-    """``path`` (inside ``root``) is eligible: no hidden folder on the way, and it resolves, symlinks
-    followed, to a regular file inside ``root``."""
-    if not document_name(path, root):
+def document_name(path: str, root: str, rules: Rules = NO_RULES) -> bool:
+    """``path`` (inside ``root``) names a document, whatever is there now: it may be one, and its name says
+    a format."""
+    return may_be_document(path, root, rules) and rules.known_format(os.path.basename(path)) is not None
+
+
+def eligible_path(path: str, root: str, rules: Rules = NO_RULES) -> bool:
+    """``path`` (inside ``root``) is eligible: it may be a document, it resolves, symlinks followed, to a
+    regular file inside ``root``, and its name or (no known suffix) its first bytes say a format."""
+    if not may_be_document(path, root, rules):
         return False
     real = os.path.realpath(path)
-    return (real == root or real.startswith(root.rstrip("/") + "/")) and os.path.isfile(real)
+    if not ((real == root or real.startswith(root.rstrip("/") + "/")) and os.path.isfile(real)):
+        return False
+    return rules.format_of(path, lambda r: r == root or r.startswith(root.rstrip("/") + "/")) is not None
 
 
 def sendable(path: str) -> bool:
@@ -125,10 +131,16 @@ def shown_path(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "replace")
 
 
-def scan(root: str, unsupported: dict[str, int] | None = None) -> tuple[list[FileEntry], dict[str, str]]:
+def scan(
+    root: str,
+    unsupported: dict[str, int] | None = None,
+    rules: Rules = NO_RULES,
+    listed: list[str] | None = None,
+) -> tuple[list[FileEntry], dict[str, str]]:
     """Every eligible file under ``root``, and the eligible files that cannot be indexed (shown path ->
-    reason); symlinked folders are not followed. ``unsupported``, when given, counts the files left out
-    because no parser reads their suffix (suffix -> files; ``index_status`` shows the count)."""
+    reason); symlinked folders and excluded paths are not followed. ``unsupported``, when given, counts the
+    files left out because no parser reads them (suffix -> files; ``index_status`` shows the count), and
+    ``listed`` gets the first of them (shown paths)."""
     found: list[FileEntry] = []
     skipped: dict[str, str] = {}
     stack = [root]
@@ -142,19 +154,22 @@ def scan(root: str, unsupported: dict[str, int] | None = None) -> tuple[list[Fil
         for entry in entries:
             if entry.name.startswith("."):
                 continue
+            if rules.exclude and rules.excluded(shown_path(os.path.relpath(entry.path, root))):
+                continue
             try:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
-                elif eligible_path(entry.path, root):
+                elif eligible_path(entry.path, root, rules):
                     if not sendable(entry.path):
                         skipped[shown_path(entry.path)] = NAME_NOT_UTF8
                         continue
                     st = entry.stat(follow_symlinks=True)
                     found.append(FileEntry(path=entry.path, size=st.st_size, mtime_ns=st.st_mtime_ns))
-                elif unsupported is not None and entry.is_file():
-                    suffix = unsupported_suffix(entry.name)
-                    if suffix is not None:
-                        unsupported[suffix] = unsupported.get(suffix, 0) + 1
+                elif unsupported is not None and entry.is_file() and not ignored_name(entry.name):
+                    suffix = suffix_of(entry.name)
+                    unsupported[suffix] = unsupported.get(suffix, 0) + 1
+                    if listed is not None and len(listed) < MAX_UNSUPPORTED_LISTED:
+                        listed.append(shown_path(entry.path))
             except OSError:
                 continue
     return found, skipped
@@ -187,23 +202,34 @@ class _Events(FileSystemEventHandler):
             # Cannot be sent as it is: the folder's scan lists it under a name that can (or forgets it).
             self.watcher.note_rescan(self.root)
             return
+        rules = self.watcher.rules
         if kind == "moved" and dest:
-            src_ok = event.is_directory or eligible_name(os.path.basename(src))
-            dest_ok = event.is_directory or eligible_path(dest, self.root)
+            if event.is_directory and not may_be_document(src, self.root, rules):
+                if may_be_document(dest, self.root, rules):  # out of an excluded folder: its files are new
+                    self.watcher.note_rescan(self.root)
+                return
+            src_ok = may_be_document(src, self.root, rules)  # the indexer ignores a path it does not know
+            dest_ok = (
+                may_be_document(dest, self.root, rules) if event.is_directory else eligible_path(dest, self.root, rules)
+            )
             if src_ok and dest_ok:
                 self.watcher.note_event(ChangeEvent(kind="moved", path=src, dest=dest))
             elif dest_ok:  # e.g. a download renamed from .part to .pdf
                 self.watcher.note_event(ChangeEvent(kind="created", path=dest, dest=None))
             elif src_ok:
                 self.watcher.note_event(ChangeEvent(kind="deleted", path=src, dest=None))
-            if not dest_ok and document_name(dest, self.root):
+            if not dest_ok and not event.is_directory and document_name(dest, self.root, rules):
                 # Something that is no document (a link out of the folder, say) renamed over one: the indexer
                 # looks at what is there now, and leaves it unindexed with the reason.
                 self.watcher.note_event(ChangeEvent(kind="modified", path=dest, dest=None))
             return
         if kind == "deleted":
             self.watcher.note_event(ChangeEvent(kind="deleted", path=src, dest=None))
-        elif not event.is_directory and kind in ("created", "modified", "closed") and eligible_path(src, self.root):
+        elif (
+            not event.is_directory
+            and kind in ("created", "modified", "closed")
+            and eligible_path(src, self.root, rules)
+        ):
             self.watcher.note_event(ChangeEvent(kind="modified", path=src, dest=None))
 
 
@@ -211,6 +237,7 @@ class WatcherWorker(Worker):
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         self.policy = ingest_from_env()
+        self.rules = Rules.of(self.policy)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._pending: dict[str, tuple[ChangeEvent, float]] = {}
@@ -290,8 +317,11 @@ class WatcherWorker(Worker):
         """Send the folder's full list of files to the indexer."""
         t0 = time.monotonic()
         unsupported: dict[str, int] = {}
-        files, skipped = scan(folder["path"], unsupported)
-        request = ReconcileRequest(folder_id=folder["id"], files=files, skipped=skipped, unsupported=unsupported)
+        listed: list[str] = []
+        files, skipped = scan(folder["path"], unsupported, self.rules, listed)
+        request = ReconcileRequest(
+            folder_id=folder["id"], files=files, skipped=skipped, unsupported=unsupported, unsupported_files=listed
+        )
         reply = self.client().request("indexer", request, ReconcileReply, timeout=120).body
         with self._lock:
             self._reconciled.add(folder["path"])

@@ -95,11 +95,23 @@ def require_running(home: Home) -> None:
 
 
 def failed_and_not_read(folder: Any) -> str:
-    """ "3 failed" and, when its last scan found any, "2 not read (other formats)": the files of a folder
-    (a ``FolderInfo``) that are not indexed, as every folder line says them."""
+    """ "3 failed", "1 skipped" when any, and when its last scan found any, "2 not read (other formats: .gz 2)":
+    the files of a folder (a ``FolderInfo``) that are not indexed, as every folder line says them."""
     out = f"{folder['files_failed']} failed"
+    if folder.get("files_skipped"):
+        out += f", {folder['files_skipped']} skipped"
     unsupported = folder.get("files_unsupported") or 0
-    return out + (f", {unsupported} not read (other formats)" if unsupported else "")
+    if unsupported:
+        out += f", {unsupported} not read (other formats"
+        out += f": {suffix_counts(folder['unsupported'])})" if folder.get("unsupported") else ")"
+    return out
+
+
+def suffix_counts(counts: dict[str, int], most: int = 5) -> str:
+    """ ".gz 12, .xyz 1, no suffix 2": the unsupported files of a folder by suffix, most first."""
+    named = [f"{suffix or 'no suffix'} {n}" for suffix, n in list(counts.items())[:most]]
+    rest = sum(list(counts.values())[most:])
+    return ", ".join(named) + (f", other {rest}" if rest else "")
 
 
 def one_line(name: str) -> str:

@@ -1,4 +1,4 @@
-"""``foldermind folders add|add-criteria|list|remove`` and ``foldermind search``."""
+"""``foldermind folders add|add-criteria|list|show|remove`` and ``foldermind search``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from foldermind.kernel.cli.common import (
     home_option,
     one_line,
     require_running,
+    suffix_counts,
     typed,
 )
 from foldermind.kernel.cli.status import fetch_status
@@ -26,10 +27,14 @@ from foldermind.protocol.messages import (
     CriteriaInfo,
     FolderAddReply,
     FolderAddRequest,
+    FolderDocumentsReply,
+    FolderDocumentsRequest,
     FolderListReply,
     FolderListRequest,
     FolderRemoveReply,
     FolderRemoveRequest,
+    IndexStatusReply,
+    IndexStatusRequest,
     SearchReply,
     SearchRequest,
     WatchSyncReply,
@@ -141,7 +146,7 @@ def _wait_indexed(home: Home, folder_id: str) -> None:
         postponed = ""
         while True:
             f = _folder(home, folder_id)
-            done = f["files_indexed"] + f["files_failed"]
+            done = f["files_indexed"] + f["files_failed"] + f.get("files_skipped", 0)
             bar.update(files, total=max(f["files_total"], 1), completed=done, extra=f"{f['files_failed']} failed")
             bar.update(embedded, total=max(f["chunks"], 1), completed=f["chunks_embedded"], extra="chunks")
             if f["state"] == "ready" and done >= f["files_total"]:
@@ -200,6 +205,80 @@ def folders_list(as_json: bool) -> None:
     for c in saved:
         click.echo(f"{c['id']}  {c['name']:<20} {_criteria_line(c)}")
         click.echo(f"    {c['file_count']} documents match now")
+
+
+STATES = ("failed", "skipped", "unsupported")
+PAGE = 500
+
+
+@folders.command("show")
+@home_option
+@click.argument("folder")
+@click.option("--failed", is_flag=True, help="Files a parser could not read, with the reason.")
+@click.option("--skipped", is_flag=True, help="Files left unindexed without being read, with the reason.")
+@click.option("--unsupported", is_flag=True, help="Files no parser reads (by suffix; the first 200 by name).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def folders_show(folder: str, failed: bool, skipped: bool, unsupported: bool, as_json: bool) -> None:
+    """Every file of the Smart Folder FOLDER (its id or path) with its state (indexed, pending, failed, skipped,
+    unsupported) and the reason it is not indexed; --failed, --skipped, --unsupported show only those."""
+    home = current_home()
+    wanted = [s for s, on in zip(STATES, (failed, skipped, unsupported), strict=True) if on]
+    target = os.path.realpath(folder) if os.path.isdir(folder) else folder  # as the indexer registers a path
+    info = next((f for f in _folders(home) if target in (f["id"], f["path"])), None)
+    if info is None:
+        raise click.ClickException(f"no Smart Folder {folder!r}: {typed(home, 'folders', 'list')} shows them")
+    files = _documents(home, info["id"], [s for s in wanted if s != "unsupported"]) if wanted != ["unsupported"] else []
+    if not wanted or "unsupported" in wanted:
+        status = _call(home, "indexer", IndexStatusRequest(max_failures=0, folder=info["id"]), IndexStatusReply)
+        files += [_unsupported(path) for path in status.unsupported_files]
+    if as_json:
+        click.echo(json.dumps({"folder": info, "files": files}, indent=2, ensure_ascii=False))
+        return
+    click.echo(f"{info['id']}  {info['name']}  {info['path']}")
+    click.echo(
+        f"    {info['state']}: {info['files_indexed']}/{info['files_total']} files indexed, {failed_and_not_read(info)}"
+    )
+    if info.get("unsupported") and (not wanted or "unsupported" in wanted):
+        listed = sum(f["state"] == "unsupported" for f in files)
+        more = f" (the first {listed} listed)" if listed < info["files_unsupported"] else ""
+        click.echo(f"    not read, by suffix: {suffix_counts(info['unsupported'], most=50)}{more}")
+    root = info["path"].rstrip("/") + "/"
+    for f in files:
+        shown = f["path"][len(root) :] if f["path"].startswith(root) else f["path"]
+        click.echo(f"{f['state']:<12} {one_line(shown)}" + (f"  {one_line(f['reason'])}" if f["reason"] else ""))
+    if not files:
+        click.echo("no such files" if wanted else "no files yet")
+
+
+def _folders(home: Home) -> list[Any]:
+    return list(_call(home, "indexer", FolderListRequest(), FolderListReply, timeout=10).folders)
+
+
+def _documents(home: Home, folder_id: str, statuses: list[str]) -> list[dict[str, Any]]:
+    """Every document of the folder (with one of ``statuses``, when given): path, state and reason."""
+    out: list[dict[str, Any]] = []
+    after: int | None = 0
+    while after is not None:
+        request = FolderDocumentsRequest(folder=folder_id, after=after, limit=PAGE, statuses=statuses)
+        reply = _call(home, "indexer", request, FolderDocumentsReply)
+        for d in reply.documents:
+            reason = d.get("error") or ""
+            if d["status"] == "indexed":
+                reason = f"read as {d['format']}" if d["format"] else ""
+            out.append({"path": d["path"], "state": d["status"], "reason": reason, "format": d["format"]})
+        after = reply.next_after
+    return out
+
+
+def _unsupported(path: str) -> dict[str, Any]:
+    suffix = os.path.splitext(os.path.basename(path))[1].lower()
+    named = f"{suffix} files" if suffix else "a file with no suffix"
+    return {
+        "path": path,
+        "state": "unsupported",
+        "reason": f"no parser reads {named}, and its first bytes are not text",
+        "format": None,
+    }
 
 
 @folders.command("remove")

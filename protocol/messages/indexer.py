@@ -46,6 +46,8 @@ class ReconcileRequest(Message):
     unsupported: dict[str, int] = field(default_factory=dict)
     """How many files of the folder no parser reads, by suffix (lower case, `""` for none): left out, counted in
     `index.status.reply`."""
+    unsupported_files: list[str] = field(default_factory=list)
+    """The first of those files (at most 200, paths as `skipped` shows them), listed by `index.status.reply`."""
 
 
 @message("index.reconcile.reply")
@@ -92,9 +94,15 @@ class FolderInfo(TypedDict):
     files_total: int
     files_indexed: int
     files_failed: int
+    """Files a parser could not read (a corrupt PDF, a file too large): each has its reason."""
     files_unsupported: int
     """Files in the folder that no parser reads (other formats, by their suffix), as of its last scan; they
     are not documents, so `files_total` leaves them out."""
+    files_skipped: NotRequired[int]
+    """Files left unindexed without being read (a name that is not UTF-8, a link out of the folder), each with its
+    reason; `files_total` counts them, apart from `files_failed`."""
+    unsupported: NotRequired[dict[str, int]]
+    """`files_unsupported` by suffix (lower case, `""`: none), most first."""
     chunks: int
     chunks_embedded: int
     """Those chunks whose vectors a semantic search finds: a batch counts once it is in the vector index, not
@@ -190,6 +198,8 @@ class DocumentEntry(TypedDict):
     mtime_ns: int
     title: str | None
     format: str | None
+    error: NotRequired[str | None]
+    """Why a `failed` or `skipped` document is not indexed."""
 
 
 @message("folders.documents.request")
@@ -206,6 +216,8 @@ class FolderDocumentsRequest(Message):
     """Most documents to return; clamped to 1..500."""
     indexed_only: bool = False
     """Only documents whose status is `indexed` (those a read can open)."""
+    statuses: list[str] = field(default_factory=list)
+    """Only documents with one of these statuses (`pending`, `indexed`, `failed`, `skipped`); empty: any."""
 
 
 @message("folders.documents.reply")
@@ -617,19 +629,22 @@ class IndexStatusRequest(Message):
 
     max_failures: int = 20
     """How many recent failures to list; clamped to 0..200."""
+    folder: str = ""
+    """Only this folder's failures and unsupported files (its id or registered path); `""`: every folder's. Errors:
+    `unknown_folder`."""
 
 
 @message("index.status.reply")
 @dataclass(slots=True)
 class IndexStatusReply(Message):
-    """``totals`` (files_total, files_indexed, files_failed, files_pending, files_unsupported, chunks,
+    """``totals`` (files_total, files_indexed, files_failed, files_skipped, files_pending, files_unsupported, chunks,
     chunks_embedded), ``folders``, ``embedding`` (model, dim, state: ready/loading/unavailable, note) and the
     most recent failures with their reasons; ``storage``: ``{state: ok/disk_full, message, what, path,
     free_bytes, since}`` (a full disk pauses indexing, nothing is marked failed for it); the ``formats``
     read, whether ``ocr`` runs, and the ``unsupported`` files by suffix."""
 
     totals: dict[str, int]
-    """Over every folder: `files_total`, `files_indexed`, `files_failed` (skipped ones not counted), `files_pending`,
+    """Over every folder: `files_total`, `files_indexed`, `files_failed`, `files_skipped`, `files_pending`,
     `files_unsupported` (left out: no parser reads their suffix; as of each folder's last scan), `chunks`,
     `chunks_embedded`."""
     folders: list[FolderInfo]
@@ -649,3 +664,5 @@ class IndexStatusReply(Message):
     """`{enabled, available, engine, note}` (`OcrInfo`): whether scanned pages and image files are read."""
     unsupported: dict[str, int] = field(default_factory=dict)
     """The files left out because no parser reads their suffix, by suffix (`""`: no suffix), over every folder."""
+    unsupported_files: list[str] = field(default_factory=list)
+    """The first of those files (at most 200 a folder) as of each folder's last scan."""

@@ -57,6 +57,9 @@ class ParseRequest(Message):
     """The file's bytes follow as the message's one buffer frame (at most ``max_bytes``), and ``path`` only names
     the file (its suffix picks the format). Always set by the indexer, which read the bytes from the one descriptor
     it opened and checked: a parser opens no path, so a file swapped for a link since is never read through it."""
+    format: str = ""
+    """Read the bytes as this format (`txt`: a file with no known suffix whose first bytes are text, or a suffix of
+    `[ingest] extra_text_suffixes`); `""`: the suffix picks it."""
 
 
 @message("parse.partial")

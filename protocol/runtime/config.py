@@ -168,6 +168,18 @@ class IngestPolicy(_Strict):
         ge=0,
         description="A changed file is indexed once it has been quiet this long (a file being written settles first).",
     )
+    extra_text_suffixes: list[str] = Field(
+        default_factory=list,
+        description='More file name suffixes always read as plain text (".log"), even when their first bytes hold NULs'
+        " (UTF-16 text). A file with any other suffix no parser knows (README, NEWS.Debian) is read as text when its"
+        " first bytes are text without NULs.",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        description='Globs of files and subfolders left out of every Smart Folder ("build", "*.log", "drafts/**"):'
+        " matched against the path inside the folder, or a name alone for a glob without a slash; files indexed"
+        " before leave the index when foldermind next starts.",
+    )
     chunk_max_tokens: int = Field(
         256,
         ge=16,

@@ -280,7 +280,7 @@ def index_corpora(kernel: Kernel, corpora: dict[str, Corpus], results: Results) 
                 if f is None:
                     lines.append(f"{c.name}: not registered yet")
                     continue
-                done = f["files_indexed"] + f["files_failed"]
+                done = f["files_indexed"] + f["files_failed"] + f.get("files_skipped", 0)
                 ready = (
                     f["files_total"] == c.files
                     and done >= c.files

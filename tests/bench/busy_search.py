@@ -104,7 +104,7 @@ def main() -> int:
                     polled = now
                     f = _folder(kernel.folders(bus), extra)
                     if f is not None:
-                        done = f["files_indexed"] + f["files_failed"]
+                        done = f["files_indexed"] + f["files_failed"] + f.get("files_skipped", 0)
                         chunks = int(f["chunks"])
                         phase = "parsing" if done < args.extra else "embedding"
                         if done >= args.extra and chunks and f["chunks_embedded"] >= chunks:

@@ -330,7 +330,7 @@ def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> Inges
                 f = kernel.folder(client)
                 now = time.monotonic() - t0
                 if f is not None:
-                    done = f["files_indexed"] + f["files_failed"]
+                    done = f["files_indexed"] + f["files_failed"] + f.get("files_skipped", 0)
                     run.progress.append((now, done, f["chunks_embedded"]))
                     if not run.keyword_s and f["files_total"] >= files and done >= files and f["state"] == "ready":
                         run.keyword_s = now

@@ -139,7 +139,7 @@ def index_corpus(kernel: Kernel, corpus: Path, files: int) -> Index:
             f = kernel.folder(client)
             now = time.monotonic() - t0
             if f is not None:
-                done = f["files_indexed"] + f["files_failed"]
+                done = f["files_indexed"] + f["files_failed"] + f.get("files_skipped", 0)
                 if (
                     f["files_total"] >= files
                     and done >= files

@@ -119,6 +119,7 @@ class FolderProgress(BaseModel):
     files_indexed: int
     files_failed: int
     files_unsupported: int = Field(0, description="files no parser reads (other formats), as of the last scan")
+    files_skipped: int = Field(0, description="files left unindexed unread (a name that is not UTF-8, too large)")
     chunks: int
     chunks_embedded: int
     state: str

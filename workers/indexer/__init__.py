@@ -64,6 +64,7 @@ from foldermind.workers.indexer.vectors import VectorIndex
 log = logging.getLogger("foldermind.indexer")
 
 MAX_DOCUMENT_PAGE = 500
+MAX_UNSUPPORTED_LISTED = 200
 
 
 class IndexerWorker(Worker):
@@ -225,6 +226,7 @@ class IndexerWorker(Worker):
         # "ready" promises that a keyword search finds every indexed file: not before Tantivy's commit.
         busy = p["files_pending"] or p["files_not_yet_searchable"]
         state = "indexing" if busy else "ready"
+        unsupported = self.store.unsupported(folder.id)
         if busy and self.pipeline.disk_full is not None:
             state = "disk_full"
         return FolderInfo(
@@ -237,7 +239,9 @@ class IndexerWorker(Worker):
             files_total=p["files_total"],
             files_indexed=p["files_indexed"],
             files_failed=p["files_failed"],
-            files_unsupported=sum(self.store.unsupported(folder.id).values()),
+            files_skipped=p["files_skipped"],
+            files_unsupported=sum(unsupported.values()),
+            unsupported=unsupported,
             chunks=p["chunks"],
             chunks_embedded=p["chunks_embedded"],
             state=state,
@@ -302,7 +306,8 @@ class IndexerWorker(Worker):
         body = req.body
         folder_id = self.store.find_folder(body.folder).id if body.folder else None
         limit = max(1, min(int(body.limit), MAX_DOCUMENT_PAGE))
-        rows = self.store.document_page(folder_id, max(0, int(body.after)), limit + 1, bool(body.indexed_only))
+        statuses = ["indexed"] if body.indexed_only else [str(s) for s in body.statuses]
+        rows = self.store.document_page(folder_id, max(0, int(body.after)), limit + 1, statuses)
         documents = [cast(DocumentEntry, dict(r)) for r in rows[:limit]]  # the SELECT names its keys
         more = len(rows) > limit
         return FolderDocumentsReply(documents, documents[-1]["id"] if more else None)
@@ -335,7 +340,7 @@ class IndexerWorker(Worker):
             for path, reason in body.skipped.items():
                 seen.add(path)
                 self.store.mark_skipped(db, folder.id, path, reason[:500])
-            self.store.set_unsupported(db, folder.id, body.unsupported)
+            self.store.set_unsupported(db, folder.id, body.unsupported, body.unsupported_files[:MAX_UNSUPPORTED_LISTED])
             gone = [doc.id for path, doc in known.items() if path not in seen]
             self.store.delete_documents(db, gone)
         self.pipeline.wake()

@@ -55,7 +55,8 @@ UNITS = ("chunks", "lines")
 MAX_ORDINAL = 10_000_000
 MAX_CHUNK_ID = 2**63 - 1  # SQLite's largest integer
 NOT_ANALYZED_HINT = (
-    "hint: a file is analyzed once it is indexed; wait until indexing is done, or look for a failure in index_status"
+    "hint: a file is analyzed once it is indexed; wait until indexing is done (index_status over MCP, `foldermind"
+    " folders show FOLDER` in a terminal, list every file that could not be indexed and why)"
 )
 
 
@@ -223,6 +224,14 @@ class DocumentService:
             fields = analyze_stored(self.store, self.bm25, due)
             return SummaryReply(analysis_map(fields, due.written_at, due.path, due.language))
         analysis = self.store.analysis(real)
+        state = self.store.document_state(real)
+        if analysis is None and state is not None and state[1] in ("failed", "skipped"):
+            folder = self.store.folder_for_path(real)
+            raise JobError(
+                ErrorCode.FILE_NOT_ANALYZED,
+                f"{Path(real).name} could not be indexed, so it has no summary ({state[1]}: {state[2] or 'no reason'});"
+                f" `foldermind folders show {folder.id if folder else 'FOLDER'} --{state[1]}` lists every such file",
+            )
         if analysis is None:
             raise JobError(
                 ErrorCode.FILE_NOT_ANALYZED, f"{Path(real).name} has not been analyzed yet; {NOT_ANALYZED_HINT}"
@@ -236,11 +245,12 @@ class DocumentService:
         limit = body.max_failures if _is_int(body.max_failures) else 20
         totals = self.store.totals()
         totals["chunks_embedded"] -= self.store.embedded_among(self.vectors.arriving, None)  # as folder_info
-        unsupported = self.store.unsupported()
-        totals["files_unsupported"] = sum(unsupported.values())
+        totals["files_unsupported"] = sum(self.store.unsupported().values())
+        folder_id = self.store.find_folder(body.folder).id if body.folder else None
+        unsupported = self.store.unsupported(folder_id)
         failures = [
             FailureInfo(path=r["path"], folder_id=r["folder_id"], status=r["status"], error=r["error"])
-            for r in self.store.recent_failures(max(0, min(limit, MAX_FAILURES)))
+            for r in self.store.recent_failures(max(0, min(limit, MAX_FAILURES)), folder_id)
         ]
         return IndexStatusReply(
             totals=totals,
@@ -250,6 +260,7 @@ class DocumentService:
             formats=[FormatInfo(format=f, suffixes=list(s), ocr=o) for f, s, o in formats.table()],
             ocr=_ocr_info(),
             unsupported=unsupported,
+            unsupported_files=self.store.unsupported_files(folder_id),
         )
 
     def _embedding(self, totals: dict[str, int]) -> EmbeddingInfo:

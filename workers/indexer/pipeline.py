@@ -44,6 +44,7 @@ from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classi
 from foldermind.workers.indexer.store import Document, Store
 from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
 from foldermind.workers.indexer.vectors import VectorIndex, insert_order
+from foldermind.workers.ingest_rules import parse_format
 
 log = logging.getLogger("foldermind.indexer.pipeline")
 
@@ -393,6 +394,7 @@ class Pipeline(threading.Thread):
             max_tokens=self.policy.chunk_max_tokens,
             overlap_tokens=self.policy.chunk_overlap_tokens,
             content=True,
+            format=parse_format(job.doc.path),
         )
         deadline = self.policy.parse_deadline_s(job.size)
         # Recorded before a parser can hold it: a crash during the parse finds its attempt counted.

@@ -114,12 +114,11 @@ END;
 STATUS_COUNTS = {
     "indexed": "files_indexed",
     "failed": "files_failed",
-    "skipped": "files_failed",
+    "skipped": "files_skipped",
     "pending": "files_pending",
 }
-"""Which count a document's status adds to. Skipped (too large, a name that cannot be indexed) counts as
-failed: it is a failure with its reason, and indexed + failed must reach the total for
-``folders add --wait`` to finish."""
+"""Which count a document's status adds to. Skipped (too large, a name that cannot be indexed, a link out of
+the folder) is counted apart from failed (a parser could not read it); each has its reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,9 +265,17 @@ class Store:
         with self.tx() as db:
             self.set_meta(db, "embed_reembedding", "")
 
-    def set_unsupported(self, db: sqlite3.Connection, folder_id: str, counts: Mapping[str, int]) -> None:
-        """Keep the folder's last scan's count of files no parser reads, by suffix."""
+    def set_unsupported(
+        self, db: sqlite3.Connection, folder_id: str, counts: Mapping[str, int], files: Sequence[str] = ()
+    ) -> None:
+        """Keep the folder's last scan's count of files no parser reads, by suffix, and the first of them."""
         self.set_meta(db, f"unsupported:{folder_id}", json.dumps(dict(counts), sort_keys=True))
+        self.set_meta(db, f"unsupported_files:{folder_id}", json.dumps(list(files)))
+
+    def unsupported_files(self, folder_id: str | None = None) -> list[str]:
+        """The first files no parser reads, of each folder's last scan (that one folder's with ``folder_id``)."""
+        ids = [folder.id for folder in self.folders()] if folder_id is None else [folder_id]
+        return [str(p) for fid in ids for p in json.loads(self.get_meta(f"unsupported_files:{fid}", "[]"))]
 
     def unsupported(self, folder_id: str | None = None) -> dict[str, int]:
         """The files no parser reads, by suffix, over the registered folders' last scans (that one folder's
@@ -324,12 +331,14 @@ class Store:
             doc_ids = [r[0] for r in db.execute("SELECT id FROM documents WHERE folder_id = ?", (folder_id,))]
             db.executemany("INSERT INTO journal(doc_id) VALUES(?)", [(d,) for d in doc_ids])
             db.execute("DELETE FROM folders WHERE id = ?", (folder_id,))
-            db.execute("DELETE FROM meta WHERE key = ?", (f"unsupported:{folder_id}",))
+            db.execute(
+                "DELETE FROM meta WHERE key IN (?, ?)", (f"unsupported:{folder_id}", f"unsupported_files:{folder_id}")
+            )
         return doc_ids
 
     def progress(self, folder_id: str) -> dict[str, int]:
         db = self.db
-        counts = {"files_total": 0, "files_indexed": 0, "files_failed": 0, "files_pending": 0}
+        counts = {"files_total": 0, "files_indexed": 0, "files_failed": 0, "files_skipped": 0, "files_pending": 0}
         for status, n in db.execute(
             "SELECT status, COUNT(*) FROM documents WHERE folder_id = ? GROUP BY status", (folder_id,)
         ):
@@ -357,18 +366,21 @@ class Store:
         row = self.db.execute("SELECT MAX(updated_at) FROM documents WHERE folder_id = ?", (folder_id,)).fetchone()
         return None if row[0] is None else float(row[0])
 
-    def document_page(self, folder_id: str | None, after: int, limit: int, indexed_only: bool) -> list[sqlite3.Row]:
-        """Documents with an id above ``after``, in id order (keyset paging: a page stays right while others
-        are added or deleted)."""
+    def document_page(
+        self, folder_id: str | None, after: int, limit: int, statuses: Sequence[str]
+    ) -> list[sqlite3.Row]:
+        """Documents with an id above ``after`` (with one of ``statuses``, when given), in id order (keyset paging:
+        a page stays right while others are added or deleted)."""
         where = ["id > ?"]
         args: list[Any] = [after]
         if folder_id is not None:
             where.append("folder_id = ?")
             args.append(folder_id)
-        if indexed_only:
-            where.append("status = 'indexed'")
+        if statuses:
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+            args.extend(statuses)
         return self.db.execute(
-            "SELECT id, path, folder_id, status, size, mtime_ns, title, format FROM documents "
+            "SELECT id, path, folder_id, status, size, mtime_ns, title, format, error FROM documents "
             f"WHERE {' AND '.join(where)} ORDER BY id LIMIT ?",
             (*args, limit),
         ).fetchall()
@@ -871,7 +883,7 @@ class Store:
             return int(self._watch.execute("PRAGMA data_version").fetchone()[0])
 
     def totals(self) -> dict[str, int]:
-        counts = {"files_total": 0, "files_indexed": 0, "files_failed": 0, "files_pending": 0}
+        counts = {"files_total": 0, "files_indexed": 0, "files_failed": 0, "files_skipped": 0, "files_pending": 0}
         for status, n in self.db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status"):
             counts["files_total"] += n
             key = STATUS_COUNTS.get(status)
@@ -881,11 +893,12 @@ class Store:
         counts["chunks"], counts["chunks_embedded"] = int(row[0]), int(row[1])
         return counts
 
-    def recent_failures(self, limit: int) -> list[sqlite3.Row]:
+    def recent_failures(self, limit: int, folder_id: str | None = None) -> list[sqlite3.Row]:
         return self.db.execute(
             "SELECT path, folder_id, status, COALESCE(error, '') AS error FROM documents "
-            "WHERE status IN ('failed', 'skipped') ORDER BY updated_at DESC, id DESC LIMIT ?",
-            (limit,),
+            "WHERE status IN ('failed', 'skipped') AND (? IS NULL OR folder_id = ?) "
+            "ORDER BY updated_at DESC, id DESC LIMIT ?",
+            (folder_id, folder_id, limit),
         ).fetchall()
 
     def analysis(self, path: str) -> dict[str, Any] | None:

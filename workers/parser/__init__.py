@@ -223,7 +223,7 @@ class ParserWorker(Worker):
         tokenizer = self.tokenizer()
         _hold(path, after=False)
         try:
-            doc = parse_content(path, content, body.max_bytes)
+            doc = parse_content(path, content, body.max_bytes, body.format)
             chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
         except ParseError as exc:
             self.failed += 1

@@ -116,10 +116,12 @@ def parse_file(path: Path, max_bytes: int) -> ParsedDocument:
     return parse_content(path, read_bytes(path, max_bytes), max_bytes)
 
 
-def parse_content(path: Path, data: bytes, max_bytes: int) -> ParsedDocument:
-    """Parse ``data``, the bytes of the file ``path`` names (its suffix picks the format). Every format parses
-    from memory, so bytes sent by another machine need no temporary file."""
-    fmt = _format(path)
+def parse_content(path: Path, data: bytes, max_bytes: int, fmt: str = "") -> ParsedDocument:
+    """Parse ``data``, the bytes of the file ``path`` names, as the format ``fmt`` (``""``: the suffix picks it).
+    Every format parses from memory, so bytes sent by another machine need no temporary file."""
+    if fmt and fmt not in PARSERS:
+        raise ParseError(ErrorCode.PARSE_FAILED, f"unknown format: {fmt[:40]}")
+    fmt = fmt or _format(path)
     if len(data) > max_bytes:
         raise ParseError(ErrorCode.FILE_TOO_LARGE, _too_large(len(data), max_bytes))
     return PARSERS[fmt](data, max_bytes)
