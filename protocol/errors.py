@@ -324,6 +324,16 @@ class ErrorCode(StrEnum):
         "A write to the index failed for lack of disk space (ENOSPC); nothing was lost and the files are "
         "indexed once space is free again.",
     )
+    DATABASE_DAMAGED = (
+        "database_damaged",
+        Fault.FAILED,
+        False,
+        "indexer (every kind)",
+        "The index's SQLite file is damaged (a bad header, overwritten pages: \"database disk image is "
+        'malformed"); the indexer writes nothing more. The message names the file and the fix: stop foldermind '
+        "and run `foldermind repair`, which keeps the damaged file aside, copies out what it can read and has "
+        "the folders indexed again.",
+    )
 
     # The llm worker.
     MODEL_NOT_READY = (

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import click
 import psutil
 
-from foldermind.kernel.cli import clientfile, entries
+from foldermind.kernel.cli import clientfile, entries, repair
 from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, stray_config, typed
 from foldermind.kernel.cli.jsonedit import ParseError
@@ -265,8 +265,10 @@ def _folders(home: Home) -> list[tuple[str, str]] | None:
     db = home.data_dir / "index.sqlite"
     if not db.exists():
         return None
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
+    read_only = f"file:{db}?mode=ro"
+    with contextlib.suppress(sqlite3.DatabaseError), contextlib.closing(sqlite3.connect(read_only, uri=True)) as conn:
         return [(str(n), str(p)) for n, p in conn.execute("SELECT name, path FROM folders ORDER BY added_at")]
+    return None  # a damaged database: the database check says so
 
 
 MARK = {"ok": "ok  ", "info": "--  ", "warn": "WARN", "fail": "FAIL"}
@@ -295,6 +297,7 @@ def doctor(project: Path, as_json: bool) -> None:
         *model_checks(config),
         disk_check(home),
         *folder_checks(home),
+        *(Check(name, status, detail, fix) for name, status, detail, fix in repair.health(home)),  # type: ignore[arg-type]
     ]
     failed = any(c.status == "fail" for c in checks)
     if as_json:
