@@ -121,6 +121,8 @@ class Slot:
     last_error: str | None = None
     kill_reason: str | None = None
     stop_report: str = ""
+    stderr_at: int = 0
+    """Where the stderr log ended when the process started: what it wrote is after."""
 
     ext_pidfd: int | None = None
 
@@ -206,6 +208,7 @@ class Supervisor:
         if not self.home.root:
             env.pop("FOLDERMIND_HOME", None)
         stderr_log = self._stderr_file(slot.name)
+        slot.stderr_at = stderr_log.seek(0, os.SEEK_END)
         try:
             slot.proc = subprocess.Popen(
                 [sys.executable, "-m", "foldermind.workers", slot.spec.module],
@@ -240,6 +243,20 @@ class Supervisor:
         slot.kill_reason = None
         self._watch(slot)
         self._set(slot, State.STARTING, f"spawned pid {slot.proc.pid}")
+
+    def _last_words(self, slot: Slot) -> str:
+        """The last line the process wrote to its stderr log (a worker that fails says why there in one line;
+        an uncaught traceback ends with its exception), or '' when it wrote none."""
+        path = self.home.log_dir / f"{slot.name}.stderr.log"
+        try:
+            with open(path, "rb") as fh:
+                end = fh.seek(0, os.SEEK_END)
+                fh.seek(max(slot.stderr_at, end - 4096))
+                tail = fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
+        return lines[-1][:300] if lines else ""
 
     def _stderr_file(self, name: str) -> IO[bytes]:
         # Anything a worker prints outside logging (an interpreter crash, a C library abort) lands here.
@@ -356,6 +373,8 @@ class Supervisor:
         self._unwatch(slot)
         code = proc.returncode
         how = "exited 0" if code == 0 else (f"killed by signal {-code}" if code < 0 else f"exited with status {code}")
+        if code > 0 and (cause := self._last_words(slot)):
+            how = f"{how}: {cause}"
         now = time.monotonic()
         slot.proc = None
         self.on_gone(slot.name, proc.pid, how)

@@ -20,6 +20,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, SearchReply, SearchRequest
 from tests.helpers import (
     FAST_RESTART,
+    LIGHT_MAP,
     ONE_PARSER,
     RunningKernel,
     cli,
@@ -236,3 +237,31 @@ def test_a_database_with_a_bad_header_is_named_and_repaired(damaged_home: World)
 def test_a_database_with_overwritten_pages_is_named_and_repaired(damaged_home: World) -> None:
     _overwrite_pages(damaged_home.data / "index.sqlite", ["chunks", "documents"])
     _named_then_repaired(damaged_home)
+
+
+def test_a_crash_loops_cause_reaches_status_logs_and_doctor_in_one_line(home_dir: Path) -> None:
+    config = (
+        FAST_RESTART
+        + LIGHT_MAP
+        + """
+[workers.flaky]
+module = "tests.faultworker"
+restart = { max_restarts = 2, window_s = 60.0 }
+env = { FOLDERMIND_FAULT = "raise_on_start" }
+"""
+    )
+    k = RunningKernel(home_dir, config)
+    try:
+        cli(home_dir, "start")
+        k.kernel_pid = int(k.home.pid_file.read_text())
+        w = k.wait_state("flaky", "FAILED", timeout=30)
+        cause = "flaky failed: RuntimeError: FOLDERMIND_FAULT=raise_on_start: the setup failed on purpose"
+        assert f"exited with status 1: {cause}" in (w["last_error"] or "")
+        assert cause in cli(home_dir, "status").stdout
+        assert cause in cli(home_dir, "logs", "flaky").stdout
+        doctor = cli(home_dir, "doctor", "--json", check=False)
+        assert doctor.returncode == 1
+        check = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["worker flaky"]
+        assert check["status"] == "fail" and cause in check["detail"] and "logs flaky" in check["fix"]
+    finally:
+        k.stop()

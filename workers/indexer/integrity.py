@@ -90,7 +90,10 @@ def open_keyword_index(path: Path, store: Store, proximity: float) -> tuple[Keyw
         bm25.close()
         del bm25
     log.warning("keyword index damaged (%s): rebuilding from the database", why)
-    shutil.rmtree(path, ignore_errors=True)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:  # a file (or a link) where the folder should be
+        path.unlink(missing_ok=True)
     fresh = KeywordIndex(path, proximity=proximity)
     n = store.rebuild_keyword_index(SCHEMA_VERSION)
     log.info("keyword index: %d documents to replay from the database", n)
