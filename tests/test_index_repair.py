@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 
 from foldermind.protocol.errors import ErrorCode, JobError
-from foldermind.protocol.messages import DescribeReply, DescribeRequest, SearchReply, SearchRequest
+from foldermind.protocol.messages import (
+    DescribeReply,
+    DescribeRequest,
+    SearchReply,
+    SearchRequest,
+    SummaryReply,
+    SummaryRequest,
+)
+from tests import mcpclient as mc
 from tests.helpers import (
     FAST_RESTART,
     LIGHT_MAP,
@@ -35,10 +43,10 @@ WORD = "heronfield"
 """In every file once: a keyword search for it finds every document."""
 
 
-def _config(flags: Path, embed: bool) -> str:
+def _config(flags: Path, embed: bool, mcp: bool) -> str:
     # The first Tantivy commit after a start waits while ``flags/commit`` exists: a test reads the rebuild's note.
     switch = f'[workers.indexer]\nenv = {{ FOLDERMIND_TEST_INDEXER_HOLD = "commit:{flags / "commit"}" }}\n'
-    workers = ("watcher", "parser", "indexer", *(["embedder"] if embed else []))
+    workers = ("watcher", "parser", "indexer", *(["embedder"] if embed else []), *(["frontdoor"] if mcp else []))
     return FAST_RESTART + only_workers(*workers) + ONE_PARSER + switch
 
 
@@ -67,12 +75,12 @@ def every_file_found(k: RunningKernel, mode: str = "keyword") -> bool:
 
 
 class World:
-    def __init__(self, embed: bool) -> None:
+    def __init__(self, embed: bool, mcp: bool = False) -> None:
         self.root = short_tmpdir()  # the bus's socket path must stay short
         self.flags, self.docs, self.embed = self.root / "flags", self.root / "docs", embed
         self.flags.mkdir()
         _corpus(self.docs)
-        self.kernel = RunningKernel(self.root, _config(self.flags, embed))
+        self.kernel = RunningKernel(self.root, _config(self.flags, embed, mcp))
         self.data = self.kernel.home.data_dir
 
     def index(self) -> None:
@@ -182,7 +190,8 @@ def _overwrite_pages(db: Path, tables: list[str]) -> None:
 
 @pytest.fixture
 def damaged_home() -> Iterator[World]:
-    w = World(embed=False)
+    """An indexed home (keyword only, with the MCP front door), stopped."""
+    w = World(embed=False, mcp=True)
     try:
         w.index()
         w.kernel.stop()
@@ -203,6 +212,11 @@ def _named_then_repaired(w: World) -> None:
     with pytest.raises(JobError) as caught:
         found(w.kernel)
     assert caught.value.code is ErrorCode.DATABASE_DAMAGED and "foldermind repair" in caught.value.message
+    result = mc.call(str(mc.mcp_info(w.root)["url"]), mc.token_of(w.root), "search_documents", {"query": WORD})
+    assert mc.error_code(result) == "DATABASE_DAMAGED"
+    assert "foldermind repair" in result.content[0].text  # type: ignore[union-attr]
+    search = cli(w.root, "search", WORD, "--mode", "keyword", check=False)
+    assert search.returncode != 0 and "database damaged" in search.stderr and "foldermind repair" in search.stderr
     status = cli(w.root, "status").stdout
     assert "database damaged" in status and "foldermind repair" in status
     doctor = cli(w.root, "doctor", "--json", check=False)
@@ -265,3 +279,28 @@ env = { FOLDERMIND_FAULT = "raise_on_start" }
         assert check["status"] == "fail" and cause in check["detail"] and "logs flaky" in check["fix"]
     finally:
         k.stop()
+
+
+def test_damage_the_ingest_finds_while_running_is_said_once_and_stops_the_writes(damaged_home: World) -> None:
+    """Pages the start does not read (the analysis table's): the indexer starts and serves; its ingest thread
+    finds the damage, says so once (log and status), writes nothing more, and every request is then refused
+    with ``database_damaged`` instead of failing one by one as ``internal``."""
+    w = damaged_home
+    _overwrite_pages(w.data / "index.sqlite", ["analysis"])
+    w.kernel.start()
+    note = wait_for(lambda: "database damaged" in (n := w.note()) and n, 30, 0.1, "the damage in the status note")
+    assert "database disk image is malformed" in note and "foldermind repair" in note
+    assert w.kernel.worker("indexer")["state"] == "RUNNING"
+    with w.kernel.client() as client, pytest.raises(JobError) as caught:
+        client.request("indexer", SummaryRequest(str(w.docs / "note03.txt")), SummaryReply, timeout=30)
+    assert caught.value.code is ErrorCode.DATABASE_DAMAGED
+    with pytest.raises(JobError) as caught:
+        found(w.kernel)
+    assert caught.value.code is ErrorCode.DATABASE_DAMAGED
+    log = w.kernel.home.log_file("indexer").read_text()
+    assert "indexing stopped" in log
+    assert log.count("database damaged") == 1 and "Traceback" not in log  # said once, no traceback per step
+    # The watcher, refused the folder list, says so once and waits for the repair (not a retry a second).
+    watcher = w.kernel.home.log_file("watcher")
+    wait_for(lambda: "folders not watched: database damaged" in watcher.read_text(), 20, 0.1, "the watcher's line")
+    assert watcher.read_text().count("database damaged") == 1

@@ -43,7 +43,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import BusError
+from foldermind.protocol.errors import BusError, ErrorCode, JobError
 from foldermind.protocol.messages import (
     ChangeEvent,
     ChangesReply,
@@ -207,6 +207,7 @@ class WatcherWorker(Worker):
         self._reconciled: set[str] = set()
         self._local = threading.local()
         self._stop = threading.Event()
+        self._told_damaged = False
 
     def setup(self) -> None:
         threading.Thread(target=self._start_sync, name="initial-sync", daemon=True).start()
@@ -240,6 +241,11 @@ class WatcherWorker(Worker):
             try:
                 self.sync()
                 return
+            except JobError as exc:
+                if exc.code is ErrorCode.DATABASE_DAMAGED:  # nothing to watch until it is repaired (and started)
+                    log.warning("folders not watched: %s", exc.message)
+                    return
+                log.warning("initial sync failed (%s); retrying", exc)
             except BusError as exc:
                 log.warning("initial sync failed (%s); retrying", exc)
             except Exception:
@@ -334,12 +340,14 @@ class WatcherWorker(Worker):
                         folder = self._folders.get(root)
                     if folder is not None:
                         self.reconcile(folder)
+            except JobError as exc:
+                if exc.code is not ErrorCode.DATABASE_DAMAGED:
+                    self._retry(events, exc)
+                elif not self._told_damaged:  # said once; the start after `foldermind repair` rescans the folders
+                    self._told_damaged = True
+                    log.warning("changes not recorded: %s", exc.message)
             except BusError as exc:
-                log.warning("could not deliver %d change(s) to the indexer (%s); will retry", len(events), exc)
-                with self._lock:
-                    for event in events:  # a newer event for the same path wins
-                        self._pending.setdefault(event["path"], (event, time.monotonic()))
-                self._stop.wait(1.0)
+                self._retry(events, exc)
             except Exception:
                 # Never let one bad batch stop event delivery for good: the folders are rescanned instead.
                 log.exception("could not deliver %d change(s) to the indexer; rescanning their folders", len(events))
@@ -348,6 +356,13 @@ class WatcherWorker(Worker):
                 for root in roots - set(rescans):
                     self.note_rescan(root)
                 self._stop.wait(1.0)
+
+    def _retry(self, events: list[Any], exc: BusError) -> None:
+        log.warning("could not deliver %d change(s) to the indexer (%s); will retry", len(events), exc)
+        with self._lock:
+            for event in events:  # a newer event for the same path wins
+                self._pending.setdefault(event["path"], (event, time.monotonic()))
+        self._stop.wait(1.0)
 
 
 WORKER = WatcherWorker
