@@ -106,7 +106,7 @@ def repair() -> None:
 
 def database_state(home: Home, indexer_note: str | None) -> tuple[str, str]:
     """("ok" | "fail", detail) for the index database: the running indexer's word, else a read-only check of
-    the file (the kernel stopped: nothing writes it)."""
+    the file with SQLite's quick check (the kernel stopped: nothing writes it)."""
     if indexer_note is not None:
         if DAMAGE_WORDS in indexer_note:
             return "fail", indexer_note
@@ -116,8 +116,8 @@ def database_state(home: Home, indexer_note: str | None) -> tuple[str, str]:
         return "ok", "no index database yet"
     if not salvage.header_ok(db):
         return "fail", f"{db} is damaged: its header is not SQLite's (file is not a database)"
-    found = salvage.check(db)
-    return ("ok", f"{db} passed SQLite's integrity check") if found == "ok" else ("fail", f"{db} is damaged: {found}")
+    found = salvage.check(db, quick=True)
+    return ("ok", f"{db} passed SQLite's quick check") if found == "ok" else ("fail", f"{db} is damaged: {found}")
 
 
 def health(home: Home) -> list[tuple[str, str, str, str]]:

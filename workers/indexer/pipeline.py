@@ -697,9 +697,10 @@ class Pipeline(threading.Thread):
         extra = np.setdiff1d(have, wanted)
         missing = insert_order(np.setdiff1d(wanted, have))
         self.vectors.remove([int(k) for k in extra])
-        if self.vectors.damaged is not None or len(missing) > STORED_BATCH:
-            why = self.vectors.damaged or f"{len(missing)} vectors missing"
-            self.vector_rebuild = f"vector index damaged ({why}): rebuilding from the database"
+        if self.vectors.damaged is not None:
+            self.vector_rebuild = f"vector index damaged ({self.vectors.damaged}): rebuilding from the database"
+        elif len(missing) > STORED_BATCH:  # a crash before the last save (the file is saved every 30 s)
+            self.vector_rebuild = f"vector index {len(missing)} chunks behind the database: restoring them"
         # Until a chunk's vectors are back its folder does not read as embedded (a lost file of SciFact's 54,782
         # unit vectors takes ~10 s to fill again, and a search meanwhile sees only part of the index).
         with self.vectors.arrival():
