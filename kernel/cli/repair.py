@@ -1,10 +1,11 @@
 """``foldermind repair``: a damaged index database replaced by what can still be read of it, and the checks
 ``doctor`` makes of the database and of workers that keep failing.
 
-The kernel must be stopped (the indexer is the database's only writer). The damaged file is kept aside, named
-``index.sqlite.damaged-<UTC time>``; :mod:`.salvage` copies what reads into a new file; every document is marked
-for parsing again and the Tantivy folder and usearch file (derived) are removed, so the next start indexes the
-Smart Folders again from their files and rebuilds both indexes from the new database.
+The kernel must be stopped (the indexer is the database's only writer). :mod:`.salvage` copies what reads into a
+new file; once that passes SQLite's check, the damaged file is kept aside, named ``index.sqlite.damaged-<UTC
+time>``, and the new one takes its place. Every document is marked for parsing again and the Tantivy folder and
+usearch file (derived) are removed, so the next start indexes the Smart Folders again from their files and
+rebuilds both indexes from the new database.
 """
 
 from __future__ import annotations
@@ -69,18 +70,30 @@ def repair() -> None:
         click.echo(f"{db} passed SQLite's integrity check: nothing to repair")
         return
     click.echo(f"{db} is damaged: {found}")
+    size = sum(p.stat().st_size for p in (db, db.with_name(DATABASE + "-wal")) if p.exists())
+    free = shutil.disk_usage(data).free
+    if free < 2 * size:  # a working copy of the damaged file, and the new one
+        raise click.ClickException(
+            f"repair needs about {2 * size / 1048576:.0f} MiB free in {data} ({free / 1048576:.0f} MiB are): free"
+            " some space and run it again"
+        )
+    # The new file is made beside the damaged one, which stays in place until the new one has passed its check.
+    fresh = db.with_name(DATABASE + ".repairing")
+    try:
+        result = salvage.salvage(db, fresh)
+        _prepare_reindex(fresh)
+        after = salvage.check(fresh)
+        if after != "ok":  # never put a file in place that SQLite itself refuses
+            raise click.ClickException(f"the copy failed its own check ({after}); {db} is left as it was")
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
     aside = db.with_name(f"{DATABASE}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
     db.rename(aside)
     for suffix in ("-wal", "-shm"):
         extra = db.with_name(DATABASE + suffix)
         if extra.exists():
             extra.rename(aside.with_name(aside.name + suffix))
-    fresh = db.with_name(DATABASE + ".repairing")
-    result = salvage.salvage(aside, fresh)
-    _prepare_reindex(fresh)
-    after = salvage.check(fresh)
-    if after != "ok":  # never put a file in place that SQLite itself refuses
-        raise click.ClickException(f"the copy failed its own check ({after}); the damaged file is kept as {aside}")
     fresh.rename(db)
     for name in DERIVED:
         target = data / name
@@ -137,8 +150,8 @@ def health(home: Home) -> list[tuple[str, str, str, str]]:
             if w["state"] in ("FAILED", "BACKOFF"):
                 fix = f"`{typed(home, 'logs', w['name'])}`; once fixed, `{typed(home, 'restart', w['name'])}`"
                 out.append((f"worker {w['name']}", "fail", f"{w['state']}: {w['last_error'] or 'no reason'}", fix))
-            if w["name"] == "indexer":
-                note = str(w.get("note") or w["last_error"] or "")
+            if w["name"] == "indexer" and w["state"] == "RUNNING":  # else the file is checked, read-only
+                note = str(w.get("note") or "")
     status, detail = database_state(home, note)
     fix = f"`{typed(home, 'stop')}`, then `{typed(home, 'repair')}`" if status == "fail" else ""
     out.append(("database", status, detail, fix))

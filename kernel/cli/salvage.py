@@ -97,25 +97,51 @@ def _rows_after(db: sqlite3.Connection, table: str, after: int, limit: int) -> l
     return db.execute(query, (after, limit)).fetchall()
 
 
+def _readable(db: sqlite3.Connection, table: str, after: int) -> list[tuple[object, ...]] | None:
+    """The first row after ``after`` ([] at the end of the table), or None when reading it hits damage."""
+    try:
+        return _rows_after(db, table, after, 1)
+    except sqlite3.DatabaseError:
+        return None
+
+
+def _past_damage(db: sqlite3.Connection, table: str, after: int) -> list[tuple[object, ...]]:
+    """The first row past the damage a read after ``after`` hit ([]: none reads): probed 1, 2, 4, ... rowids
+    ahead, then narrowed down by halves between the last probe that failed and the one that read."""
+    failed = after
+    for k in range(MAX_PROBES):
+        start = after + 2**k - 1
+        found = _readable(db, table, start)
+        if found is None:
+            failed = start
+            continue
+        while start - failed > 1:
+            mid = (start + failed) // 2
+            nearer = _readable(db, table, mid)
+            if nearer is None:
+                failed = mid
+            else:
+                start, found = mid, nearer
+        return found
+    return []
+
+
 def _copy_table(old: sqlite3.Connection, new: sqlite3.Connection, table: str) -> tuple[int, int]:
     """Every row of ``table`` that reads, rowids kept; returns (rows copied, damaged spots skipped)."""
     columns = [str(r[1]) for r in old.execute(f'PRAGMA table_info("{table}")')]
     marks = ",".join("?" * (len(columns) + 1))
     names = ",".join(f'"{c}"' for c in columns)
     insert = f'INSERT OR IGNORE INTO "{table}"(rowid, {names}) VALUES({marks})'
-    after, copied, skipped = -(2**63), 0, 0
+    after, copied, skipped, limit = -(2**63), 0, 0, BATCH
     while True:
         try:
-            rows = _rows_after(old, table, after, BATCH)
+            rows = _rows_after(old, table, after, limit)
         except sqlite3.DatabaseError:
-            rows = []
-            for k in range(MAX_PROBES):  # the next row alone, then further and further ahead
-                with contextlib.suppress(sqlite3.DatabaseError):
-                    rows = _rows_after(old, table, after + 2**k - 1, 1)
-                    break
+            if limit > 1:  # the damage is somewhere in this batch: up to it one row at a time
+                limit = 1
+                continue
             skipped += 1
-            if not rows:
-                return copied, skipped
+            rows, limit = _past_damage(old, table, after), BATCH
         if not rows:
             return copied, skipped
         new.executemany(insert, rows)
