@@ -3,8 +3,8 @@
 The port (taken, and which one is served), where the token is stored, each client's config file (found,
 parsed, and whether our entry matches this install's command, port and token), the models, free disk for
 the index, whether every Smart Folder can be read, a worker that keeps failing (with its cause) and a damaged
-index database (:mod:`.repair`). It reads and never changes anything; the fixes are
-commands to type. Exit status 1 when a check failed, so a script can use it.
+index database (:mod:`.repair`). It reads and never changes anything; the fixes are commands to type. Exit
+status 1 when a check failed, so a script can use it.
 """
 
 from __future__ import annotations
