@@ -340,3 +340,19 @@ def test_a_salvage_skips_damaged_pages_and_keeps_the_rows_around_them(tmp_path: 
     assert new.execute("SELECT seq FROM sqlite_sequence WHERE name = 't'").fetchone()[0] == 20000
     assert new.execute("SELECT name FROM sqlite_master WHERE name = 't_text'").fetchone()
     new.close()
+
+
+def test_a_vector_file_of_another_dimension_is_started_afresh_not_fatal(tmp_path: Path) -> None:
+    """In-process, a real usearch file: one of 8-d vectors where the database records 16-d used to stop the
+    indexer at every start; it is now emptied (the ingest thread refills it from SQLite) and says why."""
+    import numpy as np
+
+    from foldermind.workers.indexer.vectors import VectorIndex
+
+    path = tmp_path / "vectors.usearch"
+    small = VectorIndex(path, 8)
+    small.add([1, 2], np.ones((2, 8), dtype=np.float32))
+    small.save()
+    index = VectorIndex(path, 16)
+    assert (len(index), index.ndim, index.dirty) == (0, 16, True)
+    assert index.damaged == "8-d vectors, the database's are 16-d"

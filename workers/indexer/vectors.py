@@ -116,8 +116,10 @@ class VectorIndex:
                 log.warning("vector index unreadable (%s); rebuilding it from the database", exc)
                 self.damaged = "its file is unreadable"
                 self._start_afresh(ndim)
-        if self.index.ndim != ndim:
-            raise ValueError(f"{path} holds {self.index.ndim}-d vectors, the model makes {ndim}-d")
+        if self.index.ndim != ndim:  # not the database's vectors: they are the ones put back
+            log.warning("vector index of %d-d vectors, the database holds %d-d; rebuilding it", self.index.ndim, ndim)
+            self.damaged = f"{self.index.ndim}-d vectors, the database's are {ndim}-d"
+            self._start_afresh(ndim)
 
     def reset(self, ndim: int) -> None:
         """An empty index of another dimension (the configured model changed before any vector)."""
