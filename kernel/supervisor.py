@@ -40,6 +40,7 @@ from typing import IO
 
 import psutil
 
+from foldermind.protocol.runtime import logs
 from foldermind.protocol.runtime.config import RestartPolicy, SupervisorConfig, WorkerSpec
 from foldermind.protocol.runtime.context import WorkerContext
 from foldermind.protocol.runtime.home import Home
@@ -244,20 +245,6 @@ class Supervisor:
         self._watch(slot)
         self._set(slot, State.STARTING, f"spawned pid {slot.proc.pid}")
 
-    def _last_words(self, slot: Slot) -> str:
-        """The last line the process wrote to its stderr log (a worker that fails says why there in one line;
-        an uncaught traceback ends with its exception), or '' when it wrote none."""
-        path = self.home.log_dir / f"{slot.name}.stderr.log"
-        try:
-            with open(path, "rb") as fh:
-                end = fh.seek(0, os.SEEK_END)
-                fh.seek(max(slot.stderr_at, end - 4096))
-                tail = fh.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        lines = [line.strip() for line in tail.splitlines() if line.strip()]
-        return lines[-1][:300] if lines else ""
-
     def _stderr_file(self, name: str) -> IO[bytes]:
         # Anything a worker prints outside logging (an interpreter crash, a C library abort) lands here.
         return open(self.home.log_dir / f"{name}.stderr.log", "ab")
@@ -373,7 +360,7 @@ class Supervisor:
         self._unwatch(slot)
         code = proc.returncode
         how = "exited 0" if code == 0 else (f"killed by signal {-code}" if code < 0 else f"exited with status {code}")
-        if code > 0 and (cause := self._last_words(slot)):
+        if code > 0 and (cause := logs.last_line(self.home.log_dir / f"{slot.name}.stderr.log", slot.stderr_at)):
             how = f"{how}: {cause}"
         now = time.monotonic()
         slot.proc = None

@@ -748,7 +748,7 @@ class Pipeline(threading.Thread):
         """What is being refilled from SQLite and how far it is, for the status note (None: nothing)."""
         notes = []
         if self.keyword_rebuild is not None:
-            done = self.replay_total - self.replay_left
+            done = max(0, self.replay_total - self.replay_left)  # files indexed meanwhile are journaled too
             notes.append(f"{self.keyword_rebuild}: rebuilding from the database, {done}/{self.replay_total} documents")
         if self.vector_rebuild is not None:
             notes.append(f"{self.vector_rebuild}, {len(self.vectors.arriving)} chunks left")
