@@ -165,6 +165,29 @@ def test_a_removed_keyword_folder_is_refilled_from_the_database(stopped: World) 
     assert log.read_text().count("keyword index damaged") == before
 
 
+def test_documents_waiting_to_be_parsed_again_cause_no_rebuild(stopped: World) -> None:
+    """Every document marked for parsing again while stopped (as an upgrade of the parsers does): their old
+    chunks are still in Tantivy and not counted by SQLite as indexed; that is no damage, and nothing is rebuilt
+    (the documents are parsed again and found as before)."""
+    log = stopped.kernel.home.log_file("indexer")
+    before = log.read_text().count("keyword index damaged")
+    db = sqlite3.connect(stopped.data / "index.sqlite")
+    with db:
+        db.execute("UPDATE documents SET status = 'pending', attempts = 0, sha256 = NULL")
+    db.close()
+    stopped.kernel.start()
+    wait_for(lambda: _all_indexed(stopped) and every_file_found(stopped.kernel), 60, 0.2, "every note parsed again")
+    assert log.read_text().count("keyword index damaged") == before
+
+
+def _all_indexed(w: World) -> bool:
+    db = sqlite3.connect(w.data / "index.sqlite")
+    try:
+        return bool(db.execute("SELECT COUNT(*) FROM documents WHERE status != 'indexed'").fetchone()[0] == 0)
+    finally:
+        db.close()
+
+
 def test_a_truncated_vector_file_is_rebuilt_from_the_database(stopped: World) -> None:
     path = stopped.data / "vectors.usearch"
     data = path.read_bytes()

@@ -1,12 +1,12 @@
 """The indexes checked against SQLite at start, and a damaged SQLite file told apart from other failures.
 
 SQLite is the source of truth; the Tantivy folder and the usearch file are derived from it. At start the keyword
-index is opened and its chunks counted and their ids summed (documents the journal has yet to apply left out on
-both sides) against SQLite's indexed chunks. One that does not open (a garbled ``meta.json``, a segment file
-missing or cut short) or disagrees (the folder removed, segments from another state) is emptied and every indexed
-document journaled again, so the ingest thread's replay refills it; searches find what it has replayed so far and
-the status note counts the documents left. The usearch file is compared key by key with the chunks that have
-vectors by the ingest thread (:meth:`.pipeline.Pipeline._reconcile_vectors`).
+index is opened and its chunks counted and their ids summed against SQLite's indexed chunks (documents the journal
+has yet to apply, and those waiting to be parsed, left out on both sides). One that does not open (a garbled
+``meta.json``, a segment file missing or cut short) or disagrees (the folder removed, segments from another state)
+is emptied and every indexed document journaled again, so the ingest thread's replay refills it; searches find
+what it has replayed so far and the status note counts the documents left. The usearch file is compared key by
+key with the chunks that have vectors by the ingest thread (:meth:`.pipeline.Pipeline._reconcile_vectors`).
 
 A damaged database (a bad header: "file is not a database"; overwritten pages: "database disk image is
 malformed") cannot be rebuilt from anything, so it is named, with its fix (``foldermind repair``), once: the

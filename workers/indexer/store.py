@@ -644,9 +644,15 @@ class Store:
         return int(self.db.execute("SELECT COUNT(DISTINCT doc_id) FROM journal").fetchone()[0])
 
     def keyword_census(self) -> tuple[list[int], int, int]:
-        """What the keyword index must hold once the journal is applied, apart from the journaled documents:
-        (those documents' ids, the count and the sum of the ids of the other indexed documents' chunks)."""
-        journaled = [int(r[0]) for r in self.db.execute("SELECT DISTINCT doc_id FROM journal")]
+        """What the keyword index must hold, apart from the documents the journal has yet to apply and those
+        waiting to be parsed (again: their old chunks may or may not be there): (those documents' ids, the count
+        and the sum of the ids of the indexed documents' chunks)."""
+        journaled = [
+            int(r[0])
+            for r in self.db.execute(
+                "SELECT doc_id FROM journal UNION SELECT id FROM documents WHERE status = 'pending' ORDER BY 1"
+            )
+        ]
         row = self.db.execute(
             "SELECT COUNT(c.id), COALESCE(SUM(c.id), 0) FROM chunks c JOIN documents d ON d.id = c.doc_id"
             " WHERE d.status = 'indexed' AND d.id NOT IN (SELECT doc_id FROM journal)"
