@@ -253,6 +253,9 @@ def _named_then_repaired(w: World) -> None:
     log = cli(w.root, "logs", "indexer").stdout
     assert log.count("database damaged") == 1 and "Traceback" not in log  # said once, no traceback per request
     w.kernel.stop()
+    doctor = cli(w.root, "doctor", "--json", check=False)  # stopped: the file itself is checked
+    check = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["database"]
+    assert doctor.returncode == 1 and check["status"] == "fail" and "is damaged" in check["detail"]
     out = cli(w.root, "repair").stdout
     assert "is damaged" in out and "kept as" in out
     assert list(w.data.glob("index.sqlite.damaged-*"))
