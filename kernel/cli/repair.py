@@ -114,7 +114,8 @@ def repair() -> None:
             f" (`{typed(home, 'folders', 'add', 'PATH')}`)"
         )
     else:
-        click.echo(f"`{typed(home, 'start')}` indexes the {folders} Smart Folders again and rebuilds the indexes")
+        what = "Smart Folder" if folders == 1 else f"{folders} Smart Folders"
+        click.echo(f"`{typed(home, 'start')}` indexes the {what} again and rebuilds the indexes")
 
 
 def database_state(home: Home, indexer_note: str | None) -> tuple[str, str]:
