@@ -28,7 +28,6 @@ log = logging.getLogger("foldermind.indexer")
 
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 _DAMAGE_WORDS = ("database disk image is malformed", "file is not a database")
-REPAIR_FIX = "stop foldermind and run `foldermind repair` (the damaged file is kept aside)"
 
 
 def is_database_damage(exc: BaseException) -> bool:
@@ -47,7 +46,7 @@ def is_database_damage(exc: BaseException) -> bool:
 
 def damage_message(path: Path, exc: BaseException) -> str:
     """The one line a user reads for a damaged database: what, where, and the fix."""
-    return f"database damaged ({exc}): {path}; {REPAIR_FIX}"
+    return f"database damaged ({exc}): stop foldermind and run `foldermind repair` (it keeps {path} aside)"
 
 
 def _why_unopened(exc: BaseException) -> str:
