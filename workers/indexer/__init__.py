@@ -9,10 +9,8 @@ background thread loads the query model (:mod:`.encoder`) without holding up REA
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -50,12 +48,11 @@ from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.indexer import changes, criteria
-from foldermind.workers.indexer.bm25 import SCHEMA_VERSION
 from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
-from foldermind.workers.indexer.integrity import damage_message, is_database_damage, open_keyword_index
+from foldermind.workers.indexer.integrity import Damage, is_database_damage, open_keyword_index, outdated_keyword_index
 from foldermind.workers.indexer.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify
@@ -77,7 +74,7 @@ class IndexerWorker(Worker):
         self.side_threads = self.search_policy.search_threads
         self.capacity = 1 + self.side_threads
         self.data_dir = Home.resolve(ctx.home or None).data_dir
-        self._damage: str | None = None
+        self.damage = Damage(self.data_dir / "index.sqlite")
 
     def setup(self) -> None:
         """Open the database and the indexes; a damaged database leaves the indexer serving only its error
@@ -88,14 +85,13 @@ class IndexerWorker(Worker):
         except Exception as exc:
             if not is_database_damage(exc):
                 raise
-            self._damage = damage_message(self.data_dir / "index.sqlite", exc)
-            log.error("%s; nothing is served until then", self._damage)
+            self.damage.found(exc, "nothing is served until it is repaired")
 
     def _open(self) -> None:
         self.store = Store(self.data_dir / "index.sqlite")
         self._reparse_if_outdated()
-        outdated = self._rebuild_keyword_index_if_outdated()
         tantivy_dir = self.data_dir / "tantivy"
+        outdated = outdated_keyword_index(self.store, tantivy_dir)
         self.bm25, rebuild = open_keyword_index(tantivy_dir, self.store, self.search_policy.keyword_proximity)
         self.vectors = VectorIndex(
             self.data_dir / "vectors.usearch",
@@ -104,6 +100,7 @@ class IndexerWorker(Worker):
             self.search_policy.exact_search_vectors,
         )
         self.pipeline = Pipeline(self.store, self.bm25, self.vectors, self.ctx.bus_endpoint, self.policy, self.ctx.name)
+        self.pipeline.damage = self.damage
         self.pipeline.keyword_rebuild = rebuild or ("keyword index of older fields" if outdated else None)
         if self.pipeline.keyword_rebuild is not None:
             self.pipeline.replay_total = self.pipeline.replay_left = self.store.journal_size()
@@ -128,18 +125,6 @@ class IndexerWorker(Worker):
         if n:
             log.info("%d documents will be parsed again: this version's parsers read files differently", n)
 
-    def _rebuild_keyword_index_if_outdated(self) -> bool:
-        """A Tantivy index of other fields (an older :data:`~.bm25.SCHEMA_VERSION`, or none yet) is emptied and
-        built again from SQLite by the ingest thread's journal replay; searches find what it has replayed so far.
-        A crash before the journal is written leaves the old version recorded: the next start empties it again."""
-        if self.store.get_meta("tantivy_schema") == str(SCHEMA_VERSION):
-            return False
-        shutil.rmtree(self.data_dir / "tantivy", ignore_errors=True)
-        n = self.store.rebuild_keyword_index(SCHEMA_VERSION)
-        if n:
-            log.info("the keyword index is built again from %d documents: this version's fields differ", n)
-        return n > 0
-
     def teardown(self) -> None:
         if not hasattr(self, "pipeline"):
             return  # a damaged database: nothing was opened
@@ -147,32 +132,6 @@ class IndexerWorker(Worker):
         self.pipeline.join(timeout=10)
         self.bm25.close()
         self.encoder.close()
-
-    @property
-    def damage(self) -> str | None:
-        """The damaged database's line (with its fix), once found at start, by a request or by the ingest."""
-        pipeline: Pipeline | None = getattr(self, "pipeline", None)
-        return self._damage or (pipeline.damaged if pipeline is not None else None)
-
-    def _guarded(self, handler: Handler) -> Handler:
-        """``handler``, answering ``database_damaged`` once the database is found damaged (not ``internal``, and
-        one log line, not a traceback per request)."""
-
-        @functools.wraps(handler)
-        def guarded(req: Request[Any]) -> Result:
-            if (damage := self.damage) is not None:
-                raise JobError(ErrorCode.DATABASE_DAMAGED, damage)
-            try:
-                return handler(req)
-            except Exception as exc:
-                if not is_database_damage(exc):
-                    raise
-                if self.damage is None:
-                    self._damage = self.pipeline.damaged = damage_message(self.store.path, exc)
-                    log.error("%s; nothing more is written", self._damage)
-                raise JobError(ErrorCode.DATABASE_DAMAGED, self.damage or str(exc)) from None
-
-        return guarded
 
     def handlers(self) -> dict[str, Handler]:
         own: list[tuple[str, Handler]] = [
@@ -191,14 +150,14 @@ class IndexerWorker(Worker):
             route(SummaryRequest, self.on_summary),
             route(IndexStatusRequest, self.on_index_status),
         ]
-        return {**super().handlers(), **{kind: self._guarded(handler) for kind, handler in own}}
+        return {**super().handlers(), **{kind: self.damage.guard(handler) for kind, handler in own}}
 
     @property
     def status_note(self) -> str:
         """A damaged database, a full disk under the index while it lasts, an index being rebuilt from the
         database, else what answers queries (the heartbeat carries it to ``status``)."""
-        if (damage := self.damage) is not None:
-            return damage[:300]
+        if self.damage.line is not None:
+            return self.damage.line[:300]
         pipeline: Pipeline | None = getattr(self, "pipeline", None)
         full = pipeline.disk_full if pipeline is not None else None
         if full is not None:
@@ -240,7 +199,7 @@ class IndexerWorker(Worker):
 
     def details(self) -> dict[str, Any]:
         if not hasattr(self, "pipeline"):
-            return {"data_dir": str(self.data_dir), "database": self.damage}
+            return {"data_dir": str(self.data_dir), "database": self.damage.line}
         return {
             "data_dir": str(self.data_dir),
             "chunks_in_bm25": self.bm25.num_docs,

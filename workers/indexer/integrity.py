@@ -15,12 +15,16 @@ indexer stops writing and answers every request with ``database_damaged``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+from foldermind.protocol.errors import ErrorCode, JobError
+from foldermind.workers.base import Handler, Request, Result
 from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex
 from foldermind.workers.indexer.store import Store
 
@@ -47,6 +51,53 @@ def is_database_damage(exc: BaseException) -> bool:
 def damage_message(path: Path, exc: BaseException) -> str:
     """The one line a user reads for a damaged database: what, where, and the fix."""
     return f"database damaged ({exc}): stop foldermind and run `foldermind repair` (it keeps {path} aside)"
+
+
+class Damage:
+    """Whether the database at ``path`` was found damaged (at start, by a request or by the ingest thread, which
+    share this): :attr:`line` says so, with the fix, once found; it is logged once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.line: str | None = None
+
+    def found(self, exc: BaseException, then: str) -> str:
+        """Record the damage ``exc`` shows (the first one only), logging it with what ``then`` happens."""
+        if self.line is None:
+            self.line = damage_message(self.path, exc)
+            log.error("%s; %s", self.line, then)
+        return self.line
+
+    def guard(self, handler: Handler) -> Handler:
+        """``handler``, answering ``database_damaged`` once the database is found damaged (not ``internal``,
+        and one log line, not a traceback per request)."""
+
+        @functools.wraps(handler)
+        def guarded(req: Request[Any]) -> Result:
+            if self.line is not None:
+                raise JobError(ErrorCode.DATABASE_DAMAGED, self.line)
+            try:
+                return handler(req)
+            except Exception as exc:
+                if not is_database_damage(exc):
+                    raise
+                raise JobError(ErrorCode.DATABASE_DAMAGED, self.found(exc, "nothing more is written")) from None
+
+        return guarded
+
+
+def outdated_keyword_index(store: Store, path: Path) -> bool:
+    """A Tantivy index of other fields (an older :data:`~.bm25.SCHEMA_VERSION`, or none yet) is emptied and built
+    again from SQLite by the ingest thread's journal replay; searches find what it has replayed so far. A crash
+    before the journal is written leaves the old version recorded: the next start empties it again. Returns
+    whether documents are to be replayed."""
+    if store.get_meta("tantivy_schema") == str(SCHEMA_VERSION):
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    n = store.rebuild_keyword_index(SCHEMA_VERSION)
+    if n:
+        log.info("the keyword index is built again from %d documents: this version's fields differ", n)
+    return n > 0
 
 
 def _why_unopened(exc: BaseException) -> str:

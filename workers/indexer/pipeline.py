@@ -40,7 +40,7 @@ from foldermind.workers.indexer.analyzer import SLICE as ANALYZE_SLICE
 from foldermind.workers.indexer.analyzer import analyze_due
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
-from foldermind.workers.indexer.integrity import damage_message, is_database_damage
+from foldermind.workers.indexer.integrity import Damage, is_database_damage
 from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classify, free_bytes, writing
 from foldermind.workers.indexer.store import Document, Store
 from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
@@ -201,8 +201,8 @@ class Pipeline(threading.Thread):
         """Documents the refill journaled, and those it has yet to replay."""
         self.vector_rebuild: str | None = None
         """Why the usearch file is being refilled from SQLite, while it is."""
-        self.damaged: str | None = None
-        """The database is damaged (the one line saying so, with its fix): nothing more is written."""
+        self.damage = Damage(store.path)
+        """Once the database is found damaged (the indexer shares its own), nothing more is written."""
         self.nice = "not started"
         """The ingest thread's CPU priority (nice), or why it was left as the process's."""
 
@@ -233,7 +233,7 @@ class Pipeline(threading.Thread):
         try:
             while not self._stopping.is_set():
                 try:
-                    if self.damaged is None and self._writes_allowed():
+                    if self.damage.line is None and self._writes_allowed():
                         self.turns.hand_over = self.embed_error is None
                         if not self._reconciled:
                             self._reconcile_vectors()
@@ -278,10 +278,8 @@ class Pipeline(threading.Thread):
     # a full disk
 
     def _step_failed(self, exc: Exception) -> None:
-        if is_database_damage(exc):
-            if self.damaged is None:  # said once: every later step would fail the same way
-                self.damaged = damage_message(self.store.path, exc)
-                log.error("%s; indexing stopped", self.damaged)
+        if is_database_damage(exc):  # said once: every later step would fail the same way
+            self.damage.found(exc, "indexing stopped")
             return
         filename = getattr(exc, "filename", None)
         path = self.store.path if filename is None else Path(str(filename))
