@@ -328,7 +328,7 @@ class Broker:
                 self._bad.warn("bad heartbeat from %s: %s", peer.name, exc)
             else:
                 if isinstance(beat, Heartbeat):
-                    peer.note = beat.note[:200]
+                    peer.note = beat.note[:300]  # room for a fault's path and its fix
                     peer.loading = beat.loading
         elif job_ident in self._dropped:
             # Declared lost (say, a GIL stall in a `worker run` copy) yet alive after all: it must

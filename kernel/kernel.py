@@ -277,6 +277,7 @@ class Kernel:
         workers: list[WorkerInfo] = []
         for slot in self.supervisor.slots.values():
             running = slot.state is State.RUNNING and slot.running_since is not None
+            last_error, past_error = slot.error_now()
             workers.append(
                 WorkerInfo(
                     name=slot.name,
@@ -286,11 +287,13 @@ class Kernel:
                     uptime_s=round(now - slot.running_since, 3) if running and slot.running_since else None,
                     restarts=slot.restarts,
                     in_flight=self.broker.in_flight(slot.name),
-                    last_error=slot.last_error,
+                    last_error=last_error,
                     rss_bytes=self.supervisor.rss(slot),
                     note=self.broker.note(slot.name),
                     remote=False,
                     key=None,
+                    past_error=past_error,
+                    error_at=slot.error_at,
                 )
             )
         for member in self.remote.members.values():
@@ -309,6 +312,8 @@ class Kernel:
                     note=self.broker.note(member.name) if up else "",
                     remote=True,
                     key=member.key,
+                    past_error=None,
+                    error_at=None,
                 )
             )
         me = psutil.Process()

@@ -120,12 +120,30 @@ class Slot:
     due: float | None = None
     after_stop: str = _AFTER_STOP_REST
     last_error: str | None = None
+    error_at: float | None = None
+    """When ``last_error`` happened (wall clock); see :meth:`error_now`."""
     kill_reason: str | None = None
     stop_report: str = ""
     stderr_at: int = 0
     """Where the stderr log ended when the process started: what it wrote is after."""
 
     ext_pidfd: int | None = None
+
+    def failed_with(self, reason: str | None) -> None:
+        self.last_error, self.error_at = reason, (time.time() if reason else None)
+
+    def error_now(self) -> tuple[str | None, str | None]:
+        """(last_error, past_error): the error is past once a process READY after it has run ``stable_after_s``
+        (or gone idle as asked), so `status` no longer shows an old kill as the worker's state now."""
+        if self.last_error is None or self.error_at is None:
+            return self.last_error, None
+        since = self.running_since
+        ready_after = since is not None and time.time() - (time.monotonic() - since) > self.error_at
+        stable = since is not None and time.monotonic() - since >= self.policy.stable_after_s
+        healthy = ready_after and (self.state is State.IDLE or (self.state is State.RUNNING and stable))
+        if not healthy:
+            return self.last_error, None
+        return None, f"{self.last_error} at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.error_at))}"
 
     @property
     def pid(self) -> int | None:
@@ -225,7 +243,7 @@ class Supervisor:
                 process_group=0,
             )
         except OSError as exc:
-            slot.last_error = f"could not start: {exc}"
+            slot.failed_with(f"could not start: {exc}")
             self._failed_exit(slot, time.monotonic())
             return
         finally:
@@ -337,7 +355,7 @@ class Supervisor:
         if slot is None:
             return
         if slot.external_pid == pid:
-            slot.last_error = reason
+            slot.failed_with(reason)
             self._external_ended(slot, reason)
         elif slot.proc is not None and slot.proc.returncode is None and slot.proc.pid == pid:
             if slot.state is State.STOPPING:
@@ -378,9 +396,10 @@ class Supervisor:
             else:
                 self._set(slot, State.EXITED, slot.stop_report)
             return
-        slot.last_error = f"{slot.kill_reason} ({how})" if slot.kill_reason else how
+        ended = f"{slot.kill_reason} ({how})" if slot.kill_reason else how
+        slot.failed_with(ended)
         if self.stopping_all or slot.policy.policy == "never" or (code == 0 and slot.policy.policy == "on-failure"):
-            self._set(slot, State.EXITED, slot.last_error)
+            self._set(slot, State.EXITED, ended)
             return
         self._failed_exit(slot, now)
 
@@ -428,7 +447,7 @@ class Supervisor:
             elif slot.state is State.STARTING:
                 reason = f"no READY within {slot.policy.start_timeout_s:g} s"
                 if slot.external_pid is not None:
-                    slot.last_error = reason
+                    slot.failed_with(reason)
                     self._external_ended(slot, reason)
                 elif slot.proc is not None:
                     slot.kill_reason = reason
@@ -464,7 +483,7 @@ class Supervisor:
         for slot in self.targets(target):
             slot.recent_restarts.clear()
             slot.consecutive_failures = 0
-            slot.last_error = None
+            slot.failed_with(None)
             if slot.external_pid is not None:
                 continue  # a `worker run` copy is the developer's to stop
             restarted.append(slot.name)

@@ -189,17 +189,18 @@ class ErrorCode(StrEnum):
         "text file`, `no extractable text (scanned?)`, `encrypted PDF`, `corrupt PDF: ...`, `corrupt DOCX: "
         "...` (likewise PPTX, XLSX, EPUB, OpenDocument, RTF), `suspicious DOCX (zip bomb?)` (likewise for "
         "every zip format), `suspicious XLSX (XML entity declarations)` (PPTX, XLSX, EPUB, OpenDocument), "
-        "`malformed CSV: ...`, `malformed HTML: ...`, `out of memory`, `document nested too deeply`.",
+        "`malformed CSV: ...`, `malformed HTML: ...`, `out of memory` (with the parser's memory cap when it "
+        "has one), `document nested too deeply`.",
     )
     FILE_TOO_LARGE = (
         "file_too_large",
         Fault.REJECTED,
         False,
         "parser (`parse.request`)",
-        "The file is larger than `max_bytes`, or its extracted text would not fit in one reply (more than "
-        "90 % of the bus's message limit), or it holds more than the parser reads of one file: "
+        "The file is larger than `max_bytes`, or it holds more than the parser reads of one file: "
         "`spreadsheet too large: more than 1000000 cells (the limit)` (XLSX, ODS, CSV), `mailbox too large: "
-        "more than 10000 messages (the limit)`.",
+        "more than 10000 messages (the limit)`, `DOCX inflates past 96 MB` (every zip format: its parts "
+        "inflate past a sixteenth of the parser's memory cap).",
     )
     UNREADABLE = (
         "unreadable",
@@ -212,9 +213,9 @@ class ErrorCode(StrEnum):
         "file_content_needed",
         Fault.REJECTED,
         False,
-        "parser on another machine (`parse.request`)",
-        "A parser on another machine cannot read a path on this one: the indexer sends the same request again "
-        "to that parser with the file's bytes (`content`). A caller never sees it.",
+        "parser (`parse.request`)",
+        "A parse request without the file's bytes: a parser reads no path (the indexer sends every file's bytes "
+        "as `content`, and sends them again to a parser that asks). A caller never sees it.",
     )
     MODEL_UNAVAILABLE = (
         "model_unavailable",
@@ -323,6 +324,15 @@ class ErrorCode(StrEnum):
         "indexer (`index.ingest.request`)",
         "A write to the index failed for lack of disk space (ENOSPC); nothing was lost and the files are "
         "indexed once space is free again.",
+    )
+    INDEX_UNWRITABLE = (
+        "index_unwritable",
+        Fault.FAILED,
+        True,
+        "indexer (`index.changes.request`, `index.reconcile.request`, `folders.add.request`)",
+        "A write to the index failed for a reason that lasts until someone fixes it (a read-only data folder, no "
+        "permission, a folder where an index file belongs); the message names it and the fix, and `status` shows "
+        "it until a write goes through. Nothing is lost: the files are indexed once it is fixed.",
     )
     DATABASE_DAMAGED = (
         "database_damaged",

@@ -140,6 +140,17 @@ def initialize_body(req_id: int = 1) -> bytes:
     ).encode()
 
 
+def legacy_session(url: str, token: str) -> dict[str, str]:
+    """Headers of a fresh initialized 2025-06-18 session (the handshake revision, with Mcp-Session-Id)."""
+    auth = {"Authorization": f"Bearer {token}"}
+    status, hdrs, _ = raw(url, body=initialize_body(), headers=auth)
+    assert status == 200, status
+    headers = {**auth, "Mcp-Session-Id": hdrs["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+    body = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    assert raw(url, body=body, headers=headers)[0] == 202
+    return headers
+
+
 def read_until(url: str, body: bytes, headers: dict[str, str], marker: str, timeout: float = 60) -> str:
     """POST ``body`` and read the (SSE) response until ``marker`` shows, then drop the connection at once,
     as a client that goes away mid-answer does; returns what was read."""

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from mcp.types import CallToolResult
 
+from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
+from foldermind.protocol.runtime.config import LlmPolicy
 from tests import mcpclient as mc
 from tests.filemakers import make_docx, make_pdf
 from tests.helpers import (
@@ -210,6 +212,37 @@ def test_generated_sentences_no_passage_backs_are_removed(
         assert out["fallback_reason"].startswith("UNSUPPORTED")
     assert not any(word in out["answer"] for word in invented), out["answer"]
     assert ANSWER in out["answer"] and cites_budget(out)
+    check_markers(out)
+
+
+def test_a_generated_sentence_credited_to_a_file_that_does_not_hold_it_is_dropped(served: Any) -> None:
+    """The model credits the report's sentence to the budget's passage. Another passage it was shown holds
+    the sentence, but the checker refuses the credit instead of moving it: a mixed-up (or forged) number
+    must not reach the user as a citation."""
+    k, _docs, url, token, root = served
+    question = "What is the budget for the obsidianwave project, and how much did the harbour cargo volumes grow?"
+    policy = LlmPolicy()
+    # What the chat will show the model: the same evidence request the front door makes for a new session.
+    ask = EvidenceRequest(
+        question=question,
+        context="",
+        max_files=5,
+        per_file=policy.chunks_per_file,
+        max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
+    )
+    evidence = k.client().request("indexer", ask, EvidenceReply, timeout=60).body
+    shown = [evidence.passages[s["passage"]]["file_name"] for s in evidence.spans[: policy.evidence_sources]]
+    assert "budget.docx" in shown and "report.pdf" in shown, shown  # both files' passages are shown
+    budget = shown.index("budget.docx") + 1
+    said = (
+        f"The budget for the obsidianwave project is forty thousand dollars [{budget}]. "
+        f"Cargo volumes grew by twelve percent over the year [{budget}]."
+    )
+    with model_says(root, said):
+        out = chat(url, token, {"query": question, "answer_mode": "generative"})
+    assert out["answer_mode_used"] == "generative+checked" and out["dropped_sentences"] == 1, out
+    assert "twelve percent" not in out["answer"] and ANSWER in out["answer"], out["answer"]
+    assert [c["file_name"] for c in out["citations"]] == ["budget.docx"], out["citations"]
     check_markers(out)
 
 

@@ -174,13 +174,13 @@ def test_document_text_cannot_open_a_turn_or_forge_a_fence(smol: prompt.Backend)
     dirty = prompt.build_chat(smol, "Capital?", hostile, [], "", 128)
     # The same number of turns: the document's control-token text stayed ordinary characters.
     assert clean.tokens.count(start) == dirty.tokens.count(start) == 3
-    fenced = prompt.fence(1, hostile[0])
-    assert fenced.count(prompt.FENCE) == 2  # dashes inside the text cannot close the fence early
+    fenced = citations.fence(1, hostile[0].file_name, hostile[0].text)
+    assert fenced.count(citations.FENCE) == 2  # dashes inside the text cannot close the fence early
 
 
 def test_a_source_s_own_bracketed_numbers_reach_the_model_escaped_and_never_resolve_as_markers() -> None:
-    fenced = prompt.fence(1, prompt.Passage("trial.txt", "Doses on days [0; 3], as reported [2]."))
-    body = fenced.split(prompt.FENCE)[1]
+    fenced = citations.fence(1, "trial.txt", "Doses on days [0; 3], as reported [2].")
+    body = fenced.split(citations.FENCE)[1]
     assert "days \\[0; 3\\], as reported \\[2\\]." in body
     assert citations.MARKER.search(body) is None  # the fence's own "[1] trial.txt" label is outside it
     # a model that copies the escaped text cites nothing by it; its own marker still counts

@@ -61,6 +61,15 @@ def test_an_unknown_key_or_a_bad_value_in_an_override_is_an_error_naming_it(tmp_
         config.load(override)
 
 
+def test_a_key_an_older_version_read_is_an_error_naming_what_replaced_it(tmp_path: Path) -> None:
+    override = tmp_path / "supervisor.toml"
+    override.write_text("[ingest]\nparser_memory_mb = 1024\n", encoding="utf-8")
+    with pytest.raises(config.ConfigError, match=r"parser_memory_mb is no longer read; set \[ingest\] parser_pool"):
+        config.load(override)
+    override.write_text("[ingest]\nparser_pool_memory_mb = 4096\n", encoding="utf-8")
+    assert config.load(override).ingest.parser_pool_memory_mb == 4096
+
+
 def test_config_defaults_prints_the_rendering() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "foldermind.kernel.cli", "config", "defaults"],

@@ -298,11 +298,28 @@ def test_burst_then_429_per_session(server: Server) -> None:
     assert server.guard.stats()["429"] == 1
 
 
-def test_requests_without_session_share_one_bucket(server: Server) -> None:
-    for i in range(RATE):
-        assert server.post(rpc(i))[0] == 200
-    assert server.post({"jsonrpc": "2.0", "id": "init", "method": "initialize"})[0] == 429
-    assert server.guard.bucket_count == 1
+def test_requests_without_a_session_are_limited_per_connection(server: Server) -> None:
+    headers = {**AUTH, "Content-Type": "application/json"}
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+
+        def post(payload: object) -> tuple[int, http.client.HTTPMessage, bytes]:
+            conn.request("POST", "/mcp", body=json.dumps(payload).encode(), headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.headers, resp.read()
+
+        for i in range(RATE):
+            assert post(rpc(i))[0] == 200
+        sock = conn.sock
+        status, hdrs, _ = post({"jsonrpc": "2.0", "id": "init", "method": "initialize"})
+        assert status == 429 and "close" not in hdrs.get("Connection", "")
+        # The refused request's body was read, so the connection (and with it the bucket) goes on.
+        assert post(rpc())[0] == 429 and conn.sock is sock
+        # Another connection is another client: an initialize there is not held up.
+        assert server.post({"jsonrpc": "2.0", "id": "init", "method": "initialize"})[0] == 200
+        assert server.guard.bucket_count == 2
+    finally:
+        conn.close()
 
 
 def test_refill_after_time_passes(server: Server) -> None:
@@ -366,7 +383,7 @@ def test_bucket_count_is_capped() -> None:
     assert guard.bucket_count == 3
 
 
-def test_unknown_session_ids_share_the_no_session_bucket() -> None:
+def test_unknown_session_ids_count_as_no_session() -> None:
     guard = Guard(
         _ok_app,
         token=lambda: "t",

@@ -378,17 +378,6 @@ def rpc(method: str, params: Any = None, req_id: Any = 1) -> bytes:
     return json.dumps(body).encode()
 
 
-def legacy_session(url: str, token: str) -> dict[str, str]:
-    """Headers of a fresh initialized 2025-06-18 session (the handshake revision, with Mcp-Session-Id)."""
-    auth = {"Authorization": f"Bearer {token}"}
-    status, hdrs, _ = mc.raw(url, body=mc.initialize_body(), headers=auth)
-    assert status == 200, status
-    headers = {**auth, "Mcp-Session-Id": hdrs["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
-    body = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
-    assert mc.raw(url, body=body, headers=headers)[0] == 202
-    return headers
-
-
 def refusals(payload: bytes) -> list[str]:
     """The JSON-RPC error codes and tool error codes in a JSON or SSE response body."""
     texts = [line[5:].strip() for line in payload.decode().splitlines() if line.startswith("data:")]
@@ -527,7 +516,7 @@ def still_serving(url: str, session: dict[str, str]) -> None:
 
 
 def test_malformed_json_rpc_gets_4xx_or_a_json_rpc_error(served: Served) -> None:
-    session = legacy_session(served.url, served.token)
+    session = mc.legacy_session(served.url, served.token)
     seen: dict[str, str] = {}
     for name, body, headers in MALFORMED:
         status, _, payload = send(served.url, body, {**session, **headers})

@@ -11,8 +11,8 @@ arrive before the folder is added (the reconcile scan), some while it is watched
 Each one must end in a state decided here: indexed and findable with the right text, failed or
 skipped with a specific reason, or never listed (what is not a regular file inside the folder). The
 neighbours must index, every worker must be RUNNING at the end without a restart, and no parser may
-get near ``[ingest] parser_memory_mb``: every parser's peak RSS (VmHWM) and peak address space
-(VmPeak, what RLIMIT_AS caps) is sampled from /proc while it works.
+get near its memory cap (its share of ``[ingest] parser_pool_memory_mb``): every parser's peak RSS
+(VmHWM) and peak address space (VmPeak, what RLIMIT_AS caps) is sampled from /proc while it works.
 
 Root reads any file whatever its mode, so the kernel is started without CAP_DAC_OVERRIDE and
 CAP_DAC_READ_SEARCH (``setpriv --bounding-set``): "no read permission" is then real for every worker.
@@ -51,7 +51,7 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
-from foldermind.workers.indexer.pipeline import sha256_of
+from foldermind.workers import userfiles
 from foldermind.workers.parser.formats import ParseError, decode_text, normalize, parse_file
 from foldermind.workers.watcher import NAME_NOT_UTF8 as NAME_NOT_UTF8_REASON
 from foldermind.workers.watcher import eligible_path, scan
@@ -408,7 +408,7 @@ def hostile(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path, dict[st
     )
     config = (
         FAST_RESTART
-        + f"[ingest]\nparser_memory_mb = {PARSER_MEMORY_MB}\n"
+        + f"[ingest]\nparser_pool_memory_mb = {2 * PARSER_MEMORY_MB}\n"  # two parsers (the default pool)
         + "[mcp]\nport = 0\n"
         + f"[workers.parser]\nenv = {{ {holds} }}\n"
     )
@@ -582,7 +582,7 @@ def test_a_fifo_is_never_opened_for_reading(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     err = finishes(lambda: parse_file(fifo, MB))
     assert isinstance(err, ParseError) and (err.code, err.message) == ("unreadable", "unreadable: not a regular file")
-    assert isinstance(finishes(lambda: sha256_of(str(fifo))), OSError)
+    assert isinstance(finishes(lambda: userfiles.open_file(str(fifo), lambda _real: True)), userfiles.NotRegular)
     assert not eligible_path(str(fifo), str(tmp_path))
     assert finishes(lambda: scan(str(tmp_path))) == ([], {})
 

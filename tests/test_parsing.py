@@ -16,6 +16,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from tokenizers import Tokenizer
 
+from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, Envelope, ParseReply, ParseRequest
 from foldermind.workers import parser as parser_module
@@ -602,8 +603,10 @@ def parser_worker() -> ParserWorker:
     return ParserWorker(ctx)
 
 
-def request(body: ParseRequest) -> Request:
-    return Request(Envelope(kind=ParseRequest.KIND), body, [])
+def request(body: ParseRequest, path: Path) -> Request:
+    """A parse request as the indexer sends it: the file's bytes with it (a parser opens no path)."""
+    body.content = True
+    return Request(Envelope(kind=ParseRequest.KIND), body, [path.read_bytes()])
 
 
 def test_worker_handler_maps_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -612,20 +615,20 @@ def test_worker_handler_maps_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert worker.details()["formats"] == ALL_FORMATS
     assert worker.details()["tokenizer"] == "not loaded yet"
     path = write(tmp_path / "hello.txt", "Hello there.\n")
-    reply = worker.on_parse(request(ParseRequest(path=str(path))))
+    reply = worker.on_parse(request(ParseRequest(path=str(path)), path))
     assert isinstance(reply, ParseReply)
     assert [c["text"] for c in reply.chunks] == ["Hello there."]
     assert worker.details()["tokenizer"] == "loaded"
 
-    def exhausted(path: Path, max_bytes: int) -> ParsedDocument:
+    def exhausted(path: Path, data: bytes, max_bytes: int) -> ParsedDocument:
         raise MemoryError
 
-    monkeypatch.setattr(parser_module, "parse_file", exhausted)
+    monkeypatch.setattr(parser_module, "parse_content", exhausted)
     with pytest.raises(JobError) as info:
-        worker.on_parse(request(ParseRequest(path=str(path))))
+        worker.on_parse(request(ParseRequest(path=str(path)), path))
     assert (info.value.info.code, info.value.info.message) == ("parse_failed", "out of memory")
     with pytest.raises(JobError) as info:
-        worker.on_parse(request(ParseRequest(path=str(path), max_tokens=4)))
+        worker.on_parse(request(ParseRequest(path=str(path), max_tokens=4), path))
     assert info.value.info.code == "bad_request"
 
 
@@ -645,17 +648,22 @@ def parser_kernel() -> Iterator[RunningKernel]:
         remove_tree(root)
 
 
+def parse(client: BusClient, body: ParseRequest, path: Path) -> ParseReply:
+    body.content = True
+    return client.request("parser", body, ParseReply, [path.read_bytes()], timeout=30).body
+
+
 def test_parser_worker_answers_parse_requests(parser_kernel: RunningKernel, tmp_path: Path) -> None:
     client = parser_kernel.client()
     pdf = write(tmp_path / "two-pages.pdf", make_pdf([["Page one speaks of apples."], ["Page two of pears."]]))
-    reply = client.request("parser", ParseRequest(path=str(pdf)), ParseReply, timeout=30).body
+    reply = parse(client, ParseRequest(path=str(pdf)), pdf)
     assert (reply.format, reply.pages) == ("pdf", 2)
     assert [(c["ordinal"], c["page_start"], c["text"]) for c in reply.chunks] == [
         (0, 1, "Page one speaks of apples."),
         (1, 2, "Page two of pears."),
     ]
     guide = make_docx(tmp_path / "guide.docx")
-    reply = client.request("parser", ParseRequest(path=str(guide), max_tokens=64), ParseReply, timeout=30).body
+    reply = parse(client, ParseRequest(path=str(guide), max_tokens=64), guide)
     assert reply.title == "Field Guide"
     assert {c["heading"] for c in reply.chunks} == {None, "Setup", "Setup > Windows", "Setup > Linux", "Usage"}
     assert all(c["tokens"] <= 64 for c in reply.chunks)
@@ -665,7 +673,8 @@ def test_parser_worker_answers_parse_requests(parser_kernel: RunningKernel, tmp_
 
     details = client.request("parser#1", DescribeRequest(), DescribeReply, timeout=10).body.details
     assert details["formats"] == ALL_FORMATS
-    assert details["memory_limit_mb"] == 2048
+    assert details["memory_limit_mb"] == 3072 // 2  # the default pool budget, shared by the default two parsers
+    assert details["inflate_limit_mb"] == 3072 // 2 // 16
 
 
 def test_parser_worker_errors_are_typed(parser_kernel: RunningKernel, tmp_path: Path) -> None:
@@ -674,12 +683,14 @@ def test_parser_worker_errors_are_typed(parser_kernel: RunningKernel, tmp_path: 
         write(tmp_path / "scan.pdf", make_pdf([[]])): ("parse_failed", "no extractable text (scanned?)"),
         write(tmp_path / "program.txt", b"\x00\x01\x02" * 500): ("parse_failed", "not a text file"),
         write(tmp_path / "big.txt", "y" * 5000): ("file_too_large", "file too large: 5000 bytes (the limit is 4096)"),
-        tmp_path / "missing.md": ("unreadable", "unreadable: No such file or directory"),
     }
     for path, (code, message) in cases.items():
         with pytest.raises(JobError) as info:
-            client.request("parser", ParseRequest(path=str(path), max_bytes=4096), ParseReply, timeout=30)
+            parse(client, ParseRequest(path=str(path), max_bytes=4096), path)
         assert (info.value.code, info.value.info.message) == (code, message)
+    with pytest.raises(JobError) as info:  # a path alone is never opened
+        client.request("parser", ParseRequest(path=str(tmp_path / "scan.pdf")), ParseReply, timeout=30)
+    assert info.value.code == "file_content_needed" and "reads no path" in info.value.info.message
     with pytest.raises(JobError) as info:
         client.request("parser", ParseRequest(path="relative/file.txt"), ParseReply, timeout=30)
     assert info.value.code == "bad_request"

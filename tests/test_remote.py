@@ -408,9 +408,12 @@ def test_a_parser_on_another_machine_asks_for_the_bytes_and_parses_them_never_th
     with pytest.raises(JobError) as missing:
         _parse(remote_parser, ParseRequest(path="/elsewhere/report.docx", content=True), [])
     assert missing.value.info.code == ErrorCode.BAD_REQUEST
-    # A local parser still reads the path, as before.
+    # A local parser reads no path either (the indexer sends every file's bytes), and parses the same bytes alike.
     local = ParserWorker(WorkerContext(name="parser#1", service="parser", bus_endpoint="ipc:///nowhere"))
-    assert _parse(local, ParseRequest(path=str(here)), []).chunks == reply.chunks
+    with pytest.raises(JobError) as local_asked:
+        _parse(local, ParseRequest(path=str(here)), [])
+    assert local_asked.value.info.code == ErrorCode.FILE_CONTENT_NEEDED
+    assert _parse(local, ParseRequest(path=str(here), content=True), [here.read_bytes()]).chunks == reply.chunks
 
 
 def test_a_remote_member_declared_lost_while_alive_joins_again_instead_of_exiting(

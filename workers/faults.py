@@ -17,7 +17,8 @@ the switches and the tests that use them.
 - ``FOLDERMIND_TEST_INDEXER_HOLD=STAGE:FLAG[,STAGE:FLAG]``: the indexer, while FLAG exists,
   creates ``FLAG.held`` and waits (at most :data:`HOLD_MAX_S`) at STAGE: ``vectors``, between the first and
   the second slice of an embedding reply's vectors; ``commit``, with the journal's documents given to
-  Tantivy's writer and not yet committed; ``search``, in a search's handler. Only the first arrival at a
+  Tantivy's writer and not yet committed; ``search``, in a search's handler; ``read``, before a pending
+  file is opened to be hashed and sent to a parser. Only the first arrival at a
   stage holds (it makes ``FLAG.held``; the others pass), so a test searches meanwhile.
 - ``FOLDERMIND_TEST_LLM_HANG=hang|hang-once:PATH``: every chat generation blocks forever after its first
   token, as a wedged native call would; ``hang-once:PATH`` only the first generation that creates PATH (so

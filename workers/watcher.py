@@ -66,6 +66,8 @@ log = logging.getLogger("foldermind.watcher")
 NAME_NOT_UTF8 = "file name is not valid UTF-8: rename the file to index it"
 _RESCAN = "\x00rescan:"
 """Key prefix of a pending folder rescan (NUL never appears in a path)."""
+DELIVERY_RETRY_MAX_S = 15.0
+"""The longest wait before changes the indexer refused are sent again (the wait doubles from 1 s per refusal)."""
 
 SUPPORTED = frozenset(SUFFIXES)
 """The suffixes (lower case) the parsers read: taken from their registry, so a new format is watched the
@@ -91,13 +93,19 @@ def unsupported_suffix(name: str) -> str | None:
     return None if suffix in SUPPORTED else suffix
 
 
-def eligible_path(path: str, root: str) -> bool:
-    """``path`` (inside ``root``) is eligible: no hidden folder on the way, and it resolves, symlinks
-    followed, to a regular file inside ``root``."""
+def document_name(path: str, root: str) -> bool:
+    """``path`` (inside ``root``) names a document, whatever is there now: no hidden folder on the way, and a
+    name the parsers read."""
     rel = os.path.relpath(path, root)
     if rel.startswith("..") or any(part.startswith(".") for part in Path(rel).parts):
         return False
-    if not eligible_name(os.path.basename(path)):
+    return eligible_name(os.path.basename(path))
+
+
+def eligible_path(path: str, root: str) -> bool:
+    """``path`` (inside ``root``) is eligible: no hidden folder on the way, and it resolves, symlinks
+    followed, to a regular file inside ``root``."""
+    if not document_name(path, root):
         return False
     real = os.path.realpath(path)
     return (real == root or real.startswith(root.rstrip("/") + "/")) and os.path.isfile(real)
@@ -188,6 +196,10 @@ class _Events(FileSystemEventHandler):
                 self.watcher.note_event(ChangeEvent(kind="created", path=dest, dest=None))
             elif src_ok:
                 self.watcher.note_event(ChangeEvent(kind="deleted", path=src, dest=None))
+            if not dest_ok and document_name(dest, self.root):
+                # Something that is no document (a link out of the folder, say) renamed over one: the indexer
+                # looks at what is there now, and leaves it unindexed with the reason.
+                self.watcher.note_event(ChangeEvent(kind="modified", path=dest, dest=None))
             return
         if kind == "deleted":
             self.watcher.note_event(ChangeEvent(kind="deleted", path=src, dest=None))
@@ -207,7 +219,6 @@ class WatcherWorker(Worker):
         self._reconciled: set[str] = set()
         self._local = threading.local()
         self._stop = threading.Event()
-        self._told_damaged = False
 
     def setup(self) -> None:
         threading.Thread(target=self._start_sync, name="initial-sync", daemon=True).start()
@@ -316,6 +327,7 @@ class WatcherWorker(Worker):
 
     def _debounce_loop(self) -> None:
         # Sleeps until an event arrives or the oldest pending one settles: no ticking while idle.
+        refused = 0  # deliveries refused in a row (an indexer restarting, a read-only index): back off, log less
         while not self._stop.is_set():
             with self._lock:
                 now = time.monotonic()
@@ -340,14 +352,17 @@ class WatcherWorker(Worker):
                         folder = self._folders.get(root)
                     if folder is not None:
                         self.reconcile(folder)
-            except JobError as exc:
-                if exc.code is not ErrorCode.DATABASE_DAMAGED:
-                    self._retry(events, exc)
-                elif not self._told_damaged:  # said once; the start after `foldermind repair` rescans the folders
-                    self._told_damaged = True
-                    log.warning("changes not recorded: %s", exc.message)
+                refused = 0
             except BusError as exc:
-                self._retry(events, exc)
+                refused += 1
+                wait = min(2.0 ** (refused - 1), DELIVERY_RETRY_MAX_S)
+                if refused & (refused - 1) == 0:  # the 1st, 2nd, 4th, ... refusal: repeats are counted, not each told
+                    told = "could not deliver %d change(s) to the indexer (%s; %d tries); will retry in %.0f s"
+                    log.warning(told, len(events), exc, refused, wait)
+                with self._lock:
+                    for event in events:  # a newer event for the same path wins
+                        self._pending.setdefault(event["path"], (event, time.monotonic()))
+                self._stop.wait(wait)
             except Exception:
                 # Never let one bad batch stop event delivery for good: the folders are rescanned instead.
                 log.exception("could not deliver %d change(s) to the indexer; rescanning their folders", len(events))
@@ -356,13 +371,6 @@ class WatcherWorker(Worker):
                 for root in roots - set(rescans):
                     self.note_rescan(root)
                 self._stop.wait(1.0)
-
-    def _retry(self, events: list[Any], exc: BusError) -> None:
-        log.warning("could not deliver %d change(s) to the indexer (%s); will retry", len(events), exc)
-        with self._lock:
-            for event in events:  # a newer event for the same path wins
-                self._pending.setdefault(event["path"], (event, time.monotonic()))
-        self._stop.wait(1.0)
 
 
 WORKER = WatcherWorker

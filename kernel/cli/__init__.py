@@ -25,7 +25,7 @@ import click
 
 from foldermind.kernel import __version__
 from foldermind.kernel.cli.common import home_option
-from foldermind.protocol.runtime.home import UnsafeHomeError
+from foldermind.protocol.runtime.home import HomeNotWritable, UnsafeHomeError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "start": ("lifecycle", "start"),
@@ -87,6 +87,6 @@ def main() -> None:
     quiet_token_log()
     try:
         cli(prog_name="foldermind")
-    except UnsafeHomeError as exc:
+    except (UnsafeHomeError, HomeNotWritable) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)

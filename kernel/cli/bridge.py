@@ -5,6 +5,10 @@ message between its stdin/stdout and the front door's streamable HTTP endpoint, 
 read from the home's token store. So two clients, or one client that spawns the server twice, share one
 index, one set of models and one rate limit per session, instead of each opening the files and loading
 the models again. stdout carries the MCP stream only: everything this module says goes to stderr.
+
+Nothing a client writes stops it: a line that cannot be relayed is answered here (:mod:`.stdio_lines`), and
+what happens to one request on its way to the front door becomes that request's error
+(:mod:`.bridge_transport`, which also follows a restarted front door to its new port and session).
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ from typing import Any
 
 import anyio
 import httpx2
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INTERNAL_ERROR, JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
 
+from foldermind.kernel.cli import stdio_lines
+from foldermind.kernel.cli.bridge_transport import Guarded
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
 
@@ -51,35 +59,134 @@ def ensure_running(home: Home, start_wait_s: float) -> dict[str, Any]:
     return wait_for_frontdoor(home, start_wait_s)
 
 
-async def relay(url: str, token: str) -> None:
-    """Copy messages both ways until the client closes stdin (or the server goes away)."""
+DRAIN_S = 10.0
+"""After the client closes stdin, how long the answers to its last requests may still take to go out."""
+
+
+class ClientSide:
+    """stdin and stdout of the bridge: one JSON-RPC message a line each way, written whole under a lock."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.stdin = sys.stdin.buffer
+        self.stdout = sys.stdout.buffer
+        self.lock = anyio.Lock()
+        self.gone = False
+        """The client closed its end of stdout: nothing more can reach it."""
+
+    async def write(self, line: bytes) -> None:
+        def put() -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        async with self.lock:
+            if self.gone:
+                return
+            try:
+                await anyio.to_thread.run_sync(put)
+            except (OSError, ValueError):  # a broken pipe, a closed file
+                self.gone = True
+
+    async def read(self, sink: MemoryObjectSendStream[SessionMessage]) -> None:
+        """Relay the client's messages to ``sink`` until stdin closes; answer what cannot be relayed."""
+        cap = self.max_bytes * stdio_lines.READ_FACTOR
+        async with sink:
+            while True:
+                got = await anyio.to_thread.run_sync(stdio_lines.read_line, self.stdin, cap, abandon_on_cancel=True)
+                if got is None:
+                    return
+                verdict = stdio_lines.judge(*got, self.max_bytes)
+                if verdict.note:
+                    print(f"foldermind: {verdict.note}", file=sys.stderr, flush=True)
+                if verdict.reply is not None:
+                    await self.write(verdict.reply)
+                if verdict.message is not None:
+                    await sink.send(SessionMessage(verdict.message))
+
+
+def serving_url(home: Home) -> str | None:
+    """Where the front door serves now (a restarted one may have bound another port), or None."""
+    info = home.read_mcp_info()
+    return str(info["url"]) if info and info.get("state") == "running" and info.get("url") else None
+
+
+async def relay(home: Home, url: str, token: str, max_bytes: int) -> None:
+    """Copy messages both ways until the client closes stdin (or the server goes away). A failure of the
+    connection to the front door answers the requests it held with an error, and the bridge connects again."""
     headers = {"Authorization": f"Bearer {token}"}
     timeout = httpx2.Timeout(30.0, read=300.0)
+    client = ClientSide(max_bytes)
+    pending: set[RequestId] = set()
+    to_send, queued = anyio.create_memory_object_stream[SessionMessage](64)
+    transport = Guarded(httpx2.AsyncHTTPTransport(), lambda: serving_url(home))
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(client.read, to_send)
+        while True:
+            try:
+                if await _connect(url, http, queued, client, pending):
+                    break  # the client closed stdin, or the server went away
+            except Exception as exc:
+                print(f"foldermind: the front door connection broke ({exc!r}); connecting again", file=sys.stderr)
+            if client.gone:
+                break
+            for rid in sorted(pending, key=str):
+                why = "the connection to the front door broke before the answer came"
+                await client.write(stdio_lines.error_line(rid, INTERNAL_ERROR, why))
+            pending.clear()
+            await anyio.sleep(0.5)
+        tg.cancel_scope.cancel()
+
+
+async def _connect(
+    url: str,
+    http: httpx2.AsyncClient,
+    queued: MemoryObjectReceiveStream[SessionMessage],
+    client: ClientSide,
+    pending: set[RequestId],
+) -> bool:
+    """One connection to the front door, relaying until either side closes (True)."""
+    async with (
         streamable_http_client(url, http_client=http) as (from_server, to_server),
-        stdio_server() as (from_client, to_client),
         anyio.create_task_group() as tg,
     ):
 
-        async def pump(source: Any, sink: Any, trouble: str) -> None:
-            async for message in source:
+        async def up() -> None:
+            async for message in queued:
+                if isinstance(message.message, JSONRPCRequest):
+                    pending.add(message.message.id)
+                await to_server.send(message)
+            with anyio.move_on_after(DRAIN_S):  # stdin closed: the answers still owed go out first
+                while pending and not client.gone:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+
+        async def down() -> None:
+            async for message in from_server:
                 if isinstance(message, Exception):
-                    print(f"foldermind: {trouble}: {message}", file=sys.stderr)
+                    print(f"foldermind: front door error: {message}", file=sys.stderr)
                     continue
-                await sink.send(message)
-            tg.cancel_scope.cancel()  # one side closed (the client's stdin, or the server): we are done
+                if isinstance(message.message, JSONRPCResponse | JSONRPCError):
+                    pending.discard(message.message.id)
+                line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await client.write(line.encode() + b"\n")
+                if client.gone:
+                    break
+            tg.cancel_scope.cancel()
 
-        tg.start_soon(pump, from_client, to_server, "dropped an unreadable message from the client")
-        tg.start_soon(pump, from_server, to_client, "front door error")
+        tg.start_soon(up)
+        tg.start_soon(down)
+    return True
 
 
-def run(home: Home, start_wait_s: float) -> int:
+def run(home: Home, start_wait_s: float, max_body_mb: float) -> int:
     try:
         info = ensure_running(home, start_wait_s)
     except BridgeError as exc:
         print(f"foldermind: {exc}", file=sys.stderr)
         return 1
     token = TokenStore(home).load_or_create()
-    anyio.run(relay, str(info["url"]), token)
+    anyio.run(relay, home, str(info["url"]), token, int(max_body_mb * 1024 * 1024))
     return 0

@@ -42,7 +42,8 @@ def mcp_cmd() -> None:
 
     home = current_home()
     home.ensure()
-    sys.exit(bridge.run(home, current_config(home).kernel.start_wait_s + 30))
+    config = current_config(home)
+    sys.exit(bridge.run(home, config.kernel.start_wait_s + 30, config.mcp.max_body_mb))
 
 
 @click.group()

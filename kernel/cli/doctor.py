@@ -1,10 +1,11 @@
 """``foldermind doctor``: the checks for what users get wrong, each with how to fix it.
 
-The port (taken, and which one is served), where the token is stored, each client's config file (found,
-parsed, and whether our entry matches this install's command, port and token), the models, free disk for
-the index, whether every Smart Folder can be read, a worker that keeps failing (with its cause) and a damaged
-index database (:mod:`.repair`). It reads and never changes anything; the fixes are commands to type. Exit
-status 1 when a check failed, so a script can use it.
+Whether the home can be written, the port (taken, and which one is served), where the token is stored, each
+client's config file (found, parsed, and whether our entry matches this install's command, port and token),
+the models, free disk for the index, whether the running indexer can write its index, whether every Smart
+Folder can be read, a worker that keeps failing (with its cause) and a damaged index database (:mod:`.repair`).
+It reads and never changes anything; the fixes are commands to type. Exit status 1 when a check failed, so a
+script can use it.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, stray_config, typed
 from foldermind.kernel.cli.jsonedit import ParseError
 from foldermind.protocol.errors import BusError
-from foldermind.protocol.messages import FolderListReply, FolderListRequest
+from foldermind.protocol.messages import FolderListReply, FolderListRequest, StatusReply, StatusRequest
 from foldermind.protocol.runtime.config import SupervisorConfig
-from foldermind.protocol.runtime.home import Home, model_cache_dir
+from foldermind.protocol.runtime.home import Home, HomeNotWritable, model_cache_dir
 from foldermind.protocol.runtime.token_store import TokenStore
 
 Status = Literal["ok", "info", "warn", "fail"]
@@ -231,8 +232,38 @@ def model_checks(config: SupervisorConfig) -> list[Check]:
     return out
 
 
+def home_check(home: Home) -> Check:
+    """Whether foldermind can write its index, logs and sockets (a read-only disk, no permission, a file in
+    a folder's place)."""
+    try:
+        home.ensure()
+        home.check_writable()
+    except HomeNotWritable as exc:
+        return Check("home", "fail", exc.what, exc.fix)
+    return Check("home", "ok", f"{home.root or 'the platform folders'}: index, logs and sockets can be written")
+
+
+def index_write_checks(home: Home) -> list[Check]:
+    """A fault that holds indexing now (the data folder refusing writes, a full disk), as the running indexer's
+    note in `status` says it; nothing when foldermind is not running."""
+    if home.running_pid() is None:
+        return []
+    with contextlib.suppress(BusError), connect(home) as client:
+        workers = client.request("kernel", StatusRequest(), StatusReply, timeout=5).body.workers
+        notes = [w["note"] for w in workers if w["service"] == "indexer"]
+        if any(n.startswith("database damaged") for n in notes):
+            return []  # nothing is written: the database check says why
+        held = [n for n in notes if n.startswith(("indexing held: ", "disk full"))]
+        if held:
+            detail, _, fix = held[0].partition("; fix: ")
+            return [Check("index writes", "fail", detail, fix)]
+        return [Check("index writes", "ok", "the indexer writes its index")] if notes else []
+    return []
+
+
 def disk_check(home: Home) -> Check:
-    home.data_dir.mkdir(parents=True, exist_ok=True)
+    if not home.data_dir.is_dir():
+        return Check("disk", "info", f"{home.data_dir} is not a folder: no index to measure")
     free = shutil.disk_usage(home.data_dir).free
     detail = f"{free / (1 << 30):.1f} GiB free for the index in {home.data_dir}"
     if free >= MIN_FREE_BYTES:
@@ -286,17 +317,19 @@ MARK = {"ok": "ok  ", "info": "--  ", "warn": "WARN", "fail": "FAIL"}
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def doctor(project: Path, as_json: bool) -> None:
-    """Check the port, the token store, every client's config, the models, disk space and the folders."""
+    """Check the home, the port, the token store, every client's config, the models, disk space and the folders."""
     home = current_home()
-    home.ensure()
+    home_ok = home_check(home)
     config = current_config(home)
     checks = [
+        home_ok,
         *config_checks(home),
         *port_checks(home, config),
         token_check(home),
         *client_checks(home, project.resolve()),
         *model_checks(config),
         disk_check(home),
+        *index_write_checks(home),
         *folder_checks(home),
         *(Check(name, status, detail, fix) for name, status, detail, fix in repair.health(home)),  # type: ignore[arg-type]
     ]

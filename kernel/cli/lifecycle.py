@@ -57,6 +57,7 @@ def start(foreground: bool, port: int | None, detached: bool, demo_folder: str |
     """Start the supervisor and every worker."""
     home = current_home()
     home.ensure()
+    home.check_writable()  # a read-only home: one line with the fix (main prints it), not a traceback
     config = current_config(home)
     if (stray := stray_config(home)) and not detached:
         click.echo(f"warning: {stray}", err=True)

@@ -65,6 +65,12 @@ def _remote_note(w: WorkerInfo) -> str:
     return f"remote, key {w.get('key')}; " if w.get("remote") else ""
 
 
+def _past(w: WorkerInfo) -> str:
+    """An error the worker has run healthy since: shown as earlier, not as its state now."""
+    past = w.get("past_error")
+    return f" (earlier: {past})" if past else ""
+
+
 @click.command()
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -91,7 +97,7 @@ def status(as_json: bool) -> None:
         click.echo(
             f"{w['name']:<14}{w['state']:<10}{w['pid'] or '-':>8}{_fmt_uptime(w['uptime_s']):>9}"
             f"{w['restarts']:>10}{w['in_flight']:>6}{_fmt_bytes(w['rss_bytes']):>9}  "
-            f"{_remote_note(w)}{w['last_error'] or w.get('note') or ''}"
+            f"{_remote_note(w)}{w['last_error'] or w.get('note') or ''}{_past(w)}"
         )
     mcp = st.mcp
     click.echo(f"mcp     {mcp['state']}" + (f"  {mcp['url']}" if mcp["url"] else ""))

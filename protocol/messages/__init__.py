@@ -123,6 +123,7 @@ from foldermind.protocol.messages.llm import (
 from foldermind.protocol.messages.parser import (
     EXTRACTION,
     ChunkInfo,
+    ParsePartial,
     ParseReply,
     ParseRequest,
 )
@@ -192,6 +193,7 @@ __all__ = [
     "Message",
     "OcrInfo",
     "OcrPage",
+    "ParsePartial",
     "ParseReply",
     "ParseRequest",
     "PingReply",

@@ -37,6 +37,10 @@ class WorkerInfo(TypedDict):
     restart it)."""
     key: str | None
     """A remote member's key, by its name on the allow list (`foldermind bus allow NAME KEY`); null locally."""
+    past_error: str | None
+    """The last error with its time once the worker has run healthy since (`last_error` is then null)."""
+    error_at: float | None
+    """When the last error (current or past) happened, seconds since the epoch."""
 
 
 class McpInfo(TypedDict):
@@ -54,8 +58,9 @@ class StatusRequest(Message):
 @message("ctl.status.reply")
 @dataclass(slots=True)
 class StatusReply(Message):
-    """``kernel``, ``workers`` (name, service, state, pid, uptime_s, restarts, in_flight,
-    last_error, rss_bytes, note, remote, key), ``mcp`` (url, port, state) and ``folders`` (per-folder progress)."""
+    """``kernel``, ``workers`` (name, service, state, pid, uptime_s, restarts, in_flight, last_error,
+    rss_bytes, note, remote, key, past_error, error_at), ``mcp`` (url, port, state) and ``folders``
+    (per-folder progress)."""
 
     kernel: KernelInfo
     """`{pid: int, uptime_s: float, version: str, rss_bytes: int, tree_rss_bytes: int}`: the kernel's own RSS

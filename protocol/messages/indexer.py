@@ -405,7 +405,7 @@ class Claim(TypedDict):
 class ClaimCheck(TypedDict):
     supported: bool
     source: int
-    """The source that supports it (the cited one when it does, else the best other); -1: none."""
+    """The source that supports it (one the claim cites; any, for a claim that cites none); -1: none."""
     quote: str
     """The sentence of that source closest to the claim (its exact words), else empty."""
     similarity: float

@@ -39,11 +39,11 @@ class ChunkInfo(TypedDict):
 @message("parse.request")
 @dataclass(slots=True)
 class ParseRequest(Message):
-    """Parse the file at ``path`` (absolute) into chunks no longer than ``max_tokens`` tokens of the
-    embedding model's own tokenizer, overlapping by ``overlap_tokens``; refuse files over
-    ``max_bytes``. Errors: ``parse_failed`` (message says why: ``no extractable text (scanned?)``,
+    """Parse the file named ``path`` (absolute), whose bytes come with the request, into chunks no longer than
+    ``max_tokens`` tokens of the embedding model's own tokenizer, overlapping by ``overlap_tokens``; refuse files
+    over ``max_bytes``. Errors: ``parse_failed`` (message says why: ``no extractable text (scanned?)``,
     ``encrypted PDF``, ``not a text file``, ``image too large``, ``OCR is off``, ...), ``file_too_large``,
-    ``unreadable``, ``file_content_needed`` (a parser on another machine, asked for a path)."""
+    ``unreadable``, ``file_content_needed`` (a request without the bytes: a parser opens no path)."""
 
     path: str
     """Absolute path of the file."""
@@ -55,14 +55,26 @@ class ParseRequest(Message):
     """How far each chunk of a section starts before the end of the previous one (at most half the chunk budget)."""
     content: bool = False
     """The file's bytes follow as the message's one buffer frame (at most ``max_bytes``), and ``path`` only names
-    the file (its suffix picks the format): for a parser on another machine, which cannot read the path."""
+    the file (its suffix picks the format). Always set by the indexer, which read the bytes from the one descriptor
+    it opened and checked: a parser opens no path, so a file swapped for a link since is never read through it."""
+
+
+@message("parse.partial")
+@dataclass(slots=True)
+class ParsePartial(Message):
+    """Chunks of a document whose chunks do not fit one message (status ``partial``): each part fills at most
+    90 % of the bus's message limit, the parts come in document order, and the ``parse.reply`` carries the last."""
+
+    chunks: list[ChunkInfo]
+    """The next chunks in document order."""
 
 
 @message("parse.reply")
 @dataclass(slots=True)
 class ParseReply(Message):
     """``format`` (txt, md, pdf, docx, html, pptx, xlsx, csv, epub, email, odf, rtf, image), ``title`` if the
-    document names one, ``pages`` for paginated formats, and the ``chunks`` in order."""
+    document names one, ``pages`` for paginated formats, and the ``chunks`` in order (after those of the
+    ``parse.partial`` replies before it, when the chunks did not fit one message)."""
 
     format: str
     """`txt`, `md`, `pdf`, `docx`, `html`, `pptx`, `xlsx` (also .xlsm), `csv` (also .tsv), `epub`, `email` (.eml and

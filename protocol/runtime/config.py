@@ -182,11 +182,12 @@ class IngestPolicy(_Strict):
         description="Each parse must finish within this time (plus 2 s per MB of file), or the parser is replaced"
         " and the file retried once on a fresh parser, then quarantined as failed.",
     )
-    parser_memory_mb: int = Field(
-        2048,
+    parser_pool_memory_mb: int = Field(
+        3072,
         ge=0,
-        description="Address-space limit of each parser process (MiB; 0 = none): a decompression bomb costs one"
-        " parser restart, not the machine.",
+        description="Memory budget of the whole parser pool (MiB; 0 = no cap): each parser's address space is capped"
+        " at this divided by the pool's size ([workers.parser] count), so the pool stays within it however many"
+        " hostile files it parses at once.",
     )
     parse_window: int = Field(
         4, ge=1, description="Parses the indexer keeps in flight (enough to keep the parser pool busy)."
@@ -482,7 +483,8 @@ class McpPolicy(_Strict):
     rate_per_minute: int = Field(
         60,
         ge=1,
-        description="Token bucket per MCP session (requests per minute; bursts up to this size). Over it: 429.",
+        description="Requests per minute per client, in bursts up to this size (over it: 429). A client is its MCP"
+        " session, or its TCP connection for requests without one (the stateless 2026-07-28 revision).",
     )
     allowed_origins: list[str] = Field(
         default_factory=list,
@@ -498,7 +500,12 @@ class McpPolicy(_Strict):
         2.0, gt=0, description="Largest tool response (MiB); bigger results are cut and say so."
     )
     session_idle_timeout_s: float = Field(3600.0, gt=0, description="MCP sessions idle this long are closed ...")
-    max_sessions: int = Field(100, ge=1, description="... and at most this many are open at once.")
+    max_sessions: int = Field(
+        100,
+        ge=1,
+        description="... and at most this many are open at once: a new one closes the session idle longest (one"
+        " with a request or stream open is not idle; if every one is, the new one gets 503).",
+    )
     request_timeout_s: float = Field(
         10.0,
         gt=0,
@@ -707,13 +714,17 @@ class WorkerSpec(_Strict):
     )
 
 
+PARSER_MODULE = "foldermind.workers.parser"
+MIN_PARSER_MEMORY_MB = 512
+"""The smallest memory cap a parser may be given: its interpreter, libraries and tokenizer take ~200 MiB of address
+space before a file is read, and OCR's models ~550."""
 LLM_MODULE = "foldermind.workers.llm"
 EMBEDDER_MODULE = "foldermind.workers.embedder"
 
 PROCESS_MAP: dict[str, WorkerSpec] = {
     "watcher": WorkerSpec(module="foldermind.workers.watcher"),
     "parser": WorkerSpec(
-        module="foldermind.workers.parser",
+        module=PARSER_MODULE,
         count=2,
         on_demand=True,
     ),
@@ -787,11 +798,28 @@ class SupervisorConfig(_Strict):
             SEARCH_ENV: self.search.model_dump_json(),
             MCP_ENV: self.mcp.model_dump_json(),
             LLM_ENV: self.llm.model_dump_json(),
-            "FOLDERMIND_PARSER_MEMORY_MB": str(self.ingest.parser_memory_mb),
+            "FOLDERMIND_PARSER_MEMORY_MB": str(self.parser_memory_mb()),
         }
         if self.ingest.embed_model_dir:
             env["FOLDERMIND_EMBED_MODEL_DIR"] = self.ingest.embed_model_dir
         return env
+
+    def parser_memory_mb(self) -> int:
+        """Each parser's memory cap (MiB; 0 = none): [ingest] parser_pool_memory_mb shared by every parser process
+        the map can run (the count of each enabled table of the parser module)."""
+        budget = self.ingest.parser_pool_memory_mb
+        parsers = sum(s.count for s in self.workers.values() if s.module == PARSER_MODULE and s.enabled)
+        return budget // max(1, parsers) if budget else 0
+
+    @model_validator(mode="after")
+    def _parsers_fit_the_budget(self) -> SupervisorConfig:
+        share = self.parser_memory_mb()
+        if 0 < share < MIN_PARSER_MEMORY_MB:
+            raise ValueError(
+                f"[ingest] parser_pool_memory_mb = {self.ingest.parser_pool_memory_mb} leaves each parser {share} MiB;"
+                f" a parser needs at least {MIN_PARSER_MEMORY_MB}: raise the budget or lower [workers.parser] count"
+            )
+        return self
 
     def instances(self) -> list[tuple[str, str]]:
         """(worker name, service) for every process to run, in declaration order."""
@@ -820,14 +848,25 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+RENAMED = {
+    ("ingest", "parser_memory_mb"): "[ingest] parser_pool_memory_mb, the whole parser pool's budget (each parser"
+    " is capped at it divided by [workers.parser] count)",
+}
+"""Keys an older foldermind read, and what replaced them: a home that still sets one is told the new name."""
+
+
 def load(override: Path | None = None) -> SupervisorConfig:
     """The declared defaults, with ``override`` (a home's supervisor.toml) merged over them."""
     data = SupervisorConfig().model_dump()
     if override is not None and override.exists():
         try:
-            data = _merge(data, tomllib.loads(override.read_text(encoding="utf-8")))
+            given = tomllib.loads(override.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{override}: {exc}") from exc
+        for (table, key), now in RENAMED.items():
+            if isinstance(given.get(table), dict) and key in given[table]:
+                raise ConfigError(f"{override}: [{table}] {key} is no longer read; set {now} instead")
+        data = _merge(data, given)
     try:
         return SupervisorConfig.model_validate(data)
     except ValidationError as exc:

@@ -6,6 +6,7 @@ never collide; without it the platform's directories are used (platformdirs conv
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -66,18 +67,34 @@ class Home:
 
     def ensure(self) -> None:
         """Create the home's folders, private to this user: the token, the index (which holds document
-        text) and the logs are nobody else's to read, and only this user may reach the sockets."""
-        if self.root is not None and not self.root.exists():
-            self.root.mkdir(parents=True, mode=0o700)
-        for path in (self.config_dir, self.data_dir, self.log_dir, self.runtime_dir):
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if path == self.runtime_dir:
-                # It may sit in a shared /tmp under a name anyone can predict: a folder or symlink
-                # planted there by another user would let them reach or replace the sockets. (The
-                # other folders may well be symlinks the user made, to another disk say.)
-                _check_owned(path)
-            # mkdir's mode is masked by the umask and ignored for an existing folder: enforce it.
-            os.chmod(path, 0o700)
+        text) and the logs are nobody else's to read, and only this user may reach the sockets. A folder
+        that cannot be made or fixed (a read-only disk, a file in its place) raises :class:`HomeNotWritable`."""
+        try:
+            if self.root is not None and not self.root.exists():
+                self.root.mkdir(parents=True, mode=0o700)
+            for path in (self.config_dir, self.data_dir, self.log_dir, self.runtime_dir):
+                path.mkdir(parents=True, exist_ok=True, mode=0o700)
+                if path == self.runtime_dir:
+                    # It may sit in a shared /tmp under a name anyone can predict: a folder or symlink
+                    # planted there by another user would let them reach or replace the sockets. (The
+                    # other folders may well be symlinks the user made, to another disk say.)
+                    _check_owned(path)
+                # mkdir's mode is masked by the umask and ignored for an existing folder: enforce it (only
+                # when it differs, so a home on a read-only disk is reported as such, not as a failed chmod).
+                if stat.S_IMODE(path.stat().st_mode) != 0o700:
+                    os.chmod(path, 0o700)
+        except OSError as exc:
+            raise HomeNotWritable.of(exc) from exc
+
+    def check_writable(self) -> None:
+        """Raise :class:`HomeNotWritable` unless a file can be made in each folder a running foldermind
+        writes (the index, the logs, the sockets): as root a folder's mode alone proves nothing."""
+        for path in (self.data_dir, self.log_dir, self.runtime_dir):
+            try:
+                with tempfile.TemporaryFile(dir=path, prefix=".write-check."):
+                    pass
+            except OSError as exc:
+                raise HomeNotWritable.of(exc, path) from exc
 
     @property
     def bus_endpoint(self) -> str:
@@ -158,9 +175,12 @@ class Home:
 
     def running_pid(self) -> int | None:
         """The pid of the kernel that holds this home's lock, or None when none does."""
-        if not self.lock_file.exists():
+        try:
+            # Opened for reading: flock needs no write access, so a home on a read-only disk is read too.
+            fh = open(self.lock_file)  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
             return None
-        with open(self.lock_file, "a+") as fh:
+        with fh:
             try:
                 # A shared probe: it cannot succeed while a kernel holds the exclusive lock.
                 fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -175,6 +195,30 @@ class Home:
 
 class UnsafeHomeError(RuntimeError):
     """A folder of the home is not this user's own (another owner, or a symlink): refuse to use it."""
+
+
+class HomeNotWritable(RuntimeError):
+    """A folder of the home cannot be written (a read-only disk, no permission, a file in its place): one
+    line saying which and how to fix it, for ``start`` and ``doctor`` to show instead of a traceback."""
+
+    what: str = ""
+    fix: str = ""
+
+    @classmethod
+    def of(cls, exc: OSError, path: Path | None = None) -> HomeNotWritable:
+        where = path or exc.filename or "the home"
+        if exc.errno == errno.EROFS:
+            what, fix = f"{where} is on a read-only file system", "remount it read-write"
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            what, fix = f"no permission to write {where}", "give this user write access to it"
+        elif exc.errno in (errno.EEXIST, errno.ENOTDIR):
+            what, fix = f"{where} (or a folder above it) is a file, not a folder", "move that file out of the way"
+        else:
+            what, fix = f"{where}: {exc.strerror or exc}", "make it writable"
+        fix += ", or use --home DIR on a writable disk"
+        error = cls(f"foldermind cannot write its home: {what}; fix: {fix}")
+        error.what, error.fix = what, fix
+        return error
 
 
 def _check_owned(path: Path) -> None:

@@ -212,6 +212,18 @@ def claims(answer: str, cited: list[int]) -> list[Claim]:
     return out
 
 
+def credited_files(found: list[Claim], paths: list[str]) -> list[Claim]:
+    """``found`` with each claim's cited sources widened to every source from the same files (``paths``: the
+    file of each source shown): the checker backs a sentence only by a source it cites, and a sentence is
+    credited to a file, not to one of its windows. A claim that cites nothing stays open to every source."""
+    out: list[Claim] = []
+    for claim in found:
+        files = {paths[k] for k in claim["sources"] if 0 <= k < len(paths)}
+        more = [k for k, path in enumerate(paths) if path in files and k not in claim["sources"]]
+        out.append(Claim(text=claim["text"], sources=[*claim["sources"], *more]))
+    return out
+
+
 def checked(evidence: Evidence, found: list[Claim], checks: list[ClaimCheck], sources: int) -> tuple[Composed, int]:
     """The answer made of the supported claims, each cited to the sentence that supports it; and how many
     claims were dropped."""

@@ -4,9 +4,10 @@ An answer starts from evidence: the indexer picks the sentences of the best pass
 question (``evidence.request``). Quoted, each with its ``[n]``, they are the extractive answer, which needs
 no model and is right by construction. With the model (``answer_mode`` auto or generative) those sentences,
 with their neighbours, are all the model is shown; each sentence it writes is checked by the indexer
-(``evidence.check.request``) and kept only when a passage backs it. When the model cannot answer (loading,
-failed, timed out, lost) or none of its sentences holds, the quotes are the answer and ``fallback_reason``
-says why. A question no passage answers gets a plain "the documents do not say", and no model call.
+(``evidence.check.request``) and kept only when a passage of the file it credits (any, when it credits none)
+backs it. When the model cannot answer (loading, failed, timed out, lost) or none of its sentences holds,
+the quotes are the answer and ``fallback_reason`` says why. A question no passage answers gets a plain
+"the documents do not say", and no model call.
 
 Sessions live in this process's memory only, under ``mcp:``-namespaced keys, so an MCP session id can
 never name anything else; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond
@@ -227,7 +228,8 @@ class Chat:
             reply = await self.bus.call("llm", request, ChatReply, timeout=self.policy.timeout_s, on_partial=partial)
         except JobError as exc:
             raise _generation_failed(exc) from None
-        found = answers.claims(reply.answer, reply.cited)
+        paths = [files[s["passage"]]["file_path"] for s in shown]
+        found = answers.credited_files(answers.claims(reply.answer, reply.cited), paths)
         if not found:
             return Composed(""), 0, reply
         sources = [evidence.window(s) for s in shown]

@@ -2,8 +2,15 @@
 
 A pure ASGI middleware, so the SDK's SSE streams pass through unbuffered. Checks run in this order
 and the first refusal answers: size (431 for the headers, 411/413 for the body, before anything reads
-it) -> bearer token (401) -> Origin allowlist (403) -> rate limit per MCP session (429). Refusals never
-log header values, bodies or tokens: only the method, path, client address and the reason.
+it) -> bearer token (401) -> Origin allowlist (403) -> rate limit (429). Refusals never log header
+values, bodies or tokens: only the method, path, client address and the reason.
+
+The rate limit's unit is the client as far as one can be told apart without per-client keys: an MCP
+session the server issued, else the TCP connection the request came on. A stateless (2026-07-28)
+request carries no session id, and its clientInfo and User-Agent are whatever the client writes into
+each request: they could only split a connection's bucket, never join two clients', so the key is the
+connection alone. One client's calls never spend another's bucket, so nobody's initialize or discovery
+waits on them. A 429 whose body was read keeps its connection open: the client stays in its bucket.
 """
 
 from __future__ import annotations
@@ -26,7 +33,6 @@ RATE_LIMIT_CODE = -32004
 # Bodies up to this size are read on a 429 to echo the request's JSON-RPC id; bigger ones answer id null.
 _ID_PEEK_BYTES = 64 * 1024
 _LOG_EVERY_S = 5.0
-_NO_SESSION = None  # the bucket shared by requests without Mcp-Session-Id
 MAX_HEADER_BYTES = 32 * 1024
 """All header names and values of one request together. h11 holds an incomplete header block to 16 KiB
 but takes a complete one of any size that arrives in one read (up to 256 KiB on loopback)."""
@@ -65,7 +71,7 @@ class Guard:
         self.max_buckets = max_buckets
         self._session_known = session_known
         # Least recently used first, so idle buckets are swept from the front.
-        self._buckets: OrderedDict[str | None, _Bucket] = OrderedDict()
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._rate = 0
         self.set_rate(rate_per_minute)
         self._refused = {"400": 0, "401": 0, "403": 0, "411": 0, "413": 0, "429": 0, "431": 0}
@@ -140,17 +146,18 @@ class Guard:
             self._warn("origin", scope, "origin not allowed")
             return await self._refuse(send, 403, "forbidden", "origin not allowed")
 
-        # (d) rate limit per MCP session.
-        retry_after = self._take(self._bucket_key(headers.get(b"mcp-session-id")))
+        # (d) rate limit per MCP session, else per connection.
+        retry_after = self._take(self._bucket_key(headers.get(b"mcp-session-id"), scope))
         if retry_after is not None:
             self._warn("rate", scope, "rate limit exceeded")
-            request_id = await _peek_id(receive, length) if length <= _ID_PEEK_BYTES else None
+            request_id, read = await _peek_id(receive, length) if length <= _ID_PEEK_BYTES else (None, False)
             body = {
                 "jsonrpc": "2.0",
                 "id": request_id,
                 "error": {"code": RATE_LIMIT_CODE, "message": "Rate limit exceeded"},
             }
-            return await self._send_json(send, 429, body, [(b"retry-after", str(retry_after).encode())])
+            retry = [(b"retry-after", str(retry_after).encode())]
+            return await self._send_json(send, 429, body, retry, close=not read)
 
         await self._forward(scope, receive, send, length)
 
@@ -190,16 +197,16 @@ class Guard:
         if overflow and not started:
             await self._refuse(send, 413, "payload_too_large", "request body longer than its Content-Length")
 
-    def _bucket_key(self, session: bytes | None) -> str | None:
-        if session is None:
-            return _NO_SESSION
-        key = session.decode("latin-1")
-        # Session ids are client-chosen: one the server never issued would otherwise buy a fresh bucket.
-        if self._session_known is not None and not self._session_known(key):
-            return _NO_SESSION
-        return key
+    def _bucket_key(self, session: bytes | None, scope: Scope) -> str:
+        if session is not None:
+            key = session.decode("latin-1")
+            # Session ids are client-chosen: one the server never issued would otherwise buy a fresh bucket.
+            if self._session_known is None or self._session_known(key):
+                return "session " + key
+        client = scope.get("client")
+        return f"connection {client[0]}:{client[1]}" if client else "connection unknown"
 
-    def _take(self, key: str | None) -> int | None:
+    def _take(self, key: str) -> int | None:
         """Spend one request from ``key``'s bucket: None when allowed, else the seconds to wait."""
         now = self._clock()
         refill_s = 60.0  # a bucket refills fully in a minute, whatever the rate
@@ -243,10 +250,17 @@ class Guard:
         await self._send_json(send, status, {"error": error, "error_description": description}, headers or [])
 
     async def _send_json(
-        self, send: Send, status: int, body: dict[str, object], headers: list[tuple[bytes, bytes]]
+        self,
+        send: Send,
+        status: int,
+        body: dict[str, object],
+        headers: list[tuple[bytes, bytes]],
+        close: bool = True,
     ) -> None:
         self._refused[str(status)] = self._refused.get(str(status), 0) + 1
         payload = json.dumps(body).encode()
+        # A request body left unread: the connection cannot be reused for another request.
+        closing = [(b"connection", b"close")] if close else []
         await send(
             {
                 "type": "http.response.start",
@@ -254,8 +268,7 @@ class Guard:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(payload)).encode()),
-                    # The request body was not read: the connection cannot be reused for another request.
-                    (b"connection", b"close"),
+                    *closing,
                     *headers,
                 ],
             }
@@ -263,24 +276,26 @@ class Guard:
         await send({"type": "http.response.body", "body": payload})
 
 
-async def _peek_id(receive: Receive, length: int) -> object:
-    """The JSON-RPC id of a small refused request, or None when there is none to be had cheaply."""
+async def _peek_id(receive: Receive, length: int) -> tuple[object, bool]:
+    """The JSON-RPC id of a small refused request (None when there is none to be had cheaply), and
+    whether its whole body was read as declared, so that the connection can serve another request."""
     chunks: list[bytes] = []
     size = 0
     while size < length:
         message = await receive()
         if message["type"] != "http.request":
-            return None
+            return None, False
         chunk = message.get("body", b"")
         chunks.append(chunk)
         size += len(chunk)
         if not message.get("more_body", False):
             break
-    if size > length:
-        return None
+    if size != length:
+        return None, False
     try:
         body = json.loads(b"".join(chunks))
     except ValueError:
-        return None
+        return None, True
     request_id = body.get("id") if isinstance(body, dict) else None
-    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+    valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+    return (request_id if valid else None), True

@@ -2,7 +2,7 @@
 
 Stack, outermost first: :class:`~foldermind.workers.frontdoor.guard.Guard` (size -> auth -> Origin ->
 rate limit), then the MCP SDK's Starlette app (Host/Origin checks against DNS rebinding, configured for
-the port actually bound; sessions; the tools).
+the port actually bound; sessions, :mod:`.sessions`; the tools).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from foldermind.protocol.runtime.config import McpPolicy
 from foldermind.workers.frontdoor.disconnect import WatchDisconnect
 from foldermind.workers.frontdoor.guard import Guard
+from foldermind.workers.frontdoor.sessions import session_app
 from foldermind.workers.frontdoor.tools import FoldermindServer
 
 log = logging.getLogger("foldermind.frontdoor")
@@ -62,15 +63,16 @@ def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Cal
     if policy.host not in ("127.0.0.1", "localhost", "::1"):
         hosts.append(f"{policy.host}:{port}")
     max_body = int(policy.max_body_mb * 1024 * 1024)
-    starlette_app = server.streamable_http_app(
-        streamable_http_path=policy.path,
-        max_request_body_size=max_body,
-        session_idle_timeout=policy.session_idle_timeout_s,
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=sorted(origins)
+    )
+    starlette_app = session_app(
+        server,
+        policy.path,
+        security=security,
+        max_body_bytes=max_body,
+        idle_timeout_s=policy.session_idle_timeout_s,
         max_sessions=policy.max_sessions,
-        transport_security=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=sorted(origins)
-        ),
-        host=policy.host,
     )
     return Guard(
         WatchDisconnect(starlette_app),
@@ -78,8 +80,8 @@ def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Cal
         max_body_bytes=max_body,
         allowed_origins=lambda: origins,
         rate_per_minute=policy.rate_per_minute,
-        # Session ids the server never issued share the no-session bucket, or a client could dodge the
-        # limit by inventing a new id per request.
+        # Session ids the server never issued count as no session (the connection's bucket), or a client
+        # could dodge the limit by inventing a new id per request.
         session_known=lambda sid: sid in server.issued_sessions(),
     )
 

@@ -53,6 +53,7 @@ from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
 from foldermind.workers.indexer.integrity import Damage, is_database_damage, open_keyword_index, outdated_keyword_index
+from foldermind.workers.indexer.persistent import PersistentFault, named_fault, with_fix
 from foldermind.workers.indexer.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify
@@ -74,11 +75,12 @@ class IndexerWorker(Worker):
         self.side_threads = self.search_policy.search_threads
         self.capacity = 1 + self.side_threads
         self.data_dir = Home.resolve(ctx.home or None).data_dir
+        # A request's write the data folder refuses (read-only, ...): shown in status until one goes through.
+        self.request_fault = PersistentFault(self.data_dir, log)
         self.damage = Damage(self.data_dir / "index.sqlite")
 
     def setup(self) -> None:
-        """Open the database and the indexes; a damaged database leaves the indexer serving only its error
-        (:mod:`.integrity`) instead of exiting at every start."""
+        """Open the database and the indexes; a damaged one leaves only its error served (:mod:`.integrity`)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._open()
@@ -90,9 +92,8 @@ class IndexerWorker(Worker):
     def _open(self) -> None:
         self.store = Store(self.data_dir / "index.sqlite")
         self._reparse_if_outdated()
-        tantivy_dir = self.data_dir / "tantivy"
-        outdated = outdated_keyword_index(self.store, tantivy_dir)
-        self.bm25, rebuild = open_keyword_index(tantivy_dir, self.store, self.search_policy.keyword_proximity)
+        outdated = outdated_keyword_index(self.store, self.data_dir / "tantivy")
+        self.bm25, rebuild = open_keyword_index(self.data_dir / "tantivy", self.store, self.search_policy)
         self.vectors = VectorIndex(
             self.data_dir / "vectors.usearch",
             int(self.store.get_meta("vector_dim", "384")),
@@ -101,9 +102,7 @@ class IndexerWorker(Worker):
         )
         self.pipeline = Pipeline(self.store, self.bm25, self.vectors, self.ctx.bus_endpoint, self.policy, self.ctx.name)
         self.pipeline.damage = self.damage
-        self.pipeline.keyword_rebuild = rebuild or ("keyword index of older fields" if outdated else None)
-        if self.pipeline.keyword_rebuild is not None:
-            self.pipeline.replay_total = self.pipeline.replay_left = self.store.journal_size()
+        self.pipeline.refilling(rebuild or ("keyword index of older fields" if outdated else None))
         self.pipeline.start()
         self.encoder = QueryEncoder(self.search_policy, self.policy, self.ctx.bus_endpoint, self.ctx.name)
         self.encoder.start()
@@ -154,14 +153,18 @@ class IndexerWorker(Worker):
 
     @property
     def status_note(self) -> str:
-        """A damaged database, a full disk under the index while it lasts, an index being rebuilt from the
-        database, else what answers queries (the heartbeat carries it to ``status``)."""
+        """A damaged database, a full disk under the index while it lasts, then a fault that holds indexing (with
+        its fix), an index being rebuilt from the database, else what answers queries (the heartbeat carries it to
+        ``status``)."""
         if self.damage.line is not None:
             return self.damage.line[:300]
         pipeline: Pipeline | None = getattr(self, "pipeline", None)
         full = pipeline.disk_full if pipeline is not None else None
         if full is not None:
-            return str(full)[:300]
+            return with_fix(str(full), "; fix: free space on that disk (indexing resumes by itself)")
+        held = (pipeline.fault.note if pipeline is not None else "") or self.request_fault.note
+        if held:  # a failure that repeats, with its fix
+            return held[:300]
         rebuilding = pipeline.rebuild_note() if pipeline is not None else None
         if rebuilding is not None:
             return rebuilding[:300]
@@ -187,15 +190,20 @@ class IndexerWorker(Worker):
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
-        """A request's write that finds the disk full answers a typed, retryable ``disk_full`` (the
-        watcher re-sends its changes until they are taken)."""
+        """A request's write that finds the disk full answers a typed, retryable ``disk_full``, one the data
+        folder refuses (read-only, ...) ``index_unwritable`` with the fix, which status shows too (the watcher
+        re-sends its changes until they are taken)."""
         try:
             yield
+            self.request_fault.worked()
         except Exception as exc:
             full = classify(exc, what, self.store.path, self.data_dir)
-            if full is None:
+            if full is not None:
+                raise JobError(ErrorCode.DISK_FULL, str(full)) from exc
+            if isinstance(exc, JobError) or not named_fault(exc, self.data_dir):
                 raise
-            raise JobError(ErrorCode.DISK_FULL, str(full)) from exc
+            fault = self.request_fault.failed(exc, what)
+            raise JobError(ErrorCode.INDEX_UNWRITABLE, f"{fault.what}; fix: {fault.fix}") from exc
 
     def details(self) -> dict[str, Any]:
         if not hasattr(self, "pipeline"):

@@ -3,7 +3,9 @@ moved path means for the documents the index holds.
 
 An event only records what must happen (a document marked pending, moved, skipped or deleted) in the caller's
 transaction; the pipeline does the parsing and embedding later. Events can arrive out of order (a batch re-sent
-after the indexer was lost goes after newer ones), so each is checked against the file as it is now.
+after the indexer was lost goes after newer ones), so each is checked against the file as it is now: opened
+and checked as every read of a user's file is (:mod:`foldermind.workers.userfiles`), so a file swapped for a
+link out of every Smart Folder since its event is recorded as skipped with that reason, never queued.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
+from foldermind.workers import userfiles
 from foldermind.workers.indexer.store import Store
 
 
@@ -37,7 +40,10 @@ def apply(store: Store, db: sqlite3.Connection, kind: str, path: str, dest: str 
     if folder is None:
         return 0
     try:
-        st = os.stat(path)
+        st = _stat(store, path)
+    except userfiles.Outside:
+        store.mark_skipped(db, folder.id, path, userfiles.LINK_OUTSIDE)
+        return 1
     except OSError:
         return apply(store, db, "deleted", path, None, max_file_bytes)
     doc = store.document(path)
@@ -57,9 +63,16 @@ def _move(store: Store, db: sqlite3.Connection, old: str, new: str, folder_id: s
         return False
     doc = store.document(new)
     try:
-        st = os.stat(new)
+        st = _stat(store, new)
+    except userfiles.Outside:
+        store.mark_skipped(db, folder_id, new, userfiles.LINK_OUTSIDE)
+        return True
     except OSError:
         return True  # gone again: its delete event follows
     if doc is not None and (doc.size, doc.mtime_ns) != (st.st_size, st.st_mtime_ns):
         store.mark_pending(db, folder_id, new, st.st_size, st.st_mtime_ns)
     return True
+
+
+def _stat(store: Store, path: str) -> os.stat_result:
+    return userfiles.stat_file(path, lambda real: store.folder_for_path(real) is not None)

@@ -2,9 +2,11 @@
 
 Checking a claim (a sentence a model wrote): it must state no figure or name its source lacks, share most of
 its content words with the source (words of the question count as given), and have a sentence in the source
-whose vector is close to its own. The cited source is tried first, then the others; the first that passes
-supports it. Without a local model the vector test is skipped and the reply says so in its checks'
-``similarity`` (-1).
+whose vector is close to its own. A claim that cites sources is tried against those only: a sentence credited
+to a file that does not hold it is refused, even when another source does (the model mixed up its sources,
+or a document forged another's number). A claim that cites none is tried against every source, and the first
+that passes supports it. Without a local model the vector test is skipped and the reply says so in its
+checks' ``similarity`` (-1).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class ClaimChecker:
         for i, claim in enumerate(body.claims):
             text = claim_texts[i]
             cited = [k for k in claim.get("sources", []) if isinstance(k, int) and 0 <= k < len(body.sources)]
-            order = cited + [k for k in range(len(body.sources)) if k not in cited]
+            order = cited or list(range(len(body.sources)))
             terms = sentences.content_terms(text)
             own = terms - given
             facts = sentences.facts(text)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from foldermind.protocol.errors import ErrorCode, JobError
+from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.base import Handler, Request, Result
 from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex
 from foldermind.workers.indexer.store import Store
@@ -123,13 +124,13 @@ def disagreement(bm25: KeywordIndex, store: Store) -> str | None:
     return None
 
 
-def open_keyword_index(path: Path, store: Store, proximity: float) -> tuple[KeywordIndex, str | None]:
+def open_keyword_index(path: Path, store: Store, policy: SearchPolicy) -> tuple[KeywordIndex, str | None]:
     """The keyword index at ``path``, checked against ``store``; rebuilt from it (emptied, every indexed document
     journaled) when it does not open or disagrees. Returns the index and why it is being rebuilt (None: it is
     sound)."""
     bm25: KeywordIndex | None = None
     try:
-        bm25 = KeywordIndex(path, proximity=proximity)
+        bm25 = KeywordIndex(path, proximity=policy.keyword_proximity)
         why = disagreement(bm25, store)
     except (ValueError, OSError, RuntimeError) as exc:  # what tantivy raises for a file it cannot read
         log.warning("keyword index unreadable (%s)", str(exc)[:300])
@@ -144,7 +145,7 @@ def open_keyword_index(path: Path, store: Store, proximity: float) -> tuple[Keyw
         shutil.rmtree(path, ignore_errors=True)
     else:  # a file (or a link) where the folder should be
         path.unlink(missing_ok=True)
-    fresh = KeywordIndex(path, proximity=proximity)
+    fresh = KeywordIndex(path, proximity=policy.keyword_proximity)
     n = store.rebuild_keyword_index(SCHEMA_VERSION)
     log.info("keyword index: %d documents to replay from the database", n)
     return fresh, f"keyword index damaged ({why})"

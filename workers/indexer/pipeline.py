@@ -15,14 +15,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import stat
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import zmq
@@ -31,9 +30,9 @@ from numpy.typing import NDArray
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, Fault, ProtocolError
-from foldermind.protocol.messages import EmbedReply, EmbedRequest, ParseReply, ParseRequest
+from foldermind.protocol.messages import ChunkInfo, EmbedReply, EmbedRequest, ParsePartial, ParseReply, ParseRequest
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env, search_from_env
-from foldermind.workers import model_files, onnx_model
+from foldermind.workers import model_files, onnx_model, userfiles
 from foldermind.workers.base import testing
 from foldermind.workers.indexer import languages, units
 from foldermind.workers.indexer.analyzer import SLICE as ANALYZE_SLICE
@@ -41,6 +40,7 @@ from foldermind.workers.indexer.analyzer import analyze_due
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
 from foldermind.workers.indexer.integrity import Damage, is_database_damage
+from foldermind.workers.indexer.persistent import PersistentFault
 from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classify, free_bytes, writing
 from foldermind.workers.indexer.store import Document, Store
 from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
@@ -53,26 +53,9 @@ STORED_BATCH = 2000
 _LOST = (Fault.LOST, Fault.TIMEOUT)
 PARSER = "parser"
 CONTENT_HEADROOM = 0.9
-"""A file sent to a parser on another machine may fill at most this share of the bus's message limit."""
+"""A file sent to a parser (its bytes travel with the request) may fill at most this share of the bus's
+message limit."""
 """A parse that died with its parser or ran past its deadline: tried once more, then the file is quarantined."""
-
-
-def _open_regular(path: str) -> BinaryIO:
-    # Opened without blocking and checked on the descriptor: a FIFO put in the file's place would
-    # otherwise block this thread until someone writes to it.
-    fh = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC), "rb")  # noqa: SIM115 (returned)
-    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-        fh.close()
-        raise OSError(f"not a regular file: {os.path.basename(path)}")
-    return fh
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with _open_regular(path) as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def hold_at(stage: str) -> Callable[[], None] | None:
@@ -103,14 +86,6 @@ def lower_thread_priority(nice: int) -> str:
     return str(max(now, nice))
 
 
-def is_file(path: str) -> bool:
-    """A regular file is at ``path`` (symlinks followed)."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
 @dataclass(slots=True)
 class _Embedding:
     """An embedding request in flight: its chunks, and how many units (texts) each sent, in order."""
@@ -126,8 +101,12 @@ class _Parse:
     mtime_ns: int
     sha256: str
     attempt: int
+    ident: tuple[int, int]
+    """(device, inode) of the file whose bytes were read: a re-read for a retry must find the same file."""
     to: str = PARSER
     """The pool, or one parser by name: one on another machine that asked for the file's bytes."""
+    parts: list[ChunkInfo] = field(default_factory=list)
+    """Chunks received so far in ``parse.partial`` replies (a document whose text does not fit one message)."""
 
 
 class Pipeline(threading.Thread):
@@ -194,6 +173,9 @@ class Pipeline(threading.Thread):
         self._disk_retry_at = 0.0
         self._disk_backoff = self.DISK_RETRY_MIN_S
         self._free_at_fault = 0
+        # Any other failure that repeats (a read-only data folder, a folder where an index file belongs): told
+        # once, shown by status with its fix, retried with a growing backoff until a step goes through.
+        self.fault = PersistentFault(self.data_dir, log)
         self._reconciled = False
         self.keyword_rebuild: str | None = None
         """Why the keyword index is being refilled from SQLite (set before the thread starts), until it is."""
@@ -233,7 +215,7 @@ class Pipeline(threading.Thread):
         try:
             while not self._stopping.is_set():
                 try:
-                    if self.damage.line is None and self._writes_allowed():
+                    if self.damage.line is None and self._writes_allowed() and self.fault.due():
                         self.turns.hand_over = self.embed_error is None
                         if not self._reconciled:
                             self._reconcile_vectors()
@@ -247,6 +229,7 @@ class Pipeline(threading.Thread):
                         self._maybe_save()
                         if self.vectors.outgrown and self._idle():
                             self._full_graph()
+                        self.fault.worked()
                 except Exception as exc:
                     self._step_failed(exc)
                 jobs = (self._inflight, self._embeds, self.enricher.inflight, self.turns.releasing)
@@ -254,6 +237,8 @@ class Pipeline(threading.Thread):
                 timeout = 0 if self._analysis_left else 1000 if busy else 5000
                 if self.disk_full is not None:
                     timeout = 250  # look for freed space often: resuming should not wait on a long backoff
+                elif (retry := self.fault.wait_ms()) is not None:
+                    timeout = retry  # nothing runs before the next try (a step due now would not spin)
                 elif self._journal_dirty:
                     timeout = min(timeout, max(1, int((self._next_commit - time.monotonic()) * 1000) + 1))
                 events = dict(poller.poll(timeout))
@@ -286,8 +271,8 @@ class Pipeline(threading.Thread):
         classified = classify(exc, "a database write", path, self.data_dir)
         if classified is None:
             self.errors += 1
-            log.exception("ingest step failed; retrying shortly")
-            time.sleep(1.0)
+            self.fault.failed(exc, "ingest step")
+            self._next_save = 0.0  # the next try saves the vector index too, in case that was what failed
             return
         # Kept without its cause and traceback: their frames hold what failed alive (a killed Tantivy
         # writer, and with it the index's writer lock, so no fresh writer could ever be made).
@@ -339,24 +324,62 @@ class Pipeline(threading.Thread):
                 continue
             if room <= 0:
                 break
-            try:
-                st = os.stat(doc.path)
-                if st.st_size > self.policy.max_file_bytes:
-                    self._fail(doc.id, f"file too large ({st.st_size} bytes > {self.policy.max_file_bytes})")
-                    continue
-                digest = sha256_of(doc.path)
-            except OSError as exc:
-                if not is_file(doc.path):
-                    self._forget(doc)
-                else:
-                    self._fail(doc.id, f"unreadable: {exc.strerror or exc}")
+            read = self._read(client, doc)
+            if read is None:
                 continue
+            st, data = read
+            digest = hashlib.sha256(data).hexdigest()
             if digest == doc.sha256 and doc.attempts == 0 and self._has_chunks(doc.id):
                 self.store.mark_unchanged(doc.id, st.st_size, st.st_mtime_ns)  # touched, not changed
                 self._journal_dirty = True  # Tantivy's mtime field follows the touch
                 continue
-            self._send(client, _Parse(doc, st.st_size, st.st_mtime_ns, digest, attempt=1))
+            job = _Parse(doc, st.st_size, st.st_mtime_ns, digest, 1, userfiles.identity(st))
+            self._send(client, job, data)
             room -= 1
+
+    def _inside(self, real: str) -> bool:
+        return self.store.folder_for_path(real) is not None
+
+    def _read(
+        self, client: BusClient, doc: Document, same: tuple[int, int] | None = None
+    ) -> tuple[os.stat_result, bytes] | None:
+        """The file's stat and bytes, read from one descriptor opened and checked by :mod:`userfiles` (``same``:
+        the file a retry must find again); None when there is nothing to send, its document then forgotten,
+        failed with the reason, or queued again."""
+        limit = min(self.policy.max_file_bytes, int(client.max_bytes * CONTENT_HEADROOM))
+        if hold := hold_at("read"):
+            hold()
+        try:
+            with userfiles.open_file(doc.path, self._inside, same) as opened:
+                st = opened.st
+                if st.st_size > self.policy.max_file_bytes:
+                    self._fail(doc.id, f"file too large ({st.st_size} bytes > {self.policy.max_file_bytes})")
+                    return None
+                if st.st_size > limit:
+                    self._fail(
+                        doc.id,
+                        f"file too large to send to a parser ({st.st_size} bytes; the bus carries"
+                        f" {client.max_bytes}: [bus] max_message_mb)",
+                    )
+                    return None
+                data = opened.read(limit + 1)
+        except userfiles.Outside:
+            log.warning("document %d: %s; left unindexed", doc.id, userfiles.LINK_OUTSIDE)
+            self._fail(doc.id, userfiles.LINK_OUTSIDE)
+            return None
+        except userfiles.Replaced:
+            self.store.requeue(doc.id)  # another file since the one parsed: looked at afresh
+            return None
+        except (FileNotFoundError, NotADirectoryError, userfiles.NotRegular):
+            self._forget(doc)
+            return None
+        except OSError as exc:
+            self._fail(doc.id, f"unreadable: {exc.strerror or exc}")
+            return None
+        if len(data) > limit:  # it grew since its fstat: its event follows
+            self.store.requeue(doc.id)
+            return None
+        return st, data
 
     def _fail(self, doc_id: int, reason: str) -> None:
         self.store.set_failed(doc_id, reason)
@@ -376,43 +399,34 @@ class Pipeline(threading.Thread):
         row = self.store.db.execute("SELECT chunks, format FROM documents WHERE id = ?", (doc_id,)).fetchone()
         return bool(row and row[1] is not None)
 
-    def _send(self, client: BusClient, job: _Parse, content: bytes | None = None) -> None:
+    def _send(self, client: BusClient, job: _Parse, content: bytes) -> None:
+        """The parse request with the file's bytes as its buffer: a parser never opens the path itself."""
         request = ParseRequest(
             path=job.doc.path,
             max_bytes=self.policy.max_file_bytes,
             max_tokens=self.policy.chunk_max_tokens,
             overlap_tokens=self.policy.chunk_overlap_tokens,
-            content=content is not None,
+            content=True,
         )
         deadline = self.policy.parse_deadline_s(job.size)
         # Recorded before a parser can hold it: a crash during the parse finds its attempt counted.
         self.store.set_attempts(job.doc.id, job.attempt)
-        buffers = () if content is None else (content,)
-        env = client.send(job.to, request, buffers, timeout=deadline, attempt=job.attempt)
+        job.parts.clear()  # a retry's parts start over
+        env = client.send(job.to, request, (content,), timeout=deadline, attempt=job.attempt)
         self._inflight[env.id] = job
 
-    def _send_content(self, client: BusClient, job: _Parse, parser: str) -> None:
-        """A parser on another machine asked for the file's bytes: to it, by name, the bytes the digest was
-        taken of (a file changed since is parsed again instead)."""
-        limit = min(self.policy.max_file_bytes, int(client.max_bytes * CONTENT_HEADROOM))
-        try:
-            with _open_regular(job.doc.path) as fh:
-                data = fh.read(limit + 1)
-        except OSError as exc:
-            if not is_file(job.doc.path):
-                self._forget(job.doc)
-            else:
-                self._fail(job.doc.id, f"unreadable: {exc.strerror or exc}")
+    def _resend(self, client: BusClient, job: _Parse, to: str = PARSER) -> None:
+        """Send ``job`` again (to the pool, or to one parser by name), with the bytes read again from the same
+        file; one that changed since is parsed again from the start instead."""
+        read = self._read(client, job.doc, job.ident)
+        if read is None:
             return
-        if len(data) > limit:
-            self._fail(job.doc.id, f"file too large to send to a parser on another machine ({len(data)} > {limit})")
-            return
-        if hashlib.sha256(data).hexdigest() != job.sha256:
-            log.info("document %d changed before its bytes were sent; parsing it again", job.doc.id)
+        if hashlib.sha256(read[1]).hexdigest() != job.sha256:
+            log.info("document %d changed before it was sent again; parsing it again", job.doc.id)
             self.store.requeue(job.doc.id)
             return
-        job.to = parser
-        self._send(client, job, data)
+        job.to = to
+        self._send(client, job, read[1])
 
     def _drain(self, client: BusClient) -> None:
         while client.sock.poll(0):
@@ -430,6 +444,9 @@ class Pipeline(threading.Thread):
             if self.turns.owns(packet.env.cid):
                 self.turns.answered(packet)
                 continue
+            if packet.env.status == "partial":
+                self._partial(packet)
+                continue
             job = self._inflight.pop(packet.env.cid, None)
             if job is None:
                 continue
@@ -441,29 +458,34 @@ class Pipeline(threading.Thread):
             assert isinstance(body, ParseReply)
             self._store(job, body)
 
+    def _partial(self, packet: frames.Packet) -> None:
+        """Chunks of a parse in flight, ahead of its reply."""
+        job = self._inflight.get(packet.env.cid)
+        body = packet.body()
+        if job is not None and isinstance(body, ParsePartial):
+            job.parts.extend(body.chunks)
+
     def _failed(self, client: BusClient, job: _Parse, error: ErrorInfo, src: str) -> None:
         named, job.to = job.to != PARSER, PARSER  # whatever happens next goes to the pool
         if error.code == ErrorCode.FILE_CONTENT_NEEDED and not named:
-            self._send_content(client, job, src)
+            self._resend(client, job, src)  # a parser of an older version, which reads no path of ours
             return
         if named and error.code == ErrorCode.SERVICE_UNAVAILABLE:
-            self._send(client, job)  # that parser left before it had the bytes: nothing ran
+            self._resend(client, job)  # that parser left before it had the bytes: nothing ran
             return
         if error.code == ErrorCode.DEADLINE_EXCEEDED and error.retryable:
-            self._send(client, job)  # expired in the queue, never reached a parser: not its fault
+            self._resend(client, job)  # expired in the queue, never reached a parser: not its fault
             return
         if error.code.fault in _LOST and job.attempt == 1:
             log.warning("parse of document %d lost its parser (%s); retrying on a fresh one", job.doc.id, error.code)
             job.attempt = 2
-            self._send(client, job)
+            self._resend(client, job)
             return
-        if not is_file(job.doc.path):
-            self._forget(job.doc)
-            return
-        if self._changed_since(job):
-            # The file was written again while its old content was parsed (a save in progress): its
-            # watcher event has already come, so the newer content is parsed instead of the failure kept.
-            log.info("document %d changed while it was parsed; parsing it again", job.doc.id)
+        if self._now(job) != self._parsed(job):
+            # Gone, or written again while its old content was parsed (a save in progress): its watcher event
+            # has already come, so the file is looked at again instead of the failure kept (a file that is gone
+            # is then forgotten, one that became a link out of the folder fails with that reason).
+            log.info("document %d changed while it was parsed; looking at it again", job.doc.id)
             self.store.requeue(job.doc.id)
             return
         reason = error.message
@@ -476,19 +498,30 @@ class Pipeline(threading.Thread):
             return
         self._fail(job.doc.id, reason)
 
-    def _changed_since(self, job: _Parse) -> bool:
-        """Whether the file is no longer the one this job parsed (its size or mtime differ, or it is gone)."""
+    def _now(self, job: _Parse) -> tuple[int, int, tuple[int, int]] | None:
+        """(size, mtime, identity) of the file at the job's path now, opened and checked as any read is; None
+        when it is gone, or no longer a regular file inside a Smart Folder."""
         try:
-            st = os.stat(job.doc.path)
+            st = userfiles.stat_file(job.doc.path, self._inside)
         except OSError:
-            return True  # gone: the watcher's delete event follows
-        return (st.st_size, st.st_mtime_ns) != (job.size, job.mtime_ns)
+            return None
+        return st.st_size, st.st_mtime_ns, userfiles.identity(st)
+
+    @staticmethod
+    def _parsed(job: _Parse) -> tuple[int, int, tuple[int, int]]:
+        return job.size, job.mtime_ns, job.ident
 
     def _store(self, job: _Parse, reply: ParseReply) -> None:
         if self.store.document(job.doc.path) is None:
             return  # deleted or moved while it was being parsed
-        changed_meanwhile = self._changed_since(job)
-        chunks = [dict(c) for c in reply.chunks]
+        now = self._now(job)
+        if now is None:
+            # Gone, or no longer a file of the folder: nothing is written for it; looked at again, it is
+            # forgotten, or failed with the reason.
+            self.store.requeue(job.doc.id)
+            return
+        changed_meanwhile = now != self._parsed(job)
+        chunks = [dict(c) for c in (*job.parts, *reply.chunks)]
         # The deterministic analysis comes later (analyzer.py): the document is marked due as it is written.
         language = languages.detect(str(c["text"]) for c in chunks)
         with self.vectors.arrival():
@@ -741,6 +774,12 @@ class Pipeline(threading.Thread):
         found = {doc_id: languages.detect(parts) for doc_id, parts in texts.items()}
         self.store.set_languages(found)
         return [{**dict(row), "language": found.get(int(row["doc_id"]), row["language"])} for row in rows]
+
+    def refilling(self, why: str | None) -> None:
+        """Before the thread starts: the keyword index is being refilled from SQLite for ``why`` (None: it is not)."""
+        self.keyword_rebuild = why
+        if why is not None:
+            self.replay_total = self.replay_left = self.store.journal_size()
 
     def rebuild_note(self) -> str | None:
         """What is being refilled from SQLite and how far it is, for the status note (None: nothing)."""

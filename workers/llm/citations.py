@@ -24,6 +24,22 @@ def escape_markers(text: str) -> str:
     return MARKER.sub(lambda m: "\\" + m.group(0)[:-1] + "\\]", text)
 
 
+FENCE = "-----"
+"""The line above and below a numbered source's text: :func:`fence` keeps the text from forging it."""
+
+
+def fence(index: int, label: str, text: str, label_chars: int = 200) -> str:
+    """A numbered source as a model is shown it (the local model's chat prompt, and the MCP prompts for the
+    client's model): ``[index] label`` on a line of its own, then the text between :data:`FENCE` lines, as
+    data. Runs of dashes in the text are shortened, so it cannot close the fence and write a source of its
+    own below it; its bracketed numbers are escaped (:func:`escape_markers`), so a forged ``[1] contract.md``
+    reads as the document's own text, not as a source the answer could cite. The label's white space is
+    collapsed: a file name cannot break the line either."""
+    name = " ".join(label.split())[:label_chars]
+    body = escape_markers(re.sub(r"-{4,}", "---", text).strip())
+    return f"[{index}] {name}\n{FENCE}\n{body}\n{FENCE}"
+
+
 def resolve(answer: str, n_sources: int) -> tuple[str, list[int]]:
     """(answer with renumbered markers, cited sources as 0-based prompt indexes in first-use order)."""
     order: list[int] = []

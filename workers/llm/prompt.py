@@ -5,8 +5,8 @@ sentinel in place of each message's content, then split at the sentinels: the te
 tokenized with control tokens recognised, every message content (documents, questions, history) without,
 so a document that contains ``<|im_start|>system`` stays a run of ordinary characters and cannot open a
 turn of its own. Document text is also fenced so that it cannot forge the fence's end (chat sources between
-dash lines, :func:`fence`; an analysed document between ``<document>`` tags, :func:`fence_document`), and
-the system prompt says that it is data.
+dash lines, :func:`.citations.fence`, which the MCP prompts share; an analysed document between ``<document>``
+tags, :func:`fence_document`), and the system prompt says that it is data.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from foldermind.workers.llm.backends import Backend
-from foldermind.workers.llm.citations import escape_markers
+from foldermind.workers.llm.citations import fence
 
 CHATML = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -105,17 +105,6 @@ def render(backend: Backend, messages: Sequence[tuple[str, str]]) -> list[int]:
 _DOCUMENT_TAG = re.compile(r"<\s*/?\s*document", re.IGNORECASE)
 
 
-FENCE = "-----"
-
-
-def fence(index: int, passage: Passage) -> str:
-    name = " ".join(passage.file_name.split())[:200]
-    # The fence line cannot be forged from inside: runs of dashes in the text are shortened. Its own bracketed
-    # numbers are escaped: copied into the answer as they stand, they would read as markers of our sources.
-    body = escape_markers(re.sub(r"-{4,}", "---", passage.text).strip())
-    return f"[{index}] {name}\n{FENCE}\n{body}\n{FENCE}"
-
-
 def chat_user_message(question: str, sources: Sequence[str]) -> str:
     if not sources:
         return f"No document matched this question.\n\nQuestion: {question}"
@@ -164,13 +153,12 @@ def build_chat(
     sources: list[str] = []
     used = base
     for i, passage in enumerate(passages, start=1):
-        block = fence(i, passage)
+        block = fence(i, passage.file_name, passage.text)
         cost = backend.count(block) + 4
         if used + cost > budget:
             room = budget - used - 40
             if room > 64:  # a cut passage still worth reading
-                cut = Passage(passage.file_name, _decode_prefix(backend, passage.text, room))
-                sources.append(fence(i, cut))
+                sources.append(fence(i, passage.file_name, _decode_prefix(backend, passage.text, room)))
             break
         sources.append(block)
         used += cost

@@ -5,14 +5,18 @@ chunks that fit the embedding model (:mod:`.chunker`, with that model's own toke
 on the first job). A file that cannot be parsed is a typed error (``parse_failed``,
 ``file_too_large``, ``unreadable``) whose message says why.
 
-A parser on another machine (``worker run parser --connect``) cannot read the kernel's paths: asked for one
-it answers ``file_content_needed``, and the indexer sends the request again, to it, with the file's bytes as
-a buffer frame (``content``; bounded by ``max_bytes``), which it parses from memory like any file it reads.
+A parser never opens a path: the indexer opens the file once, checks what it opened
+(:mod:`foldermind.workers.userfiles`) and sends its bytes as the request's buffer frame (``content``; bounded
+by ``max_bytes``), which are parsed from memory; ``path`` only names the file (its suffix picks the format).
+A request without the bytes is answered ``file_content_needed``, on this machine or another.
 
 Hostile files cost at most this process: ``setup()`` caps its address space at
-``FOLDERMIND_PARSER_MEMORY_MB`` (default 2048, 0 = no cap), so a decompression bomb ends in a
-``MemoryError`` (answered as ``parse_failed: out of memory``) or, at worst, a crash the kernel
-handles by restarting the parser and failing the job with ``worker_lost``.
+``FOLDERMIND_PARSER_MEMORY_MB`` (its share of ``[ingest] parser_pool_memory_mb``, 0 = no cap), so a
+decompression bomb ends in a ``MemoryError`` (answered as ``parse_failed: out of memory: ...``, naming the
+cap) or, at worst, a crash the kernel handles by restarting the parser and failing the job with
+``worker_lost``. A zip container may inflate to a sixteenth of the cap (:mod:`.formats.container`).
+
+Chunks that do not fit one message go in parts (:mod:`.parts`): ``parse.partial`` replies, then the reply.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ import psutil
 
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
-from foldermind.protocol.messages import ParseReply, ParseRequest
+from foldermind.protocol.messages import ParsePartial, ParseReply, ParseRequest
 from foldermind.workers import model_files
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
+from foldermind.workers.parser import parts
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
-from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, ocr, parse_content, parse_file
+from foldermind.workers.parser.formats import FORMATS, SUFFIXES, ParseError, ocr, parse_content
+from foldermind.workers.parser.formats.container import inflate_limit_mb, limit_inflation
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -42,10 +48,7 @@ log = logging.getLogger("foldermind.parser")
 
 ROLE = "Turns one file into text segments with locations (pool member)."
 MEMORY_ENV = "FOLDERMIND_PARSER_MEMORY_MB"
-DEFAULT_MEMORY_MB = 2048
 MIN_TOKENS, MAX_TOKENS = 8, 8192
-REPLY_HEADROOM = 0.9
-"""A reply may fill at most this share of the bus's message limit."""
 
 
 def apply_memory_limit(env: dict[str, str] | None = None) -> int:
@@ -53,10 +56,10 @@ def apply_memory_limit(env: dict[str, str] | None = None) -> int:
     cap in MiB, 0 when there is none."""
     raw = (os.environ if env is None else env).get(MEMORY_ENV, "").strip()
     try:
-        mb = int(raw) if raw else DEFAULT_MEMORY_MB
+        mb = int(raw) if raw else _default_memory_mb()
     except ValueError:
-        log.warning("%s=%r is not a number of MiB; using %d", MEMORY_ENV, raw, DEFAULT_MEMORY_MB)
-        mb = DEFAULT_MEMORY_MB
+        log.warning("%s=%r is not a number of MiB; using the default", MEMORY_ENV, raw)
+        mb = _default_memory_mb()
     if mb <= 0:
         return 0
     try:
@@ -74,6 +77,13 @@ def apply_memory_limit(env: dict[str, str] | None = None) -> int:
         log.warning("could not cap the parser's memory at %d MiB: %s", mb, exc)
         return 0
     return limit // (1024 * 1024)
+
+
+def _default_memory_mb() -> int:
+    """A parser's share of the default pool budget (the kernel always sets the variable)."""
+    from foldermind.protocol.runtime.config import SupervisorConfig
+
+    return SupervisorConfig().parser_memory_mb()
 
 
 _M_ARENA_MAX = -8  # glibc's mallopt() parameter number
@@ -115,6 +125,7 @@ class ParserWorker(Worker):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         spare_address_space()
         self.memory_limit_mb = apply_memory_limit()
+        limit_inflation(self.memory_limit_mb)
         self._settled_rss = psutil.Process().memory_info().rss
         self.status_note = f"memory cap {self.memory_limit_mb} MiB" if self.memory_limit_mb else "no memory cap"
 
@@ -131,6 +142,7 @@ class ParserWorker(Worker):
             "formats": list(FORMATS),
             "suffixes": sorted(SUFFIXES),
             "memory_limit_mb": self.memory_limit_mb,
+            "inflate_limit_mb": inflate_limit_mb(),
             "tokenizer": tokenizer,
             "ocr": ocr.state(),
             "parsed": self.parsed,
@@ -182,7 +194,7 @@ class ParserWorker(Worker):
         tokenizer = self.tokenizer()
         _hold(path, after=False)
         try:
-            doc = parse_file(path, body.max_bytes) if content is None else parse_content(path, content, body.max_bytes)
+            doc = parse_content(path, content, body.max_bytes)
             chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
         except ParseError as exc:
             self.failed += 1
@@ -190,7 +202,7 @@ class ParserWorker(Worker):
         except MemoryError:
             self.failed += 1
             gc.collect()
-            raise JobError(ErrorCode.PARSE_FAILED, "out of memory") from None
+            raise JobError(ErrorCode.PARSE_FAILED, self._out_of_memory()) from None
         except RecursionError:
             self.failed += 1
             raise JobError(ErrorCode.PARSE_FAILED, "document nested too deeply") from None
@@ -202,24 +214,29 @@ class ParserWorker(Worker):
             raise JobError(ErrorCode.PARSE_FAILED, f"parser error: {exc.__class__.__name__}") from None
         finally:
             _hold(path, after=True)  # whatever the outcome, before it goes out
-        size = sum(len(c["text"].encode()) + 200 for c in chunks)
-        if size > self.ctx.max_message_bytes * REPLY_HEADROOM:
-            self.failed += 1
-            raise JobError(
-                ErrorCode.FILE_TOO_LARGE,
-                f"extracted text too large for one reply ({size} bytes; the bus carries {self.ctx.max_message_bytes})",
-            )
+        # Called in process (no bus, no partials): one reply.
+        *first, last = parts.split(chunks, self.ctx.max_message_bytes) if req.send_partial else [chunks]
+        for part in first:  # more text than one message carries: the parts before the reply
+            req.partial(ParsePartial(part))
+        if first:
+            log.info("%d chunks sent in %d parts", len(chunks), len(first) + 1)
         self.parsed += 1
-        return ParseReply(format=doc.format, chunks=chunks, title=doc.title, pages=doc.pages)
+        return ParseReply(format=doc.format, chunks=last, title=doc.title, pages=doc.pages)
 
-    def _content(self, req: Request[ParseRequest]) -> bytes | None:
-        """The file's bytes when the request carries them; None to read the path. A parser on another machine
-        (``worker run --connect``) never reads the path: it names a file on the kernel's machine, and the same
-        path here would be some other file or none."""
+    def _out_of_memory(self) -> str:
+        if not self.memory_limit_mb:
+            return "out of memory"
+        return (
+            f"out of memory: the file needs more than this parser's {self.memory_limit_mb} MiB"
+            " (its share of [ingest] parser_pool_memory_mb)"
+        )
+
+    def _content(self, req: Request[ParseRequest]) -> bytes:
+        """The file's bytes, which the request carries. A path is never opened here: between the indexer's look at
+        it and this parse it could have become a link out of every Smart Folder, and on another machine
+        (``worker run --connect``) the same path would be some other file or none."""
         if not req.body.content:
-            if self.ctx.curve_server_key:
-                raise JobError(ErrorCode.FILE_CONTENT_NEEDED, "this parser is on another machine: send the bytes")
-            return None
+            raise JobError(ErrorCode.FILE_CONTENT_NEEDED, "a parser reads no path: send the file's bytes")
         if len(req.buffers) != 1:
             raise JobError(ErrorCode.BAD_REQUEST, f"content needs one buffer frame, not {len(req.buffers)}")
         data = frames.buffer_bytes(req.buffers[0])

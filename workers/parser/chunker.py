@@ -12,6 +12,9 @@ Rules:
   their own.
 - Inside a section, whole sentences (or lines, or paragraphs) are packed up to the limit; a sentence
   too long for one chunk is cut between words (between tokens for one enormous word).
+- A chunk never holds more than :data:`MAX_CHUNK_CHARS` characters either: a word the tokenizer cannot
+  split is one unknown token however long it is (up to a piece, below), so text without spaces would
+  otherwise make chunks of megabytes.
 - The next chunk of a section starts up to ``overlap_tokens`` before the end of the previous one,
   at a sentence start if the overlap holds one, else at a word start.
 - A chunk's text is exactly ``extracted_text[char_start:char_end]``, its lines and page those of
@@ -64,6 +67,8 @@ def load_tokenizer(path: Path | None = None) -> Tokenizer:
 
 PIECE_CHARS = 16_384
 """Longer segments are tokenized in pieces of about this size (cut at a line break or space)."""
+MAX_CHUNK_CHARS = 2 * PIECE_CHARS
+"""The most characters one chunk holds (a token spans at most a piece, so one always fits)."""
 ENCODE_BATCH = 32
 """Pieces per ``encode_batch`` call; with streaming packing this bounds memory on huge files."""
 VERIFY_BATCH = 256
@@ -241,7 +246,13 @@ def _pack(tokens: Iterator[Token], budget: int, overlap: int) -> Iterator[tuple[
         n = len(buf)
         if start >= n:
             return
-        limit = start + budget
+        # The first token past MAX_CHUNK_CHARS from the chunk's start ends it at the latest.
+        past = max(start + 1, bisect.bisect_right(buf, buf[start][0] + MAX_CHUNK_CHARS, start, n, key=lambda t: t[1]))
+        if past <= done:  # not one new token fits after the overlap: this chunk starts without it
+            del buf[:done]
+            start = done = 0
+            continue
+        limit = min(start + budget, past)
         if limit >= n:
             yield buf[start][0], buf[n - 1][1], n - start, _exact(buf, start, n)
             return

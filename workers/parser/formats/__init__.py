@@ -141,8 +141,9 @@ def read_bytes(path: Path, max_bytes: int) -> bytes:
     """The file's bytes; ``unreadable`` when it cannot be read or is not a regular file,
     ``file_too_large`` over ``max_bytes``.
 
-    Opened without blocking and checked on the open descriptor: a FIFO swapped in for the file after
-    the indexer looked at it would otherwise block this parser until someone writes to it.
+    Opened without blocking and checked on the open descriptor: a FIFO would otherwise block until someone
+    writes to it. For tools and tests: the parser worker opens no path (the indexer sends the bytes it read
+    through :mod:`foldermind.workers.userfiles`).
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)

@@ -1,6 +1,6 @@
 """DOCX (python-docx): paragraphs, ``Heading N`` styles as heading paths, tables row by row, content
-controls opened up; the zip is checked for bombs (:func:`.container.check_zip`, shared with the other zip
-formats) before python-docx opens it."""
+controls opened up; the zip is checked for bombs and for what its parts inflate to
+(:func:`.container.check_container`, shared with the other zip formats) before python-docx opens it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from foldermind.workers.parser.formats.container import check_zip, corrupt, zip_bomb
+from foldermind.workers.parser.formats.container import check_container, library_error, zip_bomb
 from foldermind.workers.parser.formats.document import (
     Builder,
     Headings,
@@ -36,7 +36,7 @@ _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 
 def parse_docx(data: bytes, max_bytes: int) -> ParsedDocument:
     """DOCX (python-docx): paragraphs, ``Heading N`` styles as heading paths, tables row by row."""
-    check_zip(data, max_bytes, "DOCX")
+    check_container(data, max_bytes, "DOCX", entities=False)
     import docx
 
     try:
@@ -47,7 +47,7 @@ def parse_docx(data: bytes, max_bytes: int) -> ParsedDocument:
     except MemoryError:
         raise
     except Exception as exc:
-        raise corrupt("DOCX", exc) from exc
+        raise library_error("DOCX", exc) from exc
 
 
 def _docx_document(document: DocxDocument) -> ParsedDocument:
