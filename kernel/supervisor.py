@@ -40,6 +40,7 @@ from typing import IO
 
 import psutil
 
+from foldermind.protocol.runtime import logs
 from foldermind.protocol.runtime.config import RestartPolicy, SupervisorConfig, WorkerSpec
 from foldermind.protocol.runtime.context import WorkerContext
 from foldermind.protocol.runtime.home import Home
@@ -123,6 +124,8 @@ class Slot:
     """When ``last_error`` happened (wall clock); see :meth:`error_now`."""
     kill_reason: str | None = None
     stop_report: str = ""
+    stderr_at: int = 0
+    """Where the stderr log ended when the process started: what it wrote is after."""
 
     ext_pidfd: int | None = None
 
@@ -224,6 +227,7 @@ class Supervisor:
         if not self.home.root:
             env.pop("FOLDERMIND_HOME", None)
         stderr_log = self._stderr_file(slot.name)
+        slot.stderr_at = stderr_log.seek(0, os.SEEK_END)
         try:
             slot.proc = subprocess.Popen(
                 [sys.executable, "-m", "foldermind.workers", slot.spec.module],
@@ -374,6 +378,8 @@ class Supervisor:
         self._unwatch(slot)
         code = proc.returncode
         how = "exited 0" if code == 0 else (f"killed by signal {-code}" if code < 0 else f"exited with status {code}")
+        if code > 0 and (cause := logs.last_line(self.home.log_dir / f"{slot.name}.stderr.log", slot.stderr_at)):
+            how = f"{how}: {cause}"
         now = time.monotonic()
         slot.proc = None
         self.on_gone(slot.name, proc.pid, how)

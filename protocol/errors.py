@@ -334,6 +334,16 @@ class ErrorCode(StrEnum):
         "permission, a folder where an index file belongs); the message names it and the fix, and `status` shows "
         "it until a write goes through. Nothing is lost: the files are indexed once it is fixed.",
     )
+    DATABASE_DAMAGED = (
+        "database_damaged",
+        Fault.FAILED,
+        False,
+        "indexer (every kind)",
+        "The index's SQLite file is damaged (a bad header, overwritten pages: \"database disk image is "
+        'malformed"); the indexer writes nothing more. The message names the file and the fix: stop foldermind '
+        "and run `foldermind repair`, which keeps the damaged file aside, copies out what it can read and has "
+        "the folders indexed again.",
+    )
 
     # The llm worker.
     MODEL_NOT_READY = (

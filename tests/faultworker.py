@@ -11,6 +11,8 @@ Environment:
 
 - ``FOLDERMIND_FAULT=crash_on_start``: exit with status 3 before READY (a crash loop).
 - ``FOLDERMIND_FAULT=no_ready``: never send READY (the start timeout fires).
+- ``FOLDERMIND_FAULT=raise_on_start``: raise before READY, as a worker whose setup fails does (a crash loop
+  with a cause).
 - ``FOLDERMIND_FAULT=slow_start``: wait ``FOLDERMIND_FAULT_SECONDS`` (default 3) before READY.
 - ``FOLDERMIND_FAULT_WHILE=PATH``: apply ``FOLDERMIND_FAULT`` only while PATH exists, so a test
   can end a crash loop by deleting the file and then ``foldermind restart`` the worker.
@@ -85,6 +87,8 @@ class TestWorker(Worker):
         if fault == "crash_on_start":
             log.error("FOLDERMIND_FAULT=crash_on_start: exiting before READY")
             os._exit(3)
+        if fault == "raise_on_start":
+            raise RuntimeError("FOLDERMIND_FAULT=raise_on_start: the setup failed on purpose")
         if fault == "slow_start":
             time.sleep(float(os.environ.get("FOLDERMIND_FAULT_SECONDS", "3")))
         if fault == "no_ready":

@@ -596,7 +596,16 @@ def run(worker_cls: type[Worker], ctx: WorkerContext, configure_logging: bool = 
     _die_with_parent(ctx.kernel_pid)
     worker = worker_cls(ctx)
     runner = _Runner(worker, ctx)
-    code = runner.serve()
+    try:
+        code = runner.serve()
+    except Exception as exc:
+        # Its cause in one line: the traceback in this worker's log, and the line last on stderr, where the
+        # kernel reads it into the exit's reason (``status``, ``doctor``) instead of a bare exit status.
+        cause = f"{ctx.name} failed: {type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+        log.exception("%s", cause)
+        logging.shutdown()
+        print(cause, file=sys.stderr, flush=True)
+        return 1
     while runner.rejoin and not runner.signalled:
         time.sleep(ctx.heartbeat_interval_s)
         runner = _Runner(worker, ctx, rejoining=True)

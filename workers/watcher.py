@@ -45,7 +45,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import BusError
+from foldermind.protocol.errors import BusError, ErrorCode, JobError
 from foldermind.protocol.messages import (
     ChangeEvent,
     ChangesReply,
@@ -279,6 +279,11 @@ class WatcherWorker(Worker):
             try:
                 self.sync()
                 return
+            except JobError as exc:
+                if exc.code is ErrorCode.DATABASE_DAMAGED:  # nothing to watch until it is repaired (and started)
+                    log.warning("folders not watched: %s", exc.message)
+                    return
+                log.warning("initial sync failed (%s); retrying", exc)
             except BusError as exc:
                 log.warning("initial sync failed (%s); retrying", exc)
             except Exception:

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "folders": ("folders", "folders"),
     "search": ("folders", "search"),
     "doctor": ("doctor", "doctor"),
+    "repair": ("repair", "repair"),
     "mcp": ("clients", "mcp_cmd"),
     "token": ("clients", "token"),
     "config": ("install", "config"),  # clientconfig's group, with install's two subcommands in it

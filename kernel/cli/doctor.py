@@ -2,9 +2,10 @@
 
 Whether the home can be written, the port (taken, and which one is served), where the token is stored, each
 client's config file (found, parsed, and whether our entry matches this install's command, port and token),
-the models, free disk for the index, whether the running indexer can write its index, and whether every Smart
-Folder can be read. It reads and never changes anything; the fixes are commands to type. Exit status 1 when a
-check failed, so a script can use it.
+the models, free disk for the index, whether the running indexer can write its index, whether every Smart
+Folder can be read, a worker that keeps failing (with its cause) and a damaged index database (:mod:`.repair`).
+It reads and never changes anything; the fixes are commands to type. Exit status 1 when a check failed, so a
+script can use it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 import click
 import psutil
 
-from foldermind.kernel.cli import clientfile, entries
+from foldermind.kernel.cli import clientfile, entries, repair
 from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, stray_config, typed
 from foldermind.kernel.cli.jsonedit import ParseError
@@ -250,6 +251,8 @@ def index_write_checks(home: Home) -> list[Check]:
     with contextlib.suppress(BusError), connect(home) as client:
         workers = client.request("kernel", StatusRequest(), StatusReply, timeout=5).body.workers
         notes = [w["note"] for w in workers if w["service"] == "indexer"]
+        if any(n.startswith("database damaged") for n in notes):
+            return []  # nothing is written: the database check says why
         held = [n for n in notes if n.startswith(("indexing held: ", "disk full"))]
         if held:
             detail, _, fix = held[0].partition("; fix: ")
@@ -294,8 +297,10 @@ def _folders(home: Home) -> list[tuple[str, str]] | None:
     db = home.data_dir / "index.sqlite"
     if not db.exists():
         return None
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
+    read_only = f"file:{db}?mode=ro"
+    with contextlib.suppress(sqlite3.DatabaseError), contextlib.closing(sqlite3.connect(read_only, uri=True)) as conn:
         return [(str(n), str(p)) for n, p in conn.execute("SELECT name, path FROM folders ORDER BY added_at")]
+    return None  # a damaged database: the database check says so
 
 
 MARK = {"ok": "ok  ", "info": "--  ", "warn": "WARN", "fail": "FAIL"}
@@ -326,6 +331,7 @@ def doctor(project: Path, as_json: bool) -> None:
         disk_check(home),
         *index_write_checks(home),
         *folder_checks(home),
+        *(Check(name, status, detail, fix) for name, status, detail, fix in repair.health(home)),  # type: ignore[arg-type]
     ]
     failed = any(c.status == "fail" for c in checks)
     if as_json:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -49,11 +48,11 @@ from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.indexer import changes, criteria
-from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex
 from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
+from foldermind.workers.indexer.integrity import Damage, is_database_damage, open_keyword_index, outdated_keyword_index
 from foldermind.workers.indexer.persistent import PersistentFault, named_fault, with_fix
 from foldermind.workers.indexer.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.search import SearchService
@@ -79,13 +78,23 @@ class IndexerWorker(Worker):
         self.data_dir = Home.resolve(ctx.home or None).data_dir
         # A request's write the data folder refuses (read-only, ...): shown in status until one goes through.
         self.request_fault = PersistentFault(self.data_dir, log)
+        self.damage = Damage(self.data_dir / "index.sqlite")
 
     def setup(self) -> None:
+        """Open the database and the indexes; a damaged one leaves only its error served (:mod:`.integrity`)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open()
+        except Exception as exc:
+            if not is_database_damage(exc):
+                raise
+            self.damage.found(exc, "nothing is served until it is repaired")
+
+    def _open(self) -> None:
         self.store = Store(self.data_dir / "index.sqlite")
         self._reparse_if_outdated()
-        self._rebuild_keyword_index_if_outdated()
-        self.bm25 = KeywordIndex(self.data_dir / "tantivy", proximity=self.search_policy.keyword_proximity)
+        outdated = outdated_keyword_index(self.store, self.data_dir / "tantivy")
+        self.bm25, rebuild = open_keyword_index(self.data_dir / "tantivy", self.store, self.search_policy)
         self.vectors = VectorIndex(
             self.data_dir / "vectors.usearch",
             int(self.store.get_meta("vector_dim", "384")),
@@ -93,6 +102,8 @@ class IndexerWorker(Worker):
             self.search_policy.exact_search_vectors,
         )
         self.pipeline = Pipeline(self.store, self.bm25, self.vectors, self.ctx.bus_endpoint, self.policy, self.ctx.name)
+        self.pipeline.damage = self.damage
+        self.pipeline.refilling(rebuild or ("keyword index of older fields" if outdated else None))
         self.pipeline.start()
         self.encoder = QueryEncoder(self.search_policy, self.policy, self.ctx.bus_endpoint, self.ctx.name)
         self.encoder.start()
@@ -114,48 +125,40 @@ class IndexerWorker(Worker):
         if n:
             log.info("%d documents will be parsed again: this version's parsers read files differently", n)
 
-    def _rebuild_keyword_index_if_outdated(self) -> None:
-        """A Tantivy index of other fields (an older :data:`~.bm25.SCHEMA_VERSION`, or none yet) is emptied and
-        built again from SQLite by the ingest thread's journal replay; searches find what it has replayed so far.
-        A crash before the journal is written leaves the old version recorded: the next start empties it again."""
-        if self.store.get_meta("tantivy_schema") == str(SCHEMA_VERSION):
-            return
-        shutil.rmtree(self.data_dir / "tantivy", ignore_errors=True)
-        n = self.store.rebuild_keyword_index(SCHEMA_VERSION)
-        if n:
-            log.info("the keyword index is built again from %d documents: this version's fields differ", n)
-
     def teardown(self) -> None:
+        if not hasattr(self, "pipeline"):
+            return  # a damaged database: nothing was opened
         self.pipeline.stop()
         self.pipeline.join(timeout=10)
         self.bm25.close()
         self.encoder.close()
 
     def handlers(self) -> dict[str, Handler]:
-        return dict(
-            [
-                *super().handlers().items(),
-                route(FolderAddRequest, self.on_folder_add),
-                route(FolderListRequest, self.on_folder_list),
-                route(FolderRemoveRequest, self.on_folder_remove),
-                route(CriteriaAddRequest, self.on_criteria_add),
-                route(FolderDocumentsRequest, self.on_folder_documents),
-                route(ReconcileRequest, self.on_reconcile),
-                route(ChangesRequest, self.on_changes),
-                route(SearchRequest, self.on_search),
-                route(EvidenceRequest, self.on_evidence),
-                route(CheckRequest, self.on_check),
-                route(ReadDocumentRequest, self.on_read),
-                route(SimilarRequest, self.on_similar),
-                route(SummaryRequest, self.on_summary),
-                route(IndexStatusRequest, self.on_index_status),
-            ]
-        )
+        own: list[tuple[str, Handler]] = [
+            route(FolderAddRequest, self.on_folder_add),
+            route(FolderListRequest, self.on_folder_list),
+            route(FolderRemoveRequest, self.on_folder_remove),
+            route(CriteriaAddRequest, self.on_criteria_add),
+            route(FolderDocumentsRequest, self.on_folder_documents),
+            route(ReconcileRequest, self.on_reconcile),
+            route(ChangesRequest, self.on_changes),
+            route(SearchRequest, self.on_search),
+            route(EvidenceRequest, self.on_evidence),
+            route(CheckRequest, self.on_check),
+            route(ReadDocumentRequest, self.on_read),
+            route(SimilarRequest, self.on_similar),
+            route(SummaryRequest, self.on_summary),
+            route(IndexStatusRequest, self.on_index_status),
+        ]
+        return {**super().handlers(), **{kind: self.damage.guard(handler) for kind, handler in own}}
 
     @property
     def status_note(self) -> str:
-        """A full disk under the index while it lasts, then a fault that holds indexing (with its fix), else what
-        answers queries (the heartbeat carries it to ``status``)."""
+        """A damaged database, a full disk under the index while it lasts, then a fault that holds indexing (with
+        its fix), an index being rebuilt from the database, else what answers queries (the heartbeat carries it to
+        ``status``)."""
+        if self.damage.line is not None:
+            return self.damage.line[:300]
         pipeline: Pipeline | None = getattr(self, "pipeline", None)
         full = pipeline.disk_full if pipeline is not None else None
         if full is not None:
@@ -163,6 +166,9 @@ class IndexerWorker(Worker):
         held = (pipeline.fault.note if pipeline is not None else "") or self.request_fault.note
         if held:  # a failure that repeats, with its fix
             return held[:300]
+        rebuilding = pipeline.rebuild_note() if pipeline is not None else None
+        if rebuilding is not None:
+            return rebuilding[:300]
         encoder: QueryEncoder | None = getattr(self, "encoder", None)
         return encoder.summary()[:300] if encoder is not None else ""
 
@@ -201,6 +207,8 @@ class IndexerWorker(Worker):
             raise JobError(ErrorCode.INDEX_UNWRITABLE, f"{fault.what}; fix: {fault.fix}") from exc
 
     def details(self) -> dict[str, Any]:
+        if not hasattr(self, "pipeline"):
+            return {"data_dir": str(self.data_dir), "database": self.damage.line}
         return {
             "data_dir": str(self.data_dir),
             "chunks_in_bm25": self.bm25.num_docs,

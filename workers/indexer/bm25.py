@@ -439,6 +439,25 @@ class KeywordIndex:
     def num_docs(self) -> int:
         return int(self.index.searcher().num_docs)
 
+    def census(self, except_docs: Sequence[int]) -> tuple[int, int]:
+        """(count, sum of the ``chunk_id`` fast field) of the chunks of every document but ``except_docs``, from
+        one committed snapshot: what :meth:`.store.Store.keyword_census` says it must hold. Reads every segment's
+        ids, so a missing or damaged file fails here."""
+        searcher = self.index.searcher()
+        q = tantivy.Query.all_query()
+        if except_docs:
+            ids = list(except_docs)
+            sets = [
+                (tantivy.Occur.Should, tantivy.Query.term_set_query(self.schema, "doc_id", ids[i : i + TERM_SET]))
+                for i in range(0, len(ids), TERM_SET)
+            ]
+            q = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Must, q), (tantivy.Occur.MustNot, tantivy.Query.boolean_query(sets))]
+            )
+        count = int(getattr(searcher.search(q, 1, count=True), "count", 0) or 0)
+        total = searcher.aggregate(q, {"ids": {"sum": {"field": "chunk_id"}}})["ids"]["value"]
+        return count, int(total or 0)
+
     def term_stats(self, language: str = ENGLISH) -> tuple[Callable[[str], int], int]:
         """``(doc_freq, total)`` for IDF, from one snapshot of the committed index: ``doc_freq(word)`` is
         the number of chunks whose ``text`` holds the word's term as a document in ``language`` indexes it,

@@ -39,6 +39,7 @@ from foldermind.workers.indexer.analyzer import SLICE as ANALYZE_SLICE
 from foldermind.workers.indexer.analyzer import analyze_due
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
+from foldermind.workers.indexer.integrity import Damage, is_database_damage
 from foldermind.workers.indexer.persistent import PersistentFault
 from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classify, free_bytes, writing
 from foldermind.workers.indexer.store import Document, Store
@@ -123,6 +124,8 @@ class Pipeline(threading.Thread):
     DISK_RETRY_MIN_S = 0.5
     DISK_RETRY_MAX_S = 5.0
     DISK_FREED_BYTES = 4 * 1024 * 1024
+    # Journal rows one Tantivy commit takes: a keyword index refilled from SQLite shows its progress by slices.
+    REPLAY_SLICE = 1000
 
     def __init__(
         self,
@@ -175,6 +178,14 @@ class Pipeline(threading.Thread):
         # once, shown by status with its fix, retried with a growing backoff until a step goes through.
         self.fault = PersistentFault(self.data_dir, log)
         self._reconciled = False
+        self.keyword_rebuild: str | None = None
+        """Why the keyword index is being refilled from SQLite (set before the thread starts), until it is."""
+        self.replay_total = self.replay_left = 0
+        """Documents the refill journaled, and those it has yet to replay."""
+        self.vector_rebuild: str | None = None
+        """Why the usearch file is being refilled from SQLite, while it is."""
+        self.damage = Damage(store.path)
+        """Once the database is found damaged (the indexer shares its own), nothing more is written."""
         self.nice = "not started"
         """The ingest thread's CPU priority (nice), or why it was left as the process's."""
 
@@ -205,7 +216,7 @@ class Pipeline(threading.Thread):
         try:
             while not self._stopping.is_set():
                 try:
-                    if self._writes_allowed() and self.fault.due():
+                    if self.damage.line is None and self._writes_allowed() and self.fault.due():
                         self.turns.hand_over = self.embed_error is None
                         if not self._reconciled:
                             self._reconcile_vectors()
@@ -253,6 +264,9 @@ class Pipeline(threading.Thread):
     # a full disk
 
     def _step_failed(self, exc: Exception) -> None:
+        if is_database_damage(exc):  # said once: every later step would fail the same way
+            self.damage.found(exc, "indexing stopped")
+            return
         filename = getattr(exc, "filename", None)
         path = self.store.path if filename is None else Path(str(filename))
         classified = classify(exc, "a database write", path, self.data_dir)
@@ -719,6 +733,10 @@ class Pipeline(threading.Thread):
         extra = np.setdiff1d(have, wanted)
         missing = insert_order(np.setdiff1d(wanted, have))
         self.vectors.remove([int(k) for k in extra])
+        if self.vectors.damaged is not None:
+            self.vector_rebuild = f"vector index damaged ({self.vectors.damaged}): rebuilding from the database"
+        elif len(missing) > STORED_BATCH:  # a crash before the last save (the file is saved every 30 s)
+            self.vector_rebuild = f"vector index {len(missing)} chunks behind the database: restoring them"
         # Until a chunk's vectors are back its folder does not read as embedded (a lost file of SciFact's 54,782
         # unit vectors takes ~10 s to fill again, and a search meanwhile sees only part of the index).
         with self.vectors.arrival():
@@ -730,6 +748,7 @@ class Pipeline(threading.Thread):
         if len(extra) or len(missing):
             log.info("vector index repaired: %d stale keys removed, %d vectors restored", len(extra), len(missing))
         self._save_vectors()
+        self.vector_rebuild = self.vectors.damaged = None
 
     def _full_graph(self) -> None:
         """The vector index's draft graph, outgrown, replaced by a full one of SQLite's vectors (added in a
@@ -761,6 +780,22 @@ class Pipeline(threading.Thread):
         self.store.set_languages(found)
         return [{**dict(row), "language": found.get(int(row["doc_id"]), row["language"])} for row in rows]
 
+    def refilling(self, why: str | None) -> None:
+        """Before the thread starts: the keyword index is being refilled from SQLite for ``why`` (None: it is not)."""
+        self.keyword_rebuild = why
+        if why is not None:
+            self.replay_total = self.replay_left = self.store.journal_size()
+
+    def rebuild_note(self) -> str | None:
+        """What is being refilled from SQLite and how far it is, for the status note (None: nothing)."""
+        notes = []
+        if self.keyword_rebuild is not None:
+            done = max(0, self.replay_total - self.replay_left)  # files indexed meanwhile are journaled too
+            notes.append(f"{self.keyword_rebuild}: rebuilding from the database, {done}/{self.replay_total} documents")
+        if self.vector_rebuild is not None:
+            notes.append(f"{self.vector_rebuild}, {len(self.vectors.arriving)} chunks left")
+        return "; ".join(notes) or None
+
     def _apply_journal(self) -> None:
         if not self._journal_dirty:
             return
@@ -769,9 +804,10 @@ class Pipeline(threading.Thread):
             return  # more parses are about to land: fold them into one commit
         self._next_commit = now + self.COMMIT_EVERY_S
         applied = int(self.store.get_meta("tantivy_seq", "0"))
-        seq, doc_ids = self.store.journal_after(applied)
+        seq, doc_ids = self.store.journal_after(applied, self.REPLAY_SLICE)
         if not doc_ids:
             self._journal_dirty = False
+            self.keyword_rebuild = None  # nothing was indexed: the empty index is the whole of it
             return
         try:
             rows = self.store.chunks_for_index(doc_ids)
@@ -786,5 +822,13 @@ class Pipeline(threading.Thread):
             self.bm25.discard()
             raise
         self.store.journal_applied(seq)
-        self._journal_dirty = False
+        # More than a slice left: the next slice at once (a refill shows its progress between them).
+        self._journal_dirty = bool(self.store.journal_after(seq, 1)[1])
+        if self._journal_dirty:
+            self._next_commit = time.monotonic()
+        if self.keyword_rebuild is not None:
+            self.replay_left = self.store.journal_size()
+            if not self.replay_left:
+                log.info("%s: rebuilt from the database, %d documents", self.keyword_rebuild, self.replay_total)
+                self.keyword_rebuild = None
         self._wrote()

@@ -642,11 +642,34 @@ class Store:
     # ---------------------------------------------------------------------------------------
     # journal (Tantivy replay)
 
-    def journal_after(self, seq: int) -> tuple[int, list[int]]:
-        rows = self.db.execute("SELECT seq, doc_id FROM journal WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
+    def journal_after(self, seq: int, limit: int = -1) -> tuple[int, list[int]]:
+        """The last seq of (at most ``limit``, -1: all) journal rows after ``seq``, and their documents."""
+        rows = self.db.execute(
+            "SELECT seq, doc_id FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+        ).fetchall()
         if not rows:
             return seq, []
         return int(rows[-1][0]), sorted({int(r[1]) for r in rows})
+
+    def journal_size(self) -> int:
+        """Documents the keyword index has yet to take from the journal."""
+        return int(self.db.execute("SELECT COUNT(DISTINCT doc_id) FROM journal").fetchone()[0])
+
+    def keyword_census(self) -> tuple[list[int], int, int]:
+        """What the keyword index must hold, apart from the documents the journal has yet to apply and those
+        waiting to be parsed (again: their old chunks may or may not be there): (those documents' ids, the count
+        and the sum of the ids of the indexed documents' chunks)."""
+        journaled = [
+            int(r[0])
+            for r in self.db.execute(
+                "SELECT doc_id FROM journal UNION SELECT id FROM documents WHERE status = 'pending' ORDER BY 1"
+            )
+        ]
+        row = self.db.execute(
+            "SELECT COUNT(c.id), COALESCE(SUM(c.id), 0) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " WHERE d.status = 'indexed' AND d.id NOT IN (SELECT doc_id FROM journal)"
+        ).fetchone()
+        return journaled, int(row[0]), int(row[1])
 
     def journal_applied(self, seq: int) -> None:
         with self.tx() as db:

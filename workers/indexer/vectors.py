@@ -98,6 +98,8 @@ class VectorIndex:
         self.dirty = False
         self.arriving: tuple[int, ...] = ()
         """Keys whose vectors SQLite may hold already while this index does not yet (see the module's docstring)."""
+        self.damaged: str | None = None
+        """Why the file could not be loaded (it is refilled from SQLite), until it is."""
         self.marker = path.with_name(path.name + DRAFT_MARKER)
         # A file without the marker was built full (as every file was before drafts). usearch keeps neither beam in
         # the file: the draft's narrow one is the constructor's.
@@ -112,9 +114,12 @@ class VectorIndex:
                     self._start_afresh(ndim)
             except Exception as exc:  # a torn or foreign file: rebuild from SQLite
                 log.warning("vector index unreadable (%s); rebuilding it from the database", exc)
+                self.damaged = "its file is unreadable"
                 self._start_afresh(ndim)
-        if self.index.ndim != ndim:
-            raise ValueError(f"{path} holds {self.index.ndim}-d vectors, the model makes {ndim}-d")
+        if self.index.ndim != ndim:  # not the database's vectors: they are the ones put back
+            log.warning("vector index of %d-d vectors, the database holds %d-d; rebuilding it", self.index.ndim, ndim)
+            self.damaged = f"{self.index.ndim}-d vectors, the database's are {ndim}-d"
+            self._start_afresh(ndim)
 
     def reset(self, ndim: int) -> None:
         """An empty index of another dimension (the configured model changed before any vector)."""
