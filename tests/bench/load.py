@@ -110,6 +110,7 @@ class ToolStats:
     calls: int = 0
     errors: int = 0
     codes: Counter[str] = field(default_factory=Counter)  # error code or exception type -> count
+    not_yet: int = 0  # typed "not yet" answers: find_similar on a file written during the load, not embedded yet
     latency: Series = field(default_factory=Series)  # ms, successful calls
 
 
@@ -518,6 +519,9 @@ class LoadClient:
             stats.codes[f"{type(exc).__name__}: {str(exc)[:120]}"] += 1
             return None
         elapsed = (time.perf_counter() - t0) * 1000
+        if result.is_error and tool == "find_similar" and error_of(result) == "NOT_EMBEDDED":
+            stats.not_yet += 1  # the file is searchable by keyword, its vectors are still being made: no fault
+            return None
         if result.is_error or result.structured_content is None:
             stats.errors += 1
             stats.codes[error_of(result)] += 1
