@@ -96,6 +96,10 @@ def _register_demo(home: Home, folder: str) -> None:
             click.echo(f"could not register the demo folder: {exc}", err=True)
             return
     click.echo(f"registered {folder} as the demo Smart Folder: try `{typed(home, 'search', 'restart')}`")
+    click.echo(
+        f"     add your own with `{typed(home, 'folders', 'add', 'PATH', '--wait')}`;"
+        f" `{typed(home, 'folders', 'remove', folder)}` takes the demo out"
+    )
     hint = activate_hint()
     if hint:
         click.echo(hint)
@@ -116,7 +120,10 @@ def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool,
     )
     try:
         kernel = Kernel(home, config)
-        click.echo(f"foldermind {__version__} running in the foreground (pid {os.getpid()}); Ctrl-C stops it.")
+        click.echo(
+            f"foldermind {__version__} runs in this terminal (pid {os.getpid()}) until Ctrl-C stops it:"
+            " type the commands below in another terminal."
+        )
         threading.Thread(target=_announce_mcp, args=(home, 60), daemon=True).start()
         if demo_folder:
             # The kernel loop owns this thread; the demo registration is an ordinary bus client.
