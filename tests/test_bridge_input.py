@@ -172,10 +172,10 @@ def test_a_client_that_closes_stdin_at_once_still_gets_its_answer(kernel: Runnin
 
 def test_a_bridge_goes_on_with_a_front_door_killed_and_restarted(kernel: RunningKernel) -> None:
     """The front door killed with SIGKILL mid-session: the supervisor starts it again, on another port (this
-        home binds port 0) and with no memory of the bridge's session. The request sent meanwhile is answered
-        (an error, or a result when the restart won the race), and the next one is served by the new front
-        door: the bridge follows it to its port and opens a new session with the client's own initialize. A
-        request the kill caught in flight gets the bridge's typed, retryable CONNECTION_LOST."""
+    home binds port 0) and with no memory of the bridge's session. The request sent meanwhile is answered
+    (an error, or a result when the restart won the race), and the next one is served by the new front
+    door: the bridge follows it to its port and opens a new session with the client's own initialize. A
+    request the kill caught in flight gets the bridge's typed, retryable CONNECTION_LOST."""
     with bridge_of(kernel.root) as bridge:
         bridge.handshake()
         bridge.still_serves(1)

@@ -87,7 +87,11 @@ def token_rotate() -> None:
         except TokenPersistError as exc:
             raise click.ClickException(f"rotation failed, the old token still works: {exc}") from exc
     click.echo(value)
-    click.echo("token rotated: re-copy your client snippets (`foldermind config snippet --client ...`)", err=True)
+    click.echo(
+        "token rotated: re-copy the snippets of clients that use the URL (`foldermind config snippet --client ...`);"
+        " clients over the stdio bridge (`foldermind mcp`) follow it by themselves",
+        err=True,
+    )
 
 
 async def list_tools(url: str, tok: str) -> list[str]:
