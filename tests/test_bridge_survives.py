@@ -184,6 +184,30 @@ def test_with_foldermind_down_a_call_gets_not_running_within_5_s_and_a_later_cal
     assert kernel.home.running_pid() is not None  # the bridge started it
 
 
+def test_a_bridge_launched_where_foldermind_cannot_start_answers_why() -> None:
+    """A home whose supervisor.toml does not parse: `foldermind mcp` does not exit (a client would show
+    "Connection closed"); the client's first request gets NOT_RUNNING with the start's own error."""
+    root = short_tmpdir()
+    home = root / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "supervisor.toml").write_text(CONFIG + "\n[mcp\n")
+
+    async def go() -> None:
+        async with mc.stdio_client(home, "legacy"):
+            raise AssertionError("the client connected to a foldermind that cannot start")
+
+    try:
+        with pytest.raises(BaseException) as failed:  # the SDK raises it out of its task group
+            mc.run(go)
+    finally:
+        remove_tree(root)
+    refused = _mcp_error(failed.value)
+    assert refused is not None, failed.value
+    assert refused.error.code == BridgeFailure.NOT_RUNNING.rpc, refused.error
+    message = refused.error.message
+    assert message.startswith("foldermind is not running") and "supervisor.toml" in message, message
+
+
 def test_a_call_in_flight_when_the_front_door_dies_fails_at_once_with_a_retryable_error(kernel: RunningKernel) -> None:
     """The front door is frozen (SIGSTOP) so that a call's request waits unread in its socket, then killed: the
     call gets CONNECTION_LOST (retryable) as the connection breaks, and once the supervisor has started the
@@ -250,6 +274,14 @@ def test_the_typescript_sdk_client_keeps_working_after_token_rotate(kernel: Runn
         node.kill()
     assert after == {"step": "after", "ok": True, "closed": False}, (after, err)
     assert node.returncode == 0, err
+
+
+def _mcp_error(exc: BaseException) -> MCPError | None:
+    """The MCPError in ``exc``, or in the exception groups around it."""
+    if isinstance(exc, MCPError):
+        return exc
+    inner = exc.exceptions if isinstance(exc, BaseExceptionGroup) else ()
+    return next((found for e in inner if (found := _mcp_error(e)) is not None), None)
 
 
 def _unread_bytes(port: int) -> int:

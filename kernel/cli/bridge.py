@@ -186,6 +186,6 @@ def run(home: Home, start_wait_s: float, max_body_mb: float) -> int:
     link = Link(home)
     found = anyio.run(link.serving, start_wait_s)
     if found is None:
-        print(f"foldermind: {link.why_not_serving()}", file=sys.stderr, flush=True)
+        print(link.why_not_serving(), file=sys.stderr, flush=True)
     anyio.run(relay, home, link, int(max_body_mb * 1024 * 1024))
     return 0

@@ -39,10 +39,17 @@ def mcp_cmd() -> None:
 
     Starts the supervisor if none runs, then relays MCP between stdin/stdout and the front door."""
     from foldermind.kernel.cli import bridge
+    from foldermind.protocol.runtime.config import SupervisorConfig
 
     home = current_home()
     home.ensure()
-    config = current_config(home)
+    try:
+        config = current_config(home)
+    except click.ClickException as exc:
+        # `start` refuses it too: the bridge stays up with the defaults and answers each request why, rather
+        # than exit (a client shows that as "Connection closed" and must be restarted once it is mended).
+        print(f"foldermind: {exc.message}", file=sys.stderr, flush=True)
+        config = SupervisorConfig()
     sys.exit(bridge.run(home, config.kernel.start_wait_s + 30, config.mcp.max_body_mb))
 
 
