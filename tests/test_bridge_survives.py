@@ -101,13 +101,14 @@ def test_a_stdio_client_keeps_working_after_token_rotate(kernel: RunningKernel, 
     survives(kernel, mode, rotate)
 
 
-def test_a_stdio_client_keeps_working_after_stop_and_start(kernel: RunningKernel) -> None:
-    def stop_start() -> None:
-        cli(kernel.root, "stop", timeout=120)
-        assert kernel.home.running_pid() is None
-        start(kernel)
+def _stop_start(k: RunningKernel) -> None:
+    cli(k.root, "stop", timeout=120)
+    assert k.home.running_pid() is None
+    start(k)
 
-    survives(kernel, "legacy", stop_start)
+
+def test_a_stdio_client_keeps_working_after_stop_and_start(kernel: RunningKernel) -> None:
+    survives(kernel, "legacy", lambda: _stop_start(kernel))
 
 
 def test_a_stdio_client_keeps_working_after_the_kernel_is_killed_and_started_again(kernel: RunningKernel) -> None:
@@ -247,7 +248,7 @@ def test_a_call_in_flight_when_the_front_door_dies_fails_at_once_with_a_retryabl
     assert error.data == {"code": ErrorCode.CONNECTION_LOST.mcp, "retryable": True}, error
 
 
-def test_the_typescript_sdk_client_keeps_working_after_token_rotate(kernel: RunningKernel) -> None:
+def test_the_typescript_sdk_client_keeps_working_after_token_rotate_and_stop_and_start(kernel: RunningKernel) -> None:
     if shutil.which("node") is None:
         pytest.skip("node is not installed: the TypeScript SDK client cannot run here")
     prefix = npm_installed("ts-sdk", "@modelcontextprotocol/sdk", "1.32.2", "FOLDERMIND_TS_SDK")
@@ -265,14 +266,16 @@ def test_the_typescript_sdk_client_keeps_working_after_token_rotate(kernel: Runn
         assert node.stdin is not None and node.stdout is not None
         first = json.loads(node.stdout.readline() or "{}")
         assert first.get("ok") is True, (first, node.stderr.read() if node.stderr else "")
-        cli(kernel.root, "token", "rotate")
-        node.stdin.write("call\n")
-        node.stdin.flush()
-        after = json.loads(node.stdout.readline() or "{}")
+        after: list[dict[str, object]] = []
+        for upset in (lambda: cli(kernel.root, "token", "rotate"), lambda: _stop_start(kernel)):
+            upset()
+            node.stdin.write("call\n")
+            node.stdin.flush()
+            after.append(json.loads(node.stdout.readline() or "{}"))
         _, err = node.communicate(input="", timeout=60)  # end of its input: the script closes its client
     finally:
         node.kill()
-    assert after == {"step": "after", "ok": True, "closed": False}, (after, err)
+    assert after == [{"step": "after", "ok": True, "closed": False}] * 2, (after, err)
     assert node.returncode == 0, err
 
 

@@ -26,7 +26,7 @@ import sys
 import httpx2
 from mcp_types import INVALID_REQUEST
 
-from foldermind.kernel.cli.bridge_link import BridgeFailure, Link
+from foldermind.kernel.cli.bridge_link import CALL_WAIT_S, BridgeFailure, Link
 
 SESSION = "mcp-session-id"
 VERSION = "mcp-protocol-version"
@@ -125,14 +125,16 @@ class Guarded(httpx2.AsyncBaseTransport):
 
     async def _stream(self, request: httpx2.Request) -> httpx2.Response:
         """A GET (the server's own stream) or DELETE, sent as it is to the front door serving now; a restart
-        is followed (the SDK's transport opens its stream again a few times) but never starts the supervisor."""
-        if self.link.url is None and await self.link.serving(start=False) is None:
+        is followed (the SDK's transport opens its stream again a few times) but never starts the supervisor,
+        and a DELETE (the client leaving) does not wait for one."""
+        wait_s = CALL_WAIT_S if request.method == "GET" else 0.0
+        if self.link.url is None and await self.link.serving(wait_s, start=False) is None:
             raise httpx2.ConnectError("the front door is not serving")
         self._dress(request, False)
         try:
             response = await self.inner.handle_async_request(request)
         except httpx2.ConnectError:
-            if await self.link.serving(start=False) is None:
+            if await self.link.serving(wait_s, start=False) is None:
                 raise
             self._dress(request, False)
             response = await self.inner.handle_async_request(request)
