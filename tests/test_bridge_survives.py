@@ -84,7 +84,9 @@ def survives(k: RunningKernel, mode: str, upset: Callable[[], None]) -> None:
         async with mc.stdio_client(k.root, mode) as client:
             await answers(client)
             await anyio.to_thread.run_sync(upset)
-            await answers(client)
+            async with anyio.create_task_group() as tg:  # three at once: each meets the change
+                for _ in range(3):
+                    tg.start_soon(answers, client)
             await answers(client)
 
     mc.run(go)

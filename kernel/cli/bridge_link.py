@@ -130,13 +130,11 @@ class Link:
                 return None
             await anyio.sleep(0.1)
 
-    async def reread_token(self) -> bool:
-        """Read the token again from the store; True if it changed."""
+    async def reread_token(self) -> None:
+        """Read the token again from the store (kept as it was when the store has none to give)."""
         token = await anyio.to_thread.run_sync(TokenStore(self.home).stored)
-        changed = token is not None and token != self.token
         if token is not None:
             self.token = token
-        return changed
 
     def why_not_serving(self) -> str:
         """The NOT_RUNNING sentence for now: what runs, what the bridge did about it."""

@@ -58,7 +58,7 @@ class Guarded(httpx2.AsyncBaseTransport):
                 return _failure(503, request, BridgeFailure.NOT_RUNNING, self.link.why_not_serving())
             if response.status_code == 401:
                 await response.aclose()
-                if not await self.link.reread_token():
+                if not await self._newer_token(request):
                     why = "token refused: the front door refused the token in this home's token store"
                     return _failure(401, request, BridgeFailure.TOKEN_REFUSED, why)
                 print("foldermind: the token changed (rotated?): using the new one", file=sys.stderr, flush=True)
@@ -138,11 +138,17 @@ class Guarded(httpx2.AsyncBaseTransport):
                 raise
             self._dress(request, False)
             response = await self.inner.handle_async_request(request)
-        if response.status_code == 401 and await self.link.reread_token():
+        if response.status_code == 401 and await self._newer_token(request):
             await response.aclose()
             self._dress(request, False)
             response = await self.inner.handle_async_request(request)
         return response
+
+    async def _newer_token(self, refused: httpx2.Request) -> bool:
+        """Read the token again; True if it is not the one ``refused`` carried (another request that met the
+        401 first may have read the new one already)."""
+        await self.link.reread_token()
+        return refused.headers.get("authorization") != f"Bearer {self.link.token}"
 
     async def _reopen(self, failed: httpx2.Request) -> bool:
         """Open a new session with the client's own initialize; True once it is open."""
