@@ -109,6 +109,33 @@ def _stop_start(k: RunningKernel) -> None:
     start(k)
 
 
+def test_a_token_the_front_door_still_refuses_once_read_again_is_token_refused(kernel: RunningKernel) -> None:
+    """`token rotate`, then the token store changed behind the front door's back (written here): refused with
+    the old token, the bridge reads the store, is refused again, and says so; with the rotated token put back
+    in the store, the next call is answered."""
+    stored = kernel.home.config_dir / "mcp-token"
+    if not stored.exists():
+        pytest.skip("the token lives in an OS secret store here, not in a file this test can change")
+
+    async def go() -> None:
+        async with mc.stdio_client(kernel.root, "legacy") as client:
+            await answers(client)
+            await anyio.to_thread.run_sync(lambda: cli(kernel.root, "token", "rotate"))
+            token = stored.read_text()
+            stored.write_text("x" * 43)
+            try:
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("list_smart_folders", {})
+            finally:
+                stored.write_text(token)
+            assert refused.value.error.code == BridgeFailure.TOKEN_REFUSED.rpc, refused.value.error
+            assert refused.value.error.message.startswith("token refused"), refused.value.error
+            assert refused.value.error.data == {"code": ErrorCode.TOKEN_REFUSED.mcp, "retryable": False}
+            await answers(client)
+
+    mc.run(go)
+
+
 def test_a_stdio_client_keeps_working_after_stop_and_start(kernel: RunningKernel) -> None:
     survives(kernel, "legacy", lambda: _stop_start(kernel))
 
