@@ -31,6 +31,10 @@ from foldermind.kernel.cli.bridge_link import CALL_WAIT_S, BridgeFailure, Link
 SESSION = "mcp-session-id"
 VERSION = "mcp-protocol-version"
 REINIT_ID = "foldermind-bridge-reinitialize"
+REFUSED = (
+    "token refused: the front door refused the token in this home's token store, read again; "
+    "`foldermind doctor` checks the setup"
+)
 
 
 class Guarded(httpx2.AsyncBaseTransport):
@@ -59,8 +63,7 @@ class Guarded(httpx2.AsyncBaseTransport):
             if response.status_code == 401:
                 await response.aclose()
                 if not await self._newer_token(request):
-                    why = "token refused: the front door refused the token in this home's token store"
-                    return _failure(401, request, BridgeFailure.TOKEN_REFUSED, why)
+                    return _failure(401, request, BridgeFailure.TOKEN_REFUSED, REFUSED)
                 print("foldermind: the token changed (rotated?): using the new one", file=sys.stderr, flush=True)
                 self._dress(request, initialize)
                 response = await self.inner.handle_async_request(request)
@@ -74,8 +77,7 @@ class Guarded(httpx2.AsyncBaseTransport):
                     return _failure(502, request, BridgeFailure.CONNECTION_LOST, why)
             if response.status_code == 401:
                 await response.aclose()
-                why = "token refused: the front door refused the token in this home's token store"
-                return _failure(401, request, BridgeFailure.TOKEN_REFUSED, why)
+                return _failure(401, request, BridgeFailure.TOKEN_REFUSED, REFUSED)
             if response.status_code == 413:
                 await response.aclose()
                 why = "Invalid Request: the front door refused the message as too large ([mcp] max_body_mb)"
