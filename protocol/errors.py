@@ -12,7 +12,7 @@ handler raises :class:`JobError`, the worker framework sends its ``info``, the c
 :class:`JobError` again from the reply (a subclass for the three cases a caller acts on), and the MCP
 front door raises the same class for its own failures and shows ``code.mcp`` to the client.
 
-Its length (~470 lines) is the catalogue itself: 37 codes, each with its sentence.
+Its length (~470 lines) is the catalogue itself: 40 codes, each with its sentence.
 """
 
 from __future__ import annotations
@@ -420,6 +420,33 @@ class ErrorCode(StrEnum):
         False,
         "frontdoor (`chat_with_documents`)",
         "The model's answer failed (its worker lost, an error inside it); the quotes answer instead.",
+    )
+
+    # The stdio bridge (`foldermind mcp`): a JSON-RPC error its client sees, `{code, retryable}` in its data.
+    NOT_RUNNING = (
+        "not_running",
+        Fault.UNAVAILABLE,
+        True,
+        "stdio bridge (`foldermind mcp`)",
+        "JSON-RPC error -32010: no front door of the home serves (the supervisor stopped, killed or still "
+        "starting). The bridge starts the supervisor (one start at a time, at most one every 10 s) and waits "
+        "a few seconds before it answers this; when its start failed, the message says why.",
+    )
+    TOKEN_REFUSED = (
+        "token_refused",
+        Fault.REJECTED,
+        False,
+        "stdio bridge (`foldermind mcp`)",
+        "JSON-RPC error -32011: the front door refused the bearer token even after the bridge read it again "
+        "from the home's token store (the store unreadable, or a front door of another home on that port).",
+    )
+    CONNECTION_LOST = (
+        "connection_lost",
+        Fault.LOST,
+        True,
+        "stdio bridge (`foldermind mcp`)",
+        "JSON-RPC error -32012: the connection to the front door broke before the answer came (a restart, a "
+        "stop, a kill); the request may or may not have run. Asking again reaches the front door serving then.",
     )
 
 

@@ -63,11 +63,12 @@ async def http_client(
 
 
 @asynccontextmanager
-async def stdio_client(home: Path) -> AsyncIterator[Client]:
+async def stdio_client(home: Path, mode: str = "auto") -> AsyncIterator[Client]:
+    """The SDK's client over stdio, launching the bridge; ``mode`` as for :func:`http_client`."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "foldermind.kernel.cli", "--home", str(home), "mcp"]
     )
-    async with Client(params, read_timeout_seconds=120) as client:
+    async with Client(params, read_timeout_seconds=120, mode=mode) as client:
         yield client
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from foldermind.kernel.cli import stdio_lines
+from foldermind.kernel.cli.bridge_link import BridgeFailure
 from tests import mcpclient as mc
 from tests.helpers import FAST_RESTART, RunningKernel, kill9, only_workers, remove_tree, short_tmpdir, wait_for
 
@@ -151,7 +152,7 @@ def test_a_message_the_front_door_refuses_is_answered_and_the_bridge_keeps_servi
             override.write_text(before)
         bridge.send(huge_call(1))
         refused = bridge.reply()
-        assert refused["id"] == 1 and refused["error"]["code"] in (-32600, -32603), refused
+        assert refused["id"] == 1 and refused["error"]["code"] in (-32600, BridgeFailure.CONNECTION_LOST.rpc), refused
         assert "front door" in refused["error"]["message"] and "not sent" not in refused["error"]["message"], refused
         bridge.still_serves(2)
 
@@ -173,14 +174,16 @@ def test_a_bridge_goes_on_with_a_front_door_killed_and_restarted(kernel: Running
     """The front door killed with SIGKILL mid-session: the supervisor starts it again, on another port (this
     home binds port 0) and with no memory of the bridge's session. The request sent meanwhile is answered
     (an error, or a result when the restart won the race), and the next one is served by the new front
-    door: the bridge follows it to its port and opens a new session with the client's own initialize."""
+    door: the bridge follows it to its port and opens a new session with the client's own initialize. A
+    request the kill caught in flight gets the bridge's typed, retryable CONNECTION_LOST."""
     with bridge_of(kernel.root) as bridge:
         bridge.handshake()
         bridge.still_serves(1)
         before = mc.mcp_info(kernel.root)
         kill9(int(before["pid"]))
         meanwhile = bridge.request(2, "tools/list")
-        assert meanwhile["id"] == 2 and ("result" in meanwhile or meanwhile["error"]["code"] == -32603), meanwhile
+        lost = BridgeFailure.CONNECTION_LOST.error(meanwhile.get("error", {}).get("message", ""))
+        assert meanwhile["id"] == 2 and ("result" in meanwhile or meanwhile["error"] == lost), meanwhile
         wait_for(lambda: mc.mcp_info(kernel.root)["pid"] != before["pid"], 60, 0.1, "the front door restarted")
         bridge.still_serves(3)
         bridge.still_serves(4)

@@ -8,12 +8,14 @@ the models again. stdout carries the MCP stream only: everything this module say
 
 Nothing a client writes stops it: a line that cannot be relayed is answered here (:mod:`.stdio_lines`), and
 what happens to one request on its way to the front door becomes that request's error
-(:mod:`.bridge_transport`, which also follows a restarted front door to its new port and session).
+(:mod:`.bridge_transport`). Nothing foldermind does stops it either: the URL and the token are read again
+when a request cannot use them (:mod:`.bridge_link`), so a rotated token, a stop and start, a killed kernel
+or a new port is followed, a supervisor that is not running is started, and a request that cannot be served
+in a few seconds gets a typed error; the client's session goes on.
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from typing import Any
 
@@ -22,12 +24,12 @@ import httpx2
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-from mcp_types import INTERNAL_ERROR, JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
+from mcp_types import CONNECTION_CLOSED, JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
 
 from foldermind.kernel.cli import stdio_lines
+from foldermind.kernel.cli.bridge_link import BridgeFailure, Link
 from foldermind.kernel.cli.bridge_transport import Guarded
 from foldermind.protocol.runtime.home import Home
-from foldermind.protocol.runtime.token_store import TokenStore
 
 
 class BridgeError(Exception):
@@ -41,22 +43,6 @@ def wait_for_frontdoor(home: Home, timeout: float) -> dict[str, Any]:
         state = (home.read_mcp_info() or {}).get("state", "not started")
         raise BridgeError(f"the MCP front door is not serving ({state}); see `foldermind status` and logs")
     return info
-
-
-def ensure_running(home: Home, start_wait_s: float) -> dict[str, Any]:
-    """Start the supervisor of ``home`` in the background unless one runs, then wait for the front door.
-
-    Two bridges may race here: the kernel's lock lets one win, the other's start exits at once, and
-    both then find the same front door.
-    """
-    if home.running_pid() is None:
-        args = [sys.executable, "-m", "foldermind.kernel.cli"]
-        if home.root is not None:
-            args += ["--home", str(home.root)]
-        args += ["start"]
-        print("foldermind: starting the supervisor", file=sys.stderr, flush=True)
-        subprocess.run(args, stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr, check=False)
-    return wait_for_frontdoor(home, start_wait_s)
 
 
 DRAIN_S = 10.0
@@ -104,40 +90,44 @@ class ClientSide:
                     await sink.send(SessionMessage(verdict.message))
 
 
-def serving_url(home: Home) -> str | None:
-    """Where the front door serves now (a restarted one may have bound another port), or None."""
-    info = home.read_mcp_info()
-    return str(info["url"]) if info and info.get("state") == "running" and info.get("url") else None
-
-
-async def relay(home: Home, url: str, token: str, max_bytes: int) -> None:
-    """Copy messages both ways until the client closes stdin (or the server goes away). A failure of the
-    connection to the front door answers the requests it held with an error, and the bridge connects again."""
-    headers = {"Authorization": f"Bearer {token}"}
+async def relay(home: Home, link: Link, max_bytes: int) -> None:
+    """Copy messages both ways until the client closes stdin. A failure of the connection to the front door
+    answers the requests it held with a retryable error, and the bridge connects again: the client never
+    sees its session end."""
     timeout = httpx2.Timeout(30.0, read=300.0)
     client = ClientSide(max_bytes)
     pending: set[RequestId] = set()
     to_send, queued = anyio.create_memory_object_stream[SessionMessage](64)
-    transport = Guarded(httpx2.AsyncHTTPTransport(), lambda: serving_url(home))
+    transport = Guarded(httpx2.AsyncHTTPTransport(), link)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
+        httpx2.AsyncClient(timeout=timeout, transport=transport) as http,
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(client.read, to_send)
         while True:
             try:
-                if await _connect(url, http, queued, client, pending):
-                    break  # the client closed stdin, or the server went away
+                if await _connect(link.url or FALLBACK_URL, http, queued, client, pending):
+                    break  # the client closed stdin
             except Exception as exc:
                 print(f"foldermind: the front door connection broke ({exc!r}); connecting again", file=sys.stderr)
             if client.gone:
                 break
             for rid in sorted(pending, key=str):
-                why = "the connection to the front door broke before the answer came"
-                await client.write(stdio_lines.error_line(rid, INTERNAL_ERROR, why))
+                why = "the connection to the front door broke before the answer came; ask again"
+                await client.write(_error_line(rid, BridgeFailure.CONNECTION_LOST, why))
             pending.clear()
             await anyio.sleep(0.5)
         tg.cancel_scope.cancel()
+
+
+FALLBACK_URL = "http://127.0.0.1:1/mcp"
+"""Where the SDK's transport is pointed while no front door serves: :class:`Guarded` aims each request at the
+front door serving when it is sent."""
+
+
+def _error_line(rid: RequestId | None, failure: BridgeFailure, message: str) -> bytes:
+    error = failure.error(message)
+    return stdio_lines.error_line(rid, error["code"], error["message"], error["data"])
 
 
 async def _connect(
@@ -147,13 +137,16 @@ async def _connect(
     client: ClientSide,
     pending: set[RequestId],
 ) -> bool:
-    """One connection to the front door, relaying until either side closes (True)."""
+    """One connection to the front door, relaying until the client closes stdin (True) or the SDK's transport
+    ends (False: the bridge connects again)."""
+    done = False
     async with (
         streamable_http_client(url, http_client=http) as (from_server, to_server),
         anyio.create_task_group() as tg,
     ):
 
         async def up() -> None:
+            nonlocal done
             async for message in queued:
                 if isinstance(message.message, JSONRPCRequest):
                     pending.add(message.message.id)
@@ -161,6 +154,7 @@ async def _connect(
             with anyio.move_on_after(DRAIN_S):  # stdin closed: the answers still owed go out first
                 while pending and not client.gone:
                     await anyio.sleep(0.05)
+            done = True
             tg.cancel_scope.cancel()
 
         async def down() -> None:
@@ -168,25 +162,30 @@ async def _connect(
                 if isinstance(message, Exception):
                     print(f"foldermind: front door error: {message}", file=sys.stderr)
                     continue
-                if isinstance(message.message, JSONRPCResponse | JSONRPCError):
-                    pending.discard(message.message.id)
-                line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await client.write(line.encode() + b"\n")
+                reply = message.message
+                if isinstance(reply, JSONRPCResponse | JSONRPCError):
+                    pending.discard(reply.id)
+                if isinstance(reply, JSONRPCError) and reply.error.code == CONNECTION_CLOSED:
+                    # The SDK's word for a stream that broke mid-answer: the bridge's typed, retryable one.
+                    why = f"the connection to the front door broke before the answer came ({reply.error.message})"
+                    await client.write(_error_line(reply.id, BridgeFailure.CONNECTION_LOST, why + "; ask again"))
+                else:
+                    await client.write(reply.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
                 if client.gone:
-                    break
+                    break  # the relay loop ends too
             tg.cancel_scope.cancel()
 
         tg.start_soon(up)
         tg.start_soon(down)
-    return True
+    return done
 
 
 def run(home: Home, start_wait_s: float, max_body_mb: float) -> int:
-    try:
-        info = ensure_running(home, start_wait_s)
-    except BridgeError as exc:
-        print(f"foldermind: {exc}", file=sys.stderr)
-        return 1
-    token = TokenStore(home).load_or_create()
-    anyio.run(relay, home, str(info["url"]), token, int(max_body_mb * 1024 * 1024))
+    """Start the supervisor unless one runs and wait for its front door (up to ``start_wait_s``), then relay.
+    A bridge whose foldermind cannot start stays up: each request is answered why, and starts it again."""
+    link = Link(home)
+    found = anyio.run(link.serving, start_wait_s)
+    if found is None:
+        print(link.why_not_serving(), file=sys.stderr, flush=True)
+    anyio.run(relay, home, link, int(max_body_mb * 1024 * 1024))
     return 0

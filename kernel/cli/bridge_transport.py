@@ -2,104 +2,176 @@
 
 The SDK's streamable HTTP client lets a transport exception (a reset, a refused connection, a timeout) end its
 task group, and with it the bridge. :class:`Guarded` turns each into a JSON-RPC error in a failed response's
-JSON body, which the SDK hands back to the client under the request's own id:
+JSON body, which the SDK hands back to the client under the request's own id, and follows foldermind through
+what happens to it (:class:`~.bridge_link.Link` reads the URL and the token again):
 
+- every request goes to where the front door serves now, with the token read last;
+- a refused connection (a stop, a kill, a restart on another port) reads where the front door serves again,
+  starting the supervisor if none runs, and tries there once; with none serving in time: ``NOT_RUNNING``;
+- a 401 (``token rotate``) reads the token again and tries once more; refused again: ``TOKEN_REFUSED``;
+- a 404 for the session (a restarted front door knows none of the old ones) opens a new session with the
+  client's own ``initialize`` and tries once more. The bridge holds the session for its client: every request
+  carries the session opened last, whichever the SDK's transport remembers. A client on the stateless
+  revision has no session to lose;
 - a 413 (a message the front door found too large) becomes -32600 saying so;
-- a connection reset or timeout becomes -32603 naming it; a JSON reply is read here in full, so a loss
-  mid-body is caught too (an event stream's loss the SDK answers itself);
-- a refused connection first re-reads where the front door serves (``run/mcp.json``: a restarted one may have
-  bound another port) and tries there once;
-- a 404 for a session (a restarted front door knows none of the old ones) opens a new session with the
-  client's own ``initialize`` and tries once more; later requests carry the new session's id. A client on
-  the stateless revision has no session to lose.
+- a connection that breaks before the answer (the front door gone mid-request): ``CONNECTION_LOST``,
+  retryable, at once. A JSON reply is read here in full, so a loss mid-body is caught too.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 
 import httpx2
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+from mcp_types import INVALID_REQUEST
+
+from foldermind.kernel.cli.bridge_link import CALL_WAIT_S, BridgeFailure, Link
 
 SESSION = "mcp-session-id"
+VERSION = "mcp-protocol-version"
 REINIT_ID = "foldermind-bridge-reinitialize"
+REFUSED = (
+    "token refused: the front door refused the token in this home's token store, read again; "
+    "`foldermind doctor` checks the setup"
+)
 
 
 class Guarded(httpx2.AsyncBaseTransport):
-    def __init__(self, inner: httpx2.AsyncBaseTransport, locate: Callable[[], str | None]) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, link: Link) -> None:
         self.inner = inner
-        self.locate = locate
-        """The front door's URL as it last wrote it, or None while it does not serve."""
-        self.url: httpx2.URL | None = None
+        self.link = link
         self.initialize: bytes | None = None
-        self.sessions: dict[str, str] = {}
-        """Session ids the client holds -> the ids of the sessions opened again in their place."""
+        self.session: str | None = None
+        """The session the front door serving now knows this client by (opened by its initialize or again)."""
+        self.version: str | None = None
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if self.url is not None:
-            _aim(request, self.url)
-        old = request.headers.get(SESSION)
-        if old in self.sessions:
-            request.headers[SESSION] = self.sessions[old]
         if request.method != "POST":
-            return await self.inner.handle_async_request(request)
+            return await self._stream(request)
         body = await request.aread()
-        if old is None and _method(body) == "initialize":
-            self.initialize = body
+        initialize = _method(body) == "initialize"
+        if initialize:
+            self.initialize, self.session = body, None
         try:
+            if self.link.url is None and await self.link.serving() is None:
+                return _failure(503, request, BridgeFailure.NOT_RUNNING, self.link.why_not_serving())
+            self._dress(request, initialize)
             response = await self._send(request)
-            if response.status_code == 404 and old is not None and await self._reopen(request, old):
+            if response is None:
+                return _failure(503, request, BridgeFailure.NOT_RUNNING, self.link.why_not_serving())
+            if response.status_code == 401:
                 await response.aclose()
-                request.headers[SESSION] = self.sessions[old]
+                if not await self._newer_token(request):
+                    return _failure(401, request, BridgeFailure.TOKEN_REFUSED, REFUSED)
+                print("foldermind: the token changed (rotated?): using the new one", file=sys.stderr, flush=True)
+                self._dress(request, initialize)
                 response = await self.inner.handle_async_request(request)
+            if response.status_code == 404 and not initialize and self.session is not None:
+                await response.aclose()
+                if await self._reopen(request):
+                    self._dress(request, initialize)
+                    response = await self.inner.handle_async_request(request)
+                else:
+                    why = "the front door restarted and the bridge could not open a new session; ask again"
+                    return _failure(502, request, BridgeFailure.CONNECTION_LOST, why)
+            if response.status_code == 401:
+                await response.aclose()
+                return _failure(401, request, BridgeFailure.TOKEN_REFUSED, REFUSED)
             if response.status_code == 413:
                 await response.aclose()
                 why = "Invalid Request: the front door refused the message as too large ([mcp] max_body_mb)"
-                return _error_response(413, request, INVALID_REQUEST, why)
+                return _error_response(413, request, {"code": INVALID_REQUEST, "message": why})
+            if initialize and response.headers.get(SESSION):
+                self.session = response.headers[SESSION]
             if response.headers.get("content-type", "").startswith("application/json"):
                 await response.aread()
             return response
         except httpx2.TransportError as exc:
             why = (
-                f"the front door closed the connection ({type(exc).__name__}) before it answered: a message over"
-                " its size limit, or a front door restarting; the bridge goes on"
+                f"the connection to the front door broke before it answered ({type(exc).__name__}): a front door "
+                "restarting or stopping, or a message over its size limit; ask again"
             )
             print(f"foldermind: {why}", file=sys.stderr, flush=True)
-            return _error_response(502, request, INTERNAL_ERROR, why)
+            return _failure(502, request, BridgeFailure.CONNECTION_LOST, why)
 
-    async def _send(self, request: httpx2.Request) -> httpx2.Response:
-        """Send ``request``; where the connection is refused, once more to where the front door serves now."""
+    def _dress(self, request: httpx2.Request, initialize: bool) -> None:
+        """Aim ``request`` at the front door serving now, with the token read last and this client's session."""
+        url = httpx2.URL(self.link.url or str(request.url))
+        request.url = url
+        request.headers["host"] = url.netloc.decode("ascii")
+        request.headers["authorization"] = f"Bearer {self.link.token}"
+        if initialize:
+            return
+        if self.session is not None:
+            request.headers[SESSION] = self.session
+        version = request.headers.get(VERSION)
+        if version is not None:
+            self.version = version
+        elif self.version is not None and self.session is not None:
+            request.headers[VERSION] = self.version
+
+    async def _send(self, request: httpx2.Request) -> httpx2.Response | None:
+        """Send ``request``; where the connection is refused, once more to where the front door serves now
+        (None when none serves in time)."""
         try:
             return await self.inner.handle_async_request(request)
         except httpx2.ConnectError:
-            url = self.locate()
-            if url is None or httpx2.URL(url) == request.url:
-                raise
-            print(f"foldermind: the front door serves at {url} now", file=sys.stderr, flush=True)
-            self.url = httpx2.URL(url)
-            _aim(request, self.url)
+            before = self.link.url
+            if await self.link.serving() is None:
+                return None
+            if self.link.url != before:
+                print(f"foldermind: the front door serves at {self.link.url} now", file=sys.stderr, flush=True)
+            self._dress(request, _method(await request.aread()) == "initialize")
             return await self.inner.handle_async_request(request)
 
-    async def _reopen(self, failed: httpx2.Request, old: str) -> bool:
-        """Open a new session in place of ``old`` with the client's own initialize; True once it is open."""
+    async def _stream(self, request: httpx2.Request) -> httpx2.Response:
+        """A GET (the server's own stream) or DELETE, sent as it is to the front door serving now; a restart
+        is followed (the SDK's transport opens its stream again a few times) but never starts the supervisor,
+        and a DELETE (the client leaving) does not wait for one."""
+        wait_s = CALL_WAIT_S if request.method == "GET" else 0.0
+        if self.link.url is None and await self.link.serving(wait_s, start=False) is None:
+            raise httpx2.ConnectError("the front door is not serving")
+        self._dress(request, False)
+        try:
+            response = await self.inner.handle_async_request(request)
+        except httpx2.ConnectError:
+            if await self.link.serving(wait_s, start=False) is None:
+                raise
+            self._dress(request, False)
+            response = await self.inner.handle_async_request(request)
+        if response.status_code == 401 and await self._newer_token(request):
+            await response.aclose()
+            self._dress(request, False)
+            response = await self.inner.handle_async_request(request)
+        return response
+
+    async def _newer_token(self, refused: httpx2.Request) -> bool:
+        """Read the token again; True if it is not the one ``refused`` carried (another request that met the
+        401 first may have read the new one already)."""
+        await self.link.reread_token()
+        return refused.headers.get("authorization") != f"Bearer {self.link.token}"
+
+    async def _reopen(self, failed: httpx2.Request) -> bool:
+        """Open a new session with the client's own initialize; True once it is open."""
         if self.initialize is None:
             return False
         message = json.loads(self.initialize)
         message["id"] = REINIT_ID
-        headers = {k: v for k, v in failed.headers.items() if k.lower() not in (SESSION, "content-length")}
-        version = headers.pop("mcp-protocol-version", None)  # initialize negotiates it: it carries none
-        opened = await self._post(failed.url, headers, message)
+        skip = (SESSION, VERSION, "content-length", "host", "authorization")
+        headers = {k: v for k, v in failed.headers.items() if k.lower() not in skip}
+        url = httpx2.URL(self.link.url or str(failed.url))
+        headers["authorization"] = f"Bearer {self.link.token}"
+        opened = await self._post(url, headers, message)
         sid = opened.headers.get(SESSION)
         if opened.status_code != 200 or not sid:
             return False
         print("foldermind: the front door forgot the session (restarted?): opened a new one", file=sys.stderr)
-        if version is not None:
-            headers["mcp-protocol-version"] = version
+        if self.version is not None:
+            headers[VERSION] = self.version
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        await self._post(failed.url, {**headers, SESSION: sid}, initialized)
-        self.sessions[old] = sid
+        await self._post(url, {**headers, SESSION: sid}, initialized)
+        self.session = sid
         return True
 
     async def _post(self, url: httpx2.URL, headers: dict[str, str], message: object) -> httpx2.Response:
@@ -110,12 +182,6 @@ class Guarded(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
-
-
-def _aim(request: httpx2.Request, url: httpx2.URL) -> None:
-    """Send ``request`` to ``url``, with the Host header to match (the front door checks it)."""
-    request.url = url
-    request.headers["host"] = url.netloc.decode("ascii")
 
 
 def _method(body: bytes) -> str | None:
@@ -129,6 +195,10 @@ def _method(body: bytes) -> str | None:
     return method if isinstance(method, str) else None
 
 
-def _error_response(status: int, request: httpx2.Request, code: int, message: str) -> httpx2.Response:
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+def _failure(status: int, request: httpx2.Request, failure: BridgeFailure, message: str) -> httpx2.Response:
+    return _error_response(status, request, failure.error(message))
+
+
+def _error_response(status: int, request: httpx2.Request, error: dict[str, object]) -> httpx2.Response:
+    body = {"jsonrpc": "2.0", "id": None, "error": error}
     return httpx2.Response(status, json=body, request=request)

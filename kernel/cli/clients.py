@@ -39,10 +39,17 @@ def mcp_cmd() -> None:
 
     Starts the supervisor if none runs, then relays MCP between stdin/stdout and the front door."""
     from foldermind.kernel.cli import bridge
+    from foldermind.protocol.runtime.config import SupervisorConfig
 
     home = current_home()
     home.ensure()
-    config = current_config(home)
+    try:
+        config = current_config(home)
+    except click.ClickException as exc:
+        # `start` refuses it too: the bridge stays up with the defaults and answers each request why, rather
+        # than exit (a client shows that as "Connection closed" and must be restarted once it is mended).
+        print(f"foldermind: {exc.message}", file=sys.stderr, flush=True)
+        config = SupervisorConfig()
     sys.exit(bridge.run(home, config.kernel.start_wait_s + 30, config.mcp.max_body_mb))
 
 
@@ -87,7 +94,11 @@ def token_rotate() -> None:
         except TokenPersistError as exc:
             raise click.ClickException(f"rotation failed, the old token still works: {exc}") from exc
     click.echo(value)
-    click.echo("token rotated: re-copy your client snippets (`foldermind config snippet --client ...`)", err=True)
+    click.echo(
+        "token rotated: re-copy the snippets of clients that use the URL (`foldermind config snippet --client ...`);"
+        " clients over the stdio bridge (`foldermind mcp`) follow it by themselves",
+        err=True,
+    )
 
 
 async def list_tools(url: str, tok: str) -> list[str]:

@@ -128,12 +128,28 @@ class Home:
             json.dump(info, fh)
         os.replace(tmp, self.mcp_file)
 
+    def serving_mcp_info(self) -> dict[str, Any] | None:
+        """``mcp.json`` while its front door serves: state running, and its process a child of the kernel that
+        holds this home's lock (a file a stopped or killed kernel left behind says "running" too)."""
+        info = self.read_mcp_info()
+        if not info or info.get("state") != "running":
+            return None
+        kernel = self.running_pid()
+        if kernel is None or kernel < 0:  # -1: a kernel still writing its pid file has no front door yet
+            return None
+        import psutil  # here, not at the top: most commands never ask
+
+        try:
+            return info if psutil.Process(int(info.get("pid", 0))).ppid() == kernel else None
+        except (psutil.Error, TypeError, ValueError):
+            return None
+
     def wait_mcp_serving(self, timeout: float) -> dict[str, Any] | None:
         """The front door's info once it serves and this home's kernel runs; None after ``timeout``."""
         give_up = time.monotonic() + timeout
         while True:
-            info = self.read_mcp_info()
-            if info and info.get("state") == "running" and self.running_pid() is not None:
+            info = self.serving_mcp_info()
+            if info:
                 return info
             if time.monotonic() > give_up:
                 return None

@@ -96,6 +96,12 @@ class TokenStore:
             self._token, self._mode = token, target
             return token
 
+    def stored(self) -> str | None:
+        """The token stored now, read again from its place; None when there is none or it cannot be read.
+        Creates nothing: a reader that runs beside the front door (the stdio bridge) must not replace it."""
+        with self._lock:
+            return self._read(secret_store())[0]
+
     def rotate(self) -> str:
         with self._lock:
             store = secret_store()
