@@ -56,6 +56,7 @@ from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
 from foldermind.workers.indexer.persistent import PersistentFault, named_fault, with_fix
 from foldermind.workers.indexer.pipeline import Pipeline, hold_at
+from foldermind.workers.indexer.reserved import own_folders, refusal
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify
 from foldermind.workers.indexer.store import Folder, Store
@@ -75,7 +76,9 @@ class IndexerWorker(Worker):
         self.side_by_side = frozenset({SearchRequest.KIND})
         self.side_threads = self.search_policy.search_threads
         self.capacity = 1 + self.side_threads
-        self.data_dir = Home.resolve(ctx.home or None).data_dir
+        home = Home.resolve(ctx.home or None)
+        self.data_dir = home.data_dir
+        self.own_folders = own_folders(home, self.policy.model_cache_dir)
         # A request's write the data folder refuses (read-only, ...): shown in status until one goes through.
         self.request_fault = PersistentFault(self.data_dir, log)
 
@@ -252,9 +255,14 @@ class IndexerWorker(Worker):
         if not os.path.isdir(path):
             raise JobError(ErrorCode.INVALID_PATH, f"not a folder: {raw}")
         with self._writing("registering a Smart Folder"):
-            folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000])
+            folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000], self._refuse_own)
         log.info("Smart Folder %s registered", folder.id)
         return FolderAddReply(self.folder_info(folder))
+
+    def _refuse_own(self, path: str) -> None:
+        reason = refusal(path, self.own_folders)
+        if reason:
+            raise JobError(ErrorCode.INVALID_PATH, reason)
 
     def on_folder_list(self, req: Request[FolderListRequest]) -> Result:
         scopes = self.searches.criteria_scopes

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,7 +283,10 @@ class Store:
     # ---------------------------------------------------------------------------------------
     # folders
 
-    def add_folder(self, path: str, name: str, description: str) -> Folder:
+    def add_folder(
+        self, path: str, name: str, description: str, refuse: Callable[[str], None] = lambda path: None
+    ) -> Folder:
+        """Register ``path`` unless it overlaps a registered folder or ``refuse`` raises for it."""
         with self.tx() as db:
             for row in db.execute("SELECT id, path FROM folders"):
                 if _inside(path, row["path"]) or _inside(row["path"], path):
@@ -293,6 +296,7 @@ class Store:
                         else ("inside" if _inside(path, row["path"]) else "around")
                     )
                     raise JobError(ErrorCode.FOLDER_OVERLAP, f"{path} is {relation} the Smart Folder {row['path']}")
+            refuse(path)
             folder = Folder(str(uuid.uuid4()), name or Path(path).name or path, description, path, time.time(), None)
             db.execute(
                 "INSERT INTO folders(id, name, description, path, added_at) VALUES(?, ?, ?, ?, ?)",
