@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from foldermind.kernel.cli.common import (
+    chunks_line,
     connect,
     current_home,
     failed_and_not_read,
@@ -144,7 +145,7 @@ def _wait_indexed(home: Home, folder_id: str) -> None:
             done = f["files_indexed"] + f["files_failed"]
             bar.update(files, total=max(f["files_total"], 1), completed=done, extra=f"{f['files_failed']} failed")
             bar.update(embedded, total=max(f["chunks"], 1), completed=f["chunks_embedded"], extra="chunks")
-            if f["state"] == "ready" and done >= f["files_total"]:
+            if f["state"] in ("ready", "embedding") and done >= f["files_total"]:
                 if f["chunks_embedded"] >= f["chunks"]:
                     break
                 postponed = _embedder_trouble(home)
@@ -195,7 +196,7 @@ def folders_list(as_json: bool) -> None:
         click.echo(f"{f['id']}  {f['name']:<20} {f['path']}")
         click.echo(
             f"    {f['state']}: {f['files_indexed']}/{f['files_total']} files, {failed_and_not_read(f)}, "
-            f"{f['chunks']} chunks"
+            f"{chunks_line(f)}"
         )
     for c in saved:
         click.echo(f"{c['id']}  {c['name']:<20} {_criteria_line(c)}")

@@ -11,6 +11,7 @@ import click
 
 from foldermind.kernel.cli.common import (
     NOT_RUNNING_EXIT,
+    chunks_line,
     connect,
     current_config,
     current_home,
@@ -104,7 +105,7 @@ def status(as_json: bool) -> None:
     for f in st.folders:
         click.echo(
             f"folder  {f['name']}  {f['path']}  {f['state']}: {f['files_indexed']}/{f['files_total']} files indexed, "
-            f"{failed_and_not_read(f)}, {f['chunks']} chunks ({f['chunks_embedded']} embedded)"
+            f"{failed_and_not_read(f)}, {chunks_line(f)}"
         )
 
 

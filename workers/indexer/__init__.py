@@ -223,13 +223,17 @@ class IndexerWorker(Worker):
 
     def folder_info(self, folder: Folder) -> FolderInfo:
         p = self.store.progress(folder.id)
-        # Read after the count: a batch committed to SQLite but not yet in usearch is not embedded yet.
-        p["chunks_embedded"] -= self.store.embedded_among(self.vectors.arriving, folder.id)
+        # A batch committed to SQLite but not yet in usearch is not embedded yet.
+        p["chunks_embedded"] = self.store.embedded(folder.id, lambda: self.vectors.arriving)
         # "ready" promises that a keyword search finds every indexed file: not before Tantivy's commit.
         busy = p["files_pending"] or p["files_not_yet_searchable"]
         state = "indexing" if busy else "ready"
         if busy and self.pipeline.disk_full is not None:
             state = "disk_full"
+        elif not busy and p["chunks_embedded"] < p["chunks"] and self.pipeline.embed_error is None:
+            # Searchable by keyword, not yet by meaning. (While embedding is unavailable it is "ready" for
+            # keyword search: the counts and the embedding status say the rest.)
+            state = "embedding"
         return FolderInfo(
             id=folder.id,
             name=folder.name,

@@ -235,7 +235,7 @@ class DocumentService:
     def status(self, body: IndexStatusRequest) -> IndexStatusReply:
         limit = body.max_failures if _is_int(body.max_failures) else 20
         totals = self.store.totals()
-        totals["chunks_embedded"] -= self.store.embedded_among(self.vectors.arriving, None)  # as folder_info
+        totals["chunks_embedded"] = self.store.embedded(None, lambda: self.vectors.arriving)  # as folder_info
         unsupported = self.store.unsupported()
         totals["files_unsupported"] = sum(unsupported.values())
         failures = [

@@ -737,14 +737,25 @@ class Store:
             self.set_meta(db, "embed_reembedding", reembedding)
         return int(dropped)
 
+    def embedded(self, folder_id: str | None, arriving: Callable[[], tuple[int, ...]]) -> int:
+        """How many chunks (of ``folder_id``'s documents, or of any) a semantic search finds: those with a vector,
+        less the ones ``arriving`` names (committed here, not yet in the vector index). One count, leaving out
+        what arrives before it and after it: a count read before a batch's commit and its arrival read after
+        would leave out vectors it never counted (a progress bar going backwards)."""
+        before = arriving()
+        counted = self._embedded_count("NOT IN", before, folder_id)
+        late = tuple(set(arriving()) - set(before))  # committed during the count, maybe counted
+        return counted - self.embedded_among(late, folder_id) if late else counted
+
     def embedded_among(self, ids: tuple[int, ...], folder_id: str | None) -> int:
         """How many of the chunks ``ids`` (of ``folder_id``'s documents, or of any) have a vector."""
-        if not ids:
-            return 0
+        return self._embedded_count("IN", ids, folder_id) if ids else 0
+
+    def _embedded_count(self, among: str, ids: tuple[int, ...], folder_id: str | None) -> int:
         where, args = ("AND d.folder_id = ?", (folder_id,)) if folder_id is not None else ("", ())
         row = self.db.execute(
             "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            f"WHERE c.id IN (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL {where}",
+            f"WHERE c.id {among} (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL {where}",
             (json.dumps(ids), *args),
         ).fetchone()
         return int(row[0])
