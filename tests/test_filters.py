@@ -354,6 +354,22 @@ def test_reading_around_a_chunk_refuses_bad_requests(world: World) -> None:
     assert mc.error_code(world.tool("read_document", {**args, "unit": "pages"})) == "INVALID_ARGUMENT"
 
 
+def test_read_document_with_a_chunk_id_alone_reads_that_chunk_s_file(world: World) -> None:
+    path = world.docs / "gazetteer.txt"
+    hit = chunks_of(world, "gazetteer.txt")[1]
+    with_path = world.tool("read_document", {"file_path": str(path), "chunk_id": hit["chunk_id"], "after": 1})
+    alone = world.tool("read_document", {"chunk_id": hit["chunk_id"], "after": 1})
+    assert not alone.is_error, alone.content
+    assert alone.structured_content == with_path.structured_content
+    assert alone.structured_content["file_path"] == str(path)
+    unknown = world.tool("read_document", {"chunk_id": 2**62})
+    assert mc.error_code(unknown) == "UNKNOWN_CHUNK" and "search again" in str(unknown.content[0].text)
+    nothing = world.tool("read_document", {"start_line": 2})
+    assert mc.error_code(nothing) == "INVALID_ARGUMENT"
+    assert "give file_path" in str(nothing.content[0].text) and "Field required" not in str(nothing.content[0].text)
+    assert world.error(ReadDocumentRequest("", chunk_id=hit["chunk_id"] + 10**9), ReadDocumentReply) == "unknown_chunk"
+
+
 def test_a_chunk_id_goes_stale_when_its_file_is_edited(world: World) -> None:
     path = world.elsewhere / "dock1.txt"
     hit = world.search("keyword", "repaired", folder_id=world.folder_ids["elsewhere"], path_glob="dock1.txt")

@@ -461,7 +461,7 @@ class ReadDocumentRequest(Message):
     ``unknown_chunk`` (the chunk is not the file's now: it changed since the search), ``bad_request``."""
 
     path: str
-    """The file's absolute path."""
+    """The file's absolute path; may be empty with `chunk_id` (the chunk's file is read)."""
     start_line: int = 1
     """First line to return, 1-based."""
     end_line: int | None = None

@@ -82,6 +82,14 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 PathArg = Annotated[
     str, Field(min_length=1, max_length=4096, description="absolute, OS-native path of a file in a Smart Folder")
 ]
+OptionalPath = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=4096,
+        description="absolute, OS-native path of a file in a Smart Folder (may be left out with chunk_id)",
+    ),
+]
 
 
 def iso(epoch: float | None) -> str | None:
@@ -326,7 +334,7 @@ class Tools:
 
     async def read_document(
         self,
-        file_path: PathArg,
+        file_path: OptionalPath = None,
         start_line: reading.StartLine = 1,
         end_line: reading.EndLine = None,
         chunk_id: reading.ChunkId = None,
@@ -336,10 +344,13 @@ class Tools:
     ) -> Annotated[CallToolResult, schemas.ReadOutput]:
         """Read lines of an indexed file's extracted text (at most 100,000 characters; `truncated` says when
         the range was cut). Use the line numbers from a search result's location, or its chunk_id with
-        before/after (in chunks, or lines with unit=lines) to read the hit with its neighbours."""
+        before/after (in chunks, or lines with unit=lines) to read the hit with its neighbours; a chunk_id alone
+        reads its file."""
         if chunk_id is None:
             if before or after:
                 raise JobError(ErrorCode.INVALID_ARGUMENT, "before and after count around a chunk_id: give one")
+            if file_path is None:
+                raise JobError(ErrorCode.INVALID_ARGUMENT, "give file_path (and a line range), or a search hit's chunk_id")
             reply = await reading.read_lines(self.bus, file_path, start_line, end_line)
         elif start_line != 1 or end_line is not None:
             raise JobError(ErrorCode.INVALID_ARGUMENT, "give chunk_id or start_line/end_line, not both")

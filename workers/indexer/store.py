@@ -866,6 +866,13 @@ class Store:
         row = self.db.execute("SELECT doc_id, ordinal FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
         return (int(row[0]), int(row[1])) if row else None
 
+    def chunk_file(self, chunk_id: int) -> str | None:
+        """The path of the document holding a chunk that exists now."""
+        row = self.db.execute(
+            "SELECT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?", (chunk_id,)
+        ).fetchone()
+        return str(row[0]) if row else None
+
     def chunk_lines(self, doc_id: int, first: int, last: int) -> tuple[int, int, int, int] | None:
         """(first ordinal, last ordinal, first line, last line) of the document's chunks ``first..last``."""
         row = self.db.execute(
