@@ -7,8 +7,10 @@ inside Tantivy and inside the vector search finds the text files and PDFs at all
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +268,8 @@ def test_filters_through_the_mcp_tool_and_the_cli(world: World) -> None:
         {"query": QUERY, "path_glob": "reports/**", "modified_after": "2024-01-01", "modified_before": "2024-02-01"},
     )
     assert [r["file_name"] for r in dated.structured_content["results"]] == ["yard1.txt"]
+    dated_args = ("search", QUERY, "--path-glob", "reports/**", "--modified-after", "2024-01-01")
+    dated_args += ("--modified-before", "2024-02-01")
     none = world.tool("search_documents", {"query": QUERY, "file_types": ["docx"]})
     assert not none.is_error and none.structured_content["results"] == []
     for args in ({"file_types": ["exe"]}, {"modified_after": "soon"}, {"path_glob": "/etc/*"}):
@@ -275,6 +279,14 @@ def test_filters_through_the_mcp_tool_and_the_cli(world: World) -> None:
     )
     shown = cli(world.kernel.root, "search", QUERY, "--types", "pdf", "--top-k", "10", "--json").stdout
     assert "survey1.pdf" in shown and "crane00.md" not in shown and "yard1.txt" not in shown
+    # Times in the CLI's JSON are the MCP tool's: ISO 8601, not epoch seconds.
+    by_cli = json.loads(cli(world.kernel.root, *dated_args, "--json").stdout)["results"]
+    assert [(r["file_path"], r["modified_at"]) for r in by_cli] == [
+        (r["file_path"], r["modified_at"]) for r in dated.structured_content["results"]
+    ]
+    assert by_cli[0]["modified_at"].startswith("2024-01-")
+    listed = json.loads(cli(world.kernel.root, "folders", "list", "--json").stdout)
+    assert all(datetime.fromisoformat(f["added_at"]) for f in listed if f["kind"] == "path")
 
 
 def test_filter_parsing_in_process() -> None:

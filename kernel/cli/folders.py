@@ -36,6 +36,7 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
+from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.home import Home
 
 
@@ -187,7 +188,9 @@ def folders_list(as_json: bool) -> None:
     reply = _call(home, "indexer", FolderListRequest(with_criteria=True), FolderListReply, timeout=10)
     found, saved = reply.folders, reply.criteria
     if as_json:
-        entries = [{"kind": "path", **f} for f in found] + [{"kind": "criteria", **c} for c in saved]
+        times = ("added_at", "last_organized_at", "changed_at")
+        entries = [{"kind": "path", **f, **{t: iso_time(f[t]) for t in times}} for f in found]
+        entries += [{"kind": "criteria", **c} for c in saved]
         click.echo(json.dumps(entries, indent=2))
         return
     if not found:
@@ -269,7 +272,10 @@ def search(
     )
     reply = _call(current_home(), "indexer", request, SearchReply)
     if as_json:
-        click.echo(json.dumps(reply.to_body(), indent=2, ensure_ascii=False))
+        body = reply.to_body()
+        for hit in body["results"]:
+            hit["modified_at"] = iso_time(hit["modified_at"])  # as the MCP tool gives it
+        click.echo(json.dumps(body, indent=2, ensure_ascii=False))
         return
     if reply.note:
         click.echo(f"({reply.note})")

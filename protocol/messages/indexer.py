@@ -7,10 +7,20 @@ Its length (~640 lines): the indexer serves 14 request kinds here (its criteria 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
 from foldermind.protocol.messages.criteria import CriteriaInfo
 from foldermind.protocol.messages.envelope import Message, message
+
+
+def iso_time(epoch: float | None) -> str | None:
+    """A time (epoch seconds on the bus) as every user-facing answer gives it, the MCP tools and the CLI's
+    ``--json`` alike: ISO 8601 in UTC to the second (``2026-12-06T07:04:05Z``)."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
 
 SERVED_BY = "the indexer"
 """Who answers the kinds of this module (docs/protocol.md's service table)."""

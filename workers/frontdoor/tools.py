@@ -17,7 +17,6 @@ import json
 import logging
 import os
 from collections.abc import Collection, Iterable
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import anyio.from_thread
@@ -52,6 +51,7 @@ from foldermind.protocol.messages import (
     SummaryReply,
     SummaryRequest,
 )
+from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.config import LlmPolicy, McpPolicy
 from foldermind.workers.frontdoor import reading, schemas
 from foldermind.workers.frontdoor.bus import Bus
@@ -92,12 +92,6 @@ OptionalPath = Annotated[
 ]
 
 
-def iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def failure(error: JobError) -> CallToolResult:
     """A tool error: ``{"code", "message"}`` as JSON text, the code as a client sees it (``ErrorCode.mcp``).
     Not as structuredContent, because clients (the MCP Inspector among them) validate structuredContent
@@ -134,7 +128,7 @@ class Tools:
             snippet=hit["snippet"],
             smart_folder=hit["smart_folder"],
             smart_folder_id=hit["folder_id"],
-            modified_at=iso(hit["modified_at"]) or "",
+            modified_at=iso_time(hit["modified_at"]) or "",
             location=schemas.Location(
                 page=loc.get("page"),
                 heading=loc.get("heading"),
@@ -303,7 +297,7 @@ class Tools:
                     kind="path",
                     destination_path=f["path"],
                     file_count=count,
-                    last_organized_at=iso(f["last_organized_at"]) if count is not None else None,
+                    last_organized_at=iso_time(f["last_organized_at"]) if count is not None else None,
                 )
             )
         for c in reply.criteria:
@@ -329,7 +323,8 @@ class Tools:
         reply = await self.bus.call("indexer", SummaryRequest(path=file_path), SummaryReply)
         analysis = dict(reply.analysis)
         at = analysis.get("analyzed_at")  # epoch seconds from the indexer
-        analysis["analyzed_at"] = iso(float(at)) if isinstance(at, int | float) and not isinstance(at, bool) else None
+        dated = at if isinstance(at, int | float) and not isinstance(at, bool) else None
+        analysis["analyzed_at"] = iso_time(dated)
         return self.ok(schemas.SummaryOutput.model_validate(analysis))
 
     async def read_document(
@@ -350,7 +345,9 @@ class Tools:
             if before or after:
                 raise JobError(ErrorCode.INVALID_ARGUMENT, "before and after count around a chunk_id: give one")
             if file_path is None:
-                raise JobError(ErrorCode.INVALID_ARGUMENT, "give file_path (and a line range), or a search hit's chunk_id")
+                raise JobError(
+                    ErrorCode.INVALID_ARGUMENT, "give file_path (and a line range), or a search hit's chunk_id"
+                )
             reply = await reading.read_lines(self.bus, file_path, start_line, end_line)
         elif start_line != 1 or end_line is not None:
             raise JobError(ErrorCode.INVALID_ARGUMENT, "give chunk_id or start_line/end_line, not both")
@@ -394,7 +391,7 @@ class Tools:
                 storage=schemas.StorageState(
                     state=str(disk.get("state", "ok")),
                     message=disk.get("message") or None,
-                    since=iso(disk.get("since")),
+                    since=iso_time(disk.get("since")),
                 ),
                 formats=[schemas.FileFormat.model_validate(dict(f)) for f in reply.formats],
                 ocr=schemas.OcrState(
