@@ -391,7 +391,7 @@ def test_client_setup_commands(served: Any) -> None:
     assert url in out and all(name in out for name in TOOLS)
     assert cli(k.root, "token", "show").stdout.strip() == token
     # A snippet carries the URL the running front door bound (tests/test_clients.py checks every client's shape).
-    zed = json.loads(cli(k.root, "config", "snippet", "--client", "zed").stdout)
+    zed = json.loads(cli(k.root, "config", "snippet", "--client", "zed", "--http").stdout)
     assert zed["context_servers"]["foldermind"] == {"url": url, "headers": {"Authorization": f"Bearer {token}"}}
     desktop = json.loads(cli(k.root, "config", "snippet", "--client", "claude-desktop").stdout)
     command = desktop["mcpServers"]["foldermind"]

@@ -76,7 +76,7 @@ def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_ru
     client = CLIENTS[name]
     home = current_home()
     home.ensure()
-    stdio = wants_stdio(name, stdio or not http, http)
+    stdio = wants_stdio(name, stdio, http)
     path = _where(client, project)
     old = _read(path, client)
     t = target(home, stdio)
