@@ -343,6 +343,29 @@ def test_a_new_file_holding_the_token_itself_is_readable_by_its_owner_only(env: 
     assert (user / USER_FILES["cursor"]).stat().st_mode & 0o777 == 0o644
 
 
+def test_an_existing_file_readable_by_others_is_made_owner_only_with_a_word_when_the_token_goes_in(
+    env: tuple[Path, Path],
+) -> None:
+    user, fm = env
+    path = existing(user / USER_FILES["zed"], ZED_SETTINGS)
+    path.chmod(0o644)
+    run(fm, "config", "install", "--client", "zed")  # the command form: no token, the mode is the user's
+    assert path.stat().st_mode & 0o777 == 0o644
+    tried = run(fm, "config", "install", "--client", "zed", "--http", "--dry-run")
+    assert "would be made owner-only" in tried.stderr and path.stat().st_mode & 0o777 == 0o644
+    installed = run(fm, "config", "install", "--client", "zed", "--http")
+    assert token(fm) in path.read_text()
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (path.parent / (path.name + ".foldermind.bak")).stat().st_mode & 0o777 == 0o600
+    said = " ".join(installed.stderr.split())
+    assert "was readable by other users (mode 0644)" in said and "made it owner-only (0600)" in said, said
+    assert "--client zed` (the command form) writes no token" in said
+    # Loosened again by hand: installing again changes nothing in the file but says how to fix it.
+    path.chmod(0o644)
+    again = " ".join(run(fm, "config", "install", "--client", "zed", "--http").stderr.split())
+    assert f"chmod 600 {path}" in again and path.stat().st_mode & 0o777 == 0o644
+
+
 def test_the_claude_code_snippet_also_gives_claude_mcp_add_lines_that_read_the_token_when_run(
     env: tuple[Path, Path],
 ) -> None:
