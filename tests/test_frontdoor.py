@@ -125,6 +125,9 @@ def test_tools_list_over_http_has_schemas_and_read_only_annotations(served: Any)
         assert tool.annotations is not None and tool.annotations.read_only_hint is True, tool.name
         assert tool.annotations.open_world_hint is False
         assert tool.output_schema and tool.output_schema["type"] == "object", tool.name
+        # Written as docstrings, sent without their source indentation.
+        assert tool.description and tool.description == tool.description.strip(), tool.name
+        assert not any(line.startswith(" ") for line in tool.description.splitlines()), tool.description
         for name, prop in tool.input_schema.get("properties", {}).items():
             variants = prop.get("anyOf", [prop])
             for v in variants:

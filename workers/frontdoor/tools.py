@@ -13,6 +13,7 @@ validation, the bus call and the result conversion here, and the chat tool's log
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
@@ -411,7 +412,9 @@ class Tools:
             self.find_similar,
             self.index_status,
         ):
-            server.add_tool(fn, annotations=READ_ONLY, structured_output=True)
+            # The docstring without its source indentation (the SDK sends __doc__ as it is).
+            description = inspect.cleandoc(fn.__doc__ or "")
+            server.add_tool(fn, description=description, annotations=READ_ONLY, structured_output=True)
 
 
 def _files_directly_inside(path: str) -> int | None:
