@@ -610,6 +610,15 @@ class Store:
         )
         return [(int(r[0]), str(r[1]), json.loads(r[2]), float(r[3])) for r in rows]
 
+    def enrichment_counts(self) -> tuple[int, int]:
+        """(done, waiting): indexed documents whose analysis the LLM has written (or gave up on), and those
+        still waiting for it."""
+        row = self.db.execute(
+            "SELECT COUNT(CASE WHEN a.enriched != 0 THEN 1 END), COUNT(CASE WHEN a.enriched = 0 THEN 1 END) "
+            "FROM analysis a JOIN documents d ON d.id = a.doc_id WHERE d.status = 'indexed'"
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
     def enrich_analysis(
         self, doc_id: int, updates: dict[str, Any], state: int, *, analyzed_at: float | None = None
     ) -> bool:
