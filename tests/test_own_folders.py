@@ -36,6 +36,7 @@ def test_the_own_folders_are_the_home_s_parts_and_the_model_cache(tmp_path: Path
 def test_folders_add_refuses_the_home_its_data_and_the_model_cache(home_dir: Path) -> None:
     docs = home_dir / "docs"
     docs.mkdir()
+    MODEL_CACHE.mkdir(parents=True, exist_ok=True)  # made by the first export on this machine
     k = RunningKernel(home_dir, only_workers("watcher", "indexer")).start()
     try:
         for folder, said in [
