@@ -14,6 +14,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, cast
 
 from foldermind.protocol.errors import ErrorCode, JobError
@@ -78,7 +79,7 @@ class IndexerWorker(Worker):
         self.capacity = 1 + self.side_threads
         home = Home.resolve(ctx.home or None)
         self.data_dir = home.data_dir
-        self.own_folders = own_folders(home, self.policy.model_cache_dir)
+        self._refusal = partial(refusal, own=own_folders(home, self.policy.model_cache_dir))
         # A request's write the data folder refuses (read-only, ...): shown in status until one goes through.
         self.request_fault = PersistentFault(self.data_dir, log)
 
@@ -259,14 +260,9 @@ class IndexerWorker(Worker):
         if not os.path.isdir(path):
             raise JobError(ErrorCode.INVALID_PATH, f"not a folder: {raw}")
         with self._writing("registering a Smart Folder"):
-            folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000], self._refuse_own)
+            folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000], self._refusal)
         log.info("Smart Folder %s registered", folder.id)
         return FolderAddReply(self.folder_info(folder))
-
-    def _refuse_own(self, path: str) -> None:
-        reason = refusal(path, self.own_folders)
-        if reason:
-            raise JobError(ErrorCode.INVALID_PATH, reason)
 
     def on_folder_list(self, req: Request[FolderListRequest]) -> Result:
         scopes = self.searches.criteria_scopes

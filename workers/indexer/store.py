@@ -284,9 +284,9 @@ class Store:
     # folders
 
     def add_folder(
-        self, path: str, name: str, description: str, refuse: Callable[[str], None] = lambda path: None
+        self, path: str, name: str, description: str, refusal: Callable[[str], str] = lambda path: ""
     ) -> Folder:
-        """Register ``path`` unless it overlaps a registered folder or ``refuse`` raises for it."""
+        """Register ``path`` unless it overlaps a registered folder or ``refusal`` says why not ('' when it may)."""
         with self.tx() as db:
             for row in db.execute("SELECT id, path FROM folders"):
                 if _inside(path, row["path"]) or _inside(row["path"], path):
@@ -296,7 +296,8 @@ class Store:
                         else ("inside" if _inside(path, row["path"]) else "around")
                     )
                     raise JobError(ErrorCode.FOLDER_OVERLAP, f"{path} is {relation} the Smart Folder {row['path']}")
-            refuse(path)
+            if reason := refusal(path):
+                raise JobError(ErrorCode.INVALID_PATH, reason)
             folder = Folder(str(uuid.uuid4()), name or Path(path).name or path, description, path, time.time(), None)
             db.execute(
                 "INSERT INTO folders(id, name, description, path, added_at) VALUES(?, ?, ?, ?, ?)",
