@@ -33,6 +33,7 @@ def test_status_shows_which_summary_of_how_many_the_llm_is_writing(home_dir: Pat
         assert all(of == FILES and 1 <= n <= FILES for n, of in seen), seen
         line = next(x for x in cli(home_dir, "status").stdout.splitlines() if x.startswith("llm"))
         assert "summarising document" in line or "ready" in line, line
+
         # Once every summary is written the note is the model's state again.
         def all_written() -> bool:
             db = sqlite3.connect(home_dir / "data" / "index.sqlite")
