@@ -355,7 +355,9 @@ class Supervisor:
         if slot is None:
             return
         if slot.external_pid == pid:
-            slot.failed_with(reason)
+            # A goodbye (kill=False) is the developer stopping `worker run`: a handover back, not a failure.
+            if kill:
+                slot.failed_with(reason)
             self._external_ended(slot, reason)
         elif slot.proc is not None and slot.proc.returncode is None and slot.proc.pid == pid:
             if slot.state is State.STOPPING:

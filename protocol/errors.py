@@ -267,7 +267,8 @@ class ErrorCode(StrEnum):
         "The path is empty, relative, contains a NUL byte or a `..` segment, or does not resolve to an existing "
         "folder (`folders.add`); a criteria folder's `within` is not a folder inside a registered Smart Folder "
         "(or one itself); for the `doc.*` kinds, it resolves (symlinks followed) outside every registered Smart "
-        "Folder or is not a file.",
+        "Folder or is not a file. `folders.add` also refuses foldermind's own folders (the home's config, data, logs "
+        "and sockets, the model cache), a folder inside one, or one holding one.",
         "",
         "file_path",
     )

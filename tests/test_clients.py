@@ -119,12 +119,14 @@ def test_every_clients_snippet_parses_with_its_format_and_holds_the_documented_k
     for name in CLIENTS:
         stdio = parse(name, run(fm, "config", "snippet", "--client", name, "--stdio").stdout)
         assert (ours(name, stdio)) == expected_stdio(name, fm), name
+        default = parse(name, run(fm, "config", "snippet", "--client", name).stdout)
+        assert default == stdio, f"{name}: the command form by default, as config install"
         if name == "claude-desktop":
             continue
-        http = parse(name, run(fm, "config", "snippet", "--client", name).stdout)
+        http = parse(name, run(fm, "config", "snippet", "--client", name, "--http").stdout)
         assert ours(name, http) == expected_http(name, tok), name
         assert set(http) == ({"servers", "inputs"} if name == "vscode" else {SERVERS_KEY.get(name, "mcpServers")})
-    vscode = parse("vscode", run(fm, "config", "snippet", "--client", "vscode").stdout)
+    vscode = parse("vscode", run(fm, "config", "snippet", "--client", "vscode", "--http").stdout)
     assert vscode["inputs"] == [VSCODE_INPUT]
 
 
@@ -139,9 +141,9 @@ def test_claude_desktop_gets_the_command_form_and_is_told_why_there_is_no_url_fo
 
 def test_the_generic_snippet_gives_transport_url_header_and_command(env: tuple[Path, Path]) -> None:
     _, fm = env
-    http = json.loads(run(fm, "config", "snippet", "--client", "generic").stdout)
+    http = json.loads(run(fm, "config", "snippet", "--client", "generic", "--http").stdout)
     assert http == {"transport": "streamable-http", "url": URL, "headers": {"Authorization": f"Bearer {token(fm)}"}}
-    stdio = json.loads(run(fm, "config", "snippet", "--client", "generic", "--stdio").stdout)
+    stdio = json.loads(run(fm, "config", "snippet", "--client", "generic").stdout)
     exe, args = command(fm)
     assert stdio["transport"] == "stdio" and stdio["command"] == exe and stdio["args"] == args
 
@@ -341,11 +343,34 @@ def test_a_new_file_holding_the_token_itself_is_readable_by_its_owner_only(env: 
     assert (user / USER_FILES["cursor"]).stat().st_mode & 0o777 == 0o644
 
 
+def test_an_existing_file_readable_by_others_is_made_owner_only_with_a_word_when_the_token_goes_in(
+    env: tuple[Path, Path],
+) -> None:
+    user, fm = env
+    path = existing(user / USER_FILES["zed"], ZED_SETTINGS)
+    path.chmod(0o644)
+    run(fm, "config", "install", "--client", "zed")  # the command form: no token, the mode is the user's
+    assert path.stat().st_mode & 0o777 == 0o644
+    tried = run(fm, "config", "install", "--client", "zed", "--http", "--dry-run")
+    assert "would be made owner-only" in tried.stderr and path.stat().st_mode & 0o777 == 0o644
+    installed = run(fm, "config", "install", "--client", "zed", "--http")
+    assert token(fm) in path.read_text()
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (path.parent / (path.name + ".foldermind.bak")).stat().st_mode & 0o777 == 0o600
+    said = " ".join(installed.stderr.split())
+    assert "was readable by other users (mode 0644)" in said and "made it owner-only (0600)" in said, said
+    assert "--client zed` (the command form) writes no token" in said
+    # Loosened again by hand: installing again changes nothing in the file but says how to fix it.
+    path.chmod(0o644)
+    again = " ".join(run(fm, "config", "install", "--client", "zed", "--http").stderr.split())
+    assert f"chmod 600 {path}" in again and path.stat().st_mode & 0o777 == 0o644
+
+
 def test_the_claude_code_snippet_also_gives_claude_mcp_add_lines_that_read_the_token_when_run(
     env: tuple[Path, Path],
 ) -> None:
     _, fm = env
-    http = run(fm, "config", "snippet", "--client", "claude-code").stderr
+    http = run(fm, "config", "snippet", "--client", "claude-code", "--http").stderr
     line = next(x for x in http.splitlines() if x.startswith("# or run: claude mcp add"))
     words = shlex.split(line.removeprefix("# or run: "))
     assert words[:8] == ["claude", "mcp", "add", "--transport", "http", "--scope", "user", "foldermind"]

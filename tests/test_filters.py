@@ -7,8 +7,10 @@ inside Tantivy and inside the vector search finds the text files and PDFs at all
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +268,8 @@ def test_filters_through_the_mcp_tool_and_the_cli(world: World) -> None:
         {"query": QUERY, "path_glob": "reports/**", "modified_after": "2024-01-01", "modified_before": "2024-02-01"},
     )
     assert [r["file_name"] for r in dated.structured_content["results"]] == ["yard1.txt"]
+    dated_args = ("search", QUERY, "--path-glob", "reports/**", "--modified-after", "2024-01-01")
+    dated_args += ("--modified-before", "2024-02-01")
     none = world.tool("search_documents", {"query": QUERY, "file_types": ["docx"]})
     assert not none.is_error and none.structured_content["results"] == []
     for args in ({"file_types": ["exe"]}, {"modified_after": "soon"}, {"path_glob": "/etc/*"}):
@@ -275,6 +279,14 @@ def test_filters_through_the_mcp_tool_and_the_cli(world: World) -> None:
     )
     shown = cli(world.kernel.root, "search", QUERY, "--types", "pdf", "--top-k", "10", "--json").stdout
     assert "survey1.pdf" in shown and "crane00.md" not in shown and "yard1.txt" not in shown
+    # Times in the CLI's JSON are the MCP tool's: ISO 8601, not epoch seconds.
+    by_cli = json.loads(cli(world.kernel.root, *dated_args, "--json").stdout)["results"]
+    assert [(r["file_path"], r["modified_at"]) for r in by_cli] == [
+        (r["file_path"], r["modified_at"]) for r in dated.structured_content["results"]
+    ]
+    assert by_cli[0]["modified_at"].startswith("2024-01-")
+    listed = json.loads(cli(world.kernel.root, "folders", "list", "--json").stdout)
+    assert all(datetime.fromisoformat(f["added_at"]) for f in listed if f["kind"] == "path")
 
 
 def test_filter_parsing_in_process() -> None:
@@ -352,6 +364,22 @@ def test_reading_around_a_chunk_refuses_bad_requests(world: World) -> None:
     assert mc.error_code(world.tool("read_document", {**args, "start_line": 2})) == "INVALID_ARGUMENT"
     assert mc.error_code(world.tool("read_document", {"file_path": str(path), "after": 2})) == "INVALID_ARGUMENT"
     assert mc.error_code(world.tool("read_document", {**args, "unit": "pages"})) == "INVALID_ARGUMENT"
+
+
+def test_read_document_with_a_chunk_id_alone_reads_that_chunk_s_file(world: World) -> None:
+    path = world.docs / "gazetteer.txt"
+    hit = chunks_of(world, "gazetteer.txt")[1]
+    with_path = world.tool("read_document", {"file_path": str(path), "chunk_id": hit["chunk_id"], "after": 1})
+    alone = world.tool("read_document", {"chunk_id": hit["chunk_id"], "after": 1})
+    assert not alone.is_error, alone.content
+    assert alone.structured_content == with_path.structured_content
+    assert alone.structured_content["file_path"] == str(path)
+    unknown = world.tool("read_document", {"chunk_id": 2**62})
+    assert mc.error_code(unknown) == "UNKNOWN_CHUNK" and "search again" in str(unknown.content[0].text)
+    nothing = world.tool("read_document", {"start_line": 2})
+    assert mc.error_code(nothing) == "INVALID_ARGUMENT"
+    assert "give file_path" in str(nothing.content[0].text) and "Field required" not in str(nothing.content[0].text)
+    assert world.error(ReadDocumentRequest("", chunk_id=hit["chunk_id"] + 10**9), ReadDocumentReply) == "unknown_chunk"
 
 
 def test_a_chunk_id_goes_stale_when_its_file_is_edited(world: World) -> None:

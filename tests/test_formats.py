@@ -107,7 +107,9 @@ def test_a_workbook_cites_the_sheet_and_the_row_line_and_reads_values_not_formul
     doc = parsed(make_xlsx(tmp_path / "ledger.xlsx", "quokka", rows=200, marked_row=150))
     assert (doc.format, doc.title) == ("xlsx", "Field Ledger")
     hit = marked_chunk(doc, tokenizer, "quokka")
-    assert hit["heading"] == "Ledger"
+    assert hit["heading"] == "Ledger > Item | Count | Note"  # the header row, as a CSV's
+    ledger = [c for c in chunk(doc.segments, tokenizer) if c["heading"] and c["heading"].startswith("Ledger")]
+    assert len(ledger) > 2 and {c["heading"] for c in ledger[1:]} == {"Ledger > Item | Count | Note"}
     line = doc.text.split("\n").index("item150 | 300 | quokka") + 1
     assert hit["line_start"] <= line <= hit["line_end"]
     assert "Author: Grace Hopper" in doc.text
@@ -187,7 +189,7 @@ def test_opendocument_text_sheets_and_slides_cite_heading_sheet_and_slide(tmp_pa
     assert (odt.format, odt.title) == ("odf", "Field Manual")
     assert marked_chunk(odt, tokenizer, "gecko")["heading"] == "Setup > Windows"
     ods = parsed(make_ods(tmp_path / "stock.ODS", "lemming", rows=10, marked_row=4))
-    assert marked_chunk(ods, tokenizer, "lemming")["heading"] == "Stock"
+    assert marked_chunk(ods, tokenizer, "lemming")["heading"] == "Stock > Item | Count"
     assert ods.text.split("\n")[5] == "lemming | 4"  # line 6: sheet name, header, then rows
     odp = parsed(make_odp(tmp_path / "deck.odp", "marmoset"))
     hit = marked_chunk(odp, tokenizer, "marmoset")
@@ -435,15 +437,15 @@ def test_a_folder_of_every_new_format_is_indexed_with_locations_and_its_hostile_
 
     expected = {  # marker -> (file, page, heading)
         "zeppelin": ("Review.PPTX", 2, "Slide title 2"),
-        "quokka": ("ledger.xlsx", None, "Ledger"),
-        "okapi": ("big.xlsx", None, "Inventory"),
+        "quokka": ("ledger.xlsx", None, "Ledger > Item | Count | Note"),
+        "okapi": ("big.xlsx", None, "Inventory > Item | Count | Note"),
         "wallaby": ("people.csv", None, "name | city | remark"),
         "narwhal": ("log.epub", None, "Chapter 2 > Morning"),
         "ocelot": ("offer.eml", None, "Contract offer"),
         "flamingo": ("offer.eml", None, "Contract offer > terms.docx > Terms > Payment"),
         "axolotl": ("inbox.mbox", None, "Message 3: Status 3"),
         "gecko": ("manual.odt", None, "Setup > Windows"),
-        "lemming": ("stock.ods", None, "Stock"),
+        "lemming": ("stock.ods", None, "Stock > Item | Count"),
         "marmoset": ("deck.odp", 2, "Deck slide 2"),
         "tapir": ("lease.rtf", None, None),
     }

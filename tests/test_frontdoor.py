@@ -125,6 +125,9 @@ def test_tools_list_over_http_has_schemas_and_read_only_annotations(served: Any)
         assert tool.annotations is not None and tool.annotations.read_only_hint is True, tool.name
         assert tool.annotations.open_world_hint is False
         assert tool.output_schema and tool.output_schema["type"] == "object", tool.name
+        # Written as docstrings, sent without their source indentation.
+        assert tool.description and tool.description == tool.description.strip(), tool.name
+        assert not any(line.startswith(" ") for line in tool.description.splitlines()), tool.description
         for name, prop in tool.input_schema.get("properties", {}).items():
             variants = prop.get("anyOf", [prop])
             for v in variants:
@@ -391,7 +394,7 @@ def test_client_setup_commands(served: Any) -> None:
     assert url in out and all(name in out for name in TOOLS)
     assert cli(k.root, "token", "show").stdout.strip() == token
     # A snippet carries the URL the running front door bound (tests/test_clients.py checks every client's shape).
-    zed = json.loads(cli(k.root, "config", "snippet", "--client", "zed").stdout)
+    zed = json.loads(cli(k.root, "config", "snippet", "--client", "zed", "--http").stdout)
     assert zed["context_servers"]["foldermind"] == {"url": url, "headers": {"Authorization": f"Bearer {token}"}}
     desktop = json.loads(cli(k.root, "config", "snippet", "--client", "claude-desktop").stdout)
     command = desktop["mcpServers"]["foldermind"]

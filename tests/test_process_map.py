@@ -196,6 +196,10 @@ def test_worker_run_takes_a_worker_into_the_foreground_and_gives_it_back(kernel:
         assert fg.wait(timeout=15) == 0
         back = kernel.wait_state("testworker", "RUNNING", other_pid_than=fg.pid)
         assert psutil.Process(back["pid"]).ppid() == kernel.kernel_pid
+        # Stopped in its terminal, the copy said goodbye: a handover back, no error (was "disconnected").
+        assert (back["last_error"], back.get("past_error")) == (None, None), back
+        line = next(x for x in cli(kernel.root, "status").stdout.splitlines() if x.startswith("testworker"))
+        assert "disconnected" not in line, line
         with kernel.client() as client:
             assert client.request("testworker", PingRequest(), PingReply, timeout=5).body.pid == back["pid"]
     finally:

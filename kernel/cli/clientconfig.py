@@ -32,13 +32,16 @@ def config_defaults() -> None:
 
 
 def transport_options(func: click.decorators.FC) -> click.decorators.FC:
-    """``--stdio`` / ``--http``: the command form or the URL form (default per client)."""
+    """``--stdio`` / ``--http``: the command form (the default) or the URL form."""
     func = click.option("--http", "http", is_flag=True, help="The URL form (streamable HTTP with the token).")(func)
-    return click.option("--stdio", is_flag=True, help="The command form (`foldermind mcp`): no token needed.")(func)
+    return click.option(
+        "--stdio", is_flag=True, help="The command form (`foldermind mcp`), the default: no token needed."
+    )(func)
 
 
 def wants_stdio(name: str, stdio: bool, http: bool) -> bool:
-    """Which form: what was asked, else HTTP where the client has it; Claude Desktop refuses HTTP."""
+    """Which form: the command form unless --http (it needs no token in the client's environment, which an
+    app started from the dock does not have); Claude Desktop refuses HTTP."""
     if stdio and http:
         raise click.UsageError("--stdio and --http exclude each other")
     client = CLIENTS.get(name)
@@ -46,7 +49,7 @@ def wants_stdio(name: str, stdio: bool, http: bool) -> bool:
         if http:
             raise click.ClickException(f"{client.title} takes only the command form: {client.note}")
         return True
-    return stdio
+    return not http
 
 
 def target(home: Home, stdio: bool) -> entries.Target:
@@ -82,7 +85,8 @@ def claude_mcp_add(home: Home, stdio: bool, t: entries.Target) -> str:
 @click.option("--client", "name", type=click.Choice(NAMES), required=True)
 @transport_options
 def config_snippet(name: str, stdio: bool, http: bool) -> None:
-    """Paste-ready client config with the real URL and the token (or the client's reference to it)."""
+    """Paste-ready client config: the command form (`foldermind mcp`), or with --http the real URL and the
+    token (or the client's reference to it)."""
     home = current_home()
     home.ensure()
     stdio = wants_stdio(name, stdio, http)

@@ -144,19 +144,29 @@ def without_entry(text: str, client: Client) -> str:
 
 def write(path: Path, old: str, new: str, private: bool = False) -> Path | None:
     """Replace the file atomically with ``new``, first copying ``old`` beside it when the file existed.
-    Returns the backup's path. The file keeps its permission bits (a config may be 0600); a new one is
-    0600 when ``private`` (it holds the token itself), else 0644. A symlinked config (a dotfiles checkout)
-    is written where the link points, so the link stays a link."""
+    Returns the backup's path. The file keeps its permission bits (a config may be 0600), except that when
+    ``private`` (it holds the token itself) other users lose theirs (the backup's too); a new one is 0600
+    when ``private``, else 0644. A symlinked config (a dotfiles checkout) is written where the link points,
+    so the link stays a link."""
     path = path.resolve() if path.is_symlink() else path
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     mode = 0o600 if private else 0o644
     if path.exists():
-        mode = stat.S_IMODE(path.stat().st_mode)
+        mode = stat.S_IMODE(path.stat().st_mode) & (0o700 if private else 0o7777)
         backup = path.with_name(path.name + BACKUP_SUFFIX)
         _atomic(backup, old, mode)
     _atomic(path, new, mode)
     return backup
+
+
+def readable_by_others(path: Path) -> int | None:
+    """The file's permission bits when users other than its owner may read or write it, else None."""
+    try:
+        mode = stat.S_IMODE(path.resolve().stat().st_mode)
+    except OSError:
+        return None
+    return mode if mode & 0o077 else None
 
 
 def _atomic(path: Path, text: str, mode: int) -> None:

@@ -114,6 +114,15 @@ def suffix_counts(counts: dict[str, int], most: int = 5) -> str:
     return ", ".join(named) + (f", other {rest}" if rest else "")
 
 
+def chunks_line(folder: Any) -> str:
+    """ "826 chunks", or while some wait for vectors "826 chunks (searchable by keyword, embedding 95/826)"."""
+    chunks, embedded = folder["chunks"], folder["chunks_embedded"]
+    if embedded >= chunks:
+        return f"{chunks} chunks"
+    searchable = "searchable by keyword, " if folder["state"] in ("ready", "embedding") else ""
+    return f"{chunks} chunks ({searchable}embedding {embedded}/{chunks})"
+
+
 def one_line(name: str) -> str:
     """A file name on one terminal line: control characters (a newline in a name) shown escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)

@@ -58,6 +58,11 @@ def port_checks(home: Home, config: SupervisorConfig) -> list[Check]:
     url_port = urlsplit(entries.configured_url(config)).port  # FOLDERMIND_MCP_PORT=0 is a port too, not "unset"
     configured = config.mcp.port if url_port is None else url_port
     live = entries.live_url(home)
+    asked = (home.read_mcp_info() or {}).get("asked_port") if live else None
+    why = "it was taken at start, or start had --port"
+    if isinstance(asked, int) and not isinstance(asked, bool):
+        configured = asked  # the running instance's own choice (start --port, its environment) is what counts
+        why = "it was taken at start"
     if configured == 0:  # [mcp] port = 0 asks the OS for a free port at every start: none to compare with
         return [
             Check(
@@ -76,8 +81,8 @@ def port_checks(home: Home, config: SupervisorConfig) -> list[Check]:
             Check(
                 "port",
                 "warn",
-                f"foldermind serves {live}, not the configured port {configured} (it was taken at start, or"
-                f" start had --port): a client entry with port {configured} does not reach it",
+                f"foldermind serves {live}, not the port {configured} it was to bind ({why}): a client entry"
+                f" with port {configured} does not reach it",
                 f"free port {configured} and `{typed(home, 'stop')}` then start again, or set [mcp] port (or"
                 " FOLDERMIND_MCP_PORT); command-form entries (`config install`'s default) need no port",
             )

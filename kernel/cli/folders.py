@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from foldermind.kernel.cli.common import (
+    chunks_line,
     connect,
     current_home,
     failed_and_not_read,
@@ -40,6 +41,7 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
+from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.home import Home
 
 
@@ -149,7 +151,7 @@ def _wait_indexed(home: Home, folder_id: str) -> None:
             done = f["files_indexed"] + f["files_failed"] + f.get("files_skipped", 0)
             bar.update(files, total=max(f["files_total"], 1), completed=done, extra=f"{f['files_failed']} failed")
             bar.update(embedded, total=max(f["chunks"], 1), completed=f["chunks_embedded"], extra="chunks")
-            if f["state"] == "ready" and done >= f["files_total"]:
+            if f["state"] in ("ready", "embedding") and done >= f["files_total"]:
                 if f["chunks_embedded"] >= f["chunks"]:
                     break
                 postponed = _embedder_trouble(home)
@@ -191,7 +193,9 @@ def folders_list(as_json: bool) -> None:
     reply = _call(home, "indexer", FolderListRequest(with_criteria=True), FolderListReply, timeout=10)
     found, saved = reply.folders, reply.criteria
     if as_json:
-        entries = [{"kind": "path", **f} for f in found] + [{"kind": "criteria", **c} for c in saved]
+        times = ("added_at", "last_organized_at", "changed_at")
+        entries = [{"kind": "path", **f, **{t: iso_time(f[t]) for t in times}} for f in found]
+        entries += [{"kind": "criteria", **c} for c in saved]
         click.echo(json.dumps(entries, indent=2))
         return
     if not found:
@@ -200,7 +204,7 @@ def folders_list(as_json: bool) -> None:
         click.echo(f"{f['id']}  {f['name']:<20} {f['path']}")
         click.echo(
             f"    {f['state']}: {f['files_indexed']}/{f['files_total']} files, {failed_and_not_read(f)}, "
-            f"{f['chunks']} chunks"
+            f"{chunks_line(f)}"
         )
     for c in saved:
         click.echo(f"{c['id']}  {c['name']:<20} {_criteria_line(c)}")
@@ -347,7 +351,10 @@ def search(
     )
     reply = _call(current_home(), "indexer", request, SearchReply)
     if as_json:
-        click.echo(json.dumps(reply.to_body(), indent=2, ensure_ascii=False))
+        body = reply.to_body()
+        for hit in body["results"]:
+            hit["modified_at"] = iso_time(hit["modified_at"])  # as the MCP tool gives it
+        click.echo(json.dumps(body, indent=2, ensure_ascii=False))
         return
     if reply.note:
         click.echo(f"({reply.note})")

@@ -76,7 +76,7 @@ def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_ru
     client = CLIENTS[name]
     home = current_home()
     home.ensure()
-    stdio = wants_stdio(name, stdio or not http, http)
+    stdio = wants_stdio(name, stdio, http)
     path = _where(client, project)
     old = _read(path, client)
     t = target(home, stdio)
@@ -86,13 +86,29 @@ def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_ru
     except ParseError as exc:
         raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
     literal = not stdio and client.http is not None and client.http.secret is Secret.LITERAL
+    loose = clientfile.readable_by_others(path) if literal else None
     changed = _change(path, old, new, dry_run, "foldermind entry installed", private=literal)
+    if loose is not None:
+        _say_token_exposure(path, loose, changed, dry_run, typed(home, "config", "install", "--client", name))
     for line in (client.note, entries.secret_hint(client, stdio, typed(home, "token", "show"))):
         if line:
             click.echo(line, err=True)
     say_url_source(t, stdio)
     if changed:
         click.echo(f"restart {client.title} (or reload its MCP servers) to pick it up", err=True)
+
+
+def _say_token_exposure(path: Path, mode: int, changed: bool, dry_run: bool, stdio_install: str) -> None:
+    """The URL form put the token itself into a file other users could read: it is made owner-only (the
+    token is a key to every indexed document), and the command form, which writes no token, is named."""
+    was = f"{path} was readable by other users (mode {mode:04o}) and"
+    if changed:
+        said = f"{was} now holds the token: made it owner-only ({mode & 0o700:04o}), its backup too"
+    elif dry_run:
+        said = f"{was} would hold the token: it would be made owner-only ({mode & 0o700:04o})"
+    else:
+        said = f"{path} holds the token and other users can read it (mode {mode:04o}): `chmod 600 {path}`"
+    click.echo(f"warning: {said}; `{stdio_install}` (the command form) writes no token at all", err=True)
 
 
 @click.command("uninstall")

@@ -11,6 +11,7 @@ import click
 
 from foldermind.kernel.cli.common import (
     NOT_RUNNING_EXIT,
+    chunks_line,
     connect,
     current_config,
     current_home,
@@ -71,6 +72,22 @@ def _past(w: WorkerInfo) -> str:
     return f" (earlier: {past})" if past else ""
 
 
+def worker_table(workers: list[WorkerInfo]) -> list[str]:
+    """The workers' table, its first two columns as wide as their longest entry (a remote member's name,
+    SERVICE@HOST:PID, is long), so no name runs into its state."""
+    name_w = max([12, *(len(w["name"]) for w in workers)]) + 2
+    state_w = max([8, *(len(w["state"]) for w in workers)]) + 2
+    header = f"{'WORKER':<{name_w}}{'STATE':<{state_w}}{'PID':>8}{'UPTIME':>9}{'RESTARTS':>10}{'JOBS':>6}{'RSS':>9}"
+    lines = [f"{header}  LAST ERROR / NOTE"]
+    for w in workers:
+        lines.append(
+            f"{w['name']:<{name_w}}{w['state']:<{state_w}}{w['pid'] or '-':>8}{_fmt_uptime(w['uptime_s']):>9}"
+            f"{w['restarts']:>10}{w['in_flight']:>6}{_fmt_bytes(w['rss_bytes']):>9}  "
+            f"{_remote_note(w)}{w['last_error'] or w.get('note') or ''}{_past(w)}"
+        )
+    return lines
+
+
 @click.command()
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -91,20 +108,14 @@ def status(as_json: bool) -> None:
     uptime, rss = _fmt_uptime(k["uptime_s"]), _fmt_bytes(k["rss_bytes"])
     tree = _fmt_bytes(k["tree_rss_bytes"])
     click.echo(f"kernel  pid {k['pid']}  up {uptime}  v{k['version']}  {rss}  (whole tree {tree})")
-    header = f"{'WORKER':<14}{'STATE':<10}{'PID':>8}{'UPTIME':>9}{'RESTARTS':>10}{'JOBS':>6}{'RSS':>9}"
-    click.echo(f"{header}  LAST ERROR / NOTE")
-    for w in st.workers:
-        click.echo(
-            f"{w['name']:<14}{w['state']:<10}{w['pid'] or '-':>8}{_fmt_uptime(w['uptime_s']):>9}"
-            f"{w['restarts']:>10}{w['in_flight']:>6}{_fmt_bytes(w['rss_bytes']):>9}  "
-            f"{_remote_note(w)}{w['last_error'] or w.get('note') or ''}{_past(w)}"
-        )
+    for line in worker_table(st.workers):
+        click.echo(line)
     mcp = st.mcp
     click.echo(f"mcp     {mcp['state']}" + (f"  {mcp['url']}" if mcp["url"] else ""))
     for f in st.folders:
         click.echo(
             f"folder  {f['name']}  {f['path']}  {f['state']}: {f['files_indexed']}/{f['files_total']} files indexed, "
-            f"{failed_and_not_read(f)}, {f['chunks']} chunks ({f['chunks_embedded']} embedded)"
+            f"{failed_and_not_read(f)}, {chunks_line(f)}"
         )
 
 

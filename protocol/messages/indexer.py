@@ -7,10 +7,20 @@ Its length (~640 lines): the indexer serves 14 request kinds here (its criteria 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
 from foldermind.protocol.messages.criteria import CriteriaInfo
 from foldermind.protocol.messages.envelope import Message, message
+
+
+def iso_time(epoch: float | None) -> str | None:
+    """A time (epoch seconds on the bus) as every user-facing answer gives it, the MCP tools and the CLI's
+    ``--json`` alike: ISO 8601 in UTC to the second (``2026-12-06T07:04:05Z``)."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
 
 SERVED_BY = "the indexer"
 """Who answers the kinds of this module (docs/protocol.md's service table)."""
@@ -108,6 +118,9 @@ class FolderInfo(TypedDict):
     """Those chunks whose vectors a semantic search finds: a batch counts once it is in the vector index, not
     when the database has it."""
     state: str
+    """``indexing`` (files pending, or not yet found by keyword search), ``embedding`` (every file found by
+    keyword search, some chunks not yet by meaning), ``ready`` (all of it; or keyword search only while no
+    embedder can embed), ``disk_full``."""
     changed_at: float | None
     """The last time one of its documents was recorded, indexed, failed or moved (epoch seconds); a reader that
     compares it (the MCP front door's resource notifications) learns that the folder's content changed."""
@@ -470,7 +483,7 @@ class ReadDocumentRequest(Message):
     ``unknown_chunk`` (the chunk is not the file's now: it changed since the search), ``bad_request``."""
 
     path: str
-    """The file's absolute path."""
+    """The file's absolute path; may be empty with `chunk_id` (the chunk's file is read)."""
     start_line: int = 1
     """First line to return, 1-based."""
     end_line: int | None = None

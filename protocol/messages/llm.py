@@ -108,6 +108,10 @@ class AnalyzeRequest(Message):
     """The document's file name."""
     text: str
     """Its leading text; the worker cuts it to `[llm] analysis_input_tokens` tokens."""
+    number: int = 0
+    """Which of the documents to summarise this one is (1-based; 0: not told), for the worker's status note."""
+    of: int = 0
+    """How many documents there are to summarise, those done included."""
 
 
 @message("llm.analyze.reply")

@@ -50,6 +50,7 @@ class FrontdoorWorker(Worker):
         self.error = ""
         self.url = ""
         self.port = 0
+        self.asked_port: int | None = None
         self.http: HttpServer | None = None
         self.guard: Guard | None = None
 
@@ -63,6 +64,7 @@ class FrontdoorWorker(Worker):
         if os.environ.get(PORT_ENV, "").strip():
             port = int(os.environ[PORT_ENV])
         sock = bind(self.policy.host, port)
+        self.asked_port = port  # what start, the environment or the config asked for; `doctor` compares
         self.port = sock.getsockname()[1]
         host = f"[{self.policy.host}]" if ":" in self.policy.host else self.policy.host
         self.url = f"http://{host}:{self.port}{self.policy.path}"
@@ -90,7 +92,14 @@ class FrontdoorWorker(Worker):
 
     def _write_info(self) -> None:
         self.home.write_mcp_info(
-            {"url": self.url, "port": self.port, "state": self.state, "error": self.error, "pid": os.getpid()}
+            {
+                "url": self.url,
+                "port": self.port,
+                "asked_port": self.asked_port,
+                "state": self.state,
+                "error": self.error,
+                "pid": os.getpid(),
+            }
         )
 
     def handlers(self) -> dict[str, Handler]:

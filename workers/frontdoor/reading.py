@@ -47,12 +47,13 @@ async def read_lines(bus: Bus, file_path: str, start_line: int = 1, end_line: in
 
 
 async def read_around(
-    bus: Bus, file_path: str, chunk_id: int, before: int = 0, after: int = 0, unit: str = "chunks"
+    bus: Bus, file_path: str | None, chunk_id: int, before: int = 0, after: int = 0, unit: str = "chunks"
 ) -> ReadDocumentReply:
-    """The lines of chunk ``chunk_id`` of an indexed file and ``before`` / ``after`` chunks or lines around it,
-    bounds already validated against :data:`ChunkId` / :data:`Around` / :data:`Unit`."""
-    check_path(file_path)
+    """The lines of chunk ``chunk_id`` of an indexed file (None: the chunk's own) and ``before`` / ``after``
+    chunks or lines around it, bounds already validated against :data:`ChunkId` / :data:`Around` / :data:`Unit`."""
+    if file_path is not None:
+        check_path(file_path)
     request = ReadDocumentRequest(
-        path=file_path, max_chars=MAX_READ_CHARS, chunk_id=chunk_id, before=before, after=after, unit=unit
+        path=file_path or "", max_chars=MAX_READ_CHARS, chunk_id=chunk_id, before=before, after=after, unit=unit
     )
     return await bus.call("indexer", request, ReadDocumentReply)

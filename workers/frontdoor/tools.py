@@ -13,11 +13,11 @@ validation, the bus call and the result conversion here, and the chat tool's log
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
 from collections.abc import Collection, Iterable
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import anyio.from_thread
@@ -52,6 +52,7 @@ from foldermind.protocol.messages import (
     SummaryReply,
     SummaryRequest,
 )
+from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.config import LlmPolicy, McpPolicy
 from foldermind.workers.frontdoor import reading, schemas
 from foldermind.workers.frontdoor.bus import Bus
@@ -82,12 +83,14 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 PathArg = Annotated[
     str, Field(min_length=1, max_length=4096, description="absolute, OS-native path of a file in a Smart Folder")
 ]
-
-
-def iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+OptionalPath = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=4096,
+        description="absolute, OS-native path of a file in a Smart Folder (may be left out with chunk_id)",
+    ),
+]
 
 
 def failure(error: JobError) -> CallToolResult:
@@ -126,7 +129,7 @@ class Tools:
             snippet=hit["snippet"],
             smart_folder=hit["smart_folder"],
             smart_folder_id=hit["folder_id"],
-            modified_at=iso(hit["modified_at"]) or "",
+            modified_at=iso_time(hit["modified_at"]) or "",
             location=schemas.Location(
                 page=loc.get("page"),
                 heading=loc.get("heading"),
@@ -295,7 +298,7 @@ class Tools:
                     kind="path",
                     destination_path=f["path"],
                     file_count=count,
-                    last_organized_at=iso(f["last_organized_at"]) if count is not None else None,
+                    last_organized_at=iso_time(f["last_organized_at"]) if count is not None else None,
                 )
             )
         for c in reply.criteria:
@@ -321,12 +324,13 @@ class Tools:
         reply = await self.bus.call("indexer", SummaryRequest(path=file_path), SummaryReply)
         analysis = dict(reply.analysis)
         at = analysis.get("analyzed_at")  # epoch seconds from the indexer
-        analysis["analyzed_at"] = iso(float(at)) if isinstance(at, int | float) and not isinstance(at, bool) else None
+        dated = at if isinstance(at, int | float) and not isinstance(at, bool) else None
+        analysis["analyzed_at"] = iso_time(dated)
         return self.ok(schemas.SummaryOutput.model_validate(analysis))
 
     async def read_document(
         self,
-        file_path: PathArg,
+        file_path: OptionalPath = None,
         start_line: reading.StartLine = 1,
         end_line: reading.EndLine = None,
         chunk_id: reading.ChunkId = None,
@@ -336,10 +340,15 @@ class Tools:
     ) -> Annotated[CallToolResult, schemas.ReadOutput]:
         """Read lines of an indexed file's extracted text (at most 100,000 characters; `truncated` says when
         the range was cut). Use the line numbers from a search result's location, or its chunk_id with
-        before/after (in chunks, or lines with unit=lines) to read the hit with its neighbours."""
+        before/after (in chunks, or lines with unit=lines) to read the hit with its neighbours; a chunk_id alone
+        reads its file."""
         if chunk_id is None:
             if before or after:
                 raise JobError(ErrorCode.INVALID_ARGUMENT, "before and after count around a chunk_id: give one")
+            if file_path is None:
+                raise JobError(
+                    ErrorCode.INVALID_ARGUMENT, "give file_path (and a line range), or a search hit's chunk_id"
+                )
             reply = await reading.read_lines(self.bus, file_path, start_line, end_line)
         elif start_line != 1 or end_line is not None:
             raise JobError(ErrorCode.INVALID_ARGUMENT, "give chunk_id or start_line/end_line, not both")
@@ -383,7 +392,7 @@ class Tools:
                 storage=schemas.StorageState(
                     state=str(disk.get("state", "ok")),
                     message=disk.get("message") or None,
-                    since=iso(disk.get("since")),
+                    since=iso_time(disk.get("since")),
                 ),
                 formats=[schemas.FileFormat.model_validate(dict(f)) for f in reply.formats],
                 ocr=schemas.OcrState(
@@ -403,7 +412,9 @@ class Tools:
             self.find_similar,
             self.index_status,
         ):
-            server.add_tool(fn, annotations=READ_ONLY, structured_output=True)
+            # The docstring without its source indentation (the SDK sends __doc__ as it is).
+            description = inspect.cleandoc(fn.__doc__ or "")
+            server.add_tool(fn, description=description, annotations=READ_ONLY, structured_output=True)
 
 
 def _files_directly_inside(path: str) -> int | None:

@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, cast
 
 from foldermind.protocol.errors import ErrorCode, JobError
@@ -55,6 +56,7 @@ from foldermind.workers.indexer.evidence import EvidenceService
 from foldermind.workers.indexer.integrity import Damage, is_database_damage, open_keyword_index, outdated_keyword_index
 from foldermind.workers.indexer.persistent import PersistentFault, named_fault, with_fix
 from foldermind.workers.indexer.pipeline import Pipeline, hold_at
+from foldermind.workers.indexer.reserved import own_folders, refusal
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify
 from foldermind.workers.indexer.store import Folder, Store
@@ -75,7 +77,9 @@ class IndexerWorker(Worker):
         self.side_by_side = frozenset({SearchRequest.KIND})
         self.side_threads = self.search_policy.search_threads
         self.capacity = 1 + self.side_threads
-        self.data_dir = Home.resolve(ctx.home or None).data_dir
+        home = Home.resolve(ctx.home or None)
+        self.data_dir = home.data_dir
+        self._refusal = partial(refusal, own=own_folders(home, self.policy.model_cache_dir))
         # A request's write the data folder refuses (read-only, ...): shown in status until one goes through.
         self.request_fault = PersistentFault(self.data_dir, log)
         self.damage = Damage(self.data_dir / "index.sqlite")
@@ -229,14 +233,18 @@ class IndexerWorker(Worker):
 
     def folder_info(self, folder: Folder) -> FolderInfo:
         p = self.store.progress(folder.id)
-        # Read after the count: a batch committed to SQLite but not yet in usearch is not embedded yet.
-        p["chunks_embedded"] -= self.store.embedded_among(self.vectors.arriving, folder.id)
+        # A batch committed to SQLite but not yet in usearch is not embedded yet.
+        p["chunks_embedded"] = self.store.embedded(folder.id, lambda: self.vectors.arriving)
         # "ready" promises that a keyword search finds every indexed file: not before Tantivy's commit.
         busy = p["files_pending"] or p["files_not_yet_searchable"]
         state = "indexing" if busy else "ready"
         unsupported = self.store.unsupported(folder.id)
         if busy and self.pipeline.disk_full is not None:
             state = "disk_full"
+        elif not busy and p["chunks_embedded"] < p["chunks"] and self.pipeline.embed_error is None:
+            # Searchable by keyword, not yet by meaning. (While embedding is unavailable it is "ready" for
+            # keyword search: the counts and the embedding status say the rest.)
+            state = "embedding"
         return FolderInfo(
             id=folder.id,
             name=folder.name,
@@ -264,7 +272,7 @@ class IndexerWorker(Worker):
         if not os.path.isdir(path):
             raise JobError(ErrorCode.INVALID_PATH, f"not a folder: {raw}")
         with self._writing("registering a Smart Folder"):
-            folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000])
+            folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000], self._refusal)
         log.info("Smart Folder %s registered", folder.id)
         return FolderAddReply(self.folder_info(folder))
 

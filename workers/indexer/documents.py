@@ -116,7 +116,7 @@ class DocumentService:
             raise JobError(ErrorCode.BAD_REQUEST, "end_line must be an integer >= start_line, or null")
         if not _is_int(max_chars) or max_chars < 1:
             raise JobError(ErrorCode.BAD_REQUEST, "max_chars must be an integer >= 1")
-        real, doc_id = self.indexed_document(body.path)
+        real, doc_id = self.indexed_document(body.path or self._chunk_file(body.chunk_id))
         if body.chunk_id is not None:
             if start != 1 or end is not None:
                 raise JobError(ErrorCode.BAD_REQUEST, "give chunk_id or a line range (start_line, end_line), not both")
@@ -135,6 +135,20 @@ class DocumentService:
             truncated=lines.truncated,
             ocr_pages=scanned,
         )
+
+    def _chunk_file(self, chunk_id: object) -> str:
+        """The file to read when a request names only a chunk (a search hit's ``chunk_id``)."""
+        if chunk_id is None:
+            raise JobError(ErrorCode.INVALID_PATH, "give the file's path, or a chunk_id from a search result")
+        if not isinstance(chunk_id, int) or isinstance(chunk_id, bool):
+            raise JobError(ErrorCode.BAD_REQUEST, "chunk_id must be an integer")
+        path = self.store.chunk_file(chunk_id) if 0 < chunk_id <= MAX_CHUNK_ID else None
+        if path is None:
+            raise JobError(
+                ErrorCode.UNKNOWN_CHUNK,
+                f"chunk {chunk_id} is no chunk now: its file changed since the search that gave it (search again)",
+            )
+        return path
 
     def _around(self, real: str, doc_id: int, body: ReadDocumentRequest) -> tuple[int, int]:
         """The lines of chunk ``chunk_id`` of the document and of ``before`` / ``after`` chunks or lines around
@@ -244,7 +258,7 @@ class DocumentService:
     def status(self, body: IndexStatusRequest) -> IndexStatusReply:
         limit = body.max_failures if _is_int(body.max_failures) else 20
         totals = self.store.totals()
-        totals["chunks_embedded"] -= self.store.embedded_among(self.vectors.arriving, None)  # as folder_info
+        totals["chunks_embedded"] = self.store.embedded(None, lambda: self.vectors.arriving)  # as folder_info
         totals["files_unsupported"] = sum(self.store.unsupported().values())
         folder_id = self.store.find_folder(body.folder).id if body.folder else None
         unsupported = self.store.unsupported(folder_id)

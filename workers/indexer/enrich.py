@@ -60,7 +60,8 @@ class Enricher:
             return
         if not turns.take(LLM, client):
             return  # the embedder's model goes first (the release is on its way)
-        request = AnalyzeRequest(file_name=os.path.basename(path), text=text)
+        done, waiting = self.store.enrichment_counts()
+        request = AnalyzeRequest(file_name=os.path.basename(path), text=text, number=done + 1, of=done + waiting)
         env = client.send("llm", request, timeout=self.policy.analysis_timeout_s)
         self.inflight, self.doc_id, self.fields, self.analyzed_at = env.id, doc_id, fields, analyzed_at
 

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -290,7 +290,10 @@ class Store:
     # ---------------------------------------------------------------------------------------
     # folders
 
-    def add_folder(self, path: str, name: str, description: str) -> Folder:
+    def add_folder(
+        self, path: str, name: str, description: str, refusal: Callable[[str], str] = lambda path: ""
+    ) -> Folder:
+        """Register ``path`` unless it overlaps a registered folder or ``refusal`` says why not ('' when it may)."""
         with self.tx() as db:
             for row in db.execute("SELECT id, path FROM folders"):
                 if _inside(path, row["path"]) or _inside(row["path"], path):
@@ -300,6 +303,8 @@ class Store:
                         else ("inside" if _inside(path, row["path"]) else "around")
                     )
                     raise JobError(ErrorCode.FOLDER_OVERLAP, f"{path} is {relation} the Smart Folder {row['path']}")
+            if reason := refusal(path):
+                raise JobError(ErrorCode.INVALID_PATH, reason)
             folder = Folder(str(uuid.uuid4()), name or Path(path).name or path, description, path, time.time(), None)
             db.execute(
                 "INSERT INTO folders(id, name, description, path, added_at) VALUES(?, ?, ?, ?, ?)",
@@ -618,6 +623,15 @@ class Store:
         )
         return [(int(r[0]), str(r[1]), json.loads(r[2]), float(r[3])) for r in rows]
 
+    def enrichment_counts(self) -> tuple[int, int]:
+        """(done, waiting): indexed documents whose analysis the LLM has written (or gave up on), and those
+        still waiting for it."""
+        row = self.db.execute(
+            "SELECT COUNT(CASE WHEN a.enriched != 0 THEN 1 END), COUNT(CASE WHEN a.enriched = 0 THEN 1 END) "
+            "FROM analysis a JOIN documents d ON d.id = a.doc_id WHERE d.status = 'indexed'"
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
     def enrich_analysis(
         self, doc_id: int, updates: dict[str, Any], state: int, *, analyzed_at: float | None = None
     ) -> bool:
@@ -768,14 +782,25 @@ class Store:
             self.set_meta(db, "embed_reembedding", reembedding)
         return int(dropped)
 
+    def embedded(self, folder_id: str | None, arriving: Callable[[], tuple[int, ...]]) -> int:
+        """How many chunks (of ``folder_id``'s documents, or of any) a semantic search finds: those with a vector,
+        less the ones ``arriving`` names (committed here, not yet in the vector index). One count, leaving out
+        what arrives before it and after it: a count read before a batch's commit and its arrival read after
+        would leave out vectors it never counted (a progress bar going backwards)."""
+        before = arriving()
+        counted = self._embedded_count("NOT IN", before, folder_id)
+        late = tuple(set(arriving()) - set(before))  # committed during the count, maybe counted
+        return counted - self.embedded_among(late, folder_id) if late else counted
+
     def embedded_among(self, ids: tuple[int, ...], folder_id: str | None) -> int:
         """How many of the chunks ``ids`` (of ``folder_id``'s documents, or of any) have a vector."""
-        if not ids:
-            return 0
+        return self._embedded_count("IN", ids, folder_id) if ids else 0
+
+    def _embedded_count(self, among: str, ids: tuple[int, ...], folder_id: str | None) -> int:
         where, args = ("AND d.folder_id = ?", (folder_id,)) if folder_id is not None else ("", ())
         row = self.db.execute(
             "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            f"WHERE c.id IN (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL {where}",
+            f"WHERE c.id {among} (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL {where}",
             (json.dumps(ids), *args),
         ).fetchone()
         return int(row[0])
@@ -885,6 +910,13 @@ class Store:
         """(document id, ordinal) of a chunk that exists now."""
         row = self.db.execute("SELECT doc_id, ordinal FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
         return (int(row[0]), int(row[1])) if row else None
+
+    def chunk_file(self, chunk_id: int) -> str | None:
+        """The path of the document holding a chunk that exists now."""
+        row = self.db.execute(
+            "SELECT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?", (chunk_id,)
+        ).fetchone()
+        return str(row[0]) if row else None
 
     def chunk_lines(self, doc_id: int, first: int, last: int) -> tuple[int, int, int, int] | None:
         """(first ordinal, last ordinal, first line, last line) of the document's chunks ``first..last``."""

@@ -63,6 +63,7 @@ class LlmWorker(Worker):
         self.threads = self.policy.threads or max(1, self.cores // 2)
         self.last_chat_threads = 0
         self.cancelled = 0  # chat answers stopped because their caller gave them up
+        self.summarising = ""  # what a background summary is at, for the status note
         self.model = Residency(self._load, self.policy.idle_unload_s, self._noted)
         self.status_note = ""
         self._noted()
@@ -100,6 +101,8 @@ class LlmWorker(Worker):
         else:
             freed = f" (freed after idle, {model.unloads}x)" if model.unloads else ""
             note = f"model unloaded: loads on first use{freed}"
+        if self.summarising:
+            note = f"{self.summarising}; model {note}"
         self.status_note = note[:300]
 
     def details(self) -> dict[str, Any]:
@@ -266,8 +269,17 @@ class LlmWorker(Worker):
         )
 
     def on_analyze(self, req: Request[AnalyzeRequest]) -> Result:
-        with self._using() as backend:
-            return self._analyze(req, backend)
+        body = req.body
+        # What the model is busy with, for `status` (a summary can hold a core for many seconds).
+        which = f"document {body.number} of {body.of}" if 0 < body.number <= body.of else "a document"
+        self.summarising = f"summarising {which} in the background (chats go first)"
+        self._noted()
+        try:
+            with self._using() as backend:
+                return self._analyze(req, backend)
+        finally:
+            self.summarising = ""
+            self._noted()
 
     def _analyze(self, req: Request[AnalyzeRequest], backend: Backend) -> Result:
         tokens = prompt.build_analysis(backend, req.body.file_name, req.body.text, self.policy.analysis_input_tokens)

@@ -8,8 +8,8 @@ memory to one row, and the parts are few and simple. What each kind gives:
 
 - **text**: paragraphs and list items as blocks, ``text:h`` (outline level N) as heading paths, tables row
   by row; deleted text kept for tracked changes is left out;
-- **spreadsheet**: each sheet's rows as lines (cells joined by `` | ``) under the sheet's name, bounded by
-  :data:`.sheets.MAX_CELLS`; repeated rows and cells (``number-rows-repeated``, how ODS stores a run of
+- **spreadsheet**: each sheet's rows as lines (cells joined by `` | ``) under the sheet's name and its header
+  row, bounded by :data:`.sheets.MAX_CELLS`; repeated rows and cells (``number-rows-repeated``, how ODS stores a run of
   equal or empty rows, up to a million at once) count as the cells they stand for, and empty runs are
   never expanded;
 - **presentation**: each ``draw:page`` is a page (slide number), headed by its title frame (else "Slide N",
@@ -151,6 +151,7 @@ class _Reader:
         self.cell: list[str] = []  # paragraphs of the open cell
         self.row: list[str] = []
         self.sheet = ""
+        self.sheet_path = Headings()  # the sheet's name, then its header row (as a CSV's)
         self.slides = 0
         self.slide: dict[str, Any] | None = None  # the open slide: its title, texts, notes
         self.frame_class: list[str] = []
@@ -188,6 +189,8 @@ class _Reader:
             self.spreadsheet = True
         elif tag == TABLE:
             self.sheet = one_line(elem.get(_q("table:name")))
+            self.sheet_path = Headings()
+            self.sheet_path.enter(1, self.sheet)
             if self.spreadsheet and self.sheet:
                 self.builder.blank()
                 self.builder.add(self.sheet, heading=self.sheet)
@@ -204,7 +207,7 @@ class _Reader:
 
     def heading(self) -> str | None:
         if self.spreadsheet:
-            return self.sheet or None
+            return self.sheet_path.path
         return self.headings.path
 
     def paragraph(self, tag: str, elem: Element) -> None:
@@ -255,6 +258,8 @@ class _Reader:
                 self.slide["texts"].append(line)
             else:
                 self.builder.add(line, heading=self.heading())
+        if self.spreadsheet and len(self.sheet_path.stack) < 2:
+            self.sheet_path.enter(2, line)  # the header: every later row's heading
 
     def end_slide(self) -> None:
         slide, self.slide = self.slide, None

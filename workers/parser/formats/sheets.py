@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from foldermind.protocol.errors import ErrorCode
-from foldermind.workers.parser.formats.document import Builder, ParseError, one_line
+from foldermind.workers.parser.formats.document import Builder, Headings, ParseError, one_line
 
 MAX_CELLS = 1_000_000
 """Cells read per file (empty cells a row is padded with included) before it is refused as too large."""
@@ -39,18 +39,25 @@ class Budget:
             raise ParseError(ErrorCode.FILE_TOO_LARGE, too_many_cells(self.limit))
 
 
-def add_rows(builder: Builder, heading: str, rows: Iterable[Iterable[Any]], budget: Budget) -> None:
+def add_rows(builder: Builder, sheet: str, rows: Iterable[Iterable[Any]], budget: Budget) -> None:
     """A sheet: its name as a line (so a sheet that only names itself is still found) and each non-empty
-    row as a line, all under the sheet's name."""
+    row as a line. The first row is the header, as a CSV's: it sits under the sheet's name, and the rows
+    after it under ``sheet > header``, so each chunk carries its column names (in the keyword index's
+    heading field and in the citation) without repeating them in the text."""
+    headings = Headings()
+    heading = headings.enter(1, sheet)
     builder.blank()
-    builder.add(heading, heading=heading)
+    builder.add(sheet, heading=heading)
     for row in rows:
         cells = [cell_text(value) for value in row]
         budget.take(len(cells))
         while cells and not cells[-1]:
             cells.pop()
         if cells:
-            builder.add(" | ".join(cells).strip(), heading=heading)
+            line = " | ".join(cells).strip()
+            builder.add(line, heading=heading)
+            if len(headings.stack) < 2:
+                heading = headings.enter(2, line)
 
 
 def cell_text(value: Any) -> str:

@@ -2,9 +2,9 @@
 
 Cells hold their values, not their formulas (``data_only``: the value the spreadsheet application last
 computed and saved); a row is its non-empty-trailing cells joined by `` | ``, empty rows are left out. The
-sheet name is the heading path of its rows, so a hit cites the sheet and its lines (rows); the workbook's
-title and author (document properties) open the text. XLSM macros are never run (openpyxl does not run
-them) and not read.
+sheet name and its first (header) row are the heading path of the rows after it, so a hit cites the sheet,
+its column names and its lines (rows); the workbook's title and author (document properties) open the
+text. XLSM macros are never run (openpyxl does not run them) and not read.
 
 Bounded: read-only mode streams each sheet's XML instead of building it in memory, the declared
 dimensions are dropped (``reset_dimensions``: a sheet declaring A1:XFD1048576 would otherwise have every

@@ -1,0 +1,73 @@
+"""A folder's progress as it is shown: the embedded count never runs backwards while a batch arrives, and a
+folder is "ready" only once its chunks are embedded ("embedding" before, searchable by keyword meanwhile)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, only_workers, wait_for
+from tests.test_units import _store_with_chunks
+
+
+def test_a_batch_committed_while_the_embedded_chunks_are_counted_is_never_taken_off_uncounted(tmp_path: Path) -> None:
+    store, ids = _store_with_chunks(tmp_path, 3)
+    store.store_vectors(ids[:1], [b"\0" * 8])  # one chunk embedded long ago
+    batch = tuple(ids[1:])
+    calls: list[tuple[int, ...]] = []
+
+    def arriving_committed_during_the_count() -> tuple[int, ...]:
+        # The batch arrives right after the count looked at what arrives: it is committed before the count's
+        # query reads, and is still arriving (not yet in usearch) when the count looks again.
+        if not calls:
+            calls.append(())
+            store.store_vectors(list(batch), [b"\0" * 8] * len(batch))
+            return ()
+        calls.append(batch)
+        return batch
+
+    assert store.embedded(None, arriving_committed_during_the_count) == 1, "not 1 - 2 (taken off uncounted)"
+    assert store.embedded(None, lambda: batch) == 1, "still arriving: not yet found by a semantic search"
+    assert store.embedded(None, lambda: ()) == 3, "arrived"
+    folder = store.folders()[0].id
+    assert store.embedded(folder, lambda: ()) == 3 and store.embedded("another", lambda: ()) == 0
+
+
+def _folder(home: Path) -> dict[str, Any]:
+    folders: list[dict[str, Any]] = json.loads(cli(home, "folders", "list", "--json").stdout)
+    return folders[0]
+
+
+def test_a_folder_is_embedding_until_its_chunks_are_embedded_and_only_then_ready(home_dir: Path) -> None:
+    docs = home_dir / "docs"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"note{i}.txt").write_text(f"Note {i} about the migration of arctic terns and puffins.\n" * 20)
+    # Each embedding request waits 2 s at the embedder: the files are found by keyword long before.
+    slow_embedder = '[workers.embedder]\nenv = { FOLDERMIND_TEST_DELAY = "embed.request:2" }\n'
+    config = FAST_RESTART + only_workers("watcher", "parser", "embedder", "indexer") + ONE_PARSER + slow_embedder
+    k = RunningKernel(home_dir, config).start()
+    try:
+        cli(home_dir, "folders", "add", str(docs))
+        seen: list[dict[str, Any]] = []
+
+        def observe(state: str) -> dict[str, Any] | None:
+            f = _folder(home_dir)
+            seen.append(f)
+            return f if f["state"] == state else None
+
+        embedding = wait_for(lambda: observe("embedding"), 60, 0.1, "the folder embedding")
+        assert embedding["files_indexed"] == 4 and embedding["chunks_embedded"] < embedding["chunks"]
+        hits = json.loads(cli(home_dir, "search", "puffins", "--mode", "keyword", "--json").stdout)["results"]
+        assert {Path(h["file_path"]).name for h in hits} == {f"note{i}.txt" for i in range(4)}
+        listed = cli(home_dir, "folders", "list").stdout
+        assert "embedding: 4/4 files" in listed and "searchable by keyword, embedding" in listed, listed
+        ready = wait_for(lambda: observe("ready"), 120, 0.1, "the folder ready")
+        assert ready["chunks"] and ready["chunks_embedded"] == ready["chunks"]
+        for f in seen:
+            assert f["state"] != "ready" or f["chunks_embedded"] == f["chunks"], f
+        counts = [f["chunks_embedded"] for f in seen]
+        assert counts == sorted(counts), f"the embedded count went backwards: {counts}"
+    finally:
+        k.stop()
