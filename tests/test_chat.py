@@ -301,8 +301,8 @@ def test_a_client_that_cancels_mid_answer_stops_the_generation_and_its_session_g
             with anyio.CancelScope() as scope:
 
                 async def report(value: float, total: float | None, message: str | None) -> None:
-                    if message and value >= 2:  # generated words (1 is the quotes, sent before the model runs)
-                        progress.append(message)
+                    if value >= 2:  # the model's progress (1 is the quotes, sent before the model runs)
+                        progress.append(message or "")
                         scope.cancel()
 
                 await client.call_tool(
@@ -315,7 +315,7 @@ def test_a_client_that_cancels_mid_answer_stops_the_generation_and_its_session_g
 
     with slow_model(armed):
         progress = mc.run(give_up_after_first_words)
-        assert progress, "no words were streamed before the cancel"
+        assert progress, "the model reported no progress before the cancel"
         wait_for(lambda: llm_cancelled(k) > before, 15, 0.2, "the llm to stop the cancelled answer")
     again = structured(chat(url, token, {"query": QUESTION, "session_id": "s-cancel"}))
     assert again["session_id"] == "s-cancel"
@@ -343,7 +343,7 @@ def test_an_http_client_that_disconnects_mid_answer_stops_the_generation(served:
         "method": "tools/call",
         "params": {
             "name": "chat_with_documents",
-            "arguments": {"query": QUESTION, "answer_mode": "generative"},  # the first progress is generated text
+            "arguments": {"query": QUESTION, "answer_mode": "generative"},  # the first progress is the model's
             "_meta": {"progressToken": 7},
         },
     }

@@ -2,14 +2,15 @@
 holds it, keep its ``[n]`` markers honest, and how fast, per answer mode.
 
 ``python -m tests.bench.answers [--home DIR] [--modes auto,extractive,generative] [--split
-all|tune|held_out|fresh|fresh2|fresh3|fresh4] [--corpus all|scifact|django-docs|manuals] [--limit N] [--no-write]
-[--report PATH] [--json PATH] [--search KEY=VALUE ...]`` from the repository root. A real kernel (default process
-map; the front door on an OS-assigned port, the rate limit raised, the model's background analysis off, the parse
-deadline raised as the lookup bench does for gnuplot's 311-page manual) indexes the three corpora of
-:mod:`tests.bench.factoids` as three Smart Folders (1,577 SciFact abstracts: the first 1,500 and every gold one;
-Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of the Debian manuals, fetched with ``apt-get
-download`` once) and waits until every file is indexed and every chunk embedded, the indexer's query model and the
-llm worker's model are ready. Every corpus is indexed whatever ``--corpus`` picks, so a kept home stays the same.
+all|tune|held_out|fresh|fresh2|fresh3|fresh4] [--corpus all|scifact|django-docs|manuals] [--limit N] [--index
+all|asked] [--no-write] [--report PATH] [--json PATH] [--search KEY=VALUE ...]`` from the repository root. A real
+kernel (default process map; the front door on an OS-assigned port, the rate limit raised, the model's background
+analysis off, the parse deadline raised as the lookup bench does for gnuplot's 311-page manual) indexes the three
+corpora of :mod:`tests.bench.factoids` as three Smart Folders (1,577 SciFact abstracts: the first 1,500 and every
+gold one; Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of the Debian manuals, fetched with
+``apt-get download`` once) and waits until every file is indexed and every chunk embedded, the indexer's query model
+and the llm worker's model are ready. Every corpus is indexed whatever ``--corpus`` picks, so a kept home stays the
+same (``--index asked``: only the corpora of the picked questions, for a smaller slice in a home of its own).
 Then, after waiting for a quiet machine, for each question:
 
 1. ``search_documents`` (hybrid, top_k 5) with the question: is the gold file among the five? This bounds
@@ -61,7 +62,7 @@ from mcp.types import CallToolResult
 
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.runtime.config import load
-from tests.bench import machine
+from tests.bench import answer_shapes, machine
 from tests.bench.factoids import (
     CORPORA,
     DJANGO,
@@ -135,6 +136,7 @@ class Answer:
     fallback_reason: str | None = None
     note: str = ""
     model: str = ""
+    completion_tokens: int = 0  # the model's tokens (0: the model did not run)
     missing: list[str] = field(default_factory=list)  # contract fields absent from the result
     first_text_s: float = math.nan  # request sent -> first progress notification that carries text
     first_progress_s: float = math.nan  # ... -> first progress notification of any kind
@@ -404,6 +406,7 @@ def ask(http: ToolClient, answer: Answer, text: str, with_mode: bool, timeout: f
     answer.fallback_reason = str(body["fallback_reason"]) if body.get("fallback_reason") else None
     answer.note = str(body.get("note") or "")
     answer.model = str(body.get("model") or "")
+    answer.completion_tokens = int((body.get("tokens_used") or {}).get("completion") or 0)
 
 
 def pick_questions(split: str, corpus: str, limit: int) -> list[Question]:
@@ -426,7 +429,9 @@ def run(args: argparse.Namespace, results: Results) -> None:
     )
     try:
         # Every question's corpus, whatever --split / --limit picked: a kept home's index stays the same.
-        corpora = build_corpora(kernel.root / "corpora", load_questions())
+        # With --index asked, only the corpora of the picked questions (a smaller home, its own).
+        asked = {q.corpus for q in questions} if args.index == "asked" else set(CORPORA)
+        corpora = build_corpora(kernel.root / "corpora", load_questions(), asked)
         say("corpora: " + ", ".join(f"{c.name} {c.files} files in {c.folder}" for c in corpora.values()))
         kernel.start()
         say("indexing the corpora (~10 min on 2 cores) or checking the kept index")
@@ -762,6 +767,10 @@ def render(r: Results) -> str:
         "",
         *render_corpora(r),
         "",
+        "## Auto mode by question shape: the model's text kept",
+        "",
+        *answer_shapes.render(r.answers, SPLITS),
+        "",
         "## Answer modes used, dropped sentences, contract",
         "",
         *render_modes_used(r),
@@ -806,6 +815,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="all", choices=("all", *SPLITS), help="which questions (default all)")
     parser.add_argument("--corpus", default="all", choices=("all", *CORPORA), help="which corpus (default all)")
     parser.add_argument("--limit", type=int, default=0, help="the first N questions, corpora interleaved (0: all)")
+    parser.add_argument(
+        "--index",
+        default="all",
+        choices=("all", "asked"),
+        help="index every corpus (default: a kept home stays the same) or only those of the picked questions",
+    )
     parser.add_argument("--quiet-wait", type=float, default=60.0, help="wait at most this for a quiet machine (s)")
     parser.add_argument("--report", default="", help=f"write the report here instead of {REPORT.relative_to(REPO)}")
     parser.add_argument("--json", default="", help="also write every answer as JSON here")
@@ -826,7 +841,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     facts = machine.facts(REPO)
     machine.versions(facts, *machine.MCP_STACK)
-    shown = ("modes", "split", "corpus", "limit")
+    shown = ("modes", "split", "corpus", "limit", "index")
     options = {k: (",".join(v) if isinstance(v, list) else v) for k, v in vars(args).items() if k in shown}
     results = Results(machine=facts, args=options)
     try:
