@@ -4,6 +4,7 @@ without a kernel; tests/test_answers.py checks the same end to end with the real
 from __future__ import annotations
 
 from foldermind.protocol.messages import ChatPartial
+from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.frontdoor import answers, schemas
 from foldermind.workers.frontdoor.answers import Composed
 from foldermind.workers.frontdoor.chat import Shown
@@ -63,3 +64,21 @@ def test_the_models_checked_sentences_follow_the_quotes_which_keep_their_numbers
     )
     assert [(c.id, c.file_name) for c in out.citations] == [(1, "budget.txt"), (2, "plan.txt"), (3, "report.txt")]
     assert out.carries
+
+
+def test_auto_mode_asks_the_model_only_for_the_question_shapes_it_is_set_to() -> None:
+    shapes = {
+        "Does aspirin lower the risk of stroke?": "yes-no",
+        "What is the default port of the server?": "default",
+        "How many patients were pooled in the meta-analysis?": "figure",
+        "Which flag turns on verbose output?": "name",
+        "Which transcription factor binds the promoter?": "entity",
+        "Summarise the contract.": "other",
+    }
+    assert {q: answers.shape(q) for q in shapes} == shapes
+    assert set(shapes.values()) == set(answers.SHAPES)
+    assert not any(answers.model_adds(q, LlmPolicy().auto_model_shapes) for q in shapes)  # the default: none
+    assert [q for q in shapes if answers.model_adds(q, ["figure", "yes-no"])] == [
+        "Does aspirin lower the risk of stroke?",
+        "How many patients were pooled in the meta-analysis?",
+    ]

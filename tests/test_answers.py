@@ -31,6 +31,7 @@ from foldermind.protocol.runtime.config import LlmPolicy
 from tests import mcpclient as mc
 from tests.filemakers import make_docx, make_pdf
 from tests.helpers import (
+    AUTO_ASKS_THE_MODEL,
     FAST_RESTART,
     ONE_PARSER,
     RunningKernel,
@@ -113,6 +114,7 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
         + ONE_PARSER  # three small files
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         + '[llm]\ntimeout_s = 30\nanalysis = false\nload = "at_start"\n'
+        + AUTO_ASKS_THE_MODEL
         + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_SAY = "{root / "say"}", '
         + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )
@@ -480,14 +482,20 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
         + f'[llm]\nmodel_path = "{bad}"\nanalysis = false\n'
     )
     # The model loads on first use (the llm, on demand, starts for it): the first answer that wants it tries,
-    # fails and falls back; it is not tried again (the status line keeps the reason).
+    # fails and falls back; it is not tried again (the status line keeps the reason). Auto mode, by default
+    # ([llm] auto_model_shapes empty), answers with the quotes alone and never wants it.
     with kernel_with_folder(root, config, "", 60) as (k, _docs, url, token):
         assert k.worker("llm")["state"] == "IDLE"
-        for mode in MODES:
-            out = chat(url, token, {"query": BUDGET_Q, "answer_mode": mode})
+        for mode in ("extractive", "auto", "generative"):
+            progress: list[tuple[float, str]] = []
+            out = chat(url, token, {"query": BUDGET_Q, "answer_mode": mode}, progress)
             assert ANSWER in out["answer"] and cites_budget(out), (mode, out)
+            assert [text for _, text in progress] == [out["answer"]]  # at once, in one piece
             check_markers(out)
-            if mode != "extractive":
+            if mode == "auto":
+                assert out["answer_mode_used"] == "extractive" and out["tokens_used"]["prompt"] == 0, out
+                assert k.worker("llm")["state"] == "IDLE"  # not even started
+            if mode == "generative":
                 assert out["answer_mode_used"] == "fallback"
                 assert out["fallback_reason"].startswith("MODEL_NOT_READY") and "broken.gguf" in out["fallback_reason"]
         # The status line follows with the next heartbeat.

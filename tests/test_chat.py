@@ -24,6 +24,7 @@ from mcp.types import CallToolResult
 
 from tests import mcpclient as mc
 from tests.helpers import (
+    AUTO_ASKS_THE_MODEL,
     FAST_RESTART,
     ONE_PARSER,
     RunningKernel,
@@ -71,7 +72,7 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
         + ONE_PARSER  # four small files
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         # at_start: the model loads at once, and the restarted llm's again (the tests wait for "ready")
-        + f'[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\nload = "at_start"\n'
+        + f'[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\nload = "at_start"\n{AUTO_ASKS_THE_MODEL}'
         + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_HANG = "hang-once:{armed}", '
         + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )
@@ -318,7 +319,7 @@ def test_a_client_that_cancels_mid_answer_stops_the_generation_and_its_session_g
         assert progress, "the model reported no progress before the cancel"
         wait_for(lambda: llm_cancelled(k) > before, 15, 0.2, "the llm to stop the cancelled answer")
     again = structured(chat(url, token, {"query": QUESTION, "session_id": "s-cancel"}))
-    assert again["session_id"] == "s-cancel"
+    assert again["session_id"] == "s-cancel", again
     # Its history holds the first turn only: a session that was asked the question once, and nothing else,
     # builds the same prompt (greedy answers are the same, so the turns are too).
     ref = [structured(chat(url, token, {"query": QUESTION, "session_id": "s-cancel-ref"})) for _ in range(2)]
@@ -397,6 +398,7 @@ def test_a_model_that_cannot_load_leaves_the_quotes_with_the_reason_and_search_i
     bad = root / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
     config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + f'[llm]\nmodel_path = "{bad}"\n'
+    config += AUTO_ASKS_THE_MODEL
     k = RunningKernel(root / "home", config)
     docs = write_docs(root)
     try:

@@ -16,10 +16,12 @@ in front of each window, and a generated sentence is checked against the labelle
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import get_args
 
 from foldermind.protocol.messages import Claim, ClaimCheck, EvidenceReply, EvidenceSpan
-from foldermind.protocol.runtime.config import LlmPolicy
+from foldermind.protocol.runtime.config import LlmPolicy, QuestionShape
 from foldermind.workers.frontdoor import schemas
 from foldermind.workers.indexer import sentences
 from foldermind.workers.llm.citations import MARKER, escape_markers
@@ -261,12 +263,11 @@ def _leading_markers(piece: str) -> str:
     return m.group(0) if m else ""
 
 
-SHAPES = ("yes-no", "default", "figure", "name", "entity", "other")
-"""What a question asks for, by the indexer's question kinds (:mod:`.sentences`), the first that fits."""
+SHAPES: tuple[QuestionShape, ...] = get_args(QuestionShape)
 
 
-def shape(question: str) -> str:
-    """The question's shape, one of :data:`SHAPES`."""
+def shape(question: str) -> QuestionShape:
+    """What the question asks for, by the indexer's question kinds (:mod:`.sentences`), the first that fits."""
     if sentences.asks_whether(question):
         return "yes-no"
     if sentences.asks_for_default(question):
@@ -278,6 +279,7 @@ def shape(question: str) -> str:
     return "entity" if sentences.asks_for_entity(question) else "other"
 
 
-def model_adds(evidence: Evidence, question: str) -> bool:
-    """Whether the model is asked at all in ``auto`` mode."""
-    return True
+def model_adds(question: str, shapes: Collection[QuestionShape]) -> bool:
+    """Whether ``auto`` mode asks the model after the quotes: for the question shapes ``[llm] auto_model_shapes``
+    names, those where its checked text was measured to survive (the answers bench, by shape)."""
+    return shape(question) in shapes

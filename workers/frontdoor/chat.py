@@ -207,7 +207,7 @@ class Chat:
             return self._done(session, query, quoted, "extractive", note, shown)
         if mode == "auto":
             shown.quotes(quoted.answer)
-            if not answers.model_adds(evidence, query):
+            if not answers.model_adds(query, self.policy.auto_model_shapes):
                 return self._done(session, query, quoted, "extractive", note, shown)
         try:
             generated, dropped, out = await self._generate(session, query, persona, evidence, shown)
