@@ -7,7 +7,8 @@ with their neighbours, are all the model is shown; each sentence it writes is ch
 (``evidence.check.request``) and kept only when a passage of the file it credits (any, when it credits none)
 backs it. When the model cannot answer (loading, failed, timed out, lost) or none of its sentences holds,
 the quotes are the answer and ``fallback_reason`` says why. A question no passage answers gets a plain
-"the documents do not say", and no model call.
+"the documents do not say", and no model call. ``auto`` asks the model only for the question shapes of
+``[llm] auto_model_shapes``; a streaming client is sent the quotes, then only what the check kept (:class:`Shown`).
 
 Sessions live in this process's memory only, under ``mcp:``-namespaced keys, so an MCP session id can
 never name anything else; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond
