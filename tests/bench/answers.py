@@ -3,14 +3,15 @@ holds it, keep its ``[n]`` markers honest, and how fast, per answer mode.
 
 ``python -m tests.bench.answers [--home DIR] [--modes auto,extractive,generative] [--split
 all|tune|held_out|fresh|fresh2|fresh3|fresh4] [--corpus all|scifact|django-docs|manuals] [--limit N] [--index
-all|asked] [--no-write] [--report PATH] [--json PATH] [--search KEY=VALUE ...]`` from the repository root. A real
-kernel (default process map; the front door on an OS-assigned port, the rate limit raised, the model's background
-analysis off, the parse deadline raised as the lookup bench does for gnuplot's 311-page manual) indexes the three
-corpora of :mod:`tests.bench.factoids` as three Smart Folders (1,577 SciFact abstracts: the first 1,500 and every
-gold one; Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of the Debian manuals, fetched with
-``apt-get download`` once) and waits until every file is indexed and every chunk embedded, the indexer's query model
-and the llm worker's model are ready. Every corpus is indexed whatever ``--corpus`` picks, so a kept home stays the
-same (``--index asked``: only the corpora of the picked questions, for a smaller slice in a home of its own).
+all|asked] [--no-write] [--report PATH] [--json PATH] [--search KEY=VALUE ...] [--llm KEY=VALUE ...]`` from the
+repository root. A real kernel (default process map; the front door on an OS-assigned port, the rate limit raised,
+the model's background analysis off, the parse deadline raised as the lookup bench does for gnuplot's 311-page
+manual) indexes the three corpora of :mod:`tests.bench.factoids` as three Smart Folders (1,577 SciFact abstracts:
+the first 1,500 and every gold one; Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of the
+Debian manuals, fetched with ``apt-get download`` once) and waits until every file is indexed and every chunk
+embedded, the indexer's query model and the llm worker's model are ready. Every corpus is indexed whatever
+``--corpus`` picks, so a kept home stays the same (``--index asked``: only the corpora of the picked questions, for
+a smaller slice in a home of its own).
 Then, after waiting for a quiet machine, for each question:
 
 1. ``search_documents`` (hybrid, top_k 5) with the question: is the gold file among the five? This bounds
@@ -424,7 +425,8 @@ def run(args: argparse.Namespace, results: Results) -> None:
     results.questions = questions
     kernel = Kernel(
         "answers",
-        kernel_config(settings(args.search), llm={"load": '"at_start"', "idle_unload_s": "0"}) + SLOW_PARSES,
+        kernel_config(settings(args.search), llm={"load": '"at_start"', "idle_unload_s": "0", **settings(args.llm)})
+        + SLOW_PARSES,
         Path(args.home) if args.home else None,
     )
     try:
@@ -834,6 +836,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a [search] setting for the run, VALUE in TOML (e.g. blend_repeat_penalty=0); repeatable",
     )
+    parser.add_argument(
+        "--llm",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help='an [llm] setting for the run, VALUE in TOML (e.g. auto_model_shapes=["figure"]); repeatable',
+    )
     args = parser.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not args.modes or not set(args.modes) <= set(MODES):
@@ -843,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     facts = machine.facts(REPO)
     machine.versions(facts, *machine.MCP_STACK)
-    shown = ("modes", "split", "corpus", "limit", "index")
+    shown = ("modes", "split", "corpus", "limit", "index", "llm")
     options = {k: (",".join(v) if isinstance(v, list) else v) for k, v in vars(args).items() if k in shown}
     results = Results(machine=facts, args=options)
     try:
