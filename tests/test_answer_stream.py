@@ -3,6 +3,9 @@ without a kernel; tests/test_answers.py checks the same end to end with the real
 
 from __future__ import annotations
 
+import pytest
+
+from foldermind.kernel.cli.clients import AnswerScreen
 from foldermind.protocol.messages import ChatPartial
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.frontdoor import answers, schemas
@@ -82,3 +85,19 @@ def test_auto_mode_asks_the_model_only_for_the_question_shapes_it_is_set_to() ->
         "Does aspirin lower the risk of stroke?",
         "How many patients were pooled in the meta-analysis?",
     ]
+
+
+def test_the_terminal_shows_each_piece_as_it_comes_a_status_on_stderr_and_only_the_rest_at_the_end(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    screen = AnswerScreen()
+    screen.progress("\u201cThe budget is 40.\u201d [1]")
+    assert capsys.readouterr().out == "\u201cThe budget is 40.\u201d [1]"  # at once
+    screen.progress(None)
+    screen.progress(None)
+    screen.finish("\u201cThe budget is 40.\u201d [1]\n\nIt is forty [1].")
+    out, err = capsys.readouterr()
+    assert out == "\n\nIt is forty [1].\n" and err.count(AnswerScreen.STATUS) == 1
+    quiet = AnswerScreen()  # nothing streamed (a pipe): the whole answer at the end, no status
+    quiet.finish("Q [1]")
+    assert capsys.readouterr() == ("Q [1]\n", "")

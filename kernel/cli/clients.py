@@ -222,9 +222,9 @@ class AnswerScreen:
 
     def progress(self, text: str | None) -> None:
         if text is None:
-            if self.shown and not self.status:  # the quotes are out: the model works on
+            if not self.status:  # the model writes (after the quotes, in auto mode)
                 self.status = True
-                click.echo(self.STATUS, err=True)
+                click.echo(("\n" if self.shown else "") + self.STATUS, err=True)
             return
         click.echo(text, nl=False)
         self.shown += text
