@@ -136,8 +136,8 @@ def model_says(root: Path, text: str) -> Iterator[None]:
 def chat(url: str, token: str, args: dict[str, Any], progress: list[tuple[float, str]] | None = None) -> Any:
     async def go() -> CallToolResult:
         async def report(value: float, total: float | None, message: str | None) -> None:
-            if progress is not None and message:
-                progress.append((value, message))
+            if progress is not None:  # "": progress without text (the model writing)
+                progress.append((value, message or ""))
 
         async with mc.http_client(url, token) as client:
             result = await client.call_tool(
@@ -182,7 +182,7 @@ def test_the_budget_question_is_answered_from_budget_docx_in_every_mode(served: 
             assert out["answer_mode_used"] in ("extractive", "generative", "generative+checked", "fallback"), out
             assert out["tokens_used"]["prompt"] > 0  # the model was asked
         if mode == "auto":  # the quotes come first, before any generated word
-            assert progress and ANSWER in progress[0][1], progress
+            assert progress and progress[0][0] == 1 and ANSWER in progress[0][1], progress
         quote = next(c for c in out["citations"] if c["file_name"] == "budget.docx")
         assert quote["location"]["line_start"] >= 1 and quote["location"]["heading"]
         if mode == "extractive":  # the heading "Budget" above it is not glued on as a definition list's term
@@ -280,15 +280,16 @@ def test_in_auto_mode_a_streaming_client_is_sent_the_quotes_first_and_only_what_
         out = chat(url, token, {"query": BUDGET_Q, "answer_mode": "auto"}, progress)
     extractive = chat(url, token, {"query": BUDGET_Q, "answer_mode": "extractive"})
     assert out["answer_mode_used"] == used and out["dropped_sentences"] == 1, out
-    assert progress[0][1] == extractive["answer"]  # the quotes, at once
-    assert "".join(text for _, text in progress) == out["answer"]  # every piece sent is the answer's, in order
-    assert not any(word in text for _, text in progress for word in invented), progress
+    texts = [text for _, text in progress if text]
+    assert progress[0] == (1, extractive["answer"])  # the quotes, at once
+    assert "".join(texts) == out["answer"]  # every piece sent is the answer's, in order
+    assert not any(word in text for text in texts for word in invented), progress
     values = [value for value, _ in progress]
     assert values == sorted(values) and len(set(values)) == len(values), values
     if used == "fallback":
-        assert out["answer"] == extractive["answer"] and len(progress) == 1
+        assert out["answer"] == extractive["answer"] and len(texts) == 1
     else:
-        assert out["answer"].startswith(extractive["answer"] + "\n\n") and ANSWER in progress[-1][1]
+        assert out["answer"].startswith(extractive["answer"] + "\n\n") and ANSWER in texts[-1]
     check_markers(out)
 
 
@@ -396,7 +397,7 @@ def test_the_llm_killed_mid_answer_still_gets_the_quoted_answer(served: Any) -> 
     t = threading.Thread(target=ask)
     try:
         t.start()
-        wait_for(lambda: any(v >= 2 for v, _ in progress), 60, 0.05, "the first generated words")
+        wait_for(lambda: any(v >= 2 for v, _ in progress), 60, 0.05, "the model's first progress")
         os.kill(old_pid, signal.SIGKILL)
         t.join(60)
     finally:
@@ -490,7 +491,7 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
             progress: list[tuple[float, str]] = []
             out = chat(url, token, {"query": BUDGET_Q, "answer_mode": mode}, progress)
             assert ANSWER in out["answer"] and cites_budget(out), (mode, out)
-            assert [text for _, text in progress] == [out["answer"]]  # at once, in one piece
+            assert [text for _, text in progress if text] == [out["answer"]]  # at once, in one piece
             check_markers(out)
             if mode == "auto":
                 assert out["answer_mode_used"] == "extractive" and out["tokens_used"]["prompt"] == 0, out
