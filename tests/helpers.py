@@ -90,6 +90,10 @@ count = 1
 """A parser pool of one (its instance is then named ``parser``, not ``parser#1``), for a test home whose
 subject is not the pool: the second parser's start is ~0.6 CPU-s (psutil on the process tree, 2026-12-02)."""
 
+AUTO_ASKS_THE_MODEL = 'auto_model_shapes = ["yes-no", "default", "figure", "name", "entity", "other"]\n'
+"""A line for an ``[llm]`` table: auto mode asks the model after the quotes for every question, for a test of the
+model's path through auto (by default auto answers with the quotes alone)."""
+
 NO_LLM = only_workers("watcher", "parser", "embedder", "indexer", "frontdoor")
 """The default map without the llm, for a test home that searches and reads but never chats or reads a model
 summary: whenever the ingest queue is idle the llm summarises every indexed file (6-25 CPU-s a test home,

@@ -12,8 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
 import re
 import signal
+import subprocess
+import termios
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,15 +25,18 @@ from typing import Any
 import pytest
 from mcp.types import CallToolResult
 
+from foldermind.kernel.cli.clients import AnswerScreen
 from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from tests import mcpclient as mc
 from tests.filemakers import make_docx, make_pdf
 from tests.helpers import (
+    AUTO_ASKS_THE_MODEL,
     FAST_RESTART,
     ONE_PARSER,
     RunningKernel,
     cli,
+    cli_process,
     remove_tree,
     require_bundled_model,
     short_tmpdir,
@@ -108,6 +114,7 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
         + ONE_PARSER  # three small files
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         + '[llm]\ntimeout_s = 30\nanalysis = false\nload = "at_start"\n'
+        + AUTO_ASKS_THE_MODEL
         + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_SAY = "{root / "say"}", '
         + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )
@@ -129,8 +136,8 @@ def model_says(root: Path, text: str) -> Iterator[None]:
 def chat(url: str, token: str, args: dict[str, Any], progress: list[tuple[float, str]] | None = None) -> Any:
     async def go() -> CallToolResult:
         async def report(value: float, total: float | None, message: str | None) -> None:
-            if progress is not None and message:
-                progress.append((value, message))
+            if progress is not None:  # "": progress without text (the model writing)
+                progress.append((value, message or ""))
 
         async with mc.http_client(url, token) as client:
             result = await client.call_tool(
@@ -175,31 +182,31 @@ def test_the_budget_question_is_answered_from_budget_docx_in_every_mode(served: 
             assert out["answer_mode_used"] in ("extractive", "generative", "generative+checked", "fallback"), out
             assert out["tokens_used"]["prompt"] > 0  # the model was asked
         if mode == "auto":  # the quotes come first, before any generated word
-            assert progress and ANSWER in progress[0][1], progress
+            assert progress and progress[0][0] == 1 and ANSWER in progress[0][1], progress
         quote = next(c for c in out["citations"] if c["file_name"] == "budget.docx")
         assert quote["location"]["line_start"] >= 1 and quote["location"]["heading"]
         if mode == "extractive":  # the heading "Budget" above it is not glued on as a definition list's term
             assert quote["quote"] == "The budget for the obsidianwave project is forty thousand dollars.", quote
 
 
-@pytest.mark.parametrize(
-    ("said", "invented", "used"),
-    [
-        pytest.param(
-            "The budget for the obsidianwave project is forty thousand dollars [1]. "
-            "It grew to 95,000 dollars in 2023 [1].",
-            ("95,000", "2023"),
-            "generative+checked",
-            id="a-generated-figure-no-passage-holds-is-dropped",
-        ),
-        pytest.param(
-            "The obsidianwave project was cancelled by the Mayor of Springfield [1].",
-            ("Springfield", "cancelled"),
-            "fallback",
-            id="an-answer-nothing-supports-falls-back-to-the-quotes-and-says-so",
-        ),
-    ],
-)
+UNBACKED = [
+    pytest.param(
+        "The budget for the obsidianwave project is forty thousand dollars [1]. It grew to 95,000 dollars in 2023 [1].",
+        ("95,000", "2023"),
+        "generative+checked",
+        id="a-generated-figure-no-passage-holds-is-dropped",
+    ),
+    pytest.param(
+        "The obsidianwave project was cancelled by the Mayor of Springfield [1].",
+        ("Springfield", "cancelled"),
+        "fallback",
+        id="an-answer-nothing-supports-falls-back-to-the-quotes",
+    ),
+]
+"""What the model says (through the test switch), the words of it no passage backs, and the answer mode used."""
+
+
+@pytest.mark.parametrize(("said", "invented", "used"), UNBACKED)
 def test_generated_sentences_no_passage_backs_are_removed(
     served: Any, said: str, invented: tuple[str, ...], used: str
 ) -> None:
@@ -246,21 +253,88 @@ def test_a_generated_sentence_credited_to_a_file_that_does_not_hold_it_is_droppe
     check_markers(out)
 
 
-def test_in_auto_mode_a_generated_answer_that_restates_part_of_a_quote_is_followed_by_the_quotes(
-    served: Any,
-) -> None:
+def test_in_auto_mode_a_generated_answer_that_restates_part_of_a_quote_comes_after_the_quotes(served: Any) -> None:
     _k, _docs, url, token, root = served
     said = "The obsidianwave budget is forty dollars [1]."  # backed and carrying "forty", but not the amount
     with model_says(root, said):
         generated = chat(url, token, {"query": BUDGET_Q, "answer_mode": "generative"})
         auto = chat(url, token, {"query": BUDGET_Q, "answer_mode": "auto"})
+    extractive = chat(url, token, {"query": BUDGET_Q, "answer_mode": "extractive"})
     assert generated["answer_mode_used"] == "generative" and ANSWER not in generated["answer"], generated
     assert auto["answer_mode_used"] == "generative", auto
-    model_part, quotes = auto["answer"].split("\n\n", 1)
+    quotes, model_part = auto["answer"].split("\n\n", 1)
+    assert quotes == extractive["answer"]  # the quotes as shown at once, their numbers kept
     assert "forty dollars" in model_part and ANSWER not in model_part
     assert ANSWER in quotes and quotes.count("\u201c") >= 1  # the quote that holds it, verbatim
     assert cites_budget(auto)
-    check_markers(auto)  # a quote the model's sentence cites keeps that sentence's number
+    check_markers(auto)  # the model's sentence cites the quote that backs it by the quote's number
+
+
+@pytest.mark.parametrize(("said", "invented", "used"), UNBACKED)
+def test_in_auto_mode_a_streaming_client_is_sent_the_quotes_first_and_only_what_the_answer_holds(
+    served: Any, said: str, invented: tuple[str, ...], used: str
+) -> None:
+    _k, _docs, url, token, root = served
+    progress: list[tuple[float, str]] = []
+    with model_says(root, said):
+        out = chat(url, token, {"query": BUDGET_Q, "answer_mode": "auto"}, progress)
+    extractive = chat(url, token, {"query": BUDGET_Q, "answer_mode": "extractive"})
+    assert out["answer_mode_used"] == used and out["dropped_sentences"] == 1, out
+    texts = [text for _, text in progress if text]
+    assert progress[0] == (1, extractive["answer"])  # the quotes, at once
+    assert "".join(texts) == out["answer"]  # every piece sent is the answer's, in order
+    assert not any(word in text for text in texts for word in invented), progress
+    values = [value for value, _ in progress]
+    assert values == sorted(values) and len(set(values)) == len(values), values
+    if used == "fallback":
+        assert out["answer"] == extractive["answer"] and len(texts) == 1
+    else:
+        assert out["answer"].startswith(extractive["answer"] + "\n\n") and ANSWER in texts[-1]
+    check_markers(out)
+
+
+def ask_on_a_terminal(home: Path, question: str) -> tuple[str, str]:
+    """``foldermind ask QUESTION`` with its stdout on a pseudo-terminal (so it streams, as it does for a
+    user); what the terminal showed (line ends as written) and its stderr."""
+    main, terminal = pty.openpty()
+    attrs = termios.tcgetattr(terminal)
+    attrs[1] &= ~termios.ONLCR  # no "\r\n" for "\n": the text exactly as written
+    termios.tcsetattr(terminal, termios.TCSANOW, attrs)
+    proc = cli_process(home, "ask", question, stdout=terminal, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(terminal)
+    shown = bytearray()
+    try:
+        while chunk := _read(main):
+            shown += chunk
+    finally:
+        os.close(main)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return shown.decode("utf-8"), err
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: the command closed the terminal
+        return b""
+
+
+def test_cli_ask_in_auto_mode_prints_only_what_its_final_answer_holds_the_quotes_first(served: Any) -> None:
+    """The real model answers (no test switch): whether its text is kept or dropped, what the terminal shows
+    before the citations is exactly the answer the same question gets as JSON (greedy decoding: the same
+    answer each time), starting with the quotes; the status line goes to stderr while the model writes."""
+    k, *_ = served
+    question = "What did the report say about cargo volumes?"
+    shown, err = ask_on_a_terminal(k.root, question)
+    final = json.loads(cli(k.root, "ask", question, "--json", timeout=120).stdout)
+    quotes = json.loads(cli(k.root, "ask", question, "--mode", "extractive", "--json", timeout=120).stdout)
+    assert final["tokens_used"]["completion"] > 0, final  # the model ran
+    assert shown.startswith(final["answer"] + "\n"), (shown, final["answer"])
+    assert final["answer"].startswith(quotes["answer"]), (final["answer"], quotes["answer"])
+    after = shown[len(final["answer"]) + 1 :]
+    assert after.startswith("[1] ") or after.startswith("("), after  # the note or the citations come next
+    assert AnswerScreen.STATUS in err
 
 
 def test_a_question_no_passage_answers_is_not_grounded_and_invents_nothing(served: Any) -> None:
@@ -323,7 +397,7 @@ def test_the_llm_killed_mid_answer_still_gets_the_quoted_answer(served: Any) -> 
     t = threading.Thread(target=ask)
     try:
         t.start()
-        wait_for(lambda: any(v >= 2 for v, _ in progress), 60, 0.05, "the first generated words")
+        wait_for(lambda: any(v >= 2 for v, _ in progress), 60, 0.05, "the model's first progress")
         os.kill(old_pid, signal.SIGKILL)
         t.join(60)
     finally:
@@ -409,14 +483,20 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
         + f'[llm]\nmodel_path = "{bad}"\nanalysis = false\n'
     )
     # The model loads on first use (the llm, on demand, starts for it): the first answer that wants it tries,
-    # fails and falls back; it is not tried again (the status line keeps the reason).
+    # fails and falls back; it is not tried again (the status line keeps the reason). Auto mode, by default
+    # ([llm] auto_model_shapes empty), answers with the quotes alone and never wants it.
     with kernel_with_folder(root, config, "", 60) as (k, _docs, url, token):
         assert k.worker("llm")["state"] == "IDLE"
-        for mode in MODES:
-            out = chat(url, token, {"query": BUDGET_Q, "answer_mode": mode})
+        for mode in ("extractive", "auto", "generative"):
+            progress: list[tuple[float, str]] = []
+            out = chat(url, token, {"query": BUDGET_Q, "answer_mode": mode}, progress)
             assert ANSWER in out["answer"] and cites_budget(out), (mode, out)
+            assert [text for _, text in progress if text] == [out["answer"]]  # at once, in one piece
             check_markers(out)
-            if mode != "extractive":
+            if mode == "auto":
+                assert out["answer_mode_used"] == "extractive" and out["tokens_used"]["prompt"] == 0, out
+                assert k.worker("llm")["state"] == "IDLE"  # not even started
+            if mode == "generative":
                 assert out["answer_mode_used"] == "fallback"
                 assert out["fallback_reason"].startswith("MODEL_NOT_READY") and "broken.gguf" in out["fallback_reason"]
         # The status line follows with the next heartbeat.

@@ -24,6 +24,7 @@ from mcp.types import CallToolResult
 
 from tests import mcpclient as mc
 from tests.helpers import (
+    AUTO_ASKS_THE_MODEL,
     FAST_RESTART,
     ONE_PARSER,
     RunningKernel,
@@ -71,7 +72,7 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
         + ONE_PARSER  # four small files
         + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
         # at_start: the model loads at once, and the restarted llm's again (the tests wait for "ready")
-        + f'[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\nload = "at_start"\n'
+        + f'[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\nload = "at_start"\n{AUTO_ASKS_THE_MODEL}'
         + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_HANG = "hang-once:{armed}", '
         + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
     )
@@ -301,8 +302,8 @@ def test_a_client_that_cancels_mid_answer_stops_the_generation_and_its_session_g
             with anyio.CancelScope() as scope:
 
                 async def report(value: float, total: float | None, message: str | None) -> None:
-                    if message and value >= 2:  # generated words (1 is the quotes, sent before the model runs)
-                        progress.append(message)
+                    if value >= 2:  # the model's progress (1 is the quotes, sent before the model runs)
+                        progress.append(message or "")
                         scope.cancel()
 
                 await client.call_tool(
@@ -315,10 +316,10 @@ def test_a_client_that_cancels_mid_answer_stops_the_generation_and_its_session_g
 
     with slow_model(armed):
         progress = mc.run(give_up_after_first_words)
-        assert progress, "no words were streamed before the cancel"
+        assert progress, "the model reported no progress before the cancel"
         wait_for(lambda: llm_cancelled(k) > before, 15, 0.2, "the llm to stop the cancelled answer")
     again = structured(chat(url, token, {"query": QUESTION, "session_id": "s-cancel"}))
-    assert again["session_id"] == "s-cancel"
+    assert again["session_id"] == "s-cancel", again
     # Its history holds the first turn only: a session that was asked the question once, and nothing else,
     # builds the same prompt (greedy answers are the same, so the turns are too).
     ref = [structured(chat(url, token, {"query": QUESTION, "session_id": "s-cancel-ref"})) for _ in range(2)]
@@ -343,7 +344,7 @@ def test_an_http_client_that_disconnects_mid_answer_stops_the_generation(served:
         "method": "tools/call",
         "params": {
             "name": "chat_with_documents",
-            "arguments": {"query": QUESTION, "answer_mode": "generative"},  # the first progress is generated text
+            "arguments": {"query": QUESTION, "answer_mode": "generative"},  # the first progress is the model's
             "_meta": {"progressToken": 7},
         },
     }
@@ -397,6 +398,7 @@ def test_a_model_that_cannot_load_leaves_the_quotes_with_the_reason_and_search_i
     bad = root / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
     config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + f'[llm]\nmodel_path = "{bad}"\n'
+    config += AUTO_ASKS_THE_MODEL
     k = RunningKernel(root / "home", config)
     docs = write_docs(root)
     try:

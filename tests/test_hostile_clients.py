@@ -68,7 +68,16 @@ from foldermind.protocol.runtime.home import Home, UnsafeHomeError
 from foldermind.protocol.runtime.token_store import TokenStore
 from foldermind.workers.frontdoor.guard import MAX_HEADER_BYTES, Guard
 from tests import mcpclient as mc
-from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, remove_tree, short_tmpdir, wait_for
+from tests.helpers import (
+    AUTO_ASKS_THE_MODEL,
+    FAST_RESTART,
+    ONE_PARSER,
+    RunningKernel,
+    cli,
+    remove_tree,
+    short_tmpdir,
+    wait_for,
+)
 
 READ_TIMEOUT_S = 2.0  # [mcp] request_timeout_s here: idle and half-sent connections close this fast
 ECHO_DELAY_S = 3.0  # the indexer holds echo requests this long: a job in flight to forge replies to
@@ -79,6 +88,7 @@ CONFIG = (
     + ONE_PARSER
     + f"[mcp]\nport = 0\nrate_per_minute = 100000\nrequest_timeout_s = {READ_TIMEOUT_S}\n"
     + "[llm]\nmax_answer_tokens = 8\nmax_prompt_tokens = 256\nanalysis = false\n"
+    + AUTO_ASKS_THE_MODEL  # a chat runs the model: an answer that streams for seconds
     + f'[workers.indexer]\nenv = {{ FOLDERMIND_TEST_DELAY = "echo.request:{ECHO_DELAY_S}" }}\n'
 )
 

@@ -32,6 +32,7 @@ import pytest
 from foldermind.protocol.messages import DescribeReply, DescribeRequest
 from tests import mcpclient as mc
 from tests.helpers import (
+    AUTO_ASKS_THE_MODEL,
     FAST_RESTART,
     ONE_PARSER,
     SEARCH_OVER_BUS,
@@ -447,6 +448,7 @@ rate_per_minute = 6000
 
 [llm]
 model_path = "{missing}"
+{AUTO_ASKS_THE_MODEL}
 
 [ingest]
 embed_model_dir = "{embed_dir}"

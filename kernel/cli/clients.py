@@ -133,14 +133,15 @@ def test_connection() -> None:
 
 
 async def call_tool(url: str, tok: str, name: str, args: dict[str, Any], on_text: Any = None) -> Any:
-    """One tool call over HTTP, as an MCP client makes it; ``on_text`` gets streamed answer text."""
+    """One tool call over HTTP, as an MCP client makes it; ``on_text`` gets each progress notification's text
+    (None for one without: work going on)."""
     import httpx2
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
 
     async def report(progress: float, total: float | None, message: str | None) -> None:
-        if on_text is not None and message:
-            on_text(message)
+        if on_text is not None:
+            on_text(message or None)
 
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {tok}"}, timeout=httpx2.Timeout(180.0)) as http,
@@ -196,17 +197,12 @@ def ask(
     if answer_mode:
         args["answer_mode"] = answer_mode
     streamed = not as_json and sys.stdout.isatty()
-
-    def show(text: str) -> None:
-        click.echo(text, nl=False)
-
-    out = _tool("chat_with_documents", args, show if streamed else None)
+    screen = AnswerScreen()
+    out = _tool("chat_with_documents", args, screen.progress if streamed else None)
     if as_json:
         click.echo(json.dumps(out, indent=2, ensure_ascii=False))
         return
-    if streamed:
-        click.echo("\n")  # the streamed text had raw markers; the checked answer follows
-    click.echo(out["answer"])
+    screen.finish(out["answer"])
     if out.get("note"):
         click.echo(f"({out['note']})")
     for c in out["citations"]:
@@ -222,6 +218,34 @@ def ask(
         how += f"; the model's answer was not used: {out['fallback_reason']}"
     model = f"{used['prompt']} + {used['completion']} tokens, {out['model']}; " if out.get("model") else ""
     click.echo(f"-- {grounded} ({how}); {model}session {out['session_id']}", err=True)
+
+
+class AnswerScreen:
+    """An answer as it streams to a terminal: each piece of text as it comes (the front door sends only
+    pieces of the final answer: the quotes, then the sentences the check kept), and a status line on stderr
+    while the model writes; at the end, whatever of the answer was not shown yet."""
+
+    STATUS = "(the local model is writing; only the sentences a passage backs will be shown)"
+
+    def __init__(self) -> None:
+        self.shown = ""
+        self.status = False
+
+    def progress(self, text: str | None) -> None:
+        if text is None:
+            if not self.status:  # the model writes (after the quotes, in auto mode)
+                self.status = True
+                click.echo(("\n" if self.shown else "") + self.STATUS, err=True)
+            return
+        click.echo(text, nl=False)
+        self.shown += text
+
+    def finish(self, answer: str) -> None:
+        if answer.startswith(self.shown):
+            click.echo(answer[len(self.shown) :])
+        else:  # a front door that streamed something else: the answer, whole, after it
+            click.echo("\n")
+            click.echo(answer)
 
 
 def _place(loc: dict[str, Any]) -> str:

@@ -528,6 +528,11 @@ class McpPolicy(_Strict):
     )
 
 
+QuestionShape = Literal["yes-no", "default", "figure", "name", "entity", "other"]
+"""What a question asks for: whether something holds, what holds by default, a figure, a name as code writes it,
+a thing by its name, or something else (the front door tells them apart by the question's words)."""
+
+
 class LlmPolicy(_Strict):
     """The local model behind chat_with_documents and document summaries."""
 
@@ -616,9 +621,15 @@ class LlmPolicy(_Strict):
         description='How chat_with_documents answers when a call does not say: "extractive" quotes the sentences of'
         ' the passages that answer the question (each with its [n]; well under a second, no model); "generative"'
         " has the model write the answer from those sentences only and keeps the generated sentences a passage"
-        ' backs; "auto" sends the quotes at once (as a progress notification), then the checked generated answer if'
-        " one survives and states a figure or name of the best quote (else it added nothing, and the quotes stay"
-        " the answer).",
+        ' backs; "auto" sends the quotes at once (as a progress notification), then, for a question of a shape in'
+        " auto_model_shapes, the model's checked sentences if any survive and state a figure or name of the best"
+        " quote (else the quotes stay the answer).",
+    )
+    auto_model_shapes: list[QuestionShape] = Field(
+        default_factory=list,
+        description='The question shapes ("yes-no", "default", "figure", "name", "entity", "other") for which auto'
+        " mode asks the model after the quotes; empty: auto answers with the quotes alone, at once, as the model's"
+        " text rarely survives the check (docs/benchmarks-answers.md).",
     )
     evidence_sources: int = Field(
         3,

@@ -460,10 +460,20 @@ def manuals_corpus(root: Path) -> Corpus:
     return Corpus(MANUALS, manuals.build(root), manuals.FILES)
 
 
-def build_corpora(root: Path, questions: Iterable[Question] | None = None) -> dict[str, Corpus]:
-    """Every corpus under ``root``, ready to be registered as Smart Folders."""
+def build_corpora(
+    root: Path, questions: Iterable[Question] | None = None, names: Iterable[str] = CORPORA
+) -> dict[str, Corpus]:
+    """The corpora ``names`` (every one by default) under ``root``, ready to be registered as Smart Folders."""
     qs = list(questions) if questions is not None else load_questions()
-    return {SCIFACT: scifact_corpus(root, qs), DJANGO: django_corpus(root), MANUALS: manuals_corpus(root)}
+    wanted = set(names)
+    out: dict[str, Corpus] = {}
+    if SCIFACT in wanted:
+        out[SCIFACT] = scifact_corpus(root, qs)
+    if DJANGO in wanted:
+        out[DJANGO] = django_corpus(root)
+    if MANUALS in wanted:
+        out[MANUALS] = manuals_corpus(root)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ with their neighbours, are all the model is shown; each sentence it writes is ch
 (``evidence.check.request``) and kept only when a passage of the file it credits (any, when it credits none)
 backs it. When the model cannot answer (loading, failed, timed out, lost) or none of its sentences holds,
 the quotes are the answer and ``fallback_reason`` says why. A question no passage answers gets a plain
-"the documents do not say", and no model call.
+"the documents do not say", and no model call. ``auto`` asks the model only for the question shapes of
+``[llm] auto_model_shapes``; a streaming client is sent the quotes, then only what the check kept (:class:`Shown`).
 
 Sessions live in this process's memory only, under ``mcp:``-namespaced keys, so an MCP session id can
 never name anything else; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond
@@ -68,7 +69,31 @@ def _generation_failed(exc: JobError) -> JobError:
     return JobError(ErrorCode.GENERATION_FAILED, exc.message)
 
 
-# Progress values only grow (MCP's rule): 1 is the quotes, 2 + n the n-th generated token.
+class Shown:
+    """What a streaming client is sent: pieces of the final answer only, in order, so that what it has shown
+    is always a prefix of the answer. The quotes go at once (progress 1); while the model writes, progress
+    without text (2 + n for its n-th token: the values only grow, MCP's rule); the rest of the answer (its
+    checked sentences, or the quotes it falls back to) once the check is done (the total)."""
+
+    def __init__(self, on_progress: Callable[[ChatPartial], None] | None, max_tokens: int) -> None:
+        self.on_progress, self.total, self.text = on_progress, max_tokens + 2, ""
+
+    def quotes(self, answer: str) -> None:
+        self._send(answer, 1)
+
+    def working(self, tokens: int) -> None:
+        if self.on_progress is not None:
+            self.on_progress(ChatPartial("", min(tokens + 2, self.total - 1), self.total))
+
+    def rest(self, answer: str) -> None:
+        """The part of ``answer`` not sent yet (an answer never drops what was sent: it starts with it)."""
+        if answer.startswith(self.text) and len(answer) > len(self.text):
+            self._send(answer[len(self.text) :], self.total)
+
+    def _send(self, text: str, value: int) -> None:
+        if self.on_progress is not None:
+            self.on_progress(ChatPartial(text, value, self.total))
+            self.text += text
 
 
 @dataclass(slots=True)
@@ -172,6 +197,7 @@ class Chat:
             raise _step_failed(exc, ErrorCode.RETRIEVAL_FAILED) from None
         evidence = Evidence(reply)
         quoted = answers.extractive(evidence, answers.Quoting.of(self.policy))
+        shown = Shown(on_progress, self.policy.max_answer_tokens)
         note = reply.note
         if not reply.passages:
             note = "no document matched the question"
@@ -179,27 +205,27 @@ class Chat:
             best = reply.passages[0]["file_name"]
             note = f"the closest passage (in {best}) does not answer the question"
         if not quoted.grounded or mode == "extractive":
-            if on_progress is not None:
-                on_progress(ChatPartial(quoted.answer, 1, 1))
-            return self._done(session, query, quoted, "extractive", note)
-        if mode == "auto" and on_progress is not None:
-            on_progress(ChatPartial(quoted.answer + "\n\n", 1, self.policy.max_answer_tokens + 2))
+            return self._done(session, query, quoted, "extractive", note, shown)
+        if mode == "auto":
+            shown.quotes(quoted.answer)
+            if not answers.model_adds(query, self.policy.auto_model_shapes):
+                return self._done(session, query, quoted, "extractive", note, shown)
         try:
-            generated, dropped, out = await self._generate(session, query, persona, evidence, on_progress)
+            generated, dropped, out = await self._generate(session, query, persona, evidence, shown)
         except JobError as failure:
             fallback = f"{failure.code.mcp}: {failure.message}"
-            return self._done(session, query, quoted, "fallback", note, reason=fallback)
+            return self._done(session, query, quoted, "fallback", note, shown, reason=fallback)
         if not generated.grounded:
             reason = f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage"
-            return self._done(session, query, quoted, "fallback", note, dropped=dropped, reason=reason, llm=out)
+            return self._done(session, query, quoted, "fallback", note, shown, dropped, reason, out)
         if mode == "auto" and not generated.carries:
             # Backed, but it states none of the best quote's figures or names: it talks around the question.
             note = note or "the model's answer added nothing to the quoted sentences"
-            return self._done(session, query, quoted, "extractive", note, dropped=dropped, llm=out)
+            return self._done(session, query, quoted, "extractive", note, shown, dropped, llm=out)
         used: schemas.AnswerModeUsed = "generative" if dropped == 0 else "generative+checked"
         if mode == "auto":
-            generated = answers.with_quotes(generated, evidence, answers.Quoting.of(self.policy))
-        return self._done(session, query, generated, used, note, dropped=dropped, llm=out)
+            generated = answers.after_quotes(quoted, generated)
+        return self._done(session, query, generated, used, note, shown, dropped, llm=out)
 
     async def _generate(
         self,
@@ -207,7 +233,7 @@ class Chat:
         query: str,
         persona: str,
         evidence: Evidence,
-        on_progress: Callable[[ChatPartial], None] | None,
+        progress: Shown,
     ) -> tuple[Composed, int, ChatReply]:
         """The model's answer from the evidence only, checked sentence by sentence."""
         shown = evidence.sources(self.policy.evidence_sources)
@@ -217,12 +243,12 @@ class Chat:
             passages=[{"file_name": files[s["passage"]]["file_name"], "text": evidence.window(s)} for s in shown],
             history=session.history[-HISTORY_TURNS:],
             persona=persona,
-            stream=on_progress is not None,
+            stream=progress.on_progress is not None,
         )
 
         def partial(msg: Message) -> None:
-            if on_progress is not None and isinstance(msg, ChatPartial):
-                on_progress(ChatPartial(msg.delta, msg.completion_tokens + 2, msg.max_tokens + 2))
+            if isinstance(msg, ChatPartial):  # its raw text is not shown: only what the check keeps is
+                progress.working(msg.completion_tokens)
 
         try:
             reply = await self.bus.call("llm", request, ChatReply, timeout=self.policy.timeout_s, on_partial=partial)
@@ -252,10 +278,12 @@ class Chat:
         composed: Composed,
         used: schemas.AnswerModeUsed,
         note: str | None,
+        shown: Shown,
         dropped: int = 0,
         reason: str | None = None,
         llm: ChatReply | None = None,
     ) -> schemas.ChatOutput:
+        shown.rest(composed.answer)
         session.history.append({"question": query, "answer": composed.answer})
         del session.history[:-HISTORY_TURNS]
         generated = used in ("generative", "generative+checked")

@@ -12,7 +12,6 @@ validation, the bus call and the result conversion here, and the chat tool's log
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
@@ -20,7 +19,6 @@ import os
 from collections.abc import Collection, Iterable
 from typing import Annotated, Any, Literal
 
-import anyio.from_thread
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
@@ -39,7 +37,6 @@ from pydantic import AnyUrl, BaseModel, Field, ValidationError
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
-    ChatPartial,
     FolderListReply,
     FolderListRequest,
     IndexStatusReply,
@@ -63,6 +60,7 @@ from foldermind.workers.frontdoor.paths import check_path
 from foldermind.workers.frontdoor.prompts import Prompts
 from foldermind.workers.frontdoor.refusals import cause, invalid_arguments, rpc_error
 from foldermind.workers.frontdoor.resources import TEMPLATE, Resources
+from foldermind.workers.frontdoor.streaming import Progress
 
 log = logging.getLogger("foldermind.frontdoor")
 
@@ -242,8 +240,8 @@ class Tools:
             schemas.AnswerMode | None,
             Field(
                 description="extractive: the documents' own sentences, quoted (fast, no model); generative: the "
-                "local model's answer, each sentence checked against the passages; auto (default): the quotes "
-                "first, then the checked answer followed by the quotes when one survives"
+                "local model's answer, each sentence checked against the passages; auto (default): the quotes, "
+                "then the model's checked sentences when any survive"
             ),
         ] = None,
     ) -> Annotated[CallToolResult, schemas.ChatOutput]:
@@ -251,34 +249,16 @@ class Tools:
         model's answer with every sentence checked against a passage; [n] markers index `citations` (first-use
         order), each with the exact `quote` and its location. `grounded` is false when no passage answers
         (the answer then says the documents do not say). Pass `session_id` back to continue a conversation.
-        Sends the quotes, then the generated text, as progress notifications when the request carries a
-        progress token."""
+        With a progress token, the answer comes as progress notifications too: the quotes at once, progress
+        without text while the model writes, then the sentences the check kept; together, the final answer."""
         if not query.strip():
             raise JobError(ErrorCode.INVALID_QUERY, "the question is empty")
 
-        sending: set[asyncio.Task[None]] = set()
-
-        def progress(part: ChatPartial) -> None:
-            # The quotes are announced from the event loop itself; generated text arrives on the bus thread.
-            value, total = float(part.completion_tokens), float(part.max_tokens)
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                task = asyncio.ensure_future(ctx.report_progress(value, total, part.delta))
-                sending.add(task)
-                task.add_done_callback(sending.discard)
-                return
-            try:
-                anyio.from_thread.run(ctx.report_progress, value, total, part.delta)
-            except Exception as exc:  # a client that went away must not fail the answer
-                log.warning("progress notification not sent: %s", type(exc).__name__)
-                log.debug("progress notification not sent", exc_info=True)
-
+        progress = Progress(ctx)
         gone = client_gone(ctx.request_context.request)
         answering = self.chat.answer(query, session_id, max_context_files, persona, progress, answer_mode)
         out = await until_gone(answering, gone)
+        await progress.flush()  # the last piece of the answer goes before the result
         if out is None:  # nobody is left to read it; the generation was cancelled
             raise JobError(ErrorCode.CANCELLED, "the client disconnected before the answer was ready")
         return self.ok(out)
