@@ -23,7 +23,9 @@ from foldermind.kernel import __version__, curve
 from foldermind.kernel.broker import Broker
 from foldermind.kernel.curve import Gate
 from foldermind.kernel.remote import REMOTE, RemoteMembers
-from foldermind.kernel.supervisor import Slot, State, Supervisor
+from foldermind.kernel.slot import Slot
+from foldermind.kernel.states import State
+from foldermind.kernel.supervisor import Supervisor
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, JobError, ProtocolError
 from foldermind.protocol.messages import (

@@ -1,6 +1,6 @@
 """The supervisor: one OS process per worker slot, explicit states, a named restart policy.
 
-States (supervisord's, made explicit)::
+States (supervisord's, made explicit; :mod:`foldermind.kernel.states`)::
 
     STARTING --READY--> RUNNING --exit/lost--> BACKOFF --delay--> STARTING
         |                  |                       \\--too many restarts--> FAILED
@@ -19,8 +19,9 @@ makes the slot IDLE again: not a crash, so no backoff and no restart counted. It
 interpreter and imports while idle (the embedder ~105 MiB, the llm ~80 MiB with no model loaded:
 docs/benchmarks-llm.md).
 
-Its length (~520 lines): the state machine, the restart policy and the process handling of a slot,
-whose transitions are asserted together.
+The states and their legal changes are declared in :mod:`foldermind.kernel.states`; this module makes them.
+Its length (~470 lines): the restart policy and the process handling of the slots, whose transitions are
+asserted together.
 """
 
 from __future__ import annotations
@@ -32,51 +33,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import IO
 
 import psutil
 
+from foldermind.kernel.slot import AFTER_STOP_EXTERNAL, AFTER_STOP_IDLE, AFTER_STOP_RESPAWN, AFTER_STOP_REST, Slot
+from foldermind.kernel.states import TRANSITIONS, IllegalTransition, State
 from foldermind.protocol.runtime import logs
-from foldermind.protocol.runtime.config import RestartPolicy, SupervisorConfig, WorkerSpec
+from foldermind.protocol.runtime.config import SupervisorConfig
 from foldermind.protocol.runtime.context import WorkerContext
 from foldermind.protocol.runtime.home import Home
 
 log = logging.getLogger("foldermind.supervisor")
-
-
-class State(StrEnum):
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    BACKOFF = "BACKOFF"
-    STOPPING = "STOPPING"
-    EXITED = "EXITED"
-    FAILED = "FAILED"
-    IDLE = "IDLE"
-
-
-TRANSITIONS: dict[State, frozenset[State]] = {
-    # start_all, `foldermind restart`, `worker run` waiting for its process; start_all of an on-demand slot
-    State.EXITED: frozenset({State.STARTING, State.IDLE}),
-    # READY; a `worker run` handover; killed or exited before READY; the `worker run` copy ended (respawn)
-    State.STARTING: frozenset(State) - {State.IDLE},
-    # stopped or restarted; exited (then backoff, the restart limit, or rest by policy); handed to `worker run`
-    State.RUNNING: frozenset({State.STARTING, State.STOPPING, State.BACKOFF, State.FAILED, State.EXITED}),
-    # the backoff ran out, or a restart / `worker run` came first; stopped while waiting
-    State.BACKOFF: frozenset({State.STARTING, State.EXITED}),
-    # asked again (restart while stopping); gone: respawn, hand to `worker run`, rest, or idle (on demand)
-    State.STOPPING: frozenset({State.STOPPING, State.STARTING, State.EXITED, State.IDLE}),
-    # only `foldermind restart` (or `worker run`) brings it back; stopped
-    State.FAILED: frozenset({State.STARTING, State.EXITED}),
-    # a request for its service, `foldermind restart` or `worker run`; stopped
-    State.IDLE: frozenset({State.STARTING, State.EXITED}),
-}
-"""The legal state changes of a slot (supervisord's idea: a change not listed is a bug, and says so loudly).
-A slot is never RUNNING without having been STARTING, never BACKOFF or FAILED without a process that
-exited, never STOPPING without a process to stop, and IDLE only at start or after a worker it let go idle."""
 
 
 START_FIRST = frozenset({"indexer", "frontdoor"})
@@ -87,70 +56,6 @@ abstracts, 2026-12-03, medians of 3 starts, runs alternated): ``start`` returns 
 first keyword answer 1.31-1.37 -> 0.71-0.73 s, first semantic answer 2.09-2.25 -> 2.21-2.22 s (the
 embedder starts ~0.6 s later but no longer shares the cores with the others' imports). The indexer alone
 first gave the keyword gain but put the front door ~0.15 s later."""
-
-
-class IllegalTransition(RuntimeError):
-    """The supervisor tried a state change :data:`TRANSITIONS` does not allow: a bug in the supervisor."""
-
-
-# What to do once a STOPPING worker is gone.
-_AFTER_STOP_REST = "rest"  # stay EXITED
-_AFTER_STOP_RESPAWN = "respawn"  # `foldermind restart`
-_AFTER_STOP_EXTERNAL = "external"  # `foldermind worker run`
-_AFTER_STOP_IDLE = "idle"  # an on-demand worker with nothing to do: IDLE until a request needs it
-
-
-@dataclass(eq=False)
-class Slot:
-    """One worker name (``parser#2``) and the process currently filling it."""
-
-    name: str
-    service: str
-    spec: WorkerSpec
-    policy: RestartPolicy
-    state: State = State.EXITED
-    proc: subprocess.Popen[bytes] | None = None
-    pidfd: int | None = None
-    external_pid: int | None = None
-    started_at: float = 0.0
-    running_since: float | None = None
-    restarts: int = 0
-    recent_restarts: deque[float] = field(default_factory=deque)
-    consecutive_failures: int = 0
-    due: float | None = None
-    after_stop: str = _AFTER_STOP_REST
-    last_error: str | None = None
-    error_at: float | None = None
-    """When ``last_error`` happened (wall clock); see :meth:`error_now`."""
-    kill_reason: str | None = None
-    stop_report: str = ""
-    stderr_at: int = 0
-    """Where the stderr log ended when the process started: what it wrote is after."""
-
-    ext_pidfd: int | None = None
-
-    def failed_with(self, reason: str | None) -> None:
-        self.last_error, self.error_at = reason, (time.time() if reason else None)
-
-    def error_now(self) -> tuple[str | None, str | None]:
-        """(last_error, past_error): the error is past once a process READY after it has run ``stable_after_s``
-        (or gone idle as asked), so `status` no longer shows an old kill as the worker's state now."""
-        if self.last_error is None or self.error_at is None:
-            return self.last_error, None
-        since = self.running_since
-        ready_after = since is not None and time.time() - (time.monotonic() - since) > self.error_at
-        stable = since is not None and time.monotonic() - since >= self.policy.stable_after_s
-        healthy = ready_after and (self.state is State.IDLE or (self.state is State.RUNNING and stable))
-        if not healthy:
-            return self.last_error, None
-        return None, f"{self.last_error} at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.error_at))}"
-
-    @property
-    def pid(self) -> int | None:
-        """The process filling the slot now: our child while it lives, else a `worker run` one."""
-        if self.proc is not None and self.proc.returncode is None:
-            return self.proc.pid
-        return self.external_pid
 
 
 StateListener = Callable[[Slot, State, str], None]
@@ -257,7 +162,7 @@ class Supervisor:
         slot.started_at = time.monotonic()
         slot.running_since = None
         slot.due = slot.started_at + slot.policy.start_timeout_s
-        slot.after_stop = _AFTER_STOP_REST
+        slot.after_stop = AFTER_STOP_REST
         slot.stop_report = ""
         slot.kill_reason = None
         self._watch(slot)
@@ -312,11 +217,11 @@ class Supervisor:
         live = (State.STARTING, State.RUNNING, State.BACKOFF, State.IDLE)
         slot = self.slots.get(target)
         if slot is not None:
-            going_idle = slot.state is State.STOPPING and slot.after_stop == _AFTER_STOP_IDLE
+            going_idle = slot.state is State.STOPPING and slot.after_stop == AFTER_STOP_IDLE
             return slot.state in live or going_idle or slot.external_pid is not None or slot in self.held
         return any(
             s.service == target
-            and (s.state in live or (s.state is State.STOPPING and s.after_stop != _AFTER_STOP_REST) or s in self.held)
+            and (s.state in live or (s.state is State.STOPPING and s.after_stop != AFTER_STOP_REST) or s in self.held)
             for s in self.slots.values()
         )
 
@@ -333,8 +238,8 @@ class Supervisor:
                 self.spawn(slot)
                 return
         for slot in slots:
-            if slot.state is State.STOPPING and slot.after_stop == _AFTER_STOP_IDLE:
-                slot.after_stop = _AFTER_STOP_RESPAWN  # on its way out idle: start it again once gone
+            if slot.state is State.STOPPING and slot.after_stop == AFTER_STOP_IDLE:
+                slot.after_stop = AFTER_STOP_RESPAWN  # on its way out idle: start it again once gone
                 return
 
     def went_idle(self, name: str, pid: int) -> bool:
@@ -345,7 +250,7 @@ class Supervisor:
             return False
         if slot.external_pid is not None or slot.pid != pid or slot.proc is None:
             return False  # `slot.pid` is our child's only while it lives
-        slot.after_stop = _AFTER_STOP_IDLE
+        slot.after_stop = AFTER_STOP_IDLE
         slot.due = time.monotonic() + slot.policy.stop_grace_s  # it exits by itself; killed if it does not
         self._set(slot, State.STOPPING, "idle: exits until a request needs it")
         return True
@@ -387,12 +292,12 @@ class Supervisor:
         self.on_gone(slot.name, proc.pid, how)
         if slot.state is State.STOPPING:
             slot.stop_report = slot.stop_report or (f"{slot.kill_reason} ({how})" if slot.kill_reason else how)
-            if slot.after_stop == _AFTER_STOP_RESPAWN and not self.stopping_all:
+            if slot.after_stop == AFTER_STOP_RESPAWN and not self.stopping_all:
                 self.spawn(slot)
-            elif slot.after_stop == _AFTER_STOP_EXTERNAL and not self.stopping_all:
+            elif slot.after_stop == AFTER_STOP_EXTERNAL and not self.stopping_all:
                 slot.due = now + slot.policy.start_timeout_s
                 self._set(slot, State.STARTING, f"stood down for `worker run` pid {slot.external_pid}")
-            elif slot.after_stop == _AFTER_STOP_IDLE and not self.stopping_all:
+            elif slot.after_stop == AFTER_STOP_IDLE and not self.stopping_all:
                 slot.due = None
                 self._set(slot, State.IDLE, f"went idle ({slot.stop_report})")
             else:
@@ -492,7 +397,7 @@ class Supervisor:
             slot.restarts += 1
             if slot.proc is not None and slot.proc.returncode is None:
                 self.on_gone(slot.name, slot.proc.pid, "restarted by request")
-                self._terminate(slot, _AFTER_STOP_RESPAWN, "restart requested")
+                self._terminate(slot, AFTER_STOP_RESPAWN, "restart requested")
             else:
                 self.spawn(slot)
         return restarted
@@ -512,7 +417,7 @@ class Supervisor:
                 slot.ext_pidfd = None
         if slot.proc is not None and slot.proc.returncode is None:
             self.on_gone(name, slot.proc.pid, "stood down for `worker run`")
-            self._terminate(slot, _AFTER_STOP_EXTERNAL, f"stood down for `worker run` pid {pid}")
+            self._terminate(slot, AFTER_STOP_EXTERNAL, f"stood down for `worker run` pid {pid}")
         else:
             slot.due = time.monotonic() + slot.policy.start_timeout_s
             self._set(slot, State.STARTING, f"waiting for `worker run` pid {pid}")
@@ -527,7 +432,7 @@ class Supervisor:
         if self.stopping_all:
             return
         if slot.proc is not None and slot.proc.returncode is None:
-            slot.after_stop = _AFTER_STOP_RESPAWN  # our copy is still stopping: respawn once it has gone
+            slot.after_stop = AFTER_STOP_RESPAWN  # our copy is still stopping: respawn once it has gone
         else:
             self.spawn(slot)
 
@@ -544,7 +449,7 @@ class Supervisor:
         for slot in self.slots.values():
             slot.due = None if slot.state is not State.STOPPING else slot.due
             if slot.proc is not None and slot.proc.returncode is None:
-                self._terminate(slot, _AFTER_STOP_REST, "stop requested")
+                self._terminate(slot, AFTER_STOP_REST, "stop requested")
             elif slot.state is not State.EXITED:
                 slot.stop_report = slot.stop_report or f"was {slot.state}"
                 self._release_external(slot)

@@ -12,7 +12,7 @@ handler raises :class:`JobError`, the worker framework sends its ``info``, the c
 :class:`JobError` again from the reply (a subclass for the three cases a caller acts on), and the MCP
 front door raises the same class for its own failures and shows ``code.mcp`` to the client.
 
-Its length is the catalogue itself: one member per code, each with its sentence (docs/protocol.md counts them).
+Its length (~540 lines) is the catalogue itself: one member per code, each with its sentence.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from foldermind.kernel.supervisor import TRANSITIONS, IllegalTransition, Slot, State, Supervisor
+from foldermind.kernel.slot import Slot
+from foldermind.kernel.states import TRANSITIONS, IllegalTransition, State
+from foldermind.kernel.supervisor import Supervisor
 from foldermind.protocol.runtime.config import LLM_MODULE, SupervisorConfig, WorkerSpec
 from foldermind.protocol.runtime.home import Home
 
