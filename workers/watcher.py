@@ -113,10 +113,12 @@ def eligible_path(path: str, root: str, rules: Rules = NO_RULES) -> bool:
     regular file inside ``root``, and its name or (no known suffix) its first bytes say a format."""
     if not may_be_document(path, root, rules):
         return False
+
+    def inside(real: str) -> bool:
+        return real == root or real.startswith(root.rstrip("/") + "/")
+
     real = os.path.realpath(path)
-    if not ((real == root or real.startswith(root.rstrip("/") + "/")) and os.path.isfile(real)):
-        return False
-    return rules.format_of(path, lambda r: r == root or r.startswith(root.rstrip("/") + "/")) is not None
+    return inside(real) and os.path.isfile(real) and rules.format_of(path, inside) is not None
 
 
 def sendable(path: str) -> bool:
