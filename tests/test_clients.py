@@ -543,3 +543,15 @@ def test_doctor_takes_port_0_as_the_os_picking_one_not_as_a_port_to_free(
     port = checks["port"]
     assert port["status"] == "ok" and "serves http://127.0.0.1:41234/mcp" in port["detail"], port
     assert "free port" not in port.get("fix", "")
+
+
+def test_the_warning_about_claude_codes_own_state_comes_only_with_the_user_file_it_concerns(
+    env: tuple[Path, Path],
+) -> None:
+    user, fm = env
+    project = user / "proj"
+    project.mkdir()
+    into_project = run(fm, "config", "install", "--client", "claude-code", "--project", str(project))
+    assert "own state" not in into_project.stderr
+    into_user_file = run(fm, "config", "install", "--client", "claude-code")
+    assert "~/.claude.json is also Claude Code's own state" in into_user_file.stderr

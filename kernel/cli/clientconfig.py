@@ -97,8 +97,9 @@ def config_snippet(name: str, stdio: bool, http: bool) -> None:
     else:
         client = CLIENTS[name]
         click.echo(f"# paste into {user_file(client)} ({client.where})", err=True)
-        if client.note:
-            click.echo(f"# {client.note}", err=True)
+        for note in (client.note, client.user_file_note):
+            if note:
+                click.echo(f"# {note}", err=True)
         hint = entries.secret_hint(client, stdio, typed(home, "token", "show"))
         if hint:
             click.echo(f"# {hint}", err=True)

@@ -55,6 +55,7 @@ class Client:
     sources: tuple[str, ...]  # the documentation the facts above were checked against
     unconfirmed: tuple[str, ...] = ()
     note: str = ""
+    user_file_note: str = ""  # said only when the user-level file (not a project's) is the one written
 
 
 TOKEN_ENV = "FOLDERMIND_MCP_TOKEN"
@@ -105,8 +106,8 @@ CLIENTS: dict[str, Client] = {
                 "${VAR} in headers: bug reports say some versions send it unexpanded"
                 " (anthropics/claude-code#6204, #51581); use --stdio if the token is refused",
             ),
-            note="~/.claude.json is also Claude Code's own state, which it rewrites while it runs: quit it before"
-            " `config install` into that file, or run the `claude mcp add` line `config snippet` prints.",
+            user_file_note="~/.claude.json is also Claude Code's own state, which it rewrites while it runs: quit it"
+            " before `config install` into that file, or run the `claude mcp add` line `config snippet` prints.",
         ),
         Client(
             name="cursor",

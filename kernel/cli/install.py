@@ -90,7 +90,8 @@ def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_ru
     changed = _change(path, old, new, dry_run, "foldermind entry installed", private=literal)
     if loose is not None:
         _say_token_exposure(path, loose, changed, dry_run, typed(home, "config", "install", "--client", name))
-    for line in (client.note, entries.secret_hint(client, stdio, typed(home, "token", "show"))):
+    user_note = client.user_file_note if project is None else ""
+    for line in (client.note, user_note, entries.secret_hint(client, stdio, typed(home, "token", "show"))):
         if line:
             click.echo(line, err=True)
     say_url_source(t, stdio)
