@@ -1,7 +1,8 @@
 """The four real corpora of the shape bench, as folders of files a kernel indexes, built by the bench itself.
 
-- ``scifact``: every abstract of SciFact's public half (``../shared/eval/scifact`` or ``$FOLDERMIND_SCIFACT``),
-  one ``<id>.txt`` file each (:func:`tests.bench.scifact.write_corpus`);
+- ``scifact``: SciFact's public half (``../shared/eval/scifact`` or ``$FOLDERMIND_SCIFACT``): every judged abstract
+  and the first :data:`SCIFACT_DISTRACTORS` others, one ``<id>.txt`` file each, as the lookup bench indexes it
+  (:func:`tests.bench.lookup.write_scifact`; all 5,183 take ~4 times as long to embed on the shared machine);
 - ``manuals``: the six pinned Debian documentation packages of :mod:`tests.bench.manuals` (PDF and HTML);
 - ``django-docs``: the ``.txt`` (reST) docs of the pinned Django 4.2.16 sdist
   (:func:`tests.bench.factoids.django_corpus`);
@@ -25,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from tests.bench import factoids, manuals
 from tests.bench.kernels import BenchFailure, say
-from tests.bench.scifact import SCIFACT_DOCS, write_corpus
+from tests.bench.lookup import write_scifact
 
 SCIFACT = "scifact"
 MANUALS = "manuals"
@@ -33,6 +34,7 @@ DJANGO = "django-docs"
 PYTEST = "pytest-docs"
 CORPORA = (SCIFACT, MANUALS, DJANGO, PYTEST)
 
+SCIFACT_DISTRACTORS = 1000
 PYTEST_VERSION = "8.3.4"
 PYTEST_SDIST_SHA256 = "965370d062bce11e73868e0335abac31b4d3de0e82f4007408d242b4f8610761"
 PYTEST_DOC_FILES = 247
@@ -106,8 +108,8 @@ def pytest_corpus(root: Path) -> Corpus:
 def build(name: str, root: Path) -> Corpus:
     """The corpus ``name`` under ``root`` (built once, then reused as it is)."""
     if name == SCIFACT:
-        folder = root / f"scifact-{SCIFACT_DOCS}"
-        return Corpus(SCIFACT, folder, write_corpus(folder))
+        folder = root / f"scifact-gold-{SCIFACT_DISTRACTORS}"
+        return Corpus(SCIFACT, folder, write_scifact(folder, SCIFACT_DISTRACTORS)[0])
     if name == MANUALS:
         return Corpus(MANUALS, manuals.build(root), manuals.FILES)
     if name == DJANGO:

@@ -59,6 +59,8 @@ def draw_corpus(corpus: str, folder: Path, per: int) -> list[dict[str, str]]:
     head_count = Counter(h.lower() for hs in heads for h in set(hs))
     out: list[dict[str, str]] = []
     for shape in rules.SHAPES:
+        if shape == "command" and corpus == SCIFACT:
+            continue  # abstracts have no command lines; their "--" is a dash ("--that")
         rng = rules.rng_for(corpus, shape)
         order = list(range(len(paths)))
         rng.shuffle(order)
