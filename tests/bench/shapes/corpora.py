@@ -2,7 +2,8 @@
 
 - ``scifact``: SciFact's public half (``../shared/eval/scifact`` or ``$FOLDERMIND_SCIFACT``): every judged abstract
   and the first :data:`SCIFACT_DISTRACTORS` others, one ``<id>.txt`` file each, as the lookup bench indexes it
-  (:func:`tests.bench.lookup.write_scifact`; all 5,183 take ~4 times as long to embed on the shared machine);
+  (:func:`tests.bench.lookup.write_scifact`; all 5,183 take ~4 times as long to embed on the shared machine), and
+  the gold abstracts of the factoid sets reused as shapes;
 - ``manuals``: the six pinned Debian documentation packages of :mod:`tests.bench.manuals` (PDF and HTML);
 - ``django-docs``: the ``.txt`` (reST) docs of the pinned Django 4.2.16 sdist
   (:func:`tests.bench.factoids.django_corpus`);
@@ -27,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from tests.bench import factoids, manuals
 from tests.bench.kernels import BenchFailure, say
 from tests.bench.lookup import write_scifact
+from tests.bench.scifact import _lines, file_name, judged_queries
 
 SCIFACT = "scifact"
 MANUALS = "manuals"
@@ -105,11 +107,38 @@ def pytest_corpus(root: Path) -> Corpus:
     return Corpus(PYTEST, folder, n)
 
 
+def lookup_abstracts() -> set[str]:
+    """The file names of the abstracts the lookup bench indexes: every judged one and the first distractors."""
+    names = {file_name(d) for q in judged_queries() for d in q.relevant}
+    for i, doc in enumerate(_lines("corpus.jsonl")):
+        if i >= SCIFACT_DISTRACTORS:
+            break
+        names.add(file_name(doc["_id"]))
+    return names
+
+
+def _factoid_abstracts(folder: Path) -> int:
+    """Writes the gold abstracts of the factoid sets (reused as shapes) that are not in ``folder`` yet; returns
+    how many of them were not among the abstracts :func:`tests.bench.lookup.write_scifact` writes."""
+    judged = {file_name(d) for q in judged_queries() for d in q.relevant}
+    wanted = {q.gold_file for q in factoids.load_questions(corpus=SCIFACT)} - judged
+    n = 0
+    for i, doc in enumerate(_lines("corpus.jsonl")):
+        name = file_name(doc["_id"])
+        if name in wanted and i >= SCIFACT_DISTRACTORS:
+            factoids._write_if_changed(
+                folder / name, f"{doc.get('title', '').strip()}\n\n{doc.get('text', '').strip()}\n".encode()
+            )
+            n += 1
+    return n
+
+
 def build(name: str, root: Path) -> Corpus:
     """The corpus ``name`` under ``root`` (built once, then reused as it is)."""
     if name == SCIFACT:
         folder = root / f"scifact-gold-{SCIFACT_DISTRACTORS}"
-        return Corpus(SCIFACT, folder, write_scifact(folder, SCIFACT_DISTRACTORS)[0])
+        n = write_scifact(folder, SCIFACT_DISTRACTORS)[0]
+        return Corpus(SCIFACT, folder, n + _factoid_abstracts(folder))
     if name == MANUALS:
         return Corpus(MANUALS, manuals.build(root), manuals.FILES)
     if name == DJANGO:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tests.bench.factoids import _extracted
 from tests.bench.shapes import rules
-from tests.bench.shapes.corpora import CORPORA, SCIFACT, build
+from tests.bench.shapes.corpora import CORPORA, SCIFACT, build, lookup_abstracts
 
 DATA = Path(__file__).with_name("data")
 KNOWN = DATA / "known.jsonl"
@@ -36,11 +36,13 @@ def heading_kind(corpus: str, path: str) -> str:
     return "html" if path.endswith((".html", ".htm")) else ""
 
 
-def documents(folder: Path) -> tuple[list[str], list[str], list[str]]:
+def documents(corpus: str, folder: Path) -> tuple[list[str], list[str], list[str]]:
     """(paths, extracted texts, raw texts) of a corpus folder, in path order (raw: the file's bytes as UTF-8
-    for reST and HTML, the extracted text otherwise)."""
+    for reST and HTML, the extracted text otherwise). SciFact's are the lookup bench's abstracts, not the
+    factoid sets' gold ones added to the folder."""
     extracted = _extracted(folder)
-    paths = sorted(extracted)
+    keep = lookup_abstracts() if corpus == SCIFACT else set(extracted)
+    paths = sorted(p for p in extracted if p in keep)
     raws = []
     for p in paths:
         raw = extracted[p]
@@ -51,7 +53,7 @@ def documents(folder: Path) -> tuple[list[str], list[str], list[str]]:
 
 
 def draw_corpus(corpus: str, folder: Path, per: int) -> list[dict[str, str]]:
-    paths, texts, raws = documents(folder)
+    paths, texts, raws = documents(corpus, folder)
     words = [rules.word_string(t) for t in texts]
     lowered = [t.lower() for t in texts]
     df, n_docs = rules.document_frequency(texts)
@@ -102,7 +104,7 @@ def draw_corpus(corpus: str, folder: Path, per: int) -> list[dict[str, str]]:
 def draw_passages(corpus: str, folder: Path, n: int) -> list[tuple[str, str]]:
     """``n`` seeded (document, passage) pairs to write questions from: documents drawn as for the shapes, a
     passage of ~120 words from a clean sentence on."""
-    paths, texts, _ = documents(folder)
+    paths, texts, _ = documents(corpus, folder)
     rng = rules.rng_for(corpus, "questions")
     order = list(range(len(paths)))
     rng.shuffle(order)
