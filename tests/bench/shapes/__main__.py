@@ -1,8 +1,10 @@
 """``python -m tests.bench.shapes [--home DIR] [--corpus ...] [--shapes ...] [--split tune|held-out|all] [--json]
-[--write]``: the shape bench (issue 38). Indexes the corpora of :mod:`.corpora` in kept kernel homes under DIR
-(default ``~/.cache/foldermind-bench/shapes``; a rerun reuses them), runs the sets of :mod:`.sets` through
-search in every mode (:mod:`.run`) and prints the report (:mod:`.report`); ``--write`` also writes
-``docs/benchmarks-shapes.md``. The sets and their rules: ``tests/bench/shapes/data/README.md``.
+[--write] [--lists OUT]``: the shape bench (issue 38). Indexes the corpora of :mod:`.corpora` in kept kernel
+homes under DIR (default ``~/.cache/foldermind-bench/shapes``; a rerun reuses them), runs the sets of
+:mod:`.sets` through search in every mode (:mod:`.run`) and prints the report (:mod:`.report`); ``--write``
+also writes ``docs/benchmarks-shapes.md``; ``--lists OUT`` writes each item's keyword and semantic hits (200
+deep, as :func:`tests.bench.lookup.dump` does), so a fusion can be tried offline on the lists the indexer
+fuses. The sets and their rules: ``tests/bench/shapes/data/README.md``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from foldermind.protocol.errors import BusError
 from tests.bench import machine
 from tests.bench.kernels import BenchFailure, say
+from tests.bench.lookup import dump
 from tests.bench.manuals import cache_dir
 from tests.bench.shapes import report, sets
 from tests.bench.shapes.corpora import CORPORA, SCIFACT, build
@@ -32,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", nargs="+", choices=CORPORA, default=list(CORPORA))
     parser.add_argument("--shapes", nargs="+", choices=sets.SHAPES, default=list(sets.SHAPES))
     parser.add_argument("--split", choices=("tune", "held-out", "all"), default="tune")
+    parser.add_argument("--scifact-all", action="store_true", help="SciFact: all 5,183 abstracts (default: 1,212)")
     parser.add_argument("--json", action="store_true", help="print JSON (scores and every outcome), not Markdown")
     parser.add_argument("--write", action="store_true", help=f"also write {DOC.relative_to(REPO)}")
+    parser.add_argument("--lists", default="", help="also write each item's keyword and semantic hits (JSON) here")
     args = parser.parse_args(argv)
     home = Path(args.home).resolve()
     facts = machine.facts(REPO)
@@ -41,16 +46,20 @@ def main(argv: list[str] | None = None) -> int:
     split = args.split.replace("-", "_")
     try:
         scifact_files = (
-            {p.name for p in build(SCIFACT, corpus_root(home)).folder.glob("*.txt")} if SCIFACT in args.corpus else None
+            {p.name for p in build(SCIFACT, corpus_root(home), args.scifact_all).folder.glob("*.txt")}
+            if SCIFACT in args.corpus
+            else None
         )
         items, dropped = sets.load(scifact_files)
         items = [i for i in items if i.shape in args.shapes and split in (i.split, "all")]
-        out = Run()
+        out = Run(lists={} if args.lists else None)
         for corpus in args.corpus:
-            run_corpus(home, corpus, items, MODES, out)
+            run_corpus(home, corpus, items, MODES, out, args.scifact_all)
     except (BenchFailure, BusError) as exc:
         say(f"bench failed: {exc}")
         return 1
+    if out.lists is not None:
+        dump(out.lists, Path(args.lists))
     modes = [m[0] for m in MODES]
     if args.json:
         print(json.dumps(report.as_json(out, modes, facts)))

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from tests.bench import factoids, manuals
 from tests.bench.kernels import BenchFailure, say
 from tests.bench.lookup import write_scifact
-from tests.bench.scifact import _lines, file_name, judged_queries
+from tests.bench.scifact import SCIFACT_DOCS, _lines, file_name, judged_queries, write_corpus
 
 SCIFACT = "scifact"
 MANUALS = "manuals"
@@ -133,8 +133,12 @@ def _factoid_abstracts(folder: Path) -> int:
     return n
 
 
-def build(name: str, root: Path) -> Corpus:
-    """The corpus ``name`` under ``root`` (built once, then reused as it is)."""
+def build(name: str, root: Path, scifact_all: bool = False) -> Corpus:
+    """The corpus ``name`` under ``root`` (built once, then reused as it is); ``scifact_all``: all 5,183 abstracts
+    of SciFact's public half (the folder the MCP bench measures), not the lookup bench's 1,128 and the 84."""
+    if name == SCIFACT and scifact_all:
+        folder = root / f"scifact-{SCIFACT_DOCS}"
+        return Corpus(SCIFACT, folder, write_corpus(folder))
     if name == SCIFACT:
         folder = root / f"scifact-gold-{SCIFACT_DISTRACTORS}"
         n = write_scifact(folder, SCIFACT_DISTRACTORS)[0]

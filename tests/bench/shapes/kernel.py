@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.bench.kernels import Kernel, say
 from tests.bench.mcpclient import kernel_config
 from tests.bench.scifact import Index, index_corpus
-from tests.bench.shapes.corpora import Corpus, build
+from tests.bench.shapes.corpora import SCIFACT, Corpus, build
 
 SLOW_PARSES = {"parse_timeout_s": "900"}
 """As in :mod:`tests.bench.lookup`: gnuplot's 311-page manual outlives the default parse deadline on a busy
@@ -22,10 +22,11 @@ def corpus_root(home: Path) -> Path:
 
 
 @contextlib.contextmanager
-def indexed(home: Path, name: str) -> Iterator[tuple[Kernel, Corpus, Index]]:
-    """A running kernel whose kept home has indexed (and embedded) the corpus ``name``."""
-    corpus = build(name, corpus_root(home))
-    kernel = Kernel(f"shapes-{name}", kernel_config(ingest=SLOW_PARSES), home / "kernels" / name)
+def indexed(home: Path, name: str, scifact_all: bool = False) -> Iterator[tuple[Kernel, Corpus, Index]]:
+    """A running kernel whose kept home has indexed and embedded the corpus ``name`` (all of SciFact: its own home)."""
+    corpus = build(name, corpus_root(home), scifact_all)
+    kernel_home = home / "kernels" / (f"{name}-all" if scifact_all and name == SCIFACT else name)
+    kernel = Kernel(f"shapes-{name}", kernel_config(ingest=SLOW_PARSES), kernel_home)
     try:
         kernel.start()
         say(f"{name}: {corpus.files} files in {corpus.folder}: indexing, or checking the kept index")
@@ -39,14 +40,15 @@ def indexed(home: Path, name: str) -> Iterator[tuple[Kernel, Corpus, Index]]:
 
 
 def main() -> None:
-    """``python -m tests.bench.shapes.kernel HOME [CORPUS ...]``: index only (no query is run)."""
+    """``python -m tests.bench.shapes.kernel HOME [CORPUS ...] [--scifact-all]``: index only (no query is run)."""
     import sys
 
     from tests.bench.shapes.corpora import CORPORA
 
     home = Path(sys.argv[1]).resolve()
-    for name in sys.argv[2:] or CORPORA:
-        with indexed(home, name):
+    names = [a for a in sys.argv[2:] if not a.startswith("--")]
+    for name in names or CORPORA:
+        with indexed(home, name, "--scifact-all" in sys.argv):
             pass
 
 

@@ -37,6 +37,19 @@ def render(run: Run, modes: list[str], facts: dict[str, str], note: str) -> str:
             f" default (`[search] fusion`) is `{run.default_fusion}`. {note}"
         ),
         "",
+        *para(
+            "The sets (`tests/bench/shapes/data/README.md`, rules fixed and committed before any run): known items"
+            " (a) a sentence fragment, (b) 8-10 remembered words in scrambled order with common words kept, (c) a"
+            " keyword list, (d) a title or heading, (e) a command line, error message or flag, drawn from the"
+            " documents by seeded rules; questions (f) how / what / why, (g) paraphrases sharing at most two content"
+            " words with their passage, (h) SciFact's judged claims, (i) which X asking for a name, (j) numbers and"
+            " dates, (k) requests no corpus answers (greetings, other subjects), written by hand from seeded passages"
+            ' or reused from the project\'s earlier sets by rule (rows "new only" leave the reused ones out). Each'
+            " item is `tune` or `held_out` by a hash of its id. Scores by gold file over the first 10 hits (claims:"
+            " 200 deep, nDCG@10 by abstract); (k) by its top score against the answerable items' of the same corpus"
+            " (AUC: the chance an answerable item's top score beats a no-answer one's)."
+        ),
+        "",
     ]
     for split in SPLITS:
         title = "held-out parts (read once per decision; never tuned on)" if split == "held_out" else "tune parts"

@@ -19,7 +19,7 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.runtime.config import load
 from foldermind.workers.indexer import fusion
 from tests.bench.kernels import say
-from tests.bench.lookup import search
+from tests.bench.lookup import Lists, search, side_lists
 from tests.bench.retrieval import ndcg
 from tests.bench.shapes.kernel import indexed
 from tests.bench.shapes.sets import ANY, Item
@@ -86,10 +86,13 @@ class Run:
     chunks: dict[str, int] = field(default_factory=dict)  # corpus -> chunks indexed
     files: dict[str, int] = field(default_factory=dict)
     default_fusion: str = ""
+    lists: Lists | None = None  # item id -> keyword and semantic hits, 200 deep (``--lists``): fuse offline
 
 
-def run_corpus(home: Path, corpus: str, items: Sequence[Item], modes: Sequence[Mode], out: Run) -> None:
-    with indexed(home, corpus) as (kernel, built, index):
+def run_corpus(
+    home: Path, corpus: str, items: Sequence[Item], modes: Sequence[Mode], out: Run, scifact_all: bool = False
+) -> None:
+    with indexed(home, corpus, scifact_all) as (kernel, built, index):
         out.chunks[corpus], out.files[corpus] = index.chunks, index.files
         out.default_fusion = load(kernel.home.supervisor_override).search.fusion
         mine = [i for i in items if i.corpus in (corpus, ANY)]
@@ -111,6 +114,9 @@ def run_corpus(home: Path, corpus: str, items: Sequence[Item], modes: Sequence[M
                         )
                     )
                 say(f"  {corpus}: {mode[0]}: {len(mine)} queries")
+            if out.lists is not None:
+                ids = [(f"{i.id}@{corpus}" if i.corpus == ANY else i.id, i.query) for i in mine]
+                out.lists.update(side_lists(client, built.folder, ids))
         for item in mine:
             out.gold[item.id] = item.files
 
