@@ -1,5 +1,6 @@
 """The rules that write the shape bench's known-item queries (tests/bench/shapes/rules.py): seeded and
-repeatable, a scramble keeps the common words a person remembers, and the split is a hash of the id alone.
+repeatable, a scramble keeps the common words a person remembers, and the split is a hash of the id alone;
+and the bench's scores (tests/bench/shapes/run.py) on constructed outcomes.
 The text is the project's own architecture notes, read by the real parser (a real document, not a stub)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from tests.bench.shapes import rules
 from tests.bench.shapes.generate import KNOWN, draw_corpus
+from tests.bench.shapes.run import Outcome, Run, Scores, rank, separation
 from tests.bench.shapes.sets import DATA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,3 +77,19 @@ def test_the_split_is_a_hash_of_the_id_and_holds_out_about_a_third() -> None:
     held = sum(r["split"] == "held_out" for r in rows) / len(rows)
     assert 0.25 < held < 0.42
     assert rules.split_of("a-x-00") == rules.split_of("a-x-00")
+
+
+def test_the_scores_count_the_first_gold_file_and_the_floor_reads_top_scores() -> None:
+    def outcome(qid: str, shape: str, files: list[str], top: float | None) -> Outcome:
+        return Outcome(qid, shape, "c", "tune", True, "keyword", files, top)
+
+    assert rank(["x", "g", "g"], ("g",)) == 2 and rank(["x"] * 10 + ["g"], ("g",)) == 0
+    s = Scores()
+    for o in (outcome("a", "fragment", ["g", "x"], 3.0), outcome("b", "fragment", ["x", "y", "g"], 2.0)):
+        s.add(o, ("g",))
+    assert (s.n, s.top1, s.hit5) == (2, 1, 2) and abs(s.mrr - (1 + 1 / 3)) < 1e-9
+    run = Run(
+        outcomes=[outcome("a", "fragment", [], 3.0), outcome("k", "none", [], None), outcome("k2", "none", [], 5.0)]
+    )
+    none, answerable, auc, n = separation(run, "keyword", "all")
+    assert (none, answerable, n) == (2.5, 3.0, 2) and auc == 0.5  # beats the empty search (0), loses to 5.0
