@@ -77,9 +77,14 @@ class Evidence:
         return self.spans[:n]
 
     def section(self, span: EvidenceSpan) -> str:
-        """The innermost heading over ``span`` when the quote does not already hold its words, else ""."""
+        """The heading over ``span`` that names what it is about, when the quote does not already hold its words,
+        else "": the innermost, unless that is plain words any document could have as a heading ("Description",
+        "SYNOPSIS": :func:`.sentences.plain_heading`) and a heading above it names a thing ("chage(1)")."""
         heading = self.reply.passages[span["passage"]]["location"].get("heading") or ""
-        name = heading.rsplit(" > ", 1)[-1].strip()
+        path = [h.strip() for h in heading.split(" > ") if h.strip()]
+        name = path[-1] if path else ""
+        if sentences.plain_heading(name):
+            name = next((h for h in reversed(path[:-1]) if not sentences.plain_heading(h)), name)
         if not name or len(name) > SECTION_CHARS or _words(name) <= _words(span["text"]):
             return ""
         return name
@@ -228,15 +233,15 @@ def credited_files(found: list[Claim], paths: list[str]) -> list[Claim]:
 
 
 def checked(evidence: Evidence, found: list[Claim], checks: list[ClaimCheck], sources: int) -> tuple[Composed, int]:
-    """The answer made of the supported claims, each cited to the sentence that supports it; and how many
-    claims were dropped."""
+    """The answer made of the claims that are supported and about the question, each cited to the sentence that
+    supports it; and how many claims were dropped."""
     shown = evidence.sources(sources)
     parts: list[str] = []
     citations: list[schemas.Citation] = []
     by_quote: dict[tuple[int, str], int] = {}
     dropped = 0
     for claim, check in zip(found, checks, strict=True):
-        if not check["supported"] or not 0 <= check["source"] < len(shown):
+        if not check["supported"] or not check["about"] or not 0 <= check["source"] < len(shown):
             dropped += 1
             continue
         span = shown[check["source"]]

@@ -216,7 +216,9 @@ class Chat:
             fallback = f"{failure.code.mcp}: {failure.message}"
             return self._done(session, query, quoted, "fallback", note, shown, reason=fallback)
         if not generated.grounded:
-            reason = f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage"
+            reason = (
+                f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage and about the question"
+            )
             return self._done(session, query, quoted, "fallback", note, shown, dropped, reason, out)
         if mode == "auto" and not generated.carries:
             # Backed, but it states none of the best quote's figures or names: it talks around the question.
