@@ -96,6 +96,7 @@ def test_what_chage_e_does_is_answered_about_e_in_every_mode_never_with_a_senten
         assert out["answer_mode_used"] not in ("generative", "generative+checked"), (mode, out)
         assert "password changes" not in out["answer"] and EXPIRY in out["answer"], (mode, out["answer"])
         assert out["dropped_sentences"] == 1 and out["fallback_reason"].startswith("UNSUPPORTED"), out
+        assert "(1 backed but about something else)" in out["fallback_reason"], out["fallback_reason"]
         with model_says(root, f"{GENERAL.removesuffix('.')}. {ABOUT_E}"):
             out = chat(url, token, {"query": E_QUESTION, "answer_mode": mode})
         assert out["dropped_sentences"] == 1 and "password changes" not in out["answer"], (mode, out)

@@ -44,6 +44,8 @@ class Composed:
     citations: list[schemas.Citation] = field(default_factory=list)
     carries: bool = False
     """For a checked answer: it states a fact of the best quote (see ``evidence.check.reply``)."""
+    aside: int = 0
+    """For a checked answer: the model's sentences a passage backs that were dropped as not about the question."""
 
     @property
     def grounded(self) -> bool:
@@ -240,9 +242,11 @@ def checked(evidence: Evidence, found: list[Claim], checks: list[ClaimCheck], so
     citations: list[schemas.Citation] = []
     by_quote: dict[tuple[int, str], int] = {}
     dropped = 0
+    aside = 0
     for claim, check in zip(found, checks, strict=True):
         if not check["supported"] or not check["about"] or not 0 <= check["source"] < len(shown):
             dropped += 1
+            aside += check["supported"] and not check["about"]
             continue
         span = shown[check["source"]]
         key = (span["passage"], check["quote"])
@@ -251,7 +255,7 @@ def checked(evidence: Evidence, found: list[Claim], checks: list[ClaimCheck], so
             number = by_quote[key] = len(citations) + 1
             citations.append(evidence.citation(span, check["quote"], number))
         parts.append(_with_marker(claim["text"], number))
-    return Composed(" ".join(parts), citations), dropped
+    return Composed(" ".join(parts), citations, aside=aside), dropped
 
 
 def _words(text: str) -> set[str]:

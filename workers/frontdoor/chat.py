@@ -5,8 +5,9 @@ question (``evidence.request``). Quoted, each with its ``[n]``, they are the ext
 no model and is right by construction. With the model (``answer_mode`` auto or generative) those sentences,
 with their neighbours, are all the model is shown; each sentence it writes is checked by the indexer
 (``evidence.check.request``) and kept only when a passage of the file it credits (any, when it credits none)
-backs it. When the model cannot answer (loading, failed, timed out, lost) or none of its sentences holds,
-the quotes are the answer and ``fallback_reason`` says why. A question no passage answers gets a plain
+backs it and it is about what the question asks (its subject, not only its topic). When the model cannot
+answer (loading, failed, timed out, lost) or none of its sentences holds, the quotes are the answer and
+``fallback_reason`` says why. A question no passage answers gets a plain
 "the documents do not say", and no model call. ``auto`` asks the model only for the question shapes of
 ``[llm] auto_model_shapes``; a streaming client is sent the quotes, then only what the check kept (:class:`Shown`).
 
@@ -218,6 +219,7 @@ class Chat:
         if not generated.grounded:
             reason = (
                 f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage and about the question"
+                f" ({generated.aside} backed but about something else)"
             )
             return self._done(session, query, quoted, "fallback", note, shown, dropped, reason, out)
         if mode == "auto" and not generated.carries:
