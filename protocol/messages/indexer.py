@@ -371,16 +371,17 @@ class EvidenceSpan(TypedDict):
 @dataclass(slots=True)
 class EvidenceRequest(Message):
     """-> indexer: the sentences that answer ``question``. A hybrid search for ``question`` (with
-    ``context``, the previous question of a conversation, in front of it) picks the best chunks of the
-    ``max_files`` best files (``per_file`` each); their sentences are scored against the question (its
-    vector against theirs, its terms in them, their chunk's rank) and the best ``max_spans`` come back,
-    best first. Errors as ``search.request``."""
+    ``context``, the previous question of a conversation, in front of it; and then alone, the two rankings taken
+    in turns) picks the best chunks of the ``max_files`` best files (``per_file`` each); their sentences are
+    scored against the question (its vector against theirs, its terms in them, their chunk's rank) and the best
+    ``max_spans`` come back, best first. Errors as ``search.request``."""
 
     question: str
     """The question (the front door cuts it to 1000 characters)."""
     context: str = ""
-    """The previous question of the conversation: put in front of the question for the search, and counted at 0.3 of its
-    weight when sentences are scored, so a follow-up finds its subject."""
+    """The previous question of the conversation: put in front of the question for a search (the question is searched
+    alone too), and counted at 0.3 of its weight when sentences and passages are scored, so a follow-up keeps its
+    subject."""
     max_files: int = 5
     """Files the passages come from (1..20)."""
     per_file: int = 1

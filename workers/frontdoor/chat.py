@@ -15,7 +15,8 @@ Sessions live in this process's memory only, under ``mcp:``-namespaced keys, so 
 never name anything else; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond
 ``max_sessions``). Each holds an asyncio lock: one generation per session at a time, a second call on the
 same session waits its turn instead of racing (and a client cannot fan one session out into many). A
-follow-up is retrieved with the previous question in front of it, so "and the year before?" finds its subject.
+follow-up is retrieved with the previous question in front of it (and alone), so "and the year before?" finds its
+subject.
 """
 
 from __future__ import annotations

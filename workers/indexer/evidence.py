@@ -116,8 +116,9 @@ SECTION_WEIGHT = 0.5
 section ("Default: 1209600 (2 weeks, in seconds)" under SESSION_COOKIE_AGE, "*February 26, 2013*" under
 "Django 1.5 release notes"), though less surely than about its own words."""
 CONTEXT_WEIGHT = 0.3
-"""How much a follow-up's previous question counts when its sentences are scored (retrieval uses both in
-full): enough to find "it", not so much that the previous answer's sentence wins again."""
+"""How much a follow-up's previous question counts when its sentences and passages are scored (retrieval searches
+both joined, and the follow-up alone): enough to find "it", not so much that the previous answer's sentence wins
+again."""
 WINDOW_CHARS = 700
 MAX_FILES = 20
 MAX_SPANS = 12
@@ -178,8 +179,9 @@ def answers_at_all(support: dict[str, float]) -> bool:
 
 def _interleaved(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
     """Two rankings taken in turns, each chunk once: a follow-up's passages are those its words with the previous
-    question's find ("and what does -l do?" after "What does chage -E do?": chage's page) and those its own words
-    find (the -l entries, which the previous question's words outrank in chage's page)."""
+    question's find ("and what does --inactive do?" after "What does chage -E do?": chage's page, its -E entry
+    first) and those its own words find (every page's --inactive entry); the previous question's terms then
+    choose among them (:data:`CONTEXT_WEIGHT`)."""
     out: list[SearchHit] = []
     seen: set[int] = set()
     for hit in itertools.chain.from_iterable(itertools.zip_longest(first, second)):
