@@ -18,7 +18,7 @@ import signal
 import subprocess
 import termios
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +89,13 @@ def write_folder(root: Path) -> Path:
 
 @contextlib.contextmanager
 def kernel_with_folder(
-    root: Path, config: str, llm_note: str, timeout: float
+    root: Path, config: str, llm_note: str, timeout: float, fill: Callable[[Path], Path] = write_folder
 ) -> Iterator[tuple[RunningKernel, Path, str, str]]:
-    """A kernel that has indexed the three-file folder and whose llm's note says ``llm_note`` (ready,
-    failed); (kernel, folder, MCP URL, token). ``root`` is removed afterwards."""
+    """A kernel that has indexed a folder (``fill(root)`` writes it: by default the three-file folder) and whose
+    llm's note says ``llm_note`` (ready, failed); (kernel, folder, MCP URL, token). ``root`` is removed
+    afterwards."""
     k = RunningKernel(root / "home", config)
-    docs = write_folder(root)
+    docs = fill(root)
     try:
         k.start()
         cli(k.root, "folders", "add", str(docs), "--wait", timeout=180)

@@ -202,10 +202,15 @@ def test_a_passage_that_holds_more_of_the_question_lifts_its_sentences() -> None
         hit("A randomized trial of radiosurgery. It enrolled 132 patients."),
     ]
     cands = evidence.EvidenceService._candidates(hits)
-    about = evidence.EvidenceService._about("How many patients were pooled in the trastuzumab meta-analysis?", cands)
+    question = "How many patients were pooled in the trastuzumab meta-analysis?"
+    about = evidence.EvidenceService._about(question, "", cands)
     # the first holds, across its two sentences, every term of the question but "many"; the second only "patients"
     assert 0 < about[1] < about[0] < 1
-    assert evidence.EvidenceService._about("", cands) == {0: 0.0, 1: 0.0}
+    assert evidence.EvidenceService._about("", "", cands) == {0: 0.0, 1: 0.0}
+    # a follow-up's subject is its previous question's: it counts, for less than the follow-up's own words
+    follow = evidence.EvidenceService._about("and how many patients?", "What did the radiosurgery trial find?", cands)
+    alone = evidence.EvidenceService._about("and how many patients?", "", cands)
+    assert alone[0] == alone[1] and follow[1] > follow[0] > 0
 
 
 def test_a_figure_is_a_number_standing_as_one_not_the_digits_of_a_name() -> None:
@@ -414,8 +419,11 @@ def test_a_short_unfinished_line_before_a_description_is_its_term_and_is_quoted_
     quoted = _span_of(text, 3, figure=False)
     assert quoted["text"] == "--enable-gapcmon This option enables building the GTK GUI front-end."
     assert (quoted["line_start"], quoted["line_end"]) == (3, 4)
-    # the term itself is quoted alone; so is a sentence after a finished one
-    assert _span_of(text, 2, figure=False)["text"] == "--enable-gapcmon"
+    # the term brings its description too; a sentence after a finished one is quoted alone
+    assert (
+        _span_of(text, 2, figure=False)["text"]
+        == "--enable-gapcmon This option enables building the GTK GUI front-end."
+    )
     plain = "It is built.\nThis option enables the USB driver.\n"
     assert _span_of(plain, 1, figure=False)["text"] == "This option enables the USB driver."
 
@@ -432,12 +440,13 @@ def test_whether_the_documents_answer_is_judged_on_the_passages_of_the_best_few_
     intro = cand(1, "This package integrates Asymptote graphics in LaTeX documents.", 0.75, 0.3, 0.2)
     about = cand(1, "The asymptote LaTeX package has options.", 0.5, 0.6, 0.6)
     ranked = [table, intro, about]
-    assert evidence.EvidenceService._supported(ranked, with_vectors=True)
-    assert evidence.EvidenceService._supported(ranked, with_vectors=False)  # its coverage alone
+    assert evidence.answers_at_all(evidence.EvidenceService._support(ranked, with_vectors=True))
+    assert evidence.answers_at_all(evidence.EvidenceService._support(ranked, with_vectors=False))  # coverage alone
     # Nothing among the leading passages is close to the question: the documents do not say.
     far = cand(2, "The lighthouse keeper retires in the autumn.", 0.4, 0.1, 0.1)
     close_but_not_leading = cand(3, "The package has options.", 0.1, 0.9, 0.9)
-    assert not evidence.EvidenceService._supported([table, far, far, close_but_not_leading], with_vectors=True)
+    weak = evidence.EvidenceService._support([table, far, far, close_but_not_leading], with_vectors=True)
+    assert not evidence.answers_at_all(weak)
 
 
 def test_bracketed_numbers_inside_a_quote_are_escaped_so_only_the_answer_s_markers_resolve() -> None:
@@ -542,3 +551,102 @@ def test_a_yes_no_answer_quotes_a_further_file_only_while_its_best_sentence_scor
 def test_the_quote_rule_s_settings_come_from_the_llm_table() -> None:
     policy = LlmPolicy(max_quotes=2, yes_no_files=4, yes_no_ratio=0.75)
     assert answers.Quoting.of(policy) == answers.Quoting(2, 4, 0.75)
+
+
+def test_a_one_letter_option_is_a_term_of_its_own_with_its_case() -> None:
+    assert sentences.content_terms("What does chage -E do?") == {"chage", "-E"}
+    assert "-E" in sentences.content_terms("-E, --expiredate EXPIRE_DATE")
+    assert "-e" not in sentences.content_terms("-E, --expiredate EXPIRE_DATE")  # -e is another option
+    # a hyphenated word, a negative number and a dash are no options
+    assert not any(t.startswith("-") for t in sentences.content_terms("a co-op at -1 degrees - a list"))
+
+
+CHAGE_E = (
+    "-E, --expiredate EXPIRE_DATE\n"
+    "    Set the date on which the user's account will\n"
+    "    no longer be accessible.\n\n"
+    "    For example the following can be used to set an account to expire in 180 days:\n\n"
+    "                 chage -E $(date -d +180days +%Y-%m-%d)\n\n"
+    "    Passing the number -1 as the EXPIRE_DATE will remove an account expiration date.\n\n"
+    "EXIT VALUES\n\n"
+    "The chage command exits with the following values:\n\n"
+    "0\n    success\n\n1\n    permission denied\n\n"
+    "A closing sentence of prose.\n"
+)
+
+
+def test_a_sentence_ending_with_a_colon_is_quoted_with_the_lines_it_introduces() -> None:
+    found = [s.text for s in sentences.split(CHAGE_E, 1)]
+    intro = found.index("For example the following can be used to set an account to expire in 180 days:")
+    quoted = _span_of(CHAGE_E, intro, figure=False)
+    assert quoted["text"] == (
+        "For example the following can be used to set an account to expire in 180 days: "
+        "chage -E $(date -d +180days +%Y-%m-%d)"
+    )  # the first line it introduces whatever it is; the prose after it is not one of them
+    assert (quoted["line_start"], quoted["line_end"]) == (5, 7)
+    values = _span_of(CHAGE_E, found.index("The chage command exits with the following values:"), figure=False)
+    assert values["text"] == (
+        "The chage command exits with the following values: 0 success 1 permission denied"
+    )  # every short item, and no further than the first finished sentence
+    term = _span_of(CHAGE_E, 0, figure=False)  # the option's line brings its description
+    assert (
+        term["text"]
+        == "-E, --expiredate EXPIRE_DATE Set the date on which the user's account will no longer be accessible."
+    )
+
+
+def test_a_quote_s_label_is_the_heading_that_names_it_never_a_generic_one() -> None:
+    assert sentences.plain_heading("DESCRIPTION") and sentences.plain_heading("Return value")
+    assert not sentences.plain_heading("chage(1)") and not sentences.plain_heading("apnumber")
+    assert not sentences.plain_heading("SESSION_COOKIE_AGE") and not sentences.plain_heading("SQLite")
+    page, alone = _hit("/d/chage.txt"), _hit("/d/notes.txt")
+    page["location"]["heading"] = "chage(1) > DESCRIPTION"
+    alone["location"]["heading"] = "Description"
+    reply = EvidenceReply(
+        passages=[page, alone],
+        spans=[_span(0, "This information is used by the system.", 0.9), _span(1, "It is used.", 0.85)],
+        supported=True,
+        mode_used="hybrid",
+    )
+    out = answers.extractive(answers.Evidence(reply), QUOTING)
+    # under a generic heading the page's name is the label; with no name above it, the heading stays
+    assert out.answer.startswith("chage(1): \u201cThis information is used by the system.\u201d [1]"), out.answer
+    assert "Description: \u201cIt is used.\u201d [2]" in out.answer
+
+
+def test_a_name_question_prefers_a_section_whose_heading_is_a_name_it_lacks() -> None:
+    question = "Which filter spells out numbers?"
+    assert sentences.heading_name("Built-in filters > apnumber", question) == "apnumber"
+    assert sentences.heading_name("chage(1) > DESCRIPTION", question) == "chage(1)"
+    assert sentences.heading_name("Built-in filters > apnumber", "What does apnumber do?") == ""
+    assert sentences.heading_name("Django 1.5 release notes > Overview", question) == ""  # a title, not a name
+    assert sentences.heading_name("Description", question) == ""
+
+
+def _no_vectors(texts: list[str]) -> tuple[None, str, int]:
+    return None, "no model in this test: the vector test is skipped, as without a local model", 0
+
+
+def test_a_generated_sentence_backed_by_a_passage_but_not_about_the_question_s_subject_is_not_about_it() -> None:
+    from foldermind.protocol.messages import CheckRequest
+    from foldermind.workers.indexer.claims import ClaimChecker
+
+    question = "What does chage -E do?"
+    sources = [
+        "DESCRIPTION:\nThe chage command changes the number of days between password changes and the date of the "
+        "last password change.",
+        "-E, --expiredate EXPIRE_DATE\nSet the date on which the user's account will no longer be accessible.",
+        "-l, --list\nShow account aging information.\n-m, --mindays MIN_DAYS\nThe chage command sets a minimum.",
+    ]
+    claims = [
+        {"text": "The chage command changes the number of days between password changes.", "sources": [0]},
+        {"text": "It sets the date on which the user's account will no longer be accessible.", "sources": [1]},
+        {"text": "The -E option sets the date on which the account will no longer be accessible.", "sources": []},
+    ]
+    reply = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources))  # type: ignore[arg-type]
+    general, described, named = reply.checks
+    assert general["supported"] and not general["about"]  # backed, about chage, not about -E
+    assert described["supported"] and described["about"]  # its backing sentence's term line names -E
+    assert named["supported"] and named["about"] and named["source"] == 1
+    nothing = ClaimChecker(_no_vectors).check(CheckRequest("hi", claims[:1], sources))  # type: ignore[arg-type]
+    assert nothing.checks[0]["about"]  # no term of the question in any source: the support check alone decides

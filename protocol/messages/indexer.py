@@ -371,16 +371,17 @@ class EvidenceSpan(TypedDict):
 @dataclass(slots=True)
 class EvidenceRequest(Message):
     """-> indexer: the sentences that answer ``question``. A hybrid search for ``question`` (with
-    ``context``, the previous question of a conversation, in front of it) picks the best chunks of the
-    ``max_files`` best files (``per_file`` each); their sentences are scored against the question (its
-    vector against theirs, its terms in them, their chunk's rank) and the best ``max_spans`` come back,
-    best first. Errors as ``search.request``."""
+    ``context``, the previous question of a conversation, in front of it; and then alone, the two rankings taken
+    in turns) picks the best chunks of the ``max_files`` best files (``per_file`` each); their sentences are
+    scored against the question (its vector against theirs, its terms in them, their chunk's rank) and the best
+    ``max_spans`` come back, best first. Errors as ``search.request``."""
 
     question: str
     """The question (the front door cuts it to 1000 characters)."""
     context: str = ""
-    """The previous question of the conversation: put in front of the question for the search, and counted at 0.3 of its
-    weight when sentences are scored, so a follow-up finds its subject."""
+    """The previous question of the conversation: put in front of the question for a search (the question is searched
+    alone too), and counted at 0.3 of its weight when sentences and passages are scored, so a follow-up keeps its
+    subject."""
     max_files: int = 5
     """Files the passages come from (1..20)."""
     per_file: int = 1
@@ -405,8 +406,8 @@ class EvidenceReply(Message):
     spans: list[EvidenceSpan]
     """The chosen sentences, best first (below)."""
     supported: bool
-    """Whether the best sentence answers the question at all: its cosine is at least 0.40 or it holds at least half the
-    question's terms (idf-weighted). False: the documents do not say."""
+    """Whether the best evidence answers the question at all: a sentence of the leading passages is close enough to
+    it or holds enough of its terms (idf-weighted; the floor is the indexer's). False: the documents do not say."""
     mode_used: str
     """The search's mode (`keyword` when no vectors exist yet)."""
     note: str | None = None
@@ -419,6 +420,9 @@ class EvidenceReply(Message):
     """The spans lead with each file's best sentence (a yes-no question: what each document says about the
     statement); an answer quotes the first few that score close to the first (``[llm] yes_no_files``,
     ``yes_no_ratio``)."""
+    support: dict[str, float] = field(default_factory=dict)
+    """What `supported` was judged on: `semantic`, the best cosine, and `lexical`, the best share of the question's
+    terms, over the sentences of the leading passages."""
 
 
 class Claim(TypedDict):
@@ -436,14 +440,18 @@ class ClaimCheck(TypedDict):
     similarity: float
     missing: list[str]
     """Facts (figures, names) the claim states that the best source does not hold."""
+    about: bool
+    """Whether the claim, with the sentence that backs it, is about what the question asks: it holds at least half
+    the question's terms, weighted by how few of the sources' sentences hold each (its subject, not only its
+    topic: "chage -E", not "chage")."""
 
 
 @message("evidence.check.request")
 @dataclass(slots=True)
 class CheckRequest(Message):
-    """-> indexer: is each generated sentence of ``claims`` backed by a source? A claim is supported by a
-    source that holds every figure and name it states, most of its content words (the question's words
-    count as given), and a sentence whose vector is close to the claim's."""
+    """-> indexer: is each generated sentence of ``claims`` backed by a source, and about the question? A claim is
+    supported by a source that holds every figure and name it states, most of its content words (the question's
+    words count as given), and a sentence whose vector is close to the claim's."""
 
     question: str
     """The question the answer was written for."""
@@ -464,9 +472,9 @@ class CheckReply(Message):
     does not only talks around the question."""
 
     checks: list[ClaimCheck]
-    """One `ClaimCheck` per claim, in order: `{supported, source, quote, similarity, missing}`: the supporting source's
-    index (-1: none), its sentence nearest the claim (its exact words; empty when unsupported), that cosine (-1
-    without vectors) and the facts of the claim the best source lacks."""
+    """One `ClaimCheck` per claim, in order: `{supported, source, quote, similarity, missing, about}`: the supporting
+    source's index (-1: none), its sentence nearest the claim (its exact words; empty when unsupported), that cosine
+    (-1 without vectors), the facts of the claim the best source lacks, and whether it is about the question."""
     carries: bool = False
     """Whether the supported claims state at least one fact (a figure, a name) of the request's ``reference``
     that the question does not."""

@@ -44,6 +44,8 @@ class Composed:
     citations: list[schemas.Citation] = field(default_factory=list)
     carries: bool = False
     """For a checked answer: it states a fact of the best quote (see ``evidence.check.reply``)."""
+    aside: int = 0
+    """For a checked answer: the model's sentences a passage backs that were dropped as not about the question."""
 
     @property
     def grounded(self) -> bool:
@@ -77,9 +79,14 @@ class Evidence:
         return self.spans[:n]
 
     def section(self, span: EvidenceSpan) -> str:
-        """The innermost heading over ``span`` when the quote does not already hold its words, else ""."""
+        """The heading over ``span`` that names what it is about, when the quote does not already hold its words,
+        else "": the innermost, unless that is plain words any document could have as a heading ("Description",
+        "SYNOPSIS": :func:`.sentences.plain_heading`) and a heading above it names a thing ("chage(1)")."""
         heading = self.reply.passages[span["passage"]]["location"].get("heading") or ""
-        name = heading.rsplit(" > ", 1)[-1].strip()
+        path = [h.strip() for h in heading.split(" > ") if h.strip()]
+        name = path[-1] if path else ""
+        if sentences.plain_heading(name):
+            name = next((h for h in reversed(path[:-1]) if not sentences.plain_heading(h)), name)
         if not name or len(name) > SECTION_CHARS or _words(name) <= _words(span["text"]):
             return ""
         return name
@@ -228,16 +235,18 @@ def credited_files(found: list[Claim], paths: list[str]) -> list[Claim]:
 
 
 def checked(evidence: Evidence, found: list[Claim], checks: list[ClaimCheck], sources: int) -> tuple[Composed, int]:
-    """The answer made of the supported claims, each cited to the sentence that supports it; and how many
-    claims were dropped."""
+    """The answer made of the claims that are supported and about the question, each cited to the sentence that
+    supports it; and how many claims were dropped."""
     shown = evidence.sources(sources)
     parts: list[str] = []
     citations: list[schemas.Citation] = []
     by_quote: dict[tuple[int, str], int] = {}
     dropped = 0
+    aside = 0
     for claim, check in zip(found, checks, strict=True):
-        if not check["supported"] or not 0 <= check["source"] < len(shown):
+        if not check["supported"] or not check["about"] or not 0 <= check["source"] < len(shown):
             dropped += 1
+            aside += check["supported"] and not check["about"]
             continue
         span = shown[check["source"]]
         key = (span["passage"], check["quote"])
@@ -246,7 +255,7 @@ def checked(evidence: Evidence, found: list[Claim], checks: list[ClaimCheck], so
             number = by_quote[key] = len(citations) + 1
             citations.append(evidence.citation(span, check["quote"], number))
         parts.append(_with_marker(claim["text"], number))
-    return Composed(" ".join(parts), citations), dropped
+    return Composed(" ".join(parts), citations, aside=aside), dropped
 
 
 def _words(text: str) -> set[str]:

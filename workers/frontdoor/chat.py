@@ -5,8 +5,9 @@ question (``evidence.request``). Quoted, each with its ``[n]``, they are the ext
 no model and is right by construction. With the model (``answer_mode`` auto or generative) those sentences,
 with their neighbours, are all the model is shown; each sentence it writes is checked by the indexer
 (``evidence.check.request``) and kept only when a passage of the file it credits (any, when it credits none)
-backs it. When the model cannot answer (loading, failed, timed out, lost) or none of its sentences holds,
-the quotes are the answer and ``fallback_reason`` says why. A question no passage answers gets a plain
+backs it and it is about what the question asks (its subject, not only its topic). When the model cannot
+answer (loading, failed, timed out, lost) or none of its sentences holds, the quotes are the answer and
+``fallback_reason`` says why. A question no passage answers gets a plain
 "the documents do not say", and no model call. ``auto`` asks the model only for the question shapes of
 ``[llm] auto_model_shapes``; a streaming client is sent the quotes, then only what the check kept (:class:`Shown`).
 
@@ -14,7 +15,8 @@ Sessions live in this process's memory only, under ``mcp:``-namespaced keys, so 
 never name anything else; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond
 ``max_sessions``). Each holds an asyncio lock: one generation per session at a time, a second call on the
 same session waits its turn instead of racing (and a client cannot fan one session out into many). A
-follow-up is retrieved with the previous question in front of it, so "and the year before?" finds its subject.
+follow-up is retrieved with the previous question in front of it (and alone), so "and the year before?" finds its
+subject.
 """
 
 from __future__ import annotations
@@ -216,7 +218,10 @@ class Chat:
             fallback = f"{failure.code.mcp}: {failure.message}"
             return self._done(session, query, quoted, "fallback", note, shown, reason=fallback)
         if not generated.grounded:
-            reason = f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage"
+            reason = (
+                f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage and about the question"
+                f" ({generated.aside} backed but about something else)"
+            )
             return self._done(session, query, quoted, "fallback", note, shown, dropped, reason, out)
         if mode == "auto" and not generated.carries:
             # Backed, but it states none of the best quote's figures or names: it talks around the question.

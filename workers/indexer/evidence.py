@@ -16,11 +16,11 @@ coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`
 a question asked again, or a claim checked against a sentence already scored, costs no encode.
 
 On top of that score, bonuses for what the question asks (a figure, a default, a name as code, a name the
-question lacks) and a penalty for a fragment; the quote of a sentence may take in a neighbour (:func:`_reach`).
+question lacks) and a penalty for a fragment; the quote of a sentence may take in a neighbour (:mod:`.reach`).
 
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
 
-Its length (~420 lines): the score's weights and bonuses are documented where they are defined, each with the
+Its length (~430 lines): the score's weights and bonuses are documented where they are defined, each with the
 answer bench's counts that chose it; splitting them from the scoring that uses them would scatter one idea.
 """
 
@@ -44,7 +44,7 @@ from foldermind.protocol.messages import (
     SearchRequest,
 )
 from foldermind.workers import model_files
-from foldermind.workers.indexer import sentences
+from foldermind.workers.indexer import reach, sentences
 from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
 from foldermind.workers.indexer.search import MAX_QUERY_CHARS, SearchService
 from foldermind.workers.indexer.sentences import Sentence
@@ -64,12 +64,14 @@ ENCODE_AT_MOST = 20
 no more of the 180 tuning questions (151 against 153: more sentences near the question compete)."""
 CACHE_SIZE = 4096
 """Sentence vectors kept (384 floats each: ~6 MiB)."""
-SUPPORT_SEMANTIC = 0.40
-SUPPORT_LEXICAL = 0.50
+SUPPORT_SEMANTIC = 0.475
+SUPPORT_LEXICAL = 0.6
 """The documents answer the question when a sentence of a leading passage (:data:`SUPPORT_FROM`) has a cosine
 of SUPPORT_SEMANTIC or holds SUPPORT_LEXICAL of the question's terms; below both, the documents do not say.
 Its passage, not only itself: the sentence stating a figure ("Sixty-one (42 males) patients were recruited.")
-often names little of the question its passage is about."""
+often names little of the question its passage is about. The floor is the highest that loses no tune question
+whose quotes hold the gold answer, on a set of questions the documents cannot answer (greetings, other
+subjects) and the factoid sets: docs/benchmarks-answer-relevance.md."""
 SUPPORT_FROM = 3
 """Whether the documents answer at all is judged on the passages of the best SUPPORT_FROM sentences (those an
 extractive answer may quote), not the best one's alone: a bonus can lift a sentence of a passage that names
@@ -92,17 +94,19 @@ DEFAULT_BONUS = 0.1
 DEFERRED."), often in a sentence that names little else of the question."""
 CODE_BONUS = 0.15
 """Added to a sentence holding a name written as code (:func:`.sentences.names_code`: ``--enable-usb``,
-``.kbd``, ``widthratio``) that the question does not hold, when the question asks for such a name ("Which
-configure flag ...", "What file extension ..."). Chosen together on the spent question sets (tune, held out,
-fresh, fresh2; 144 questions, 2026-12-03, int8 vectors), extractive answers holding the gold answer: neither
-113-114; DEFAULT_BONUS 0.1 alone 118 (0.15-0.3: 117); with CODE_BONUS 0.05 120, 0.1 123, 0.15 and 0.2 124, 0.3
-122. Judged on the fresh3 set, written before and not read."""
+``.kbd``, ``widthratio``) that the question does not hold, or standing under a heading that is such a name
+(:func:`.sentences.heading_name`: a reference page's "apnumber", "chage(1)"), when the question asks for such a
+name ("Which configure flag ...", "What file extension ..."). Chosen together on the spent question sets (tune,
+held out, fresh, fresh2; 144 questions, 2026-12-03, int8 vectors), extractive answers holding the gold answer:
+neither 113-114; DEFAULT_BONUS 0.1 alone 118 (0.15-0.3: 117); with CODE_BONUS 0.05 120, 0.1 123, 0.15 and 0.2
+124, 0.3 122. Judged on the fresh3 set, written before and not read. The heading name: docs/benchmarks-answer-
+relevance.md."""
 ENTITY_BONUS = 0.1
 """Added to a sentence holding a name the question does not (:func:`.sentences.names_new`: "Golgi", "RUNX1",
 "HoxD") when the question asks for a thing by name ("With which part of the cell ...", "Which transcription
 factor ..."; :func:`.sentences.asks_for_entity`): the sentences closest to such a question often restate it
 and name nothing new. Chosen on the spent sets and fresh3 (180 questions, 2026-12-03, with :data:`SUPPORT_FROM`
-3 and the definition-list term of :func:`_reach`), extractive answers holding the gold answer: 0: 156; 0.05
+3 and the definition-list term of :mod:`.reach`), extractive answers holding the gold answer: 0: 156; 0.05
 and 0.1: 158; 0.15: 157 (SciFact gains, manual answers lost to sentences naming other options); 0.2: 157."""
 FRAGMENT_PENALTY = 0.05
 """Taken from a "sentence" that does not end like one (a title, a heading, a table row): those restate a
@@ -112,11 +116,9 @@ SECTION_WEIGHT = 0.5
 section ("Default: 1209600 (2 weeks, in seconds)" under SESSION_COOKIE_AGE, "*February 26, 2013*" under
 "Django 1.5 release notes"), though less surely than about its own words."""
 CONTEXT_WEIGHT = 0.3
-"""How much a follow-up's previous question counts when its sentences are scored (retrieval uses both in
-full): enough to find "it", not so much that the previous answer's sentence wins again."""
-FOLLOW_ON = 2
-"""How far after a figure question's sentence its figure may be ("Set list_max_show_all to ..." / "The admin
-will display ..." / "By default, this is set to 200.")."""
+"""How much a follow-up's previous question counts when its sentences and passages are scored (retrieval searches
+both joined, and the follow-up alone): enough to find "it", not so much that the previous answer's sentence wins
+again."""
 WINDOW_CHARS = 700
 MAX_FILES = 20
 MAX_SPANS = 12
@@ -141,6 +143,8 @@ class _Candidate:
     """Terms of its heading path that it does not hold itself."""
     titles: frozenset[str] = frozenset()
     """The headings of its heading path, lower-cased: a line that is one of them is a heading, not a term."""
+    path: str = ""
+    """Its heading path, as the passage's location has it."""
     coverage: float = 0.0
     semantic: float = 0.0
     score: float = 0.0
@@ -148,42 +152,6 @@ class _Candidate:
     @property
     def sentence(self) -> Sentence:
         return self.siblings[self.at]
-
-
-def _reach(c: _Candidate, figure: bool) -> tuple[int, int]:
-    """The sentences quoted for ``c`` (first, last, among its siblings): the term before it when it describes
-    one (:func:`.sentences.is_term`: "--enable-gapcmon" / "This option enables building the GTK GUI
-    front-end.", "normal" / "This is the default mode ..."; the description is what names the question, the
-    term is the answer: 2 more of the 180 tuning questions answered, none lost; never a heading:
-    :func:`_described`), else itself, and for a figure question whose sentence states none, up to the first of
-    the next :data:`FOLLOW_ON` that does, else the one before when that one does. Only a sentence's own figure
-    earns the figure bonus: with the neighbours' too (for "The age of session cookies, in seconds." after
-    "Default: 1209600 (2 weeks, ...)"), nearly every sentence of an abstract earned it, and the tune questions
-    answered fell from 41 to 39 of 48."""
-    if _described(c):
-        return c.at - 1, c.at  # a definition list's term and its description, quoted together
-    if not figure or sentences.has_figure(c.sentence.text):
-        return c.at, c.at
-    ahead = range(c.at + 1, min(c.at + 1 + FOLLOW_ON, len(c.siblings)))
-    stated = next((k for k in ahead if sentences.has_figure(c.siblings[k].text)), None)
-    if stated is not None:
-        return c.at, stated
-    if c.at > 0 and sentences.has_figure(c.siblings[c.at - 1].text):
-        return c.at - 1, c.at
-    return c.at, c.at
-
-
-def _described(c: _Candidate) -> bool:
-    """Whether ``c`` describes the term on the line just before it: a short unfinished line
-    (:func:`.sentences.is_term`) that is not a heading, i.e. neither a heading of its section (a parsed DOCX or
-    Markdown heading is a line of its chunk, and the chunk's heading path names it) nor a paragraph of its own
-    (a blank line or a title's underline after it). Either way, a title glued on ("Budget The budget for ...")
-    was quoted as if the document said it in one breath; the 180 tuning questions answer the same."""
-    if c.at == 0 or sentences.is_term(c.sentence.text):
-        return False
-    before = c.siblings[c.at - 1]
-    adjacent = c.sentence.line_start - before.line_end <= 1
-    return adjacent and sentences.is_term(before.text) and before.text.lower() not in c.titles
 
 
 def _each_file_first(hits: list[SearchHit], ranked: list[_Candidate]) -> list[_Candidate]:
@@ -201,6 +169,26 @@ def _each_file_first(hits: list[SearchHit], ranked: list[_Candidate]) -> list[_C
             firsts.append(c)
     chosen = {id(c) for c in firsts}
     return firsts + [c for c in ranked if id(c) not in chosen]
+
+
+def answers_at_all(support: dict[str, float]) -> bool:
+    """Whether evidence this strong answers the question at all (:meth:`EvidenceService._support`): its best
+    cosine reaches :data:`SUPPORT_SEMANTIC` or its best term share :data:`SUPPORT_LEXICAL`."""
+    return support["semantic"] >= SUPPORT_SEMANTIC or support["lexical"] >= SUPPORT_LEXICAL
+
+
+def _interleaved(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
+    """Two rankings taken in turns, each chunk once: a follow-up's passages are those its words with the previous
+    question's find ("and what does --inactive do?" after "What does chage -E do?": chage's page, its -E entry
+    first) and those its own words find (every page's --inactive entry); the previous question's terms then
+    choose among them (:data:`CONTEXT_WEIGHT`)."""
+    out: list[SearchHit] = []
+    seen: set[int] = set()
+    for hit in itertools.chain.from_iterable(itertools.zip_longest(first, second)):
+        if hit is not None and hit["chunk_id"] not in seen:
+            seen.add(hit["chunk_id"])
+            out.append(hit)
+    return out
 
 
 def pick_passages(hits: list[SearchHit], max_files: int, per_file: int) -> list[SearchHit]:
@@ -265,7 +253,11 @@ class EvidenceService:
             SearchRequest(query=query, mode="hybrid", top_k=depth, folder_id=body.folder_id, with_text=True),
             spread=False,  # pick_passages takes each file's best passages itself
         )
-        hits = pick_passages(found.results, max_files, per_file)
+        results = found.results
+        if query != question:  # a follow-up: the joined words find its subject, its own words what it asks of it
+            alone = SearchRequest(query=question, mode="hybrid", top_k=depth, folder_id=body.folder_id, with_text=True)
+            results = _interleaved(results, self.searches.search(alone, spread=False).results)
+        hits = pick_passages(results, max_files, per_file)
         for hit in hits:
             hit["text"] = hit.get("text", "") + continuation(self.searches.store, hit)
         t_search = time.perf_counter()
@@ -279,7 +271,7 @@ class EvidenceService:
         default = sentences.asks_for_default(question)
         name = sentences.asks_for_name(question)
         entity = sentences.asks_for_entity(question)
-        about = self._about(question, candidates)
+        about = self._about(question, body.context, candidates)
         for c in candidates:
             c.score = SEMANTIC * c.semantic + LEXICAL * c.coverage + PRIOR / (1 + c.passage)
             c.score += PASSAGE * about[c.passage]
@@ -287,7 +279,7 @@ class EvidenceService:
                 c.score += FIGURE_BONUS + (COUNTED_BONUS if sentences.counts(c.sentence.text, counted) else 0.0)
             if default and sentences.states_default(c.sentence.text):
                 c.score += DEFAULT_BONUS
-            if name and sentences.names_code(c.sentence.text, question):
+            if name and (sentences.names_code(c.sentence.text, question) or sentences.heading_name(c.path, question)):
                 c.score += CODE_BONUS
             if entity and sentences.names_new(c.sentence.text, question):
                 c.score += ENTITY_BONUS
@@ -306,7 +298,11 @@ class EvidenceService:
             spans.append(self._span(hits, c, figure))
             if len(spans) >= max(1, min(body.max_spans, MAX_SPANS)):
                 break
-        supported = self._supported(ranked, with_vectors=not vectors_why)
+        support = self._support(ranked, with_vectors=not vectors_why)
+        # A first question without a single content term ("hi", "thanks!", "who are you?") asks the documents
+        # nothing, however close a sentence of acknowledgements comes; a follow-up leans on its context.
+        asks = bool(sentences.content_terms(question)) or bool(body.context.strip())
+        supported = asks and answers_at_all(support)
         note = found.note
         if vectors_why and candidates:
             note = f"sentences scored by their words only ({vectors_why})"
@@ -317,6 +313,7 @@ class EvidenceService:
             passages=hits,
             spans=spans,
             supported=supported,
+            support=support,
             mode_used=found.mode_used,
             note=note,
             timings={
@@ -330,15 +327,13 @@ class EvidenceService:
         )
 
     @staticmethod
-    def _supported(ranked: list[_Candidate], with_vectors: bool) -> bool:
-        """Whether the documents answer at all: a sentence of the passages of the best :data:`SUPPORT_FROM`
-        (``ranked`` is every candidate, best first) is close to the question or holds enough of its terms."""
-        leading = {c.passage for c in ranked[:SUPPORT_FROM]}
-        return any(
-            (with_vectors and c.semantic >= SUPPORT_SEMANTIC) or c.coverage >= SUPPORT_LEXICAL
-            for c in ranked
-            if c.passage in leading
-        )
+    def _support(ranked: list[_Candidate], with_vectors: bool) -> dict[str, float]:
+        """How strong the best evidence is: the best cosine and the best coverage of a sentence of the passages
+        of the best :data:`SUPPORT_FROM` (``ranked`` is every candidate, best first); the documents answer at all
+        when either reaches its floor."""
+        leading = [c for c in ranked if c.passage in {c.passage for c in ranked[:SUPPORT_FROM]}]
+        semantic = max((c.semantic for c in leading), default=0.0) if with_vectors else 0.0
+        return {"semantic": round(semantic, 4), "lexical": round(max((c.coverage for c in leading), default=0.0), 4)}
 
     @staticmethod
     def _candidates(hits: list[SearchHit]) -> list[_Candidate]:
@@ -351,7 +346,7 @@ class EvidenceService:
             titles = frozenset(t.strip().lower() for t in path.split(" > ") if t.strip())
             for j, s in enumerate(found):
                 own = sentences.content_terms(s.text)
-                out.append(_Candidate(i, found, j, own, heading - own, titles))
+                out.append(_Candidate(i, found, j, own, heading - own, titles, path))
         return out
 
     @staticmethod
@@ -371,16 +366,23 @@ class EvidenceService:
             c.coverage = (held_here + SECTION_WEIGHT * sum(w for t, w in idf.items() if t in c.section)) / total
 
     @staticmethod
-    def _about(question: str, candidates: list[_Candidate]) -> dict[int, float]:
-        """Each passage's idf-weighted share of the question's terms, over all its sentences and its heading."""
+    def _about(question: str, context: str, candidates: list[_Candidate]) -> dict[int, float]:
+        """Each passage's idf-weighted share of the question's terms, over all its sentences and its heading; a
+        previous question's terms count :data:`CONTEXT_WEIGHT` of their idf (a follow-up's subject: "and what does
+        --inactive do?" after "What does passwd -l do?" is about passwd's page, not chage's)."""
         terms = sentences.content_terms(question)
+        weight = dict.fromkeys(sentences.content_terms(context) - terms, CONTEXT_WEIGHT) | dict.fromkeys(terms, 1.0)
         held: dict[int, set[str]] = {}
         for c in candidates:
             held.setdefault(c.passage, set()).update(c.terms | c.section)
         if not terms or not held:
             return dict.fromkeys(held, 0.0)
         n = len(held)
-        idf = {t: math.log(1 + (n - k + 0.5) / (k + 0.5)) for t in terms for k in [sum(t in h for h in held.values())]}
+        idf = {
+            t: w * math.log(1 + (n - k + 0.5) / (k + 0.5))
+            for t, w in weight.items()
+            for k in [sum(t in h for h in held.values())]
+        }
         total = sum(idf.values()) or 1.0
         return {p: sum(w for t, w in idf.items() if t in h) / total for p, h in held.items()}
 
@@ -433,15 +435,15 @@ class EvidenceService:
     @staticmethod
     def _span(hits: list[SearchHit], c: _Candidate, figure: bool) -> EvidenceSpan:
         """The span quoted for ``c``: its sentence, and its neighbours too when the question asks for a figure
-        that the sentence lacks and a neighbour states: up to the first of the next :data:`FOLLOW_ON` that
+        that the sentence lacks and a neighbour states: up to the first of the next :data:`.reach.FOLLOW_ON` that
         does ("Set list_max_show_all to ..." / "By default, this is set to 200."), else the one before (a
         settings entry's "Default: 259200" / "The number of seconds a password reset link is valid for."); its
-        window is the sentence before and the one after that."""
+        window is the sentence before and the one after that, line by line (an option's line stays its own)."""
         text = hits[c.passage].get("text", "")
-        first, last = _reach(c, figure)
+        first, last = reach.quoted(c.siblings, c.at, c.titles, figure)
         quoted = sentences.quote(text[c.siblings[first].start : c.siblings[last].end])
         before, after = c.siblings[max(0, first - 1)], c.siblings[min(len(c.siblings) - 1, last + 1)]
-        window = sentences.quote(text[before.start : after.end])
+        window = "\n".join(line for line in map(sentences.quote, text[before.start : after.end].splitlines()) if line)
         w_first, w_last = before.line_start, after.line_end
         if len(window) > WINDOW_CHARS:
             window, w_first, w_last = quoted, c.siblings[first].line_start, c.siblings[last].line_end

@@ -11,7 +11,7 @@ items are) or the next line starts a list item; a line of one repeated punctuati
 underline) is a break of its own. Other line breaks are wrapping (PDF lines, hard-wrapped
 text) and are read as spaces. A sentence longer than :data:`MAX_CHARS` is cut at a ``;`` or ``,`` or a space.
 
-Its length (~410 lines): the splitting rules (the first half) and what a sentence or a question states (words,
+Its length (~430 lines): the splitting rules (the first half) and what a sentence or a question states (words,
 facts, numbers, the kinds of question: the second half) share the word patterns above; the question kinds
 (``asks_*``) are the part to move to a module of their own when either half grows again.
 """
@@ -58,8 +58,11 @@ STOPWORDS = _wordset(
     that the their theirs them themselves then there these they this those through to too under until up very
     was we were what when where which while who whom why will with would you your yours yourself yourselves
     shall may might must us upon whether within without via per among amongst across along around toward towards
-    tell say says said please know find according document documents source sources answer question"""
+    tell say says said please know find according document documents source sources answer question
+    hi hello hey thanks thank thx bye goodbye ok okay cheers"""
 )
+"""Words that carry no content in a question to the documents: grammar, the talk around a request ("please tell
+me", "according to the documents") and greetings and thanks, which ask nothing."""
 
 NUMBER_WORDS = _wordset(
     """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
@@ -173,9 +176,14 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+_FLAG = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
+"""A one-letter option (``-E``, ``-l``): its letter alone is no term, but the option is the subject of "What does
+chage -E do?" and the line that defines it. Kept with its case (``-l`` is not ``-L``)."""
+
+
 def content_terms(text: str) -> set[str]:
-    """Stemmed words that carry content: not stop words, not one letter."""
-    out: set[str] = set()
+    """Stemmed words that carry content: not stop words, not one letter; and one-letter options as written."""
+    out: set[str] = set(_FLAG.findall(text))
     for w in words(text):
         low = w.lower()
         if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
@@ -323,6 +331,26 @@ def asks_for_entity(question: str) -> bool:
     ...", "With which part of the cell ...") rather than for a figure: its answer is a name the question does
     not hold."""
     return _ENTITY_QUESTION.search(question) is not None and not asks_for_figure(question)
+
+
+_PLAIN_WORD = re.compile(r"[A-Z]?[a-z]+(?:-[a-z]+)*|[A-Z]+")
+
+
+def plain_heading(heading: str) -> bool:
+    """Whether a heading is plain words that could head a section of any document ("Description", "SYNOPSIS",
+    "Return value"): it starts with a capital and every word is lower case, capitalised or all capitals, no figure,
+    no code. Such a heading names no thing; "chage", "apnumber", "SESSION_COOKIE_AGE", "SQLite" do."""
+    found = heading.split()
+    return bool(found) and heading[0].isupper() and all(_PLAIN_WORD.fullmatch(w.strip(",:;()")) for w in found)
+
+
+def heading_name(path: str, question: str) -> str:
+    """The innermost heading of a heading path that is a name of one word the question does not hold ("apnumber",
+    "chage(1)", "SESSION_COOKIE_AGE"), else "": what a section under it is about, as a name question asks."""
+    for heading in reversed([h.strip() for h in path.split(" > ") if h.strip()]):
+        if not plain_heading(heading):
+            return heading if len(heading.split()) == 1 and heading.lower() not in question.lower() else ""
+    return ""
 
 
 def names_new(text: str, question: str) -> bool:
