@@ -45,7 +45,7 @@ from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer.stopwords import STOP_WORDS
 
 Ranking = list[tuple[int, float]]
-FUSIONS = ("blend", "weighted", "rrf")
+FUSIONS = ("blend", "weighted", "rrf", "evidence")
 SameFile = Callable[[int, int], bool]
 """Whether two chunks (by id) belong to the same document."""
 
