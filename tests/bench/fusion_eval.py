@@ -24,8 +24,9 @@ import argparse
 import itertools
 import json
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -132,11 +133,48 @@ def score(q: Query, ranked: Sequence[int]) -> tuple[float, float, float]:
     return (0.0 if rank is None else 1.0 / (rank + 1)), top1, page
 
 
-def blend(q: Query) -> list[int]:
+INF = float("inf")
+ABLATIONS: dict[str, fusion.BlendRules] = {
+    "blend": fusion.DEFAULT_RULES,
+    "no top bonus": replace(fusion.DEFAULT_RULES, top_bonus=0.0),
+    "no strong-keyword rule": replace(fusion.DEFAULT_RULES, strong_ratio=INF, tail_ratio=INF),
+    "no repeat penalty": replace(fusion.DEFAULT_RULES, repeat_penalty=0.0),
+}
+"""``blend`` and ``blend`` less one rule; "no lookup weight" and "no same-file rule" are :func:`blend`'s flags."""
+
+
+def blend(
+    q: Query, rules: fusion.BlendRules = fusion.DEFAULT_RULES, lookup: bool = True, same: bool = True
+) -> list[int]:
     files = {name: i for i, name in enumerate(dict.fromkeys(f for f, _, _ in q.where.values()))}
     documents = {cid: files[f] for cid, (f, _, _) in q.where.items()}
-    ranked = fusion.blend(q.keyword, q.semantic, fusion.DEFAULT_RULES, q.question, documents, None, q.lookup)
+    same_file = None if same else (lambda a, b: False)
+    ranked = fusion.blend(q.keyword, q.semantic, rules, q.question, documents, same_file, q.lookup and lookup)
     return [c for c, _ in ranked]
+
+
+def spread(q: Query, fused: fusion.Ranking) -> list[int]:
+    """``fused`` with blend's repeat penalty (``[search] blend_repeat_penalty``) on a file's further passages."""
+    files = {name: i for i, name in enumerate(dict.fromkeys(f for f, _, _ in q.where.values()))}
+    documents = {cid: files[f] for cid, (f, _, _) in q.where.items()}
+    return [c for c, _ in fusion.spread(fused, documents, fusion.DEFAULT_RULES.repeat_penalty)]
+
+
+def ablations(qs: Sequence[Query], split: str) -> list[str]:
+    """``blend`` with each of its rules left out in turn, per set."""
+    variants: dict[str, Callable[[Query], list[int]]] = {name: partial(blend, rules=r) for name, r in ABLATIONS.items()}
+    variants["no lookup weight"] = partial(blend, lookup=False)
+    variants["no same-file rule"] = partial(blend, same=False)
+    variants["none (weighted at 0.45)"] = lambda q: weighted(q, fusion.DEFAULT_RULES.keyword_weight)
+    sets = sorted({q.set for q in qs})
+    lines = [f"| blend ({split}) | " + " | ".join(sets) + " |", "|---|" + "---:|" * len(sets)]
+    for name, fn in variants.items():
+        cells = []
+        for s in sets:
+            mine = [q for q in qs if q.set == s and q.split == split]
+            cells.append(f"{np.mean([score(q, fn(q))[0] for q in mine]):.3f}" if mine else "-")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def fixed(q: Query, name: str) -> tuple[float, float, float]:
@@ -235,7 +273,7 @@ def evidence_module(q: Query, params: NDArray[np.float64]) -> list[int]:
 
 
 def table(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[str]:
-    names = ("keyword", "semantic", "weighted", "rrf", "blend", "evidence")
+    names = ("keyword", "semantic", "weighted", "rrf", "blend", "evidence", "evidence, spread")
     lines = [
         f"| set ({split}) | n | " + " | ".join(names) + " |",
         "|---|---:|" + "---:|" * len(names),
@@ -250,6 +288,9 @@ def table(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[
                 got = np.array([score(q, evidence_module(q, params)) for q in mine])
             elif name == "evidence":
                 got = np.array([score(q, weighted(q, weight_of(q, params))) for q in mine])
+            elif name.startswith("evidence"):
+                fused = [fusion.weighted(q.keyword, q.semantic, weight_of(q, params)) for q in mine]
+                got = np.array([score(q, spread(q, r)) for q, r in zip(mine, fused, strict=True)])
             else:
                 got = np.array([fixed(q, name) for q in mine])
             main = f"{got[:, 0].mean():.3f}" if mine[0].metric != "top1" else f"{int(got[:, 1].sum())}"
@@ -265,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", default="bias+coverage+margin", help="the signals of the fit (FEATURES)")
     parser.add_argument("--weights", default="", help="bias,coverage,margin,cosine,gap: report these instead of a fit")
     parser.add_argument("--no-cv", dest="cv", action="store_false")
+    parser.add_argument("--ablate", action="store_true", help="blend less each rule, per set (tune; --held-out too)")
     args = parser.parse_args(argv)
     qs = load([Path(p) for p in args.lists])
     tune = [q for q in qs if q.split == "tune"]
@@ -287,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.held_out:
         print()
         print("\n".join(table(qs, "held_out", params)))
+    if args.ablate:
+        for split in ("tune", "held_out") if args.held_out else ("tune",):
+            print()
+            print("\n".join(ablations(qs, split)))
     return 0
 
 
