@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                     for mode, fusion in MODES:
                         t0 = time.perf_counter()
                         reply = client.request(
-                            "indexer", SearchRequest(q.text, mode, 10, None, fusion or None), SearchReply, timeout=60
+                            "indexer", SearchRequest(q.text, mode, 10, None, fusion), SearchReply, timeout=60
                         ).body
                         label = f"{mode} {fusion}".strip()
                         wall[label].append((time.perf_counter() - t0) * 1000)
