@@ -6,17 +6,23 @@ and each of the 150 judged claims goes to ``search.request`` (top_k 10) in every
 query, ``--rounds`` times, so that a shared machine's load falls on all of them alike. Printed per mode: the
 median and 95th percentile of the round trip and of the indexer's own ``fuse`` stage (``evidence`` adds one SQLite
 row, one pass of the analyzer and a term lookup per query word there), and the load average before and after.
+``--lists FILE`` (the home's dump) then checks that the indexer's ``evidence`` ranking is the offline one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
+from foldermind.protocol.runtime.config import SearchPolicy
+from foldermind.workers.indexer.fusion_evidence import EvidenceWeights, evidence, idf_share
 from tests.bench.fusion_lists import corpus_folder
 from tests.bench.kernels import Kernel, say
 from tests.bench.mcpclient import kernel_config
@@ -33,10 +39,27 @@ MODES = (
 )
 
 
+def check(client: BusClient, dumped: list[dict[str, Any]]) -> tuple[int, int]:
+    """How many dumped queries the indexer's ``evidence`` fusion ranks (top_k 10) as
+    :func:`foldermind.workers.indexer.fusion_evidence.evidence` does offline on their lists (40 a side), with the
+    ``[search]`` parameters."""
+    weights = EvidenceWeights.of(SearchPolicy())
+    same = 0
+    for d in dumped:
+        kw, sem = d["keyword"][:40], d["semantic"][:40]
+        idf = d["terms"]
+        cover = idf_share(idf, [bool(int(kw[0][5]) >> i & 1) for i in range(len(idf))]) if kw else 0.0
+        offline = evidence([(h[0], h[1]) for h in kw], [(h[0], h[1]) for h in sem], cover, weights)[:10]
+        reply = client.request("indexer", SearchRequest(d["item"]["text"], "hybrid", 10, None, "evidence"), SearchReply)
+        same += [r["chunk_id"] for r in reply.body.results] == [c for c, _ in offline]
+    return same, len(dumped)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.fusion_latency", description=__doc__.split("\n")[0])
     parser.add_argument("--home", required=True, help="the SciFact home of tests.bench.fusion_lists")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--lists", default="", help="the home's dumped lists: check the indexer fuses as offline")
     args = parser.parse_args(argv)
     home = Path(args.home).resolve()
     folder, files = corpus_folder("scifact", home)
@@ -61,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
                         label = f"{mode} {fusion}".strip()
                         wall[label].append((time.perf_counter() - t0) * 1000)
                         fuse[label].append(float((reply.timings or {}).get("fuse", 0.0)))
-        load_after = os.getloadavg()
+            load_after = os.getloadavg()
+            if args.lists:
+                same, n = check(client, json.loads(Path(args.lists).read_text("utf-8")))
+                print(f"the indexer's evidence top 10 equals the offline fusion's for {same} of {n} queries")
     finally:
         kernel.stop()
         kernel.cleanup()
