@@ -318,14 +318,14 @@ class SearchPolicy(_Strict):
     )
     rrf_k: int = Field(60, ge=1, description="The rank offset of rrf fusion.")
     evidence_bias: float = Field(
-        0.0,
-        description='"evidence" fusion: the keyword weight is sigmoid(evidence_bias + evidence_coverage * coverage +'
-        " evidence_margin * margin), coverage being the share of the query's IDF mass BM25's first hit holds and"
-        " margin 1 - BM25's second score / its first. Fitted on every query shape's tune part:"
+        -0.5,
+        description='"evidence" fusion: the keyword weight is sigmoid(evidence_bias + evidence_gap * gap +'
+        " evidence_margin * margin): gap is the share of the query's IDF mass BM25's first hit holds less the semantic"
+        " first hit's, margin 1 - BM25's second score / its first. Fitted on every query shape's tune part at once:"
         " docs/benchmarks-fusion.md.",
     )
-    evidence_coverage: float = Field(0.0, description='"evidence" fusion: the weight of coverage (see evidence_bias).')
-    evidence_margin: float = Field(0.0, description='"evidence" fusion: the weight of margin (see evidence_bias).')
+    evidence_gap: float = Field(4.5, description='"evidence" fusion: the weight of gap (see evidence_bias).')
+    evidence_margin: float = Field(6.5, description='"evidence" fusion: the weight of margin (see evidence_bias).')
     keyword_proximity: float = Field(
         0.1,
         ge=0,

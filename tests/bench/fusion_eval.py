@@ -267,9 +267,10 @@ def cross_validate(qs: Sequence[Query], features: str) -> dict[str, float]:
 
 
 def evidence_module(q: Query, params: NDArray[np.float64]) -> list[int]:
-    """The indexer's own ``evidence`` fusion (coverage and margin only) at ``params``."""
-    weights = EvidenceWeights(float(params[0]), float(params[1]), float(params[2]))
-    return [c for c, _ in fusion_evidence.evidence(q.keyword, q.semantic, q.coverage, weights)]
+    """The indexer's own ``evidence`` fusion (bias, gap and margin) at ``params``."""
+    weights = EvidenceWeights(float(params[0]), float(params[4]), float(params[2]))
+    shares = (q.coverage, q.coverage - q.gap)
+    return [c for c, _ in fusion_evidence.evidence(q.keyword, q.semantic, shares, weights)]
 
 
 def table(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[str]:
@@ -284,7 +285,7 @@ def table(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[
             continue
         cells = []
         for name in names:
-            if name == "evidence" and params[3] == params[4] == 0:
+            if name == "evidence" and params[1] == params[3] == 0:
                 got = np.array([score(q, evidence_module(q, params)) for q in mine])
             elif name == "evidence":
                 got = np.array([score(q, weighted(q, weight_of(q, params))) for q in mine])
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.fusion_eval", description=__doc__.split("\n")[0])
     parser.add_argument("lists", nargs="+", help="the JSON files tests.bench.fusion_lists wrote")
     parser.add_argument("--held-out", action="store_true", help="also the held-out parts, for the chosen weights")
-    parser.add_argument("--features", default="bias+coverage+margin", help="the signals of the fit (FEATURES)")
+    parser.add_argument("--features", default="bias+gap+margin", help="the signals of the fit (FEATURES)")
     parser.add_argument("--weights", default="", help="bias,coverage,margin,cosine,gap: report these instead of a fit")
     parser.add_argument("--no-cv", dest="cv", action="store_false")
     parser.add_argument("--ablate", action="store_true", help="blend less each rule, per set (tune; --held-out too)")

@@ -48,8 +48,11 @@ def check(client: BusClient, dumped: list[dict[str, Any]]) -> tuple[int, int]:
     for d in dumped:
         kw, sem = d["keyword"][:40], d["semantic"][:40]
         idf = d["terms"]
-        cover = idf_share(idf, [bool(int(kw[0][5]) >> i & 1) for i in range(len(idf))]) if kw else 0.0
-        offline = evidence([(h[0], h[1]) for h in kw], [(h[0], h[1]) for h in sem], cover, weights)[:10]
+        shares = [
+            idf_share(idf, [bool(int(s[0][5]) >> i & 1) for i in range(len(idf))]) if s else 0.0 for s in (kw, sem)
+        ]
+        pairs = [[(h[0], h[1]) for h in side] for side in (kw, sem)]
+        offline = evidence(pairs[0], pairs[1], (shares[0], shares[1]), weights)[:10]
         reply = client.request("indexer", SearchRequest(d["item"]["text"], "hybrid", 10, None, "evidence"), SearchReply)
         same += [r["chunk_id"] for r in reply.body.results] == [c for c, _ in offline]
     return same, len(dumped)

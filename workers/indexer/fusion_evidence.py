@@ -3,16 +3,17 @@
 ``w * bm25 + (1 - w) * cosine``, each min-max normalised within its list (a chunk missing from a list scores 0
 there), as ``weighted``; but ``w`` is a smooth function of how the lists look (:class:`Signals`):
 
-- ``coverage``: the share of the query's IDF mass (BM25's IDF of each distinct query term) that BM25's first hit
-  holds in its text or heading. A user who remembers words of one page finds a page that holds nearly all of
-  them, the rare ones included; a paraphrase or a question shares only some words with the page that answers it;
+- ``gap``: the share of the query's IDF mass (BM25's IDF of each distinct query term) that BM25's first hit
+  holds in its text or heading, less the share the semantic side's first hit holds. When the page BM25 puts
+  first holds the query's rare words and the semantic winner does not, the words are what the user remembers;
+  when both hold as much, the semantic side's reading of the whole query decides;
 - ``margin``: how far BM25's first hit stands above its second (``1 - second / first``, 1 for a lone hit).
 
-``w = sigmoid(bias + coverage_slope * coverage + margin_slope * margin)``: three parameters
-(:class:`EvidenceWeights`, ``[search] evidence_*``), fitted at once on the tune parts of every query shape the
-benches have (known items, remembered words, questions, claims; ``tests/bench/fusion_eval.py``), with the held-out
-parts read apart. A monotone function of the list's shape, so no query is sorted into a kind by its wording and
-no rank rule overrides the sum: a chunk at least as high as another in both lists is never ranked below it.
+``w = sigmoid(bias + gap_slope * gap + margin_slope * margin)``: three parameters (:class:`EvidenceWeights`,
+``[search] evidence_*``), fitted at once on the tune parts of every query shape the benches have (known items,
+remembered words, questions, claims; ``tests/bench/fusion_eval.py``, which also tried the first hit's share alone
+and the semantic side's margin), with the held-out parts read apart. No query is sorted into a kind by its wording
+and no rank rule overrides the sum: a chunk at least as high as another in both lists is never ranked below it.
 Figures and the fit: docs/benchmarks-fusion.md.
 """
 
@@ -31,19 +32,21 @@ class EvidenceWeights:
     """The three parameters of the keyword weight (``[search] evidence_*``)."""
 
     bias: float
-    coverage: float
+    gap: float
     margin: float
 
     @classmethod
     def of(cls, policy: SearchPolicy) -> EvidenceWeights:
-        return cls(policy.evidence_bias, policy.evidence_coverage, policy.evidence_margin)
+        return cls(policy.evidence_bias, policy.evidence_gap, policy.evidence_margin)
 
 
 @dataclass(frozen=True, slots=True)
 class Signals:
-    """What the keyword list says about itself (see the module's docstring)."""
+    """What the two lists say (see the module's docstring): :func:`idf_share` of BM25's first hit and of the
+    semantic side's, and BM25's :func:`margin`."""
 
-    coverage: float
+    keyword_share: float
+    semantic_share: float
     margin: float
 
 
@@ -70,16 +73,17 @@ def margin(keyword: Ranking) -> float:
 
 def keyword_weight(signals: Signals, weights: EvidenceWeights) -> float:
     """The keyword side's share ``w`` in 0..1."""
-    x = weights.bias + weights.coverage * signals.coverage + weights.margin * signals.margin
+    gap = signals.keyword_share - signals.semantic_share
+    x = weights.bias + weights.gap * gap + weights.margin * signals.margin
     return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, x))))
 
 
-def evidence(keyword: Ranking, semantic: Ranking, coverage: float, weights: EvidenceWeights) -> Ranking:
-    """The two rankings fused, best first; ``coverage``: :func:`idf_share` of BM25's first hit (0 when the
-    keyword list is empty)."""
+def evidence(keyword: Ranking, semantic: Ranking, shares: tuple[float, float], weights: EvidenceWeights) -> Ranking:
+    """The two rankings fused, best first; ``shares``: :func:`idf_share` of BM25's first hit and of the semantic
+    side's (0 for an empty list)."""
     if not keyword:
         return list(semantic)
-    w = keyword_weight(Signals(coverage, margin(keyword)), weights)
+    w = keyword_weight(Signals(shares[0], shares[1], margin(keyword)), weights)
     kw, sem = min_max(keyword), min_max(semantic)
     fused = {cid: w * kw.get(cid, 0.0) + (1.0 - w) * sem.get(cid, 0.0) for cid in kw | sem}
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))

@@ -132,7 +132,8 @@ class SearchService:
         if fuse == "rrf":
             return fusion.rrf([keyword, semantic], self.policy.rrf_k)
         if fuse == "evidence":
-            return fusion_evidence.evidence(keyword, semantic, self._coverage(query, keyword), self.evidence)
+            shares = self._shares(query, keyword, semantic)
+            return fusion_evidence.evidence(keyword, semantic, shares, self.evidence)
         rules = self.rules if spread else self.unspread
         # Evidence and the repeat penalty need each candidate's document: one SQLite read of <= 2 * depth rows.
         by_document = rules.evidence > 0 or rules.repeat_penalty > 0
@@ -184,18 +185,25 @@ class SearchService:
         hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs, where)
         return [(h.chunk_id, h.score) for h in hits], total
 
-    def _coverage(self, query: str, keyword: Ranking) -> float:
-        """The share of the query's IDF mass that BM25's first hit holds in its text or heading (``evidence``
-        fusion): one SQLite row, one pass of the analyzer over it and a term lookup per query word."""
-        row = self.store.hits([keyword[0][0]]).get(keyword[0][0]) if keyword else None
-        if row is None:
-            return 0.0
-        language = stemmed_as(row["language"])
-        held = set(text_terms(f"{row['heading'] or ''}\n{row['text']}", language))
-        doc_freq, total = self.bm25.term_stats(language)
+    def _shares(self, query: str, keyword: Ranking, semantic: Ranking) -> tuple[float, float]:
+        """The share of the query's IDF mass that BM25's first hit, and the semantic side's, hold in their text or
+        heading (``evidence`` fusion): one SQLite read of two rows, a pass of the analyzer over each and a term
+        lookup per query word."""
+        firsts = [ranking[0][0] if ranking else None for ranking in (keyword, semantic)]
+        rows = self.store.hits([cid for cid in firsts if cid is not None])
         tokens = list(dict.fromkeys(query_tokens(query)))
-        idfs = [fusion_evidence.idf(doc_freq(t), total) for t in tokens]
-        return fusion_evidence.idf_share(idfs, [stem(t, language) in held for t in tokens])
+        shares = []
+        for cid in firsts:
+            row = rows.get(cid) if cid is not None else None
+            if row is None:
+                shares.append(0.0)
+                continue
+            language = stemmed_as(row["language"])
+            held = set(text_terms(f"{row['heading'] or ''}\n{row['text']}", language))
+            doc_freq, total = self.bm25.term_stats(language)
+            idfs = [fusion_evidence.idf(doc_freq(t), total) for t in tokens]
+            shares.append(fusion_evidence.idf_share(idfs, [stem(t, language) in held for t in tokens]))
+        return shares[0], shares[1]
 
     def _same_file(self, a: int, b: int) -> bool:
         """Whether two chunks are of one document (blend's same-file rule; asked only when the blend's first hit
