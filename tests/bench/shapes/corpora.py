@@ -1,0 +1,153 @@
+"""The four real corpora of the shape bench, as folders of files a kernel indexes, built by the bench itself.
+
+- ``scifact``: SciFact's public half (``../shared/eval/scifact`` or ``$FOLDERMIND_SCIFACT``): every judged abstract
+  and the first :data:`SCIFACT_DISTRACTORS` others, one ``<id>.txt`` file each, as the lookup bench indexes it
+  (:func:`tests.bench.lookup.write_scifact`; all 5,183 take ~4 times as long to embed on the shared machine), and
+  the gold abstracts of the factoid sets reused as shapes;
+- ``manuals``: the six pinned Debian documentation packages of :mod:`tests.bench.manuals` (PDF and HTML);
+- ``django-docs``: the ``.txt`` (reST) docs of the pinned Django 4.2.16 sdist
+  (:func:`tests.bench.factoids.django_corpus`);
+- ``pytest-docs``: the fourth corpus, pytest 8.3.4's documentation as its sdist on PyPI ships it: every ``.rst``
+  file under ``doc/en/`` (folders starting with ``_`` left out; the how-tos, reference, examples, changelog and
+  release announcements), 247 files. ``pip download --no-deps --no-binary :all: --require-hashes`` fetches the
+  sdist (sha256 pinned) into the bench cache (``$FOLDERMIND_BENCH_CACHE``, default ``~/.cache/foldermind-bench``)
+  once; a different sdist is refused. Licence: MIT (the sdist's ``LICENSE``); nothing of it is shipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from tests.bench import factoids, manuals
+from tests.bench.kernels import BenchFailure, say
+from tests.bench.lookup import write_scifact
+from tests.bench.scifact import SCIFACT_DOCS, _lines, file_name, judged_queries, write_corpus
+
+SCIFACT = "scifact"
+MANUALS = "manuals"
+DJANGO = "django-docs"
+PYTEST = "pytest-docs"
+CORPORA = (SCIFACT, MANUALS, DJANGO, PYTEST)
+
+SCIFACT_DISTRACTORS = 1000
+PYTEST_VERSION = "8.3.4"
+PYTEST_SDIST_SHA256 = "965370d062bce11e73868e0335abac31b4d3de0e82f4007408d242b4f8610761"
+PYTEST_DOC_FILES = 247
+MARKER = ".shapes-corpus"  # a hidden file: the watcher skips it
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    name: str
+    folder: Path  # registered as a Smart Folder
+    files: int
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pinned_sdist(name: str, version: str, sha256: str) -> Path:
+    """``<name>-<version>.tar.gz`` from the bench cache, or downloaded there with pip, hash-checked."""
+    cache = manuals.cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"{name}-{version}.tar.gz"
+    if path.is_file() and _sha256(path) == sha256:
+        return path
+    say(f"pip download {name}=={version} (sdist) into {cache} (once)")
+    with tempfile.TemporaryDirectory(prefix="fm-sdist-") as tmp:
+        req = Path(tmp) / "requirements.txt"
+        req.write_text(f"{name}=={version} --hash=sha256:{sha256}\n", encoding="utf-8")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--require-hashes"]
+        try:
+            out = subprocess.run(
+                [*cmd, "-r", str(req), "-d", str(cache)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BenchFailure(f"pip download {name}=={version} failed: {exc}") from exc
+    if out.returncode != 0 or not path.is_file() or _sha256(path) != sha256:
+        raise BenchFailure(f"no {path.name} with sha256 {sha256} after pip download:\n{out.stderr[-1500:]}")
+    return path
+
+
+def pytest_corpus(root: Path) -> Corpus:
+    """pytest's docs as ``root/pytest-docs-<version>/``: extracted once (a hidden marker says so), then reused."""
+    folder = root / f"{PYTEST}-{PYTEST_VERSION}"
+    marker = folder / MARKER
+    if marker.is_file() and json.loads(marker.read_text("utf-8")).get("sha256") == PYTEST_SDIST_SHA256:
+        return Corpus(PYTEST, folder, PYTEST_DOC_FILES)
+    sdist = pinned_sdist("pytest", PYTEST_VERSION, PYTEST_SDIST_SHA256)
+    n = 0
+    with tarfile.open(sdist, "r:gz") as tar:
+        for member in tar:
+            parts = PurePosixPath(member.name).parts
+            if not member.isfile() or parts[1:3] != ("doc", "en") or not member.name.endswith(".rst"):
+                continue
+            rel = PurePosixPath(*parts[3:])
+            if any(p.startswith(("_", ".")) or p == ".." for p in rel.parts):
+                continue
+            fh = tar.extractfile(member)
+            if fh is not None:
+                factoids._write_if_changed(folder.joinpath(*rel.parts), fh.read())
+                n += 1
+    if n != PYTEST_DOC_FILES:
+        raise BenchFailure(f"{sdist.name} has {n} doc files, not the {PYTEST_DOC_FILES} the queries were written on")
+    marker.write_text(json.dumps({"sha256": PYTEST_SDIST_SHA256, "files": n}), encoding="utf-8")
+    return Corpus(PYTEST, folder, n)
+
+
+def lookup_abstracts() -> set[str]:
+    """The file names of the abstracts the lookup bench indexes: every judged one and the first distractors."""
+    names = {file_name(d) for q in judged_queries() for d in q.relevant}
+    for i, doc in enumerate(_lines("corpus.jsonl")):
+        if i >= SCIFACT_DISTRACTORS:
+            break
+        names.add(file_name(doc["_id"]))
+    return names
+
+
+def _factoid_abstracts(folder: Path) -> int:
+    """Writes the gold abstracts of the factoid sets (reused as shapes) that are not in ``folder`` yet; returns
+    how many of them were not among the abstracts :func:`tests.bench.lookup.write_scifact` writes."""
+    judged = {file_name(d) for q in judged_queries() for d in q.relevant}
+    wanted = {q.gold_file for q in factoids.load_questions(corpus=SCIFACT)} - judged
+    n = 0
+    for i, doc in enumerate(_lines("corpus.jsonl")):
+        name = file_name(doc["_id"])
+        if name in wanted and i >= SCIFACT_DISTRACTORS:
+            factoids._write_if_changed(
+                folder / name, f"{doc.get('title', '').strip()}\n\n{doc.get('text', '').strip()}\n".encode()
+            )
+            n += 1
+    return n
+
+
+def build(name: str, root: Path, scifact_all: bool = False) -> Corpus:
+    """The corpus ``name`` under ``root`` (built once, then reused as it is); ``scifact_all``: all 5,183 abstracts
+    of SciFact's public half (the folder the MCP bench measures), not the lookup bench's 1,128 and the 84."""
+    if name == SCIFACT and scifact_all:
+        folder = root / f"scifact-{SCIFACT_DOCS}"
+        return Corpus(SCIFACT, folder, write_corpus(folder))
+    if name == SCIFACT:
+        folder = root / f"scifact-gold-{SCIFACT_DISTRACTORS}"
+        n = write_scifact(folder, SCIFACT_DISTRACTORS)[0]
+        return Corpus(SCIFACT, folder, n + _factoid_abstracts(folder))
+    if name == MANUALS:
+        return Corpus(MANUALS, manuals.build(root), manuals.FILES)
+    if name == DJANGO:
+        c = factoids.django_corpus(root)
+        return Corpus(DJANGO, c.folder, c.files)
+    if name == PYTEST:
+        return pytest_corpus(root)
+    raise ValueError(f"corpus must be one of {', '.join(CORPORA)}, not {name!r}")

@@ -1,0 +1,175 @@
+"""Writes ``data/known.jsonl``, the known-item queries (shapes a-e), from the four corpora by the rules of
+:mod:`.rules`; with ``--draw N``, prints the seeded passages the hand-written questions (shapes f-k) were written from.
+
+``python -m tests.bench.shapes.generate HOME [--per 25] [--draw N] [--check]`` builds the corpora under ``HOME/corpora``
+(:mod:`.corpora`) and reads every document as the project's parser extracts it (the text the index holds).
+
+The draw, per corpus and shape (seeded by :func:`.rules.rng_for`): the documents in path order, shuffled; each
+in turn gets the shape's rule (one query per document at most) until ``--per`` queries are written or the
+documents run out. A query is ``{"id", "shape", "corpus", "split", "query", "file"}``: ``file`` the gold
+document's path under its corpus folder, ``split`` by :func:`.rules.split_of` of the id, ``id``
+``<shape letter>-<corpus>-<nn>`` in order of drawing. ``--check`` checks the hand-written questions against the
+corpora (:func:`check_questions`). Nothing here runs a search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+from tests.bench.factoids import _extracted
+from tests.bench.shapes import rules
+from tests.bench.shapes.corpora import CORPORA, DJANGO, MANUALS, PYTEST, SCIFACT, build, lookup_abstracts
+
+DATA = Path(__file__).with_name("data")
+KNOWN = DATA / "known.jsonl"
+QUESTION_DRAWS = {PYTEST: 28, DJANGO: 16, SCIFACT: 16, MANUALS: 14}
+"""How many passages of each corpus's draw the questions were written from."""
+LETTERS = dict(zip(rules.SHAPES, "abcde", strict=True))
+
+
+def heading_kind(corpus: str, path: str) -> str:
+    if corpus == SCIFACT:
+        return "title"
+    if path.endswith((".rst", ".txt")):
+        return "rst"
+    return "html" if path.endswith((".html", ".htm")) else ""
+
+
+def documents(corpus: str, folder: Path) -> tuple[list[str], list[str], list[str]]:
+    """(paths, extracted texts, raw texts) of a corpus folder, in path order (raw: the file's bytes as UTF-8
+    for reST and HTML, the extracted text otherwise). SciFact's are the lookup bench's abstracts, not the
+    factoid sets' gold ones added to the folder."""
+    extracted = _extracted(folder)
+    keep = lookup_abstracts() if corpus == SCIFACT else set(extracted)
+    paths = sorted(p for p in extracted if p in keep)
+    raws = []
+    for p in paths:
+        raw = extracted[p]
+        if p.endswith((".rst", ".txt", ".html", ".htm")):
+            raw = (folder / p).read_bytes().decode("utf-8", "replace")
+        raws.append(raw)
+    return paths, [extracted[p] for p in paths], raws
+
+
+def draw_corpus(corpus: str, folder: Path, per: int) -> list[dict[str, str]]:
+    paths, texts, raws = documents(corpus, folder)
+    words = [rules.word_string(t) for t in texts]
+    lowered = [t.lower() for t in texts]
+    df, n_docs = rules.document_frequency(texts)
+    heads = [rules.headings(r, t, heading_kind(corpus, p)) for p, t, r in zip(paths, texts, raws, strict=True)]
+    head_count = Counter(h.lower() for hs in heads for h in set(hs))
+    out: list[dict[str, str]] = []
+    for shape in rules.SHAPES:
+        if shape == "command" and corpus == SCIFACT:
+            continue  # abstracts have no command lines; their "--" is a dash ("--that")
+        rng = rules.rng_for(corpus, shape)
+        order = list(range(len(paths)))
+        rng.shuffle(order)
+        n = 0
+        for i in order:
+            if n >= per:
+                break
+            query: str | None = None
+            if shape == "fragment":
+                query = rules.fragment(texts[i], rng)
+                if query and not rules.unique_in(rules.word_string(query), words, i):
+                    query = None
+            elif shape == "scramble":
+                query = rules.scramble(texts[i], rng)
+            elif shape == "keywords":
+                query = rules.keywords(texts[i], rng, df, n_docs)
+            elif shape == "heading":
+                own = [h for h in heads[i] if head_count[h.lower()] == 1]
+                query = rng.choice(own) if own else None
+            else:
+                own = [c for c in rules.commands(texts[i]) if rules.unique_in(c.lower(), lowered, i)]
+                query = rng.choice(own) if own else None
+            if query:
+                qid = f"{LETTERS[shape]}-{corpus}-{n:02d}"
+                out.append(
+                    {
+                        "id": qid,
+                        "shape": shape,
+                        "corpus": corpus,
+                        "split": rules.split_of(qid),
+                        "query": query,
+                        "file": paths[i],
+                    }
+                )
+                n += 1
+    return out
+
+
+def draw_passages(corpus: str, folder: Path, n: int) -> list[tuple[str, str]]:
+    """``n`` seeded (document, passage) pairs to write questions from: documents drawn as for the shapes, a
+    passage of ~120 words from a clean sentence on."""
+    paths, texts, _ = documents(corpus, folder)
+    rng = rules.rng_for(corpus, "questions")
+    order = list(range(len(paths)))
+    rng.shuffle(order)
+    out = []
+    for i in order:
+        sentences = rules.clean_sentences(texts[i])
+        if len(sentences) < 3:
+            continue
+        start = rng.randrange(len(sentences))
+        passage = " ".join(" ".join(s) for s in sentences[start : start + 5])
+        out.append((paths[i], passage))
+        if len(out) >= n:
+            break
+    return out
+
+
+def check_questions(root: Path, draws: dict[str, int]) -> list[str]:
+    """What is wrong with ``data/questions.jsonl``: a gold file missing, an answer pattern no gold file holds,
+    a paraphrase sharing more than 2 content words with its drawn passage (``draws``: passages per corpus)."""
+    passages = {(c, p): t for c, n in draws.items() for p, t in draw_passages(c, build(c, root).folder, n)}
+    problems = []
+    for row in (json.loads(line) for line in (DATA / "questions.jsonl").read_text("utf-8").splitlines()):
+        if row["corpus"] == "*":
+            continue
+        folder = build(row["corpus"], root).folder
+        texts = [(folder / f).read_text("utf-8", "replace") for f in row["files"] if (folder / f).is_file()]
+        if len(texts) < len(row["files"]):
+            problems.append(f"{row['id']}: a gold file is missing")
+        if row["answer"] and not any(re.search(row["answer"], t, re.IGNORECASE) for t in texts):
+            problems.append(f"{row['id']}: no gold file holds {row['answer']!r}")
+        if row["shape"] == "paraphrase":
+            page = set(rules.content_words(passages[(row["corpus"], row["drawn"])]))
+            shared = [w for w in dict.fromkeys(rules.content_words(row["query"])) if w in page]
+            if len(shared) > 2:
+                problems.append(f"{row['id']}: shares {shared} with its passage")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.shapes.generate", description=__doc__.split("\n")[0])
+    parser.add_argument("home", help="the bench home: corpora are built under HOME/corpora")
+    parser.add_argument("--per", type=int, default=25, help="queries per corpus and shape")
+    parser.add_argument("--corpus", nargs="+", default=list(CORPORA))
+    parser.add_argument("--draw", type=int, default=0, help="print N passages per corpus to write questions from")
+    parser.add_argument("--check", action="store_true", help="check questions.jsonl against the corpora")
+    args = parser.parse_args(argv)
+    root = Path(args.home).resolve() / "corpora"
+    if args.check:
+        problems = check_questions(root, QUESTION_DRAWS)
+        print("\n".join(problems) or "questions.jsonl: every check holds")
+        return 1 if problems else 0
+    if args.draw:
+        for name in args.corpus:
+            for path, passage in draw_passages(name, build(name, root).folder, args.draw):
+                print(f"## {name} {path}\n{passage}\n")
+        return 0
+    rows = [row for name in args.corpus for row in draw_corpus(name, build(name, root).folder, args.per)]
+    KNOWN.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    print(Counter((r["corpus"], r["shape"]) for r in rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The rules that write the shape bench's known-item queries (tests/bench/shapes/rules.py): seeded and
+repeatable, a scramble keeps the common words a person remembers, and the split is a hash of the id alone;
+and the bench's scores (tests/bench/shapes/run.py) on constructed outcomes.
+The text is the project's own architecture notes, read by the real parser (a real document, not a stub)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.bench.shapes import rules
+from tests.bench.shapes.generate import KNOWN, draw_corpus
+from tests.bench.shapes.run import Outcome, Run, Scores, rank, separation
+from tests.bench.shapes.sets import DATA
+
+REPO = Path(__file__).resolve().parents[1]
+TEXT = (REPO / "docs" / "architecture.md").read_text("utf-8")
+
+
+def test_the_same_seed_draws_the_same_queries_and_another_seed_other_ones() -> None:
+    first = [rules.scramble(TEXT, rules.rng_for("c", "scramble")) for _ in range(1)]
+    again = [rules.scramble(TEXT, rules.rng_for("c", "scramble")) for _ in range(1)]
+    other = [rules.scramble(TEXT, rules.rng_for("d", "scramble")) for _ in range(1)]
+    assert first == again and first[0] is not None
+    assert first != other
+    assert rules.fragment(TEXT, rules.rng_for("c", "fragment")) == rules.fragment(TEXT, rules.rng_for("c", "fragment"))
+
+
+def test_drawing_a_folder_twice_writes_the_same_rows(tmp_path: Path) -> None:
+    for name in ("architecture.md", "development.md", "reliability.md", "security.md"):
+        shutil.copy(REPO / "docs" / name, tmp_path / name)
+    rows = draw_corpus("docs", tmp_path, 3)
+    assert rows == draw_corpus("docs", tmp_path, 3)
+    assert {r["shape"] for r in rows} >= {"fragment", "scramble", "keywords"}
+    for r in rows:
+        assert (tmp_path / r["file"]).is_file() and r["split"] == rules.split_of(r["id"])
+
+
+def test_a_scramble_keeps_common_words_and_only_words_of_the_page() -> None:
+    page = set(rules.word_string(TEXT).split())
+    shuffled = 0
+    for seed in range(40):
+        query = rules.scramble(TEXT, rules.rng_for(str(seed), "scramble"))
+        assert query is not None
+        words = query.split()
+        common = [w for w in words if w in rules.COMMON]
+        assert 8 <= len(words) <= 10 and len(set(words)) == len(words)
+        assert len(common) >= 2 and len(words) - len(common) >= 4, query
+        assert set(words) <= page
+        shuffled += rules.word_string(query) not in rules.word_string(TEXT)
+    assert shuffled >= 30  # in scrambled order, not a phrase of the page
+
+
+def test_a_fragment_is_consecutive_words_of_one_clean_sentence() -> None:
+    for seed in range(20):
+        fragment = rules.fragment(TEXT, rules.rng_for(str(seed), "fragment"))
+        assert fragment is not None and 5 <= len(fragment.split()) <= 8
+        assert rules.word_string(fragment).lower() in rules.word_string(TEXT)
+
+
+def test_a_rest_title_is_a_heading_and_a_code_line_a_command() -> None:
+    raw = "Install\n=======\n\nRunning the tests\n-----------------\n\n::\n\n    $ pytest -x --durations=10\n"
+    assert rules.headings(raw, raw, "rst") == ["Running the tests"]  # one word: too short
+    found = rules.commands(raw + "raise ValueError: no such option here\n")
+    assert "pytest -x --durations=10" in found and "--durations=10" in found
+    assert "ValueError: no such option here" in found
+
+
+def test_the_split_is_a_hash_of_the_id_and_holds_out_about_a_third() -> None:
+    rows = [
+        json.loads(line) for path in (KNOWN, DATA / "questions.jsonl") for line in path.read_text("utf-8").splitlines()
+    ]
+    assert len(rows) > 500
+    for row in rows:
+        assert row["split"] == rules.split_of(row["id"]), row["id"]
+    held = sum(r["split"] == "held_out" for r in rows) / len(rows)
+    assert 0.25 < held < 0.42
+    assert rules.split_of("a-x-00") == rules.split_of("a-x-00")
+
+
+def test_the_scores_count_the_first_gold_file_and_the_floor_reads_top_scores() -> None:
+    def outcome(qid: str, shape: str, files: list[str], top: float | None) -> Outcome:
+        return Outcome(qid, shape, "c", "tune", True, "keyword", files, top)
+
+    assert rank(["x", "g", "g"], ("g",)) == 2 and rank(["x"] * 10 + ["g"], ("g",)) == 0
+    s = Scores()
+    for o in (outcome("a", "fragment", ["g", "x"], 3.0), outcome("b", "fragment", ["x", "y", "g"], 2.0)):
+        s.add(o, ("g",))
+    assert (s.n, s.top1, s.hit5) == (2, 1, 2) and abs(s.mrr - (1 + 1 / 3)) < 1e-9
+    run = Run(
+        outcomes=[outcome("a", "fragment", [], 3.0), outcome("k", "none", [], None), outcome("k2", "none", [], 5.0)]
+    )
+    none, answerable, auc, n = separation(run, "keyword", "all")
+    assert (none, answerable, n) == (2.5, 3.0, 2) and auc == 0.5  # beats the empty search (0), loses to 5.0
