@@ -300,6 +300,23 @@ def table(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[
     return lines
 
 
+def verdicts(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[str]:
+    """Per set: does ``evidence`` score at least ``blend``, and does each hybrid put the gold file first at least as
+    often as ``keyword`` (the issue's target on known items)?"""
+    lines = [f"| set ({split}) | evidence >= blend | top-1: keyword | blend | evidence |", "|---|---|---:|---:|---:|"]
+    for s in sorted({q.set for q in qs}):
+        mine = [q for q in qs if q.set == s and q.split == split]
+        if not mine:
+            continue
+        ev = np.array([score(q, weighted(q, weight_of(q, params))) for q in mine])
+        bl = np.array([fixed(q, "blend") for q in mine])
+        kw = np.array([fixed(q, "keyword") for q in mine])
+        ok = "yes" if ev[:, 0].mean() >= bl[:, 0].mean() - 1e-12 else "no"
+        cells = [f"{int(x[:, 1].sum())}" + ("" if x[:, 1].sum() >= kw[:, 1].sum() else " <") for x in (bl, ev)]
+        lines.append(f"| {s} | {ok} | {int(kw[:, 1].sum())} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.fusion_eval", description=__doc__.split("\n")[0])
     parser.add_argument("lists", nargs="+", help="the JSON files tests.bench.fusion_lists wrote")
@@ -307,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", default="bias+gap+margin", help="the signals of the fit (FEATURES)")
     parser.add_argument("--weights", default="", help="bias,coverage,margin,cosine,gap: report these instead of a fit")
     parser.add_argument("--no-cv", dest="cv", action="store_false")
+    parser.add_argument("--cv-features", default=",".join(FEATURES), help="the feature sets cross-validated")
     parser.add_argument("--ablate", action="store_true", help="blend less each rule, per set (tune; --held-out too)")
     args = parser.parse_args(argv)
     qs = load([Path(p) for p in args.lists])
@@ -314,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(qs)} queries, {len({q.set for q in qs})} sets; {len(tune)} tune")
     if args.cv:
         print("\nLeave-one-set-out (tune parts): each set scored with the weights fitted on the others\n")
-        results = {f: cross_validate(qs, f) for f in FEATURES}
+        results = {f: cross_validate(qs, f) for f in args.cv_features.split(",")}
         sets = sorted(next(iter(results.values())))
         print("| features | " + " | ".join(sets) + " | mean |")
         print("|---|" + "---:|" * (len(sets) + 1))
@@ -327,9 +345,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nfitted on every tune part ({args.features}): {params.tolist()} (objective {best:.4f})")
     print("\nscore per set (known items: top-1 files; questions: MRR@10; SciFact: nDCG@10); (top-1 / page exact)\n")
     print("\n".join(table(qs, "tune", params)))
+    print()
+    print("\n".join(verdicts(qs, "tune", params)))
     if args.held_out:
         print()
         print("\n".join(table(qs, "held_out", params)))
+        print()
+        print("\n".join(verdicts(qs, "held_out", params)))
     if args.ablate:
         for split in ("tune", "held_out") if args.held_out else ("tune",):
             print()

@@ -16,7 +16,9 @@ them): the lookup bench's three files (``lookup_data``, their own splits), the a
 corpus in file order is held out), the same questions' gold sentences as remembered words
 (:func:`tests.bench.factoid_search.remembered`), SciFact's 150 judged claims (:func:`tests.bench.lookup.scifact_split`)
 and the precision bench's 60 Django queries (every third held out). Each query searches only its own corpus's
-home (the factoid bench searched one home of all three corpora).
+home (the factoid bench searched one home of all three corpora). The shape bench's written rows
+(``shapes/data``, their own split; a set per shape, ``shape-<shape>``, across corpora; the reused rows are the
+sets above, the no-answer requests have no gold) join them, and ``--corpus pytest`` (pytest's docs) has only those.
 """
 
 from __future__ import annotations
@@ -41,9 +43,17 @@ from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.lookup import QUERIES, SETS, SLOW_PARSES, load_queries, scifact_split
 from tests.bench.mcpclient import kernel_config
 from tests.bench.scifact import file_name, index_corpus, judged_queries, write_corpus
+from tests.bench.shapes import corpora as shape_corpora
+from tests.bench.shapes.sets import KNOWN_SHAPES, written
 
 DEPTH = 200
-CORPORA = ("manuals", "scifact", "django")
+CORPORA = ("manuals", "scifact", "django", "pytest")
+SHAPE_CORPUS = {
+    "manuals": shape_corpora.MANUALS,
+    "scifact": shape_corpora.SCIFACT,
+    "django": shape_corpora.DJANGO,
+    "pytest": shape_corpora.PYTEST,
+}
 FACTOIDS = Path(__file__).with_name("factoid_data")
 PRECISION = Path(__file__).with_name("precision_data") / "django_queries.jsonl"
 FACTOID_CORPUS = {"manuals": factoids.MANUALS, "scifact": factoids.SCIFACT, "django": factoids.DJANGO}
@@ -88,9 +98,18 @@ def _factoid_items(corpus: str) -> Iterator[Item]:
             yield Item(r["id"] + "-r", f"remembered-{corpus}", split, "top1", remembered(r["sentence"]), gold)
 
 
-def items(corpus: str) -> list[Item]:
-    """Every query over ``corpus``, by the rules in the module's docstring."""
+def _shape_items(corpus: str) -> Iterator[Item]:
+    for row in written():
+        if row.corpus == SHAPE_CORPUS[corpus] and row.files:
+            metric = "top1" if row.shape in KNOWN_SHAPES else "mrr"
+            yield Item(row.id, f"shape-{row.shape}", row.split, metric, row.query, dict.fromkeys(row.files, 1))
+
+
+def items(corpus: str, shapes_only: bool = False) -> list[Item]:
+    """Every query over ``corpus``, by the rules in the module's docstring (``shapes_only``: the shape sets')."""
     out: list[Item] = []
+    if corpus == "pytest" or shapes_only:
+        return list(_shape_items(corpus))
     if corpus == "manuals":
         for name in SETS:
             for q in load_queries(QUERIES.with_name(name)):
@@ -105,7 +124,7 @@ def items(corpus: str) -> list[Item]:
         rows = [json.loads(line) for line in PRECISION.read_text("utf-8").splitlines() if line.strip()]
         for i, r in enumerate(rows):
             out.append(Item(r["id"], "django-precision", _third(i), "mrr", r["query"], dict.fromkeys(r["relevant"], 1)))
-    return out + list(_factoid_items(corpus))
+    return out + list(_factoid_items(corpus)) + list(_shape_items(corpus))
 
 
 def corpus_folder(corpus: str, home: Path) -> tuple[Path, int]:
@@ -115,6 +134,9 @@ def corpus_folder(corpus: str, home: Path) -> tuple[Path, int]:
     if corpus == "scifact":
         folder = home / "scifact-all"
         return folder, write_corpus(folder)
+    if corpus == "pytest":
+        docs = shape_corpora.pytest_corpus(home)
+        return docs.folder, docs.files
     found = factoids.django_corpus(home)
     return found.folder, found.files
 
@@ -160,10 +182,13 @@ class Evidence:
         return out
 
 
-def dump(corpus: str, home: Path, out: Path) -> int:
+def dump(corpus: str, home: Path, out: Path, shapes_only: bool = False) -> int:
     home.mkdir(parents=True, exist_ok=True)
-    queries = items(corpus)
     folder, files = corpus_folder(corpus, home)
+    wanted = items(corpus, shapes_only)
+    queries = [q for q in wanted if all((folder / f).is_file() for f in q.gold)]
+    if missing := len(wanted) - len(queries):
+        say(f"{corpus}: {missing} queries left out, a gold file not in {folder}")
     ingest = "\n[ingest]\n" + "".join(f"{k} = {v}\n" for k, v in SLOW_PARSES.items())
     kernel = Kernel(f"fusion-lists-{corpus}", kernel_config() + ingest, home)
     dumped: list[Dumped] = []
@@ -197,9 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", choices=CORPORA, required=True)
     parser.add_argument("--home", required=True, help="the kernel's home (kept: its index is reused)")
     parser.add_argument("--out", required=True, help="the JSON file to write")
+    parser.add_argument("--shapes-only", action="store_true", help="only the shape sets' queries")
     args = parser.parse_args(argv)
     try:
-        dump(args.corpus, Path(args.home).resolve(), Path(args.out))
+        dump(args.corpus, Path(args.home).resolve(), Path(args.out), args.shapes_only)
     except BenchFailure as exc:
         say(f"bench failed: {exc}")
         return 1
