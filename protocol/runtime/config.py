@@ -324,8 +324,8 @@ class SearchPolicy(_Strict):
         " first hit's, margin 1 - BM25's second score / its first. Fitted on every query shape's tune part at once:"
         " docs/benchmarks-fusion.md.",
     )
-    evidence_gap: float = Field(4.5, description='"evidence" fusion: the weight of gap (see evidence_bias).')
-    evidence_margin: float = Field(6.5, description='"evidence" fusion: the weight of margin (see evidence_bias).')
+    evidence_gap: float = Field(3.5, description='"evidence" fusion: the weight of gap (see evidence_bias).')
+    evidence_margin: float = Field(7.5, description='"evidence" fusion: the weight of margin (see evidence_bias).')
     keyword_proximity: float = Field(
         0.1,
         ge=0,
