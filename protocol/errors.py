@@ -233,8 +233,9 @@ class ErrorCode(StrEnum):
         False,
         "indexer (`search.request`, `folders.criteria.add.request`), frontdoor",
         "The query is empty or longer than 1000 characters after stripping, `mode` is not `hybrid`, `semantic` "
-        "or `keyword`, `fusion` is not `blend`, `weighted` or `rrf`, `top_k` is not an integer, or `min_score` is "
-        "not a number; a criteria folder's query is longer than 1000 characters or holds no word to look for.",
+        "or `keyword`, `fusion` is not `blend`, `weighted`, `rrf` or `evidence`, `top_k` is not an integer, or "
+        "`min_score` is not a number; a criteria folder's query is longer than 1000 characters or holds no word to "
+        "look for.",
         "",
         "query",
     )

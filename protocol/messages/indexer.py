@@ -291,8 +291,8 @@ class SearchRequest(Message):
     """Search the index. ``mode``: keyword, semantic or hybrid; ``folder_id`` (an id or a folder's path)
     scopes both searches before they are cut to ``top_k``, and so do the filters (``file_types``,
     ``path_glob``, ``modified_after``, ``modified_before``; a filter that admits nothing gives no results,
-    not an error). ``fusion`` picks how hybrid merges the two rankings (``blend``, ``weighted`` or ``rrf``;
-    empty: the configured default). In the query, ``"two words"`` is a phrase every hit must hold and
+    not an error). ``fusion`` picks how hybrid merges the two rankings (``blend``, ``weighted``, ``rrf`` or
+    ``evidence``; empty: the configured default). In the query, ``"two words"`` is a phrase every hit must hold and
     ``-word`` a word no hit may hold (any other character is plain text). ``with_text`` adds each hit's
     whole chunk text as ``text``. Errors: ``invalid_query``, ``invalid_smart_folder``, ``invalid_filter``."""
 
@@ -306,7 +306,7 @@ class SearchRequest(Message):
     """Only this Smart Folder's documents: its id or its registered path, or a criteria folder's id or name (its
     documents matching now, as a filter)."""
     fusion: str = ""
-    """How `hybrid` merges the two rankings: `blend`, `weighted` or `rrf`; `""` means `[search] fusion`."""
+    """How `hybrid` merges the two rankings: `blend`, `weighted`, `rrf` or `evidence`; `""` means `[search] fusion`."""
     with_text: bool = False
     """Add each hit's whole chunk text as `text` (the front door's chat builds its prompt from it)."""
     file_types: list[str] = field(default_factory=list)

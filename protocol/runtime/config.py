@@ -308,15 +308,24 @@ class IngestPolicy(_Strict):
 class SearchPolicy(_Strict):
     """Keyword, semantic and hybrid search in the indexer."""
 
-    fusion: Literal["blend", "weighted", "rrf"] = Field(
+    fusion: Literal["blend", "weighted", "rrf", "evidence"] = Field(
         "blend",
         description='How hybrid mode merges the keyword (BM25) and semantic (vector) rankings: "blend" (the'
         ' blend_* and strong_keyword_* settings below: workers/indexer/fusion.py), "weighted" (scores min-max'
-        ' normalised per list, then keyword_weight * bm25 + (1 - keyword_weight) * cosine) or "rrf"'
-        " (reciprocal-rank fusion, each list adds 1/(rrf_k + rank)). Picked by measurement on real manuals and"
-        " SciFact: docs/benchmarks-lookup.md and docs/benchmarks-mcp.md have the figures.",
+        ' normalised per list, then keyword_weight * bm25 + (1 - keyword_weight) * cosine), "rrf"'
+        ' (reciprocal-rank fusion, each list adds 1/(rrf_k + rank)) or "evidence" (weighted, its keyword weight'
+        " read from the lists: the evidence_* settings). Figures: docs/benchmarks-fusion.md.",
     )
     rrf_k: int = Field(60, ge=1, description="The rank offset of rrf fusion.")
+    evidence_bias: float = Field(
+        -0.5,
+        description='"evidence" fusion: the keyword weight is sigmoid(evidence_bias + evidence_gap * gap +'
+        " evidence_margin * margin): gap is the share of the query's IDF mass BM25's first hit holds less the semantic"
+        " first hit's, margin 1 - BM25's second score / its first. Fitted on every query shape's tune part at once:"
+        " docs/benchmarks-fusion.md.",
+    )
+    evidence_gap: float = Field(3.5, description='"evidence" fusion: the weight of gap (see evidence_bias).')
+    evidence_margin: float = Field(7.5, description='"evidence" fusion: the weight of margin (see evidence_bias).')
     keyword_proximity: float = Field(
         0.1,
         ge=0,

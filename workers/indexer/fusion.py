@@ -1,6 +1,7 @@
 """Merging the keyword and the semantic ranking into one (hybrid search).
 
-Each takes rankings of ``(chunk_id, score)``, best first, and returns one, best first. The benches
+Each takes rankings of ``(chunk_id, score)``, best first, and returns one, best first (``evidence``, the fourth of
+:data:`FUSIONS`, is :mod:`.fusion_evidence`: no rules, its weight read from the lists). The benches
 (``tests/bench/retrieval.py``, ``tests/bench/lookup.py``, ``tests/bench/fusion_sweep.py``) import them to sweep
 their parameters offline on exactly the lists the indexer fuses.
 
@@ -45,7 +46,7 @@ from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer.stopwords import STOP_WORDS
 
 Ranking = list[tuple[int, float]]
-FUSIONS = ("blend", "weighted", "rrf")
+FUSIONS = ("blend", "weighted", "rrf", "evidence")
 SameFile = Callable[[int, int], bool]
 """Whether two chunks (by id) belong to the same document."""
 

@@ -27,9 +27,9 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Location, SearchHit, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers import model_files
-from foldermind.workers.indexer import filters, fusion
+from foldermind.workers.indexer import filters, fusion, fusion_evidence
 from foldermind.workers.indexer import query as operators
-from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text
+from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text, query_tokens, stem, text_terms
 from foldermind.workers.indexer.criteria import CriteriaTable
 from foldermind.workers.indexer.criteria_scope import CriteriaScopes
 from foldermind.workers.indexer.encoder import QueryEncoder
@@ -60,6 +60,7 @@ class SearchService:
     ) -> None:
         self.store, self.bm25, self.vectors, self.encoder, self.policy = store, bm25, vectors, encoder, policy
         self.rules = fusion.BlendRules.of(policy)
+        self.evidence = fusion_evidence.EvidenceWeights.of(policy)
         # For a caller that picks each file's passages itself (the evidence for an answer): the repeat penalty,
         # which spreads one page of results over more files, pushed a best file's second and third passages
         # out of its pick (extractive answers held the gold 188 -> 184 of 216, docs/benchmarks-mcp.md).
@@ -130,6 +131,9 @@ class SearchService:
             return fusion.weighted(keyword, semantic, self.policy.keyword_weight)
         if fuse == "rrf":
             return fusion.rrf([keyword, semantic], self.policy.rrf_k)
+        if fuse == "evidence":
+            shares = self._shares(query, keyword, semantic)
+            return fusion_evidence.evidence(keyword, semantic, shares, self.evidence)
         rules = self.rules if spread else self.unspread
         # Evidence and the repeat penalty need each candidate's document: one SQLite read of <= 2 * depth rows.
         by_document = rules.evidence > 0 or rules.repeat_penalty > 0
@@ -180,6 +184,26 @@ class SearchService:
         docs = only.keyword_clause() if only is not None and where is None else None
         hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs, where)
         return [(h.chunk_id, h.score) for h in hits], total
+
+    def _shares(self, query: str, keyword: Ranking, semantic: Ranking) -> tuple[float, float]:
+        """The share of the query's IDF mass that BM25's first hit, and the semantic side's, hold in their text or
+        heading (``evidence`` fusion): one SQLite read of two rows, a pass of the analyzer over each and a term
+        lookup per query word."""
+        firsts = [ranking[0][0] if ranking else None for ranking in (keyword, semantic)]
+        rows = self.store.hits([cid for cid in firsts if cid is not None])
+        tokens = list(dict.fromkeys(query_tokens(query)))
+        shares = []
+        for cid in firsts:
+            row = rows.get(cid) if cid is not None else None
+            if row is None:
+                shares.append(0.0)
+                continue
+            language = stemmed_as(row["language"])
+            held = set(text_terms(f"{row['heading'] or ''}\n{row['text']}", language))
+            doc_freq, total = self.bm25.term_stats(language)
+            idfs = [fusion_evidence.idf(doc_freq(t), total) for t in tokens]
+            shares.append(fusion_evidence.idf_share(idfs, [stem(t, language) in held for t in tokens]))
+        return shares[0], shares[1]
 
     def _same_file(self, a: int, b: int) -> bool:
         """Whether two chunks are of one document (blend's same-file rule; asked only when the blend's first hit
