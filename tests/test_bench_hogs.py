@@ -49,6 +49,7 @@ class _A:
     mode_used: str | None = "extractive"
     completion_tokens: int = 0
     error: str = ""
+    cpu_s: float = 0.1
 
 
 def _rows(answers: list[_A], hogs_n: int) -> list[list[str]]:
@@ -75,4 +76,5 @@ def test_the_model_is_counted_where_it_ran_and_generative_is_not_judged() -> Non
     row = {(r[0], r[1]): r for r in _rows(answers, 0)}["generative", "scifact"]
     assert row[2] == "2/3"
     assert row[4] == "—" and row[6] == "—"  # for reference only
-    assert row[7] == "2" and row[8] == "1/2 (50%)"
+    assert row[7] == "0.10"  # the kernel's CPU per answer
+    assert row[8] == "2" and row[9] == "1/2 (50%)"

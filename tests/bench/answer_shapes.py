@@ -24,6 +24,7 @@ class AnswerLike(Protocol):
     completion_tokens: int
     first_text_s: float
     total_s: float
+    cpu_s: float
     error: str
 
     @property

@@ -1,6 +1,7 @@
 """The answer bench's time targets (issue 37, item 2) per corpus and mode: the first streamed text and the final
-answer, median and p95, against their limits, doubled for a run beside CPU hogs; with how often the model ran and
-how often its checked text was kept in the answer, where it ran."""
+answer, median and p95, against their limits, doubled for a run beside CPU hogs; beside them the CPU the kernel and
+its workers spent on an answer (the raw cost, which a busy machine stretches into the wall times), how often the
+model ran and how often its checked text was kept in the answer, where it ran."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def render(answers: Sequence[AnswerLike], modes: Sequence[str], corpora: Sequenc
                 continue
             first = [a.first_text_s for a in ok]
             final = [a.total_s for a in ok]
+            cpu = _median([a.cpu_s for a in ok])
             ran = [a for a in ok if a.completion_tokens > 0]
             kept = sum(1 for a in ran if a.mode_used in GENERATED)
             rows.append(
@@ -62,10 +64,11 @@ def render(answers: Sequence[AnswerLike], modes: Sequence[str], corpora: Sequenc
                     _judge(_median(first), first_limit, judged),
                     _times(final),
                     _judge(_median(final), final_limit, judged),
+                    "-" if math.isnan(cpu) else f"{cpu:.2f}",
                     str(len(ran)),
                     f"{kept}/{len(ran)} ({100 * kept / len(ran):.0f}%)" if ran else "-",
                 ]
             )
     header = ["mode", "corpus", "answered", "first text s, median / p95", f"<= {first_limit:g} s"]
-    header += ["final answer s, median / p95", f"<= {final_limit:g} s", "model ran", "its text kept, where it ran"]
-    return table(header, rows, "llrrcrcrr")
+    header += ["final answer s, median / p95", f"<= {final_limit:g} s", "kernel CPU s per answer, median"]
+    return table([*header, "model ran", "its text kept, where it ran"], rows, "llrrcrcrrr")

@@ -65,6 +65,7 @@ from mcp.types import CallToolResult
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.runtime.config import load
 from tests.bench import answer_shapes, answer_times, hogs, machine
+from tests.bench.cpu import total_cpu_seconds
 from tests.bench.factoids import (
     CORPORA,
     DJANGO,
@@ -140,6 +141,7 @@ class Answer:
     first_text_s: float = math.nan  # request sent -> first progress notification that carries text
     first_progress_s: float = math.nan  # ... -> first progress notification of any kind
     total_s: float = math.nan
+    cpu_s: float = math.nan  # CPU seconds the kernel and its workers spent while the call ran
     progress: int = 0  # notifications received
     streamed_chars: int = 0
     error: str = ""
@@ -442,6 +444,7 @@ def run(args: argparse.Namespace, results: Results) -> None:
         with kernel.client("bench-answers") as client:
             say("waiting for the llm worker")
             results.llm_note, results.llm_wait_s = wait_llm_ready(kernel, client)
+            procs = list(kernel.processes(client).values())
         results.timeout_s = load(kernel.home.supervisor_override).llm.timeout_s + 30
         url, token = front_door(kernel.root)
         results.quiet = machine.wait_for_quiet(max_s=args.quiet_wait)
@@ -463,7 +466,9 @@ def run(args: argparse.Namespace, results: Results) -> None:
                 retrieved = retrieve(http, q)
                 for mode in results.modes:
                     a = Answer(q, mode, retrieved)
+                    cpu = total_cpu_seconds(procs)
                     ask(http, a, q.question, results.answer_mode_arg, results.timeout_s)
+                    a.cpu_s = total_cpu_seconds(procs) - cpu
                     results.answers.append(a)
                     say(
                         f"  {q.id} {mode}: {'ERROR ' + a.error if a.error else ''}first text {a.first_text_s:.2f} s,"

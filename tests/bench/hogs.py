@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from tests.bench.cpu import cpu_seconds
+
 SPIN = (
     "import os, time\n"
     "parent = os.getppid()\n"
@@ -55,8 +57,7 @@ class Hogs:
 
 def _cpu_s(proc: subprocess.Popen[bytes]) -> float:
     with contextlib.suppress(psutil.Error):
-        t = psutil.Process(proc.pid).cpu_times()
-        return float(t.user + t.system)
+        return cpu_seconds(psutil.Process(proc.pid))
     return 0.0
 
 
