@@ -1,5 +1,6 @@
-"""The answer bench's auto-mode figures by question shape: how often the model runs, how often its checked text
-survives into the answer, and the times, per shape (:func:`foldermind.workers.frontdoor.answers.shape`) and split."""
+"""The answer bench's auto and generative figures by question shape: how often the model runs, how often its
+checked text survives into the answer, and the times, per shape (:func:`foldermind.workers.frontdoor.answers.shape`)
+and split."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ from foldermind.workers.frontdoor.answers import SHAPES, shape
 from tests.bench.markdown import table
 
 GENERATED = ("generative", "generative+checked")
+MODEL_MODES = ("auto", "generative")
 
 
-class _Answer(Protocol):
+class AnswerLike(Protocol):
+    """What these tables read of an answer (:class:`tests.bench.answers.Answer`)."""
+
     mode: str
     mode_used: str | None
     completion_tokens: int
     first_text_s: float
     total_s: float
+    cpu_s: float
     error: str
 
     @property
@@ -31,7 +36,7 @@ def _median(values: list[float]) -> str:
     return f"{statistics.median(vals):.2f}" if vals else "-"
 
 
-def _row(label: list[str], answers: Sequence[_Answer]) -> list[str]:
+def _row(label: list[str], answers: Sequence[AnswerLike]) -> list[str]:
     ok = [a for a in answers if not a.error]
     ran = [a for a in ok if a.completion_tokens > 0]
     kept = [a for a in ran if a.mode_used in GENERATED]
@@ -47,20 +52,20 @@ def _row(label: list[str], answers: Sequence[_Answer]) -> list[str]:
     ]
 
 
-def render(answers: Sequence[_Answer], splits: tuple[str, ...]) -> list[str]:
-    """Per shape and split (the splits asked, then all), the auto answers: asked, model ran, its text kept."""
-    auto = [a for a in answers if a.mode == "auto"]
-    if not auto:
-        return ["No auto answers."]
+def render(answers: Sequence[AnswerLike], splits: tuple[str, ...]) -> list[str]:
+    """Per mode (auto, then generative, which runs the model every time), shape and split (the splits asked, then
+    all): the answers, how often the model ran, how often its checked text was kept."""
     rows = []
-    asked = [s for s in splits if any(a.question.split == s for a in auto)]
-    for name in (*SHAPES, "all"):
-        of_shape = [a for a in auto if name == "all" or shape(a.question.question) == name]
-        if not of_shape:
-            continue
-        for split in (*asked, "all"):
-            picked = [a for a in of_shape if split == "all" or a.question.split == split]
-            if picked:
-                rows.append(_row([name, split.replace("_", " ")], picked))
-    header = ["shape", "split", "answers", "model ran", "its text kept", "first text s, median", "total s, median"]
-    return table([*header, "total s where it ran, median"], rows, "llrrrrrr")
+    for mode in MODEL_MODES:
+        of_mode = [a for a in answers if a.mode == mode]
+        asked = [s for s in splits if any(a.question.split == s for a in of_mode)]
+        for name in (*SHAPES, "all"):
+            of_shape = [a for a in of_mode if name == "all" or shape(a.question.question) == name]
+            for split in (*asked, "all") if of_shape else ():
+                picked = [a for a in of_shape if split == "all" or a.question.split == split]
+                if picked:
+                    rows.append(_row([mode, name, split.replace("_", " ")], picked))
+    if not rows:
+        return ["No auto or generative answers."]
+    header = ["mode", "shape", "split", "answers", "model ran", "its text kept", "first text s, median"]
+    return table([*header, "total s, median", "total s where it ran, median"], rows, "lllrrrrrr")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -12,6 +13,15 @@ def cpu_seconds(proc: psutil.Process) -> float:
     """User + system time of ``proc`` (all its threads), not counting reaped children."""
     t = proc.cpu_times()
     return float(t.user + t.system)
+
+
+def total_cpu_seconds(procs: list[psutil.Process]) -> float:
+    """User + system time of ``procs`` together (a process gone counts as nothing more)."""
+    total = 0.0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            total += cpu_seconds(p)
+    return total
 
 
 def machine_busy_seconds() -> float:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.bench.cpu import cpu_seconds, machine_busy_seconds
+from tests.bench.cpu import cpu_seconds, machine_busy_seconds, total_cpu_seconds
 from tests.bench.kernels import BenchKernel
 
 QUIET = 0.05
@@ -67,14 +67,6 @@ def wakeups(proc: psutil.Process) -> int:
     return total or int(proc.num_ctx_switches().voluntary)
 
 
-def _tree_cpu(procs: list[psutil.Process]) -> float:
-    total = 0.0
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            total += cpu_seconds(p)
-    return total
-
-
 def _settle(list_procs: Callable[[], list[psutil.Process]], at_least_s: float) -> float:
     """Wait ``at_least_s``, then until the tree used under QUIET of a core over a second (workers
     may load models after READY), for at most SETTLE_MAX_S; returns the seconds waited."""
@@ -82,9 +74,9 @@ def _settle(list_procs: Callable[[], list[psutil.Process]], at_least_s: float) -
     time.sleep(at_least_s)
     while time.monotonic() - t0 < SETTLE_MAX_S:
         procs = list_procs()
-        before, w0 = _tree_cpu(procs), time.monotonic()
+        before, w0 = total_cpu_seconds(procs), time.monotonic()
         time.sleep(1.0)
-        if (_tree_cpu(procs) - before) / (time.monotonic() - w0) < QUIET:
+        if (total_cpu_seconds(procs) - before) / (time.monotonic() - w0) < QUIET:
             break
     return time.monotonic() - t0
 
