@@ -41,7 +41,7 @@ from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.extracted import read_lines
 from foldermind.workers.indexer.search import hit_from_row
 from foldermind.workers.indexer.snippets import snippet
-from foldermind.workers.indexer.store import Folder, Store, analysis_map
+from foldermind.workers.indexer.store import SEARCHABLE, Folder, Store, analysis_map
 from foldermind.workers.indexer.units import unpack
 from foldermind.workers.indexer.vectors import VectorIndex
 from foldermind.workers.parser import formats
@@ -100,7 +100,7 @@ class DocumentService:
                 ErrorCode.FILE_NOT_INDEXED, f"{Path(real).name} is not indexed (hidden, unsupported, or not seen yet)"
             )
         doc_id, status, error = state
-        if status != "indexed":
+        if status != "indexed" and not (status in SEARCHABLE and self.store.chunk_count(doc_id)):
             why = f": {error}" if error else ""
             raise JobError(ErrorCode.FILE_NOT_INDEXED, f"{Path(real).name} is not indexed (status {status}{why})")
         return real, doc_id
