@@ -7,7 +7,9 @@ its test switch (``FOLDERMIND_TEST_PARSER_HOLD_PAGES``): a search finds the firs
 document is ``indexing`` ("n of N pages indexed", as ``folders show`` lists it) and the parse has not ended;
 once parsed, its chunks are those of the same PDF parsed in one go (texts, ordinals, places), each once. A
 parser killed there (kill -9), with the embedder running, leaves pages and vectors that the retry replaces:
-the same end, every chunk embedded once, no vector left in the usearch file for a chunk that is gone.
+the same end, every chunk embedded once, no vector left in the usearch file for a chunk that is gone. A kernel
+killed there (kill -9) leaves the document ``indexing``; after a restart its pages are found while it is parsed
+again, and it ends the same, Tantivy holding each of its chunks once.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
+from foldermind.protocol.client import BusClient
+from foldermind.protocol.messages import IndexStatusReply, IndexStatusRequest
+from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import parse_content
@@ -30,21 +36,27 @@ from tests.test_parse_progress import FIRST, LAST, PAGES, document, found, long_
 NOTE = re.compile(rf"^(\d+) of {PAGES} pages indexed")
 
 
-def start(home_dir: Path, workers: tuple[str, ...]) -> tuple[RunningKernel, Path, Path]:
-    root = short_tmpdir("fmpages-")
-    (root / "docs").mkdir()
-    flag = root / "hold"
-    config = (
+LIGHT = ("watcher", "parser", "indexer")
+
+
+def config(workers: tuple[str, ...], flag: Path) -> str:
+    return (
         FAST_RESTART
         + only_workers(*workers)
         + f'[workers.parser]\ncount = 1\nenv = {{ FOLDERMIND_TEST_PARSER_HOLD_PAGES = "manual:{flag}" }}\n'
     )
-    return RunningKernel(home_dir, config).start(), root / "docs", flag
+
+
+def start(home_dir: Path, workers: tuple[str, ...]) -> tuple[RunningKernel, Path, Path]:
+    root = short_tmpdir("fmpages-")
+    (root / "docs").mkdir()
+    flag = root / "hold"
+    return RunningKernel(home_dir, config(workers, flag)).start(), root / "docs", flag
 
 
 @pytest.fixture
 def kernel(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
-    k, docs, flag = start(home_dir, ("watcher", "parser", "indexer"))
+    k, docs, flag = start(home_dir, LIGHT)
     try:
         yield k, docs, flag
     finally:
@@ -118,6 +130,16 @@ def ended(home: Path) -> bool:
     return row is not None and row["status"] in ("indexed", "failed")
 
 
+def half_indexed(k: RunningKernel, docs: Path, flag: Path) -> Path:
+    """The long PDF, added, its parser held after sending its first pages and the first page found."""
+    flag.write_text("hold")
+    pdf = long_pdf(docs / "manual.pdf")
+    cli(k.root, "folders", "add", str(docs))
+    held_after_first_pages(k, flag)
+    wait_for(lambda: found(k.root, FIRST) == {"manual.pdf"}, 25, 0.1, "the first page found")
+    return pdf
+
+
 def finished(home: Path) -> sqlite3.Row:
     done = wait_for(lambda: (r := document(home, "manual.pdf")) and r["status"] in ("indexed", "failed") and r, 600)
     assert isinstance(done, sqlite3.Row)
@@ -129,11 +151,7 @@ def test_a_search_finds_the_first_page_of_a_long_pdf_while_it_is_parsed_and_it_e
 ) -> None:
     k, docs, flag = kernel
     home = k.root
-    flag.write_text("hold")
-    pdf = long_pdf(docs / "manual.pdf")
-    cli(home, "folders", "add", str(docs))
-    held_after_first_pages(k, flag)
-    wait_for(lambda: found(home, FIRST) == {"manual.pdf"}, 25, 0.1, "the first page found")
+    pdf = half_indexed(k, docs, flag)
     row = document(home, "manual.pdf")
     assert row is not None and row["status"] == "indexing", dict(row or {})
     read = NOTE.match(row["error"])
@@ -141,6 +159,10 @@ def test_a_search_finds_the_first_page_of_a_long_pdf_while_it_is_parsed_and_it_e
     assert found(home, LAST) == set()
     shown = cli(home, "folders", "show", str(docs)).stdout
     assert re.search(rf"^indexing\s+manual\.pdf\s+\d+ of {PAGES} pages indexed", shown, re.M), shown
+    with BusClient(k.home.bus_endpoint, name="test") as client:
+        status = client.request("indexer", IndexStatusRequest(), IndexStatusReply, timeout=30).body
+    assert [(Path(d["path"]).name, bool(NOTE.match(d["error"]))) for d in status.indexing] == [("manual.pdf", True)]
+    assert status.totals["files_pending"] == 1 and status.recent_failures == []
     flag.unlink()
     row = finished(home)
     assert row["status"] == "indexed", row["error"]
@@ -180,3 +202,44 @@ def test_a_parser_killed_midway_leaves_pages_and_vectors_the_retry_replaces_with
         dim = db.execute("SELECT value FROM meta WHERE key = 'vector_dim'").fetchone()  # recorded when not 384
     keys = {int(key) for key in VectorIndex(home / "data" / "vectors.usearch", int(dim[0]) if dim else 384).keys()}  # noqa: SIM118
     assert keys == wanted and vectors == chunks
+
+
+def keyword_ids(home: Path) -> list[int]:
+    """The chunk ids the Tantivy index holds (read with the kernel stopped)."""
+    import tantivy
+
+    bm25 = KeywordIndex(home / "data" / "tantivy")
+    try:
+        searcher = bm25.index.searcher()
+        hits = searcher.search(tantivy.Query.all_query(), int(searcher.num_docs) + 10).hits
+        return sorted(int(searcher.doc(addr)["chunk_id"][0]) for _, addr in hits)
+    finally:
+        bm25.close()
+
+
+def test_a_kernel_killed_midway_parses_the_half_indexed_pdf_again_after_its_restart_with_nothing_twice(
+    kernel: tuple[RunningKernel, Path, Path],
+) -> None:
+    k, docs, flag = kernel
+    home = k.root
+    pdf = half_indexed(k, docs, flag)
+    workers = k.descendants()
+    kill9(k.kernel_pid)
+    wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers), 30)
+    k.stop()
+    flag.unlink()
+    row = document(home, "manual.pdf")
+    assert row is not None and row["status"] == "indexing" and row["chunks"] > 0, dict(row or {})
+    again = RunningKernel(home, config(LIGHT, flag)).start()
+    try:
+        assert found(home, FIRST) == {"manual.pdf"}
+        row = finished(home)
+        assert row["status"] == "indexed", row["error"]
+        assert stored_chunks(home, "manual.pdf") == in_one_go(pdf)
+        wait_for(lambda: found(home, LAST) == {"manual.pdf"}, 60, 0.2, "the last page found")
+    finally:
+        again.stop()
+    with index(home) as db:
+        ids = sorted(int(r[0]) for r in db.execute("SELECT id FROM chunks"))
+    assert keyword_ids(home) == ids
+    assert leftovers(home) == 0

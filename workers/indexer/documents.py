@@ -262,10 +262,14 @@ class DocumentService:
         totals["files_unsupported"] = sum(self.store.unsupported().values())
         folder_id = self.store.find_folder(body.folder).id if body.folder else None
         unsupported = self.store.unsupported(folder_id)
-        failures = [
-            FailureInfo(path=r["path"], folder_id=r["folder_id"], status=r["status"], error=r["error"])
-            for r in self.store.recent_failures(max(0, min(limit, MAX_FAILURES)), folder_id)
-        ]
+        limit = max(0, min(limit, MAX_FAILURES))
+        failures, indexing = (
+            [
+                FailureInfo(path=r["path"], folder_id=r["folder_id"], status=r["status"], error=r["error"])
+                for r in self.store.recent_failures(limit, folder_id, statuses)
+            ]
+            for statuses in (("failed", "skipped"), ("indexing",))
+        )
         return IndexStatusReply(
             totals=totals,
             folders=[self.folder_info(f) for f in self.store.folders()],
@@ -275,6 +279,7 @@ class DocumentService:
             ocr=_ocr_info(),
             unsupported=unsupported,
             unsupported_files=self.store.unsupported_files(folder_id),
+            indexing=indexing,
         )
 
     def _embedding(self, totals: dict[str, int]) -> EmbeddingInfo:

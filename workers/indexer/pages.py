@@ -17,11 +17,11 @@ as a parse in one go leaves it, the same chunks with the same ordinals, each onc
   page it cannot read) keeps them: the document is ``failed`` with the reason and "n of N pages indexed", and
   its pages stay searchable (:meth:`.Store.failed_with_pages`). Any other failure (the file gone, grown too
   large, unreadable) drops them, as before.
-- A document left ``indexing`` by a parse that no longer runs (the indexer or the kernel killed midway) is
-  pending again when the indexer starts (:meth:`.Store.not_indexing`) and parsed from the start; the chunks
-  it holds are hidden meanwhile and replaced, and the vectors of replaced chunks are given to new chunks of the
-  same text (``reusable``), so nothing is embedded twice. SQLite stays the source of truth: Tantivy and usearch
-  follow its journal and its vectors, as for any write.
+- A document left ``indexing`` by a parse that no longer runs (the indexer or the kernel killed midway, a reply
+  that could not be stored) is parsed again from the start, as a pending one is (:meth:`.Store.pending`); its
+  pages stay searchable until the new parse's replace them, and the vectors of replaced chunks go to new chunks
+  of the same text (``reusable``), so nothing is embedded twice. SQLite stays the source of truth: Tantivy and
+  usearch follow its journal and its vectors, as for any write.
 """
 
 from __future__ import annotations

@@ -224,8 +224,6 @@ class Pipeline(threading.Thread):
                     if self.damage.line is None and self._writes_allowed() and self.fault.due():
                         self.turns.hand_over = self.embed_error is None
                         if not self._reconciled:
-                            if stale := self.store.not_indexing():  # their parses ended with the last run
-                                log.info("%d documents indexed in part by the last run: parsed again", stale)
                             self._reconcile_vectors()
                             self._reconciled = True
                         self._apply_journal()
@@ -515,7 +513,6 @@ class Pipeline(threading.Thread):
         elif error.retryable or error.code.fault is Fault.UNAVAILABLE:
             # No parser can take it now (all FAILED, stopping, tokenizer missing): stay pending.
             log.warning("document %d stays pending: %s", job.doc.id, error.code)
-            self.store.not_indexing(job.doc.id)
             self._parse_retry_at = time.monotonic() + self.PARSE_RETRY_S
             return
         if not self.pages.failed(job.doc.id, job.doc.path, job.read, reason):

@@ -233,6 +233,7 @@ class ParserWorker(Worker):
                 doc = parse_content(path, content, body.max_bytes, body.format)
                 chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
             else:
+
                 def ahead(part: ParsePartial) -> None:
                     send(part)
                     _hold(path, after=True, pages=True)
