@@ -4,12 +4,14 @@ reading, and the document ends as a parse in one go leaves it (:mod:`foldermind.
 A real kernel (watcher, one parser, indexer) indexes a long real PDF, its parser starved to a quarter of its
 time (SIGSTOP/SIGCONT, as test_parse_progress does) until it has sent its first pages, and then held there by
 its test switch (``FOLDERMIND_TEST_PARSER_HOLD_PAGES``): a search finds the first page's word while the
-document is ``indexing`` ("n of N pages indexed", as ``folders show`` lists it) and the parse has not ended;
-once parsed, its chunks are those of the same PDF parsed in one go (texts, ordinals, places), each once. A
-parser killed there (kill -9), with the embedder running, leaves pages and vectors that the retry replaces:
-the same end, every chunk embedded once, no vector left in the usearch file for a chunk that is gone. A kernel
-killed there (kill -9) leaves the document ``indexing``; after a restart its pages are found while it is parsed
-again, and it ends the same, Tantivy holding each of its chunks once.
+document is ``indexing`` ("n of N pages indexed", as ``folders show`` and ``index_status`` list it) and the
+parse has not ended; once parsed, its chunks are those of the same PDF parsed in one go (texts, ordinals,
+places), each once. A parse cut off there (no progress for its deadline, twice) fails with the reason and "n
+of N pages indexed", those pages still found. A parser killed there (kill -9), with the embedder running,
+leaves pages and vectors that the retry replaces: the same end, every chunk embedded once, no vector left in
+the usearch file for a chunk that is gone. A kernel killed there (kill -9) leaves the document ``indexing``;
+after a restart its pages are found while it is parsed again, and it ends the same, Tantivy holding each of
+its chunks once.
 """
 
 from __future__ import annotations
@@ -39,19 +41,20 @@ NOTE = re.compile(rf"^(\d+) of {PAGES} pages indexed")
 LIGHT = ("watcher", "parser", "indexer")
 
 
-def config(workers: tuple[str, ...], flag: Path) -> str:
+def config(workers: tuple[str, ...], flag: Path, extra: str = "") -> str:
     return (
         FAST_RESTART
         + only_workers(*workers)
         + f'[workers.parser]\ncount = 1\nenv = {{ FOLDERMIND_TEST_PARSER_HOLD_PAGES = "manual:{flag}" }}\n'
+        + extra
     )
 
 
-def start(home_dir: Path, workers: tuple[str, ...]) -> tuple[RunningKernel, Path, Path]:
+def start(home_dir: Path, workers: tuple[str, ...], extra: str = "") -> tuple[RunningKernel, Path, Path]:
     root = short_tmpdir("fmpages-")
     (root / "docs").mkdir()
     flag = root / "hold"
-    return RunningKernel(home_dir, config(workers, flag)).start(), root / "docs", flag
+    return RunningKernel(home_dir, config(workers, flag, extra)).start(), root / "docs", flag
 
 
 @pytest.fixture
@@ -68,6 +71,18 @@ def kernel(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
 @pytest.fixture
 def embedding_kernel(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
     k, docs, flag = start(home_dir, ("watcher", "parser", "indexer", "embedder"))
+    try:
+        yield k, docs, flag
+    finally:
+        flag.unlink(missing_ok=True)
+        k.stop()
+        remove_tree(docs.parent)
+
+
+@pytest.fixture
+def impatient_kernel(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
+    """A parse is cut off after 1 s without progress (a held one makes none)."""
+    k, docs, flag = start(home_dir, LIGHT, "[ingest]\nparse_timeout_s = 1\n[bus]\noverrun_grace_s = 1\n")
     try:
         yield k, docs, flag
     finally:
@@ -242,4 +257,24 @@ def test_a_kernel_killed_midway_parses_the_half_indexed_pdf_again_after_its_rest
     with index(home) as db:
         ids = sorted(int(r[0]) for r in db.execute("SELECT id FROM chunks"))
     assert keyword_ids(home) == ids
+    assert leftovers(home) == 0
+
+
+def test_a_parse_cut_off_after_pages_were_indexed_fails_with_the_reason_and_its_pages_stay_searchable(
+    impatient_kernel: tuple[RunningKernel, Path, Path],
+) -> None:
+    k, docs, flag = impatient_kernel
+    home = k.root
+    half_indexed(k, docs, flag)  # held after its first pages each time: no progress, cut off twice
+    row = finished(home)
+    assert row["status"] == "failed" and row["attempts"] == 2, dict(row)
+    reason = re.fullmatch(
+        rf"quarantined: its parse made no progress .*, twice \((\d+) of {PAGES} pages indexed; they stay searchable\)",
+        row["error"],
+    )
+    assert reason is not None and 0 < int(reason.group(1)) < PAGES, row["error"]
+    assert 0 < len(stored_chunks(home, "manual.pdf")) < len(in_one_go(docs / "manual.pdf"))
+    assert found(home, FIRST) == {"manual.pdf"} and found(home, LAST) == set()
+    shown = cli(home, "folders", "show", str(docs), "--failed").stdout
+    assert re.search(r"^failed\s+manual\.pdf\s+quarantined: .*pages indexed; they stay searchable", shown, re.M), shown
     assert leftovers(home) == 0
