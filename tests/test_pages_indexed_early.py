@@ -50,45 +50,41 @@ def config(workers: tuple[str, ...], flag: Path, extra: str = "") -> str:
     )
 
 
-def start(home_dir: Path, workers: tuple[str, ...], extra: str = "") -> tuple[RunningKernel, Path, Path]:
+Kernel = tuple[RunningKernel, Path, Path]
+"""A running kernel, its documents folder and the flag of its parser's hold."""
+
+
+@contextlib.contextmanager
+def started(home_dir: Path, workers: tuple[str, ...], extra: str = "") -> Iterator[Kernel]:
     root = short_tmpdir("fmpages-")
     (root / "docs").mkdir()
     flag = root / "hold"
-    return RunningKernel(home_dir, config(workers, flag, extra)).start(), root / "docs", flag
-
-
-@pytest.fixture
-def kernel(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
-    k, docs, flag = start(home_dir, LIGHT)
+    k = RunningKernel(home_dir, config(workers, flag, extra)).start()
     try:
-        yield k, docs, flag
+        yield k, root / "docs", flag
     finally:
         flag.unlink(missing_ok=True)
         k.stop()
-        remove_tree(docs.parent)
+        remove_tree(root)
 
 
 @pytest.fixture
-def embedding_kernel(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
-    k, docs, flag = start(home_dir, ("watcher", "parser", "indexer", "embedder"))
-    try:
-        yield k, docs, flag
-    finally:
-        flag.unlink(missing_ok=True)
-        k.stop()
-        remove_tree(docs.parent)
+def kernel(home_dir: Path) -> Iterator[Kernel]:
+    with started(home_dir, LIGHT) as running:
+        yield running
 
 
 @pytest.fixture
-def impatient_kernel(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
+def embedding_kernel(home_dir: Path) -> Iterator[Kernel]:
+    with started(home_dir, (*LIGHT, "embedder")) as running:
+        yield running
+
+
+@pytest.fixture
+def impatient_kernel(home_dir: Path) -> Iterator[Kernel]:
     """A parse is cut off after 1 s without progress (a held one makes none)."""
-    k, docs, flag = start(home_dir, LIGHT, "[ingest]\nparse_timeout_s = 1\n[bus]\noverrun_grace_s = 1\n")
-    try:
-        yield k, docs, flag
-    finally:
-        flag.unlink(missing_ok=True)
-        k.stop()
-        remove_tree(docs.parent)
+    with started(home_dir, LIGHT, "[ingest]\nparse_timeout_s = 1\n[bus]\noverrun_grace_s = 1\n") as running:
+        yield running
 
 
 def index(home: Path) -> contextlib.closing[sqlite3.Connection]:
@@ -162,7 +158,7 @@ def finished(home: Path) -> sqlite3.Row:
 
 
 def test_a_search_finds_the_first_page_of_a_long_pdf_while_it_is_parsed_and_it_ends_as_parsed_in_one_go(
-    kernel: tuple[RunningKernel, Path, Path],
+    kernel: Kernel,
 ) -> None:
     k, docs, flag = kernel
     home = k.root
@@ -190,7 +186,7 @@ def test_a_search_finds_the_first_page_of_a_long_pdf_while_it_is_parsed_and_it_e
 
 
 def test_a_parser_killed_midway_leaves_pages_and_vectors_the_retry_replaces_with_nothing_twice(
-    embedding_kernel: tuple[RunningKernel, Path, Path],
+    embedding_kernel: Kernel,
 ) -> None:
     k, docs, flag = embedding_kernel
     home = k.root
@@ -233,7 +229,7 @@ def keyword_ids(home: Path) -> list[int]:
 
 
 def test_a_kernel_killed_midway_parses_the_half_indexed_pdf_again_after_its_restart_with_nothing_twice(
-    kernel: tuple[RunningKernel, Path, Path],
+    kernel: Kernel,
 ) -> None:
     k, docs, flag = kernel
     home = k.root
@@ -261,7 +257,7 @@ def test_a_kernel_killed_midway_parses_the_half_indexed_pdf_again_after_its_rest
 
 
 def test_a_parse_cut_off_after_pages_were_indexed_fails_with_the_reason_and_its_pages_stay_searchable(
-    impatient_kernel: tuple[RunningKernel, Path, Path],
+    impatient_kernel: Kernel,
 ) -> None:
     k, docs, flag = impatient_kernel
     home = k.root
