@@ -2,11 +2,13 @@
 a parse in one go: the same texts, ordinals, characters, lines and pages, each once.
 
 The real PDF parser and the real tokenizer; the stream's clock is the test's, so the moments it sends at are
-chosen (a part after every few pages, then doubling) instead of depending on how fast this machine parses.
+chosen (a part after the first page, then each time the pages read doubled, or grew by a quarter) instead of
+depending on how fast this machine parses.
 """
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from foldermind.protocol.messages import ChunkInfo, ParsePartial
@@ -29,20 +31,21 @@ def book(path: Path) -> Path:
 
 
 class Clock:
-    """Moves on by ``step`` seconds each time it is read."""
+    """0 when first read (the stream's start), then ``first`` and on by ``step`` seconds each time it is read."""
 
-    def __init__(self, step: float) -> None:
-        self.now, self.step = 0.0, step
+    def __init__(self, first: float, step: float) -> None:
+        self.now: float | None = None
+        self.first, self.step = first, step
 
     def __call__(self) -> float:
-        self.now += self.step
+        self.now = 0.0 if self.now is None else max(self.now + self.step, self.first)
         return self.now
 
 
-def streamed(data: bytes, step: float) -> tuple[list[ParsePartial], list[ChunkInfo]]:
+def streamed(data: bytes, first: float, step: float) -> tuple[list[ParsePartial], list[ChunkInfo]]:
     tokenizer = load_tokenizer()
     sent: list[ParsePartial] = []
-    stream = PageStream(sent.append, tokenizer, 256, 32, 16 * 1024 * 1024, clock=Clock(step))
+    stream = PageStream(sent.append, tokenizer, 256, 32, 16 * 1024 * 1024, clock=Clock(first, step))
     with progress.streaming(stream.offer):
         doc = parse_content(Path("/book.pdf"), data, len(data))
     rest = stream.finish(doc.segments)
@@ -54,23 +57,26 @@ def test_a_pdf_sent_page_by_page_ends_with_the_chunks_of_a_parse_in_one_go(tmp_p
     doc = parse_content(Path("/book.pdf"), data, len(data))
     whole = chunk(doc.segments, load_tokenizer(), 256, 32)
     assert len(whole) > PAGES // 2
-    # Past the first wait at once, then doubling: parts after pages 1, 2, 4, 8, ...
-    sent, chunks = streamed(data, FIRST_AFTER_S)
+    # Past the first wait at once, then quickly: parts after pages 1, 2, 4, 8, ... (doubling)
+    sent, chunks = streamed(data, FIRST_AFTER_S, 0.01)
     read = [p.pages_read for p in sent]
-    assert read == sorted(read) and read[0] is not None and read[-1] is not None
-    assert read[0] < 4 and read[-1] < PAGES, read
+    assert all(isinstance(n, int) for n in read)
+    pages = [int(n or 0) for n in read]
+    assert pages[0] == 1 and pages[-1] < PAGES and all(b >= 2 * a for a, b in itertools.pairwise(pages))
     assert {p.pages for p in sent} == {PAGES}
     assert sum(len(p.chunks) for p in sent) < len(whole)
     assert chunks == whole
-    # A part at every page once AT_MOST_S passes between pages: the same chunks again.
-    sent, chunks = streamed(data, AT_MOST_S)
-    assert [p.pages_read for p in sent] == list(range(1, PAGES + 1))
+    # AT_MOST_S between pages: a part each time the pages read grew by a quarter; the same chunks again.
+    sent, chunks = streamed(data, FIRST_AFTER_S, AT_MOST_S)
+    pages = [int(p.pages_read or 0) for p in sent]
+    assert len(pages) > 10 and pages[0] == 1 and pages[-1] > PAGES * 3 // 4, pages
+    assert all(4 * b >= 5 * a and b < 2 * a for a, b in itertools.pairwise(pages[2:])), pages
     assert chunks == whole
 
 
 def test_a_parse_quicker_than_the_first_wait_sends_nothing_ahead(tmp_path: Path) -> None:
     data = book(tmp_path / "book.pdf").read_bytes()
-    sent, chunks = streamed(data, 0.0)
+    sent, chunks = streamed(data, 0.0, 0.0)
     assert sent == []
     doc = parse_content(Path("/book.pdf"), data, len(data))
     assert chunks == chunk(doc.segments, load_tokenizer(), 256, 32)

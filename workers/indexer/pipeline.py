@@ -6,7 +6,7 @@ applies the journal to Tantivy (one commit for everything finished since the las
 that loses its parser (crash, hang, memory limit) is retried once on a fresh parser and then
 quarantined as failed with its reason.
 
-Its length (~670 lines): one thread's loop, whose parse window, retries and commits share state and
+Its length (~850 lines): one thread's loop, whose parse window, retries and commits share state and
 locks; split, the rules about when a document is written or retried would be read in pieces.
 """
 

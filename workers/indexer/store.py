@@ -7,7 +7,7 @@ journal is replayed into Tantivy until a Tantivy commit covers it (``meta.tantiv
 usearch keys are compared with the chunks that have vectors. So a crash anywhere loses nothing and
 indexes nothing twice.
 
-Its length (~1,030 lines) is deliberate: every SQL statement of the index is here, so the transaction and
+Its length (~1,040 lines) is deliberate: every SQL statement of the index is here, so the transaction and
 journal rules that make crashes harmless are read in one place.
 """
 

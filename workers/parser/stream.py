@@ -4,9 +4,9 @@ A format that reads page by page says which pages are read for good (:func:`.for
 :class:`PageStream` chunks those pages and sends their chunks in ``parse.partial`` replies that name how far the
 parse has got (``pages_read`` of ``pages``). The first goes once the parse has run :data:`FIRST_AFTER_S` (a
 document parsed quicker than that goes in one reply, as before); the next once the pages read have doubled
-since, or :data:`AT_MOST_S` has passed, so the indexer, which rewrites a document's keyword entries whole,
-does at most about twice the work of one write for a long parse. When the parse ends, :meth:`PageStream.finish`
-chunks only the pages not yet sent.
+since, or grown by a quarter and :data:`AT_MOST_S` has passed. The indexer rewrites a document's keyword entries
+whole at each, so growing parts bound its work for a long parse: twice that of one write when they double, five
+times at worst. When the parse ends, :meth:`PageStream.finish` chunks only the pages not yet sent.
 
 The chunks are those of a parse in one go: a chunk never crosses a page (:mod:`.chunker`), so the pages are
 chunked apart and their chunks shifted to where their pages start (ordinal, character and line).
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 FIRST_AFTER_S = 1.0
 """A parse sends its first pages once it has run this long (a quicker one sends none ahead of its reply)."""
 AT_MOST_S = 10.0
-"""Pages read are sent at least this often once the first were, though they have not doubled."""
+"""Pages read are sent this long after the last, though they have not doubled, if they grew by a quarter."""
 
 
 class PageStream:
@@ -61,7 +61,8 @@ class PageStream:
         now = self.clock()
         if now - self._started < FIRST_AFTER_S or read <= self.pages_sent:
             return
-        if self.pages_sent and read < 2 * self.pages_sent and now - self._sent_at < AT_MOST_S:
+        waited = now - self._sent_at >= AT_MOST_S
+        if self.pages_sent and read < 2 * self.pages_sent and not (waited and 4 * read >= 5 * self.pages_sent):
             return
         new = self._chunked(segments()[self.segments :])
         self.pages_sent, self._sent_at = read, now
