@@ -11,7 +11,7 @@ of N pages indexed", those pages still found. A parser killed there (kill -9), w
 leaves pages and vectors that the retry replaces: the same end, every chunk embedded once, no vector left in
 the usearch file for a chunk that is gone. A kernel killed there (kill -9) leaves the document ``indexing``;
 after a restart its pages are found while it is parsed again, and it ends the same, Tantivy holding each of
-its chunks once.
+its chunks once. A PDF replaced while held ends as its new version.
 """
 
 from __future__ import annotations
@@ -273,4 +273,21 @@ def test_a_parse_cut_off_after_pages_were_indexed_fails_with_the_reason_and_its_
     assert found(home, FIRST) == {"manual.pdf"} and found(home, LAST) == set()
     shown = cli(home, "folders", "show", str(docs), "--failed").stdout
     assert re.search(r"^failed\s+manual\.pdf\s+quarantined: .*pages indexed; they stay searchable", shown, re.M), shown
+    assert leftovers(home) == 0
+
+
+def test_a_pdf_changed_while_its_pages_are_indexed_ends_as_its_new_version(kernel: Kernel) -> None:
+    k, docs, flag = kernel
+    home = k.root
+    pdf = half_indexed(k, docs, flag)
+    newer = pdf.with_name("newer.tmp")
+    long_pdf(newer)
+    newer.write_bytes(newer.read_bytes().replace(FIRST.encode(), b"quetzalrevision"))
+    newer.replace(pdf)  # the new version, while the old one is being read
+    flag.unlink()
+    wait_for(lambda: found(home, "quetzalrevision") == {"manual.pdf"}, 600, 0.3, "the new version found")
+    row = finished(home)
+    assert row["status"] == "indexed", row["error"]
+    assert stored_chunks(home, "manual.pdf") == in_one_go(pdf)
+    assert found(home, FIRST) == set()
     assert leftovers(home) == 0
