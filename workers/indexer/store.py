@@ -109,7 +109,7 @@ CREATE TABLE IF NOT EXISTS reusable (
     text TEXT NOT NULL,
     vector BLOB NOT NULL,
     PRIMARY KEY (doc_id, text)
-) WITHOUT ROWID;
+);
 -- Vectors to take out of the usearch file (their chunks are gone); emptied once a save covers it.
 -- A trigger, so cascaded deletes (a document or folder removed) are caught too.
 CREATE TABLE IF NOT EXISTS dead_vectors (id INTEGER PRIMARY KEY);
