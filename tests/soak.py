@@ -49,6 +49,7 @@ import psutil
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
+from foldermind.workers.indexer.store import SEARCHABLE
 from tests.filemakers import make_docx, make_pdf
 from tests.helpers import RunningKernel, cli, kill9, short_tmpdir, wait_for
 
@@ -400,7 +401,7 @@ def read_index(home: Path, markers: set[str]) -> IndexState:
         }
         for r in rows:
             chunk_doc[int(r["id"])] = d["path"]
-            if d["status"] == "indexed":
+            if d["status"] in SEARCHABLE:
                 chunk_ids.add(int(r["id"]))
                 if r["v"]:
                     embedded.add(int(r["id"]))
@@ -437,7 +438,7 @@ def quiet_fingerprint(home: Path) -> tuple[Any, ...] | None:
             journal = db.execute("SELECT COUNT(*) FROM journal").fetchone()[0]
             unembedded = db.execute(
                 "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                "WHERE c.vector IS NULL AND d.status = 'indexed'"
+                f"WHERE c.vector IS NULL AND d.status IN {SEARCHABLE!r}"
             ).fetchone()[0]
             if pending or journal or unembedded:
                 return None

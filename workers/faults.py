@@ -14,6 +14,8 @@ the switches and the tests that use them.
   so a test can change the file between the indexer's look at it and the parse, every time.
 - ``FOLDERMIND_TEST_PARSER_HOLD_REPLY=NEEDLE:FLAG``: the same, holding after the parse, before its reply
   or error goes out: a test can change the file while its old content is parsed.
+- ``FOLDERMIND_TEST_PARSER_HOLD_PAGES=NEEDLE:FLAG``: the same, holding after each ``parse.partial`` of pages
+  read ahead of the reply (:mod:`foldermind.workers.parser.stream`): a test looks at a document half indexed.
 - ``FOLDERMIND_TEST_INDEXER_HOLD=STAGE:FLAG[,STAGE:FLAG]``: the indexer, while FLAG exists,
   creates ``FLAG.held`` and waits (at most :data:`HOLD_MAX_S`) at STAGE: ``vectors``, between the first and
   the second slice of an embedding reply's vectors; ``commit``, with the journal's documents given to
@@ -44,11 +46,12 @@ log = logging.getLogger("foldermind.faults")
 DELAY = PREFIX + "DELAY"
 PARSER_HOLD = PREFIX + "PARSER_HOLD"
 PARSER_HOLD_REPLY = PREFIX + "PARSER_HOLD_REPLY"
+PARSER_HOLD_PAGES = PREFIX + "PARSER_HOLD_PAGES"
 INDEXER_HOLD = PREFIX + "INDEXER_HOLD"
 LLM_HANG = PREFIX + "LLM_HANG"
 LLM_SLOW = PREFIX + "LLM_SLOW"
 LLM_SAY = PREFIX + "LLM_SAY"
-SWITCHES = (DELAY, PARSER_HOLD, PARSER_HOLD_REPLY, INDEXER_HOLD, LLM_HANG, LLM_SLOW, LLM_SAY)
+SWITCHES = (DELAY, PARSER_HOLD, PARSER_HOLD_REPLY, PARSER_HOLD_PAGES, INDEXER_HOLD, LLM_HANG, LLM_SLOW, LLM_SAY)
 
 HOLD_MAX_S = 30.0
 
@@ -70,9 +73,10 @@ def delays() -> dict[str, float]:
     return out
 
 
-def parser_hold(path: Path, after: bool) -> None:
-    """Hold a parse of ``path`` before it starts (``after`` false) or before its reply goes out."""
-    name = PARSER_HOLD_REPLY if after else PARSER_HOLD
+def parser_hold(path: Path, after: bool, pages: bool = False) -> None:
+    """Hold a parse of ``path`` before it starts (``after`` false), before its reply goes out, or (``pages``)
+    after it sent pages read ahead of its reply."""
+    name = PARSER_HOLD_PAGES if pages else PARSER_HOLD_REPLY if after else PARSER_HOLD
     needle, sep, flag = os.environ.get(name, "").partition(":")
     if not sep or not needle or needle not in path.name or not os.path.exists(flag):
         return

@@ -687,3 +687,6 @@ class IndexStatusReply(Message):
     """The files left out because no parser reads their suffix, by suffix (`""`: no suffix), over every folder."""
     unsupported_files: list[str] = field(default_factory=list)
     """The first of those files (at most 200 a folder) as of each folder's last scan."""
+    indexing: list[FailureInfo] = field(default_factory=list)
+    """Long documents searchable in part while their parse goes on (status `indexing`), each with `error` saying
+    how far: `n of N pages indexed, reading on` (as many as `max_failures`)."""

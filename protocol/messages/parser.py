@@ -65,11 +65,19 @@ class ParseRequest(Message):
 @message("parse.partial")
 @dataclass(slots=True)
 class ParsePartial(Message):
-    """Chunks of a document whose chunks do not fit one message (status ``partial``): each part fills at most
-    90 % of the bus's message limit, the parts come in document order, and the ``parse.reply`` carries the last."""
+    """The next chunks of a parse in flight (status ``partial``), in document order; the ``parse.reply`` carries
+    the last. Sent while a long paginated document (PDF) is read, with ``pages_read``: the chunks of the pages
+    read so far, which the indexer makes searchable before the parse ends; and after the parse, without it, when
+    the chunks do not fit one message (each part fills at most 90 % of the bus's message limit)."""
 
     chunks: list[ChunkInfo]
     """The next chunks in document order."""
+    pages_read: int | None = None
+    """Set while pages are being read: pages 1 to this one are read, and their chunks have all been sent."""
+    pages: int | None = None
+    """With ``pages_read``: the document's page count."""
+    title: str | None = None
+    """With ``pages_read``: the document's title, as the reply will give it."""
 
 
 @message("parse.reply")

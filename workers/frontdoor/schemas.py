@@ -165,6 +165,10 @@ class IndexStatusOutput(BaseModel):
     folders: list[FolderProgress]
     embedding: EmbeddingState
     recent_failures: list[Failure]
+    indexing: list[Failure] = Field(
+        default_factory=list,
+        description="long documents searchable in part while they are parsed; error says how many pages are indexed",
+    )
     storage: StorageState = Field(default_factory=StorageState)
     formats: list[FileFormat] = Field(default_factory=list, description="every file format that is read")
     ocr: OcrState | None = None

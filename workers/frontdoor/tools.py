@@ -369,6 +369,9 @@ class Tools:
                     schemas.Failure(file_path=f["path"], status=f["status"], error=f["error"])
                     for f in reply.recent_failures
                 ],
+                indexing=[
+                    schemas.Failure(file_path=f["path"], status=f["status"], error=f["error"]) for f in reply.indexing
+                ],
                 storage=schemas.StorageState(
                     state=str(disk.get("state", "ok")),
                     message=disk.get("message") or None,

@@ -41,7 +41,7 @@ from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.extracted import read_lines
 from foldermind.workers.indexer.search import hit_from_row
 from foldermind.workers.indexer.snippets import snippet
-from foldermind.workers.indexer.store import Folder, Store, analysis_map
+from foldermind.workers.indexer.store import SEARCHABLE, Folder, Store, analysis_map
 from foldermind.workers.indexer.units import unpack
 from foldermind.workers.indexer.vectors import VectorIndex
 from foldermind.workers.parser import formats
@@ -100,7 +100,7 @@ class DocumentService:
                 ErrorCode.FILE_NOT_INDEXED, f"{Path(real).name} is not indexed (hidden, unsupported, or not seen yet)"
             )
         doc_id, status, error = state
-        if status != "indexed":
+        if status != "indexed" and not (status in SEARCHABLE and self.store.chunk_count(doc_id)):
             why = f": {error}" if error else ""
             raise JobError(ErrorCode.FILE_NOT_INDEXED, f"{Path(real).name} is not indexed (status {status}{why})")
         return real, doc_id
@@ -262,10 +262,14 @@ class DocumentService:
         totals["files_unsupported"] = sum(self.store.unsupported().values())
         folder_id = self.store.find_folder(body.folder).id if body.folder else None
         unsupported = self.store.unsupported(folder_id)
-        failures = [
-            FailureInfo(path=r["path"], folder_id=r["folder_id"], status=r["status"], error=r["error"])
-            for r in self.store.recent_failures(max(0, min(limit, MAX_FAILURES)), folder_id)
-        ]
+        limit = max(0, min(limit, MAX_FAILURES))
+        failures, indexing = (
+            [
+                FailureInfo(path=r["path"], folder_id=r["folder_id"], status=r["status"], error=r["error"])
+                for r in self.store.recent_failures(limit, folder_id, statuses)
+            ]
+            for statuses in (("failed", "skipped"), ("indexing",))
+        )
         return IndexStatusReply(
             totals=totals,
             folders=[self.folder_info(f) for f in self.store.folders()],
@@ -275,6 +279,7 @@ class DocumentService:
             ocr=_ocr_info(),
             unsupported=unsupported,
             unsupported_files=self.store.unsupported_files(folder_id),
+            indexing=indexing,
         )
 
     def _embedding(self, totals: dict[str, int]) -> EmbeddingInfo:

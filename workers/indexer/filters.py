@@ -49,7 +49,7 @@ from wcmatch import glob as wcglob
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.workers.indexer.bm25 import Where, extension
-from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.store import SEARCHABLE, Store
 from foldermind.workers.parser import formats
 
 MAX_TYPES = 32
@@ -253,7 +253,7 @@ class FilterIndex:
         docs: set[int] = set()
         others: list[int] = []
         for doc_id, path, mtime_ns, status, root in self.store.filter_candidates(folder_id):
-            ok = status == "indexed"
+            ok = status in SEARCHABLE
             if ok and filters.types:
                 ok = extension(path) in filters.types
             if ok and filters.after_ns is not None:

@@ -6,7 +6,7 @@ applies the journal to Tantivy (one commit for everything finished since the las
 that loses its parser (crash, hang, memory limit) is retried once on a fresh parser and then
 quarantined as failed with its reason.
 
-Its length (~670 lines): one thread's loop, whose parse window, retries and commits share state and
+Its length (~850 lines): one thread's loop, whose parse window, retries and commits share state and
 locks; split, the rules about when a document is written or retried would be read in pieces.
 """
 
@@ -40,6 +40,7 @@ from foldermind.workers.indexer.analyzer import analyze_due
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.enrich import Enricher
 from foldermind.workers.indexer.integrity import Damage, is_database_damage
+from foldermind.workers.indexer.pages import PagesRead, PageWriter
 from foldermind.workers.indexer.persistent import PersistentFault
 from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, classify, free_bytes, writing
 from foldermind.workers.indexer.store import Document, Store
@@ -107,7 +108,10 @@ class _Parse:
     to: str = PARSER
     """The pool, or one parser by name: one on another machine that asked for the file's bytes."""
     parts: list[ChunkInfo] = field(default_factory=list)
-    """Chunks received so far in ``parse.partial`` replies (a document whose text does not fit one message)."""
+    """Chunks received so far in ``parse.partial`` replies (pages read so far, or text that does not fit one
+    message)."""
+    read: PagesRead = field(default_factory=PagesRead)
+    """How many of them are written already, page by page (:mod:`.pages`)."""
 
 
 class Pipeline(threading.Thread):
@@ -188,6 +192,7 @@ class Pipeline(threading.Thread):
         """Once the database is found damaged (the indexer shares its own), nothing more is written."""
         self.nice = "not started"
         """The ingest thread's CPU priority (nice), or why it was left as the process's."""
+        self.pages = PageWriter(store, vectors)
 
     def wake(self) -> None:
         """Tell the thread there is work (new pending files, or journal entries to apply)."""
@@ -414,6 +419,7 @@ class Pipeline(threading.Thread):
         # Recorded before a parser can hold it: a crash during the parse finds its attempt counted.
         self.store.set_attempts(job.doc.id, job.attempt)
         job.parts.clear()  # a retry's parts start over
+        job.read.written = 0
         env = client.send(job.to, request, (content,), timeout=deadline, attempt=job.attempt)
         self._inflight[env.id] = job
 
@@ -461,11 +467,19 @@ class Pipeline(threading.Thread):
             self._store(job, body)
 
     def _partial(self, packet: frames.Packet) -> None:
-        """Chunks of a parse in flight, ahead of its reply."""
+        """Chunks of a parse in flight, ahead of its reply: written at once when they are pages read (:mod:`.pages`)."""
         job = self._inflight.get(packet.env.cid)
         body = packet.body()
-        if job is not None and isinstance(body, ParsePartial):
-            job.parts.extend(body.chunks)
+        if job is None or not isinstance(body, ParsePartial):
+            return
+        job.parts.extend(body.chunks)
+        if body.pages_read is None or not self.pages.may_write(job.doc.id, job.doc.path, job.read):
+            return
+        if self._now(job) != self._parsed(job):
+            return  # changed since it was read: its event has queued it again, and the newer version wins
+        self.pages.write(job.doc.id, job.read, job.parts, body)
+        self._wrote()
+        self._journal_dirty = True
 
     def _failed(self, client: BusClient, job: _Parse, error: ErrorInfo, src: str) -> None:
         named, job.to = job.to != PARSER, PARSER  # whatever happens next goes to the pool
@@ -501,7 +515,8 @@ class Pipeline(threading.Thread):
             log.warning("document %d stays pending: %s", job.doc.id, error.code)
             self._parse_retry_at = time.monotonic() + self.PARSE_RETRY_S
             return
-        self._fail(job.doc.id, reason)
+        if not self.pages.failed(job.doc.id, job.doc.path, job.read, reason):
+            self._fail(job.doc.id, reason)
 
     def _now(self, job: _Parse) -> tuple[int, int, tuple[int, int]] | None:
         """(size, mtime, identity) of the file at the job's path now, opened and checked as any read is; None
@@ -531,6 +546,8 @@ class Pipeline(threading.Thread):
         language = languages.detect(str(c["text"]) for c in chunks)
         with self.vectors.arrival():
             with self.store.tx() as db:
+                # Pages written as they were read stay (:mod:`.pages`) when they are all still there.
+                start = job.read.written if self.store.written_through(job.doc.id, job.read.written) else 0
                 ids = self.store.write_document(
                     db,
                     job.doc.id,
@@ -542,6 +559,7 @@ class Pipeline(threading.Thread):
                     reply.pages,
                     chunks,
                     language,
+                    start,
                 )
                 # Chunks whose text is unchanged keep their vectors: committed here, added to usearch below.
                 self.vectors.arriving = tuple(ids)

@@ -7,7 +7,7 @@ journal is replayed into Tantivy until a Tantivy commit covers it (``meta.tantiv
 usearch keys are compared with the chunks that have vectors. So a crash anywhere loses nothing and
 indexes nothing twice.
 
-Its length (~800 lines) is deliberate: every SQL statement of the index is here, so the transaction and
+Its length (~1,040 lines) is deliberate: every SQL statement of the index is here, so the transaction and
 journal rules that make crashes harmless are read in one place.
 """
 
@@ -45,8 +45,8 @@ CREATE TABLE IF NOT EXISTS documents (
     size INTEGER NOT NULL DEFAULT 0,
     mtime_ns INTEGER NOT NULL DEFAULT 0,
     sha256 TEXT,
-    status TEXT NOT NULL DEFAULT 'pending',   -- pending | indexed | failed | skipped
-    error TEXT,
+    status TEXT NOT NULL DEFAULT 'pending',   -- pending | indexing | indexed | failed | skipped
+    error TEXT,                               -- why failed or skipped; for indexing, how far it has got
     attempts INTEGER NOT NULL DEFAULT 0,
     format TEXT,
     title TEXT,
@@ -59,6 +59,7 @@ CREATE INDEX IF NOT EXISTS documents_folder ON documents(folder_id, status);
 -- The next files to parse (Store.pending, at every turn of the ingest thread): without it each look scanned
 -- the whole table, 0.18 ms at 5,183 indexed SciFact files against 0.002 ms with it.
 CREATE INDEX IF NOT EXISTS documents_pending ON documents(id) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS documents_indexing ON documents(id) WHERE status = 'indexing';
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,     -- never reused: also the Tantivy and usearch key
     doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
@@ -101,6 +102,14 @@ CREATE TABLE IF NOT EXISTS analysis_due (
     doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
     written_at REAL NOT NULL
 );
+-- The vectors of a document's chunks that pages read since replaced, while it is indexed page by page (pages.py):
+-- a later page with the same text takes its vector back. Emptied when the document is written whole or fails.
+CREATE TABLE IF NOT EXISTS reusable (
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    text TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (doc_id, text)
+);
 -- Vectors to take out of the usearch file (their chunks are gone); emptied once a save covers it.
 -- A trigger, so cascaded deletes (a document or folder removed) are caught too.
 CREATE TABLE IF NOT EXISTS dead_vectors (id INTEGER PRIMARY KEY);
@@ -116,9 +125,15 @@ STATUS_COUNTS = {
     "failed": "files_failed",
     "skipped": "files_skipped",
     "pending": "files_pending",
+    "indexing": "files_pending",
 }
-"""Which count a document's status adds to. Skipped (too large, a name that cannot be indexed, a link out of
+"""Which count a document's status adds to (``indexing``: a long document whose pages read so far are searchable
+while its parse goes on, :mod:`.pages`). Skipped (too large, a name that cannot be indexed, a link out of
 the folder) is counted apart from failed (a parser could not read it); each has its reason."""
+SEARCHABLE = ("indexed", "indexing", "failed")
+"""The statuses whose documents' chunks searches find: a failed document holds chunks only when its parse failed
+after pages of it were indexed (:mod:`.pages`), and keeps those."""
+_SEARCHABLE = f"d.status IN {SEARCHABLE!r}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,9 +489,12 @@ class Store:
         return [r[0] for r in rows]
 
     def pending(self, limit: int) -> list[Document]:
+        """The next documents to parse: pending, and ``indexing`` (pages indexed, the rest not yet; the caller
+        leaves out those whose parse runs): parsed again from the start, their pages searchable meanwhile."""
+        columns = "id, folder_id, path, size, mtime_ns, sha256, status, attempts"
         rows = self.db.execute(
-            "SELECT id, folder_id, path, size, mtime_ns, sha256, status, attempts FROM documents "
-            "WHERE status = 'pending' ORDER BY id LIMIT ?",
+            f"SELECT {columns} FROM documents WHERE status = 'pending' UNION ALL "
+            f"SELECT {columns} FROM documents WHERE status = 'indexing' ORDER BY id LIMIT ?",
             (limit,),
         )
         return [Document(*r) for r in rows]
@@ -488,6 +506,7 @@ class Store:
             # serving the analysis of its earlier content: FILE_NOT_ANALYZED, and index_status says why.
             db.execute("DELETE FROM analysis WHERE doc_id = ?", (doc_id,))
             db.execute("DELETE FROM analysis_due WHERE doc_id = ?", (doc_id,))
+            db.execute("DELETE FROM reusable WHERE doc_id = ?", (doc_id,))
             db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
             db.execute(
                 "UPDATE documents SET status = 'failed', error = ?, chunks = 0, sha256 = NULL, format = NULL, "
@@ -527,22 +546,82 @@ class Store:
         pages: int | None,
         chunks: list[dict[str, Any]],
         language: str | None = None,
+        start: int = 0,
     ) -> list[int]:
-        """Replace a document's chunks; returns the new chunk ids. Journaled for Tantivy. ``language``: the
+        """Replace a document's chunks from ordinal ``start`` on (those before it were written page by page, by
+        :meth:`write_pages`, and are kept); returns the new chunk ids. Journaled for Tantivy. ``language``: the
         content's (:mod:`.languages`); ``None`` leaves it to the Tantivy replay to detect.
 
         A new chunk whose text an old chunk of the document had keeps that chunk's vector (the same text
         makes the same vector): a file parsed again after an upgrade of the parsers, or edited in one place,
         is embedded again only where its text changed (``vectors(ids)`` gives the kept ones, for usearch)."""
-        kept = dict(
-            db.execute("SELECT text, vector FROM chunks WHERE doc_id = ? AND vector IS NOT NULL", (doc_id,)).fetchall()
+        ids = self._replace_chunks(db, doc_id, start, chunks[start:], hold=False)
+        now = time.time()
+        db.execute(
+            "UPDATE documents SET status = 'indexed', error = NULL, size = ?, mtime_ns = ?, sha256 = ?, format = ?, "
+            "title = ?, pages = ?, chunks = ?, updated_at = ?, language = ? WHERE id = ?",
+            (size, mtime_ns, sha256, fmt, title, pages, len(chunks), now, language, doc_id),
         )
-        db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+        db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
+        # The analysis of the earlier content no longer describes it: a new one is due.
+        db.execute("DELETE FROM analysis WHERE doc_id = ?", (doc_id,))
+        db.execute("INSERT OR REPLACE INTO analysis_due(doc_id, written_at) VALUES(?, ?)", (doc_id, now))
+        return ids
+
+    def write_pages(
+        self,
+        db: sqlite3.Connection,
+        doc_id: int,
+        start: int,
+        chunks: list[dict[str, Any]],
+        title: str | None,
+        note: str,
+    ) -> list[int]:
+        """The chunks of pages read so far of a document still being parsed, from ordinal ``start`` on (any it
+        held from there on go); it is ``indexing``, with ``note`` saying how far. Returns the new chunk ids."""
+        ids = self._replace_chunks(db, doc_id, start, chunks, hold=True)
+        db.execute(
+            "UPDATE documents SET status = 'indexing', error = ?, title = ?, chunks = ?, updated_at = ? WHERE id = ?",
+            (note, title, start + len(chunks), time.time(), doc_id),
+        )
+        db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
+        return ids
+
+    def written_through(self, doc_id: int, start: int) -> bool:
+        """Whether the document holds its chunks 0..``start``-1, which :meth:`write_pages` wrote."""
+        row = self.db.execute(
+            "SELECT COUNT(*) FROM chunks WHERE doc_id = ? AND ordinal < ?", (doc_id, start)
+        ).fetchone()
+        return int(row[0]) == start
+
+    def failed_with_pages(self, doc_id: int, error: str) -> None:
+        """A document whose parse failed after pages of it were indexed: failed with ``error``, and the chunks of
+        those pages stay searchable (nothing is journaled: the keyword index holds them already)."""
+        with self.tx() as db:
+            db.execute("DELETE FROM reusable WHERE doc_id = ?", (doc_id,))
+            db.execute(
+                "UPDATE documents SET status = 'failed', error = ?, sha256 = NULL, format = NULL, updated_at = ? "
+                "WHERE id = ?",
+                (error, time.time(), doc_id),
+            )
+
+    def _replace_chunks(
+        self, db: sqlite3.Connection, doc_id: int, start: int, chunks: list[dict[str, Any]], hold: bool
+    ) -> list[int]:
+        """The document's chunks from ordinal ``start`` on replaced by ``chunks``, each taking the vector of a
+        chunk with its text that it replaced; with ``hold`` those vectors are kept for later pages too."""
+        db.execute(
+            "INSERT OR IGNORE INTO reusable(doc_id, text, vector) SELECT doc_id, text, vector FROM chunks "
+            "WHERE doc_id = ? AND ordinal >= ? AND vector IS NOT NULL",
+            (doc_id, start),
+        )
+        db.execute("DELETE FROM chunks WHERE doc_id = ? AND ordinal >= ?", (doc_id, start))
         ids: list[int] = []
         for c in chunks:
             cur = db.execute(
                 "INSERT INTO chunks(doc_id, ordinal, text, tokens, heading, page_start, page_end, line_start, "
-                "line_end, char_start, char_end, ocr_confidence, vector) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "line_end, char_start, char_end, ocr_confidence, vector) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "(SELECT vector FROM reusable WHERE doc_id = ? AND text = ?))",
                 (
                     doc_id,
                     c["ordinal"],
@@ -556,20 +635,13 @@ class Store:
                     c["char_start"],
                     c["char_end"],
                     c.get("ocr_confidence"),
-                    kept.get(c["text"]),
+                    doc_id,
+                    c["text"],
                 ),
             )
             ids.append(int(cur.lastrowid or 0))
-        now = time.time()
-        db.execute(
-            "UPDATE documents SET status = 'indexed', error = NULL, size = ?, mtime_ns = ?, sha256 = ?, format = ?, "
-            "title = ?, pages = ?, chunks = ?, updated_at = ?, language = ? WHERE id = ?",
-            (size, mtime_ns, sha256, fmt, title, pages, len(chunks), now, language, doc_id),
-        )
-        db.execute("INSERT INTO journal(doc_id) VALUES(?)", (doc_id,))
-        # The analysis of the earlier content no longer describes it: a new one is due.
-        db.execute("DELETE FROM analysis WHERE doc_id = ?", (doc_id,))
-        db.execute("INSERT OR REPLACE INTO analysis_due(doc_id, written_at) VALUES(?, ?)", (doc_id, now))
+        if not hold:
+            db.execute("DELETE FROM reusable WHERE doc_id = ?", (doc_id,))
         return ids
 
     # ---------------------------------------------------------------------------------------
@@ -680,7 +752,7 @@ class Store:
         ]
         row = self.db.execute(
             "SELECT COUNT(c.id), COALESCE(SUM(c.id), 0) FROM chunks c JOIN documents d ON d.id = c.doc_id"
-            " WHERE d.status = 'indexed' AND d.id NOT IN (SELECT doc_id FROM journal)"
+            f" WHERE {_SEARCHABLE} AND d.id NOT IN (SELECT doc_id FROM journal)"
         ).fetchone()
         return journaled, int(row[0]), int(row[1])
 
@@ -693,7 +765,7 @@ class Store:
         """Journal every indexed document for a Tantivy index of fields ``version`` (the caller has emptied
         the old one) and record the version, in one transaction; returns how many documents."""
         with self.tx() as db:
-            n = db.execute("INSERT INTO journal(doc_id) SELECT id FROM documents WHERE status = 'indexed'").rowcount
+            n = db.execute(f"INSERT INTO journal(doc_id) SELECT id FROM documents d WHERE {_SEARCHABLE}").rowcount
             self.set_meta(db, "tantivy_schema", str(version))
         return n
 
@@ -711,7 +783,7 @@ class Store:
                 self.db.execute(
                     "SELECT c.id, c.doc_id, c.text, c.heading, d.folder_id, d.language, d.path, d.title, d.mtime_ns "
                     f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.doc_id IN ({marks})"
-                    " AND d.status = 'indexed'",
+                    f" AND {_SEARCHABLE}",
                     part,
                 )
             )
@@ -739,7 +811,7 @@ class Store:
                 f"SELECT c.id, c.text, c.heading, c.page_start, c.page_end, c.line_start, c.line_end, c.ordinal, "
                 f"c.ocr_confidence, c.doc_id, d.path, d.mtime_ns, d.language, f.name AS folder_name, f.id AS folder_id "
                 f"FROM chunks c JOIN documents d ON d.id = c.doc_id JOIN folders f ON f.id = d.folder_id "
-                f"WHERE c.id IN ({marks}) AND d.status = 'indexed'",
+                f"WHERE c.id IN ({marks}) AND {_SEARCHABLE}",
                 part,
             )
             out.update((int(r["id"]), r) for r in rows)
@@ -754,7 +826,7 @@ class Store:
         rows = self.db.execute(
             "SELECT c.id, c.text, d.title, (SELECT substr(f.text, 1, 1000) FROM chunks f WHERE f.doc_id = c.doc_id "
             "ORDER BY f.ordinal LIMIT 1) FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            "WHERE c.vector IS NULL AND d.status = 'indexed' ORDER BY c.id LIMIT ?",
+            f"WHERE c.vector IS NULL AND {_SEARCHABLE} ORDER BY c.id LIMIT ?",
             (limit + len(exclude),),
         )
         found = [(int(r[0]), str(r[1]), str(r[2] or ""), str(r[3] or "")) for r in rows]
@@ -882,7 +954,7 @@ class Store:
         """Ids of the folder's embedded chunks whose document is indexed, ascending."""
         rows = self.db.execute(
             "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            "WHERE d.folder_id = ? AND d.status = 'indexed' AND c.vector IS NOT NULL ORDER BY c.id",
+            f"WHERE d.folder_id = ? AND {_SEARCHABLE} AND c.vector IS NOT NULL ORDER BY c.id",
             (folder_id,),
         )
         return [int(r[0]) for r in rows]
@@ -946,12 +1018,15 @@ class Store:
         counts["chunks"] = int(self.db.execute("SELECT COUNT(id) FROM chunks").fetchone()[0])  # embedded: embedded()
         return counts
 
-    def recent_failures(self, limit: int, folder_id: str | None = None) -> list[sqlite3.Row]:
+    def recent_failures(
+        self, limit: int, folder_id: str | None = None, statuses: tuple[str, ...] = ("failed", "skipped")
+    ) -> list[sqlite3.Row]:
+        """Documents with one of ``statuses`` and their reasons, most recently changed first."""
         return self.db.execute(
             "SELECT path, folder_id, status, COALESCE(error, '') AS error FROM documents "
-            "WHERE status IN ('failed', 'skipped') AND (? IS NULL OR folder_id = ?) "
+            "WHERE status IN (SELECT value FROM json_each(?)) AND (? IS NULL OR folder_id = ?) "
             "ORDER BY updated_at DESC, id DESC LIMIT ?",
-            (folder_id, folder_id, limit),
+            (json.dumps(statuses), folder_id, folder_id, limit),
         ).fetchall()
 
     def analysis(self, path: str) -> dict[str, Any] | None:

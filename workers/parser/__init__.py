@@ -16,8 +16,9 @@ decompression bomb ends in a ``MemoryError`` (answered as ``parse_failed: out of
 cap) or, at worst, a crash the kernel handles by restarting the parser and failing the job with
 ``worker_lost``. A zip container may inflate to a sixteenth of the cap (:mod:`.formats.container`).
 
-Chunks that do not fit one message go in parts (:mod:`.parts`): ``parse.partial`` replies, then the reply.
-Each heartbeat carries how far the parse has got (:mod:`.formats.progress`), so a slow parse is not cut off.
+Chunks that do not fit one message go in parts (:mod:`.parts`): ``parse.partial`` replies, then the reply; a
+long PDF's pages read go ahead in them while the rest is read (:mod:`.stream`). Each heartbeat carries how far
+the parse has got (:mod:`.formats.progress`), so a slow parse is not cut off.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import ctypes
 import gc
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +51,7 @@ from foldermind.workers.parser.formats import (
     progress,
 )
 from foldermind.workers.parser.formats.container import inflate_limit_mb, limit_inflation
+from foldermind.workers.parser.stream import PageStream
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -206,7 +209,7 @@ class ParserWorker(Worker):
         content = self._content(req)
         self.meter.begin(_deadline_s(len(content)))  # the tokenizer's first load is the parse's work too
         try:
-            doc, chunks = self._parse(path, content, body)
+            doc, chunks = self._parse(path, content, body, req.partial if req.send_partial else None)
         finally:
             self.meter.end()
         # Called in process (no bus, no partials): one reply.
@@ -218,13 +221,27 @@ class ParserWorker(Worker):
         self.parsed += 1
         return ParseReply(format=doc.format, chunks=last, title=doc.title, pages=doc.pages)
 
-    def _parse(self, path: Path, content: bytes, body: ParseRequest) -> tuple[ParsedDocument, list[ChunkInfo]]:
-        """The file's document and its chunks, or the job's typed error."""
+    def _parse(
+        self, path: Path, content: bytes, body: ParseRequest, send: Callable[[ParsePartial], None] | None
+    ) -> tuple[ParsedDocument, list[ChunkInfo]]:
+        """The file's document and its chunks not yet sent (``send``: pages read go ahead of the reply,
+        :mod:`.stream`), or the job's typed error."""
         tokenizer = self.tokenizer()
         _hold(path, after=False)
         try:
-            doc = parse_content(path, content, body.max_bytes, body.format)
-            chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
+            if send is None:
+                doc = parse_content(path, content, body.max_bytes, body.format)
+                chunks = chunk(doc.segments, tokenizer, body.max_tokens, body.overlap_tokens)
+            else:
+
+                def ahead(part: ParsePartial) -> None:
+                    send(part)
+                    _hold(path, after=True, pages=True)
+
+                pages = PageStream(ahead, tokenizer, body.max_tokens, body.overlap_tokens, self.ctx.max_message_bytes)
+                with progress.streaming(pages.offer):
+                    doc = parse_content(path, content, body.max_bytes, body.format)
+                chunks = pages.finish(doc.segments)
         except ParseError as exc:
             self.failed += 1
             raise JobError(exc.code, exc.message) from None
@@ -269,13 +286,13 @@ class ParserWorker(Worker):
         return bytes(data)
 
 
-def _hold(path: Path, after: bool) -> None:
+def _hold(path: Path, after: bool, pages: bool = False) -> None:
     """A test switch's hold of this parse (:func:`foldermind.workers.faults.parser_hold`); nothing in a
     normal run."""
     if testing():
         from foldermind.workers import faults
 
-        faults.parser_hold(path, after)
+        faults.parser_hold(path, after, pages)
 
 
 def _deadline_s(size: int) -> float:

@@ -7,7 +7,10 @@ scan with a page number stamped on it) that holds an image is rendered with pypd
 text layer's only when it holds more. A mixed PDF keeps its text pages as pypdf reads them and OCRs only
 the others, at most ``[ingest] ocr_max_pages`` of them and only while the parse deadline allows; a page
 that OCR cannot read in ``ocr_timeout_s`` is left out. A PDF in which neither finds text is refused
-with "no extractable text"."""
+with "no extractable text".
+
+Pages are said to be read for good (:func:`.progress.pages_read`) as they are extracted, up to the first that
+OCR may read: the parser worker can index a long PDF's first pages while it reads the rest."""
 
 from __future__ import annotations
 
@@ -75,19 +78,28 @@ def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
 
     texts: dict[int, str] = {}
     failures: list[str] = []
+    # Pages are read for good as they are extracted until the first that OCR may read instead (it comes later).
+    read_ahead: Builder | None = Builder()
+    ocr_on = ocr.settings(len(data)).enabled
+    title = _pdf_title(reader)
     for number in range(1, count + 1):
         progress.step()
+        text = ""
         try:
-            raw = pages[number - 1].extract_text()
+            text = _pdf_page_text(pages[number - 1].extract_text())
         except MemoryError:
             raise
         except Exception as exc:
             log.warning("page %d: text extraction failed: %s", number, reason(exc))
             failures.append(reason(exc))
-            continue
-        text = _pdf_page_text(raw)
         if text:
             texts[number] = text
+        if read_ahead is not None and ocr_on and _alnum(text) < MIN_TEXT_CHARS and _may_hold_image(pages[number - 1]):
+            read_ahead = None
+        elif read_ahead is not None:
+            if text:
+                read_ahead.add(text, page=number)
+            progress.pages_read(read_ahead.segments, number, count, title)
     if failures and len(failures) == count:
         raise ParseError(ErrorCode.PARSE_FAILED, f"corrupt PDF: {failures[0]}")
     if warnings.read_errors and not texts:
@@ -109,7 +121,26 @@ def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
         if read.failures:
             raise ParseError(ErrorCode.PARSE_FAILED, read.failures[0])
         raise ParseError(ErrorCode.PARSE_FAILED, NO_TEXT_OCR if read.pages else NO_TEXT_PDF)
-    return ParsedDocument("pdf", segments, title=_pdf_title(reader), pages=count)
+    return ParsedDocument("pdf", segments, title=title, pages=count)
+
+
+_INLINE_IMAGE = re.compile(rb"(?:^|\s)BI\s")
+
+
+def _may_hold_image(page: Any) -> bool:
+    """Whether the page may hold an image (and OCR then read it): it names an XObject (an image, or a form that may
+    hold one) or its content has an inline image; True when that cannot be told."""
+    try:
+        resources = page.get("/Resources")
+        xobjects = resources.get_object().get("/XObject") if resources is not None else None
+        if xobjects is not None and len(xobjects.get_object()):
+            return True
+        contents = page.get_contents()
+        return contents is not None and _INLINE_IMAGE.search(contents.get_data()) is not None
+    except MemoryError:
+        raise
+    except Exception:
+        return True
 
 
 def _alnum(text: str) -> int:

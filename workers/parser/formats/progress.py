@@ -7,24 +7,57 @@ the last read, or when the job thread ran (at least :data:`MIN_CPU_SHARE` of a c
 the CPU it used since its last step is still within the parse's deadline counted in CPU seconds. So a parse
 that reads pages on a busy machine goes on; one that neither steps nor runs (a wait, a lock) stops counting;
 and one that spins without a step (a library looping on a hostile file) stops once it had its deadline's CPU.
+
+A format that reads page by page also says which pages are read for good (:func:`pages_read`): the parser worker
+may then chunk and send them ahead of the reply (:mod:`foldermind.workers.parser.stream`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from foldermind.workers.parser.formats.document import Segment
+
+Segments = Callable[[], Sequence["Segment"]]
+"""The segments of the pages read for good so far, made when asked (they cost a walk of every page)."""
+PagesSink = Callable[[Segments, int, int, "str | None"], None]
 
 MIN_CPU_SHARE = 0.01
 """CPU the job thread must use between two reads, as a share of the time between them, to count as running:
 a parse starved by a busy machine still gets more, a thread that waits and polls far less."""
 
 _steps = 0
+_sink: PagesSink | None = None
 
 
 def step() -> None:
     """One step of the parse in hand (on the job thread; cheap enough for every page and segment)."""
     global _steps
     _steps += 1
+
+
+def pages_read(segments: Segments, read: int, total: int, title: str | None) -> None:
+    """Pages 1..``read`` of ``total`` are read for good: ``segments()`` are theirs, in order, as the whole
+    document's will begin, and each page's segments are whole (a page never continues into the next call);
+    ``title`` is the document's, as its parse will give it."""
+    if _sink is not None:
+        _sink(segments, read, total, title)
+
+
+@contextmanager
+def streaming(sink: PagesSink | None) -> Iterator[None]:
+    """Send :func:`pages_read` to ``sink`` during the parse in hand (None: to nobody)."""
+    global _sink
+    _sink = sink
+    try:
+        yield
+    finally:
+        _sink = None
 
 
 class Meter:
