@@ -9,7 +9,7 @@ from typing import Any
 
 from foldermind.workers.indexer.store import Store
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, only_workers, wait_for
-from tests.test_units import _store_with_chunks
+from tests.test_units import _document_with_chunks, _store_with_chunks
 
 
 def test_a_batch_committed_while_the_embedded_chunks_are_counted_is_never_taken_off_uncounted(tmp_path: Path) -> None:
@@ -41,11 +41,7 @@ def test_the_embedded_count_of_each_folder_follows_its_vectors_in_a_database_mad
     store, ids = _store_with_chunks(tmp_path, 4)
     other = store.add_folder(str(tmp_path / "more"), "more", "")
     with store.tx() as db:
-        store.mark_pending(db, other.id, str(tmp_path / "more" / "b.txt"), 1, 1)
-        doc = store.document(str(tmp_path / "more" / "b.txt"))
-        assert doc is not None
-        row = {"text": "y", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
-        more = store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "ordinal": i} for i in range(3)])
+        more = _document_with_chunks(store, db, other.id, str(tmp_path / "more" / "b.txt"), 3)
         # As a database of an older version holds it: the count's index is made when the store is opened.
         db.execute("DROP INDEX chunks_unembedded_doc")
     store = Store(tmp_path / "index.sqlite")
