@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from foldermind.workers.indexer.store import Store
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, only_workers, wait_for
-from tests.test_units import _store_with_chunks
+from tests.test_units import _document_with_chunks, _store_with_chunks
 
 
 def test_a_batch_committed_while_the_embedded_chunks_are_counted_is_never_taken_off_uncounted(tmp_path: Path) -> None:
@@ -32,6 +33,28 @@ def test_a_batch_committed_while_the_embedded_chunks_are_counted_is_never_taken_
     assert store.embedded(None, lambda: ()) == 3, "arrived"
     folder = store.folders()[0].id
     assert store.embedded(folder, lambda: ()) == 3 and store.embedded("another", lambda: ()) == 0
+
+
+def test_the_embedded_count_of_each_folder_follows_its_vectors_in_a_database_made_before_its_index(
+    tmp_path: Path,
+) -> None:
+    store, ids = _store_with_chunks(tmp_path, 4)
+    other = store.add_folder(str(tmp_path / "more"), "more", "")
+    with store.tx() as db:
+        more = _document_with_chunks(store, db, other.id, str(tmp_path / "more" / "b.txt"), 3)
+        # As a database of an older version holds it: the count's index is made when the store is opened.
+        db.execute("DROP INDEX chunks_unembedded_doc")
+    store = Store(tmp_path / "index.sqlite")
+    docs = store.find_folder(str(tmp_path / "docs")).id
+    store.store_vectors([ids[0], ids[2], more[1]], [b"\0" * 8] * 3)
+    assert store.embedded(docs, lambda: ()) == 2 and store.embedded(other.id, lambda: ()) == 1
+    assert store.embedded(None, lambda: ()) == 3
+    assert store.embedded(docs, lambda: (ids[2], more[1])) == 1, "arriving: not counted yet, the other folder's not"
+    assert store.embedded(None, lambda: (ids[1],)) == 3, "arriving without a vector yet: nothing to leave out"
+    store.drop_vectors("m", "p", reembedding="")
+    assert store.embedded(docs, lambda: ()) == 0 and store.embedded(None, lambda: ()) == 0
+    store.store_vectors(ids, [b"\0" * 8] * len(ids))
+    assert store.embedded(docs, lambda: ()) == 4 and store.embedded(other.id, lambda: ()) == 0
 
 
 def _folder(home: Path) -> dict[str, Any]:

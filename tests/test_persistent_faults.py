@@ -8,6 +8,7 @@ while the kernel runs. A killed worker is the fault worker, killed with SIGKILL.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import re
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from foldermind.workers.indexer.integrity import is_database_damage
 from foldermind.workers.indexer.persistent import NOTE_MAX, PersistentFault, named_fault, with_fix
+from foldermind.workers.indexer.storage import is_disk_full
 from tests.helpers import (
     FAST_RESTART,
     SEARCH_OVER_BUS,
@@ -270,3 +273,40 @@ def test_a_write_the_database_refuses_is_named_with_its_fix_counted_and_cleared(
     assert "ingest step works again after 6 failed tries" in caplog.records[-1].getMessage()
     long = with_fix("disk full (ENOSPC): " + "x" * 400, "; fix: free space on that disk")
     assert len(long) == NOTE_MAX and long.endswith("x...; fix: free space on that disk")
+
+
+def test_a_refusal_a_full_disk_and_a_damaged_database_are_each_found_down_an_exception_chain(tmp_path: Path) -> None:
+    """The three checks walk one chain (``storage.causes``): a real failure raised from, or while handling, another."""
+    (tmp_path / "plain").write_text("a file\n")
+    try:
+        open(tmp_path / "plain" / "segment", "wb")  # noqa: SIM115 - it fails
+    except NotADirectoryError as exc:
+        refused: OSError = exc
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a database at all" * 100)
+    try:
+        sqlite3.connect(garbage).execute("SELECT * FROM sqlite_master")
+    except sqlite3.DatabaseError as exc:
+        damaged: sqlite3.DatabaseError = exc
+    full = OSError(errno.ENOSPC, "No space left on device")
+
+    def raised_from(cause: BaseException) -> BaseException:
+        try:
+            raise RuntimeError("a library's own error, naming no errno") from cause
+        except RuntimeError as exc:
+            return exc
+
+    def raised_during(context: BaseException) -> BaseException:
+        try:
+            try:
+                raise context
+            except type(context):
+                raise ValueError("cleanup failed too")  # noqa: B904 - raised while handling it, as a cleanup does
+        except ValueError as exc:
+            return exc
+
+    for wrap in (lambda e: e, raised_from, raised_during, lambda e: raised_from(raised_during(e))):
+        assert named_fault(wrap(refused), tmp_path) and not named_fault(wrap(full), tmp_path)
+        assert is_disk_full(wrap(full), tmp_path) and not is_disk_full(wrap(refused), tmp_path)
+        assert is_database_damage(wrap(damaged)) and not is_database_damage(wrap(full))
+    assert not named_fault(RuntimeError("nothing below"), tmp_path) and not is_disk_full(RuntimeError("x"), tmp_path)

@@ -3,6 +3,7 @@ index of one vector per chunk embedded again."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -105,14 +106,19 @@ def _store_with_chunks(root: Path, n: int, **meta: str) -> tuple[Store, list[int
     store = Store(root / "index.sqlite")
     folder = store.add_folder(str(root / "docs"), "docs", "")
     with store.tx() as db:
-        store.mark_pending(db, folder.id, str(root / "docs" / "a.txt"), 1, 1)
-        doc = store.document(str(root / "docs" / "a.txt"))
-        assert doc is not None
-        row = {"text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
-        ids = store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "ordinal": i} for i in range(n)])
+        ids = _document_with_chunks(store, db, folder.id, str(root / "docs" / "a.txt"), n)
         for key, value in meta.items():
             store.set_meta(db, key, value)
     return store, ids
+
+
+def _document_with_chunks(store: Store, db: sqlite3.Connection, folder_id: str, path: str, n: int) -> list[int]:
+    """An indexed document at ``path`` of ``n`` chunks (no vectors yet), written in ``db``'s transaction."""
+    store.mark_pending(db, folder_id, path, 1, 1)
+    doc = store.document(path)
+    assert doc is not None
+    row = {"text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
+    return store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "ordinal": i} for i in range(n)])
 
 
 def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:

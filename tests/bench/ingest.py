@@ -332,7 +332,10 @@ def index_folder(kernel: Kernel, folder: Path, files: int, embed: bool) -> Inges
                 if f is not None:
                     done = f["files_indexed"] + f["files_failed"] + f.get("files_skipped", 0)
                     run.progress.append((now, done, f["chunks_embedded"]))
-                    if not run.keyword_s and f["files_total"] >= files and done >= files and f["state"] == "ready":
+                    # Every file found by keyword: "ready", or "embedding" while vectors are still coming (read as
+                    # "ready" alone, run 1's keyword time was its embedded time, polled at PROGRESS_S throughout).
+                    searchable = f["state"] in ("ready", "embedding")
+                    if not run.keyword_s and f["files_total"] >= files and done >= files and searchable:
                         run.keyword_s = now
                         run.embedded_at_keyword = f["chunks_embedded"]
                         say(f"  keyword-indexed: {done} files, {f['chunks']} chunks in {now:.1f} s")

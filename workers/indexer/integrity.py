@@ -27,6 +27,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.base import Handler, Request, Result
 from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex
+from foldermind.workers.indexer.storage import causes
 from foldermind.workers.indexer.store import Store
 
 log = logging.getLogger("foldermind.indexer")
@@ -37,15 +38,13 @@ _DAMAGE_WORDS = ("database disk image is malformed", "file is not a database")
 
 def is_database_damage(exc: BaseException) -> bool:
     """Whether ``exc`` (or its cause) is SQLite finding its file damaged, not busy or full."""
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in causes(exc):
         if isinstance(seen, sqlite3.DatabaseError):
             code = getattr(seen, "sqlite_errorcode", None)
             if code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
                 return True
             if any(words in str(seen) for words in _DAMAGE_WORDS):
                 return True
-        seen = seen.__cause__ or seen.__context__
     return False
 
 

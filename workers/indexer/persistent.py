@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from foldermind.workers.indexer.storage import describe
+from foldermind.workers.indexer.storage import causes, describe
 
 RETRY_MIN_S = 1.0
 RETRY_MAX_S = 30.0
@@ -58,12 +58,7 @@ def with_fix(cause: str, fix: str) -> str:
 
 
 def _os_error(exc: BaseException) -> OSError | None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno is not None:
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return next((seen for seen in causes(exc) if isinstance(seen, OSError) and seen.errno is not None), None)
 
 
 def _readonly_database(exc: BaseException) -> bool:

@@ -42,17 +42,22 @@ def _names_no_space(exc: BaseException) -> bool:
     return False
 
 
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then what it was raised from or during (its cause, else its context), and so on down the chain."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
 def is_disk_full(exc: BaseException, data_dir: Path, opaque: bool = False) -> bool:
     """Whether ``exc`` (or its cause) is a write that found no room on ``data_dir``'s file system.
 
     ``opaque``: the failed call is one that drops the errno (a Tantivy commit, a usearch save); its
     failure then counts as a full disk when little space is left. Other errors must name the cause.
     """
-    seen: BaseException | None = exc
-    while seen is not None:
-        if _names_no_space(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
+    if any(_names_no_space(seen) for seen in causes(exc)):
+        return True
     if opaque and isinstance(exc, OSError | ValueError | RuntimeError):
         free = free_bytes(data_dir)
         return 0 <= free < LOW_SPACE_BYTES

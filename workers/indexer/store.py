@@ -78,6 +78,9 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
 CREATE INDEX IF NOT EXISTS chunks_unembedded ON chunks(id) WHERE vector IS NULL;
+-- A folder's unembedded chunks, counted without reading a chunk's row (its vectors make it ~8 KB): the folder
+-- counts (Store.embedded) are asked several times a second while a folder is indexed.
+CREATE INDEX IF NOT EXISTS chunks_unembedded_doc ON chunks(doc_id) WHERE vector IS NULL;
 CREATE TABLE IF NOT EXISTS journal (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     doc_id INTEGER NOT NULL
@@ -859,22 +862,30 @@ class Store:
         what arrives before it and after it: a count read before a batch's commit and its arrival read after
         would leave out vectors it never counted (a progress bar going backwards)."""
         before = arriving()
-        counted = self._embedded_count("NOT IN", before, folder_id)
+        where, args = ("AND d.folder_id = ?", (folder_id,)) if folder_id is not None else ("", ())
+        # One statement, so one snapshot: every chunk, less the unembedded ones and the arriving ones that have a
+        # vector. Both counts read only indexes (chunks_doc, chunks_unembedded_doc); a test of each chunk's vector
+        # would read every chunk's row, its vectors included (docs/benchmarks-ingest.md, 2026-12-06).
+        row = self.db.execute(
+            f"SELECT (SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE 1 {where}) - "
+            "(SELECT COUNT(*) FROM chunks c INDEXED BY chunks_unembedded_doc JOIN documents d ON d.id = c.doc_id "
+            f"WHERE c.vector IS NULL {where}) - ({self._AMONG.format(where=where)})",
+            (*args, *args, json.dumps(before), *args),
+        ).fetchone()
         late = tuple(set(arriving()) - set(before))  # committed during the count, maybe counted
-        return counted - self.embedded_among(late, folder_id) if late else counted
+        return int(row[0]) - self.embedded_among(late, folder_id) if late else int(row[0])
+
+    _AMONG = (
+        "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
+        "WHERE c.id IN (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL {where}"
+    )
 
     def embedded_among(self, ids: tuple[int, ...], folder_id: str | None) -> int:
         """How many of the chunks ``ids`` (of ``folder_id``'s documents, or of any) have a vector."""
-        return self._embedded_count("IN", ids, folder_id) if ids else 0
-
-    def _embedded_count(self, among: str, ids: tuple[int, ...], folder_id: str | None) -> int:
+        if not ids:
+            return 0
         where, args = ("AND d.folder_id = ?", (folder_id,)) if folder_id is not None else ("", ())
-        row = self.db.execute(
-            "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            f"WHERE c.id {among} (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL {where}",
-            (json.dumps(ids), *args),
-        ).fetchone()
-        return int(row[0])
+        return int(self.db.execute(self._AMONG.format(where=where), (json.dumps(ids), *args)).fetchone()[0])
 
     def dead_vectors(self) -> list[int]:
         return [int(r[0]) for r in self.db.execute("SELECT id FROM dead_vectors")]
