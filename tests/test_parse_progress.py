@@ -91,7 +91,8 @@ def test_a_step_moves_the_count_and_a_parse_that_only_waits_does_not() -> None:
             assert meter.read() == before
         parse.do("step")
         wait_for(lambda: meter.read() > before, 5, 0.02, "the step counted")
-        assert parse.todo == "wait"
+        # The count moves at progress.step(); the thread marks the step done just after it.
+        wait_for(lambda: parse.todo == "wait", 5, 0.02, "the step finished")
         after = meter.read()
         time.sleep(0.1)
         assert meter.read() == after
