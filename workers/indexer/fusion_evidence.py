@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.indexer.fusion import Ranking, min_max
+from foldermind.workers.indexer.fusion import Ranking, weighted
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,4 @@ def evidence(keyword: Ranking, semantic: Ranking, shares: tuple[float, float], w
     side's (0 for an empty list)."""
     if not keyword:
         return list(semantic)
-    w = keyword_weight(Signals(shares[0], shares[1], margin(keyword)), weights)
-    kw, sem = min_max(keyword), min_max(semantic)
-    fused = {cid: w * kw.get(cid, 0.0) + (1.0 - w) * sem.get(cid, 0.0) for cid in kw | sem}
-    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    return weighted(keyword, semantic, keyword_weight(Signals(shares[0], shares[1], margin(keyword)), weights))
