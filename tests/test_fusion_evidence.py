@@ -11,11 +11,11 @@ import pytest
 
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer import fusion
+from foldermind.workers.indexer.bm25 import idf
 from foldermind.workers.indexer.fusion_evidence import (
     EvidenceWeights,
     Signals,
     evidence,
-    idf,
     idf_share,
     keyword_weight,
     margin,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ from pathlib import Path
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.indexer.bm25 import KeywordIndex, query_tokens, stem, text_terms
+from foldermind.workers.indexer.bm25 import KeywordIndex, idf, query_tokens, stem, text_terms
 from foldermind.workers.indexer.languages import ENGLISH, stemmed_as
 from tests.bench import factoids, manuals
 from tests.bench.factoid_search import remembered
@@ -165,8 +164,7 @@ class Evidence:
         self.doc_freq, self.total = KeywordIndex(data / "tantivy").term_stats(ENGLISH)
 
     def idf(self, token: str) -> float:
-        df = min(self.doc_freq(token), self.total)
-        return math.log(1.0 + (self.total - df + 0.5) / (df + 0.5))
+        return idf(self.doc_freq(token), self.total)
 
     def masks(self, terms: list[str], chunk_ids: list[int]) -> dict[int, int]:
         marks = ",".join("?" * len(chunk_ids))

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -91,6 +92,13 @@ _TOKENS = _builder().build()
 
 
 @functools.lru_cache(maxsize=65536)
+def idf(doc_freq: int, total: int) -> float:
+    """BM25's IDF of a term that ``doc_freq`` of ``total`` texts hold (Tantivy's formula; a count past the total,
+    as deleted chunks leave, is capped)."""
+    df = min(doc_freq, total)
+    return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+
+
 def stems(word: str, language: str = ENGLISH) -> tuple[str, ...]:
     """The indexed terms of one word of a language's documents (usually one; none for an over-long word)."""
     return tuple(analyzer(language).analyze(word))

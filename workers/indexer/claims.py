@@ -18,7 +18,6 @@ days between password changes" is backed and about chage, not about -E.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -26,6 +25,7 @@ from numpy.typing import NDArray
 
 from foldermind.protocol.messages import CheckReply, CheckRequest, ClaimCheck
 from foldermind.workers.indexer import sentences
+from foldermind.workers.indexer.bm25 import idf
 
 CLAIM_COVERAGE = 0.6
 CLAIM_SIMILARITY = 0.5
@@ -110,7 +110,7 @@ def _weights(terms: set[str], texts: list[str]) -> dict[str, float]:
     held = [sentences.content_terms(t) for t in texts]
     n = len(held)
     counts = {t: sum(t in h for h in held) for t in terms}
-    return {t: math.log(1 + (n - k + 0.5) / (k + 0.5)) for t, k in counts.items() if k}
+    return {t: idf(k, n) for t, k in counts.items() if k}
 
 
 def _share(weights: dict[str, float], held: set[str]) -> float:

@@ -27,7 +27,6 @@ answer bench's counts that chose it; splitting them from the scoring that uses t
 from __future__ import annotations
 
 import itertools
-import math
 import re
 import time
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from foldermind.protocol.messages import (
     SearchRequest,
 )
 from foldermind.workers import model_files
-from foldermind.workers.indexer import reach, sentences
+from foldermind.workers.indexer import bm25, reach, sentences
 from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
 from foldermind.workers.indexer.search import MAX_QUERY_CHARS, SearchService
 from foldermind.workers.indexer.sentences import Sentence
@@ -359,7 +358,7 @@ class EvidenceService:
             return
         n = len(candidates)
         held = {t: sum(t in c.terms for c in candidates) for t in weight}
-        idf = {t: weight[t] * math.log(1 + (n - k + 0.5) / (k + 0.5)) for t, k in held.items()}
+        idf = {t: weight[t] * bm25.idf(k, n) for t, k in held.items()}
         total = sum(idf.values())
         for c in candidates:
             held_here = sum(w for t, w in idf.items() if t in c.terms)
@@ -378,11 +377,7 @@ class EvidenceService:
         if not terms or not held:
             return dict.fromkeys(held, 0.0)
         n = len(held)
-        idf = {
-            t: w * math.log(1 + (n - k + 0.5) / (k + 0.5))
-            for t, w in weight.items()
-            for k in [sum(t in h for h in held.values())]
-        }
+        idf = {t: w * bm25.idf(k, n) for t, w in weight.items() for k in [sum(t in h for h in held.values())]}
         total = sum(idf.values()) or 1.0
         return {p: sum(w for t, w in idf.items() if t in h) / total for p, h in held.items()}
 

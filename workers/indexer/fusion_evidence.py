@@ -50,12 +50,6 @@ class Signals:
     margin: float
 
 
-def idf(doc_freq: int, total: int) -> float:
-    """BM25's IDF of a term that ``doc_freq`` of ``total`` chunks hold (Tantivy's formula)."""
-    df = min(doc_freq, total)
-    return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
-
-
 def idf_share(idfs: Sequence[float], held: Sequence[bool]) -> float:
     """The share of ``idfs`` (one value per distinct query term) whose terms are ``held``; 0 without terms."""
     mass = sum(idfs)

@@ -29,7 +29,7 @@ from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers import model_files
 from foldermind.workers.indexer import filters, fusion, fusion_evidence
 from foldermind.workers.indexer import query as operators
-from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text, query_tokens, stem, text_terms
+from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text, idf, query_tokens, stem, text_terms
 from foldermind.workers.indexer.criteria import CriteriaTable
 from foldermind.workers.indexer.criteria_scope import CriteriaScopes
 from foldermind.workers.indexer.encoder import QueryEncoder
@@ -201,7 +201,7 @@ class SearchService:
             language = stemmed_as(row["language"])
             held = set(text_terms(f"{row['heading'] or ''}\n{row['text']}", language))
             doc_freq, total = self.bm25.term_stats(language)
-            idfs = [fusion_evidence.idf(doc_freq(t), total) for t in tokens]
+            idfs = [idf(doc_freq(t), total) for t in tokens]
             shares.append(fusion_evidence.idf_share(idfs, [stem(t, language) in held for t in tokens]))
         return shares[0], shares[1]
 
