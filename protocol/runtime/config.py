@@ -330,6 +330,13 @@ class SearchPolicy(_Strict):
         description='"evidence" fusion: the first 20 passages are rescored towards the share of the query\'s IDF mass'
         " each holds, by this times the best such share among them.",
     )
+    evidence_repeat_penalty: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description='"evidence" fusion: each hit after the first loses this for every passage of its file ranked above'
+        " it, so one long file does not fill the page.",
+    )
     keyword_proximity: float = Field(
         0.1,
         ge=0,

@@ -263,9 +263,15 @@ def cross_validate(qs: Sequence[Query], features: str) -> dict[str, float]:
     return out
 
 
-def evidence_module(q: Query, weights: EvidenceWeights) -> list[int]:
-    """The indexer's own ``evidence`` fusion at ``weights``, each candidate's coverage read from the lists."""
-    return [c for c, _ in fusion_evidence.evidence(q.keyword, q.semantic, partial(covers, q), weights)]
+def evidence_module(q: Query, weights: EvidenceWeights, penalty: float | None = None) -> list[int]:
+    """The indexer's own ``evidence`` fusion at ``weights``, each candidate's coverage read from the lists, then
+    the repeat penalty (``[search] evidence_repeat_penalty`` unless given), each hit's file for its document."""
+    ranked = fusion_evidence.evidence(q.keyword, q.semantic, partial(covers, q), weights)
+    penalty = SearchPolicy().evidence_repeat_penalty if penalty is None else penalty
+    if penalty <= 0:
+        return [c for c, _ in ranked]
+    files = {name: i for i, name in enumerate(dict.fromkeys(f for f, _, _ in q.where.values()))}
+    return [c for c, _ in fusion.spread(ranked, {cid: files[f] for cid, (f, _, _) in q.where.items()}, penalty)]
 
 
 def covers(q: Query, chunks: Sequence[int]) -> dict[int, float]:

@@ -8,7 +8,8 @@ weight; a parameter set (bias, margin slope, coverage weight) then costs a table
 each variant (the coverage weight fixed at 0: the margin alone; the three), every set's tune score under the
 parameters fitted on every other set's tune part, and the fit on every tune part. The objective is the mean over
 sets of each set's own score, every set weighing the same; the held-out parts are not read here
-(``fusion_eval --held-out`` reads them, once per decision).
+(``fusion_eval --held-out`` reads them, once per decision). The repeat penalty that follows the fusion in the
+indexer (``[search] evidence_repeat_penalty``) is left out of the fit: it was chosen after it.
 """
 
 from __future__ import annotations

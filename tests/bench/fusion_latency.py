@@ -24,6 +24,7 @@ from typing import Any
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
+from foldermind.workers.indexer.fusion import spread
 from foldermind.workers.indexer.fusion_evidence import EvidenceWeights, evidence
 from tests.bench.fusion_eval import share_of
 from tests.bench.fusion_lists import corpus_folder
@@ -48,15 +49,17 @@ def _held(held: dict[int, float], chunks: Sequence[int]) -> dict[int, float]:
 
 def check(client: BusClient, dumped: list[dict[str, Any]]) -> tuple[int, int]:
     """How many dumped queries the indexer's ``evidence`` fusion ranks (top_k 10) as
-    :func:`foldermind.workers.indexer.fusion_evidence.evidence` does offline on their lists (40 a side), with the
-    ``[search]`` parameters."""
+    :func:`foldermind.workers.indexer.fusion_evidence.evidence` and the repeat penalty do offline on their lists (40
+    a side), with the ``[search]`` parameters."""
     weights = EvidenceWeights.of(SearchPolicy())
     same = 0
     for d in dumped:
         kw, sem = d["keyword"][:40], d["semantic"][:40]
         held = {h[0]: share_of(d["terms"], h[5]) for h in kw + sem}
         pairs = [[(h[0], h[1]) for h in side] for side in (kw, sem)]
-        offline = evidence(pairs[0], pairs[1], partial(_held, held), weights)[:10]
+        files = {name: i for i, name in enumerate(dict.fromkeys(h[2] for h in kw + sem))}
+        ranked = evidence(pairs[0], pairs[1], partial(_held, held), weights)
+        offline = spread(ranked, {h[0]: files[h[2]] for h in kw + sem}, SearchPolicy().evidence_repeat_penalty)[:10]
         reply = client.request("indexer", SearchRequest(d["item"]["text"], "hybrid", 10, None, "evidence"), SearchReply)
         same += [r["chunk_id"] for r in reply.body.results] == [c for c, _ in offline]
     return same, len(dumped)

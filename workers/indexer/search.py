@@ -126,15 +126,16 @@ class SearchService:
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
 
     def fused(self, keyword: Ranking, semantic: Ranking, query: str, fuse: str, spread: bool = True) -> Ranking:
-        """The two sides merged by ``fuse`` (one of :data:`.fusion.FUSIONS`); ``spread=False`` leaves blend's
-        repeat penalty out."""
+        """The two sides merged by ``fuse`` (one of :data:`.fusion.FUSIONS`); ``spread=False`` leaves the repeat
+        penalty (blend's and evidence's) out."""
         if fuse == "weighted":
             return fusion.weighted(keyword, semantic, self.policy.keyword_weight)
         if fuse == "rrf":
             return fusion.rrf([keyword, semantic], self.policy.rrf_k)
         if fuse == "evidence":
-            coverage = partial(self._coverage, query)
-            return fusion_evidence.evidence(keyword, semantic, coverage, self.evidence)
+            ranked = fusion_evidence.evidence(keyword, semantic, partial(self._coverage, query), self.evidence)
+            penalty = self.policy.evidence_repeat_penalty if spread else 0.0
+            return fusion.spread(ranked, self._documents(keyword, semantic), penalty) if penalty > 0 else ranked
         rules = self.rules if spread else self.unspread
         # Evidence and the repeat penalty need each candidate's document: one SQLite read of <= 2 * depth rows.
         by_document = rules.evidence > 0 or rules.repeat_penalty > 0
