@@ -309,23 +309,34 @@ class SearchPolicy(_Strict):
     """Keyword, semantic and hybrid search in the indexer."""
 
     fusion: Literal["blend", "weighted", "rrf", "evidence"] = Field(
-        "blend",
-        description='How hybrid mode merges the keyword (BM25) and semantic (vector) rankings: "blend" (the'
-        ' blend_* and strong_keyword_* settings below: workers/indexer/fusion.py), "weighted" (scores min-max'
-        ' normalised per list, then keyword_weight * bm25 + (1 - keyword_weight) * cosine), "rrf"'
-        ' (reciprocal-rank fusion, each list adds 1/(rrf_k + rank)) or "evidence" (weighted, its keyword weight'
-        " read from the lists: the evidence_* settings). Figures: docs/benchmarks-fusion.md.",
+        "evidence",
+        description='How hybrid mode merges the keyword (BM25) and semantic (vector) rankings: "evidence" (weighted'
+        " at a keyword weight read from BM25's list, its first passages rescored by how much of the query each"
+        ' holds: the evidence_* settings), "blend" (the blend_* and strong_keyword_* settings below), "weighted"'
+        ' (keyword_weight * bm25 + (1 - keyword_weight) * cosine, each min-max normalised) or "rrf"'
+        " (reciprocal-rank fusion, each list adds 1/(rrf_k + rank)). Figures: docs/benchmarks-fusion.md.",
     )
     rrf_k: int = Field(60, ge=1, description="The rank offset of rrf fusion.")
     evidence_bias: float = Field(
         -0.5,
-        description='"evidence" fusion: the keyword weight is sigmoid(evidence_bias + evidence_gap * gap +'
-        " evidence_margin * margin): gap is the share of the query's IDF mass BM25's first hit holds less the semantic"
-        " first hit's, margin 1 - BM25's second score / its first. Fitted on every query shape's tune part at once:"
-        " docs/benchmarks-fusion.md.",
+        description='"evidence" fusion: the keyword weight is sigmoid(evidence_bias + evidence_margin * margin),'
+        " margin 1 - BM25's second score / its first. Fitted on every query shape: docs/benchmarks-fusion.md.",
     )
-    evidence_gap: float = Field(3.5, description='"evidence" fusion: the weight of gap (see evidence_bias).')
-    evidence_margin: float = Field(7.5, description='"evidence" fusion: the weight of margin (see evidence_bias).')
+    evidence_margin: float = Field(5.0, description='"evidence" fusion: the weight of margin (see evidence_bias).')
+    evidence_coverage: float = Field(
+        0.85,
+        ge=0,
+        le=1,
+        description='"evidence" fusion: the first 20 passages are rescored towards the share of the query\'s IDF mass'
+        " each holds, by this times the best such share among them.",
+    )
+    evidence_repeat_penalty: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description='"evidence" fusion: each hit after the first loses this for every passage of its file ranked above'
+        " it, so one long file does not fill the page.",
+    )
     keyword_proximity: float = Field(
         0.1,
         ge=0,

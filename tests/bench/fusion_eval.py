@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer import fusion, fusion_evidence
 from foldermind.workers.indexer.fusion_evidence import EvidenceWeights
 from tests.bench.retrieval import ndcg
@@ -59,6 +60,7 @@ class Query:
     margin: float
     cosine: float  # the semantic side's margin: (first - second) / (first - last) cosine
     gap: float  # coverage less the semantic first hit's share of the query's IDF mass
+    covers: dict[int, float]  # chunk -> its share of the query's IDF mass (what ``evidence`` reranks by)
     table: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))  # per w: score, top1, page
 
 
@@ -75,8 +77,8 @@ def load(paths: Sequence[Path]) -> list[Query]:
             kw, sem = d["keyword"][:depth], d["semantic"][:depth]
             where = {int(h[0]): (str(h[2]), h[3], h[4]) for h in kw + sem}
             idf = d["terms"]
-            coverage = _share(idf, kw[0][5]) if kw else 0.0
-            gap = coverage - (_share(idf, sem[0][5]) if sem else 0.0)
+            coverage = share_of(idf, kw[0][5]) if kw else 0.0
+            gap = coverage - (share_of(idf, sem[0][5]) if sem else 0.0)
             keyword = [(int(h[0]), float(h[1])) for h in kw]
             q = Query(
                 item["id"],
@@ -94,13 +96,15 @@ def load(paths: Sequence[Path]) -> list[Query]:
                 fusion_evidence.margin(keyword),
                 _cosine_margin([float(h[1]) for h in sem]),
                 gap,
+                {int(h[0]): share_of(idf, h[5]) for h in kw + sem},
             )
             q.table = np.array([score(q, weighted(q, w)) for w in W_GRID])
             out.append(q)
     return out
 
 
-def _share(idf: list[float], mask: object) -> float:
+def share_of(idf: list[float], mask: object) -> float:
+    """The share of the query's IDF mass a candidate holds, from its dumped bit mask of the query's terms."""
     bits = int(str(mask))
     return fusion_evidence.idf_share(idf, [bool(bits >> i & 1) for i in range(len(idf))])
 
@@ -151,13 +155,6 @@ def blend(
     same_file = None if same else (lambda a, b: False)
     ranked = fusion.blend(q.keyword, q.semantic, rules, q.question, documents, same_file, q.lookup and lookup)
     return [c for c, _ in ranked]
-
-
-def spread(q: Query, fused: fusion.Ranking) -> list[int]:
-    """``fused`` with blend's repeat penalty (``[search] blend_repeat_penalty``) on a file's further passages."""
-    files = {name: i for i, name in enumerate(dict.fromkeys(f for f, _, _ in q.where.values()))}
-    documents = {cid: files[f] for cid, (f, _, _) in q.where.items()}
-    return [c for c, _ in fusion.spread(fused, documents, fusion.DEFAULT_RULES.repeat_penalty)]
 
 
 def ablations(qs: Sequence[Query], split: str) -> list[str]:
@@ -266,15 +263,28 @@ def cross_validate(qs: Sequence[Query], features: str) -> dict[str, float]:
     return out
 
 
-def evidence_module(q: Query, params: NDArray[np.float64]) -> list[int]:
-    """The indexer's own ``evidence`` fusion (bias, gap and margin) at ``params``."""
-    weights = EvidenceWeights(float(params[0]), float(params[4]), float(params[2]))
-    shares = (q.coverage, q.coverage - q.gap)
-    return [c for c, _ in fusion_evidence.evidence(q.keyword, q.semantic, shares, weights)]
+def evidence_module(q: Query, weights: EvidenceWeights, penalty: float | None = None) -> list[int]:
+    """The indexer's own ``evidence`` fusion at ``weights``, each candidate's coverage read from the lists, then
+    the repeat penalty (``[search] evidence_repeat_penalty`` unless given), each hit's file for its document."""
+    ranked = fusion_evidence.evidence(q.keyword, q.semantic, partial(covers, q), weights)
+    penalty = SearchPolicy().evidence_repeat_penalty if penalty is None else penalty
+    if penalty <= 0:
+        return [c for c, _ in ranked]
+    files = {name: i for i, name in enumerate(dict.fromkeys(f for f, _, _ in q.where.values()))}
+    return [c for c, _ in fusion.spread(ranked, {cid: files[f] for cid, (f, _, _) in q.where.items()}, penalty)]
 
 
-def table(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[str]:
-    names = ("keyword", "semantic", "weighted", "rrf", "blend", "evidence", "evidence, spread")
+def covers(q: Query, chunks: Sequence[int]) -> dict[int, float]:
+    return {c: q.covers.get(c, 0.0) for c in chunks}
+
+
+def table(
+    qs: Sequence[Query], split: str, params: NDArray[np.float64], shipped: EvidenceWeights | None = None
+) -> list[str]:
+    """Every fusion per set; "weight fit" is ``weighted`` at the weight the fitted signals give (``params``),
+    "evidence" the module at ``shipped`` (the ``[search]`` defaults unless given)."""
+    shipped = shipped or EvidenceWeights.of(SearchPolicy())
+    names = ("keyword", "semantic", "weighted", "rrf", "blend", "weight fit", "evidence")
     lines = [
         f"| set ({split}) | n | " + " | ".join(names) + " |",
         "|---|---:|" + "---:|" * len(names),
@@ -285,13 +295,10 @@ def table(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[
             continue
         cells = []
         for name in names:
-            if name == "evidence" and params[1] == params[3] == 0:
-                got = np.array([score(q, evidence_module(q, params)) for q in mine])
-            elif name == "evidence":
+            if name == "evidence":
+                got = np.array([score(q, evidence_module(q, shipped)) for q in mine])
+            elif name == "weight fit":
                 got = np.array([score(q, weighted(q, weight_of(q, params))) for q in mine])
-            elif name.startswith("evidence"):
-                fused = [fusion.weighted(q.keyword, q.semantic, weight_of(q, params)) for q in mine]
-                got = np.array([score(q, spread(q, r)) for q, r in zip(mine, fused, strict=True)])
             else:
                 got = np.array([fixed(q, name) for q in mine])
             main = f"{got[:, 0].mean():.3f}" if mine[0].metric != "top1" else f"{int(got[:, 1].sum())}"
@@ -300,20 +307,30 @@ def table(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[
     return lines
 
 
-def verdicts(qs: Sequence[Query], split: str, params: NDArray[np.float64]) -> list[str]:
-    """Per set: does ``evidence`` score at least ``blend``, and does each hybrid put the gold file first at least as
-    often as ``keyword`` (the issue's target on known items)?"""
-    lines = [f"| set ({split}) | evidence >= blend | top-1: keyword | blend | evidence |", "|---|---|---:|---:|---:|"]
+def verdicts(qs: Sequence[Query], split: str, shipped: EvidenceWeights | None = None) -> list[str]:
+    """Per set: does ``evidence`` score at least ``blend``; on known items, does each hybrid put the gold file first
+    at least as often as ``keyword``, and on questions score at least both single modes (the issue's targets)?
+    ``<`` marks a miss."""
+    shipped = shipped or EvidenceWeights.of(SearchPolicy())
+    lines = [
+        f"| set ({split}) | evidence >= blend | keyword | semantic | blend | evidence |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for s in sorted({q.set for q in qs}):
         mine = [q for q in qs if q.set == s and q.split == split]
         if not mine:
             continue
-        ev = np.array([score(q, weighted(q, weight_of(q, params))) for q in mine])
-        bl = np.array([fixed(q, "blend") for q in mine])
-        kw = np.array([fixed(q, "keyword") for q in mine])
+        ev = np.array([score(q, evidence_module(q, shipped)) for q in mine])
+        bl, kw, se = (np.array([fixed(q, name) for q in mine]) for name in ("blend", "keyword", "semantic"))
         ok = "yes" if ev[:, 0].mean() >= bl[:, 0].mean() - 1e-12 else "no"
-        cells = [f"{int(x[:, 1].sum())}" + ("" if x[:, 1].sum() >= kw[:, 1].sum() else " <") for x in (bl, ev)]
-        lines.append(f"| {s} | {ok} | {int(kw[:, 1].sum())} | " + " | ".join(cells) + " |")
+        if mine[0].metric == "top1":
+            singles = [f"{int(x[:, 1].sum())}" for x in (kw, se)]
+            cells = [f"{int(x[:, 1].sum())}" + ("" if x[:, 1].sum() >= kw[:, 1].sum() else " <") for x in (bl, ev)]
+        else:
+            best = max(kw[:, 0].mean(), se[:, 0].mean()) - 1e-12
+            singles = [f"{x[:, 0].mean():.3f}" for x in (kw, se)]
+            cells = [f"{x[:, 0].mean():.3f}" + ("" if x[:, 0].mean() >= best else " <") for x in (bl, ev)]
+        lines.append(f"| {s} | {ok} | " + " | ".join(singles + cells) + " |")
     return lines
 
 
@@ -323,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out", action="store_true", help="also the held-out parts, for the chosen weights")
     parser.add_argument("--features", default="bias+gap+margin", help="the signals of the fit (FEATURES)")
     parser.add_argument("--weights", default="", help="bias,coverage,margin,cosine,gap: report these instead of a fit")
+    parser.add_argument("--evidence", default="", help="bias,margin,coverage of evidence fusion (default: [search])")
     parser.add_argument("--no-cv", dest="cv", action="store_false")
     parser.add_argument("--cv-features", default=",".join(FEATURES), help="the feature sets cross-validated")
     parser.add_argument("--ablate", action="store_true", help="blend less each rule, per set (tune; --held-out too)")
@@ -344,14 +362,12 @@ def main(argv: list[str] | None = None) -> int:
         params, best = fit(tune, args.features)
         print(f"\nfitted on every tune part ({args.features}): {params.tolist()} (objective {best:.4f})")
     print("\nscore per set (known items: top-1 files; questions: MRR@10; SciFact: nDCG@10); (top-1 / page exact)\n")
-    print("\n".join(table(qs, "tune", params)))
-    print()
-    print("\n".join(verdicts(qs, "tune", params)))
-    if args.held_out:
+    shipped = EvidenceWeights(*(float(x) for x in args.evidence.split(","))) if args.evidence else None
+    for split in ("tune", "held_out") if args.held_out else ("tune",):
         print()
-        print("\n".join(table(qs, "held_out", params)))
+        print("\n".join(table(qs, split, params, shipped)))
         print()
-        print("\n".join(verdicts(qs, "held_out", params)))
+        print("\n".join(verdicts(qs, split, shipped)))
     if args.ablate:
         for split in ("tune", "held_out") if args.held_out else ("tune",):
             print()

@@ -16,13 +16,17 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.indexer.fusion_evidence import EvidenceWeights, evidence, idf_share
+from foldermind.workers.indexer.fusion import spread
+from foldermind.workers.indexer.fusion_evidence import EvidenceWeights, evidence
+from tests.bench.fusion_eval import share_of
 from tests.bench.fusion_lists import corpus_folder
 from tests.bench.kernels import Kernel, say
 from tests.bench.mcpclient import kernel_config
@@ -39,20 +43,23 @@ MODES = (
 )
 
 
+def _held(held: dict[int, float], chunks: Sequence[int]) -> dict[int, float]:
+    return {c: held.get(c, 0.0) for c in chunks}
+
+
 def check(client: BusClient, dumped: list[dict[str, Any]]) -> tuple[int, int]:
     """How many dumped queries the indexer's ``evidence`` fusion ranks (top_k 10) as
-    :func:`foldermind.workers.indexer.fusion_evidence.evidence` does offline on their lists (40 a side), with the
-    ``[search]`` parameters."""
+    :func:`foldermind.workers.indexer.fusion_evidence.evidence` and the repeat penalty do offline on their lists (40
+    a side), with the ``[search]`` parameters."""
     weights = EvidenceWeights.of(SearchPolicy())
     same = 0
     for d in dumped:
         kw, sem = d["keyword"][:40], d["semantic"][:40]
-        idf = d["terms"]
-        shares = [
-            idf_share(idf, [bool(int(s[0][5]) >> i & 1) for i in range(len(idf))]) if s else 0.0 for s in (kw, sem)
-        ]
+        held = {h[0]: share_of(d["terms"], h[5]) for h in kw + sem}
         pairs = [[(h[0], h[1]) for h in side] for side in (kw, sem)]
-        offline = evidence(pairs[0], pairs[1], (shares[0], shares[1]), weights)[:10]
+        files = {name: i for i, name in enumerate(dict.fromkeys(h[2] for h in kw + sem))}
+        ranked = evidence(pairs[0], pairs[1], partial(_held, held), weights)
+        offline = spread(ranked, {h[0]: files[h[2]] for h in kw + sem}, SearchPolicy().evidence_repeat_penalty)[:10]
         reply = client.request("indexer", SearchRequest(d["item"]["text"], "hybrid", 10, None, "evidence"), SearchReply)
         same += [r["chunk_id"] for r in reply.body.results] == [c for c, _ in offline]
     return same, len(dumped)

@@ -5,11 +5,11 @@ Each takes rankings of ``(chunk_id, score)``, best first, and returns one, best 
 (``tests/bench/retrieval.py``, ``tests/bench/lookup.py``, ``tests/bench/fusion_sweep.py``) import them to sweep
 their parameters offline on exactly the lists the indexer fuses.
 
-``blend``, the default, was designed on the lookup bench (``tests/bench/lookup.py``: known-item queries and
-natural questions over real PDF and HTML manuals, and the 150 SciFact queries), every constant chosen on the
-``tune`` splits only; its constants are ``[search]`` settings (``SearchPolicy`` in
-:mod:`foldermind.protocol.runtime.config`, each with its measured reason); ``docs/benchmarks-mcp.md`` has the
-figures. What it fixes: ``weighted``
+``blend`` (the default until ``evidence`` replaced it: docs/benchmarks-fusion.md) was designed on the lookup
+bench (``tests/bench/lookup.py``: known-item queries and natural questions over real PDF and HTML manuals, and
+the 150 SciFact queries), every constant chosen on the ``tune`` splits only; its constants are ``[search]``
+settings (``SearchPolicy`` in :mod:`foldermind.protocol.runtime.config`, each with its measured reason);
+``docs/benchmarks-mcp.md`` has the figures. What it fixes: ``weighted``
 (``keyword_weight`` 0.5) lost exact lookups that keyword search alone found, because a page that only BM25 finds
 gets at most half the score, and semantic neighbours that are also near the top of BM25 outrank it. ``blend`` is
 ``weighted`` plus a weight for word lists and four rank rules, the first three keeping what a known-item lookup
@@ -129,7 +129,7 @@ def blend(
         fused[keyword[0][0]] += rules.top_bonus
     if documents is not None and rules.evidence > 0:
         fused = with_evidence(fused, documents, rules.evidence, rules.evidence_chunks)
-    ranked = _sorted(fused)
+    ranked = by_score(fused)
     if keyword and ranked[0][0] != keyword[0][0]:
         top, first = keyword[0][0], ranked[0][0]
         if same_file is None and documents is not None:
@@ -195,7 +195,7 @@ def rrf(rankings: Sequence[Ranking], k: int = 60) -> Ranking:
     for ranking in rankings:
         for rank, (chunk_id, _) in enumerate(ranking, 1):
             fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank)
-    return _sorted(fused)
+    return by_score(fused)
 
 
 def min_max(ranking: Ranking) -> dict[int, float]:
@@ -215,9 +215,10 @@ def weighted(keyword: Ranking, semantic: Ranking, keyword_weight: float = 0.5) -
     are, so a chunk far ahead in one list is not levelled down to its rank."""
     kw, sem = min_max(keyword), min_max(semantic)
     fused = {cid: keyword_weight * kw.get(cid, 0.0) + (1.0 - keyword_weight) * sem.get(cid, 0.0) for cid in kw | sem}
-    return _sorted(fused)
+    return by_score(fused)
 
 
-def _sorted(scores: dict[int, float]) -> Ranking:
+def by_score(scores: Mapping[int, float]) -> Ranking:
+    """``scores`` best first."""
     # Ties broken by chunk id, so a result order never depends on dict order.
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))

@@ -1,53 +1,48 @@
-"""``evidence`` fusion: one convex combination whose keyword weight is read from the result lists, not the query.
+"""``evidence`` fusion: a weighted sum whose keyword weight is read from BM25's list, then its first passages
+reranked by how much of the query each holds. No query is sorted into a kind by its wording.
 
-``w * bm25 + (1 - w) * cosine``, each min-max normalised within its list (a chunk missing from a list scores 0
-there), as ``weighted``; but ``w`` is a smooth function of how the lists look (:class:`Signals`):
+1. ``w * bm25 + (1 - w) * cosine``, each min-max normalised within its list (a chunk missing from a list scores 0
+   there), as ``weighted``, with ``w = sigmoid(bias + margin_slope * margin)``: ``margin`` is how far BM25's first
+   hit stands above its second (``1 - second / first``). A clear keyword winner weighs the keyword side up.
+2. The first :data:`RERANK` passages of that sum are rescored ``(1 - beta) * fused + beta * coverage``:
+   ``coverage`` is the share of the query's IDF mass (BM25's IDF of each distinct query term) that the passage
+   holds in its text or heading, and ``beta = coverage_weight * the best coverage among them``. When a passage
+   holds every word of the query, holding them counts most (the words a user remembers of one page, in any
+   order, a fragment, a list of keywords); when no passage holds much of it (a question in other words), the sum
+   stands. The passages below the first :data:`RERANK` keep their order beneath them.
 
-- ``gap``: the share of the query's IDF mass (BM25's IDF of each distinct query term) that BM25's first hit
-  holds in its text or heading, less the share the semantic side's first hit holds. When the page BM25 puts
-  first holds the query's rare words and the semantic winner does not, the words are what the user remembers;
-  when both hold as much, the semantic side's reading of the whole query decides;
-- ``margin``: how far BM25's first hit stands above its second (``1 - second / first``, 1 for a lone hit).
-
-``w = sigmoid(bias + gap_slope * gap + margin_slope * margin)``: three parameters (:class:`EvidenceWeights`,
-``[search] evidence_*``), fitted at once on the tune parts of every query shape the benches have (known items,
-remembered words, questions, claims; ``tests/bench/fusion_eval.py``, which also tried the first hit's share alone
-and the semantic side's margin), with the held-out parts read apart. No query is sorted into a kind by its wording
-and no rank rule overrides the sum: a chunk at least as high as another in both lists is never ranked below it.
-Figures and the fit: docs/benchmarks-fusion.md.
+Three parameters (:class:`EvidenceWeights`, ``[search] evidence_*``), fitted at once on the tune parts of every
+query shape the benches have, chosen by leaving one set out (``tests/bench/fusion_eval.py``); figures and the
+held-out parts: docs/benchmarks-fusion.md.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.indexer.fusion import Ranking, weighted
+from foldermind.workers.indexer.fusion import Ranking, by_score, weighted
+
+RERANK = 20
+"""How many passages of the weighted sum are rescored by their coverage (one SQLite read of their rows)."""
+
+Coverage = Callable[[Sequence[int]], Mapping[int, float]]
+"""The coverage (0..1) of each of these chunks; a chunk left out holds nothing of the query."""
 
 
 @dataclass(frozen=True, slots=True)
 class EvidenceWeights:
-    """The three parameters of the keyword weight (``[search] evidence_*``)."""
+    """The three parameters (``[search] evidence_*``)."""
 
     bias: float
-    gap: float
     margin: float
+    coverage: float
 
     @classmethod
     def of(cls, policy: SearchPolicy) -> EvidenceWeights:
-        return cls(policy.evidence_bias, policy.evidence_gap, policy.evidence_margin)
-
-
-@dataclass(frozen=True, slots=True)
-class Signals:
-    """What the two lists say (see the module's docstring): :func:`idf_share` of BM25's first hit and of the
-    semantic side's, and BM25's :func:`margin`."""
-
-    keyword_share: float
-    semantic_share: float
-    margin: float
+        return cls(policy.evidence_bias, policy.evidence_margin, policy.evidence_coverage)
 
 
 def idf_share(idfs: Sequence[float], held: Sequence[bool]) -> float:
@@ -65,16 +60,25 @@ def margin(keyword: Ranking) -> float:
     return max(0.0, 1.0 - keyword[1][1] / keyword[0][1])
 
 
-def keyword_weight(signals: Signals, weights: EvidenceWeights) -> float:
+def keyword_weight(keyword: Ranking, weights: EvidenceWeights) -> float:
     """The keyword side's share ``w`` in 0..1."""
-    gap = signals.keyword_share - signals.semantic_share
-    x = weights.bias + weights.gap * gap + weights.margin * signals.margin
+    x = weights.bias + weights.margin * margin(keyword)
     return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, x))))
 
 
-def evidence(keyword: Ranking, semantic: Ranking, shares: tuple[float, float], weights: EvidenceWeights) -> Ranking:
-    """The two rankings fused, best first; ``shares``: :func:`idf_share` of BM25's first hit and of the semantic
-    side's (0 for an empty list)."""
+def rerank(fused: Ranking, coverage: Coverage, coverage_weight: float) -> Ranking:
+    """Step 2 of the module's docstring on a fused ranking (best first)."""
+    head = fused[:RERANK]
+    covers = coverage([cid for cid, _ in head]) if head and coverage_weight > 0 else {}
+    beta = coverage_weight * max(covers.values(), default=0.0)
+    if beta <= 0:
+        return list(fused)
+    scores = {cid: (1.0 - beta) * s + beta * covers.get(cid, 0.0) for cid, s in head}
+    return by_score(scores) + [(cid, (1.0 - beta) * s) for cid, s in fused[RERANK:]]
+
+
+def evidence(keyword: Ranking, semantic: Ranking, coverage: Coverage, weights: EvidenceWeights) -> Ranking:
+    """The two rankings fused, best first."""
     if not keyword:
         return list(semantic)
-    return weighted(keyword, semantic, keyword_weight(Signals(shares[0], shares[1], margin(keyword)), weights))
+    return rerank(weighted(keyword, semantic, keyword_weight(keyword, weights)), coverage, weights.coverage)

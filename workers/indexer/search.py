@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -125,15 +126,16 @@ class SearchService:
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
 
     def fused(self, keyword: Ranking, semantic: Ranking, query: str, fuse: str, spread: bool = True) -> Ranking:
-        """The two sides merged by ``fuse`` (one of :data:`.fusion.FUSIONS`); ``spread=False`` leaves blend's
-        repeat penalty out."""
+        """The two sides merged by ``fuse`` (one of :data:`.fusion.FUSIONS`); ``spread=False`` leaves the repeat
+        penalty (blend's and evidence's) out."""
         if fuse == "weighted":
             return fusion.weighted(keyword, semantic, self.policy.keyword_weight)
         if fuse == "rrf":
             return fusion.rrf([keyword, semantic], self.policy.rrf_k)
         if fuse == "evidence":
-            shares = self._shares(query, keyword, semantic)
-            return fusion_evidence.evidence(keyword, semantic, shares, self.evidence)
+            ranked = fusion_evidence.evidence(keyword, semantic, partial(self._coverage, query), self.evidence)
+            penalty = self.policy.evidence_repeat_penalty if spread else 0.0
+            return fusion.spread(ranked, self._documents(keyword, semantic), penalty) if penalty > 0 else ranked
         rules = self.rules if spread else self.unspread
         # Evidence and the repeat penalty need each candidate's document: one SQLite read of <= 2 * depth rows.
         by_document = rules.evidence > 0 or rules.repeat_penalty > 0
@@ -185,25 +187,21 @@ class SearchService:
         hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs, where)
         return [(h.chunk_id, h.score) for h in hits], total
 
-    def _shares(self, query: str, keyword: Ranking, semantic: Ranking) -> tuple[float, float]:
-        """The share of the query's IDF mass that BM25's first hit, and the semantic side's, hold in their text or
-        heading (``evidence`` fusion): one SQLite read of two rows, a pass of the analyzer over each and a term
-        lookup per query word."""
-        firsts = [ranking[0][0] if ranking else None for ranking in (keyword, semantic)]
-        rows = self.store.hits([cid for cid in firsts if cid is not None])
+    def _coverage(self, query: str, chunks: Sequence[int]) -> dict[int, float]:
+        """The share of the query's IDF mass each of ``chunks`` holds in its text or heading (``evidence``
+        fusion): one SQLite read of their rows, a pass of the analyzer over each and a term lookup per query word."""
+        rows = self.store.hits(list(chunks))
         tokens = list(dict.fromkeys(query_tokens(query)))
-        shares = []
-        for cid in firsts:
-            row = rows.get(cid) if cid is not None else None
-            if row is None:
-                shares.append(0.0)
-                continue
+        idfs: dict[str, list[float]] = {}
+        out = {}
+        for cid, row in rows.items():
             language = stemmed_as(row["language"])
+            if language not in idfs:
+                doc_freq, total = self.bm25.term_stats(language)
+                idfs[language] = [idf(doc_freq(t), total) for t in tokens]
             held = set(text_terms(f"{row['heading'] or ''}\n{row['text']}", language))
-            doc_freq, total = self.bm25.term_stats(language)
-            idfs = [idf(doc_freq(t), total) for t in tokens]
-            shares.append(fusion_evidence.idf_share(idfs, [stem(t, language) in held for t in tokens]))
-        return shares[0], shares[1]
+            out[cid] = fusion_evidence.idf_share(idfs[language], [stem(t, language) in held for t in tokens])
+        return out
 
     def _same_file(self, a: int, b: int) -> bool:
         """Whether two chunks are of one document (blend's same-file rule; asked only when the blend's first hit
