@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from foldermind.protocol.messages import ChunkInfo, EvidenceReply, EvidenceSpan, SearchHit
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.frontdoor import answers
-from foldermind.workers.indexer import evidence, sentences
+from foldermind.workers.indexer import evidence, floor, sentences
 from foldermind.workers.indexer.store import Store
 from foldermind.workers.llm.citations import MARKER
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
@@ -440,13 +440,36 @@ def test_whether_the_documents_answer_is_judged_on_the_passages_of_the_best_few_
     intro = cand(1, "This package integrates Asymptote graphics in LaTeX documents.", 0.75, 0.3, 0.2)
     about = cand(1, "The asymptote LaTeX package has options.", 0.5, 0.6, 0.6)
     ranked = [table, intro, about]
-    assert evidence.answers_at_all(evidence.EvidenceService._support(ranked, with_vectors=True))
-    assert evidence.answers_at_all(evidence.EvidenceService._support(ranked, with_vectors=False))  # coverage alone
+    rare = {"asymptote": 1.0, "latex": 1.0, "option": 1.0}
+    assert floor.answers_at_all(evidence.EvidenceService._support(ranked, rare, with_vectors=True))
+    assert floor.answers_at_all(evidence.EvidenceService._support(ranked, rare, with_vectors=False))  # coverage alone
     # Nothing among the leading passages is close to the question: the documents do not say.
     far = cand(2, "The lighthouse keeper retires in the autumn.", 0.4, 0.1, 0.1)
     close_but_not_leading = cand(3, "The package has options.", 0.1, 0.9, 0.9)
-    weak = evidence.EvidenceService._support([table, far, far, close_but_not_leading], with_vectors=True)
-    assert not evidence.answers_at_all(weak)
+    weak = evidence.EvidenceService._support([table, far, far, close_but_not_leading], rare, with_vectors=True)
+    assert not floor.answers_at_all(weak)
+
+
+def test_evidence_close_to_the_question_that_never_names_its_rare_term_does_not_answer_it() -> None:
+    # Index statistics of a web framework's docs (10,000 chunks): "django" is on half of them, "project" and
+    # "deploy" on fewer, "quickly" on many, "Heroku" on none.
+    df = {"django": 5000, "project": 800, "deploy": 100, "quick": 3000, "quickli": 3000, "quickly": 3000}
+    stats = (lambda w: df.get(w, 0), 10_000)
+    deploying = sentences.content_terms("Deploying a Django project: the deployment checklist for the project.")
+    heroku = deploying | sentences.content_terms("Heroku runs it with gunicorn.")
+    close = {"semantic": 0.73, "lexical": 0.45}
+    asked = floor.rare_weights("How do I deploy a Django project to Heroku?", "", 0.3, *stats)
+    assert not floor.answers_at_all(close | {"rare": floor.rare_share(asked, [deploying])})
+    assert floor.answers_at_all(close | {"rare": floor.rare_share(asked, [deploying, heroku])})
+    # A common word of the question that no passage holds weighs little: the question is still answered.
+    paraphrase = floor.rare_weights("How do I quickly deploy a Django project?", "", 0.3, *stats)
+    assert floor.answers_at_all(close | {"rare": floor.rare_share(paraphrase, [deploying])})
+    # A follow-up's subject counts, less than its own words: "and to Heroku?" after the deploy question.
+    follow = floor.rare_weights("and to Heroku?", "How do I deploy a Django project?", 0.3, *stats)
+    assert floor.rare_share(follow, [heroku]) == 1.0 and floor.rare_share(follow, [deploying]) < 0.35
+    # Without the rare share (an old reply) or far from the question, nothing is answered.
+    assert not floor.answers_at_all(close)
+    assert not floor.answers_at_all({"semantic": 0.3, "lexical": 0.2, "rare": 1.0})
 
 
 def test_bracketed_numbers_inside_a_quote_are_escaped_so_only_the_answer_s_markers_resolve() -> None:

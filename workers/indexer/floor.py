@@ -1,0 +1,59 @@
+"""Whether the documents answer a question at all: the weak-evidence floor of ``evidence.request``.
+
+The evidence is the passages of the best :data:`SUPPORT_FROM` sentences. It answers when it is close to the
+question (a sentence's cosine reaches :data:`SUPPORT_SEMANTIC`, or it holds :data:`SUPPORT_LEXICAL` of the
+question's terms) *and* one of those passages holds :data:`SUPPORT_RARE` of the question's rare terms: each term
+weighs its idf over the whole index to the power :data:`RARE_POWER`, so the words that name what is asked
+("Brotli" in "Which middleware compresses responses with Brotli?", "Iceland" in "How many malaria cases were
+reported in Iceland?") weigh most and the words every page of the topic has weigh little. A passage about the
+question's topic that never names the thing asked is close to the question and still does not answer it.
+
+Follow-ups: the previous question's terms weigh less (the evidence service's ``CONTEXT_WEIGHT``), as in its scores.
+The floors were chosen on the no-answer set and the factoid sets' tune parts: docs/benchmarks-answer-relevance.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from foldermind.workers.indexer import bm25, sentences
+
+SUPPORT_SEMANTIC = 0.475
+SUPPORT_LEXICAL = 0.6
+"""The evidence is close to the question when a sentence of a leading passage has a cosine of SUPPORT_SEMANTIC or
+holds SUPPORT_LEXICAL of the question's terms (idf over the candidate sentences). Its passage, not only itself:
+the sentence stating a figure often names little of the question its passage is about."""
+SUPPORT_RARE = 0.35
+"""The share of the question's rare terms (:data:`RARE_POWER`) one leading passage must hold, with its heading."""
+RARE_POWER = 1.5
+"""How much more a rare term weighs than a common one: its index idf to this power (1: plain idf)."""
+SUPPORT_FROM = 3
+"""Whether the documents answer is judged on the passages of the best SUPPORT_FROM sentences (those an extractive
+answer may quote), not the best one's alone: a bonus can lift a sentence of a passage that names little of the
+question (a table of options) over the passage that does."""
+
+
+def rare_weights(
+    question: str, context: str, context_weight: float, doc_freq: Callable[[str], int], total: int
+) -> dict[str, float]:
+    """Each content term of the question (and, at ``context_weight``, of the previous question) with its idf over
+    the index's ``total`` chunks to the power :data:`RARE_POWER`; a term no chunk holds weighs most."""
+    terms = sentences.content_terms(question)
+    weight = dict.fromkeys(sentences.content_terms(context) - terms, context_weight) | dict.fromkeys(terms, 1.0)
+    n = max(total, 1)
+    return {t: w * bm25.idf(min(doc_freq(t), n), n) ** RARE_POWER for t, w in weight.items()}
+
+
+def rare_share(weights: dict[str, float], passages: Iterable[set[str]]) -> float:
+    """The best share of the weighted terms one passage holds (0 without terms or passages)."""
+    total = sum(weights.values())
+    if not total:
+        return 0.0
+    return max((sum(w for t, w in weights.items() if t in held) / total for held in passages), default=0.0)
+
+
+def answers_at_all(support: dict[str, float]) -> bool:
+    """Whether evidence this strong answers the question at all: close to it (``semantic`` or ``lexical``) and a
+    passage holding its rare terms (``rare``)."""
+    close = support["semantic"] >= SUPPORT_SEMANTIC or support["lexical"] >= SUPPORT_LEXICAL
+    return close and support.get("rare", 0.0) >= SUPPORT_RARE
