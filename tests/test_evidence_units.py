@@ -453,7 +453,7 @@ def test_whether_the_documents_answer_is_judged_on_the_passages_of_the_best_few_
 def test_evidence_close_to_the_question_that_never_names_its_rare_term_does_not_answer_it() -> None:
     # Index statistics of a web framework's docs (10,000 chunks): "django" is on half of them, "project" and
     # "deploy" on fewer, "quickly" on many, "Heroku" on none.
-    df = {"django": 5000, "project": 800, "deploy": 100, "quick": 3000, "quickli": 3000, "quickly": 3000}
+    df = {"django": 5000, "project": 800, "deploy": 100, "quickly": 3000}
     stats = (lambda w: df.get(w, 0), 10_000)
     deploying = sentences.content_terms("Deploying a Django project: the deployment checklist for the project.")
     heroku = deploying | sentences.content_terms("Heroku runs it with gunicorn.")

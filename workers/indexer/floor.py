@@ -37,11 +37,13 @@ def rare_weights(
     question: str, context: str, context_weight: float, doc_freq: Callable[[str], int], total: int
 ) -> dict[str, float]:
     """Each content term of the question (and, at ``context_weight``, of the previous question) with its idf over
-    the index's ``total`` chunks to the power :data:`RARE_POWER`; a term no chunk holds weighs most."""
-    terms = sentences.content_terms(question)
-    weight = dict.fromkeys(sentences.content_terms(context) - terms, context_weight) | dict.fromkeys(terms, 1.0)
+    the index's ``total`` chunks (its word's document frequency) to the power :data:`RARE_POWER`; a term no chunk
+    holds weighs most."""
+    asked = sentences.term_words(question)
+    words = {t: (w, context_weight) for t, w in sentences.term_words(context).items() if t not in asked}
+    words |= {t: (w, 1.0) for t, w in asked.items()}
     n = max(total, 1)
-    return {t: w * bm25.idf(min(doc_freq(t), n), n) ** RARE_POWER for t, w in weight.items()}
+    return {t: weight * bm25.idf(min(doc_freq(w), n), n) ** RARE_POWER for t, (w, weight) in words.items()}
 
 
 def rare_share(weights: dict[str, float], passages: Iterable[set[str]]) -> float:

@@ -183,12 +183,19 @@ chage -E do?" and the line that defines it. Kept with its case (``-l`` is not ``
 
 def content_terms(text: str) -> set[str]:
     """Stemmed words that carry content: not stop words, not one letter; and one-letter options as written."""
-    out: set[str] = set(_FLAG.findall(text))
+    return set(term_words(text))
+
+
+def term_words(text: str) -> dict[str, str]:
+    """Each of :func:`content_terms` with the word it was stemmed from (its first, lower-cased): a term is looked up
+    in the index by its word, as the index stems it ("otherwise"), never by its stem ("otherwis" stems again)."""
+    out: dict[str, str] = {flag: flag for flag in _FLAG.findall(text)}
     for w in words(text):
         low = w.lower()
         if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
             continue
-        out.update(stems(low) or (low,))
+        for term in stems(low) or (low,):
+            out.setdefault(term, low)
     return out
 
 
