@@ -1,15 +1,16 @@
 """Whether the documents answer a question at all: the weak-evidence floor of ``evidence.request``.
 
 The evidence is the passages of the best :data:`SUPPORT_FROM` sentences. It answers when it is close to the
-question (a sentence's cosine reaches :data:`SUPPORT_SEMANTIC`, or it holds :data:`SUPPORT_LEXICAL` of the
-question's terms) *and* one of those passages holds :data:`SUPPORT_RARE` of the question's rare terms: each term
-weighs its idf over the whole index to the power :data:`RARE_POWER`, so the words that name what is asked
-("Brotli" in "Which middleware compresses responses with Brotli?", "Iceland" in "How many malaria cases were
-reported in Iceland?") weigh most and the words every page of the topic has weigh little. A passage about the
-question's topic that never names the thing asked is close to the question and still does not answer it.
+question: a sentence's cosine reaches :data:`SUPPORT_SEMANTIC`, or it holds :data:`SUPPORT_LEXICAL` of the
+question's terms.
 
-Follow-ups: the previous question's terms weigh less (the evidence service's ``CONTEXT_WEIGHT``), as in its scores.
-The floors were chosen on the no-answer set and the factoid sets' tune parts: docs/benchmarks-answer-relevance.md.
+Beside it the reply reports the *rare share* (``support["rare"]``), measured and not judged: the best share of the
+question's terms one leading passage holds with its heading, each term weighted by its idf over the whole index to
+the power :data:`RARE_POWER`, so the words naming what is asked ("Heroku" in "How do I deploy a Django project to
+Heroku?") weigh most and the subject every page of the topic names weighs little. As a floor it refuses questions
+that name what the documents hold and ask what they never say, and refuses paraphrased questions first: on the
+tune sets no rare floor refused more without losing answers the floor above keeps (docs/benchmarks-answer-
+relevance.md), so it stays a measure for the benches until a signal tells the two apart.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ SUPPORT_LEXICAL = 0.6
 """The evidence is close to the question when a sentence of a leading passage has a cosine of SUPPORT_SEMANTIC or
 holds SUPPORT_LEXICAL of the question's terms (idf over the candidate sentences). Its passage, not only itself:
 the sentence stating a figure often names little of the question its passage is about."""
-SUPPORT_RARE = 0.35
-"""The share of the question's rare terms (:data:`RARE_POWER`) one leading passage must hold, with its heading."""
 RARE_POWER = 1.5
 """How much more a rare term weighs than a common one: its index idf to this power (1: plain idf)."""
 SUPPORT_FROM = 3
@@ -55,7 +54,5 @@ def rare_share(weights: dict[str, float], passages: Iterable[set[str]]) -> float
 
 
 def answers_at_all(support: dict[str, float]) -> bool:
-    """Whether evidence this strong answers the question at all: close to it (``semantic`` or ``lexical``) and a
-    passage holding its rare terms (``rare``)."""
-    close = support["semantic"] >= SUPPORT_SEMANTIC or support["lexical"] >= SUPPORT_LEXICAL
-    return close and support.get("rare", 0.0) >= SUPPORT_RARE
+    """Whether evidence this strong answers the question at all: close to it (``semantic`` or ``lexical``)."""
+    return support["semantic"] >= SUPPORT_SEMANTIC or support["lexical"] >= SUPPORT_LEXICAL
