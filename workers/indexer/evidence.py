@@ -20,7 +20,7 @@ question lacks) and a penalty for a fragment; the quote of a sentence may take i
 
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
 
-Its length (~430 lines): the score's weights and bonuses are documented where they are defined, each with the
+Its length (~450 lines): the score's weights and bonuses are documented where they are defined, each with the
 answer bench's counts that chose it; splitting them from the scoring that uses them would scatter one idea.
 """
 

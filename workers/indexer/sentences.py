@@ -11,7 +11,7 @@ items are) or the next line starts a list item; a line of one repeated punctuati
 underline) is a break of its own. Other line breaks are wrapping (PDF lines, hard-wrapped
 text) and are read as spaces. A sentence longer than :data:`MAX_CHARS` is cut at a ``;`` or ``,`` or a space.
 
-Its length (~430 lines): the splitting rules (the first half) and what a sentence or a question states (words,
+Its length (~450 lines): the splitting rules (the first half) and what a sentence or a question states (words,
 facts, numbers, the kinds of question: the second half) share the word patterns above; the question kinds
 (``asks_*``) are the part to move to a module of their own when either half grows again.
 """
