@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from foldermind.protocol.messages import ChunkInfo, EvidenceReply, EvidenceSpan, SearchHit
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.frontdoor import answers
-from foldermind.workers.indexer import evidence, sentences
+from foldermind.workers.indexer import evidence, floor, sentences
 from foldermind.workers.indexer.store import Store
 from foldermind.workers.llm.citations import MARKER
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
@@ -440,13 +440,34 @@ def test_whether_the_documents_answer_is_judged_on_the_passages_of_the_best_few_
     intro = cand(1, "This package integrates Asymptote graphics in LaTeX documents.", 0.75, 0.3, 0.2)
     about = cand(1, "The asymptote LaTeX package has options.", 0.5, 0.6, 0.6)
     ranked = [table, intro, about]
-    assert evidence.answers_at_all(evidence.EvidenceService._support(ranked, with_vectors=True))
-    assert evidence.answers_at_all(evidence.EvidenceService._support(ranked, with_vectors=False))  # coverage alone
+    rare = {"asymptote": 1.0, "latex": 1.0, "option": 1.0}
+    assert floor.answers_at_all(evidence.EvidenceService._support(ranked, rare, with_vectors=True))
+    assert floor.answers_at_all(evidence.EvidenceService._support(ranked, rare, with_vectors=False))  # coverage alone
     # Nothing among the leading passages is close to the question: the documents do not say.
     far = cand(2, "The lighthouse keeper retires in the autumn.", 0.4, 0.1, 0.1)
     close_but_not_leading = cand(3, "The package has options.", 0.1, 0.9, 0.9)
-    weak = evidence.EvidenceService._support([table, far, far, close_but_not_leading], with_vectors=True)
-    assert not evidence.answers_at_all(weak)
+    weak = evidence.EvidenceService._support([table, far, far, close_but_not_leading], rare, with_vectors=True)
+    assert not floor.answers_at_all(weak)
+
+
+def test_the_rare_share_weighs_the_word_naming_what_is_asked_most_and_the_topic_s_common_words_little() -> None:
+    # Index statistics of a web framework's docs (10,000 chunks): "django" is on half of them, "project" and
+    # "deploy" on fewer, "quickly" on many, "Heroku" on none. Looked up by word, as the index stems it.
+    df = {"django": 5000, "project": 800, "deploy": 100, "quickly": 3000, "otherwise": 400}
+    stats = (lambda w: df.get(w, 0), 10_000)
+    deploying = sentences.content_terms("Deploying a Django project: the deployment checklist for the project.")
+    heroku = deploying | sentences.content_terms("Heroku runs it with gunicorn.")
+    asked = floor.rare_weights("How do I deploy a Django project to Heroku?", "", 0.3, *stats)
+    assert max(asked, key=asked.__getitem__) == "heroku"
+    assert floor.rare_share(asked, [deploying]) < 0.35 < 0.99 < floor.rare_share(asked, [deploying, heroku])
+    # A common word of the question no passage holds weighs little; a word whose stem stems again ("otherwis") is
+    # looked up by its word, not taken for a name no page writes.
+    paraphrase = floor.rare_weights("How do I quickly deploy a Django project otherwise?", "", 0.3, *stats)
+    assert floor.rare_share(paraphrase, [deploying]) > 0.6
+    # A follow-up's subject counts, less than its own words: "and to Heroku?" after the deploy question.
+    follow = floor.rare_weights("and to Heroku?", "How do I deploy a Django project?", 0.3, *stats)
+    assert floor.rare_share(follow, [heroku]) == 1.0 and floor.rare_share(follow, [deploying]) < 0.35
+    assert floor.rare_share({}, [heroku]) == 0.0 and floor.rare_share(asked, []) == 0.0
 
 
 def test_bracketed_numbers_inside_a_quote_are_escaped_so_only_the_answer_s_markers_resolve() -> None:
@@ -650,3 +671,10 @@ def test_a_generated_sentence_backed_by_a_passage_but_not_about_the_question_s_s
     assert named["supported"] and named["about"] and named["source"] == 1
     nothing = ClaimChecker(_no_vectors).check(CheckRequest("hi", claims[:1], sources))  # type: ignore[arg-type]
     assert nothing.checks[0]["about"]  # no term of the question in any source: the support check alone decides
+    # A sentence that only restates the question is backed and about it, and answers nothing: not kept.
+    restated = [
+        {"text": 'This is the answer to the question "What does chage -E do?"', "sources": []},
+        {"text": "chage -E does what the question asks.", "sources": [1]},
+    ]
+    echo = ClaimChecker(_no_vectors).check(CheckRequest(question, restated, sources))  # type: ignore[arg-type]
+    assert not any(c["supported"] for c in echo.checks), echo.checks

@@ -422,7 +422,8 @@ class EvidenceReply(Message):
     ``yes_no_ratio``)."""
     support: dict[str, float] = field(default_factory=dict)
     """What `supported` was judged on: `semantic`, the best cosine, and `lexical`, the best share of the question's
-    terms, over the sentences of the leading passages."""
+    terms, over the sentences of the leading passages; beside them `rare`, measured and not judged: the best share of
+    the question's rare terms (idf over the index) one leading passage holds."""
 
 
 class Claim(TypedDict):

@@ -1,11 +1,12 @@
 """``evidence.check.request``: whether each sentence a model wrote is backed by a passage it was shown.
 
-Checking a claim (a sentence a model wrote): it must state no figure or name its source lacks, share most of
-its content words with the source (words of the question count as given), and have a sentence in the source
-whose vector is close to its own. A claim that cites sources is tried against those only: a sentence credited
-to a file that does not hold it is refused, even when another source does (the model mixed up its sources,
-or a document forged another's number). A claim that cites none is tried against every source, and the first
-that passes supports it. Without a local model the vector test is skipped and the reply says so in its
+Checking a claim (a sentence a model wrote): it must state something the question does not (a content word or a
+fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks, share
+most of its content words with the source (words of the question count as given), and have a sentence in the
+source whose vector is close to its own. A claim that cites sources is tried against those only: a sentence
+credited to a file that does not hold it is refused, even when another source does (the model mixed up its
+sources, or a document forged another's number). A claim that cites none is tried against every source, and the
+first that passes supports it. Without a local model the vector test is skipped and the reply says so in its
 checks' ``similarity`` (-1).
 
 Backed is not enough: a claim must also be about what the question asks (``about``). It is when the claim, the
@@ -62,13 +63,14 @@ class ClaimChecker:
             terms = sentences.content_terms(text)
             own = terms - given
             facts = sentences.facts(text)
+            adds = bool(own) or bool(facts - given_forms)  # it states something the question does not
             best: ClaimCheck | None = None
             for k in order:
                 missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
                 coverage = len(own & source_terms[k]) / len(own) if own else 1.0
                 at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k)
                 quote = split_sources[k][at]
-                ok = bool(terms) and not missing and coverage >= CLAIM_COVERAGE
+                ok = adds and not missing and coverage >= CLAIM_COVERAGE
                 ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
                 about = _share(asked, terms | _backing_terms(split_sources[k], at)) >= ABOUT_SHARE
                 result = ClaimCheck(

@@ -20,7 +20,7 @@ question lacks) and a penalty for a fragment; the quote of a sentence may take i
 
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
 
-Its length (~430 lines): the score's weights and bonuses are documented where they are defined, each with the
+Its length (~450 lines): the score's weights and bonuses are documented where they are defined, each with the
 answer bench's counts that chose it; splitting them from the scoring that uses them would scatter one idea.
 """
 
@@ -43,8 +43,9 @@ from foldermind.protocol.messages import (
     SearchRequest,
 )
 from foldermind.workers import model_files
-from foldermind.workers.indexer import bm25, reach, sentences
+from foldermind.workers.indexer import bm25, floor, reach, sentences
 from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
+from foldermind.workers.indexer.languages import ENGLISH
 from foldermind.workers.indexer.search import MAX_QUERY_CHARS, SearchService
 from foldermind.workers.indexer.sentences import Sentence
 from foldermind.workers.indexer.store import Store
@@ -63,20 +64,6 @@ ENCODE_AT_MOST = 20
 no more of the 180 tuning questions (151 against 153: more sentences near the question compete)."""
 CACHE_SIZE = 4096
 """Sentence vectors kept (384 floats each: ~6 MiB)."""
-SUPPORT_SEMANTIC = 0.475
-SUPPORT_LEXICAL = 0.6
-"""The documents answer the question when a sentence of a leading passage (:data:`SUPPORT_FROM`) has a cosine
-of SUPPORT_SEMANTIC or holds SUPPORT_LEXICAL of the question's terms; below both, the documents do not say.
-Its passage, not only itself: the sentence stating a figure ("Sixty-one (42 males) patients were recruited.")
-often names little of the question its passage is about. The floor is the highest that loses no tune question
-whose quotes hold the gold answer, on a set of questions the documents cannot answer (greetings, other
-subjects) and the factoid sets: docs/benchmarks-answer-relevance.md."""
-SUPPORT_FROM = 3
-"""Whether the documents answer at all is judged on the passages of the best SUPPORT_FROM sentences (those an
-extractive answer may quote), not the best one's alone: a bonus can lift a sentence of a passage that names
-little of the question ("keepAspect Maintain aspect ratio [default true]" in a table of options) over the
-passage that does, and the answer was then "the documents do not say" though it quoted the gold sentence
-(1 of 180 tuning questions with :data:`ENTITY_BONUS`; none of them is judged unsupported either way)."""
 FIGURE_BONUS = 0.15
 """Added to a sentence that states a figure when the question asks for one ("how many", "what year",
 "what dose", "at most", "by default"): such an answer is a number, and the sentence that holds it often
@@ -104,7 +91,7 @@ ENTITY_BONUS = 0.1
 """Added to a sentence holding a name the question does not (:func:`.sentences.names_new`: "Golgi", "RUNX1",
 "HoxD") when the question asks for a thing by name ("With which part of the cell ...", "Which transcription
 factor ..."; :func:`.sentences.asks_for_entity`): the sentences closest to such a question often restate it
-and name nothing new. Chosen on the spent sets and fresh3 (180 questions, 2026-12-03, with :data:`SUPPORT_FROM`
+and name nothing new. Chosen on the spent sets and fresh3 (180 questions, 2026-12-03, with :data:`.floor.SUPPORT_FROM`
 3 and the definition-list term of :mod:`.reach`), extractive answers holding the gold answer: 0: 156; 0.05
 and 0.1: 158; 0.15: 157 (SciFact gains, manual answers lost to sentences naming other options); 0.2: 157."""
 FRAGMENT_PENALTY = 0.05
@@ -168,12 +155,6 @@ def _each_file_first(hits: list[SearchHit], ranked: list[_Candidate]) -> list[_C
             firsts.append(c)
     chosen = {id(c) for c in firsts}
     return firsts + [c for c in ranked if id(c) not in chosen]
-
-
-def answers_at_all(support: dict[str, float]) -> bool:
-    """Whether evidence this strong answers the question at all (:meth:`EvidenceService._support`): its best
-    cosine reaches :data:`SUPPORT_SEMANTIC` or its best term share :data:`SUPPORT_LEXICAL`."""
-    return support["semantic"] >= SUPPORT_SEMANTIC or support["lexical"] >= SUPPORT_LEXICAL
 
 
 def _interleaved(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
@@ -297,11 +278,13 @@ class EvidenceService:
             spans.append(self._span(hits, c, figure))
             if len(spans) >= max(1, min(body.max_spans, MAX_SPANS)):
                 break
-        support = self._support(ranked, with_vectors=not vectors_why)
+        doc_freq, total = self.searches.bm25.term_stats(ENGLISH)
+        rare = floor.rare_weights(question, body.context, CONTEXT_WEIGHT, doc_freq, total)
+        support = self._support(ranked, rare, with_vectors=not vectors_why)
         # A first question without a single content term ("hi", "thanks!", "who are you?") asks the documents
         # nothing, however close a sentence of acknowledgements comes; a follow-up leans on its context.
         asks = bool(sentences.content_terms(question)) or bool(body.context.strip())
-        supported = asks and answers_at_all(support)
+        supported = asks and floor.answers_at_all(support)
         note = found.note
         if vectors_why and candidates:
             note = f"sentences scored by their words only ({vectors_why})"
@@ -326,13 +309,21 @@ class EvidenceService:
         )
 
     @staticmethod
-    def _support(ranked: list[_Candidate], with_vectors: bool) -> dict[str, float]:
-        """How strong the best evidence is: the best cosine and the best coverage of a sentence of the passages
-        of the best :data:`SUPPORT_FROM` (``ranked`` is every candidate, best first); the documents answer at all
-        when either reaches its floor."""
-        leading = [c for c in ranked if c.passage in {c.passage for c in ranked[:SUPPORT_FROM]}]
+    def _support(ranked: list[_Candidate], rare: dict[str, float], with_vectors: bool) -> dict[str, float]:
+        """How strong the best evidence is (:mod:`.floor`): the best cosine and the best coverage of a sentence of
+        the passages of the best :data:`.floor.SUPPORT_FROM` (``ranked`` is every candidate, best first), and the
+        best share of the question's ``rare`` terms one of those passages holds with its heading."""
+        passages = {c.passage for c in ranked[: floor.SUPPORT_FROM]}
+        leading = [c for c in ranked if c.passage in passages]
+        held: dict[int, set[str]] = {}
+        for c in leading:
+            held.setdefault(c.passage, set()).update(c.terms | c.section)
         semantic = max((c.semantic for c in leading), default=0.0) if with_vectors else 0.0
-        return {"semantic": round(semantic, 4), "lexical": round(max((c.coverage for c in leading), default=0.0), 4)}
+        return {
+            "semantic": round(semantic, 4),
+            "lexical": round(max((c.coverage for c in leading), default=0.0), 4),
+            "rare": round(floor.rare_share(rare, held.values()), 4),
+        }
 
     @staticmethod
     def _candidates(hits: list[SearchHit]) -> list[_Candidate]:

@@ -11,7 +11,7 @@ items are) or the next line starts a list item; a line of one repeated punctuati
 underline) is a break of its own. Other line breaks are wrapping (PDF lines, hard-wrapped
 text) and are read as spaces. A sentence longer than :data:`MAX_CHARS` is cut at a ``;`` or ``,`` or a space.
 
-Its length (~430 lines): the splitting rules (the first half) and what a sentence or a question states (words,
+Its length (~450 lines): the splitting rules (the first half) and what a sentence or a question states (words,
 facts, numbers, the kinds of question: the second half) share the word patterns above; the question kinds
 (``asks_*``) are the part to move to a module of their own when either half grows again.
 """
@@ -183,12 +183,19 @@ chage -E do?" and the line that defines it. Kept with its case (``-l`` is not ``
 
 def content_terms(text: str) -> set[str]:
     """Stemmed words that carry content: not stop words, not one letter; and one-letter options as written."""
-    out: set[str] = set(_FLAG.findall(text))
+    return set(term_words(text))
+
+
+def term_words(text: str) -> dict[str, str]:
+    """Each of :func:`content_terms` with the word it was stemmed from (its first, lower-cased): a term is looked up
+    in the index by its word, as the index stems it ("otherwise"), never by its stem ("otherwis" stems again)."""
+    out: dict[str, str] = {flag: flag for flag in _FLAG.findall(text)}
     for w in words(text):
         low = w.lower()
         if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
             continue
-        out.update(stems(low) or (low,))
+        for term in stems(low) or (low,):
+            out.setdefault(term, low)
     return out
 
 

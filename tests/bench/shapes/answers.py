@@ -1,0 +1,128 @@
+"""Extractive answers to the shape bench's new questions (issue 38's answer targets, per shape and split).
+
+``python -m tests.bench.shapes.answers HOME [--json PATH]``: for each corpus, the kept kernel of :mod:`.kernel`
+answers every new question of ``data/questions.jsonl`` of that corpus (how, paraphrase, which, number) and every
+``none`` question (asked of each corpus) as ``chat_with_documents`` does in its extractive mode: the indexer's
+``evidence.request`` (five files), then :func:`foldermind.workers.frontdoor.answers.extractive`. Scored: the answer
+holds the gold answer (rows with an ``answer`` pattern), it cites a gold file (answerable rows), and a ``none``
+question is refused ("the documents do not say"). The reused rows (factoid and lookup sets) are measured by
+:mod:`tests.bench.answer_floor` and :mod:`tests.bench.answers`. Prints a table per shape and split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
+from foldermind.protocol.runtime.config import LlmPolicy
+from foldermind.workers.frontdoor import answers as composer
+from tests.bench.markdown import table
+from tests.bench.shapes.corpora import CORPORA
+from tests.bench.shapes.kernel import indexed
+
+QUESTIONS = Path(__file__).parent / "data" / "questions.jsonl"
+MAX_FILES = 5
+
+
+def _ask(client: Any, question: str, policy: LlmPolicy) -> tuple[EvidenceReply, composer.Composed, composer.Composed]:
+    """The reply, its extractive answer, and the answer it would be were the evidence judged to answer (what the
+    weak-evidence floor takes away)."""
+    request = EvidenceRequest(
+        question=question,
+        context="",
+        max_files=MAX_FILES,
+        per_file=policy.chunks_per_file,
+        max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
+    )
+    reply = client.request("indexer", request, EvidenceReply, timeout=120).body
+    quoting = composer.Quoting.of(policy)
+    quoted = composer.extractive(composer.Evidence(reply), quoting)
+    floorless = composer.extractive(composer.Evidence(dataclasses.replace(reply, supported=True)), quoting)
+    return reply, quoted, floorless
+
+
+def measure(home: Path) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in QUESTIONS.read_text("utf-8").splitlines() if line.strip()]
+    policy = LlmPolicy()
+    out: list[dict[str, Any]] = []
+    for name in CORPORA:
+        mine = [r for r in rows if r["corpus"] in (name, "*")]
+        with indexed(home, name) as (kernel, corpus, _index), kernel.client("bench-shape-answers") as client:
+            for r in mine:
+                reply, quoted, floorless = _ask(client, r["query"], policy)
+                gold = {str(Path(corpus.folder) / f) for f in r.get("files", [])}
+                out.append(
+                    {
+                        "id": r["id"],
+                        "query": r["query"],
+                        "corpus": name,
+                        "shape": r["shape"],
+                        "split": r["split"],
+                        "supported": reply.supported,
+                        "support": reply.support,
+                        "holds_gold": _holds(r, quoted),
+                        "cites_gold": any(c.file_path in gold for c in quoted.citations),
+                        "holds_gold_floorless": _holds(r, floorless),
+                        "cites_gold_floorless": any(c.file_path in gold for c in floorless.citations),
+                        "answer": quoted.answer,
+                    }
+                )
+    return out
+
+
+def _holds(row: dict[str, Any], answer: composer.Composed) -> bool:
+    return bool(row.get("answer")) and re.search(row["answer"], answer.answer, re.I) is not None
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    rows: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0])
+    patterns = {r["id"]: bool(r.get("answer")) for r in map(json.loads, QUESTIONS.read_text("utf-8").splitlines())}
+    for r in results:
+        for split in (r["split"], "all"):
+            c = rows[(r["shape"], split)]
+            if r["shape"] == "none":
+                c[4] += not r["supported"]
+                c[5] += 1
+                continue
+            if patterns.get(r["id"]):
+                c[0] += r["holds_gold"]
+                c[1] += 1
+            c[2] += r["cites_gold"]
+            c[3] += 1
+
+    def frac(a: int, b: int) -> str:
+        return f"{a}/{b} ({100 * a / b:.0f}%)" if b else "-"
+
+    body = [
+        [shape, split, frac(c[0], c[1]), frac(c[2], c[3]), frac(c[4], c[5])]
+        for (shape, split), c in sorted(rows.items())
+    ]
+    header = ["shape", "split", "answer holds the gold", "cites a gold file", "none: refused"]
+    return "\n".join(table(header, body, "llrrr"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.shapes.answers", description=__doc__.split("\n")[0])
+    parser.add_argument("home", help="the shape bench's home (kept kernels and corpora)")
+    parser.add_argument("--json", help="keep every answer here")
+    parser.add_argument("--replay", help="score a kept --json again (no kernel)")
+    args = parser.parse_args(argv)
+    if args.replay:
+        results = json.loads(Path(args.replay).read_text("utf-8"))
+    else:
+        results = measure(Path(args.home).resolve())
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
+    print(render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
