@@ -4,7 +4,7 @@
 - :mod:`.lifecycle`: worker <-> kernel (ready, heartbeat, disconnect, job.cancel) and the requests every
   worker answers (ping, describe, echo);
 - :mod:`.control`: the kernel's control API and its events;
-- :mod:`.parser`, :mod:`.embedder`, :mod:`.indexer`, :mod:`.llm`, :mod:`.watcher`, :mod:`.frontdoor`:
+- :mod:`.parser`, :mod:`.embedder`, :mod:`.indexer`, :mod:`.llm`, :mod:`.watcher`, :mod:`.frontdoor`, :mod:`.console`:
   the kinds each of those workers serves (:mod:`.criteria`: the indexer's criteria Smart Folders).
 
 Each kind is a dataclass whose docstring is its specification; ``docs/protocol.md`` documents every
@@ -12,6 +12,10 @@ kind and a test fails when one is missing there. Importing this package declares
 are re-exported here so that a caller imports from one place.
 """
 
+from foldermind.protocol.messages.console import (
+    ConsoleLinkReply,
+    ConsoleLinkRequest,
+)
 from foldermind.protocol.messages.control import (
     AttachReply,
     AttachRequest,
@@ -153,6 +157,8 @@ __all__ = [
     "ChunkInfo",
     "Claim",
     "ClaimCheck",
+    "ConsoleLinkReply",
+    "ConsoleLinkRequest",
     "CriteriaAddReply",
     "CriteriaAddRequest",
     "CriteriaInfo",

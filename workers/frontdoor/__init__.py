@@ -22,8 +22,8 @@ from foldermind.protocol.messages import McpInfoReply, McpInfoRequest, TokenRota
 from foldermind.protocol.runtime.config import llm_from_env, mcp_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
+from foldermind.workers.asyncbus import Bus
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
-from foldermind.workers.frontdoor.bus import Bus
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.http import HttpServer, bind, build_app
 from foldermind.workers.frontdoor.tools import build_server

@@ -1,6 +1,7 @@
-"""Tool calls reach the other workers through the broker; this is where a bus failure gets its tool message.
+"""Requests from an HTTP worker's event loop (the front door's tool calls, the console's pages) reach the other
+workers through the broker; this is where a bus failure gets its message for a person or an MCP client.
 
-The MCP server runs on an asyncio loop while :class:`BusClient` is a blocking ZeroMQ socket: each call
+An HTTP server runs on an asyncio loop while :class:`BusClient` is a blocking ZeroMQ socket: each call
 runs in a worker thread with that thread's own client (ZeroMQ sockets are not thread-safe), so many tool
 calls are in flight at once and a slow worker never blocks the loop. Every request carries a deadline;
 the broker answers by it at the latest, so no call can hang.

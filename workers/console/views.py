@@ -1,0 +1,158 @@
+"""What the console's pages show, asked of the kernel and the indexer over the bus: the overview (workers,
+folders, failed and skipped files) and a search's results with the query's words marked in each snippet.
+
+A worker that does not answer costs its part of the page a note, never the page: the console stays up while
+the indexer restarts. Nothing here logs a query or a document's text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from foldermind.protocol.errors import JobError
+from foldermind.protocol.messages import (
+    IndexStatusReply,
+    IndexStatusRequest,
+    SearchHit,
+    SearchReply,
+    SearchRequest,
+    StatusReply,
+    StatusRequest,
+)
+from foldermind.workers.asyncbus import Bus
+
+MODES = ("hybrid", "keyword", "semantic")
+MAX_FAILURES = 200
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(slots=True)
+class Overview:
+    status: StatusReply | None = None
+    index: IndexStatusReply | None = None
+    problems: list[str] = field(default_factory=list)
+    failures: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Failed and skipped files by folder id, each ``{path, status, error}``."""
+
+
+async def overview(bus: Bus) -> Overview:
+    out = Overview()
+    try:
+        out.status = await bus.call("kernel", StatusRequest(), StatusReply)
+    except JobError as exc:
+        out.problems.append(f"the kernel did not answer: {exc.message}")
+    try:
+        out.index = await bus.call("indexer", IndexStatusRequest(max_failures=MAX_FAILURES), IndexStatusReply)
+    except JobError as exc:
+        out.problems.append(f"folders are unavailable for now: {exc.message}")
+    else:
+        for failure in out.index.recent_failures:
+            out.failures.setdefault(failure["folder_id"], []).append(dict(failure))
+    return out
+
+
+@dataclass(slots=True)
+class SearchForm:
+    query: str = ""
+    mode: str = "hybrid"
+    folder: str = ""
+    file_types: str = ""
+    path_glob: str = ""
+    modified_after: str = ""
+    modified_before: str = ""
+    group_by_file: bool = False
+    top_k: int = 10
+
+    @classmethod
+    def parse(cls, params: Any) -> SearchForm:
+        def text(name: str, limit: int = 1000) -> str:
+            return str(params.get(name, "")).strip()[:limit]
+
+        top_k = text("top_k", 4)
+        return cls(
+            query=text("q"),
+            mode=text("mode") if text("mode") in MODES else "hybrid",
+            folder=text("folder"),
+            file_types=text("types", 200),
+            path_glob=text("glob"),
+            modified_after=text("after", 40),
+            modified_before=text("before", 40),
+            group_by_file=text("group") == "1",
+            top_k=min(max(int(top_k), 1), 50) if top_k.isdigit() else 10,
+        )
+
+    def request(self) -> SearchRequest:
+        types = [t.strip().lstrip(".") for t in re.split(r"[,\s]+", self.file_types) if t.strip()]
+        return SearchRequest(
+            query=self.query,
+            mode=self.mode,
+            top_k=self.top_k,
+            folder_id=self.folder or None,
+            file_types=types,
+            path_glob=self.path_glob,
+            modified_after=self.modified_after,
+            modified_before=self.modified_before,
+            group_by_file=self.group_by_file,
+        )
+
+
+@dataclass(slots=True)
+class Results:
+    reply: SearchReply | None = None
+    error: str = ""
+    hits: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def search(bus: Bus, form: SearchForm) -> Results:
+    if not form.query:
+        return Results()
+    try:
+        reply = await bus.call("indexer", form.request(), SearchReply)
+    except JobError as exc:
+        return Results(error=exc.message)
+    words = query_words(form.query)
+    hits = [{**hit, "where": location(hit), "parts": marked(hit["snippet"], words)} for hit in reply.results]
+    return Results(reply=reply, hits=hits)
+
+
+def location(hit: SearchHit) -> str:
+    """Where a hit is in its file, as a person reads it: page, heading, lines."""
+    loc = hit["location"]
+    parts: list[str] = []
+    if "page" in loc:
+        end = loc.get("page_end")
+        parts.append(f"pages {loc['page']}-{end}" if end and end != loc["page"] else f"page {loc['page']}")
+    if loc.get("heading"):
+        parts.append(f"“{loc['heading']}”")
+    parts.append(f"lines {loc['line_start']}-{loc['line_end']}")
+    return ", ".join(parts)
+
+
+def query_words(query: str) -> set[str]:
+    """The query's words, lowercased, without those it excludes (``-word``)."""
+    excluded = {w.lower() for w in re.findall(r"(?:^|\s)-(\w+)", query)}
+    return {w.lower() for w in _WORD.findall(query) if len(w) > 1} - excluded
+
+
+def _matches(word: str, query: set[str]) -> bool:
+    """A word of the snippet is marked when it is a query word, or one of them begins the other and the shorter
+    has four letters or more (files / file, indexed / index): a plain rule, not the index's own stemmer."""
+    w = word.lower()
+    return any(w == q or (min(len(w), len(q)) >= 4 and (w.startswith(q) or q.startswith(w))) for q in query)
+
+
+def marked(snippet: str, query: set[str]) -> list[tuple[str, bool]]:
+    """The snippet cut into (text, marked) parts; the template escapes each and wraps the marked in ``<mark>``."""
+    parts: list[tuple[str, bool]] = []
+    at = 0
+    for match in _WORD.finditer(snippet):
+        if _matches(match.group(), query):
+            if match.start() > at:
+                parts.append((snippet[at : match.start()], False))
+            parts.append((match.group(), True))
+            at = match.end()
+    if at < len(snippet):
+        parts.append((snippet[at:], False))
+    return parts
