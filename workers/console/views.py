@@ -7,6 +7,7 @@ the indexer restarts. Nothing here logs a query or a document's text.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,10 +138,16 @@ def query_words(query: str) -> set[str]:
 
 
 def _matches(word: str, query: set[str]) -> bool:
-    """A word of the snippet is marked when it is a query word, or one of them begins the other and the shorter
-    has four letters or more (files / file, indexed / index): a plain rule, not the index's own stemmer."""
+    """A word of the snippet is marked when it is a query word, or shares with one a beginning of four letters or
+    more that leaves at most two letters of the shorter over (files / filed, indexing / indexed): a plain rule for
+    a person's eye, not the index's own stemmer."""
     w = word.lower()
-    return any(w == q or (min(len(w), len(q)) >= 4 and (w.startswith(q) or q.startswith(w))) for q in query)
+    return any(w == q or _shared(w, q) >= max(4, min(len(w), len(q)) - 2) for q in query)
+
+
+def _shared(a: str, b: str) -> int:
+    """How many letters ``a`` and ``b`` begin with alike."""
+    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(a, b, strict=False)))
 
 
 def marked(snippet: str, query: set[str]) -> list[tuple[str, bool]]:
