@@ -136,7 +136,13 @@ class Home:
     def serving_mcp_info(self) -> dict[str, Any] | None:
         """``mcp.json`` while its front door serves: state running, and its process a child of the kernel that
         holds this home's lock (a file a stopped or killed kernel left behind says "running" too)."""
-        info = self.read_mcp_info()
+        return self._serving(self.read_mcp_info())
+
+    def serving_console_info(self) -> dict[str, Any] | None:
+        """``console.json`` while its console serves (as :meth:`serving_mcp_info`)."""
+        return self._serving(self.read_console_info())
+
+    def _serving(self, info: dict[str, Any] | None) -> dict[str, Any] | None:
         if not info or info.get("state") != "running":
             return None
         kernel = self.running_pid()

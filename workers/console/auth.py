@@ -31,6 +31,7 @@ MAX_LINKS = 32
 MAX_SESSIONS = 64
 """Signed-in browsers at once: a new sign-in ends the one idle longest beyond this."""
 SAFE_METHODS = frozenset({"GET", "HEAD"})
+LOG_EVERY_S = 5.0
 SECURITY_HEADERS = [
     (
         b"content-security-policy",
@@ -134,6 +135,7 @@ class Gate:
         self.origins = frozenset(o.encode() for o in origins)
         self.max_body_bytes = max_body_bytes
         self.refused: dict[str, int] = {}
+        self._logged: dict[int, float] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -173,7 +175,10 @@ class Gate:
 
     async def _refuse(self, send: Send, method: str, status: int, reason: str) -> None:
         self.refused[str(status)] = self.refused.get(str(status), 0) + 1
-        log.warning("refused a %s request: %s", method, reason)
+        now = time.monotonic()
+        if now - self._logged.get(status, -LOG_EVERY_S) >= LOG_EVERY_S:  # a flood of refusals is one line a while
+            self._logged[status] = now
+            log.warning("refused a %s request: %s (%d refused so far)", method, reason, self.refused[str(status)])
         body = f"{reason}\n".encode()
         await send(
             {
