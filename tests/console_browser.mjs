@@ -1,6 +1,6 @@
 // The web console in real headless Chromium (Debian's /usr/bin/chromium, driven by npm playwright-core): signs in
-// through the link `foldermind console --url` prints, reads the overview, searches, restarts a worker, and looks
-// at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
+// through the link `foldermind console --url` prints, reads the overview, searches, opens a hit's preview,
+// restarts a worker, and looks at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
 // tests/test_console_browser.py. Run from the directory whose node_modules holds playwright-core.
 // Usage: node console_browser.mjs PYTHON HOME QUERY WORKER SCREENSHOT
 import { execFileSync } from "node:child_process";
@@ -62,6 +62,15 @@ try {
       marks: Array.from(li.querySelectorAll("mark")).map((m) => m.textContent),
     })),
   );
+
+  // The first hit opens its document at the passage, marked.
+  await page.click("#results li.hit a.file");
+  await page.waitForSelector(".lines .passage mark", WAIT);
+  seen.preview = {
+    hash: new URL(page.url()).hash,
+    passage: await page.$$eval(".lines .passage mark", (marks) => marks.map((m) => m.textContent)),
+    lines: await page.$$eval(".lines li", (items) => items.length),
+  };
 
   // Restart a worker from the overview: its row shows a new pid, RUNNING, without a reload.
   await page.goto(new URL("/", page.url()).href);

@@ -50,6 +50,8 @@ def write_docs(root: Path) -> Path:
     (docs / "guide.md").write_text(f"# Setup\n\nInstall the package, then search your notes for a {MARKER}.\n")
     (docs / "fox.txt").write_text("The quick brown fox jumps over the lazy dog.\n")
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
+    (root / "outside.txt").write_text("secret text outside every Smart Folder\n")
+    (docs / "escape.txt").symlink_to(root / "outside.txt")
     return docs
 
 
@@ -197,6 +199,35 @@ def test_search_finds_a_file_with_its_location_and_marks_the_query_words(served:
     refused = urlencode({"q": "fox", "after": "soon"})
     status, _, page = request(f"{base}search?{refused}", headers={"Cookie": cookie})
     assert status == 200 and 'class="problem"' in page and 'class="hit"' not in page
+
+
+def test_a_hit_opens_its_document_at_the_passage_marked_with_the_text_around_it(served: Any) -> None:
+    k, docs = served
+    base, cookie = sign_in(k)
+    page = request(f"{base}search?{urlencode({'q': MARKER, 'mode': 'keyword'})}", headers={"Cookie": cookie})[2]
+    found = re.search(r'<a class="file" href="(/preview\?[^"]+)"', page)
+    assert found, page[-2000:]
+    href = found.group(1).replace("&amp;", "&")
+    status, _, preview = request(base.rstrip("/") + href, headers={"Cookie": cookie})
+    assert status == 200
+    passage = re.findall(r'<li id="L(\d+)" class="passage"><mark>(.*?)</mark></li>', preview)
+    assert passage and any(MARKER in text for _, text in passage), preview[-2000:]
+    assert '<li id="L1">' in preview or passage[0][0] == "1"  # the lines around it, numbered as in the file
+    assert str(docs / "guide.md") in preview
+
+
+def test_no_preview_url_serves_a_file_outside_the_folders(served: Any) -> None:
+    k, docs = served
+    base, cookie = sign_in(k)
+    outside = docs.parent / "outside.txt"
+    for path in ("/etc/passwd", str(outside), str(docs / "escape.txt"), f"{docs}/../outside.txt", "outside.txt"):
+        for extra in ({"start": "1", "end": "50"}, {"chunk": "1"}):
+            status, _, page = request(f"{base}preview?{urlencode({'path': path, **extra})}", headers={"Cookie": cookie})
+            assert status == 404 and 'class="problem"' in page, (path, extra, status)
+            assert "secret text" not in page and "root:" not in page, path
+    # Without a session, not even a file of the folders.
+    status, _, page = request(f"{base}preview?{urlencode({'path': str(docs / 'guide.md')})}")
+    assert status == 401 and MARKER not in page
 
 
 def test_snippet_marks_are_words_of_the_query_and_excluded_words_are_not_marked() -> None:

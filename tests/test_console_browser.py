@@ -1,7 +1,7 @@
 """The web console in real headless Chromium against a real kernel (tests/console_browser.mjs, driven by npm
 playwright-core): sign in through `foldermind console --url`, the workers and the folder listed and kept live,
-a search that finds a file with its words marked, Restart that changes a worker's pid, the link refused the
-second time, and a browser without a session shown only how to sign in.
+a search that finds a file with its words marked, its preview at the passage, Restart that changes a worker's
+pid, the link refused the second time, and a browser without a session shown only how to sign in.
 
 Needs Debian's /usr/bin/chromium and playwright-core (`make test` installs both, as it installs the MCP
 Inspector); without them the test is skipped and says which is missing."""
@@ -72,6 +72,8 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
         assert seen["live"] is True
         assert [h["file"] for h in seen["hits"]] == ["fox.txt"]
         assert seen["hits"][0]["marks"] == ["Zanzibar"] and seen["hits"][0]["where"] == "lines 1-1"
+        assert seen["preview"]["hash"] == "#L1" and seen["preview"]["lines"] == 1
+        assert seen["preview"]["passage"] == ["The quick brown foxes jumped over the lazy dog in Zanzibar."]
         assert seen["pidBefore"] == str(watcher) and seen["pidAfter"] not in ("-", str(watcher))
         assert k.worker("watcher")["pid"] == int(seen["pidAfter"])
         assert seen["reused"] == 403

@@ -68,6 +68,7 @@ class Pages:
                 Route("/signin", self.signin),
                 Route("/search", self.search),
                 Route("/events", self.events),
+                Route("/preview", self.preview),
                 Route("/restart", self.restart, methods=["POST"]),
                 Route("/signout", self.signout, methods=["POST"]),
                 Route("/static/{name}", self.asset),
@@ -119,6 +120,16 @@ class Pages:
             modes=views.MODES,
             csrf=session.csrf,
             page="search",
+        )
+
+    async def preview(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.signed_out()
+        shown = await views.preview(self.bus, request.query_params)
+        status = 404 if shown.error else 200
+        return self.render(
+            "preview.html", status, shown=shown, csrf=session.csrf, page="preview", step=views.PAGE_LINES
         )
 
     async def events(self, request: Request) -> Response:

@@ -1,5 +1,6 @@
 """What the console's pages show, asked of the kernel and the indexer over the bus: the overview (workers,
-folders, failed and skipped files) and a search's results with the query's words marked in each snippet.
+folders, failed and skipped files), a search's results with the query's words marked in each snippet, and a
+document's extracted text around a hit (the indexer reads only files of the registered folders).
 
 A worker that does not answer costs its part of the page a note, never the page: the console stays up while
 the indexer restarts. Nothing here logs a query or a document's text.
@@ -16,6 +17,8 @@ from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
     IndexStatusReply,
     IndexStatusRequest,
+    ReadDocumentReply,
+    ReadDocumentRequest,
     SearchHit,
     SearchReply,
     SearchRequest,
@@ -163,3 +166,49 @@ def marked(snippet: str, query: set[str]) -> list[tuple[str, bool]]:
     if at < len(snippet):
         parts.append((snippet[at:], False))
     return parts
+
+
+CONTEXT_CHUNKS = 3
+"""Chunks shown before and after a hit's own in its preview."""
+PAGE_LINES = 80
+"""Lines an earlier / later step of a preview shows."""
+
+
+@dataclass(slots=True)
+class Preview:
+    path: str
+    reply: ReadDocumentReply | None = None
+    error: str = ""
+    passage: tuple[int, int] = (0, 0)
+    """The hit's lines, marked in the text (0, 0: none)."""
+    lines: list[tuple[int, str]] = field(default_factory=list)
+    ocr: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _int(params: Any, name: str) -> int | None:
+    value = str(params.get(name, "")).strip()
+    return int(value) if value.isdigit() and len(value) < 10 else None
+
+
+async def preview(bus: Bus, params: Any) -> Preview:
+    """A document's extracted text around a hit (``chunk`` and its lines ``ls``..``le``) or a range of lines
+    (``start``..``end``), read by the indexer, which serves only files of the registered folders."""
+    out = Preview(path=str(params.get("path", ""))[:4096])
+    chunk, start, end = _int(params, "chunk"), _int(params, "start"), _int(params, "end")
+    if chunk is not None:
+        ask = ReadDocumentRequest(out.path, chunk_id=chunk, before=CONTEXT_CHUNKS, after=CONTEXT_CHUNKS)
+    else:
+        first = max(start or 1, 1)
+        ask = ReadDocumentRequest(out.path, start_line=first, end_line=max(end or first + PAGE_LINES - 1, first))
+    try:
+        out.reply = await bus.call("indexer", ask, ReadDocumentReply)
+    except JobError as exc:
+        out.error = exc.message
+        return out
+    ls, le = _int(params, "ls"), _int(params, "le")
+    if ls and le:
+        out.passage = (ls, le)
+    first = out.reply.start_line
+    out.lines = list(enumerate(out.reply.text.split("\n"), start=first)) if out.reply.end_line >= first else []
+    out.ocr = [dict(page) for page in out.reply.ocr_pages]
+    return out
