@@ -1,15 +1,15 @@
 // The web console in real headless Chromium (Debian's /usr/bin/chromium, driven by npm playwright-core): signs in
 // through the link `foldermind console --url` prints, reads the overview, searches, opens a hit's preview,
-// restarts a worker, and looks at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
+// restarts a worker, adds and removes a folder, and looks at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
 // tests/test_console_browser.py. Run from the directory whose node_modules holds playwright-core.
-// Usage: node console_browser.mjs PYTHON HOME QUERY WORKER SCREENSHOT
+// Usage: node console_browser.mjs PYTHON HOME QUERY WORKER EXTRA_FOLDER [SCREENSHOT]
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-const [python, home, query, worker, screenshot] = process.argv.slice(2);
+const [python, home, query, worker, extra, screenshot] = process.argv.slice(2);
 const ARGS = [
   "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
   "--disable-sync", "--no-first-run", "--disable-quic",
@@ -87,6 +87,17 @@ try {
     WAIT,
   );
   seen.pidAfter = (await page.textContent(`${row} .pid`)).trim();
+
+  // A folder added from the page, by its path, then removed (after the confirming click).
+  await page.fill("#path", extra);
+  await page.click(".add-folder button");
+  const added = `[data-folder="${extra}"]`;
+  await page.waitForSelector(added, WAIT);
+  seen.added = await page.$$eval("[data-folder]", (els) => els.map((e) => e.dataset.folder));
+  await page.click(`${added} details.remove summary`);
+  await page.click(`${added} details.remove button`);
+  await page.waitForSelector(added, { ...WAIT, state: "detached" });
+  seen.removed = await page.$$eval("[data-folder]", (els) => els.map((e) => e.dataset.folder));
 
   // The same link again, in this profile: refused.
   const again = await page.goto(signin);

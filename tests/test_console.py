@@ -7,6 +7,7 @@ own view is tests/test_console_browser.py."""
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import threading
 import time
@@ -228,6 +229,35 @@ def test_no_preview_url_serves_a_file_outside_the_folders(served: Any) -> None:
     # Without a session, not even a file of the folders.
     status, _, page = request(f"{base}preview?{urlencode({'path': str(docs / 'guide.md')})}")
     assert status == 401 and MARKER not in page
+
+
+def test_a_folder_path_from_the_page_is_checked_as_the_cli_checks_it(served: Any) -> None:
+    k, docs = served
+    base, cookie = sign_in(k)
+    origin = base.rstrip("/")
+    csrf = csrf_of(request(base, headers={"Cookie": cookie})[2])
+
+    def add(path: str, token: str = csrf) -> tuple[int, str]:
+        body = urlencode({"path": path, "csrf": token})
+        headers = {"Cookie": cookie, "Origin": origin, "Content-Type": "application/x-www-form-urlencoded"}
+        status, _, page = request(base + "folders/add", "POST", headers, body)
+        return status, page
+
+    (docs / "sub").mkdir(exist_ok=True)
+    for path, reason in (
+        ("notes", "not an absolute path"),
+        (str(docs / "missing"), "not a folder"),
+        (str(docs / "guide.md"), "not a folder"),
+        (str(docs / "sub"), "inside"),
+        (str(k.root), "foldermind"),
+    ):
+        status, page = add(path)
+        problem = re.search(r'<p class="problem" role="alert" id="problem">(.*?)</p>', page, re.S)
+        assert status == 400 and problem and reason in problem.group(1), (path, status, problem)
+        assert f'value="{path}"' in page  # the path stays in the field to be corrected
+    assert add(str(docs.parent), token="")[0] == 403
+    folders = json.loads(cli(k.root, "folders", "list", "--json").stdout)
+    assert [f["path"] for f in folders] == [str(docs)]
 
 
 def test_snippet_marks_are_words_of_the_query_and_excluded_words_are_not_marked() -> None:

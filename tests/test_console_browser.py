@@ -1,7 +1,8 @@
 """The web console in real headless Chromium against a real kernel (tests/console_browser.mjs, driven by npm
 playwright-core): sign in through `foldermind console --url`, the workers and the folder listed and kept live,
 a search that finds a file with its words marked, its preview at the passage, Restart that changes a worker's
-pid, the link refused the second time, and a browser without a session shown only how to sign in.
+pid, a folder added and removed, the link refused the second time, and a browser without a session shown only
+how to sign in.
 
 Needs Debian's /usr/bin/chromium and playwright-core (`make test` installs both, as it installs the MCP
 Inspector); without them the test is skipped and says which is missing."""
@@ -52,13 +53,16 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
     docs.mkdir()
     (docs / "fox.txt").write_text("The quick brown foxes jumped over the lazy dog in Zanzibar.\n")
     (docs / "cats.txt").write_text("Cats are small carnivorous mammals.\n")
+    extra = root / "more"
+    extra.mkdir()
+    (extra / "notes.txt").write_text("A second folder, added from the page.\n")
     shot = str(SCREENSHOT) if os.environ.get("FOLDERMIND_CONSOLE_SCREENSHOT") else ""
     try:
         k.start()
         cli(k.root, "folders", "add", str(docs), "--wait", timeout=300)
         watcher = k.worker("watcher")["pid"]
         run = subprocess.run(
-            ["node", str(script), sys.executable, str(k.root), "zanzibar", "watcher", shot],
+            ["node", str(script), sys.executable, str(k.root), "zanzibar", "watcher", str(extra), shot],
             capture_output=True,
             text=True,
             timeout=300,
@@ -76,6 +80,9 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
         assert seen["preview"]["passage"] == ["The quick brown foxes jumped over the lazy dog in Zanzibar."]
         assert seen["pidBefore"] == str(watcher) and seen["pidAfter"] not in ("-", str(watcher))
         assert k.worker("watcher")["pid"] == int(seen["pidAfter"])
+        assert seen["added"] == [str(docs), str(extra)] and seen["removed"] == [str(docs)]
+        assert [f["path"] for f in json.loads(cli(k.root, "folders", "list", "--json").stdout)] == [str(docs)]
+        assert (extra / "notes.txt").exists()  # removed from the index only
         assert seen["reused"] == 403
         assert seen["anonymous"] == {"status": 401, "heading": "Sign in", "workers": 0}
         # The page's own script ran without errors; the one console error is the reused link's 403.

@@ -71,6 +71,8 @@ class Pages:
                 Route("/preview", self.preview),
                 Route("/restart", self.restart, methods=["POST"]),
                 Route("/signout", self.signout, methods=["POST"]),
+                Route("/folders/add", self.folder_add, methods=["POST"]),
+                Route("/folders/remove", self.folder_remove, methods=["POST"]),
                 Route("/static/{name}", self.asset),
                 Route("/favicon.ico", lambda _request: Response(status_code=204)),
             ]
@@ -95,8 +97,19 @@ class Pages:
         session = self.session(request)
         if session is None:
             return self.signed_out()
+        return await self._overview(session)
+
+    async def _overview(self, session: Session, problem: str = "", path: str = "") -> HTMLResponse:
         data = await views.overview(self.bus)
-        return self.render("overview.html", ov=data, csrf=session.csrf, page="overview")
+        return self.render(
+            "overview.html",
+            400 if problem else 200,
+            ov=data,
+            csrf=session.csrf,
+            page="overview",
+            problem=problem,
+            path=path,
+        )
 
     async def signin(self, request: Request) -> Response:
         if not self.links.redeem(request.query_params.get("code", "")):
@@ -174,6 +187,23 @@ class Pages:
         except JobError as exc:
             return PlainTextResponse(f"{exc.message}\n", status_code=400)
         return RedirectResponse("/", status_code=303)
+
+    async def folder_add(self, request: Request) -> Response:
+        posted = await self._posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, form = posted
+        path = form.get("path", "").strip()
+        problem = await views.add_folder(self.bus, path, form.get("name", "").strip())
+        return await self._overview(session, problem, path) if problem else RedirectResponse("/", status_code=303)
+
+    async def folder_remove(self, request: Request) -> Response:
+        posted = await self._posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, form = posted
+        problem = await views.remove_folder(self.bus, form.get("folder", ""))
+        return await self._overview(session, problem) if problem else RedirectResponse("/", status_code=303)
 
     async def signout(self, request: Request) -> Response:
         posted = await self._posted(request)

@@ -9,12 +9,17 @@ the indexer restarts. Nothing here logs a query or a document's text.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
+    FolderAddReply,
+    FolderAddRequest,
+    FolderRemoveReply,
+    FolderRemoveRequest,
     IndexStatusReply,
     IndexStatusRequest,
     ReadDocumentReply,
@@ -24,6 +29,8 @@ from foldermind.protocol.messages import (
     SearchRequest,
     StatusReply,
     StatusRequest,
+    WatchSyncReply,
+    WatchSyncRequest,
 )
 from foldermind.workers.asyncbus import Bus
 
@@ -39,6 +46,31 @@ class Overview:
     problems: list[str] = field(default_factory=list)
     failures: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Failed and skipped files by folder id, each ``{path, status, error}``."""
+
+
+async def add_folder(bus: Bus, path: str, name: str) -> str:
+    """Register ``path`` as a Smart Folder as ``foldermind folders add`` does (the indexer checks it is an absolute
+    path to a folder that is not foldermind's own nor overlaps another), then have the watcher watch it; the
+    problem in a sentence, or "" when it is registered."""
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        return f"{path or 'an empty path'} is not an absolute path: give the folder's whole path (/home/me/Notes)"
+    try:
+        await bus.call("indexer", FolderAddRequest(path, name[:200]), FolderAddReply)
+        await bus.call("watcher", WatchSyncRequest(), WatchSyncReply, timeout=120)
+    except JobError as exc:
+        return exc.message
+    return ""
+
+
+async def remove_folder(bus: Bus, folder: str) -> str:
+    """Unregister a Smart Folder and purge its index entries (its files are never touched), as ``folders remove``."""
+    try:
+        await bus.call("indexer", FolderRemoveRequest(folder), FolderRemoveReply)
+        await bus.call("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
+    except JobError as exc:
+        return exc.message
+    return ""
 
 
 async def overview(bus: Bus) -> Overview:

@@ -7,13 +7,14 @@
   const events = new EventSource("/events");
   events.addEventListener("overview", function (e) {
     const focused = document.activeElement && document.activeElement.id;
-    const open = Array.from(live.querySelectorAll("details[open]")).map(function (d) {
-      return d.closest("[data-folder]") && d.closest("[data-folder]").dataset.folder;
-    });
+    const key = function (d) {
+      const folder = d.closest("[data-folder]");
+      return (folder ? folder.dataset.folder : "") + "|" + d.className;
+    };
+    const open = Array.from(live.querySelectorAll("details[open]")).map(key);
     live.innerHTML = e.data;
     live.querySelectorAll("details").forEach(function (d) {
-      const folder = d.closest("[data-folder]");
-      if (folder && open.indexOf(folder.dataset.folder) >= 0) d.open = true;
+      if (open.indexOf(key(d)) >= 0) d.open = true;
     });
     if (focused) {
       const again = document.getElementById(focused);
