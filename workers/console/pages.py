@@ -123,8 +123,7 @@ class Pages:
         if session is None:
             return self.signed_out()
         form = views.SearchForm.parse(request.query_params)
-        results, data = await asyncio.gather(views.search(self.bus, form), views.overview(self.bus))
-        folders = data.index.folders if data.index is not None else []
+        results, folders = await asyncio.gather(views.search(self.bus, form), views.folder_list(self.bus))
         return self.render(
             "search.html",
             form=form,

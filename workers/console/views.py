@@ -18,6 +18,9 @@ from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
     FolderAddReply,
     FolderAddRequest,
+    FolderInfo,
+    FolderListReply,
+    FolderListRequest,
     FolderRemoveReply,
     FolderRemoveRequest,
     IndexStatusReply,
@@ -71,6 +74,14 @@ async def remove_folder(bus: Bus, folder: str) -> str:
     except JobError as exc:
         return exc.message
     return ""
+
+
+async def folder_list(bus: Bus) -> list[FolderInfo]:
+    """The Smart Folders, for a search's scope (none while the indexer does not answer)."""
+    try:
+        return (await bus.call("indexer", FolderListRequest(), FolderListReply)).folders
+    except JobError:
+        return []
 
 
 async def overview(bus: Bus) -> Overview:
