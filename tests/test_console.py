@@ -6,6 +6,7 @@ own view is tests/test_console_browser.py."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
@@ -41,8 +42,10 @@ CONFIG = (
     FAST_RESTART
     + ONE_PARSER
     + only_workers("watcher", "parser", "indexer", "frontdoor", "console")
-    + f"[mcp]\nport = 0\nrate_per_minute = 6000\n[console]\nport = 0\nlink_ttl_s = {LINK_TTL_S}\n"
+    + f"[mcp]\nport = 0\nrate_per_minute = 6000\n[console]\nport = 0\nlink_ttl_s = {LINK_TTL_S}\nstall_s = 5\n"
 )
+HANG = "hang"
+"""The file (beside the home) that FOLDERMIND_TEST_CONSOLE_HANG watches: while it exists a search page blocks."""
 
 
 def write_docs(root: Path) -> Path:
@@ -59,7 +62,8 @@ def write_docs(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunningKernel, Path]]:
     root = short_tmpdir()
-    k = RunningKernel(root / "home", CONFIG)
+    switch = f'\n[workers.console]\nenv = {{ FOLDERMIND_TEST_CONSOLE_HANG = "{root / HANG}" }}\n'
+    k = RunningKernel(root / "home", CONFIG + switch)
     docs = write_docs(root)
     try:
         k.start()
@@ -307,6 +311,28 @@ def test_the_console_killed_9_is_restarted_while_mcp_searches_all_succeed(served
     stale = f"{new_cookie.split('=', 1)[0]}={old_session}"
     assert request(new_base, headers={"Cookie": stale})[0] == 401
     assert base != new_base or request(base, headers={"Cookie": cookie})[0] == 401
+
+
+def test_a_console_whose_web_server_stalls_exits_and_is_restarted(served: Any) -> None:
+    k, _ = served
+    flag = k.root.parent / HANG
+    base, cookie = sign_in(k)
+    before = k.worker("console")["pid"]
+
+    def stuck() -> None:
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            request(f"{base}search?{urlencode({'q': 'fox'})}", headers={"Cookie": cookie})
+
+    flag.touch()
+    try:
+        threading.Thread(target=stuck, daemon=True).start()
+        wait_for(Path(f"{flag}.held").exists, 30, 0.05, "the console's event loop blocked")
+        k.wait_state("console", "RUNNING", 60, other_pid_than=before)
+    finally:
+        flag.unlink()
+    assert "did not run for 5 s: exiting" in k.home.log_file("console").read_text()
+    new_base, new_cookie = sign_in(k)
+    assert request(new_base, headers={"Cookie": new_cookie})[0] == 200
 
 
 def test_no_log_carries_a_query_or_a_sign_in_code(served: Any) -> None:

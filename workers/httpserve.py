@@ -135,10 +135,15 @@ class HttpServer(threading.Thread):
         )
         self.server = uvicorn.Server(config)
         self.error: BaseException | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self.server.serve(sockets=[self.sock])
 
     def run(self) -> None:
         try:
-            asyncio.run(self.server.serve(sockets=[self.sock]))
+            asyncio.run(self._serve())
         except BaseException as exc:
             self.error = exc
             log.exception("the HTTP server stopped")
@@ -152,6 +157,18 @@ class HttpServer(threading.Thread):
                 return False
             time.sleep(0.01)
         return False
+
+    def responsive(self, timeout: float) -> bool:
+        """Whether the event loop runs a callback within ``timeout`` seconds (True before it started or after it
+        ended: a server that is not serving is not hung)."""
+        loop, ran = self.loop, threading.Event()
+        if loop is None or loop.is_closed():
+            return True
+        try:
+            loop.call_soon_threadsafe(ran.set)
+        except RuntimeError:  # closed meanwhile
+            return True
+        return ran.wait(timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         self.server.should_exit = True

@@ -560,6 +560,12 @@ class ConsolePolicy(_Strict):
         10.0, gt=0, description="Deadline of each bus request a page makes to the workers (seconds)."
     )
     max_body_kb: int = Field(64, ge=1, description="Form posts over this size are refused before they are read.")
+    stall_s: float = Field(
+        30.0,
+        gt=0,
+        description="The console exits, and the kernel restarts it, when its web server's event loop has not run"
+        " for this long (a page stuck in it would hold every other page).",
+    )
 
 
 QuestionShape = Literal["yes-no", "default", "figure", "name", "entity", "other"]

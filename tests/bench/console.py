@@ -185,6 +185,16 @@ def run(reps: int) -> list[str]:
         f"{sorted(overhead)[int(0.95 * len(overhead))]:.1f}) more than the same search over the bus.",
         "",
     ]
+    fcp = [p["firstContentfulPaint"] for p in paint if p["firstContentfulPaint"]]
+    targets = [
+        ("first paint of the overview <= 300 ms (median FCP)", statistics.median(fcp) <= 300 if fcp else None),
+        ("search page <= its search time + 50 ms (median)", statistics.median(overhead) <= 50),
+        ("console RSS <= 80 MiB idle", console_idle is not None and console_idle <= 80 * MIB),
+        ("idle tree grows by <= 80 MiB", tree_with - tree_without <= 80 * MIB),
+    ]
+    lines += ["## Targets (issue 39)", "", "| target | here |", "|---|---|"]
+    lines += [f"| {name} | {'not measured' if ok is None else 'PASS' if ok else 'MISS'} |" for name, ok in targets]
+    lines += [""]
     lines += ["## Memory", "", "| what | RSS |", "|---|---|"]
     lines += [
         f"| console worker, idle after start | {console_idle / MIB if console_idle else float('nan'):.1f} MiB |",

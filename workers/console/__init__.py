@@ -1,5 +1,6 @@
-"""The console worker: a local web console (HTTP on 127.0.0.1 only) to see the workers and the folders live and
-to search, signed in through one-time links that ``foldermind console`` asks for over the bus.
+"""The console worker: a local web console (HTTP on 127.0.0.1 only) to see the workers and the folders live, to
+search and read a hit in its document, and to restart a worker or add and remove a folder, signed in through
+one-time links that ``foldermind console`` asks for over the bus.
 
 Its own process in the map, supervised like every worker: a crash or hang restarts it and touches neither search
 nor MCP. The main thread serves the bus (``console.link``); uvicorn serves the pages on a second thread
@@ -17,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+import time
 from typing import Any
 
 from foldermind.protocol.errors import ErrorCode, JobError
@@ -32,6 +35,8 @@ from foldermind.workers.httpserve import HttpServer, bind, loopback_hosts, loopb
 log = logging.getLogger("foldermind.console")
 
 HOST = "127.0.0.1"
+EXIT_STALLED = 4
+"""How the console exits when its web server's event loop stalled (the kernel restarts it, as after any crash)."""
 REQUEST_TIMEOUT_S = 10.0
 
 
@@ -64,6 +69,7 @@ class ConsoleWorker(Worker):
         if self.http.wait_started(15):
             self.state = "running"
             log.info("console listening on %s", self.url)
+            threading.Thread(target=self._watch_loop, name="console-watchdog", daemon=True).start()
         else:
             self.state, self.error = "error", f"the HTTP server did not start: {self.http.error!r}"
             log.error("%s", self.error)
@@ -71,6 +77,17 @@ class ConsoleWorker(Worker):
         self.home.write_console_info(
             {"url": self.url, "port": self.port, "state": self.state, "error": self.error, "pid": os.getpid()}
         )
+
+    def _watch_loop(self) -> None:
+        """Exit when the web server's event loop stops running for ``stall_s``: the kernel then restarts the console
+        (a hang that also held the GIL stops the heartbeats instead, and the kernel restarts it for that)."""
+        http, stall = self.http, self.policy.stall_s
+        while http is not None and http.is_alive():
+            if not http.responsive(stall):
+                log.error("the console's web server did not run for %g s: exiting so that it is restarted", stall)
+                logging.shutdown()
+                os._exit(EXIT_STALLED)
+            time.sleep(min(stall, 5.0))
 
     def teardown(self) -> None:
         if self.http is not None:

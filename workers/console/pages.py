@@ -1,4 +1,5 @@
-"""The console's routes: sign-in, the overview (live over Server-Sent Events), search, restart and sign-out.
+"""The console's routes: sign-in, the overview (live over Server-Sent Events), search, a hit's preview, restart,
+adding and removing a Smart Folder, and sign-out.
 
 Pages are rendered on the server from the package's Jinja templates (autoescaped: a file name or a snippet is
 text, never markup); the one script, ``static/console.js``, only swaps the live part of the overview as events
@@ -25,6 +26,7 @@ from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import RestartReply, RestartRequest
 from foldermind.protocol.runtime.config import ConsolePolicy
 from foldermind.workers.asyncbus import Bus
+from foldermind.workers.base import testing
 from foldermind.workers.console import views
 from foldermind.workers.console.auth import Links, Session, Sessions, csrf_ok
 
@@ -123,6 +125,10 @@ class Pages:
         if session is None:
             return self.signed_out()
         form = views.SearchForm.parse(request.query_params)
+        if testing():
+            from foldermind.workers import faults  # only under a test switch (workers/faults.py)
+
+            faults.console_hang()
         results, folders = await asyncio.gather(views.search(self.bus, form), views.folder_list(self.bus))
         return self.render(
             "search.html",
