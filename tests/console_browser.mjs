@@ -48,6 +48,15 @@ try {
   await page.waitForFunction(() => document.body.dataset.live === "1", null, WAIT);
   seen.live = true;
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
+  // Readable at 800 px, dark as well as light: nothing wider than the window, the dark colours applied.
+  const background = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  seen.light = await background();
+  await page.setViewportSize({ width: 800, height: 900 });
+  await page.emulateMedia({ colorScheme: "dark" });
+  seen.narrow = await page.evaluate(() => document.documentElement.scrollWidth);
+  seen.dark = await background();
+  await page.emulateMedia({ colorScheme: "light" });
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   // Search, by keyboard: the query box, Enter.
   await page.click('a[href="/search"]');
