@@ -2,14 +2,14 @@
 // through the link `foldermind console --url` prints, reads the overview, searches, opens a hit's preview,
 // restarts a worker, adds and removes a folder, and looks at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
 // tests/test_console_browser.py. Run from the directory whose node_modules holds playwright-core.
-// Usage: node console_browser.mjs PYTHON HOME QUERY WORKER EXTRA_FOLDER [SCREENSHOT]
+// Usage: node console_browser.mjs PYTHON HOME QUERY WORKER EXTRA_FOLDER PDF_QUERY [SCREENSHOT]
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-const [python, home, query, worker, extra, screenshot] = process.argv.slice(2);
+const [python, home, query, worker, extra, pdfQuery, screenshot] = process.argv.slice(2);
 const ARGS = [
   "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
   "--disable-sync", "--no-first-run", "--disable-quic",
@@ -80,6 +80,13 @@ try {
     passage: await page.$$eval(".lines .passage mark", (marks) => marks.map((m) => m.textContent)),
     lines: await page.$$eval(".lines li", (items) => items.length),
   };
+
+  // A PDF hit: its page as an image, loaded, named by its alt text.
+  await page.goto(new URL(`/search?q=${encodeURIComponent(pdfQuery)}&mode=keyword`, page.url()).href);
+  await page.click("#results li.hit a.file");
+  await page.waitForSelector("figure.page img", WAIT);
+  await page.waitForFunction(() => document.querySelector("figure.page img").complete, null, WAIT);
+  seen.pdf = await page.$eval("figure.page img", (img) => ({ alt: img.alt, width: img.naturalWidth }));
 
   // Restart a worker from the overview: its row shows a new pid, RUNNING, without a reload.
   await page.goto(new URL("/", page.url()).href);

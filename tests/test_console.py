@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import json
 import re
 import threading
@@ -18,10 +19,12 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pytest
+from PIL import Image
 
 from foldermind.protocol.messages import ConsoleLinkReply, ConsoleLinkRequest
 from foldermind.workers.console.views import marked, query_words
 from tests import mcpclient as mc
+from tests.filemakers import make_pdf
 from tests.helpers import (
     FAST_RESTART,
     ONE_PARSER,
@@ -37,6 +40,8 @@ from tests.helpers import (
 
 MARKER = "zebracorn"
 """A word only the tests' queries and one document hold, to look for in the logs."""
+PDF_WORD = "quasarfold"
+"""A word on the second page of report.pdf only."""
 LINK_TTL_S = 8.0
 CONFIG = (
     FAST_RESTART
@@ -54,6 +59,7 @@ def write_docs(root: Path) -> Path:
     (docs / "guide.md").write_text(f"# Setup\n\nInstall the package, then search your notes for a {MARKER}.\n")
     (docs / "fox.txt").write_text("The quick brown fox jumps over the lazy dog.\n")
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
+    make_pdf(docs / "report.pdf", [["Cover page of the report"], [f"The {PDF_WORD} figures are on this page."]])
     (root / "outside.txt").write_text("secret text outside every Smart Folder\n")
     (docs / "escape.txt").symlink_to(root / "outside.txt")
     return docs
@@ -89,6 +95,16 @@ def request(
         conn.request(method, path or "/", body=body, headers=headers or {})
         response = conn.getresponse()
         return response.status, response.headers, response.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
+def fetch_bytes(url: str, cookie: str) -> bytes:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+    try:
+        conn.request("GET", f"{parts.path}?{parts.query}", headers={"Cookie": cookie})
+        return conn.getresponse().read()
     finally:
         conn.close()
 
@@ -219,6 +235,30 @@ def test_a_hit_opens_its_document_at_the_passage_marked_with_the_text_around_it(
     assert passage and any(MARKER in text for _, text in passage), preview[-2000:]
     assert '<li id="L1">' in preview or passage[0][0] == "1"  # the lines around it, numbered as in the file
     assert str(docs / "guide.md") in preview
+
+
+def test_a_pdf_hit_shows_its_page_as_an_image_with_the_passage_marked(served: Any) -> None:
+    k, docs = served
+    base, cookie = sign_in(k)
+    page = request(f"{base}search?{urlencode({'q': PDF_WORD, 'mode': 'keyword'})}", headers={"Cookie": cookie})[2]
+    found = re.search(r'<a class="file" href="(/preview\?[^"]+)"', page)
+    assert found and "page=2" in found.group(1), page[-2000:]
+    status, _, preview = request(base.rstrip("/") + found.group(1).replace("&amp;", "&"), headers={"Cookie": cookie})
+    assert status == 200 and 'alt="page 2 of report.pdf"' in preview and "Page 2 of 2" in preview, preview[-3000:]
+    assert 'id="prev-page"' in preview and 'id="next-page"' not in preview
+    src = re.search(r'<img src="(/page\?[^"]+)"', preview)
+    assert src
+    status, headers, _ = request(base.rstrip("/") + src.group(1).replace("&amp;", "&"), headers={"Cookie": cookie})
+    assert status == 200 and headers["content-type"] == "image/png"
+    png = fetch_bytes(base.rstrip("/") + src.group(1).replace("&amp;", "&"), cookie)
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    rgb = image.tobytes()
+    yellow = sum(1 for i in range(0, len(rgb), 3) if rgb[i] > 240 and rgb[i + 1] > 220 and rgb[i + 2] < 150)
+    assert image.width > 500 and yellow > 100, (image.size, yellow)  # the passage drawn over in yellow
+    # The same image URL for a file outside the folders, or without a session: nothing.
+    outside = urlencode({"path": str(docs.parent / "outside.txt"), "page": "1"})
+    assert request(f"{base}page?{outside}", headers={"Cookie": cookie})[0] == 404
+    assert request(base.rstrip("/") + src.group(1).replace("&amp;", "&"))[0] == 401
 
 
 def test_no_preview_url_serves_a_file_outside_the_folders(served: Any) -> None:

@@ -1,8 +1,8 @@
 """The web console in real headless Chromium against a real kernel (tests/console_browser.mjs, driven by npm
 playwright-core): sign in through `foldermind console --url`, the workers and the folder listed and kept live,
-a search that finds a file with its words marked, its preview at the passage, Restart that changes a worker's
-pid, a folder added and removed, the link refused the second time, and a browser without a session shown only
-how to sign in.
+a search that finds a file with its words marked, its preview at the passage, a PDF hit's page image, Restart
+that changes a worker's pid, a folder added and removed, the link refused the second time, and a browser
+without a session shown only how to sign in.
 
 Needs Debian's /usr/bin/chromium and playwright-core (`make test` installs both, as it installs the MCP
 Inspector); without them the test is skipped and says which is missing."""
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.filemakers import make_pdf
 from tests.helpers import (
     FAST_RESTART,
     ONE_PARSER,
@@ -57,12 +58,13 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
     extra = root / "more"
     extra.mkdir()
     (extra / "notes.txt").write_text("A second folder, added from the page.\n")
+    make_pdf(docs / "report.pdf", [["Cover page"], ["The quasarfold figures are on this page."]])
     try:
         k.start()
         cli(k.root, "folders", "add", str(docs), "--wait", timeout=300)
         watcher = k.worker("watcher")["pid"]
         run = subprocess.run(
-            ["node", str(script), sys.executable, str(k.root), "zanzibar", "watcher", str(extra), shot],
+            ["node", str(script), sys.executable, str(k.root), "zanzibar", "watcher", str(extra), "quasarfold", shot],
             capture_output=True,
             text=True,
             timeout=300,
@@ -79,6 +81,7 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
         assert seen["hits"][0]["marks"] == ["Zanzibar"] and seen["hits"][0]["where"] == "lines 1-1"
         assert seen["preview"]["hash"] == "#L1" and seen["preview"]["lines"] == 1
         assert seen["preview"]["passage"] == ["The quick brown foxes jumped over the lazy dog in Zanzibar."]
+        assert seen["pdf"]["alt"] == "page 2 of report.pdf" and seen["pdf"]["width"] > 500
         assert seen["pidBefore"] == str(watcher) and seen["pidAfter"] not in ("-", str(watcher))
         assert k.worker("watcher")["pid"] == int(seen["pidAfter"])
         assert seen["added"] == [str(docs), str(extra)] and seen["removed"] == [str(docs)]

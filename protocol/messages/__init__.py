@@ -130,6 +130,8 @@ from foldermind.protocol.messages.parser import (
     ParsePartial,
     ParseReply,
     ParseRequest,
+    RenderReply,
+    RenderRequest,
 )
 from foldermind.protocol.messages.watcher import (
     WatchSyncReply,
@@ -210,6 +212,8 @@ __all__ = [
     "ReconcileRequest",
     "ReleaseReply",
     "ReleaseRequest",
+    "RenderReply",
+    "RenderRequest",
     "RestartReply",
     "RestartRequest",
     "SearchHit",

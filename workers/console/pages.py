@@ -10,6 +10,7 @@ the session and its CSRF token, as well as the Origin :class:`~.auth.Gate` check
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from importlib.resources import files
 from typing import Any
@@ -31,6 +32,8 @@ from foldermind.workers.console import views
 from foldermind.workers.console.auth import Links, Session, Sessions, csrf_ok
 
 PACKAGE = "foldermind.workers.console"
+RENDER_CACHE = 32
+"""Rendered pages kept (each at most views.MAX_PIXELS pixels, a PNG of a few hundred KiB)."""
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
 
@@ -62,6 +65,7 @@ class Pages:
         self.cookie = f"foldermind_console_{port}"
         self.env = templates()
         self.static = static_files()
+        self.renders: OrderedDict[tuple[str, int, int, int], views.PageImage] = OrderedDict()
 
     def app(self) -> Starlette:
         return Starlette(
@@ -71,6 +75,7 @@ class Pages:
                 Route("/search", self.search),
                 Route("/events", self.events),
                 Route("/preview", self.preview),
+                Route("/page", self.page_png),
                 Route("/restart", self.restart, methods=["POST"]),
                 Route("/signout", self.signout, methods=["POST"]),
                 Route("/folders/add", self.folder_add, methods=["POST"]),
@@ -145,10 +150,45 @@ class Pages:
         if session is None:
             return self.signed_out()
         shown = await views.preview(self.bus, request.query_params)
-        status = 404 if shown.error else 200
+        image: views.PageImage | str | None = None
+        page = views.int_param(request.query_params, "page")
+        if page and not shown.error:
+            image = await self.render_page(shown.path, page, shown.passage)
         return self.render(
-            "preview.html", status, shown=shown, csrf=session.csrf, page="preview", step=views.PAGE_LINES
+            "preview.html",
+            404 if shown.error else 200,
+            shown=shown,
+            image=image,
+            page_no=page,
+            csrf=session.csrf,
+            page="preview",
+            step=views.PAGE_LINES,
         )
+
+    async def render_page(self, path: str, page: int, lines: tuple[int, int]) -> views.PageImage | str:
+        """A page image, from the cache of the last RENDER_CACHE renders or the parser (an error is not cached)."""
+        key = (path, page, *lines)
+        cached = self.renders.get(key)
+        if cached is not None:
+            self.renders.move_to_end(key)
+            return cached
+        made = await views.page_image(self.bus, path, page, lines)
+        if isinstance(made, views.PageImage):
+            self.renders[key] = made
+            while len(self.renders) > RENDER_CACHE:
+                self.renders.popitem(last=False)
+        return made
+
+    async def page_png(self, request: Request) -> Response:
+        if self.session(request) is None:
+            return PlainTextResponse("sign in first\n", status_code=401)
+        params = request.query_params
+        page = views.int_param(params, "page")
+        lines = (views.int_param(params, "ls") or 0, views.int_param(params, "le") or 0)
+        made = await self.render_page(str(params.get("path", ""))[:4096], page or 0, lines) if page else "no page"
+        if isinstance(made, str):
+            return PlainTextResponse(f"{made}\n", status_code=404)
+        return Response(made.png, media_type="image/png")
 
     async def events(self, request: Request) -> Response:
         session = self.session(request)

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import zmq
+
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
     FolderAddReply,
@@ -27,6 +29,8 @@ from foldermind.protocol.messages import (
     IndexStatusRequest,
     ReadDocumentReply,
     ReadDocumentRequest,
+    RenderReply,
+    RenderRequest,
     SearchHit,
     SearchReply,
     SearchRequest,
@@ -228,7 +232,7 @@ class Preview:
     ocr: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _int(params: Any, name: str) -> int | None:
+def int_param(params: Any, name: str) -> int | None:
     value = str(params.get(name, "")).strip()
     return int(value) if value.isdigit() and len(value) < 10 else None
 
@@ -237,7 +241,7 @@ async def preview(bus: Bus, params: Any) -> Preview:
     """A document's extracted text around a hit (``chunk`` and its lines ``ls``..``le``) or a range of lines
     (``start``..``end``), read by the indexer, which serves only files of the registered folders."""
     out = Preview(path=str(params.get("path", ""))[:4096])
-    chunk, start, end = _int(params, "chunk"), _int(params, "start"), _int(params, "end")
+    chunk, start, end = int_param(params, "chunk"), int_param(params, "start"), int_param(params, "end")
     if chunk is not None:
         ask = ReadDocumentRequest(out.path, chunk_id=chunk, before=CONTEXT_CHUNKS, after=CONTEXT_CHUNKS)
     else:
@@ -248,10 +252,42 @@ async def preview(bus: Bus, params: Any) -> Preview:
     except JobError as exc:
         out.error = exc.message
         return out
-    ls, le = _int(params, "ls"), _int(params, "le")
+    ls, le = int_param(params, "ls"), int_param(params, "le")
     if ls and le:
         out.passage = (ls, le)
     first = out.reply.start_line
     out.lines = list(enumerate(out.reply.text.split("\n"), start=first)) if out.reply.end_line >= first else []
     out.ocr = [dict(page) for page in out.reply.ocr_pages]
     return out
+
+
+RENDER_TIMEOUT_S = 30.0
+"""A page render may wait for a parser to start (the pool runs on demand)."""
+MAX_PIXELS = 2_000_000
+"""A rendered page holds at most this many pixels."""
+
+
+@dataclass(slots=True)
+class PageImage:
+    png: bytes
+    reply: RenderReply
+
+
+async def page_image(bus: Bus, path: str, page: int, lines: tuple[int, int]) -> PageImage | str:
+    """Page ``page`` of the PDF at ``path`` with the passage (``lines`` of its extracted text) marked, or why not.
+    The indexer reads the passage first: a path outside the registered folders stops there, and the parser
+    renders the file the indexer resolved."""
+    start, end = lines if lines[0] else (1, 1)
+    try:
+        text = await bus.call("indexer", ReadDocumentRequest(path, start_line=start, end_line=end), ReadDocumentReply)
+        ask = RenderRequest(
+            text.file_path,
+            page,
+            MAX_PIXELS,
+            [t.strip() for t in text.text.split("\n") if len(t.strip()) >= 4] if lines[0] else [],
+        )
+        reply, buffers = await bus.call_with_buffers("parser", ask, RenderReply, timeout=RENDER_TIMEOUT_S)
+    except JobError as exc:
+        return exc.message
+    raw = buffers[0]
+    return PageImage(raw.bytes if isinstance(raw, zmq.Frame) else bytes(raw), reply)
