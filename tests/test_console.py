@@ -143,6 +143,8 @@ def test_a_link_from_the_cli_signs_in_once_with_a_strict_cookie_and_the_overview
     for worker in ("watcher", "parser", "indexer", "frontdoor", "console"):
         assert f'data-worker="{worker}"' in page, worker
     assert f'data-folder="{docs}"' in page
+    size = re.search(r'id="index-size">Index on disk: ([\d.]+) (KiB|MiB)', page)
+    assert size and float(size.group(1)) > 0, page[-1500:]
     # The file that failed, with its reason.
     assert "broken.pdf" in page and re.search(
         r'broken\.pdf</code> <span class="status">(failed|skipped)</span>: \S', page

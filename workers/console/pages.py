@@ -56,6 +56,7 @@ def templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["mib"] = lambda n: "-" if n is None else f"{n / 1048576:.0f} MiB"
+    env.filters["size"] = lambda n: f"{n / 1024:.0f} KiB" if n < 1048576 else f"{n / 1048576:.1f} MiB"
     return env
 
 

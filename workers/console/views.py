@@ -8,6 +8,7 @@ the indexer restarts. Nothing here logs a query or a document's text.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -18,6 +19,8 @@ import zmq
 
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
+    DescribeReply,
+    DescribeRequest,
     FolderAddReply,
     FolderAddRequest,
     FolderInfo,
@@ -53,6 +56,8 @@ class Overview:
     problems: list[str] = field(default_factory=list)
     failures: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Failed and skipped files by folder id, each ``{path, status, error}``."""
+    disk_bytes: int | None = None
+    """The index's size on disk (the indexer's ``describe``), None while unknown."""
 
 
 async def add_folder(bus: Bus, path: str, name: str) -> str:
@@ -101,6 +106,10 @@ async def overview(bus: Bus) -> Overview:
     else:
         for failure in out.index.recent_failures:
             out.failures.setdefault(failure["folder_id"], []).append(dict(failure))
+        with contextlib.suppress(JobError):
+            described = await bus.call("indexer", DescribeRequest(), DescribeReply)
+            size = described.details.get("disk_bytes")
+            out.disk_bytes = size if isinstance(size, int) else None
     return out
 
 
