@@ -21,7 +21,7 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from PIL import Image
 
-from foldermind.protocol.messages import ConsoleLinkReply, ConsoleLinkRequest
+from foldermind.protocol.messages import ConsoleLinkReply, ConsoleLinkRequest, RestartReply, RestartRequest
 from foldermind.workers.console.views import marked, query_words
 from tests import mcpclient as mc
 from tests.filemakers import make_pdf
@@ -353,6 +353,25 @@ def test_the_console_killed_9_is_restarted_while_mcp_searches_all_succeed(served
     stale = f"{new_cookie.split('=', 1)[0]}={old_session}"
     assert request(new_base, headers={"Cookie": stale})[0] == 401
     assert base != new_base or request(base, headers={"Cookie": cookie})[0] == 401
+
+
+def test_a_restart_with_a_page_streaming_events_stops_the_console_cleanly(served: Any) -> None:
+    k, _ = served
+    base, cookie = sign_in(k)
+    before = k.worker("console")["pid"]
+    parts = urlsplit(base)
+    stream = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    stream.request("GET", "/events", headers={"Cookie": cookie})
+    response = stream.getresponse()
+    assert response.status == 200 and response.readline().startswith(b"event: overview")
+    try:
+        with k.client() as client:
+            client.request("kernel", RestartRequest("console"), RestartReply, timeout=10)
+        k.wait_state("console", "RUNNING", 60, other_pid_than=before)
+    finally:
+        stream.close()
+    # Ended by itself, not killed when the stop's grace ran out: the open stream was closed.
+    assert f"[{before}]: console stopped cleanly" in k.home.log_file("console").read_text()
 
 
 def test_a_console_whose_web_server_stalls_exits_and_is_restarted(served: Any) -> None:
