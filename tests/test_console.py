@@ -10,7 +10,10 @@ import contextlib
 import http.client
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -149,6 +152,26 @@ def test_a_link_from_the_cli_signs_in_once_with_a_strict_cookie_and_the_overview
     assert "broken.pdf" in page and re.search(
         r'broken\.pdf</code> <span class="status">(failed|skipped)</span>: \S', page
     )
+
+
+def test_foldermind_console_opens_a_fresh_link_in_the_default_browser(served: Any, tmp_path: Path) -> None:
+    k, _ = served
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {opened}\n')
+    browser.chmod(0o755)
+    env = {**os.environ, "BROWSER": f"{browser} %s"}
+    out = subprocess.run(
+        [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root), "console"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert out.returncode == 0 and "opened the console" in out.stdout, out.stdout + out.stderr
+    link = opened.read_text()
+    assert "/signin?code=" in link and link not in out.stdout  # the code goes to the browser, not the terminal
+    assert request(link)[0] == 303
 
 
 def test_without_a_session_no_page_shows_data_only_how_to_sign_in(served: Any) -> None:
