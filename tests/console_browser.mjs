@@ -1,5 +1,5 @@
 // The web console in real headless Chromium (Debian's /usr/bin/chromium, driven by npm playwright-core): signs in
-// through the link `foldermind console --url` prints, reads the overview, searches, opens a hit's preview,
+// through the link `foldermind console --url` prints, reads the overview, searches, opens a hit's preview, asks,
 // restarts a worker, adds and removes a folder, and looks at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
 // tests/test_console_browser.py. Run from the directory whose node_modules holds playwright-core.
 // Usage: node console_browser.mjs PYTHON HOME QUERY WORKER EXTRA_FOLDER PDF_QUERY [SCREENSHOT]
@@ -80,6 +80,16 @@ try {
     passage: await page.$$eval(".lines .passage mark", (marks) => marks.map((m) => m.textContent)),
     lines: await page.$$eval(".lines li", (items) => items.length),
   };
+
+  // Ask: an answer with [1], whose link opens the cited passage.
+  await page.click('a[href="/ask"]');
+  await page.fill("#q", `Where did the foxes jump?`);
+  await page.press("#q", "Enter");
+  await page.waitForSelector("#answer a.cite", WAIT);
+  seen.answer = await page.textContent("#answer .answer");
+  await page.click("#answer a.cite");
+  await page.waitForSelector(".lines .passage mark", WAIT);
+  seen.cited = await page.$$eval(".lines .passage mark", (marks) => marks.map((m) => m.textContent));
 
   // A PDF hit: its page as an image, loaded, named by its alt text.
   await page.goto(new URL(`/search?q=${encodeURIComponent(pdfQuery)}&mode=keyword`, page.url()).href);

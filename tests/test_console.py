@@ -7,6 +7,7 @@ own view is tests/test_console_browser.py."""
 from __future__ import annotations
 
 import contextlib
+import html
 import http.client
 import io
 import json
@@ -260,6 +261,27 @@ def test_a_hit_opens_its_document_at_the_passage_marked_with_the_text_around_it(
     assert passage and any(MARKER in text for _, text in passage), preview[-2000:]
     assert '<li id="L1">' in preview or passage[0][0] == "1"  # the lines around it, numbered as in the file
     assert str(docs / "guide.md") in preview
+
+
+def test_ask_answers_as_chat_with_documents_does_and_its_citation_opens_the_passage(served: Any) -> None:
+    k, _ = served
+    base, cookie = sign_in(k)
+    question = "What should I search my notes for?"
+    status, _, page = request(f"{base}ask?{urlencode({'q': question})}", headers={"Cookie": cookie})
+    assert status == 200
+    found = re.search(r'<p class="answer">(.*?)</p>', page, re.S)
+    assert found and MARKER in found.group(1), page[-2000:]
+    cite = re.search(r'<a class="cite" href="([^"]+)"[^>]*>\[1\]</a>', found.group(1))
+    assert cite, found.group(1)
+    # One engine: the MCP tool gives the same answer to the same question.
+    result = mc.call(str(mc.mcp_info(k.root)["url"]), mc.token_of(k.root), "chat_with_documents", {"query": question})
+    assert not result.is_error and result.structured_content is not None
+    assert html.unescape(re.sub(r"<[^>]+>", "", found.group(1))) == result.structured_content["answer"]
+    status, _, preview = request(
+        base.rstrip("/") + html.unescape(cite.group(1)).split("#")[0], headers={"Cookie": cookie}
+    )
+    passage = re.findall(r'class="passage"><mark>(.*?)</mark>', preview)
+    assert status == 200 and any(MARKER in line for line in passage), preview[-1500:]
 
 
 def test_a_pdf_hit_shows_its_page_as_an_image_with_the_passage_marked(served: Any) -> None:

@@ -1,8 +1,8 @@
 """The web console in real headless Chromium against a real kernel (tests/console_browser.mjs, driven by npm
 playwright-core): sign in through `foldermind console --url`, the workers and the folder listed and kept live,
-a search that finds a file with its words marked, its preview at the passage, a PDF hit's page image, Restart
-that changes a worker's pid, a folder added and removed, the link refused the second time, and a browser
-without a session shown only how to sign in.
+a search that finds a file with its words marked, its preview at the passage, an answer whose [1] opens its
+passage, a PDF hit's page image, Restart that changes a worker's pid, a folder added and removed, the link
+refused the second time, and a browser without a session shown only how to sign in.
 
 Needs Debian's /usr/bin/chromium and playwright-core (`make test` installs both, as it installs the MCP
 Inspector); without them the test is skipped and says which is missing."""
@@ -48,8 +48,8 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
     root = short_tmpdir()
     shot = str(SCREENSHOT) if os.environ.get("FOLDERMIND_CONSOLE_SCREENSHOT") else ""
     # The README's picture shows chunks embedded too; the test alone leaves the embedder out (~2.4 CPU-s).
-    workers = ["watcher", "parser", *(["embedder"] if shot else []), "indexer", "console"]
-    config = FAST_RESTART + ONE_PARSER + only_workers(*workers) + "[console]\nport = 0\n"
+    workers = ["watcher", "parser", *(["embedder"] if shot else []), "indexer", "frontdoor", "console"]
+    config = FAST_RESTART + ONE_PARSER + only_workers(*workers) + "[mcp]\nport = 0\n[console]\nport = 0\n"
     k = RunningKernel(root / "home", config)
     docs = root / "docs"
     docs.mkdir()
@@ -81,6 +81,8 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
         assert seen["hits"][0]["marks"] == ["Zanzibar"] and seen["hits"][0]["where"] == "lines 1-1"
         assert seen["preview"]["hash"] == "#L1" and seen["preview"]["lines"] == 1
         assert seen["preview"]["passage"] == ["The quick brown foxes jumped over the lazy dog in Zanzibar."]
+        assert "Zanzibar" in seen["answer"] and "[1]" in seen["answer"]
+        assert seen["cited"] == ["The quick brown foxes jumped over the lazy dog in Zanzibar."]
         assert seen["pdf"]["alt"] == "page 2 of report.pdf" and seen["pdf"]["width"] > 500
         assert seen["pidBefore"] == str(watcher) and seen["pidAfter"] not in ("-", str(watcher))
         assert k.worker("watcher")["pid"] == int(seen["pidAfter"])

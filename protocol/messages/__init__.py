@@ -51,6 +51,8 @@ from foldermind.protocol.messages.envelope import (
     reply_kind,
 )
 from foldermind.protocol.messages.frontdoor import (
+    AskReply,
+    AskRequest,
     McpInfoReply,
     McpInfoRequest,
     TokenRotateReply,
@@ -144,6 +146,8 @@ __all__ = [
     "REGISTRY",
     "AnalyzeReply",
     "AnalyzeRequest",
+    "AskReply",
+    "AskRequest",
     "AttachReply",
     "AttachRequest",
     "ChangeEvent",

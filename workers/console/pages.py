@@ -83,6 +83,7 @@ class Pages:
                 Route("/search", self.search),
                 Route("/events", self.events),
                 Route("/preview", self.preview),
+                Route("/ask", self.ask),
                 Route("/page", self.page_png),
                 Route("/restart", self.restart, methods=["POST"]),
                 Route("/signout", self.signout, methods=["POST"]),
@@ -197,6 +198,15 @@ class Pages:
         if isinstance(made, str):
             return PlainTextResponse(f"{made}\n", status_code=404)
         return Response(made.png, media_type="image/png")
+
+    async def ask(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.signed_out()
+        params = request.query_params
+        question = str(params.get("q", "")).strip()
+        answer = await views.ask(self.bus, question, str(params.get("session", "")))
+        return self.render("ask.html", answer=answer, csrf=session.csrf, page="ask")
 
     async def events(self, request: Request) -> Response:
         session = self.session(request)

@@ -1,6 +1,7 @@
-"""What the console's pages show, asked of the kernel and the indexer over the bus: the overview (workers,
-folders, failed and skipped files), a search's results with the query's words marked in each snippet, and a
-document's extracted text around a hit (the indexer reads only files of the registered folders).
+"""What the console's pages show, asked over the bus: the overview (workers, folders, failed and skipped files),
+a search's results with the query's words marked in each snippet, a document's extracted text around a hit
+(the indexer reads only files of the registered folders) and its PDF page (a parser renders it), and answers
+(the front door's chat_with_documents engine).
 
 A worker that does not answer costs its part of the page a note, never the page: the console stays up while
 the indexer restarts. Nothing here logs a query or a document's text.
@@ -14,11 +15,14 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import zmq
 
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
+    AskReply,
+    AskRequest,
     DescribeReply,
     DescribeRequest,
     FolderAddReply,
@@ -300,3 +304,49 @@ async def page_image(bus: Bus, path: str, page: int, lines: tuple[int, int]) -> 
         return exc.message
     raw = buffers[0]
     return PageImage(raw.bytes if isinstance(raw, zmq.Frame) else bytes(raw), reply)
+
+
+ASK_TIMEOUT_S = 90.0
+"""An answer may wait for the local model ([llm] timeout_s is 60 s by default)."""
+
+
+@dataclass(slots=True)
+class Answer:
+    question: str = ""
+    error: str = ""
+    output: dict[str, Any] = field(default_factory=dict)
+    parts: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)
+    """The answer's text cut at its [n] markers: (text, None), or (marker, its citation with ``href``)."""
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    """Each citation with ``href``, its preview at the passage."""
+
+
+def cited_href(citation: dict[str, Any]) -> str:
+    """The preview of a citation's passage, opened at it."""
+    loc = citation.get("location") or {}
+    query = {"path": citation["file_path"], "chunk": citation["chunk_id"]}
+    query.update({"ls": loc.get("line_start", 0), "le": loc.get("line_end", 0)})
+    if loc.get("page"):
+        query["page"] = loc["page"]
+    return f"/preview?{urlencode(query)}#L{loc.get('line_start', 1)}"
+
+
+async def ask(bus: Bus, question: str, session_id: str) -> Answer:
+    """A question answered by the front door with chat_with_documents' own engine (``mcp.ask``)."""
+    out = Answer(question=question)
+    if not question:
+        return out
+    try:
+        reply = await bus.call(
+            "frontdoor", AskRequest(question[:2000], session_id[:100]), AskReply, timeout=ASK_TIMEOUT_S
+        )
+    except JobError as exc:
+        out.error = exc.message
+        return out
+    out.output = reply.answer
+    out.citations = [{**c, "href": cited_href(c)} for c in reply.answer.get("citations", [])]
+    cites = {c["id"]: c for c in out.citations}
+    for piece in re.split(r"(\[\d+\])", str(reply.answer.get("answer", ""))):
+        marker = re.fullmatch(r"\[(\d+)\]", piece)
+        out.parts.append((piece, cites.get(int(marker.group(1))) if marker else None))
+    return out
