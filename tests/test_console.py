@@ -419,6 +419,25 @@ def test_a_restart_with_a_page_streaming_events_stops_the_console_cleanly(served
     assert f"[{before}]: console stopped cleanly" in k.home.log_file("console").read_text()
 
 
+def test_a_front_door_restart_with_an_mcp_event_stream_open_stops_it_cleanly(served: Any) -> None:
+    """The same fix serves the front door (workers/httpserve.py): an MCP client's GET stream held its stop."""
+    k, _ = served
+    url, token = str(mc.mcp_info(k.root)["url"]), mc.token_of(k.root)
+    headers = mc.legacy_session(url, token)
+    parts = urlsplit(url)
+    stream = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    stream.request("GET", parts.path, headers={**headers, "Accept": "text/event-stream"})
+    assert stream.getresponse().status == 200
+    before = k.worker("frontdoor")["pid"]
+    try:
+        with k.client() as client:
+            client.request("kernel", RestartRequest("frontdoor"), RestartReply, timeout=10)
+        k.wait_state("frontdoor", "RUNNING", 60, other_pid_than=before)
+    finally:
+        stream.close()
+    assert f"[{before}]: frontdoor stopped cleanly" in k.home.log_file("frontdoor").read_text()
+
+
 def test_a_console_whose_web_server_stalls_exits_and_is_restarted(served: Any) -> None:
     k, _ = served
     flag = k.root.parent / HANG

@@ -16,6 +16,7 @@ import time
 
 import h11
 import uvicorn
+from sse_starlette.sse import AppStatus
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -171,6 +172,10 @@ class HttpServer(threading.Thread):
         return ran.wait(timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
+        # Open event streams (an MCP client's GET stream, a console page) end at once instead of holding the stop
+        # until its grace runs out: sse-starlette notices uvicorn's exit by the signal handler uvicorn installs
+        # only on the main thread, so it is told here.
+        AppStatus.should_exit = True
         self.server.should_exit = True
         self.join(timeout)
         self.sock.close()

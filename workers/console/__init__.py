@@ -29,7 +29,7 @@ from foldermind.protocol.runtime.home import Home
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.console.auth import Gate, Links, Sessions
-from foldermind.workers.console.pages import Pages, end_streams
+from foldermind.workers.console.pages import Pages
 from foldermind.workers.httpserve import HttpServer, bind, loopback_hosts, loopback_origins
 
 log = logging.getLogger("foldermind.console")
@@ -91,7 +91,6 @@ class ConsoleWorker(Worker):
 
     def teardown(self) -> None:
         if self.http is not None:
-            end_streams()
             self.http.stop()
         self.bus.close()
         with contextlib.suppress(FileNotFoundError):

@@ -18,7 +18,6 @@ from urllib.parse import parse_qs
 
 import jinja2
 from sse_starlette import EventSourceResponse
-from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -59,12 +58,6 @@ def templates() -> jinja2.Environment:
     env.filters["mib"] = lambda n: "-" if n is None else f"{n / 1048576:.0f} MiB"
     env.filters["size"] = lambda n: f"{n / 1024:.0f} KiB" if n < 1048576 else f"{n / 1048576:.1f} MiB"
     return env
-
-
-def end_streams() -> None:
-    """Make every open event stream end now, so a stop is not held by open pages until the grace runs out.
-    (sse-starlette notices uvicorn's exit by its signal handler, which a server on a thread never installs.)"""
-    AppStatus.should_exit = True
 
 
 class Pages:
