@@ -59,6 +59,23 @@ $(TS_SDK):
 	    @modelcontextprotocol/sdk@$(TS_SDK_VERSION); \
 	else echo "npm not found: the TypeScript SDK client test will be skipped"; fi
 
+# The web console's browser test (tests/test_console_browser.py) drives Debian's chromium with playwright-core
+# (npm; it downloads no browser of its own). Installed like the Inspector: where npm or apt-get (as root) is
+# missing, the step says so and that test is skipped with the same reason.
+PLAYWRIGHT_VERSION := 1.65.2
+PLAYWRIGHT := .cache/playwright/node_modules/playwright-core/package.json
+CHROMIUM := /usr/bin/chromium
+$(PLAYWRIGHT):
+	if command -v npm >/dev/null; then \
+	  npm install --prefix .cache/playwright --no-audit --no-fund --loglevel=error \
+	    playwright-core@$(PLAYWRIGHT_VERSION); \
+	else echo "npm not found: the console's browser test will be skipped"; fi
+$(CHROMIUM):
+	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get install -y --no-install-recommends chromium >/dev/null \
+	    || echo "chromium could not be installed: the console's browser test will be skipped"; \
+	else echo "chromium not found (apt-get install chromium): the console's browser test will be skipped"; fi
+
 # Side by side (pytest-xdist): three at a time on this 2-core machine. The tests wait on their kernels' processes
 # a good part of the time, so two kept ~1.4 cores busy: a clean clone's pytest took 12:17 at -n 2 and 9:53 at
 # -n 3 on a quiet machine (2026-12-03, tests/README.md). ~150 test kernels start in a run: one with the default map
@@ -66,7 +83,7 @@ $(TS_SDK):
 # module that shares one kernel on one worker (and fails a test whose group xdist lost). PYTEST_WORKERS=0 runs in
 # order.
 PYTEST_WORKERS ?= 3
-pytest: install $(INSPECTOR) $(TS_SDK)
+pytest: install $(INSPECTOR) $(TS_SDK) $(PLAYWRIGHT) $(CHROMIUM)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Lint first (seconds; it fails fast), then mypy beside pytest: a cold `mypy --strict` in a clean clone takes

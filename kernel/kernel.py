@@ -327,16 +327,21 @@ class Kernel:
             rss_bytes=own,
             tree_rss_bytes=own + _children_rss(me),
         )
-        return StatusReply(kernel=kernel, workers=workers, mcp=self.mcp_info(), folders=[])
+        console = self._served("console", self.home.read_console_info)
+        return StatusReply(kernel=kernel, workers=workers, mcp=self.mcp_info(), folders=[], console=console)
 
     def mcp_info(self) -> McpInfo:
         """The front door's URL and port as it wrote them once bound; its state follows the worker's."""
-        slot = self.supervisor.slots.get("frontdoor")
+        return self._served("frontdoor", self.home.read_mcp_info)
+
+    def _served(self, name: str, read: Callable[[], dict[str, Any] | None]) -> McpInfo:
+        """An HTTP worker's URL and port from the file it wrote once bound; its state follows the worker's."""
+        slot = self.supervisor.slots.get(name)
         if slot is None:
             return McpInfo(url=None, port=None, state="disabled")
-        info = self.home.read_mcp_info() or {}
+        info = read() or {}
         if info.get("pid") != slot.pid or slot.state is not State.RUNNING:
-            # A file left by an earlier frontdoor process says nothing about this one.
+            # A file left by an earlier process says nothing about this one.
             return McpInfo(url=None, port=None, state="starting" if slot.state is State.STARTING else "stopped")
         return McpInfo(url=info.get("url"), port=info.get("port"), state=str(info.get("state", "unknown")))
 

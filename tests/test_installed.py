@@ -98,7 +98,7 @@ def test_the_wheel_installed_in_a_new_venv_starts_indexes_searches_and_stops_fro
             )
             assert "fox.txt" in found, (mode, found)
         status = fm("status")
-        for worker in ("indexer", "embedder", "frontdoor", "watcher"):  # the packaged default process map
+        for worker in ("indexer", "embedder", "frontdoor", "watcher", "console"):  # the packaged default process map
             assert worker in status, status
         # `foldermind mcp`, as a stdio-only client launches it, from the same elsewhere.
         bridge = StdioServerParameters(

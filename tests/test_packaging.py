@@ -58,7 +58,7 @@ def test_built_wheel_holds_the_layout_and_runs(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(target), deps], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "['embedder', 'frontdoor', 'indexer', 'llm', 'parser', 'watcher']" in out.stdout
+    assert "['console', 'embedder', 'frontdoor', 'indexer', 'llm', 'parser', 'watcher']" in out.stdout
     assert "worker" in out.stdout and "restart" in out.stdout
 
 

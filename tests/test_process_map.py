@@ -27,14 +27,14 @@ from tests.helpers import (
     wait_for,
 )
 
-DEFAULT_MAP = ["watcher", "parser#1", "parser#2", "embedder", "indexer", "llm", "frontdoor"]
+DEFAULT_MAP = ["watcher", "parser#1", "parser#2", "embedder", "indexer", "llm", "frontdoor", "console"]
 ON_DEMAND = {"embedder", "llm", "parser#1", "parser#2"}
 """Started by the first request for them ([workers.NAME] on_demand): IDLE, with no process, until then."""
 
 
 def test_status_json_has_the_spec_shape_and_every_worker_answers(kernel: RunningKernel) -> None:
     data = status_json(kernel.root)
-    assert set(data) == {"kernel", "workers", "mcp", "folders"}
+    assert set(data) == {"kernel", "workers", "mcp", "folders", "console"}
     assert {"pid", "uptime_s", "version"} <= set(data["kernel"])
     assert data["kernel"]["pid"] == kernel.kernel_pid
     assert [w["name"] for w in data["workers"]] == [*DEFAULT_MAP, "testworker"]
@@ -94,21 +94,22 @@ def test_second_start_refuses_a_twin(kernel: RunningKernel) -> None:
     assert len(kernel.descendants()) == len([w for w in kernel.status().workers if w["pid"]])
 
 
-def test_runtime_folder_and_sockets_are_private_and_only_the_front_door_listens(kernel: RunningKernel) -> None:
+def test_runtime_folder_and_sockets_are_private_and_only_the_front_door_and_the_console_listen(
+    kernel: RunningKernel,
+) -> None:
     run_dir = kernel.home.runtime_dir
     assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
     for sock in kernel.home.socket_files:
         mode = sock.stat().st_mode
         assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) & 0o077 == 0, oct(mode)
-    frontdoor = kernel.worker("frontdoor")["pid"]
+    frontdoor, console = kernel.worker("frontdoor")["pid"], kernel.worker("console")["pid"]
     mcp = wait_for(lambda: kernel.status().mcp["port"], 20, 0.1, "the MCP port in status")
+    web = wait_for(lambda: kernel.status().console["port"], 20, 0.1, "the console's port in status")
+    listening = {frontdoor: [("127.0.0.1", mcp)], console: [("127.0.0.1", web)]}
     for proc in [psutil.Process(kernel.kernel_pid), *kernel.descendants()]:
         inet = [c for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
-        if proc.pid == frontdoor:
-            # One TCP socket in the whole tree: the MCP endpoint, on loopback, at the port status reports.
-            assert [(c.laddr.ip, c.laddr.port) for c in inet] == [("127.0.0.1", mcp)]
-        else:
-            assert not inet, f"{proc.pid} listens on {inet}"
+        # One TCP socket each for the MCP endpoint and the console, on loopback, at the ports status reports.
+        assert [(c.laddr.ip, c.laddr.port) for c in inet] == listening.get(proc.pid, []), proc.pid
 
 
 def test_stop_is_orderly_and_reports_every_worker(home_dir: Path) -> None:

@@ -27,6 +27,8 @@ the switches and the tests that use them.
   the replacement process answers).
 - ``FOLDERMIND_TEST_LLM_SLOW=SECONDS:PATH``: each generated chat token takes SECONDS longer while PATH
   exists (a slow model); a number written in PATH replaces SECONDS.
+- ``FOLDERMIND_TEST_CONSOLE_HANG=PATH``: while PATH exists, a console search page blocks the web server's event
+  loop (at most :data:`HOLD_MAX_S`), as a page stuck in a blocking call would.
 - ``FOLDERMIND_TEST_LLM_SAY=PATH``: while PATH exists, a chat answer is PATH's text instead of the model's
   (the model still loads and the prompt is still built), so a test feeds the answer check exactly the
   sentences it means to.
@@ -51,7 +53,18 @@ INDEXER_HOLD = PREFIX + "INDEXER_HOLD"
 LLM_HANG = PREFIX + "LLM_HANG"
 LLM_SLOW = PREFIX + "LLM_SLOW"
 LLM_SAY = PREFIX + "LLM_SAY"
-SWITCHES = (DELAY, PARSER_HOLD, PARSER_HOLD_REPLY, PARSER_HOLD_PAGES, INDEXER_HOLD, LLM_HANG, LLM_SLOW, LLM_SAY)
+CONSOLE_HANG = PREFIX + "CONSOLE_HANG"
+SWITCHES = (
+    DELAY,
+    PARSER_HOLD,
+    PARSER_HOLD_REPLY,
+    PARSER_HOLD_PAGES,
+    INDEXER_HOLD,
+    LLM_HANG,
+    LLM_SLOW,
+    LLM_SAY,
+    CONSOLE_HANG,
+)
 
 HOLD_MAX_S = 30.0
 
@@ -138,3 +151,11 @@ def llm_say() -> str | None:
             return file.read()
     except OSError:
         return None
+
+
+def console_hang() -> None:
+    """``FOLDERMIND_TEST_CONSOLE_HANG``: block the calling thread while its file exists (at most HOLD_MAX_S)."""
+    flag = os.environ.get(CONSOLE_HANG, "")
+    if flag and os.path.exists(flag):
+        log.warning("%s: blocking the console's web server until the test lets it go", CONSOLE_HANG)
+        _hold(flag)

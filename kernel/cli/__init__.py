@@ -12,6 +12,7 @@ module is imported only when it runs).
   of client facts in :mod:`.clientfacts` (entries built by :mod:`.entries`, files edited by
   :mod:`.clientfile` and :mod:`.jsonedit`);
 - :mod:`.doctor`: ``doctor``, the checks of a setup;
+- :mod:`.console`: ``console``, the web console opened signed in;
 - :mod:`.common`: the helpers they share (``--home``, the home's config, a bus client).
 """
 
@@ -45,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test-connection": ("clients", "test_connection"),
     "ask": ("clients", "ask"),
     "summary": ("clients", "summary"),
+    "console": ("console", "console"),
 }
 """Command name -> (its module in this package, the click command in it)."""
 

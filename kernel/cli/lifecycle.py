@@ -26,6 +26,8 @@ from foldermind.kernel.cli.common import (
 )
 from foldermind.protocol.errors import BusError, KernelUnavailable
 from foldermind.protocol.messages import (
+    ConsoleLinkReply,
+    ConsoleLinkRequest,
     FolderAddReply,
     FolderAddRequest,
     FolderListReply,
@@ -124,13 +126,39 @@ def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool,
             f"foldermind {__version__} runs in this terminal (pid {os.getpid()}) until Ctrl-C stops it:"
             " type the commands below in another terminal."
         )
-        threading.Thread(target=_announce_mcp, args=(home, 60), daemon=True).start()
+        threading.Thread(target=_announce, args=(home, 60, config), daemon=True).start()
         if demo_folder:
             # The kernel loop owns this thread; the demo registration is an ordinary bus client.
             threading.Thread(target=_register_demo, args=(home, demo_folder), daemon=True).start()
         return kernel.run()
     finally:
         lock.release()
+
+
+def _announce(home: Home, wait_s: float, config: SupervisorConfig) -> None:
+    """In the foreground (`make run`): the MCP URL, then a sign-in link to the console."""
+    _announce_mcp(home, wait_s)
+    _announce_console(home, config, wait_s, link=True)
+
+
+def _announce_console(home: Home, config: SupervisorConfig, wait_s: float, link: bool) -> None:
+    """The console's URL once it serves; with ``link``, a one-time sign-in link as well."""
+    spec = config.workers.get("console")
+    if spec is None or not spec.enabled:
+        return
+    give_up = time.monotonic() + wait_s
+    while (info := home.serving_console_info()) is None:
+        if time.monotonic() > give_up:
+            click.echo("console: still starting; `foldermind status` shows its URL once it serves.")
+            return
+        time.sleep(0.1)
+    opens = f"`{typed(home, 'console')}` opens it signed in"
+    if link:
+        with connect(home) as client, suppress(BusError):
+            reply = client.request("console", ConsoleLinkRequest(), ConsoleLinkReply, timeout=10).body
+            click.echo(f"console: {reply.link}  (signs you in once, within {reply.expires_s:g} s; later {opens})")
+            return
+    click.echo(f"console: {info['url']}  ({opens})")
 
 
 def _announce_mcp(home: Home, wait_s: float) -> None:
@@ -170,6 +198,7 @@ def _start_background(home: Home, config: SupervisorConfig) -> None:
             # A map without the front door (a parser-only or remote-worker home) has no URL to wait for.
             if any(service == "frontdoor" for _, service in config.instances()):
                 _announce_mcp(home, wait_s=20)
+            _announce_console(home, config, wait_s=20, link=False)
             return
     raise click.ClickException(f"the kernel did not answer within {config.kernel.start_wait_s:g} s")
 

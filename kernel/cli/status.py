@@ -97,7 +97,7 @@ def status(as_json: bool) -> None:
     st = fetch_status(home)
     if st is None:
         if as_json:
-            click.echo(json.dumps({"kernel": None, "workers": [], "mcp": None, "folders": []}))
+            click.echo(json.dumps({"kernel": None, "workers": [], "mcp": None, "folders": [], "console": None}))
         else:
             click.echo("foldermind is not running.")
         sys.exit(NOT_RUNNING_EXIT)
@@ -112,6 +112,11 @@ def status(as_json: bool) -> None:
         click.echo(line)
     mcp = st.mcp
     click.echo(f"mcp     {mcp['state']}" + (f"  {mcp['url']}" if mcp["url"] else ""))
+    web = st.console
+    if web["state"] != "disabled":
+        click.echo(
+            f"console {web['state']}" + (f"  {web['url']}  (`foldermind console` signs you in)" if web["url"] else "")
+        )
     for f in st.folders:
         click.echo(
             f"folder  {f['name']}  {f['path']}  {f['state']}: {f['files_indexed']}/{f['files_total']} files indexed, "

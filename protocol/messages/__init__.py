@@ -4,7 +4,7 @@
 - :mod:`.lifecycle`: worker <-> kernel (ready, heartbeat, disconnect, job.cancel) and the requests every
   worker answers (ping, describe, echo);
 - :mod:`.control`: the kernel's control API and its events;
-- :mod:`.parser`, :mod:`.embedder`, :mod:`.indexer`, :mod:`.llm`, :mod:`.watcher`, :mod:`.frontdoor`:
+- :mod:`.parser`, :mod:`.embedder`, :mod:`.indexer`, :mod:`.llm`, :mod:`.watcher`, :mod:`.frontdoor`, :mod:`.console`:
   the kinds each of those workers serves (:mod:`.criteria`: the indexer's criteria Smart Folders).
 
 Each kind is a dataclass whose docstring is its specification; ``docs/protocol.md`` documents every
@@ -12,6 +12,10 @@ kind and a test fails when one is missing there. Importing this package declares
 are re-exported here so that a caller imports from one place.
 """
 
+from foldermind.protocol.messages.console import (
+    ConsoleLinkReply,
+    ConsoleLinkRequest,
+)
 from foldermind.protocol.messages.control import (
     AttachReply,
     AttachRequest,
@@ -47,6 +51,8 @@ from foldermind.protocol.messages.envelope import (
     reply_kind,
 )
 from foldermind.protocol.messages.frontdoor import (
+    AskReply,
+    AskRequest,
     McpInfoReply,
     McpInfoRequest,
     TokenRotateReply,
@@ -126,6 +132,8 @@ from foldermind.protocol.messages.parser import (
     ParsePartial,
     ParseReply,
     ParseRequest,
+    RenderReply,
+    RenderRequest,
 )
 from foldermind.protocol.messages.watcher import (
     WatchSyncReply,
@@ -138,6 +146,8 @@ __all__ = [
     "REGISTRY",
     "AnalyzeReply",
     "AnalyzeRequest",
+    "AskReply",
+    "AskRequest",
     "AttachReply",
     "AttachRequest",
     "ChangeEvent",
@@ -153,6 +163,8 @@ __all__ = [
     "ChunkInfo",
     "Claim",
     "ClaimCheck",
+    "ConsoleLinkReply",
+    "ConsoleLinkRequest",
     "CriteriaAddReply",
     "CriteriaAddRequest",
     "CriteriaInfo",
@@ -204,6 +216,8 @@ __all__ = [
     "ReconcileRequest",
     "ReleaseReply",
     "ReleaseRequest",
+    "RenderReply",
+    "RenderRequest",
     "RestartReply",
     "RestartRequest",
     "SearchHit",

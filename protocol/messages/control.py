@@ -49,6 +49,10 @@ class McpInfo(TypedDict):
     state: str
 
 
+def not_served() -> McpInfo:
+    return McpInfo(url=None, port=None, state="disabled")
+
+
 @message("ctl.status.request")
 @dataclass(slots=True)
 class StatusRequest(Message):
@@ -59,8 +63,8 @@ class StatusRequest(Message):
 @dataclass(slots=True)
 class StatusReply(Message):
     """``kernel``, ``workers`` (name, service, state, pid, uptime_s, restarts, in_flight, last_error,
-    rss_bytes, note, remote, key, past_error, error_at), ``mcp`` (url, port, state) and ``folders``
-    (per-folder progress)."""
+    rss_bytes, note, remote, key, past_error, error_at), ``mcp`` (url, port, state), ``folders``
+    (per-folder progress) and ``console`` (url, port, state)."""
 
     kernel: KernelInfo
     """`{pid: int, uptime_s: float, version: str, rss_bytes: int, tree_rss_bytes: int}`: the kernel's own RSS
@@ -75,6 +79,9 @@ class StatusReply(Message):
     """Per-folder progress; the kernel always sends `[]` (see below). A plain map here, not the indexer's
     `FolderInfo`: the CLI fills it with what `folders.list.reply` says, and the control kinds do not depend on
     the indexer's."""
+    console: McpInfo = field(default_factory=not_served)
+    """The web console's `{url, port, state}` as its worker wrote them once bound (`state` `disabled` when the map
+    has no console, `starting` or `stopped` while its worker is not RUNNING)."""
 
 
 @message("ctl.restart.request")

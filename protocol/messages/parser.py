@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
 from foldermind.protocol.messages.envelope import Message, message
@@ -101,3 +101,38 @@ class ParseReply(Message):
     pages: int | None = None
     """The page count, for PDF; the slide count, for PPTX and ODP (a slide is a page: chunks cite its number); the
     frame count of an image (a multi-page TIFF has several)."""
+
+
+@message("parse.render.request")
+@dataclass(slots=True)
+class RenderRequest(Message):
+    """Render one page of a PDF as a PNG (the console's preview), the lines of ``highlight`` found in its text
+    layer drawn over in translucent yellow. The caller checks the path first (the console asks the indexer, which
+    reads only files of the registered folders). Errors: ``bad_request`` (a relative path, a page out of range),
+    ``unreadable`` (not a PDF pdfium can open)."""
+
+    path: str
+    """The PDF's absolute path."""
+    page: int
+    """The page, 1-based."""
+    max_pixels: int = 2_000_000
+    """The image holds at most this many pixels (a page is rendered at 2x its size in points, or smaller)."""
+    highlight: list[str] = field(default_factory=list)
+    """Texts to find on the page (any case) and mark, each at most 500 characters; at most 50."""
+
+
+@message("parse.render.reply")
+@dataclass(slots=True)
+class RenderReply(Message):
+    """The page's size in pixels and the document's page count; the PNG is the reply's one buffer frame."""
+
+    page: int
+    """The page rendered."""
+    pages: int
+    """The document's page count."""
+    width: int
+    """The image's width in pixels."""
+    height: int
+    """The image's height in pixels."""
+    marked: int
+    """How many of the `highlight` texts were found and drawn over."""

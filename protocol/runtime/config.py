@@ -548,6 +548,37 @@ class McpPolicy(_Strict):
     )
 
 
+class ConsolePolicy(_Strict):
+    """The web console (`foldermind console`): HTTP on 127.0.0.1 only, signed in through one-time links."""
+
+    port: int = Field(
+        53828,
+        ge=0,
+        le=65535,
+        description="The console's port on 127.0.0.1; if it is taken, an OS-assigned port is bound instead and"
+        " `foldermind status` shows it.",
+    )
+    link_ttl_s: float = Field(
+        60.0, gt=0, le=600, description="A sign-in link from `foldermind console` works once, within this time."
+    )
+    session_idle_s: float = Field(
+        1800.0, gt=0, description="A signed-in browser is signed out after this long without a request (seconds)."
+    )
+    refresh_s: float = Field(
+        1.0, gt=0, description="How often an open page's live parts (workers, folders) are refreshed (seconds)."
+    )
+    deadline_s: float = Field(
+        10.0, gt=0, description="Deadline of each bus request a page makes to the workers (seconds)."
+    )
+    max_body_kb: int = Field(64, ge=1, description="Form posts over this size are refused before they are read.")
+    stall_s: float = Field(
+        30.0,
+        gt=0,
+        description="The console exits, and the kernel restarts it, when its web server's event loop has not run"
+        " for this long (a page stuck in it would hold every other page).",
+    )
+
+
 QuestionShape = Literal["yes-no", "default", "figure", "name", "entity", "other"]
 """What a question asks for: whether something holds, what holds by default, a figure, a name as code writes it,
 a thing by its name, or something else (the front door tells them apart by the question's words)."""
@@ -715,6 +746,7 @@ INGEST_ENV = "FOLDERMIND_INGEST"
 SEARCH_ENV = "FOLDERMIND_SEARCH"
 MCP_ENV = "FOLDERMIND_MCP"
 LLM_ENV = "FOLDERMIND_LLM"
+CONSOLE_ENV = "FOLDERMIND_CONSOLE"
 
 
 def ingest_from_env() -> IngestPolicy:
@@ -731,6 +763,10 @@ def mcp_from_env() -> McpPolicy:
 
 def llm_from_env() -> LlmPolicy:
     return LlmPolicy.model_validate_json(os.environ.get(LLM_ENV) or "{}")
+
+
+def console_from_env() -> ConsolePolicy:
+    return ConsolePolicy.model_validate_json(os.environ.get(CONSOLE_ENV) or "{}")
 
 
 class WorkerSpec(_Strict):
@@ -780,6 +816,7 @@ PROCESS_MAP: dict[str, WorkerSpec] = {
         on_demand=True,
     ),
     "frontdoor": WorkerSpec(module="foldermind.workers.frontdoor"),
+    "console": WorkerSpec(module="foldermind.workers.console"),
 }
 """The default process map, in start order."""
 
@@ -796,6 +833,8 @@ WORKER_HELP: dict[str, str] = {
     "llm": "Generation (chat and the background summaries) yields the CPU to searches and indexing. On demand: the"
     " first chat answer or summary starts it, and it exits with its model after [llm] idle_unload_s, or as soon as"
     " new chunks are to be embedded (unless a chat used it within that time).",
+    "console": "The web console: its own process, so its failure takes neither search nor MCP down. It reaches the"
+    " other workers over the bus only; `enabled = false` turns it off.",
 }
 """Why a worker of the default map runs as it does, written above its table in supervisor.toml."""
 
@@ -808,6 +847,7 @@ class SupervisorConfig(_Strict):
     search: SearchPolicy = SearchPolicy()
     mcp: McpPolicy = McpPolicy()
     llm: LlmPolicy = LlmPolicy()
+    console: ConsolePolicy = ConsolePolicy()
     workers: dict[str, WorkerSpec] = Field(
         default_factory=lambda: dict(PROCESS_MAP),
         description="The process map: each [workers.NAME] runs `module` as its own OS process. A home's override"
@@ -842,6 +882,7 @@ class SupervisorConfig(_Strict):
             SEARCH_ENV: self.search.model_dump_json(),
             MCP_ENV: self.mcp.model_dump_json(),
             LLM_ENV: self.llm.model_dump_json(),
+            CONSOLE_ENV: self.console.model_dump_json(),
             "FOLDERMIND_PARSER_MEMORY_MB": str(self.parser_memory_mb()),
         }
         if self.ingest.embed_model_dir:

@@ -113,25 +113,36 @@ class Home:
         """Where the front door writes the MCP URL and port it actually bound (no secret in it)."""
         return self.runtime_dir / "mcp.json"
 
+    @property
+    def console_file(self) -> Path:
+        """Where the console writes the URL and port it actually bound (no secret in it)."""
+        return self.runtime_dir / "console.json"
+
     def read_mcp_info(self) -> dict[str, Any] | None:
         """``mcp.json`` as the front door last wrote it (``{url, port, state, error, pid}``), or None."""
-        try:
-            info = json.loads(self.mcp_file.read_text())
-        except (OSError, ValueError):
-            return None
-        return info if isinstance(info, dict) else None
+        return _read_info(self.mcp_file)
 
     def write_mcp_info(self, info: dict[str, Any]) -> None:
         """Replace ``mcp.json`` atomically: a reader sees the old file or the new one, never half of one."""
-        fd, tmp = tempfile.mkstemp(dir=self.runtime_dir, prefix=".mcp.", suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(info, fh)
-        os.replace(tmp, self.mcp_file)
+        _write_info(self.mcp_file, info)
+
+    def read_console_info(self) -> dict[str, Any] | None:
+        """``console.json`` as the console last wrote it (``{url, port, state, error, pid}``), or None."""
+        return _read_info(self.console_file)
+
+    def write_console_info(self, info: dict[str, Any]) -> None:
+        _write_info(self.console_file, info)
 
     def serving_mcp_info(self) -> dict[str, Any] | None:
         """``mcp.json`` while its front door serves: state running, and its process a child of the kernel that
         holds this home's lock (a file a stopped or killed kernel left behind says "running" too)."""
-        info = self.read_mcp_info()
+        return self._serving(self.read_mcp_info())
+
+    def serving_console_info(self) -> dict[str, Any] | None:
+        """``console.json`` while its console serves (as :meth:`serving_mcp_info`)."""
+        return self._serving(self.read_console_info())
+
+    def _serving(self, info: dict[str, Any] | None) -> dict[str, Any] | None:
         if not info or info.get("state") != "running":
             return None
         kernel = self.running_pid()
@@ -286,3 +297,19 @@ class KernelLock:
             path.unlink(missing_ok=True)
         fcntl.flock(self._fh, fcntl.LOCK_UN)
         self._fh.close()
+
+
+def _read_info(path: Path) -> dict[str, Any] | None:
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def _write_info(path: Path, info: dict[str, Any]) -> None:
+    """Replace ``path`` atomically: a reader sees the old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(info, fh)
+    os.replace(tmp, path)

@@ -48,7 +48,7 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("the bench's own loop", ("(tests/bench/",)),
     ],
     "frontdoor": [
-        ("bus call: BusClient, msgpack, zmq", ("(workers/frontdoor/bus.py", "(protocol/", "(zmq/", "(msgpack")),
+        ("bus call: BusClient, msgpack, zmq", ("(workers/asyncbus.py", "(protocol/", "(zmq/", "(msgpack")),
         (
             "thread hop (anyio.to_thread: queue, wake-ups)",
             ("Condition.notify (threading.py", "Condition.wait (threading.py", "(queue.py", "_write_to_self ("),

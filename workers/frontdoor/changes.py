@@ -38,7 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import FolderInfo, FolderListReply, FolderListRequest
-from foldermind.workers.frontdoor.bus import Bus
+from foldermind.workers.asyncbus import Bus
 from foldermind.workers.frontdoor.resources import MAX_URI_CHARS, document_path, folder_uri
 
 log = logging.getLogger("foldermind.frontdoor")

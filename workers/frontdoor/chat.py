@@ -41,9 +41,9 @@ from foldermind.protocol.messages import (
     Message,
 )
 from foldermind.protocol.runtime.config import LlmPolicy
+from foldermind.workers.asyncbus import Bus
 from foldermind.workers.frontdoor import answers, schemas
 from foldermind.workers.frontdoor.answers import Composed, Evidence
-from foldermind.workers.frontdoor.bus import Bus
 
 HISTORY_TURNS = 6
 """Turns a session remembers; the llm worker keeps as many of the latest as fit its window."""

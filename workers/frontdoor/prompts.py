@@ -31,7 +31,7 @@ from foldermind.protocol.messages import (
     SimilarReply,
     SimilarRequest,
 )
-from foldermind.workers.frontdoor.bus import Bus
+from foldermind.workers.asyncbus import Bus
 from foldermind.workers.frontdoor.paths import check_path
 from foldermind.workers.llm.citations import FENCE, escape_markers, fence
 

@@ -36,8 +36,8 @@ from foldermind.protocol.messages import (
     FolderListReply,
     FolderListRequest,
 )
+from foldermind.workers.asyncbus import Bus
 from foldermind.workers.frontdoor import reading
-from foldermind.workers.frontdoor.bus import Bus
 from foldermind.workers.frontdoor.refusals import invalid_arguments, rpc_error
 
 SCHEME = "foldermind"

@@ -51,8 +51,8 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.config import LlmPolicy, McpPolicy
+from foldermind.workers.asyncbus import Bus
 from foldermind.workers.frontdoor import reading, schemas
-from foldermind.workers.frontdoor.bus import Bus
 from foldermind.workers.frontdoor.changes import ChangeFeed
 from foldermind.workers.frontdoor.chat import Chat
 from foldermind.workers.frontdoor.disconnect import client_gone, until_gone

@@ -60,7 +60,7 @@ from foldermind.workers.indexer.persistent import PersistentFault, named_fault, 
 from foldermind.workers.indexer.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.reserved import own_folders, refusal
 from foldermind.workers.indexer.search import SearchService
-from foldermind.workers.indexer.storage import classify
+from foldermind.workers.indexer.storage import classify, disk_bytes
 from foldermind.workers.indexer.store import Folder, Store
 from foldermind.workers.indexer.vectors import VectorIndex
 
@@ -217,6 +217,7 @@ class IndexerWorker(Worker):
             return {"data_dir": str(self.data_dir), "database": self.damage.line}
         return {
             "data_dir": str(self.data_dir),
+            "disk_bytes": disk_bytes(self.data_dir),
             "chunks_in_bm25": self.bm25.num_docs,
             "vectors": len(self.vectors.keys()),  # chunks with vectors; each has one per unit (units.py)
             "unit_vectors": len(self.vectors),

@@ -1,4 +1,4 @@
-"""A full disk under the index, told apart from other failures.
+"""A full disk under the index, told apart from other failures; and the index's size on disk.
 
 A write that runs out of space (SQLite's ``SQLITE_FULL``, an ``ENOSPC``/``EDQUOT`` OSError, or a
 Tantivy / usearch failure that names no errno while the data folder has almost no room left) is a
@@ -8,6 +8,7 @@ retries with backoff and resumes by itself once space is freed. Nothing is marke
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -104,3 +105,13 @@ def writing(what: str, path: Path, data_dir: Path) -> Iterator[None]:
         if full is None:
             raise
         raise full from exc
+
+
+def disk_bytes(folder: Path | str) -> int:
+    """The index's size on disk: every file under its data folder (one that goes meanwhile counts 0)."""
+    total = 0
+    for path in Path(folder).rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                total += path.stat().st_size
+    return total

@@ -36,7 +36,7 @@ import psutil
 
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
-from foldermind.protocol.messages import ChunkInfo, ParsePartial, ParseReply, ParseRequest
+from foldermind.protocol.messages import ChunkInfo, ParsePartial, ParseReply, ParseRequest, RenderReply, RenderRequest
 from foldermind.workers import model_files
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.parser import parts
@@ -143,7 +143,9 @@ class ParserWorker(Worker):
         self.status_note = f"memory cap {self.memory_limit_mb} MiB" if self.memory_limit_mb else "no memory cap"
 
     def handlers(self) -> dict[str, Handler]:
-        return dict([*super().handlers().items(), route(ParseRequest, self.on_parse)])
+        return dict(
+            [*super().handlers().items(), route(ParseRequest, self.on_parse), route(RenderRequest, self.on_render)]
+        )
 
     def details(self) -> dict[str, Any]:
         if self._tokenizer is not None:
@@ -194,6 +196,20 @@ class ParserWorker(Worker):
             cap = f"memory cap {self.memory_limit_mb} MiB" if self.memory_limit_mb else "no memory cap"
             self.status_note = f"tokenizer loaded, {cap}"
         return self._tokenizer
+
+    def on_render(self, req: Request[RenderRequest]) -> Result:
+        """A PDF page as a PNG for the console's preview (:mod:`.render`; imported here: only a preview needs it)."""
+        from foldermind.workers.parser.render import RenderError, render
+
+        body = req.body
+        if not Path(body.path).is_absolute() or body.page < 1:
+            raise JobError(ErrorCode.BAD_REQUEST, "the path must be absolute and the page 1 or more")
+        texts = [t[:500] for t in body.highlight[:50] if t.strip()]
+        try:
+            png, width, height, pages, marked = render(body.path, body.page, min(body.max_pixels, 8_000_000), texts)
+        except RenderError as exc:
+            raise JobError(ErrorCode.UNREADABLE, str(exc)) from None
+        return RenderReply(body.page, pages, width, height, marked), [png]
 
     def on_parse(self, req: Request[ParseRequest]) -> Result:
         body = req.body

@@ -1,6 +1,7 @@
-"""Tool calls reach the other workers through the broker; this is where a bus failure gets its tool message.
+"""Requests from an HTTP worker's event loop (the front door's tool calls, the console's pages) reach the other
+workers through the broker; this is where a bus failure gets its message for a person or an MCP client.
 
-The MCP server runs on an asyncio loop while :class:`BusClient` is a blocking ZeroMQ socket: each call
+An HTTP server runs on an asyncio loop while :class:`BusClient` is a blocking ZeroMQ socket: each call
 runs in a worker thread with that thread's own client (ZeroMQ sockets are not thread-safe), so many tool
 calls are in flight at once and a slow worker never blocks the loop. Every request carries a deadline;
 the broker answers by it at the latest, so no call can hang.
@@ -83,16 +84,27 @@ class Bus:
         """``call_sync`` on a worker thread. If this task is cancelled (the MCP client sent
         ``notifications/cancelled`` or went away), the thread is left to finish on its own and the job is
         cancelled on the bus, so a long generation stops instead of running to its end for nobody."""
+        body, _ = await self.call_with_buffers(to, msg, reply_type, timeout, on_partial)
+        return body
+
+    async def call_with_buffers(
+        self,
+        to: str,
+        msg: Message,
+        reply_type: type[T],
+        timeout: float | None = None,
+        on_partial: Callable[[Message], None] | None = None,
+    ) -> tuple[T, Sequence[frames.Buffer]]:
+        """As :meth:`call`, with the reply's buffer frames (a rendered page's PNG)."""
         cancel = threading.Event()
         try:
-            body, _ = await anyio.to_thread.run_sync(
+            return await anyio.to_thread.run_sync(
                 functools.partial(self.call_sync, to, msg, reply_type, timeout, on_partial, cancel),
                 abandon_on_cancel=True,
             )
         except anyio.get_cancelled_exc_class():
             cancel.set()
             raise
-        return body
 
     def _drop_client(self) -> None:
         client: BusClient | None = getattr(self._local, "client", None)

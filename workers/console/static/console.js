@@ -1,0 +1,29 @@
+// The overview's live part: replaced by each "overview" event (server-rendered, escaped HTML), keeping the
+// keyboard focus where it was. Without this script every page still works; it just does not refresh.
+"use strict";
+(function () {
+  const live = document.getElementById("live");
+  if (!live || !window.EventSource) return;
+  const events = new EventSource("/events");
+  events.addEventListener("overview", function (e) {
+    const focused = document.activeElement && document.activeElement.id;
+    const key = function (d) {
+      const folder = d.closest("[data-folder]");
+      return (folder ? folder.dataset.folder : "") + "|" + d.className;
+    };
+    const open = Array.from(live.querySelectorAll("details[open]")).map(key);
+    live.innerHTML = e.data;
+    live.querySelectorAll("details").forEach(function (d) {
+      if (open.indexOf(key(d)) >= 0) d.open = true;
+    });
+    if (focused) {
+      const again = document.getElementById(focused);
+      if (again) again.focus();
+    }
+    document.body.dataset.live = "1";
+  });
+  events.addEventListener("signedout", function () {
+    events.close();
+    window.location.reload();
+  });
+})();
