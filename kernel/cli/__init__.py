@@ -11,6 +11,7 @@ module is imported only when it runs).
 - :mod:`.clientconfig`, :mod:`.install`: ``config defaults|snippet|install|uninstall``, from the one table
   of client facts in :mod:`.clientfacts` (entries built by :mod:`.entries`, files edited by
   :mod:`.clientfile` and :mod:`.jsonedit`);
+- :mod:`.keys`: the client keys behind ``token add|list|revoke|rotate NAME``, and ``activity``;
 - :mod:`.doctor`: ``doctor``, the checks of a setup;
 - :mod:`.common`: the helpers they share (``--home``, the home's config, a bus client).
 """
@@ -45,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test-connection": ("clients", "test_connection"),
     "ask": ("clients", "ask"),
     "summary": ("clients", "summary"),
+    "activity": ("keys", "activity"),
 }
 """Command name -> (its module in this package, the click command in it)."""
 

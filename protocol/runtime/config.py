@@ -537,6 +537,16 @@ class McpPolicy(_Strict):
     )
 
 
+class ActivityPolicy(_Strict):
+    """What each MCP client did: one row per tool call or resource read (`foldermind activity` shows them)."""
+
+    keep_days: float = Field(30.0, gt=0, description="Rows older than this many days are deleted.")
+    max_rows: int = Field(100_000, ge=100, description="At most this many rows are kept; the oldest go first.")
+    record_queries: bool = Field(
+        False, description="Also keep each call's arguments (queries, questions); off: only what it returned."
+    )
+
+
 QuestionShape = Literal["yes-no", "default", "figure", "name", "entity", "other"]
 """What a question asks for: whether something holds, what holds by default, a figure, a name as code writes it,
 a thing by its name, or something else (the front door tells them apart by the question's words)."""
@@ -704,6 +714,7 @@ INGEST_ENV = "FOLDERMIND_INGEST"
 SEARCH_ENV = "FOLDERMIND_SEARCH"
 MCP_ENV = "FOLDERMIND_MCP"
 LLM_ENV = "FOLDERMIND_LLM"
+ACTIVITY_ENV = "FOLDERMIND_ACTIVITY"
 
 
 def ingest_from_env() -> IngestPolicy:
@@ -716,6 +727,10 @@ def search_from_env() -> SearchPolicy:
 
 def mcp_from_env() -> McpPolicy:
     return McpPolicy.model_validate_json(os.environ.get(MCP_ENV) or "{}")
+
+
+def activity_from_env() -> ActivityPolicy:
+    return ActivityPolicy.model_validate_json(os.environ.get(ACTIVITY_ENV) or "{}")
 
 
 def llm_from_env() -> LlmPolicy:
@@ -797,6 +812,7 @@ class SupervisorConfig(_Strict):
     search: SearchPolicy = SearchPolicy()
     mcp: McpPolicy = McpPolicy()
     llm: LlmPolicy = LlmPolicy()
+    activity: ActivityPolicy = ActivityPolicy()
     workers: dict[str, WorkerSpec] = Field(
         default_factory=lambda: dict(PROCESS_MAP),
         description="The process map: each [workers.NAME] runs `module` as its own OS process. A home's override"
@@ -831,6 +847,7 @@ class SupervisorConfig(_Strict):
             SEARCH_ENV: self.search.model_dump_json(),
             MCP_ENV: self.mcp.model_dump_json(),
             LLM_ENV: self.llm.model_dump_json(),
+            ACTIVITY_ENV: self.activity.model_dump_json(),
             "FOLDERMIND_PARSER_MEMORY_MB": str(self.parser_memory_mb()),
         }
         if self.ingest.embed_model_dir:

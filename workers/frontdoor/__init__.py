@@ -15,17 +15,21 @@ import logging
 import os
 import resource
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, cast
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import McpInfoReply, McpInfoRequest, TokenRotateReply, TokenRotateRequest
-from foldermind.protocol.runtime.config import llm_from_env, mcp_from_env
+from foldermind.protocol.runtime.activity import ActivityLog
+from foldermind.protocol.runtime.client_keys import ClientKeys
+from foldermind.protocol.runtime.config import activity_from_env, llm_from_env, mcp_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.frontdoor.bus import Bus
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.http import HttpServer, bind, build_app
+from foldermind.workers.frontdoor.keyscope import KeyMiddleware
+from foldermind.workers.frontdoor.sessions import EvictingSessionManager
 from foldermind.workers.frontdoor.tools import build_server
 
 log = logging.getLogger("foldermind.frontdoor")
@@ -68,8 +72,11 @@ class FrontdoorWorker(Worker):
         self.port = sock.getsockname()[1]
         host = f"[{self.policy.host}]" if ":" in self.policy.host else self.policy.host
         self.url = f"http://{host}:{self.port}{self.policy.path}"
-        self.server = build_server(self.bus, self.policy, _version(), llm_from_env())
-        self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current)
+        self.keys = ClientKeys(self.home)
+        self.activity = ActivityLog(self.home.data_dir, activity_from_env())
+        middleware = KeyMiddleware(self.activity, self._key_names, self._close_session)
+        self.server = build_server(self.bus, self.policy, _version(), llm_from_env(), middleware)
+        self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current, self.keys.by_token)
         self.http = HttpServer(self.guard, sock, self.policy.request_timeout_s)
         self.http.start()
         if self.http.wait_started(15):
@@ -82,9 +89,20 @@ class FrontdoorWorker(Worker):
         self.status_note = f"{self.state} {self.url}"
         self._write_info()
 
+    def _key_names(self) -> frozenset[str] | None:
+        try:
+            return self.keys.names()
+        except OSError:
+            return None
+
+    def _close_session(self, session_id: str) -> None:
+        cast(EvictingSessionManager, self.server.session_manager).close(session_id)
+
     def teardown(self) -> None:
         if self.http is not None:
             self.http.stop()
+        if hasattr(self, "activity"):
+            self.activity.close()
         self.bus.close()
         self.state = "stopped"
         with contextlib.suppress(FileNotFoundError):

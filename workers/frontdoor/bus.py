@@ -20,6 +20,7 @@ from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError, ErrorCode, JobError
 from foldermind.protocol.messages import Message
+from foldermind.workers.frontdoor import keyscope
 
 T = TypeVar("T", bound=Message)
 
@@ -83,6 +84,7 @@ class Bus:
         """``call_sync`` on a worker thread. If this task is cancelled (the MCP client sent
         ``notifications/cancelled`` or went away), the thread is left to finish on its own and the job is
         cancelled on the bus, so a long generation stops instead of running to its end for nobody."""
+        msg = keyscope.apply(to, msg)  # the one place a scoped client key's folders go on a request
         cancel = threading.Event()
         try:
             body, _ = await anyio.to_thread.run_sync(

@@ -21,6 +21,7 @@ document that did not change). Nothing is logged with a path or a URI in it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 from collections import Counter
@@ -162,7 +163,8 @@ class ChangeFeed:
 
     def _wake(self) -> None:
         if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._watch())
+            # A context of its own: the poll must not run as the client key of the request that woke it.
+            self.task = asyncio.get_running_loop().create_task(self._watch(), context=contextvars.Context())
 
     async def _watch(self) -> None:
         while self.listening():

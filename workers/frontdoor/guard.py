@@ -26,6 +26,9 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from foldermind.protocol.runtime.client_keys import ClientKey
+from foldermind.workers.frontdoor.keyscope import OWNER_KEY, SCOPE_KEY
+
 log = logging.getLogger("foldermind.frontdoor")
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -62,6 +65,7 @@ class Guard:
         clock: Callable[[], float] = time.monotonic,
         max_buckets: int = 10_000,
         session_known: Callable[[str], bool] | None = None,
+        client_key: Callable[[str], ClientKey | None] | None = None,
     ) -> None:
         self.app = app
         self._token = token
@@ -70,6 +74,7 @@ class Guard:
         self._clock = clock
         self.max_buckets = max_buckets
         self._session_known = session_known
+        self._client_key = client_key
         # Least recently used first, so idle buckets are swept from the front.
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._rate = 0
@@ -129,16 +134,24 @@ class Guard:
             if length > self.max_body_bytes:
                 return await self._refuse(send, 413, "payload_too_large", "request body too large")
 
-        # (b) bearer token.
+        # (b) bearer token: the owner's, or a client key's (:mod:`.keyscope` carries it on to the tools).
         expected = self._token().encode()
         scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
-        if not (expected and scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), expected)):
+        bearer = scheme.lower() == b"bearer"
+        client: ClientKey | None = None
+        if bearer and expected and hmac.compare_digest(given.strip(), expected):
+            client = OWNER_KEY
+        elif bearer and self._client_key is not None:
+            client = self._client_key(given.strip().decode("latin-1"))
+        if client is None:
             reason = "missing bearer token" if b"authorization" not in headers else "wrong bearer token"
             self._warn("auth", scope, reason)
             challenge = b"Bearer" if b"authorization" not in headers else b'Bearer error="invalid_token"'
             return await self._refuse(
                 send, 401, "invalid_token", "authentication required", [(b"www-authenticate", challenge)]
             )
+
+        scope[SCOPE_KEY] = client
 
         # (c) Origin: browsers always send it, other clients need not.
         origin = headers.get(b"origin")

@@ -21,6 +21,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from foldermind.protocol.runtime.client_keys import ClientKey
 from foldermind.protocol.runtime.config import McpPolicy
 from foldermind.workers.frontdoor.disconnect import WatchDisconnect
 from foldermind.workers.frontdoor.guard import Guard
@@ -56,7 +57,13 @@ def loopback_origins(port: int) -> set[str]:
     return {f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"}
 
 
-def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Callable[[], str]) -> Guard:
+def build_app(
+    server: FoldermindServer,
+    policy: McpPolicy,
+    port: int,
+    token: Callable[[], str],
+    client_key: Callable[[str], ClientKey | None] | None = None,
+) -> Guard:
     """The app stack; its outermost layer, the guard, is the ASGI app to serve."""
     origins = loopback_origins(port) | set(policy.allowed_origins)
     hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
@@ -83,6 +90,7 @@ def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Cal
         # Session ids the server never issued count as no session (the connection's bucket), or a client
         # could dodge the limit by inventing a new id per request.
         session_known=lambda sid: sid in server.issued_sessions(),
+        client_key=client_key,
     )
 
 

@@ -27,7 +27,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Location, SearchHit, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers import model_files
-from foldermind.workers.indexer import filters, fusion, fusion_evidence
+from foldermind.workers.indexer import filters, fusion, fusion_evidence, visibility
 from foldermind.workers.indexer import query as operators
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text, idf, query_tokens, stem, text_terms
 from foldermind.workers.indexer.criteria import CriteriaTable
@@ -83,6 +83,7 @@ class SearchService:
             only = saved if only is None else filters.intersect(only, saved.docs)
         if only is not None and only.docs and not only.others:
             only = None  # it admits every document of the scope: the search without it is the same, and cheaper
+        only = visibility.limit(only)  # a scoped client key's documents (after the line above: never dropped)
         parsed = operators.parse(query)
         query = parsed.text
         if not has_searchable_text(query) or (only is not None and not only.docs):
@@ -166,11 +167,15 @@ class SearchService:
         """(the path folder to search, or the documents of the criteria folder to search) for ``folder_id``."""
         if folder is None:
             return None, None
+        visible = visibility.current()
         try:
-            return self.store.find_folder(str(folder)).id, None  # an id or the folder's path
+            found = self.store.find_folder(str(folder)).id  # an id or the folder's path
+            if visible is not None and not visible.sees_folder(found):
+                raise visibility.hidden_folder(str(folder))  # as a folder that does not exist
+            return found, None
         except JobError as exc:
             saved = self.criteria.find(str(folder))
-            if saved is None:
+            if saved is None or (visible is not None and not visible.sees_folder(saved.id)):
                 raise JobError(ErrorCode.INVALID_SMART_FOLDER, exc.message) from exc
             return None, self.criteria_scopes.admitted(saved)
 

@@ -1,0 +1,321 @@
+"""Client keys through the real MCP SDK client over HTTP: a key scoped to one Smart Folder against every tool,
+resource and prompt, with a second folder whose documents match every query sent (a leak shows as a hit);
+paths to the hidden folder fuzzed (symlinks, encodings, ``//``, ``/./``, chunk ids) and refused exactly as a path
+outside every folder is; revocation mid-session; an activity row per call and no query text in it or the logs.
+
+One kernel for the module (no llm: chat is asked for its extractive answer, which needs no model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, TextContent, TextResourceContents
+
+from foldermind.protocol.runtime.home import Home
+from foldermind.workers.frontdoor.resources import document_uri, folder_uri
+from tests import mcpclient as mc
+from tests.helpers import FAST_RESTART, NO_LLM, ONE_PARSER, RunningKernel, cli, remove_tree, short_tmpdir
+
+SECRET_WORD = "quokkasecret"
+"""In every query this module sends; it must never reach the activity table or a log."""
+TEXT = (
+    "The zebra budget report lists the quarterly spending of the zebra project.\n"
+    "Each zebra budget line names its owner and the quarterly total.\n"
+)
+
+
+def write_folders(root: Path) -> tuple[Path, Path]:
+    work, private = root / "work", root / "private"
+    work.mkdir()
+    private.mkdir()
+    (work / "budget.txt").write_text("Work notes. " + TEXT)
+    (work / "plan.md").write_text("# Plan\n\n" + TEXT)
+    (private / "taxes.txt").write_text("Private tax notes. " + TEXT)
+    (private / "health.md").write_text("# Health\n\n" + TEXT)
+    (private / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
+    return work, private
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[dict[str, Any]]:
+    root = short_tmpdir()
+    config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + NO_LLM
+    k = RunningKernel(root / "home", config)
+    work, private = write_folders(root)
+    try:
+        k.start()
+        cli(k.root, "folders", "add", str(work), "--wait", timeout=300)
+        cli(k.root, "folders", "add", str(private), "--wait", timeout=300)
+        url = str(mc.mcp_info(k.root)["url"])
+        owner = mc.token_of(k.root)
+        folders = structured(mc.call(url, owner, "list_smart_folders"))["folders"]
+        ids = {Path(f["destination_path"]).name: f["id"] for f in folders}
+        made = json.loads(cli(k.root, "token", "add", "work-agent", "--folders", "work", "--json").stdout)
+        assert made["folders"] == [ids["work"]] and made["name"] == "work-agent"
+        yield {
+            "kernel": k,
+            "root": root,
+            "url": url,
+            "owner": owner,
+            "key": made["token"],
+            "work": work,
+            "private": private,
+            "ids": ids,
+        }
+    finally:
+        k.stop()
+        remove_tree(root)
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def paths_in(body: Any) -> set[str]:
+    """Every absolute path anywhere in a result."""
+    text = json.dumps(body)
+    return set(re.findall(r'"(/[^"]+)"', text))
+
+
+def leaked(body: Any, private: Path) -> list[str]:
+    return sorted(p for p in paths_in(body) if p.startswith(str(private)))
+
+
+def refusal(result: CallToolResult) -> tuple[str, str]:
+    assert result.is_error, result.structured_content
+    assert isinstance(result.content[0], TextContent)
+    body = json.loads(result.content[0].text)
+    return body["code"], body["message"]
+
+
+QUERIES = [f"zebra budget quarterly {SECRET_WORD}", "zebra budget", '"zebra budget" owner']
+
+
+def test_the_owner_sees_both_folders_so_every_query_below_would_show_a_leak(world: dict[str, Any]) -> None:
+    for mode in ("hybrid", "keyword", "semantic"):
+        hits = structured(
+            mc.call(world["url"], world["owner"], "search_documents", {"query": "zebra budget", "mode": mode})
+        )
+        assert leaked(hits, world["private"]), (mode, hits)
+
+
+def test_a_scoped_key_finds_only_its_folder_in_every_search_mode_and_filter(world: dict[str, Any]) -> None:
+    url, key, private, ids = world["url"], world["key"], world["private"], world["ids"]
+    filters: list[dict[str, Any]] = [
+        {},
+        {"file_types": ["txt", "md"]},
+        {"path_glob": "**/*"},
+        {"path_glob": f"{private}/**"},
+        {"modified_after": "P30D"},
+        {"group_by_file": True},
+        {"top_k": 50},
+    ]
+    found_work = False
+    for query in QUERIES:
+        for mode in ("hybrid", "keyword", "semantic"):
+            for extra in filters:
+                result = mc.call(url, key, "search_documents", {"query": query, "mode": mode, **extra})
+                if result.is_error:  # an absolute glob outside the key's folders may be refused, never answered
+                    continue
+                body = structured(result)
+                assert not leaked(body, private), (query, mode, extra, leaked(body, private))
+                found_work |= any(r["file_path"].startswith(str(world["work"])) for r in body["results"])
+    assert found_work, "the scoped key found nothing at all: the test would not see a leak"
+    hidden = mc.call(url, key, "search_documents", {"query": "zebra", "smart_folder_id": ids["private"]})
+    unknown = mc.call(url, key, "search_documents", {"query": "zebra", "smart_folder_id": "nosuchfolder"})
+    code, message = refusal(hidden)
+    assert (code, message.replace(ids["private"], "X")) == (
+        refusal(unknown)[0],
+        refusal(unknown)[1].replace("nosuchfolder", "X"),
+    )
+
+
+def test_listings_status_chat_and_similar_show_only_the_scoped_folder(world: dict[str, Any]) -> None:
+    url, key, private, work = world["url"], world["key"], world["private"], world["work"]
+    folders = structured(mc.call(url, key, "list_smart_folders"))["folders"]
+    assert [f["id"] for f in folders] == [world["ids"]["work"]]
+    status = structured(mc.call(url, key, "index_status"))
+    assert not leaked(status, private), leaked(status, private)
+    assert status["totals"]["files_total"] == 2 and [f["path"] for f in status["folders"]] == [str(work)]
+    owner_status = structured(mc.call(url, world["owner"], "index_status"))
+    assert leaked(owner_status, private), "the owner's status lists the private folder's failure"
+    chat = structured(
+        mc.call(url, key, "chat_with_documents", {"query": f"zebra budget {SECRET_WORD}?", "answer_mode": "extractive"})
+    )
+    assert not leaked(chat, private), leaked(chat, private)
+    similar = structured(mc.call(url, key, "find_similar", {"file_path": str(work / "budget.txt"), "top_k": 25}))
+    assert not leaked(similar, private) and similar["results"], similar
+    owner_similar = structured(
+        mc.call(url, world["owner"], "find_similar", {"file_path": str(work / "budget.txt"), "top_k": 25})
+    )
+    assert leaked(owner_similar, private), "the owner's neighbours include the private folder's documents"
+
+
+def fuzzed(world: dict[str, Any]) -> list[str]:
+    """Paths naming the private folder's file in other shapes; a symlink from the scoped folder into it."""
+    private, work = world["private"], world["work"]
+    link = work.parent / "link-into-private"
+    if not link.exists():
+        os.symlink(private, link)
+    inside = work / "alias.txt"
+    if not inside.is_symlink():
+        os.symlink(private / "taxes.txt", inside)
+    target = str(private / "taxes.txt")
+    return [
+        target,
+        target.replace("/taxes.txt", "//taxes.txt"),
+        target.replace("/taxes.txt", "/./taxes.txt"),
+        str(link / "taxes.txt"),
+        str(inside),
+        str(private / "health.md"),
+        str(private / "broken.pdf"),
+        str(private / "nonexistent.txt"),
+    ]
+
+
+def same_as_outside(result: CallToolResult, asked: str, outside: tuple[str, str], outside_path: str) -> None:
+    code, message = refusal(result)
+    assert (code, message.replace(asked, "P")) == (outside[0], outside[1].replace(outside_path, "P")), (asked, message)
+
+
+def test_paths_into_the_hidden_folder_are_refused_as_a_path_outside_every_folder(world: dict[str, Any]) -> None:
+    url, key, owner = world["url"], world["key"], world["owner"]
+    outside_path = str(world["root"] / "outside-everything.txt")
+    Path(outside_path).write_text("zebra budget\n")
+    for tool in ("read_document", "get_document_summary", "find_similar"):
+        outside = refusal(mc.call(url, key, tool, {"file_path": outside_path}))
+        for path in fuzzed(world):
+            same_as_outside(mc.call(url, key, tool, {"file_path": path}), path, outside, outside_path)
+    # The owner reads the same file: the refusal above is the scope's.
+    assert not mc.call(url, owner, "read_document", {"file_path": str(world["private"] / "taxes.txt")}).is_error
+    # A chunk of the hidden folder is no chunk for the key.
+    hits = structured(mc.call(url, owner, "search_documents", {"query": "private tax notes", "mode": "keyword"}))
+    chunk = next(r["chunk_id"] for r in hits["results"] if r["file_path"].startswith(str(world["private"])))
+    hidden = refusal(mc.call(url, key, "read_document", {"chunk_id": chunk}))
+    missing = refusal(mc.call(url, key, "read_document", {"chunk_id": 2**62}))
+    assert (hidden[0], hidden[1].replace(str(chunk), "N")) == (missing[0], missing[1].replace(str(2**62), "N"))
+
+
+def test_resources_and_prompts_show_and_read_only_the_scoped_folder(world: dict[str, Any]) -> None:
+    url, key, private, ids = world["url"], world["key"], world["private"], world["ids"]
+    taxes = str(private / "taxes.txt")
+    outside_path = str(world["root"] / "outside-everything.txt")
+    Path(outside_path).write_text("zebra budget\n")
+
+    async def go() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with mc.http_client(url, key) as client:
+            listed = await client.list_resources(cache_mode="bypass")
+            out["uris"] = [r.uri for r in listed.resources]
+            refused = {}
+            for uri in (
+                document_uri(taxes),
+                f"foldermind://document/{taxes}",
+                f"foldermind://document/{quote(taxes, safe='/')}",
+                document_uri(str(world["work"] / "alias.txt")),
+                document_uri(outside_path),
+                folder_uri(ids["private"]),
+                folder_uri("nosuchfolder"),
+            ):
+                try:
+                    await client.read_resource(uri)
+                    refused[uri] = None
+                except MCPError as exc:
+                    refused[uri] = exc.error.message
+            out["refused"] = refused
+            readable = await client.read_resource(document_uri(str(world["work"] / "budget.txt")))
+            assert isinstance(readable.contents[0], TextResourceContents)
+            answer = await client.get_prompt("answer_from_documents", {"query": f"zebra budget {SECRET_WORD}"})
+            out["answer"] = answer.model_dump()
+            prompt_refusals = []
+            for folder in (ids["private"], "nosuchfolder"):
+                try:
+                    await client.get_prompt("summarise_folder", {"smart_folder_id": folder})
+                    prompt_refusals.append(None)
+                except MCPError as exc:
+                    prompt_refusals.append(exc.error.message)
+            out["prompt_refusals"] = prompt_refusals
+            return out
+
+    out = anyio.run(go)
+    assert out["uris"] and not [u for u in out["uris"] if quote(str(private), safe="") in u or ids["private"] in u]
+    refused = out["refused"]
+    assert None not in refused.values(), refused
+    outside = refused[document_uri(outside_path)].replace(outside_path, "P")
+    for uri, message in refused.items():
+        if "document/" in uri:
+            asked = outside_path if "outside" in uri else str(world["work"] / "alias.txt") if "alias" in uri else taxes
+            assert message.replace(asked, "P") == outside, (uri, message)
+    assert refused[folder_uri(ids["private"])] == refused[folder_uri("nosuchfolder")]
+    assert not leaked(out["answer"], private) and str(world["work"]) in json.dumps(out["answer"])
+    assert out["prompt_refusals"][0] == out["prompt_refusals"][1] is not None
+
+
+def test_every_call_leaves_an_activity_row_and_no_query_text_anywhere(world: dict[str, Any]) -> None:
+    url, key, k = world["url"], world["key"], world["kernel"]
+    before = json.loads(cli(k.root, "activity", "--client", "work-agent", "--json").stdout)
+    mc.call(url, key, "search_documents", {"query": f"zebra {SECRET_WORD}"})
+    mc.call(url, key, "read_document", {"file_path": str(world["work"] / "budget.txt")})
+    mc.call(url, key, "read_document", {"file_path": str(world["private"] / "taxes.txt")})
+
+    def rows() -> list[dict[str, Any]]:
+        return json.loads(cli(k.root, "activity", "--client", "work-agent", "--json").stdout)
+
+    after = rows()
+    for _ in range(200):  # written by the front door's writer thread: poll until the three rows are there
+        if len(after) >= len(before) + 3:
+            break
+        after = rows()
+    new = after[len(before) :]
+    assert [r["tool"] for r in new] == ["search_documents", "read_document", "read_document"], new
+    assert new[0]["outcome"] == "ok" and new[0]["count"] >= 1
+    assert all(p.startswith(str(world["work"])) for p in new[0]["documents"]), new[0]
+    assert new[1]["documents"] == [str(world["work"] / "budget.txt")]
+    assert new[2]["outcome"] == "INVALID_PATH" and new[2]["documents"] == []
+    assert all(r["arguments"] is None for r in after)
+    home = Home.resolve(k.root)
+    for folder in (home.data_dir, home.log_dir):
+        for path in folder.rglob("*"):
+            if path.is_file() and ("activity" in path.name or path.suffix in (".log", ".json") or "log" in path.name):
+                assert SECRET_WORD.encode() not in path.read_bytes(), path
+    listed = json.loads(cli(k.root, "token", "list", "--json").stdout)
+    assert [(e["name"], e["folders"]) for e in listed] == [("work-agent", [world["ids"]["work"]])]
+    assert listed[0]["last_used"] and "token" not in listed[0]
+
+
+def test_a_revoked_key_is_refused_at_once_and_its_open_session_closed(world: dict[str, Any]) -> None:
+    url, k = world["url"], world["kernel"]
+    made = json.loads(cli(k.root, "token", "add", "short-lived", "--json").stdout)
+    token = made["token"]
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    status, headers, _ = mc.raw(url, body=json.dumps(init).encode(), headers={"Authorization": f"Bearer {token}"})
+    assert status == 200
+    sid = headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    auth = {"Authorization": f"Bearer {token}", "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"}
+    assert mc.raw(url, body=json.dumps(listing).encode(), headers=auth)[0] == 200
+    cli(k.root, "token", "revoke", "short-lived")
+    assert mc.raw(url, body=json.dumps(listing).encode(), headers=auth)[0] == 401
+    owner = {**auth, "Authorization": f"Bearer {world['owner']}"}
+    for _ in range(300):  # the session closes within a second of the revocation: poll for it
+        if mc.raw(url, body=json.dumps(listing).encode(), headers=owner)[0] == 404:
+            break
+    else:
+        raise AssertionError("the revoked key's session stayed open")
