@@ -290,8 +290,8 @@ def test_every_call_leaves_an_activity_row_and_no_query_text_anywhere(world: dic
         for path in folder.rglob("*"):
             if path.is_file() and ("activity" in path.name or path.suffix in (".log", ".json") or "log" in path.name):
                 assert SECRET_WORD.encode() not in path.read_bytes(), path
-    listed = json.loads(cli(k.root, "token", "list", "--json").stdout)
-    assert [(e["name"], e["folders"]) for e in listed] == [("work-agent", [world["ids"]["work"]])]
+    listed = [e for e in json.loads(cli(k.root, "token", "list", "--json").stdout) if e["name"] == "work-agent"]
+    assert [e["folders"] for e in listed] == [[world["ids"]["work"]]]
     assert listed[0]["last_used"] and "token" not in listed[0]
 
 
@@ -319,3 +319,81 @@ def test_a_revoked_key_is_refused_at_once_and_its_open_session_closed(world: dic
             break
     else:
         raise AssertionError("the revoked key's session stayed open")
+
+
+def test_a_key_scoped_to_a_criteria_folder_sees_its_matching_documents_only(world: dict[str, Any]) -> None:
+    """The criteria folder spans both registered folders; a key scoped to it sees its matches in both and nothing
+    else, and the work key, whose scope does not hold it, is refused it as an unknown folder."""
+    url, k = world["url"], world["kernel"]
+    cli(k.root, "folders", "add-criteria", "--name", "taxwork", "--query", "tax plan")
+    folders = structured(mc.call(url, world["owner"], "list_smart_folders"))["folders"]
+    saved = next(f["id"] for f in folders if f["kind"] == "criteria")
+    made = json.loads(cli(k.root, "token", "add", "criteria-agent", "--folders", "taxwork", "--json").stdout)
+    assert made["folders"] == [saved]
+    found: set[str] = set()
+    for mode in ("hybrid", "keyword", "semantic"):
+        body = structured(mc.call(url, made["token"], "search_documents", {"query": "zebra budget", "mode": mode}))
+        found |= {r["file_path"] for r in body["results"]}
+    assert found == {str(world["private"] / "taxes.txt"), str(world["work"] / "plan.md")}, found
+    refused = refusal(mc.call(url, world["key"], "search_documents", {"query": "zebra", "smart_folder_id": saved}))
+    unknown = refusal(mc.call(url, world["key"], "search_documents", {"query": "zebra", "smart_folder_id": "nope"}))
+    assert (refused[0], refused[1].replace(saved, "X")) == (unknown[0], unknown[1].replace("nope", "X"))
+    outside = refusal(mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "budget.txt")}))
+    assert outside[0] == "INVALID_PATH" and "not inside any Smart Folder" in outside[1]
+    assert not mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "plan.md")}).is_error
+
+
+def test_a_scoped_session_hears_only_of_changes_to_its_own_folder(world: dict[str, Any]) -> None:
+    url, work, private = world["url"], world["work"], world["private"]
+    log: list[str] = []
+
+    def handler(who: str) -> Any:
+        async def on_message(message: Any) -> None:
+            if getattr(message, "method", None) == "notifications/resources/list_changed":
+                log.append(who)
+
+        return on_message
+
+    async def go() -> None:
+        async with (
+            mc.http_client(url, world["owner"], mode="legacy", message_handler=handler("owner")) as owner,
+            mc.http_client(url, world["key"], mode="legacy", message_handler=handler("scoped")) as scoped,
+        ):
+            await owner.list_resources(cache_mode="bypass")  # both sessions are known to the change feed
+            await scoped.list_resources(cache_mode="bypass")
+            with anyio.fail_after(180):
+                for n in range(3):  # three announcements of the private folder, each heard by the owner
+                    heard = log.count("owner")
+                    while log.count("owner") == heard:
+                        (private / f"new{n}-{len(log)}.txt").write_text("zebra budget news\n")
+                        with anyio.move_on_after(3):
+                            while log.count("owner") == heard:
+                                await anyio.sleep(0.05)
+                log.append("wrote-work")
+                while "scoped" not in log:
+                    (work / f"new-{len(log)}.txt").write_text("zebra budget news\n")
+                    with anyio.move_on_after(3):
+                        while "scoped" not in log:
+                            await anyio.sleep(0.05)
+
+    anyio.run(go)
+    assert log.index("scoped") > log.index("wrote-work"), log
+
+
+def test_a_removed_folder_leaves_every_scope_and_an_empty_scope_sees_nothing(world: dict[str, Any]) -> None:
+    url, k = world["url"], world["kernel"]
+    scratch = world["root"] / "scratch"
+    scratch.mkdir()
+    (scratch / "s.txt").write_text("Scratch. " + TEXT)
+    cli(k.root, "folders", "add", str(scratch), "--wait", timeout=300)
+    made = json.loads(cli(k.root, "token", "add", "scratch-agent", "--folders", "scratch", "--json").stdout)
+    before = structured(mc.call(url, made["token"], "search_documents", {"query": "zebra budget"}))
+    assert [r["file_path"] for r in before["results"]] == [str(scratch / "s.txt")]
+    cli(k.root, "folders", "remove", str(scratch))
+    for mode in ("hybrid", "keyword", "semantic"):
+        after = structured(mc.call(url, made["token"], "search_documents", {"query": "zebra budget", "mode": mode}))
+        assert after["results"] == [], after
+    assert structured(mc.call(url, made["token"], "list_smart_folders"))["folders"] == []
+    assert structured(mc.call(url, made["token"], "index_status"))["totals"]["files_total"] == 0
+    keys = {e["name"]: e["folders"] for e in json.loads(cli(k.root, "token", "list", "--json").stdout)}
+    assert keys["scratch-agent"] == []
