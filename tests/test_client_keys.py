@@ -397,3 +397,54 @@ def test_a_removed_folder_leaves_every_scope_and_an_empty_scope_sees_nothing(wor
     assert structured(mc.call(url, made["token"], "index_status"))["totals"]["files_total"] == 0
     keys = {e["name"]: e["folders"] for e in json.loads(cli(k.root, "token", "list", "--json").stdout)}
     assert keys["scratch-agent"] == []
+
+
+def test_config_install_gives_the_client_its_own_scoped_key_and_its_bridge_follows_a_rotation(
+    world: dict[str, Any],
+) -> None:
+    """``config install --folders`` makes the key named after the client; the stdio entry it writes launches the
+    bridge with ``--client``, which presents that key (the private folder stays hidden) and reads it again after
+    ``token rotate NAME``."""
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    k, project = world["kernel"], world["root"] / "project"
+    project.mkdir()
+    cli(k.root, "config", "install", "--client", "claude-code", "--project", str(project), "--folders", "work")
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["foldermind"]
+    assert entry["args"][-3:] == ["mcp", "--client", "claude-code"], entry
+    keys = {e["name"]: e["folders"] for e in json.loads(cli(k.root, "token", "list", "--json").stdout)}
+    assert keys["claude-code"] == [world["ids"]["work"]]
+    # Installing again reuses the key; another scope is refused rather than silently widened.
+    cli(k.root, "config", "install", "--client", "claude-code", "--project", str(project), "--folders", "work")
+    wider = cli(
+        k.root, "config", "install", "--client", "claude-code", "--project", str(project), "--own-key", check=False
+    )
+    assert wider.returncode == 0  # --own-key without --folders reuses the key as it is
+    other = cli(
+        k.root,
+        "config",
+        "install",
+        "--client",
+        "claude-code",
+        "--project",
+        str(project),
+        "--folders",
+        "private",
+        check=False,
+    )
+    assert other.returncode != 0 and "another scope" in other.stderr
+
+    # The entry exactly as the client launches it: this install's foldermind, --home, mcp --client.
+    params = StdioServerParameters(command=entry["command"], args=entry["args"])
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(params, read_timeout_seconds=120) as client:
+            first = await client.call_tool("search_documents", {"query": "zebra budget", "top_k": 50})
+            cli(k.root, "token", "rotate", "claude-code")
+            second = await client.call_tool("search_documents", {"query": "zebra budget", "top_k": 50})
+            return structured(first), structured(second)
+
+    first, second = anyio.run(go)
+    for body in (first, second):
+        assert body["results"] and not leaked(body, world["private"]), body
