@@ -505,8 +505,8 @@ class McpPolicy(_Strict):
     rate_per_minute: int = Field(
         60,
         ge=1,
-        description="Requests per minute per client, in bursts up to this size (over it: 429). A client is its MCP"
-        " session, or its TCP connection for requests without one (the stateless 2026-07-28 revision).",
+        description="Requests per minute per client, in bursts up to this size (over it: 429). A client is its own"
+        " key (`foldermind token add`); with the owner's token, its MCP session, else its TCP connection.",
     )
     allowed_origins: list[str] = Field(
         default_factory=list,

@@ -5,8 +5,9 @@ and the first refusal answers: size (431 for the headers, 411/413 for the body, 
 it) -> bearer token (401) -> Origin allowlist (403) -> rate limit (429). Refusals never log header
 values, bodies or tokens: only the method, path, client address and the reason.
 
-The rate limit's unit is the client as far as one can be told apart without per-client keys: an MCP
-session the server issued, else the TCP connection the request came on. A stateless (2026-07-28)
+The rate limit's unit is the client: its own key (:mod:`.keyscope`) when it has one, so that a client cannot
+buy more by opening more sessions; with the owner's token, an MCP session the server issued, else the TCP
+connection the request came on. A stateless (2026-07-28)
 request carries no session id, and its clientInfo and User-Agent are whatever the client writes into
 each request: they could only split a connection's bucket, never join two clients', so the key is the
 connection alone. One client's calls never spend another's bucket, so nobody's initialize or discovery
@@ -159,8 +160,8 @@ class Guard:
             self._warn("origin", scope, "origin not allowed")
             return await self._refuse(send, 403, "forbidden", "origin not allowed")
 
-        # (d) rate limit per MCP session, else per connection.
-        retry_after = self._take(self._bucket_key(headers.get(b"mcp-session-id"), scope))
+        # (d) rate limit per client key, else (the owner's token) per MCP session, else per connection.
+        retry_after = self._take(self._bucket_key(headers.get(b"mcp-session-id"), scope, client))
         if retry_after is not None:
             self._warn("rate", scope, "rate limit exceeded")
             request_id, read = await _peek_id(receive, length) if length <= _ID_PEEK_BYTES else (None, False)
@@ -210,7 +211,9 @@ class Guard:
         if overflow and not started:
             await self._refuse(send, 413, "payload_too_large", "request body longer than its Content-Length")
 
-    def _bucket_key(self, session: bytes | None, scope: Scope) -> str:
+    def _bucket_key(self, session: bytes | None, scope: Scope, client: ClientKey | None = None) -> str:
+        if client is not None and client is not OWNER_KEY:
+            return "key " + client.name  # all of one client's sessions and connections share its key's bucket
         if session is not None:
             key = session.decode("latin-1")
             # Session ids are client-chosen: one the server never issued would otherwise buy a fresh bucket.
