@@ -434,6 +434,11 @@ def test_config_install_gives_the_client_its_own_scoped_key_and_its_bridge_follo
         check=False,
     )
     assert other.returncode != 0 and "another scope" in other.stderr
+    checks = json.loads(cli(k.root, "doctor", "--json", "--project", str(project), check=False).stdout)["checks"]
+    mine = [c for c in checks if c["name"] == "claude-code" and str(project) in c["detail"]]
+    assert [c["status"] for c in mine] == ["ok"], mine
+    listed = next(c for c in checks if c["name"] == "client keys")
+    assert "claude-code (" in listed["detail"] and world["ids"]["work"] in listed["detail"], listed
 
     # The entry exactly as the client launches it: this install's foldermind, --home, mcp --client.
     params = StdioServerParameters(command=entry["command"], args=entry["args"])

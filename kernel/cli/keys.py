@@ -150,3 +150,46 @@ def activity(client_name: str | None, since: str | None, limit: int, as_json: bo
         click.echo(
             f"{row['at']} {row['client']} {row['tool']} {row['outcome']} {row['duration_ms']:.0f} ms {docs}{more}"
         )
+
+
+# --- what doctor says about keys
+
+GIVE_FOLDERS = "; give it --folders"
+
+
+def keys_summary(home: Home) -> tuple[str, str]:
+    """(status, detail) of the client keys: how many, and each one's scope."""
+    keys = ClientKeys(home).all()
+    if not keys:
+        return "info", "no client keys: every client holds the owner's token (`foldermind token add NAME`)"
+    listed = "; ".join(
+        f"{k.name} ({'every folder' if k.folders is None else ', '.join(k.folders) or 'no folder'})" for k in keys
+    )
+    return "info", f"{len(keys)} client key(s): {listed}"
+
+
+def entry_key(args: list[str], base: list[str]) -> str | None:
+    """The client key a stdio entry's arguments name (``base`` then ``--client NAME``); "" for the owner's
+    (``base`` alone); None when they are neither."""
+    if args == base:
+        return ""
+    if len(args) == len(base) + 2 and args[: len(base)] == base and args[len(base)] == "--client":
+        return args[-1]
+    return None
+
+
+def key_problems(home: Home, name: str, in_project: bool) -> list[tuple[bool, str]]:
+    """A stdio entry presenting client key ``name`` ("" the owner's): registered, and scoped when the file is a
+    project's (a repository's agent then reads only the folders it was given)."""
+    key = ClientKeys(home).get(name) if name else None
+    if name and key is None:
+        return [(True, f"its client key {name!r} is not registered (revoked?)")]
+    if in_project and (key is None or key.folders is None):
+        which = "the owner's token" if key is None else f"client key {name!r}"
+        return [(False, f"a project-level file with {which} sees every Smart Folder{GIVE_FOLDERS}")]
+    return []
+
+
+def token_known(home: Home, token: str) -> bool:
+    """Whether ``token`` is a registered client key's."""
+    return ClientKeys(home).by_token(token) is not None
