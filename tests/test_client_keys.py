@@ -58,6 +58,7 @@ def world() -> Iterator[dict[str, Any]]:
         cli(k.root, "folders", "add", str(private), "--wait", timeout=300)
         url = str(mc.mcp_info(k.root)["url"])
         owner = mc.token_of(k.root)
+        embedded(url, owner)
         folders = structured(mc.call(url, owner, "list_smart_folders"))["folders"]
         ids = {Path(f["destination_path"]).name: f["id"] for f in folders}
         made = json.loads(cli(k.root, "token", "add", "work-agent", "--folders", "work", "--json").stdout)
@@ -75,6 +76,16 @@ def world() -> Iterator[dict[str, Any]]:
     finally:
         k.stop()
         remove_tree(root)
+
+
+def embedded(url: str, token: str) -> None:
+    """Until every folder's chunks have their vectors (a semantic search sees them all): ``--wait`` waits for
+    the keyword index only, and embedding trails it on a busy machine."""
+    for _ in range(3000):
+        folders = structured(mc.call(url, token, "index_status"))["folders"]
+        if folders and all(f["chunks"] and f["chunks_embedded"] >= f["chunks"] for f in folders):
+            return
+    raise AssertionError(f"not embedded: {folders}")
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:

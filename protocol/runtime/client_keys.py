@@ -28,7 +28,7 @@ from foldermind.protocol.runtime.token_store import TokenStore, _atomic_write
 REGISTRY_FILE = "client-keys.json"
 OWNER = "owner"
 """The name activity records the owner's token under."""
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
 class ClientKeyError(ValueError):
@@ -51,8 +51,7 @@ def digest(token: str) -> str:
 def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name) or name == OWNER:
         raise ClientKeyError(
-            f"a key name is 1-63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit, and not"
-            f" {OWNER!r}"
+            f"a key name is 1-63 characters of a-z, 0-9, '_' and '-', from a letter or digit, and not {OWNER!r}"
         )
     return name
 

@@ -31,6 +31,7 @@ Mode = Literal["keyring", "file"]
 SERVICE = "foldermind"
 TOKEN_FILE = "mcp-token"
 MODE_FILE = "mcp-token.mode"
+KEY_FILE = "client-key"
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
 
@@ -43,9 +44,10 @@ class TokenStore:
         """``name``: a client key's (:mod:`.client_keys`), kept beside the owner's token (``""``) the same way."""
         config_dir = home.config_dir if isinstance(home, Home) else Path(home)
         self.config_dir = config_dir.expanduser().resolve()
-        suffix = f".{name}" if name else ""
-        self.token_file = self.config_dir / (TOKEN_FILE + suffix)
-        self.mode_file = self.config_dir / (TOKEN_FILE + suffix + ".mode" if name else MODE_FILE)
+        suffix = f":{name}" if name else ""
+        # A client key's files never share a name with the owner's (a key name holds no dot).
+        self.token_file = self.config_dir / (f"{KEY_FILE}.{name}" if name else TOKEN_FILE)
+        self.mode_file = self.config_dir / (f"{KEY_FILE}.{name}.mode" if name else MODE_FILE)
         # One keyring entry per home, so two homes never share (or overwrite) a token.
         self.username = "mcp-token:" + hashlib.sha256(str(self.config_dir).encode()).hexdigest()[:16] + suffix
         self._lock = threading.Lock()

@@ -76,6 +76,10 @@ class SearchService:
         t0 = time.perf_counter()
         query, mode, fuse, top_k = self._validate(body)
         scope, saved = self._scope(body.folder_id)
+        visible = visibility.current()
+        scoped = visible is not None and scope is None and saved is None  # a client key's scope to apply
+        if scoped and visible is not None and len(visible.folders) == 1 and not visible.criteria:
+            scope, scoped = next(iter(visible.folders)), False  # one path folder: searched as folder_id searches it
         timings = dict.fromkeys(STAGES, 0.0)
         wanted = filters.parse(body.file_types, body.path_glob, body.modified_after, body.modified_before, self._roots)
         only = self.filters.admitted(wanted, scope) if wanted.active else None
@@ -83,7 +87,8 @@ class SearchService:
             only = saved if only is None else filters.intersect(only, saved.docs)
         if only is not None and only.docs and not only.others:
             only = None  # it admits every document of the scope: the search without it is the same, and cheaper
-        only = visibility.limit(only)  # a scoped client key's documents (after the line above: never dropped)
+        if scoped:  # the documents of a client key's folders (after the line above: never dropped)
+            only = visibility.limit(only)
         parsed = operators.parse(query)
         query = parsed.text
         if not has_searchable_text(query) or (only is not None and not only.docs):
