@@ -6,28 +6,18 @@ from __future__ import annotations
 
 import json
 import stat
-from pathlib import Path
 
 import pytest
 
 from foldermind.protocol.runtime.client_keys import ClientKeyError, ClientKeys
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
+from tests import test_token_store as owner_tests
 from tests.test_token_store import NO_STORE, PLAINTEXT
 
-
-@pytest.fixture(autouse=True)
-def _isolated_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", NO_STORE)
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    h = Home.resolve(tmp_path / "home")
-    h.ensure()
-    return h
+# The same isolated keyring (autouse) and home as the owner's token tests: fixtures, found by name.
+_isolated_keyring = owner_tests._isolated_keyring
+home = owner_tests.home
 
 
 @pytest.mark.parametrize("backend", [NO_STORE, PLAINTEXT])
