@@ -74,7 +74,9 @@ class FrontdoorWorker(Worker):
         self.url = f"http://{host}:{self.port}{self.policy.path}"
         self.keys = ClientKeys(self.home)
         self.activity = ActivityLog(self.home.data_dir, activity_from_env())
-        middleware = KeyMiddleware(self.activity, self._key_names, self._close_session)
+        middleware = KeyMiddleware(
+            self.activity, self._key_names, self._close_session, lambda: self.server.issued_sessions()
+        )
         self.server = build_server(self.bus, self.policy, _version(), llm_from_env(), middleware)
         self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current, self.keys.by_token)
         self.http = HttpServer(self.guard, sock, self.policy.request_timeout_s)

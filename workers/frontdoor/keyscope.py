@@ -18,7 +18,7 @@ import contextvars
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -67,8 +67,10 @@ class KeyMiddleware:
         activity: ActivityLog | None,
         live_names: Callable[[], frozenset[str] | None],
         close_session: Callable[[str], None],
+        issued: Callable[[], Collection[str]] = frozenset,
     ) -> None:
         self.activity = activity
+        self.issued = issued  # the session ids the session manager still holds
         self.live_names = live_names  # the registry's key names now (None: unreadable, close nothing)
         self.close_session = close_session
         self.sessions: dict[str, str] = {}  # handshake-era session id -> key name
@@ -123,8 +125,11 @@ class KeyMiddleware:
             names = self.live_names()
             if names is None:
                 continue
+            live = set(self.issued())
             for sid, name in list(self.sessions.items()):
-                if name not in names:
+                if sid not in live:
+                    del self.sessions[sid]  # ended by its client or its idle timeout
+                elif name not in names:
                     del self.sessions[sid]
                     self.close_session(sid)
                     log.info("closed an MCP session of a revoked client key")
