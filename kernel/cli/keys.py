@@ -83,7 +83,8 @@ def token_add(name: str, folders: str | None, as_json: bool) -> None:
 def token_list(as_json: bool) -> None:
     home = current_home()
     used = activity_rows.last_used(home.data_dir)
-    keys = [describe(k, used.get(k.name)) for k in ClientKeys(home).all()]
+    # A name revoked and made again: the new key's use starts at its creation.
+    keys = [describe(k, u if (u := used.get(k.name)) and u >= k.created else None) for k in ClientKeys(home).all()]
     if as_json:
         click.echo(json.dumps(keys, indent=2))
         return

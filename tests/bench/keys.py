@@ -8,7 +8,8 @@ matches nothing are added, and three sessions of the real ``mcp`` SDK client ask
 - ``owner``: the owner's token (every folder);
 - ``one folder``: a key scoped to the SciFact folder (searched as ``smart_folder_id`` searches one folder);
 - ``folders + criteria``: a key scoped to the SciFact folder and the criteria folder (its documents as a set,
-  applied inside Tantivy and the vector search; the second folder's documents are the ones it keeps out).
+  applied inside Tantivy and the vector search; the second folder's documents are the ones it keeps out);
+- ``owner, smart_folder_id``: the owner's token asking for the SciFact folder, what the one-folder key does.
 
 Reported: the client's wall time and the indexer's ``query_ms``, median and p95, with the machine and its load.
 The second folder, the criteria folder and the keys are removed at the end, so a kept home stays reusable.
@@ -35,6 +36,8 @@ from tests.bench.mcpclient import kernel_config, search_args
 from tests.bench.scifact import SCIFACT_DOCS, indexed_kernel, scifact_queries
 
 SECOND_FILES = 200
+OWNER_FOLDER = "owner, smart_folder_id"
+"""The owner's token asking for the SciFact folder: what scoping a search to that folder cost before keys."""
 
 
 def _cli(kernel: Any, *args: str) -> str:
@@ -45,21 +48,25 @@ def _cli(kernel: Any, *args: str) -> str:
 
 
 async def _rounds(
-    url: str, tokens: dict[str, str], queries: list[str], warmup: int
+    url: str, tokens: dict[str, str], queries: list[str], warmup: int, folder: str
 ) -> dict[str, dict[str, list[float]]]:
-    found: dict[str, dict[str, list[float]]] = {name: {"wall": [], "query_ms": []} for name in tokens}
+    names = [*tokens, OWNER_FOLDER]
+    found: dict[str, dict[str, list[float]]] = {name: {"wall": [], "query_ms": []} for name in names}
     async with (
         mcpclient.http_client(url, tokens["owner"]) as owner,
         mcpclient.http_client(url, tokens["one folder"]) as one,
         mcpclient.http_client(url, tokens["folders + criteria"]) as two,
     ):
-        clients = {"owner": owner, "one folder": one, "folders + criteria": two}
+        clients = {"owner": owner, "one folder": one, "folders + criteria": two, OWNER_FOLDER: owner}
         for n, query in enumerate(queries):
             order = list(clients.items())
-            order = order[n % 3 :] + order[: n % 3]  # each one first in turn
+            order = order[n % len(order) :] + order[: n % len(order)]  # each one first in turn
             for name, client in order:
+                arguments = search_args(query, "hybrid")
+                if name == OWNER_FOLDER:
+                    arguments["smart_folder_id"] = folder
                 t0 = time.perf_counter()
-                result = await client.call_tool("search_documents", search_args(query, "hybrid"))
+                result = await client.call_tool("search_documents", arguments)
                 wall = (time.perf_counter() - t0) * 1000
                 if result.is_error or result.structured_content is None:
                     raise BenchFailure(f"{name}: {result.content}")
@@ -73,6 +80,29 @@ def _p95(values: list[float]) -> float:
     return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
 
 
+def _measure(
+    kernel: Any, second: Path, queries: list[str], warmup: int
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, str], tuple[Any, Any], str]:
+    """The second folder, the criteria folder and the keys made, then the rounds."""
+    second.mkdir(exist_ok=True)
+    for n in range(SECOND_FILES):
+        (second / f"s{n:04d}.txt").write_text(f"Second folder note {n}: cell biology protein expression.\n")
+    _cli(kernel, "folders", "add", str(second), "--wait")
+    _cli(kernel, "folders", "add-criteria", "--name", "bench-none", "--query", "zzqqxxnothing")
+    listed = json.loads(_cli(kernel, "folders", "list", "--json"))
+    scifact = next(f["id"] for f in listed if f.get("kind") != "criteria" and "scifact" in f["path"])
+    tokens = {"owner": TokenStore(Home.resolve(kernel.root)).load_or_create()}
+    for name, folders in (("bench-one", scifact), ("bench-two", f"{scifact},bench-none")):
+        made = json.loads(_cli(kernel, "token", "add", name, "--folders", folders, "--json"))
+        tokens["one folder" if name == "bench-one" else "folders + criteria"] = made["token"]
+    url = str(mcpclient.mcp_info(kernel.root)["url"])
+    facts = machine.facts(REPO)
+    load_before = os.getloadavg()
+    say(f"{len(queries)} queries x 4, hybrid, over MCP HTTP")
+    found = anyio.run(_rounds, url, tokens, queries, warmup, scifact)
+    return found, facts, (load_before, os.getloadavg()), scifact
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", default=None, help="keep (and reuse) the indexed SciFact home here")
@@ -84,36 +114,22 @@ def main(argv: list[str] | None = None) -> int:
     queries = scifact_queries()[: args.warmup + args.queries]
     with indexed_kernel(home, SCIFACT_DOCS, kernel_config()) as (kernel, index):
         second = kernel.root / "second"
-        second.mkdir(exist_ok=True)
-        for n in range(SECOND_FILES):
-            (second / f"s{n:04d}.txt").write_text(f"Second folder note {n}: cell biology protein expression.\n")
-        _cli(kernel, "folders", "add", str(second), "--wait")
-        _cli(kernel, "folders", "add-criteria", "--name", "bench-none", "--query", "zzqqxxnothing")
-        listed = json.loads(_cli(kernel, "folders", "list", "--json"))
-        scifact = next(f["id"] for f in listed if f.get("kind") != "criteria" and "scifact" in f["path"])
-        tokens = {"owner": TokenStore(Home.resolve(kernel.root)).load_or_create()}
-        kept = {k["name"] for k in json.loads(_cli(kernel, "token", "list", "--json"))}
-        for name, folders in (("bench-one", scifact), ("bench-two", f"{scifact},bench-none")):
-            if name in kept:  # a run stopped before its end
-                _cli(kernel, "token", "revoke", name)
-            made = json.loads(_cli(kernel, "token", "add", name, "--folders", folders, "--json"))
-            tokens["one folder" if name == "bench-one" else "folders + criteria"] = made["token"]
-        url = str(mcpclient.mcp_info(kernel.root)["url"])
-        facts = machine.facts(REPO)
-        load_before = os.getloadavg()
-        say(f"{len(queries)} queries x 3 tokens, hybrid, over MCP HTTP")
-        found = anyio.run(_rounds, url, tokens, queries, args.warmup)
-        load_after = os.getloadavg()
-        for name in ("bench-one", "bench-two"):
-            _cli(kernel, "token", "revoke", name)
-        _cli(kernel, "folders", "remove", "bench-none")
-        _cli(kernel, "folders", "remove", str(second))
+        try:
+            found, facts, loads, _ = _measure(kernel, second, queries, args.warmup)
+        finally:  # the kept home indexes SciFact alone again
+            for name in ("bench-one", "bench-two"):
+                kernel.cli("token", "revoke", name)
+            kernel.cli("folders", "remove", "bench-none")
+            kernel.cli("folders", "remove", str(second))
+    load_before, load_after = loads
     lines = [
         "# Client keys: what a scoped key costs a search",
         "",
         "Generated by `python -m tests.bench.keys` (issue 40). Hybrid `search_documents` over MCP HTTP (the `mcp` SDK",
-        f"client, one session per token), {args.queries} SciFact queries after {args.warmup} warm-up ones, each asked",
-        "with the three tokens in turn (the first one rotating). SciFact "
+        f"client, one session per token), {len(queries) - args.warmup} SciFact queries after {args.warmup} warm-up"
+        " ones,",
+        "each asked in turn (the first one rotating) with the three tokens, and with the owner's naming the SciFact",
+        "folder in `smart_folder_id` (what scoping to that folder cost before keys). SciFact "
         f"({index.files} files, {index.chunks} chunks) in one folder, plus a second folder of {SECOND_FILES} notes.",
         "",
         "| machine | value |",
