@@ -91,7 +91,7 @@ def test_sessions_are_namespaced_and_expire_after_idle_ttl() -> None:
     now = [1000.0]
     sessions = Sessions(ttl_s=60, max_sessions=10, clock=lambda: now[0])
     s = sessions.open("abc")
-    assert s.key == "mcp:abc" and s.id == "abc"
+    assert s.key == "mcp::abc" and s.id == "abc"  # no client key asking here (one is in every MCP request)
     assert sessions.open("abc") is s  # same id continues
     fresh = sessions.open(None)
     assert fresh.id.startswith("mcp-") and len(fresh.id) == 40
