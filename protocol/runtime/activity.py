@@ -154,6 +154,8 @@ def read(
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     db.row_factory = sqlite3.Row
     try:
+        if not _has_table(db):
+            return []
         rows = db.execute(
             "SELECT * FROM (SELECT * FROM activity WHERE (? IS NULL OR client = ?) AND (? IS NULL OR at >= ?)"
             " ORDER BY id DESC LIMIT ?) ORDER BY id",
@@ -177,6 +179,13 @@ def last_used(data_dir: Path) -> dict[str, float]:
         return {}
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     try:
+        if not _has_table(db):
+            return {}
         return {str(c): float(t) for c, t in db.execute("SELECT client, MAX(at) FROM activity GROUP BY client")}
     finally:
         db.close()
+
+
+def _has_table(db: sqlite3.Connection) -> bool:
+    """Whether the writer has made the table yet (it makes the file first)."""
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'activity'").fetchone() is not None
