@@ -19,6 +19,7 @@ from urllib.parse import quote
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from foldermind.protocol.runtime.home import Home
@@ -354,7 +355,28 @@ def test_a_key_scoped_to_a_criteria_folder_sees_its_matching_documents_only(worl
     assert not mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "plan.md")}).is_error
 
 
-def test_a_scoped_session_hears_only_of_changes_to_its_own_folder(world: dict[str, Any]) -> None:
+async def announce_private_then_work(log: list[str], private: Path, work: Path) -> None:
+    """Three changes of the private folder, each heard by the owner; then changes of the work folder until the
+    scoped client hears one. ``log`` gets "owner" / "scoped" per list_changed heard, and "wrote-work"."""
+    with anyio.fail_after(180):
+        for n in range(3):
+            heard = log.count("owner")
+            while log.count("owner") == heard:
+                (private / f"new{n}-{len(log)}.txt").write_text("zebra budget news\n")
+                with anyio.move_on_after(3):
+                    while log.count("owner") == heard:
+                        await anyio.sleep(0.05)
+        log.append("wrote-work")
+        while "scoped" not in log:
+            (work / f"new-{len(log)}.txt").write_text("zebra budget news\n")
+            with anyio.move_on_after(3):
+                while "scoped" not in log:
+                    await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+def test_a_scoped_client_hears_only_of_changes_to_its_own_folder(world: dict[str, Any], era: str) -> None:
+    """The handshake era's session stream, and the stateless era's subscriptions/listen stream."""
     url, work, private = world["url"], world["work"], world["private"]
     log: list[str] = []
 
@@ -365,29 +387,34 @@ def test_a_scoped_session_hears_only_of_changes_to_its_own_folder(world: dict[st
 
         return on_message
 
-    async def go() -> None:
+    async def handshake() -> None:
         async with (
             mc.http_client(url, world["owner"], mode="legacy", message_handler=handler("owner")) as owner,
             mc.http_client(url, world["key"], mode="legacy", message_handler=handler("scoped")) as scoped,
         ):
             await owner.list_resources(cache_mode="bypass")  # both sessions are known to the change feed
             await scoped.list_resources(cache_mode="bypass")
-            with anyio.fail_after(180):
-                for n in range(3):  # three announcements of the private folder, each heard by the owner
-                    heard = log.count("owner")
-                    while log.count("owner") == heard:
-                        (private / f"new{n}-{len(log)}.txt").write_text("zebra budget news\n")
-                        with anyio.move_on_after(3):
-                            while log.count("owner") == heard:
-                                await anyio.sleep(0.05)
-                log.append("wrote-work")
-                while "scoped" not in log:
-                    (work / f"new-{len(log)}.txt").write_text("zebra budget news\n")
-                    with anyio.move_on_after(3):
-                        while "scoped" not in log:
-                            await anyio.sleep(0.05)
+            await announce_private_then_work(log, private, work)
 
-    anyio.run(go)
+    async def stateless() -> None:
+        async def drain(sub: Any, who: str) -> None:
+            async for event in sub:
+                if isinstance(event, ResourcesListChanged):
+                    log.append(who)
+
+        async with (
+            mc.http_client(url, world["owner"]) as owner,
+            mc.http_client(url, world["key"]) as scoped,
+            owner.listen(resources_list_changed=True) as owner_sub,
+            scoped.listen(resources_list_changed=True) as scoped_sub,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(drain, owner_sub, "owner")
+            tg.start_soon(drain, scoped_sub, "scoped")
+            await announce_private_then_work(log, private, work)
+            tg.cancel_scope.cancel()
+
+    anyio.run(handshake if era == "legacy" else stateless)
     assert log.index("scoped") > log.index("wrote-work"), log
 
 
