@@ -195,25 +195,29 @@ class ChangeFeed:
 
     async def announce(self, folder_ids: list[str], folder_paths: list[str]) -> None:
         """list_changed to everyone; updated for the changed folders' resources and the subscribed documents
-        inside them, to whoever asked for those URIs."""
+        inside them, to whoever asked for those URIs (a scoped client key: only of its folders)."""
 
-        def touched(uri: str) -> bool:
+        def touched(uri: str) -> list[str]:
+            """The changed folders ``uri`` is about."""
             path = document_path(uri)
             if path is not None:
-                return any(_inside(path, folder) for folder in folder_paths)
-            return uri in {folder_uri(fid) for fid in folder_ids}
+                return [fid for fid, folder in zip(folder_ids, folder_paths, strict=True) if _inside(path, folder)]
+            return [fid for fid in folder_ids if uri == folder_uri(fid)]
 
         paths = {*(self.seen or {}), *folder_ids}
         await self.publish(ResourcesListChanged(), folder_ids, paths)
-        for uri in sorted(u for u in set(self.listened) | {folder_uri(f) for f in folder_ids} if touched(u)):
-            await self.publish(ResourceUpdated(uri=uri), folder_ids, paths)
+        for uri in sorted(set(self.listened) | {folder_uri(f) for f in folder_ids}):
+            if about := touched(uri):
+                await self.publish(ResourceUpdated(uri=uri), about, paths)
         for sid, session in list(self.legacy.items()):
-            if not sees_any(self.keys.get(sid), folder_ids, paths):
+            key = self.keys.get(sid)
+            if not sees_any(key, folder_ids, paths):
                 continue  # a client key scoped elsewhere is not told that another folder changed
             try:
                 await session.send_resource_list_changed()
-                for uri in sorted(u for u in self.subscribed.get(sid, ()) if touched(u)):
-                    await session.send_resource_updated(uri)
+                for uri in sorted(self.subscribed.get(sid, ())):
+                    if (about := touched(uri)) and sees_any(key, about, paths):
+                        await session.send_resource_updated(uri)
             except Exception as exc:  # a session gone mid-send; the manager forgets it too
                 log.debug("resource notification not sent: %s", type(exc).__name__)
                 self.legacy.pop(sid, None)
