@@ -491,30 +491,3 @@ def test_config_install_gives_the_client_its_own_scoped_key_and_its_bridge_follo
     first, second = anyio.run(go)
     for body in (first, second):
         assert body["results"] and not leaked(body, world["private"]), body
-
-
-def test_a_chat_session_id_names_a_conversation_of_the_asking_key_only() -> None:
-    """Another client's session id (its turns quote documents this key may not see) opens a new, empty
-    conversation; the same key gets its own back."""
-    from foldermind.protocol.runtime.client_keys import ClientKey
-    from foldermind.workers.frontdoor.chat import Sessions
-    from foldermind.workers.frontdoor.keyscope import CLIENT, OWNER_KEY
-
-    sessions = Sessions(ttl_s=600, max_sessions=10)
-    token = CLIENT.set(OWNER_KEY)
-    try:
-        owners = sessions.open("shared-id")
-        owners.history.append({"question": "what are my taxes?", "answer": "private answer"})
-    finally:
-        CLIENT.reset(token)
-    token = CLIENT.set(ClientKey("agent", ("f",)))
-    try:
-        agents = sessions.open("shared-id")
-        assert agents is not owners and not agents.history
-    finally:
-        CLIENT.reset(token)
-    token = CLIENT.set(OWNER_KEY)
-    try:
-        assert sessions.open("shared-id") is owners
-    finally:
-        CLIENT.reset(token)
