@@ -145,6 +145,13 @@ def test_a_scoped_key_finds_only_its_folder_in_every_search_mode_and_filter(worl
                 assert not leaked(body, private), (query, mode, extra, leaked(body, private))
                 found_work |= any(r["file_path"].startswith(str(world["work"])) for r in body["results"])
     assert found_work, "the scoped key found nothing at all: the test would not see a leak"
+    # An absolute glob into the hidden folder is refused as one into no folder at all (no oracle of its root).
+    nowhere = str(world["root"] / "no-such-folder")
+    globbed = [
+        refusal(mc.call(url, key, "search_documents", {"query": "zebra", "path_glob": f"{root}/**"}))
+        for root in (private, nowhere)
+    ]
+    assert globbed[0] == globbed[1], globbed
     hidden = mc.call(url, key, "search_documents", {"query": "zebra", "smart_folder_id": ids["private"]})
     unknown = mc.call(url, key, "search_documents", {"query": "zebra", "smart_folder_id": "nosuchfolder"})
     code, message = refusal(hidden)

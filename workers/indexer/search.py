@@ -185,7 +185,9 @@ class SearchService:
             return None, self.criteria_scopes.admitted(saved)
 
     def _roots(self) -> list[str]:
-        return [folder.path for folder in self.store.folders()]
+        """The folders an absolute path_glob may name: those the request's client key sees."""
+        visible = visibility.current()
+        return [f.path for f in self.store.folders() if visible is None or f.id in visible.folders]
 
     def _keyword(
         self, q: operators.Query, depth: int, scope: str | None, only: filters.Admitted | None
