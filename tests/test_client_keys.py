@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
+import anyio.to_thread
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged
@@ -338,6 +339,29 @@ def test_a_revoked_key_is_refused_at_once_and_its_open_session_closed(world: dic
             break
     else:
         raise AssertionError("the revoked key's session stayed open")
+
+
+def test_a_revoked_keys_open_listen_stream_is_ended(world: dict[str, Any]) -> None:
+    """The stateless era has no session to close: its subscriptions/listen stream is what stays open."""
+    url, k = world["url"], world["kernel"]
+    made = json.loads(cli(k.root, "token", "add", "listener", "--json").stdout)
+
+    async def go() -> str:
+        async with mc.http_client(url, made["token"]) as client:
+            with anyio.fail_after(60):
+                try:
+                    async with client.listen(resources_list_changed=True) as sub:
+                        await anyio.to_thread.run_sync(lambda: cli(k.root, "token", "revoke", "listener"))
+                        async for _ in sub:
+                            pass
+                except Exception as exc:
+                    return type(exc).__name__ + ": " + str(exc)
+            return "ended"
+
+    how = anyio.run(go)
+    # The server ends the stream with an error (the key is revoked), which the SDK reports as a lost subscription;
+    # a stream left open runs into the minute's deadline instead (TimeoutError).
+    assert how.startswith("SubscriptionLost") or "TOKEN_REFUSED" in how, how
 
 
 def test_a_key_scoped_to_a_criteria_folder_sees_its_matching_documents_only(world: dict[str, Any]) -> None:

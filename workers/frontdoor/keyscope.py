@@ -8,7 +8,8 @@ every tool, resource and prompt reaches the indexer through the bus, and a messa
 cannot carry a scope is refused for a scoped key rather than sent without one. The indexer enforces it
 (:mod:`foldermind.workers.indexer.visibility`).
 
-A revoked key's open sessions are closed within :data:`WATCH_S` (its next request is refused at once).
+A revoked key's open sessions and listen streams are closed within :data:`WATCH_S` (its next request is
+refused at once).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_REQUEST
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import CheckRequest, Message
@@ -37,6 +41,7 @@ CLIENT: contextvars.ContextVar[ClientKey | None] = contextvars.ContextVar("clien
 SCOPE_FREE = frozenset({CheckRequest.KIND})
 """Indexer kinds that read no document beyond what the request carries (the claim check's given passages)."""
 RECORDED = {"tools/call", "resources/read", "prompts/get", "resources/list"}
+LISTEN = "subscriptions/listen"
 
 
 def apply(to: str, msg: Message) -> Message:
@@ -74,6 +79,7 @@ class KeyMiddleware:
         self.live_names = live_names  # the registry's key names now (None: unreadable, close nothing)
         self.close_session = close_session
         self.sessions: dict[str, str] = {}  # handshake-era session id -> key name
+        self.streams: dict[str, set[anyio.CancelScope]] = {}  # key name -> its open listen streams
         self.task: asyncio.Task[None] | None = None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -89,7 +95,7 @@ class KeyMiddleware:
         outcome = "ok"
         result: HandlerResult = None
         try:
-            result = await call_next(ctx)
+            result = await (self._stream(ctx, call_next, key) if ctx.method == LISTEN else call_next(ctx))
             return result
         except Exception as exc:
             outcome = _code_of(exc)
@@ -98,6 +104,19 @@ class KeyMiddleware:
             CLIENT.reset(token)
             if self.activity is not None and ctx.method in RECORDED:
                 self._record(ctx, key, result, outcome, (time.perf_counter() - started) * 1000)
+
+    async def _stream(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, key: ClientKey) -> HandlerResult:
+        """A ``subscriptions/listen`` stream, ended when its client key is revoked."""
+        if key.name == OWNER:
+            return await call_next(ctx)
+        with anyio.CancelScope() as scope:
+            self.streams.setdefault(key.name, set()).add(scope)
+            self._watch()
+            try:
+                return await call_next(ctx)
+            finally:
+                self.streams[key.name].discard(scope)
+        raise MCPError(INVALID_REQUEST, "TOKEN_REFUSED: the client key of this stream was revoked")
 
     def _record(
         self, ctx: ServerRequestContext[Any, Any], key: ClientKey, result: Any, outcome: str, ms: float
@@ -120,11 +139,15 @@ class KeyMiddleware:
             self.task = asyncio.get_running_loop().create_task(self._sweep(), context=contextvars.Context())
 
     async def _sweep(self) -> None:
-        while self.sessions:
+        while self.sessions or any(self.streams.values()):
             await asyncio.sleep(WATCH_S)
             names = self.live_names()
             if names is None:
                 continue
+            for name, scopes in self.streams.items():
+                if name not in names:
+                    for scope in scopes:
+                        scope.cancel()
             live = set(self.issued())
             for sid, name in list(self.sessions.items()):
                 if sid not in live:
