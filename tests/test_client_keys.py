@@ -9,8 +9,6 @@ One kernel for the module (no llm: chat is asked for its extractive answer, whic
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,31 +19,24 @@ import anyio.to_thread
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged
-from mcp.types import CallToolResult, TextContent, TextResourceContents
+from mcp.types import TextResourceContents
 
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.frontdoor.resources import document_uri, folder_uri
 from tests import mcpclient as mc
 from tests.helpers import FAST_RESTART, NO_LLM, ONE_PARSER, RunningKernel, cli, remove_tree, short_tmpdir
-
-SECRET_WORD = "quokkasecret"
-"""In every query this module sends; it must never reach the activity table or a log."""
-TEXT = (
-    "The zebra budget report lists the quarterly spending of the zebra project.\n"
-    "Each zebra budget line names its owner and the quarterly total.\n"
+from tests.keyworld import (
+    SECRET_WORD,
+    TEXT,
+    announce_private_then_work,
+    embedded,
+    fuzzed,
+    leaked,
+    refusal,
+    same_as_outside,
+    structured,
+    write_folders,
 )
-
-
-def write_folders(root: Path) -> tuple[Path, Path]:
-    work, private = root / "work", root / "private"
-    work.mkdir()
-    private.mkdir()
-    (work / "budget.txt").write_text("Work notes. " + TEXT)
-    (work / "plan.md").write_text("# Plan\n\n" + TEXT)
-    (private / "taxes.txt").write_text("Private tax notes. " + TEXT)
-    (private / "health.md").write_text("# Health\n\n" + TEXT)
-    (private / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
-    return work, private
 
 
 @pytest.fixture(scope="module")
@@ -78,39 +69,6 @@ def world() -> Iterator[dict[str, Any]]:
     finally:
         k.stop()
         remove_tree(root)
-
-
-def embedded(url: str, token: str) -> None:
-    """Until every folder's chunks have their vectors (a semantic search sees them all): ``--wait`` waits for
-    the keyword index only, and embedding trails it on a busy machine."""
-    for _ in range(3000):
-        folders = structured(mc.call(url, token, "index_status"))["folders"]
-        if folders and all(f["chunks"] and f["chunks_embedded"] >= f["chunks"] for f in folders):
-            return
-    raise AssertionError(f"not embedded: {folders}")
-
-
-def structured(result: CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-def paths_in(body: Any) -> set[str]:
-    """Every absolute path anywhere in a result."""
-    text = json.dumps(body)
-    return set(re.findall(r'"(/[^"]+)"', text))
-
-
-def leaked(body: Any, private: Path) -> list[str]:
-    return sorted(p for p in paths_in(body) if p.startswith(str(private)))
-
-
-def refusal(result: CallToolResult) -> tuple[str, str]:
-    assert result.is_error, result.structured_content
-    assert isinstance(result.content[0], TextContent)
-    body = json.loads(result.content[0].text)
-    return body["code"], body["message"]
 
 
 QUERIES = [f"zebra budget quarterly {SECRET_WORD}", "zebra budget", '"zebra budget" owner']
@@ -181,33 +139,6 @@ def test_listings_status_chat_and_similar_show_only_the_scoped_folder(world: dic
         mc.call(url, world["owner"], "find_similar", {"file_path": str(work / "budget.txt"), "top_k": 25})
     )
     assert leaked(owner_similar, private), "the owner's neighbours include the private folder's documents"
-
-
-def fuzzed(world: dict[str, Any]) -> list[str]:
-    """Paths naming the private folder's file in other shapes; a symlink from the scoped folder into it."""
-    private, work = world["private"], world["work"]
-    link = work.parent / "link-into-private"
-    if not link.exists():
-        os.symlink(private, link)
-    inside = work / "alias.txt"
-    if not inside.is_symlink():
-        os.symlink(private / "taxes.txt", inside)
-    target = str(private / "taxes.txt")
-    return [
-        target,
-        target.replace("/taxes.txt", "//taxes.txt"),
-        target.replace("/taxes.txt", "/./taxes.txt"),
-        str(link / "taxes.txt"),
-        str(inside),
-        str(private / "health.md"),
-        str(private / "broken.pdf"),
-        str(private / "nonexistent.txt"),
-    ]
-
-
-def same_as_outside(result: CallToolResult, asked: str, outside: tuple[str, str], outside_path: str) -> None:
-    code, message = refusal(result)
-    assert (code, message.replace(asked, "P")) == (outside[0], outside[1].replace(outside_path, "P")), (asked, message)
 
 
 def test_paths_into_the_hidden_folder_are_refused_as_a_path_outside_every_folder(world: dict[str, Any]) -> None:
@@ -384,25 +315,6 @@ def test_a_key_scoped_to_a_criteria_folder_sees_its_matching_documents_only(worl
     outside = refusal(mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "budget.txt")}))
     assert outside[0] == "INVALID_PATH" and "not inside any Smart Folder" in outside[1]
     assert not mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "plan.md")}).is_error
-
-
-async def announce_private_then_work(log: list[str], private: Path, work: Path) -> None:
-    """Three changes of the private folder, each heard by the owner; then changes of the work folder until the
-    scoped client hears one. ``log`` gets "owner" / "scoped" per list_changed heard, and "wrote-work"."""
-    with anyio.fail_after(180):
-        for n in range(3):
-            heard = log.count("owner")
-            while log.count("owner") == heard:
-                (private / f"new{n}-{len(log)}.txt").write_text("zebra budget news\n")
-                with anyio.move_on_after(3):
-                    while log.count("owner") == heard:
-                        await anyio.sleep(0.05)
-        log.append("wrote-work")
-        while "scoped" not in log:
-            (work / f"new-{len(log)}.txt").write_text("zebra budget news\n")
-            with anyio.move_on_after(3):
-                while "scoped" not in log:
-                    await anyio.sleep(0.05)
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])
