@@ -53,6 +53,11 @@ def mcp_cmd(key: str | None) -> None:
         # than exit (a client shows that as "Connection closed" and must be restarted once it is mended).
         print(f"foldermind: {exc.message}", file=sys.stderr, flush=True)
         config = SupervisorConfig()
+    if key:
+        from foldermind.protocol.runtime.client_keys import ClientKeys
+
+        if ClientKeys(home).get(key) is None:  # every request will be refused: say why once, here
+            print(f"foldermind: no client key {key!r} in this home (`foldermind token list`)", file=sys.stderr)
     sys.exit(bridge.run(home, config.kernel.start_wait_s + 30, config.mcp.max_body_mb, key or ""))
 
 
