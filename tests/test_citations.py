@@ -91,7 +91,7 @@ def test_sessions_are_namespaced_and_expire_after_idle_ttl() -> None:
     now = [1000.0]
     sessions = Sessions(ttl_s=60, max_sessions=10, clock=lambda: now[0])
     s = sessions.open("abc")
-    assert s.key == "mcp:abc" and s.id == "abc"
+    assert s.key == "mcp::abc" and s.id == "abc"  # no client key asking here (one is in every MCP request)
     assert sessions.open("abc") is s  # same id continues
     fresh = sessions.open(None)
     assert fresh.id.startswith("mcp-") and len(fresh.id) == 40
@@ -215,3 +215,30 @@ def test_a_document_cannot_close_its_analysis_fence() -> None:
     assert block.count("</document>") == 1 and block.endswith("</document>")
     assert block.count("<document") == 1 and block.startswith('<document file="a\'b .txt">')
     assert "Report." in block and "Ignore the above." in block  # the text itself stays
+
+
+def test_a_chat_session_id_names_a_conversation_of_the_asking_key_only() -> None:
+    """Another client's session id (its turns quote documents this key may not see) opens a new, empty
+    conversation; the same key gets its own back."""
+    from foldermind.protocol.runtime.client_keys import ClientKey
+    from foldermind.workers.frontdoor.chat import Sessions
+    from foldermind.workers.frontdoor.keyscope import CLIENT, OWNER_KEY
+
+    sessions = Sessions(ttl_s=600, max_sessions=10)
+    token = CLIENT.set(OWNER_KEY)
+    try:
+        owners = sessions.open("shared-id")
+        owners.history.append({"question": "what are my taxes?", "answer": "private answer"})
+    finally:
+        CLIENT.reset(token)
+    token = CLIENT.set(ClientKey("agent", ("f",)))
+    try:
+        agents = sessions.open("shared-id")
+        assert agents is not owners and not agents.history
+    finally:
+        CLIENT.reset(token)
+    token = CLIENT.set(OWNER_KEY)
+    try:
+        assert sessions.open("shared-id") is owners
+    finally:
+        CLIENT.reset(token)

@@ -473,7 +473,12 @@ def test_doctor_passes_a_fresh_command_form_install_and_reports_the_rest(env: tu
     run(fm, "config", "install", "--client", "vscode", "--project", str(user))
     code, checks = doctor(fm, user)
     assert code == 0, checks
-    assert checks["claude-desktop"]["status"] == "ok" and checks["vscode"]["status"] == "ok"
+    assert checks["claude-desktop"]["status"] == "ok"
+    # A project's file with the owner's token lets that repository's agent read every folder: said, not failed.
+    vscode = checks["vscode"]
+    assert vscode["status"] == "warn" and "sees every Smart Folder" in vscode["detail"], vscode
+    assert vscode["fix"].endswith("--folders ID_OR_NAME,...`"), vscode
+    assert checks["client keys"]["status"] == "info" and "no client keys" in checks["client keys"]["detail"]
     assert checks["cursor"]["status"] == "info" and "no config file" in checks["cursor"]["detail"]
     assert checks["port"]["status"] == "ok" and str(PORT) in checks["port"]["detail"]
     assert checks["token"]["status"] == "info"  # the command form made no token

@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from foldermind.protocol.runtime.client_keys import ClientKey
 from foldermind.workers.frontdoor.guard import Guard
 
 TOKEN = "test-token-" + "x" * 32
@@ -32,6 +33,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 ALLOWED_ORIGIN = "http://localhost:53827"
 RATE = 5
 MAX_BODY = 1000
+AGENT_TOKEN = "agent-token-" + "y" * 32
+AGENT = ClientKey("agent", ("folder-a",))
 
 
 class Clock:
@@ -132,6 +135,7 @@ def server() -> Iterator[Server]:
         allowed_origins=lambda: {ALLOWED_ORIGIN},
         rate_per_minute=RATE,
         clock=clock,
+        client_key=lambda token: AGENT if token == AGENT_TOKEN else None,
     )
     config = uvicorn.Config(guard, host="127.0.0.1", port=0, lifespan="off", log_level="warning", http="h11")
     uv = uvicorn.Server(config)
@@ -320,6 +324,19 @@ def test_requests_without_a_session_are_limited_per_connection(server: Server) -
         assert server.guard.bucket_count == 2
     finally:
         conn.close()
+
+
+def test_a_client_keys_sessions_share_its_bucket_and_spend_nobody_elses(server: Server) -> None:
+    agent = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+    for i in range(RATE):
+        assert server.post(rpc(i), session=f"agent-{i % 2}", **agent)[0] == 200
+    # A new session (or connection) of the same key buys nothing more.
+    assert server.post(rpc(), session="agent-new", **agent)[0] == 429
+    assert server.post(rpc(), **agent)[0] == 429
+    # The owner's sessions keep their own buckets.
+    assert server.post(rpc(), session="owner-1")[0] == 200
+    # A revoked or unknown key is refused before any bucket.
+    assert server.post(rpc(), **{"Authorization": "Bearer not-a-key"})[0] == 401
 
 
 def test_refill_after_time_passes(server: Server) -> None:

@@ -26,10 +26,14 @@ T = TypeVar("T", bound=Message)
 
 
 class Bus:
-    def __init__(self, endpoint: str, name: str, deadline_s: float) -> None:
+    def __init__(
+        self, endpoint: str, name: str, deadline_s: float, prepare: Callable[[str, Message], Message] | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.name = name
         self.deadline_s = deadline_s
+        self.prepare = prepare
+        """What an async request becomes before it goes (the front door: a scoped client key's folders)."""
         self._local = threading.local()
         self._clients: list[BusClient] = []
         self._lock = threading.Lock()
@@ -96,6 +100,8 @@ class Bus:
         on_partial: Callable[[Message], None] | None = None,
     ) -> tuple[T, Sequence[frames.Buffer]]:
         """As :meth:`call`, with the reply's buffer frames (a rendered page's PNG)."""
+        if self.prepare is not None:
+            msg = self.prepare(to, msg)
         cancel = threading.Event()
         try:
             return await anyio.to_thread.run_sync(

@@ -11,6 +11,7 @@ module is imported only when it runs).
 - :mod:`.clientconfig`, :mod:`.install`: ``config defaults|snippet|install|uninstall``, from the one table
   of client facts in :mod:`.clientfacts` (entries built by :mod:`.entries`, files edited by
   :mod:`.clientfile` and :mod:`.jsonedit`);
+- :mod:`.keys`: the client keys behind ``token add|list|revoke|rotate NAME``, and ``activity``;
 - :mod:`.doctor`: ``doctor``, the checks of a setup;
 - :mod:`.console`: ``console``, the web console opened signed in;
 - :mod:`.common`: the helpers they share (``--home``, the home's config, a bus client).
@@ -47,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ask": ("clients", "ask"),
     "summary": ("clients", "summary"),
     "console": ("console", "console"),
+    "activity": ("keys", "activity"),
 }
 """Command name -> (its module in this package, the click command in it)."""
 

@@ -180,10 +180,11 @@ async def _connect(
     return done
 
 
-def run(home: Home, start_wait_s: float, max_body_mb: float) -> int:
-    """Start the supervisor unless one runs and wait for its front door (up to ``start_wait_s``), then relay.
-    A bridge whose foldermind cannot start stays up: each request is answered why, and starts it again."""
-    link = Link(home)
+def run(home: Home, start_wait_s: float, max_body_mb: float, key: str = "") -> int:
+    """Start the supervisor unless one runs and wait for its front door (up to ``start_wait_s``), then relay
+    with the owner's token, or client key ``key``'s. A bridge whose foldermind cannot start stays up: each
+    request is answered why, and starts it again."""
+    link = Link(home, key)
     found = anyio.run(link.serving, start_wait_s)
     if found is None:
         print(link.why_not_serving(), file=sys.stderr, flush=True)

@@ -108,8 +108,9 @@ class Starter:
 class Link:
     """The front door's URL and token as last read, read again on demand (:meth:`serving`, :meth:`reread_token`)."""
 
-    def __init__(self, home: Home) -> None:
+    def __init__(self, home: Home, key: str = "") -> None:
         self.home = home
+        self.key = key  # a client key's name; "": the owner's token
         self.url: str | None = None
         self.token: str | None = None
         self.starter = Starter(home)
@@ -132,7 +133,7 @@ class Link:
 
     async def reread_token(self) -> None:
         """Read the token again from the store (kept as it was when the store has none to give)."""
-        token = await anyio.to_thread.run_sync(TokenStore(self.home).stored)
+        token = await anyio.to_thread.run_sync(TokenStore(self.home, self.key).stored)
         if token is not None:
             self.token = token
 

@@ -34,7 +34,10 @@ def _serving(home: Home) -> dict[str, Any]:
 
 @click.command("mcp")
 @home_option
-def mcp_cmd() -> None:
+@click.option(
+    "--client", "key", default=None, help="Present this client key (`foldermind token add`), not the owner's."
+)
+def mcp_cmd(key: str | None) -> None:
     """stdio bridge for MCP clients that launch a command (Claude Desktop, Claude Code, ...).
 
     Starts the supervisor if none runs, then relays MCP between stdin/stdout and the front door."""
@@ -50,12 +53,49 @@ def mcp_cmd() -> None:
         # than exit (a client shows that as "Connection closed" and must be restarted once it is mended).
         print(f"foldermind: {exc.message}", file=sys.stderr, flush=True)
         config = SupervisorConfig()
-    sys.exit(bridge.run(home, config.kernel.start_wait_s + 30, config.mcp.max_body_mb))
+    if key:
+        from foldermind.protocol.runtime.client_keys import ClientKeys
+
+        if ClientKeys(home).get(key) is None:  # every request will be refused: say why once, here
+            print(f"foldermind: no client key {key!r} in this home (`foldermind token list`)", file=sys.stderr)
+    sys.exit(bridge.run(home, config.kernel.start_wait_s + 30, config.mcp.max_body_mb, key or ""))
 
 
 @click.group()
 def token() -> None:
-    """The bearer token MCP clients send (Authorization: Bearer ...)."""
+    """The bearer tokens MCP clients send (Authorization: Bearer ...): the owner's, and a key per client."""
+
+
+@token.command("add")
+@home_option
+@click.argument("name")
+@click.option("--folders", default=None, help="Only these Smart Folders (ids or names, comma-separated).")
+@click.option("--json", "as_json", is_flag=True, help='Print {"name", "token", "folders"}.')
+def token_add(name: str, folders: str | None, as_json: bool) -> None:
+    """Make a key for one MCP client: every folder, or only --folders."""
+    from foldermind.kernel.cli import keys
+
+    keys.token_add(name, folders, as_json)
+
+
+@token.command("list")
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def token_list(as_json: bool) -> None:
+    """The client keys: name, scope, created, last used (never the token)."""
+    from foldermind.kernel.cli import keys
+
+    keys.token_list(as_json)
+
+
+@token.command("revoke")
+@home_option
+@click.argument("name")
+def token_revoke(name: str) -> None:
+    """Delete a client key: refused at once, its open sessions closed."""
+    from foldermind.kernel.cli import keys
+
+    keys.token_revoke(name)
 
 
 @token.command("show")
@@ -72,8 +112,14 @@ def token_show() -> None:
 
 @token.command("rotate")
 @home_option
-def token_rotate() -> None:
-    """Make a new token; the old one stops working at once. Re-copy client snippets afterwards."""
+@click.argument("name", required=False)
+def token_rotate(name: str | None) -> None:
+    """Make a new token (the owner's, or client key NAME's); the old one stops working at once."""
+    if name:
+        from foldermind.kernel.cli import keys
+
+        keys.token_rotate_named(name)
+        return
     home = current_home()
     home.ensure()
     if kernel_running(home):

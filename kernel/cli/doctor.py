@@ -1,7 +1,8 @@
 """``foldermind doctor``: the checks for what users get wrong, each with how to fix it.
 
 Whether the home can be written, the port (taken, and which one is served), where the token is stored, each
-client's config file (found, parsed, and whether our entry matches this install's command, port and token),
+client's config file (found, parsed, and whether our entry matches this install's command, port and token or
+client key; a project's file that sees every folder is warned about), the client keys and their scopes,
 the models, free disk for the index, whether the running indexer can write its index, whether every Smart
 Folder can be read, a worker that keeps failing (with its cause) and a damaged index database (:mod:`.repair`).
 It reads and never changes anything; the fixes are commands to type. Exit status 1 when a check failed, so a
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 import click
 import psutil
 
-from foldermind.kernel.cli import clientfile, entries, repair
+from foldermind.kernel.cli import clientfile, entries, keys, repair
 from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, stray_config, typed
 from foldermind.kernel.cli.jsonedit import ParseError
@@ -156,24 +157,32 @@ def _client_file(home: Home, client: Client, path: Path, project: Path | None) -
         return Check(client.name, "info", f"{path}: no foldermind entry", f"`{install}`")
     if not isinstance(entry, dict):
         return Check(client.name, "fail", f"{path}: the foldermind entry is not an object", f"`{install}`")
-    problems = _entry_problems(home, client, entry)
+    problems = _entry_problems(home, client, entry, project is not None)
     if not problems:
         return Check(client.name, "ok", f"{path}: the foldermind entry matches this install")
     worst: Status = "fail" if any(bad for bad, _ in problems) else "warn"
     http = " --http" if "command" not in entry and client.http is not None else ""
-    return Check(client.name, worst, f"{path}: " + "; ".join(text for _, text in problems), f"`{install}{http}`")
+    scope = " --folders ID_OR_NAME,..." if any(text.endswith(keys.GIVE_FOLDERS) for _, text in problems) else ""
+    fix = f"`{install}{http}{scope}`"
+    return Check(client.name, worst, f"{path}: " + "; ".join(text for _, text in problems), fix)
 
 
-def _entry_problems(home: Home, client: Client, entry: dict[str, Any]) -> list[tuple[bool, str]]:
+def _entry_problems(
+    home: Home, client: Client, entry: dict[str, Any], in_project: bool = False
+) -> list[tuple[bool, str]]:
     """What in ``entry`` does not match this install: (is it fatal, what) pairs."""
     if "command" in entry:
         want = entries.entry(client, True, entries.Target(entries.bridge_command(home), "", "", False))
+        args = entry.get("args")
+        key = keys.entry_key(args, want["args"]) if isinstance(args, list) else None
+        if key:  # `mcp --client NAME`: the entry install writes for that key
+            want = {**want, "args": [*want["args"], "--client", key]}
         if entry == want:
-            return []
+            return keys.key_problems(home, key or "", in_project)
         command = str(entry.get("command", ""))
         if not shutil.which(command):
             return [(True, f"its command {command} does not exist or cannot run")]
-        if entry.get("args") != want["args"]:
+        if key is None:
             return [(True, f"its arguments {entry.get('args')} differ from this install's {want['args']}")]
         return [(False, f"it differs from what install writes ({json.dumps(want)})")]
     if client.http is None:
@@ -187,7 +196,13 @@ def _entry_problems(home: Home, client: Client, entry: dict[str, Any]) -> list[t
         serves = "serves" if t.url_is_live else "is configured for"
         problems.append((True, f"it points at {url}, but this install {serves} {t.url}"))
     header = str((entry.get("headers") or {}).get("Authorization", ""))
+    if keys.token_known(home, header.removeprefix("Bearer ")):
+        return problems  # a client key's token (in the file as is: the client has no way to refer to it)
     problems += _token_problems(header, t.token)
+    if in_project and not problems:
+        problems.append(
+            (False, "a project-level file with the owner's token sees every Smart Folder; give it --folders")
+        )
     return problems
 
 
@@ -331,6 +346,7 @@ def doctor(project: Path, as_json: bool) -> None:
         *config_checks(home),
         *port_checks(home, config),
         token_check(home),
+        Check("client keys", *keys.keys_summary(home)),  # type: ignore[arg-type]
         *client_checks(home, project.resolve()),
         *model_checks(config),
         disk_check(home),

@@ -294,6 +294,10 @@ def folders_remove(folder: str) -> None:
     home = current_home()
     target = os.path.abspath(folder) if os.path.exists(folder) else folder
     reply = _call(home, "indexer", FolderRemoveRequest(target), FolderRemoveReply)
+    gone = {c["id"] for c in reply.criteria} | ({reply.folder["id"]} if reply.folder is not None else set())
+    from foldermind.protocol.runtime.client_keys import ClientKeys  # keyring: only for this command
+
+    ClientKeys(home).drop_folders(gone)  # the indexer drops them from every scope already; the registry follows
     if reply.folder is None:
         click.echo(f"removed the criteria folder {reply.criteria[0]['name']} (no document or file is touched)")
         return

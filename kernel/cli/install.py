@@ -14,11 +14,13 @@ from pathlib import Path
 
 import click
 
-from foldermind.kernel.cli import clientfile, entries
+from foldermind.kernel.cli import clientfile, entries, keys
 from foldermind.kernel.cli.clientconfig import config, say_url_source, target, transport_options, wants_stdio
 from foldermind.kernel.cli.clientfacts import CLIENTS, Client, Secret, config_file
 from foldermind.kernel.cli.common import current_home, home_option, typed
 from foldermind.kernel.cli.jsonedit import ParseError
+from foldermind.protocol.runtime.client_keys import ClientKeys
+from foldermind.protocol.runtime.home import Home
 
 client_option = click.option("--client", "name", type=click.Choice(list(CLIENTS)), required=True)
 project_option = click.option(
@@ -71,7 +73,15 @@ def _read(path: Path, client: Client) -> str:
 @transport_options
 @project_option
 @dry_run_option
-def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_run: bool) -> None:
+@click.option(
+    "--folders",
+    default=None,
+    help="Give the client its own key (named after it) that sees only these Smart Folders (ids or names).",
+)
+@click.option("--own-key", is_flag=True, help="Give the client its own key (named after it) for every folder.")
+def install_cmd(
+    name: str, stdio: bool, http: bool, project: Path | None, dry_run: bool, folders: str | None, own_key: bool
+) -> None:
     """Merge the foldermind entry into CLIENT's config file (command form unless --http)."""
     client = CLIENTS[name]
     home = current_home()
@@ -79,7 +89,8 @@ def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_ru
     stdio = wants_stdio(name, stdio, http)
     path = _where(client, project)
     old = _read(path, client)
-    t = target(home, stdio)
+    key = _client_key(home, name, folders) if folders is not None or own_key else ""
+    t = target(home, stdio, key)
     item = entries.vscode_input() if entries.needs_input(client, stdio) else None
     try:
         new = clientfile.with_entry(old, client, entries.entry(client, stdio, t), item)
@@ -97,6 +108,22 @@ def install_cmd(name: str, stdio: bool, http: bool, project: Path | None, dry_ru
     say_url_source(t, stdio)
     if changed:
         click.echo(f"restart {client.title} (or reload its MCP servers) to pick it up", err=True)
+
+
+def _client_key(home: Home, name: str, folders: str | None) -> str:
+    """The key named after the client: made, or reused when its scope is the one asked for."""
+    existing = ClientKeys(home).get(name)
+    if existing is None:
+        key, _ = keys.add_key(home, name, folders)
+        scope = "every Smart Folder" if key.folders is None else ", ".join(key.folders) or "no folder"
+        click.echo(f"client key {name!r} made; it sees {scope}", err=True)
+        return name
+    wanted = keys.resolve_folders(home, folders)
+    if folders is not None and (existing.folders is None or sorted(existing.folders) != sorted(wanted or [])):
+        raise click.ClickException(
+            f"client key {name!r} exists with another scope: `foldermind token revoke {name}` first to change it"
+        )
+    return name
 
 
 def _say_token_exposure(path: Path, mode: int, changed: bool, dry_run: bool, stdio_install: str) -> None:

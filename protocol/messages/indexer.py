@@ -159,6 +159,10 @@ class FolderListRequest(Message):
     """Add the criteria folders (`criteria` in the reply). Off by default: counting them resolves each one (~7-26 ms at
     SciFact size after an index commit, docs/benchmarks-mcp.md section 7), which the callers that poll the list for
     progress (the watcher, `status`, the front door's change feed) have no use for."""
+    scope: list[str] | None = None
+    """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
+    request it makes for a scoped key; `null`: every folder. A document outside is answered for as one outside
+    every folder is."""
 
 
 @message("folders.list.reply")
@@ -231,6 +235,10 @@ class FolderDocumentsRequest(Message):
     """Only documents whose status is `indexed` (those a read can open)."""
     statuses: list[str] = field(default_factory=list)
     """Only documents with one of these statuses (`pending`, `indexed`, `failed`, `skipped`); empty: any."""
+    scope: list[str] | None = None
+    """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
+    request it makes for a scoped key; `null`: every folder. A document outside is answered for as one outside
+    every folder is."""
 
 
 @message("folders.documents.reply")
@@ -324,6 +332,10 @@ class SearchRequest(Message):
     fused score for hybrid, whose best hit scores about 1); `null`: no cut."""
     group_by_file: bool = False
     """At most one hit per file (its best chunk), so one long file does not fill the results."""
+    scope: list[str] | None = None
+    """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
+    request it makes for a scoped key; `null`: every folder. A document outside is answered for as one outside
+    every folder is."""
 
 
 @message("search.reply")
@@ -390,6 +402,10 @@ class EvidenceRequest(Message):
     """Sentences returned at most (1..12)."""
     folder_id: str | None = None
     """Only this Smart Folder (an id or its path)."""
+    scope: list[str] | None = None
+    """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
+    request it makes for a scoped key; `null`: every folder. A document outside is answered for as one outside
+    every folder is."""
 
 
 @message("evidence.reply")
@@ -508,6 +524,10 @@ class ReadDocumentRequest(Message):
     """With `chunk_id`: this many chunks (or lines) after it as well, as far as the file's end."""
     unit: str = "chunks"
     """What `before` and `after` count: `chunks` or `lines`."""
+    scope: list[str] | None = None
+    """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
+    request it makes for a scoped key; `null`: every folder. A document outside is answered for as one outside
+    every folder is."""
 
 
 @message("doc.read.reply")
@@ -544,6 +564,10 @@ class SimilarRequest(Message):
     """The file's absolute path (path rules as `doc.read.request`)."""
     top_k: int = 5
     """How many documents; clamped to 1..50 (the MCP tool allows 1..25)."""
+    scope: list[str] | None = None
+    """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
+    request it makes for a scoped key; `null`: every folder. A document outside is answered for as one outside
+    every folder is."""
 
 
 @message("doc.similar.reply")
@@ -568,6 +592,10 @@ class SummaryRequest(Message):
 
     path: str
     """The file's current absolute path, or the path it had when it was analyzed."""
+    scope: list[str] | None = None
+    """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
+    request it makes for a scoped key; `null`: every folder. A document outside is answered for as one outside
+    every folder is."""
 
 
 @message("doc.summary.reply")
@@ -654,6 +682,10 @@ class IndexStatusRequest(Message):
     folder: str = ""
     """Only this folder's failures and unsupported files (its id or registered path); `""`: every folder's. Errors:
     `unknown_folder`."""
+    scope: list[str] | None = None
+    """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
+    request it makes for a scoped key; `null`: every folder. A document outside is answered for as one outside
+    every folder is."""
 
 
 @message("index.status.reply")

@@ -516,8 +516,8 @@ class McpPolicy(_Strict):
     rate_per_minute: int = Field(
         60,
         ge=1,
-        description="Requests per minute per client, in bursts up to this size (over it: 429). A client is its MCP"
-        " session, or its TCP connection for requests without one (the stateless 2026-07-28 revision).",
+        description="Requests per minute per client, in bursts up to this size (over it: 429). A client is its own"
+        " key (`foldermind token add`); with the owner's token, its MCP session, else its TCP connection.",
     )
     allowed_origins: list[str] = Field(
         default_factory=list,
@@ -576,6 +576,16 @@ class ConsolePolicy(_Strict):
         gt=0,
         description="The console exits, and the kernel restarts it, when its web server's event loop has not run"
         " for this long (a page stuck in it would hold every other page).",
+    )
+
+
+class ActivityPolicy(_Strict):
+    """What each MCP client did: one row per tool call or resource read (`foldermind activity` shows them)."""
+
+    keep_days: float = Field(30.0, gt=0, description="Rows older than this many days are deleted.")
+    max_rows: int = Field(100_000, ge=100, description="At most this many rows are kept; the oldest go first.")
+    record_queries: bool = Field(
+        False, description="Also keep each call's arguments (queries, questions); off: only what it returned."
     )
 
 
@@ -747,6 +757,7 @@ SEARCH_ENV = "FOLDERMIND_SEARCH"
 MCP_ENV = "FOLDERMIND_MCP"
 LLM_ENV = "FOLDERMIND_LLM"
 CONSOLE_ENV = "FOLDERMIND_CONSOLE"
+ACTIVITY_ENV = "FOLDERMIND_ACTIVITY"
 
 
 def ingest_from_env() -> IngestPolicy:
@@ -759,6 +770,10 @@ def search_from_env() -> SearchPolicy:
 
 def mcp_from_env() -> McpPolicy:
     return McpPolicy.model_validate_json(os.environ.get(MCP_ENV) or "{}")
+
+
+def activity_from_env() -> ActivityPolicy:
+    return ActivityPolicy.model_validate_json(os.environ.get(ACTIVITY_ENV) or "{}")
 
 
 def llm_from_env() -> LlmPolicy:
@@ -848,6 +863,7 @@ class SupervisorConfig(_Strict):
     mcp: McpPolicy = McpPolicy()
     llm: LlmPolicy = LlmPolicy()
     console: ConsolePolicy = ConsolePolicy()
+    activity: ActivityPolicy = ActivityPolicy()
     workers: dict[str, WorkerSpec] = Field(
         default_factory=lambda: dict(PROCESS_MAP),
         description="The process map: each [workers.NAME] runs `module` as its own OS process. A home's override"
@@ -883,6 +899,7 @@ class SupervisorConfig(_Strict):
             MCP_ENV: self.mcp.model_dump_json(),
             LLM_ENV: self.llm.model_dump_json(),
             CONSOLE_ENV: self.console.model_dump_json(),
+            ACTIVITY_ENV: self.activity.model_dump_json(),
             "FOLDERMIND_PARSER_MEMORY_MB": str(self.parser_memory_mb()),
         }
         if self.ingest.embed_model_dir:

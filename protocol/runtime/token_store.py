@@ -8,6 +8,7 @@ variable and is never logged.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -30,6 +31,7 @@ Mode = Literal["keyring", "file"]
 SERVICE = "foldermind"
 TOKEN_FILE = "mcp-token"
 MODE_FILE = "mcp-token.mode"
+KEY_FILE = "client-key"
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
 
@@ -38,13 +40,16 @@ class TokenPersistError(Exception):
 
 
 class TokenStore:
-    def __init__(self, home: Home | str | os.PathLike[str]) -> None:
+    def __init__(self, home: Home | str | os.PathLike[str], name: str = "") -> None:
+        """``name``: a client key's (:mod:`.client_keys`), kept beside the owner's token (``""``) the same way."""
         config_dir = home.config_dir if isinstance(home, Home) else Path(home)
         self.config_dir = config_dir.expanduser().resolve()
-        self.token_file = self.config_dir / TOKEN_FILE
-        self.mode_file = self.config_dir / MODE_FILE
+        suffix = f":{name}" if name else ""
+        # A client key's files never share a name with the owner's (a key name holds no dot).
+        self.token_file = self.config_dir / (f"{KEY_FILE}.{name}" if name else TOKEN_FILE)
+        self.mode_file = self.config_dir / (f"{KEY_FILE}.{name}.mode" if name else MODE_FILE)
         # One keyring entry per home, so two homes never share (or overwrite) a token.
-        self.username = "mcp-token:" + hashlib.sha256(str(self.config_dir).encode()).hexdigest()[:16]
+        self.username = "mcp-token:" + hashlib.sha256(str(self.config_dir).encode()).hexdigest()[:16] + suffix
         self._lock = threading.Lock()
         self._token: str | None = None
         self._mode: Mode | None = None
@@ -115,6 +120,17 @@ class TokenStore:
             self._token, self._mode = token, target
             log.info("rotated the MCP token (%s)", target)
             return token
+
+    def forget(self) -> None:
+        """Delete the stored token from every place (a revoked client key)."""
+        with self._lock:
+            store = secret_store()
+            if store is not None:
+                with contextlib.suppress(Exception):  # keyring's PasswordDeleteError: nothing was there
+                    store.delete_password(SERVICE, self.username)
+            self.token_file.unlink(missing_ok=True)
+            self.mode_file.unlink(missing_ok=True)
+            self._token = self._mode = None
 
     def _restore_after_failed_rotate(self, store: keyring.backend.KeyringBackend | None) -> None:
         """Put the token the clients hold back if part of the failed write landed (a write that failed

@@ -16,7 +16,7 @@ import logging
 import os
 import resource
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, cast
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
@@ -27,15 +27,20 @@ from foldermind.protocol.messages import (
     TokenRotateReply,
     TokenRotateRequest,
 )
-from foldermind.protocol.runtime.config import llm_from_env, mcp_from_env
+from foldermind.protocol.runtime.activity import ActivityLog
+from foldermind.protocol.runtime.client_keys import ClientKeys
+from foldermind.protocol.runtime.config import activity_from_env, llm_from_env, mcp_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.frontdoor import keyscope
 from foldermind.workers.frontdoor.chat import Chat
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.http import HttpServer, bind, build_app
+from foldermind.workers.frontdoor.keyscope import KeyMiddleware
 from foldermind.workers.frontdoor.schemas import AnswerMode
+from foldermind.workers.frontdoor.sessions import EvictingSessionManager
 from foldermind.workers.frontdoor.tools import build_server
 
 log = logging.getLogger("foldermind.frontdoor")
@@ -76,7 +81,7 @@ class FrontdoorWorker(Worker):
         self.home.ensure()
         self.tokens = TokenStore(self.home)
         self.tokens.load_or_create()
-        self.bus = Bus(self.ctx.bus_endpoint, f"{self.ctx.name}.tools", self.policy.tool_deadline_s)
+        self.bus = Bus(self.ctx.bus_endpoint, f"{self.ctx.name}.tools", self.policy.tool_deadline_s, keyscope.apply)
         port = self.policy.port
         if os.environ.get(PORT_ENV, "").strip():
             port = int(os.environ[PORT_ENV])
@@ -85,9 +90,14 @@ class FrontdoorWorker(Worker):
         self.port = sock.getsockname()[1]
         host = f"[{self.policy.host}]" if ":" in self.policy.host else self.policy.host
         self.url = f"http://{host}:{self.port}{self.policy.path}"
-        self.server = build_server(self.bus, self.policy, _version(), llm_from_env())
+        self.keys = ClientKeys(self.home)
+        self.activity = ActivityLog(self.home.data_dir, activity_from_env())
+        middleware = KeyMiddleware(
+            self.activity, self._key_names, self._close_session, lambda: self.server.issued_sessions()
+        )
+        self.server = build_server(self.bus, self.policy, _version(), llm_from_env(), middleware)
         self.chat = Chat(self.bus, llm_from_env())  # the console's questions: the tool's engine, its own sessions
-        self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current)
+        self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current, self.keys.by_token)
         self.http = HttpServer(self.guard, sock, self.policy.request_timeout_s)
         self.http.start()
         if self.http.wait_started(15):
@@ -100,9 +110,20 @@ class FrontdoorWorker(Worker):
         self.status_note = f"{self.state} {self.url}"
         self._write_info()
 
+    def _key_names(self) -> frozenset[str] | None:
+        try:
+            return self.keys.names()
+        except OSError:
+            return None
+
+    def _close_session(self, session_id: str) -> None:
+        cast(EvictingSessionManager, self.server.session_manager).close(session_id)
+
     def teardown(self) -> None:
         if self.http is not None:
             self.http.stop()
+        if hasattr(self, "activity"):
+            self.activity.close()
         self.bus.close()
         self.state = "stopped"
         with contextlib.suppress(FileNotFoundError):

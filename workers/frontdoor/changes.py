@@ -15,12 +15,14 @@ listens, and only then, it asks the indexer for the folder list (``folders.list`
 folder) every :data:`POLL_S` seconds and compares each folder's counts and ``changed_at``. A change is
 announced as list_changed, plus updated for that folder's resource and for every subscribed document URI
 inside it (a document's own change is not told apart from its neighbours': a client rereads at worst a
-document that did not change). Nothing is logged with a path or a URI in it.
+document that did not change). A client key scoped to some folders is told only of theirs (:func:`sees_any`).
+Nothing is logged with a path or a URI in it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 from collections import Counter
@@ -38,7 +40,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import FolderInfo, FolderListReply, FolderListRequest
+from foldermind.protocol.runtime.client_keys import ClientKey
 from foldermind.workers.asyncbus import Bus
+from foldermind.workers.frontdoor.keyscope import CLIENT
 from foldermind.workers.frontdoor.resources import MAX_URI_CHARS, document_path, folder_uri
 
 log = logging.getLogger("foldermind.frontdoor")
@@ -72,6 +76,7 @@ class ChangeFeed:
         self.sessions = sessions  # the session ids the session manager still holds
         self.poll_s = poll_s
         self.listeners: dict[object, Callable[[ServerEvent], None]] = {}
+        self.keys: dict[object, ClientKey | None] = {}  # each listener's or session's client key
         self.legacy: dict[str, ServerSession] = {}
         self.subscribed: dict[str, set[str]] = {}  # handshake-era session id -> URIs
         self.listened: Counter[str] = Counter()  # URIs open subscriptions/listen streams asked for
@@ -80,8 +85,13 @@ class ChangeFeed:
 
     # -- the SubscriptionBus protocol (the SDK's listen handler subscribes each stream)
 
-    async def publish(self, event: ServerEvent) -> None:
-        for listener in list(self.listeners.values()):
+    async def publish(
+        self, event: ServerEvent, folder_ids: Collection[str] | None = None, path_folders: Collection[str] = ()
+    ) -> None:
+        """``event`` to every listener, or (``folder_ids``: the folders it is about) to those whose key sees one."""
+        for token, listener in list(self.listeners.items()):
+            if folder_ids is not None and not sees_any(self.keys.get(token), folder_ids, path_folders):
+                continue
             try:
                 listener(event)
             except Exception:  # one broken stream must not starve the others
@@ -91,10 +101,12 @@ class ChangeFeed:
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
         token = object()
         self.listeners[token] = listener
+        self.keys[token] = CLIENT.get()  # the listen request's key
         self._wake()
 
         def unsubscribe() -> None:
             self.listeners.pop(token, None)
+            self.keys.pop(token, None)
 
         return unsubscribe
 
@@ -109,6 +121,7 @@ class ChangeFeed:
         if sid is None:
             return await call_next(ctx)
         self.legacy[sid] = ctx.session
+        self.keys[sid] = CLIENT.get()
         self._wake()
         if ctx.method in ("resources/subscribe", "resources/unsubscribe"):
             uri = (ctx.params or {}).get("uri")
@@ -157,12 +170,14 @@ class ChangeFeed:
         live = set(self.sessions())
         for sid in [s for s in self.legacy if s not in live]:
             del self.legacy[sid]
+            self.keys.pop(sid, None)
             self.subscribed.pop(sid, None)
         return bool(self.listeners or self.legacy)
 
     def _wake(self) -> None:
         if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._watch())
+            # A context of its own: the poll must not run as the client key of the request that woke it.
+            self.task = asyncio.get_running_loop().create_task(self._watch(), context=contextvars.Context())
 
     async def _watch(self) -> None:
         while self.listening():
@@ -180,23 +195,39 @@ class ChangeFeed:
 
     async def announce(self, folder_ids: list[str], folder_paths: list[str]) -> None:
         """list_changed to everyone; updated for the changed folders' resources and the subscribed documents
-        inside them, to whoever asked for those URIs."""
+        inside them, to whoever asked for those URIs (a scoped client key: only of its folders)."""
 
-        def touched(uri: str) -> bool:
+        def touched(uri: str) -> list[str]:
+            """The changed folders ``uri`` is about."""
             path = document_path(uri)
             if path is not None:
-                return any(_inside(path, folder) for folder in folder_paths)
-            return uri in {folder_uri(fid) for fid in folder_ids}
+                return [fid for fid, folder in zip(folder_ids, folder_paths, strict=True) if _inside(path, folder)]
+            return [fid for fid in folder_ids if uri == folder_uri(fid)]
 
-        await self.publish(ResourcesListChanged())
-        for uri in sorted(u for u in set(self.listened) | {folder_uri(f) for f in folder_ids} if touched(u)):
-            await self.publish(ResourceUpdated(uri=uri))
+        paths = {*(self.seen or {}), *folder_ids}
+        await self.publish(ResourcesListChanged(), folder_ids, paths)
+        for uri in sorted(set(self.listened) | {folder_uri(f) for f in folder_ids}):
+            if about := touched(uri):
+                await self.publish(ResourceUpdated(uri=uri), about, paths)
         for sid, session in list(self.legacy.items()):
+            key = self.keys.get(sid)
+            if not sees_any(key, folder_ids, paths):
+                continue  # a client key scoped elsewhere is not told that another folder changed
             try:
                 await session.send_resource_list_changed()
-                for uri in sorted(u for u in self.subscribed.get(sid, ()) if touched(u)):
-                    await session.send_resource_updated(uri)
+                for uri in sorted(self.subscribed.get(sid, ())):
+                    if (about := touched(uri)) and sees_any(key, about, paths):
+                        await session.send_resource_updated(uri)
             except Exception as exc:  # a session gone mid-send; the manager forgets it too
                 log.debug("resource notification not sent: %s", type(exc).__name__)
                 self.legacy.pop(sid, None)
                 self.subscribed.pop(sid, None)
+
+
+def sees_any(key: ClientKey | None, folder_ids: Collection[str], path_folders: Collection[str] = ()) -> bool:
+    """Whether a client key sees one of these folders. A criteria folder in its scope (an id that is no path folder)
+    may change with any folder: such a key is told of every change."""
+    if key is None or key.folders is None:
+        return True
+    scope = set(key.folders)
+    return bool(scope & set(folder_ids)) or bool(scope - set(path_folders) - set(folder_ids))

@@ -11,10 +11,11 @@ answer (loading, failed, timed out, lost) or none of its sentences holds, the qu
 "the documents do not say", and no model call. ``auto`` asks the model only for the question shapes of
 ``[llm] auto_model_shapes``; a streaming client is sent the quotes, then only what the check kept (:class:`Shown`).
 
-Sessions live in this process's memory only, under ``mcp:``-namespaced keys, so an MCP session id can
-never name anything else; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond
-``max_sessions``). Each holds an asyncio lock: one generation per session at a time, a second call on the
-same session waits its turn instead of racing (and a client cannot fan one session out into many). A
+Sessions live in this process's memory only, under ``mcp:``-namespaced keys with the client key's name in
+them, so an MCP session id can never name anything else, nor another client's conversation; they end after
+``[llm] session_ttl_s`` idle (the oldest go first beyond ``max_sessions``). Each holds an asyncio lock: one
+generation per session at a time, a second call on the same session waits its turn instead of racing (and a
+client cannot fan one session out into many). A
 follow-up is retrieved with the previous question in front of it (and alone), so "and the year before?" finds its
 subject.
 """
@@ -44,6 +45,7 @@ from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.frontdoor import answers, schemas
 from foldermind.workers.frontdoor.answers import Composed, Evidence
+from foldermind.workers.frontdoor.keyscope import CLIENT
 
 HISTORY_TURNS = 6
 """Turns a session remembers; the llm worker keeps as many of the latest as fit its window."""
@@ -115,7 +117,10 @@ class Sessions:
 
     @staticmethod
     def key(session_id: str) -> str:
-        return f"mcp:{session_id}"
+        """The session's key in the asking client key's own namespace: another client's session id names a
+        new, empty conversation, never theirs (whose turns quote documents it may not see)."""
+        client = CLIENT.get()
+        return f"mcp:{client.name if client is not None else ''}:{session_id}"
 
     def open(self, session_id: str | None) -> Session:
         """The session named ``session_id`` (created when unknown or expired); a new ``mcp-<uuid>`` when absent."""

@@ -5,8 +5,9 @@ and the first refusal answers: size (431 for the headers, 411/413 for the body, 
 it) -> bearer token (401) -> Origin allowlist (403) -> rate limit (429). Refusals never log header
 values, bodies or tokens: only the method, path, client address and the reason.
 
-The rate limit's unit is the client as far as one can be told apart without per-client keys: an MCP
-session the server issued, else the TCP connection the request came on. A stateless (2026-07-28)
+The rate limit's unit is the client: its own key (:mod:`.keyscope`) when it has one, so that a client cannot
+buy more by opening more sessions; with the owner's token, an MCP session the server issued, else the TCP
+connection the request came on. A stateless (2026-07-28)
 request carries no session id, and its clientInfo and User-Agent are whatever the client writes into
 each request: they could only split a connection's bucket, never join two clients', so the key is the
 connection alone. One client's calls never spend another's bucket, so nobody's initialize or discovery
@@ -25,6 +26,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from foldermind.protocol.runtime.client_keys import ClientKey
+from foldermind.workers.frontdoor.keyscope import OWNER_KEY, SCOPE_KEY
 
 log = logging.getLogger("foldermind.frontdoor")
 
@@ -62,6 +66,7 @@ class Guard:
         clock: Callable[[], float] = time.monotonic,
         max_buckets: int = 10_000,
         session_known: Callable[[str], bool] | None = None,
+        client_key: Callable[[str], ClientKey | None] | None = None,
     ) -> None:
         self.app = app
         self._token = token
@@ -70,6 +75,7 @@ class Guard:
         self._clock = clock
         self.max_buckets = max_buckets
         self._session_known = session_known
+        self._client_key = client_key
         # Least recently used first, so idle buckets are swept from the front.
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._rate = 0
@@ -129,10 +135,16 @@ class Guard:
             if length > self.max_body_bytes:
                 return await self._refuse(send, 413, "payload_too_large", "request body too large")
 
-        # (b) bearer token.
+        # (b) bearer token: the owner's, or a client key's (:mod:`.keyscope` carries it on to the tools).
         expected = self._token().encode()
         scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
-        if not (expected and scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), expected)):
+        bearer = scheme.lower() == b"bearer"
+        client: ClientKey | None = None
+        if bearer and expected and hmac.compare_digest(given.strip(), expected):
+            client = OWNER_KEY
+        elif bearer and self._client_key is not None:
+            client = self._client_key(given.strip().decode("latin-1"))
+        if client is None:
             reason = "missing bearer token" if b"authorization" not in headers else "wrong bearer token"
             self._warn("auth", scope, reason)
             challenge = b"Bearer" if b"authorization" not in headers else b'Bearer error="invalid_token"'
@@ -140,14 +152,16 @@ class Guard:
                 send, 401, "invalid_token", "authentication required", [(b"www-authenticate", challenge)]
             )
 
+        scope[SCOPE_KEY] = client
+
         # (c) Origin: browsers always send it, other clients need not.
         origin = headers.get(b"origin")
         if origin is not None and origin.decode("latin-1") not in self._allowed_origins():
             self._warn("origin", scope, "origin not allowed")
             return await self._refuse(send, 403, "forbidden", "origin not allowed")
 
-        # (d) rate limit per MCP session, else per connection.
-        retry_after = self._take(self._bucket_key(headers.get(b"mcp-session-id"), scope))
+        # (d) rate limit per client key, else (the owner's token) per MCP session, else per connection.
+        retry_after = self._take(self._bucket_key(headers.get(b"mcp-session-id"), scope, client))
         if retry_after is not None:
             self._warn("rate", scope, "rate limit exceeded")
             request_id, read = await _peek_id(receive, length) if length <= _ID_PEEK_BYTES else (None, False)
@@ -197,7 +211,9 @@ class Guard:
         if overflow and not started:
             await self._refuse(send, 413, "payload_too_large", "request body longer than its Content-Length")
 
-    def _bucket_key(self, session: bytes | None, scope: Scope) -> str:
+    def _bucket_key(self, session: bytes | None, scope: Scope, client: ClientKey | None = None) -> str:
+        if client is not None and client is not OWNER_KEY:
+            return "key " + client.name  # all of one client's sessions and connections share its key's bucket
         if session is not None:
             key = session.decode("latin-1")
             # Session ids are client-chosen: one the server never issued would otherwise buy a fresh bucket.

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from mcp.server.transport_security import TransportSecuritySettings
 
+from foldermind.protocol.runtime.client_keys import ClientKey
 from foldermind.protocol.runtime.config import McpPolicy
 from foldermind.workers.frontdoor.disconnect import WatchDisconnect
 from foldermind.workers.frontdoor.guard import Guard
@@ -21,7 +22,13 @@ from foldermind.workers.httpserve import HttpServer, bind, loopback_hosts, loopb
 __all__ = ["HttpServer", "bind", "build_app"]
 
 
-def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Callable[[], str]) -> Guard:
+def build_app(
+    server: FoldermindServer,
+    policy: McpPolicy,
+    port: int,
+    token: Callable[[], str],
+    client_key: Callable[[str], ClientKey | None] | None = None,
+) -> Guard:
     """The app stack; its outermost layer, the guard, is the ASGI app to serve."""
     origins = loopback_origins(port) | set(policy.allowed_origins)
     hosts = loopback_hosts(port)
@@ -48,4 +55,5 @@ def build_app(server: FoldermindServer, policy: McpPolicy, port: int, token: Cal
         # Session ids the server never issued count as no session (the connection's bucket), or a client
         # could dodge the limit by inventing a new id per request.
         session_known=lambda sid: sid in server.issued_sessions(),
+        client_key=client_key,
     )

@@ -58,6 +58,15 @@ class EvictingSessionManager(StreamableHTTPSessionManager):
             self._close_longest_idle()
         return super()._admit_session(requestor)
 
+    def close(self, session_id: str) -> None:
+        """End a session now, as a client's DELETE would (its key was revoked)."""
+        transport = self._server_instances.pop(session_id, None)
+        if transport is None:
+            return
+        self._session_owners.pop(session_id, None)
+        group = cast(TaskGroup, self._task_group)
+        group.start_soon(transport.terminate)
+
     def _close_longest_idle(self) -> None:
         idle: list[tuple[float, str]] = []
         for session_id, transport in self._server_instances.items():

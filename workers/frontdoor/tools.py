@@ -56,6 +56,7 @@ from foldermind.workers.frontdoor import reading, schemas
 from foldermind.workers.frontdoor.changes import ChangeFeed
 from foldermind.workers.frontdoor.chat import Chat
 from foldermind.workers.frontdoor.disconnect import client_gone, until_gone
+from foldermind.workers.frontdoor.keyscope import KeyMiddleware
 from foldermind.workers.frontdoor.paths import check_path
 from foldermind.workers.frontdoor.prompts import Prompts
 from foldermind.workers.frontdoor.refusals import cause, invalid_arguments, rpc_error
@@ -414,8 +415,8 @@ class FoldermindServer(MCPServer[Any]):
     Its resources are :class:`~.resources.Resources`' (the SDK's own resource registry holds fixed ones;
     ours follow the index), and :class:`~.changes.ChangeFeed` tells clients when they change."""
 
-    def __init__(self, resources: Resources, feed: ChangeFeed, **settings: Any) -> None:
-        super().__init__(**settings, subscriptions=feed, middleware=[feed])
+    def __init__(self, resources: Resources, feed: ChangeFeed, keys: KeyMiddleware | None, **settings: Any) -> None:
+        super().__init__(**settings, subscriptions=feed, middleware=[keys, feed] if keys is not None else [feed])
         self.resources = resources
         self.feed = feed
 
@@ -479,10 +480,13 @@ class FoldermindServer(MCPServer[Any]):
             raise rpc_error(typed, refused=True) from None
 
 
-def build_server(bus: Bus, policy: McpPolicy, version: str, llm: LlmPolicy | None = None) -> FoldermindServer:
+def build_server(
+    bus: Bus, policy: McpPolicy, version: str, llm: LlmPolicy | None = None, keys: KeyMiddleware | None = None
+) -> FoldermindServer:
     server = FoldermindServer(
         Resources(bus),
         ChangeFeed(bus, lambda: server.issued_sessions()),
+        keys,
         name="foldermind",
         title="foldermind",
         instructions=INSTRUCTIONS,

@@ -6,7 +6,7 @@ whole-index questions behind the MCP tools (:mod:`.documents`).
 Its serving thread handles requests; its ingest thread (:mod:`.pipeline`) parses and writes; a
 background thread loads the query model (:mod:`.encoder`) without holding up READY.
 
-Its length (~410 lines): one handler per request kind, each a few lines that hand over to the services.
+Its length (~435 lines): one handler per request kind, each a few lines that hand over to the services.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from foldermind.protocol.messages import (
 from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
-from foldermind.workers.indexer import changes, criteria
+from foldermind.workers.indexer import changes, criteria, visibility
 from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
@@ -63,6 +63,7 @@ from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify, disk_bytes
 from foldermind.workers.indexer.store import Folder, Store
 from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.visibility import Visibility
 
 log = logging.getLogger("foldermind.indexer")
 
@@ -116,6 +117,9 @@ class IndexerWorker(Worker):
         self.searches = SearchService(self.store, self.bm25, self.vectors, self.encoder, self.search_policy)
         self.evidence = EvidenceService(self.searches, self.encoder)
         self.claims = ClaimChecker(self.evidence.vectors)
+        self.visibility = Visibility(
+            self.store, self.searches.filters, self.searches.criteria, self.searches.criteria_scopes
+        )
         self.documents = DocumentService(
             self.store, self.bm25, self.vectors, self.encoder, self.folder_info, lambda: self.pipeline.embed_error
         )
@@ -156,7 +160,11 @@ class IndexerWorker(Worker):
             route(SummaryRequest, self.on_summary),
             route(IndexStatusRequest, self.on_index_status),
         ]
-        return {**super().handlers(), **{kind: self.damage.guard(handler) for kind, handler in own}}
+        return {**super().handlers(), **{kind: self.damage.guard(self._scoped(handler)) for kind, handler in own}}
+
+    def _scoped(self, handler: Handler) -> Handler:
+        """``handler`` with its request's client-key scope in force (:mod:`.visibility`)."""
+        return lambda req: self.visibility.scoped(handler)(req)
 
     @property
     def status_note(self) -> str:
@@ -280,10 +288,12 @@ class IndexerWorker(Worker):
         return FolderAddReply(self.folder_info(folder))
 
     def on_folder_list(self, req: Request[FolderListRequest]) -> Result:
-        scopes = self.searches.criteria_scopes
+        scopes, visible = self.searches.criteria_scopes, visibility.current()
         return FolderListReply(
-            [self.folder_info(f) for f in self.store.folders()],
-            [scopes.info(c) for c in self.searches.criteria.all()] if req.body.with_criteria else [],
+            [self.folder_info(f) for f in self.store.folders() if visible is None or visible.sees_folder(f.id)],
+            [scopes.info(c) for c in self.searches.criteria.all() if visible is None or visible.sees_folder(c.id)]
+            if req.body.with_criteria
+            else [],
         )
 
     def on_folder_remove(self, req: Request[FolderRemoveRequest]) -> Result:
@@ -322,13 +332,24 @@ class IndexerWorker(Worker):
         return folder.id if folder is not None else None
 
     def on_folder_documents(self, req: Request[FolderDocumentsRequest]) -> Result:
-        body = req.body
+        body, visible = req.body, visibility.current()
         folder_id = self.store.find_folder(body.folder).id if body.folder else None
+        if visible is not None and folder_id is not None and not visible.sees_folder(folder_id):
+            raise visibility.hidden_folder(body.folder)
         limit = max(1, min(int(body.limit), MAX_DOCUMENT_PAGE))
         statuses = ["indexed"] if body.indexed_only else [str(s) for s in body.statuses]
-        rows = self.store.document_page(folder_id, max(0, int(body.after)), limit + 1, statuses)
-        documents = [cast(DocumentEntry, dict(r)) for r in rows[:limit]]  # the SELECT names its keys
-        more = len(rows) > limit
+        after = max(0, int(body.after))
+        documents: list[DocumentEntry] = []
+        while True:  # a scoped key's pages leave the others' documents out: read on until one is full
+            rows = self.store.document_page(folder_id, after, limit + 1, statuses)
+            for r in rows:
+                if visible is None or visible.sees_document(r["folder_id"], r["id"]):
+                    documents.append(cast(DocumentEntry, dict(r)))  # the SELECT names its keys
+            if len(documents) > limit or len(rows) <= limit:
+                break
+            after = rows[-1]["id"]
+        more = len(documents) > limit
+        documents = documents[:limit]
         return FolderDocumentsReply(documents, documents[-1]["id"] if more else None)
 
     # ---------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from foldermind.protocol.messages import (
     SummaryRequest,
 )
 from foldermind.workers import model_files
+from foldermind.workers.indexer import visibility
 from foldermind.workers.indexer.analyzer import analyze_stored
 from foldermind.workers.indexer.bm25 import KeywordIndex
 from foldermind.workers.indexer.encoder import QueryEncoder
@@ -85,9 +86,16 @@ class DocumentService:
         if ".." in raw.replace(os.sep, "/").split("/"):
             raise JobError(ErrorCode.INVALID_PATH, f"'..' segments are not accepted: {_short(raw)}")
         real = os.path.realpath(raw)
-        if self.store.folder_for_path(real) is None:
+        folder = self.store.folder_for_path(real)
+        visible = visibility.current()
+        if folder is None or (visible is not None and not self._sees(visible, folder.id, real)):
+            # A document the client's key does not see is refused in the same words as one outside every folder.
             raise JobError(ErrorCode.INVALID_PATH, f"{_short(raw)} is not inside any Smart Folder (symlinks followed)")
         return real
+
+    def _sees(self, visible: visibility.Visible, folder_id: str, real: str) -> bool:
+        state = self.store.document_state(real) if not visible.folders or folder_id not in visible.folders else None
+        return visible.sees_document(folder_id, state[0] if state is not None else None)
 
     def indexed_document(self, raw: object) -> tuple[str, int]:
         """(real path, document id) of an indexed file, else ``invalid_path`` / ``file_not_indexed``."""
@@ -143,6 +151,11 @@ class DocumentService:
         if not isinstance(chunk_id, int) or isinstance(chunk_id, bool):
             raise JobError(ErrorCode.BAD_REQUEST, "chunk_id must be an integer")
         path = self.store.chunk_file(chunk_id) if 0 < chunk_id <= MAX_CHUNK_ID else None
+        visible = visibility.current()
+        if path is not None and visible is not None:
+            folder = self.store.folder_for_path(path)
+            if folder is None or not self._sees(visible, folder.id, path):
+                path = None  # another client's chunk is no chunk for this one
         if path is None:
             raise JobError(
                 ErrorCode.UNKNOWN_CHUNK,
@@ -213,6 +226,7 @@ class DocumentService:
     def _nearest_documents(self, centroid: np.ndarray[Any, Any], doc_id: int, top_k: int, own: int) -> list[SearchHit]:
         total = len(self.vectors)
         depth = min(total, (top_k + 1) * 8 + own)
+        visible = visibility.current()
         while True:
             ranked = self.vectors.search(centroid, depth)
             rows = self.store.hits([chunk_id for chunk_id, _ in ranked])
@@ -221,6 +235,8 @@ class DocumentService:
                 row = rows.get(chunk_id)
                 if row is None or row["doc_id"] == doc_id or row["doc_id"] in best:
                     continue
+                if visible is not None and not visible.sees_document(row["folder_id"], row["doc_id"]):
+                    continue  # outside the client key's scope
                 best[row["doc_id"]] = hit_from_row(row, score, snippet(row["text"], ""))
                 if len(best) == top_k:
                     return list(best.values())
@@ -257,28 +273,43 @@ class DocumentService:
 
     def status(self, body: IndexStatusRequest) -> IndexStatusReply:
         limit = body.max_failures if _is_int(body.max_failures) else 20
-        totals = self.store.totals()
-        totals["chunks_embedded"] = self.store.embedded(None, lambda: self.vectors.arriving)  # as folder_info
-        totals["files_unsupported"] = sum(self.store.unsupported().values())
+        visible = visibility.current()
         folder_id = self.store.find_folder(body.folder).id if body.folder else None
-        unsupported = self.store.unsupported(folder_id)
+        if visible is not None and folder_id is not None and folder_id not in visible.folders:
+            raise visibility.hidden_folder(body.folder)
+        shown = [f for f in self.store.folders() if visible is None or f.id in visible.folders]
+        infos = [self.folder_info(f) for f in shown]
+        # The folders whose failures and unsupported files are listed; None: every one (an unscoped request).
+        ids: list[str | None] = [folder_id] if folder_id is not None else [f.id for f in shown]
+        if visible is None:
+            totals = self.store.totals()
+            totals["chunks_embedded"] = self.store.embedded(None, lambda: self.vectors.arriving)  # as folder_info
+            totals["files_unsupported"] = sum(self.store.unsupported().values())
+            ids = [folder_id]
+        else:
+            totals = _scoped_totals(infos)
+        unsupported: dict[str, int] = {}
+        for fid in ids:
+            for suffix, n in self.store.unsupported(fid).items():
+                unsupported[suffix] = unsupported.get(suffix, 0) + n
         limit = max(0, min(limit, MAX_FAILURES))
         failures, indexing = (
             [
                 FailureInfo(path=r["path"], folder_id=r["folder_id"], status=r["status"], error=r["error"])
-                for r in self.store.recent_failures(limit, folder_id, statuses)
-            ]
+                for fid in ids
+                for r in self.store.recent_failures(limit, fid, statuses)
+            ][:limit]
             for statuses in (("failed", "skipped"), ("indexing",))
         )
         return IndexStatusReply(
             totals=totals,
-            folders=[self.folder_info(f) for f in self.store.folders()],
+            folders=infos,
             embedding=self._embedding(totals),
             recent_failures=failures,
             formats=[FormatInfo(format=f, suffixes=list(s), ocr=o) for f, s, o in formats.table()],
             ocr=_ocr_info(),
             unsupported=unsupported,
-            unsupported_files=self.store.unsupported_files(folder_id),
+            unsupported_files=[p for fid in ids for p in self.store.unsupported_files(fid)],
             indexing=indexing,
         )
 
@@ -313,6 +344,22 @@ class DocumentService:
             query_backend=self.encoder.backend,
             query_backend_note=self.encoder.backend_note or None,
         )
+
+
+def _scoped_totals(infos: list[FolderInfo]) -> dict[str, int]:
+    """The index's totals over the folders a scoped client key sees."""
+    totals = {
+        "files_total": sum(f["files_total"] for f in infos),
+        "files_indexed": sum(f["files_indexed"] for f in infos),
+        "files_failed": sum(f["files_failed"] for f in infos),
+        "files_skipped": sum(f.get("files_skipped", 0) for f in infos),
+        "files_unsupported": sum(f["files_unsupported"] for f in infos),
+        "chunks": sum(f["chunks"] for f in infos),
+        "chunks_embedded": sum(f["chunks_embedded"] for f in infos),
+    }
+    done = totals["files_indexed"] + totals["files_failed"] + totals["files_skipped"]
+    totals["files_pending"] = max(0, totals["files_total"] - done)
+    return totals
 
 
 def _ocr_info() -> OcrInfo:

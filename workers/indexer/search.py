@@ -28,7 +28,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Location, SearchHit, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers import model_files
-from foldermind.workers.indexer import filters, fusion, fusion_evidence
+from foldermind.workers.indexer import filters, fusion, fusion_evidence, visibility
 from foldermind.workers.indexer import query as operators
 from foldermind.workers.indexer.bm25 import KeywordIndex, has_searchable_text, idf, query_tokens, stem, text_terms
 from foldermind.workers.indexer.criteria import CriteriaTable
@@ -77,6 +77,10 @@ class SearchService:
         t0 = time.perf_counter()
         query, mode, fuse, top_k = self._validate(body)
         scope, saved = self._scope(body.folder_id)
+        visible = visibility.current()
+        scoped = visible is not None and scope is None and saved is None  # a client key's scope to apply
+        if scoped and visible is not None and len(visible.folders) == 1 and not visible.criteria:
+            scope, scoped = next(iter(visible.folders)), False  # one path folder: searched as folder_id searches it
         timings = dict.fromkeys(STAGES, 0.0)
         wanted = filters.parse(body.file_types, body.path_glob, body.modified_after, body.modified_before, self._roots)
         only = self.filters.admitted(wanted, scope) if wanted.active else None
@@ -84,6 +88,8 @@ class SearchService:
             only = saved if only is None else filters.intersect(only, saved.docs)
         if only is not None and only.docs and not only.others:
             only = None  # it admits every document of the scope: the search without it is the same, and cheaper
+        if scoped:  # the documents of a client key's folders (after the line above: never dropped)
+            only = visibility.limit(only)
         parsed = operators.parse(query)
         query = parsed.text
         if not has_searchable_text(query) or (only is not None and not only.docs):
@@ -168,16 +174,22 @@ class SearchService:
         """(the path folder to search, or the documents of the criteria folder to search) for ``folder_id``."""
         if folder is None:
             return None, None
+        visible = visibility.current()
         try:
-            return self.store.find_folder(str(folder)).id, None  # an id or the folder's path
+            found = self.store.find_folder(str(folder)).id  # an id or the folder's path
+            if visible is not None and not visible.sees_folder(found):
+                raise visibility.hidden_folder(str(folder))  # as a folder that does not exist
+            return found, None
         except JobError as exc:
             saved = self.criteria.find(str(folder))
-            if saved is None:
+            if saved is None or (visible is not None and not visible.sees_folder(saved.id)):
                 raise JobError(ErrorCode.INVALID_SMART_FOLDER, exc.message) from exc
             return None, self.criteria_scopes.admitted(saved)
 
     def _roots(self) -> list[str]:
-        return [folder.path for folder in self.store.folders()]
+        """The folders an absolute path_glob may name: those the request's client key sees."""
+        visible = visibility.current()
+        return [f.path for f in self.store.folders() if visible is None or f.id in visible.folders]
 
     def _keyword(
         self, q: operators.Query, depth: int, scope: str | None, only: filters.Admitted | None

@@ -1,0 +1,196 @@
+"""Client keys and what clients did: ``token add|list|revoke`` and ``token rotate [NAME]`` (the ``token`` group is
+:mod:`.clients`'), and ``activity``.
+
+A key is stored as the owner's token is (:mod:`foldermind.protocol.runtime.client_keys`); its scope is a list of
+Smart Folder ids, resolved here from ids or names through the running indexer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+
+from foldermind.kernel.cli.common import connect, current_home, home_option, require_running
+from foldermind.protocol.errors import BusError, JobError
+from foldermind.protocol.messages import FolderListReply, FolderListRequest
+from foldermind.protocol.messages.indexer import iso_time
+from foldermind.protocol.runtime import activity as activity_rows
+from foldermind.protocol.runtime.client_keys import ClientKey, ClientKeyError, ClientKeys
+from foldermind.protocol.runtime.home import Home
+
+
+def resolve_folders(home: Home, wanted: str | None) -> list[str] | None:
+    """The Smart Folder ids that ``wanted`` (ids or names, comma-separated) names; None when not given."""
+    if wanted is None:
+        return None
+    asked = [w.strip() for w in wanted.split(",") if w.strip()]
+    if not asked:
+        raise click.UsageError("--folders names at least one Smart Folder (its id or name)")
+    require_running(home)
+    with connect(home) as client:
+        try:
+            reply = client.request("indexer", FolderListRequest(with_criteria=True), FolderListReply, timeout=20).body
+        except (JobError, BusError) as exc:
+            raise click.ClickException(f"the Smart Folders could not be listed: {exc}") from exc
+    known = [(f["id"], f["name"], f["path"]) for f in reply.folders] + [
+        (c["id"], c["name"], "") for c in reply.criteria
+    ]
+    ids: list[str] = []
+    for name in asked:
+        found = [fid for fid, fname, path in known if name in (fid, fname) or (path and name.rstrip("/") == path)]
+        if len(found) != 1:
+            why = "no Smart Folder" if not found else "more than one Smart Folder"
+            raise click.ClickException(f"{why} is named {name!r} (`foldermind folders list`)")
+        ids.append(found[0])
+    return list(dict.fromkeys(ids))
+
+
+def describe(key: ClientKey, used: float | None) -> dict[str, Any]:
+    return {
+        "name": key.name,
+        "folders": None if key.folders is None else list(key.folders),
+        "created": iso_time(key.created),
+        "last_used": iso_time(used),
+    }
+
+
+def add_key(home: Home, name: str, folders: str | None) -> tuple[ClientKey, str]:
+    scope = resolve_folders(home, folders)
+    try:
+        return ClientKeys(home).add(name, scope)
+    except ClientKeyError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def token_add(name: str, folders: str | None, as_json: bool) -> None:
+    """Make a key for one MCP client (every folder, or only --folders)."""
+    home = current_home()
+    home.ensure()
+    key, token = add_key(home, name, folders)
+    if as_json:
+        click.echo(json.dumps({"name": key.name, "token": token, "folders": describe(key, None)["folders"]}))
+        return
+    click.echo(token)
+    scope = "every Smart Folder" if key.folders is None else f"Smart Folders {', '.join(key.folders) or '(none)'}"
+    click.echo(f"key {key.name!r} made; it sees {scope}", err=True)
+
+
+def token_list(as_json: bool) -> None:
+    home = current_home()
+    used = activity_rows.last_used(home.data_dir)
+    # A name revoked and made again: the new key's use starts at its creation.
+    keys = [describe(k, u if (u := used.get(k.name)) and u >= k.created else None) for k in ClientKeys(home).all()]
+    if as_json:
+        click.echo(json.dumps(keys, indent=2))
+        return
+    if not keys:
+        click.echo("no client keys (`foldermind token add NAME`); the owner's token sees every folder")
+    for k in keys:
+        scope = "every folder" if k["folders"] is None else ", ".join(k["folders"]) or "(no folder)"
+        click.echo(f"{k['name']}: {scope}; created {k['created']}; last used {k['last_used'] or 'never'}")
+
+
+def token_revoke(name: str) -> None:
+    try:
+        ClientKeys(current_home()).revoke(name)
+    except ClientKeyError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"key {name!r} revoked: refused from its next request; its open sessions close within a second")
+
+
+def token_rotate_named(name: str) -> None:
+    try:
+        token = ClientKeys(current_home()).rotate(name)
+    except ClientKeyError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(token)
+    click.echo(f"key {name!r} rotated: its old token is refused from now on", err=True)
+
+
+_AGO = re.compile(r"(\d+)([smhd])")
+
+
+def since_time(raw: str | None) -> float | None:
+    """``WHEN``: an ISO date or time (UTC unless it says), or an age such as 30m, 12h, 7d."""
+    if raw is None:
+        return None
+    text = raw.strip()
+    ago = _AGO.fullmatch(text)
+    if ago:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[ago.group(2)]
+        return time.time() - timedelta(**{unit: int(ago.group(1))}).total_seconds()
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter("an ISO date or time, or an age such as 30m, 12h, 7d", param_hint="--since") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+@click.command("activity")
+@home_option
+@click.option("--client", "client_name", default=None, help="Only this client key's calls ('owner': the owner's).")
+@click.option("--since", "since", default=None, help="Only calls since WHEN: an ISO date or time, or 30m, 12h, 7d.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=200, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def activity(client_name: str | None, since: str | None, limit: int, as_json: bool) -> None:
+    """What MCP clients called and which documents they were given (latest last)."""
+    rows = activity_rows.read(current_home().data_dir, client_name, since_time(since), limit)
+    for row in rows:
+        row["at"] = iso_time(row["at"])
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    for row in rows:
+        docs = f"{row['count']} document(s)" + (f": {', '.join(row['documents'][:3])}" if row["documents"] else "")
+        more = " ..." if row["count"] > 3 else ""
+        click.echo(
+            f"{row['at']} {row['client']} {row['tool']} {row['outcome']} {row['duration_ms']:.0f} ms {docs}{more}"
+        )
+
+
+# --- what doctor says about keys
+
+GIVE_FOLDERS = "; give it --folders"
+
+
+def keys_summary(home: Home) -> tuple[str, str]:
+    """(status, detail) of the client keys: how many, and each one's scope."""
+    keys = ClientKeys(home).all()
+    if not keys:
+        return "info", "no client keys: every client holds the owner's token (`foldermind token add NAME`)"
+    listed = "; ".join(
+        f"{k.name} ({'every folder' if k.folders is None else ', '.join(k.folders) or 'no folder'})" for k in keys
+    )
+    return "info", f"{len(keys)} client key(s): {listed}"
+
+
+def entry_key(args: list[str], base: list[str]) -> str | None:
+    """The client key a stdio entry's arguments name (``base`` then ``--client NAME``); "" for the owner's
+    (``base`` alone); None when they are neither."""
+    if args == base:
+        return ""
+    if len(args) == len(base) + 2 and args[: len(base)] == base and args[len(base)] == "--client":
+        return args[-1]
+    return None
+
+
+def key_problems(home: Home, name: str, in_project: bool) -> list[tuple[bool, str]]:
+    """A stdio entry presenting client key ``name`` ("" the owner's): registered, and scoped when the file is a
+    project's (a repository's agent then reads only the folders it was given)."""
+    key = ClientKeys(home).get(name) if name else None
+    if name and key is None:
+        return [(True, f"its client key {name!r} is not registered (revoked?)")]
+    if in_project and (key is None or key.folders is None):
+        which = "the owner's token" if key is None else f"client key {name!r}"
+        return [(False, f"a project-level file with {which} sees every Smart Folder{GIVE_FOLDERS}")]
+    return []
+
+
+def token_known(home: Home, token: str) -> bool:
+    """Whether ``token`` is a registered client key's."""
+    return ClientKeys(home).by_token(token) is not None

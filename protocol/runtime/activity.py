@@ -1,0 +1,191 @@
+"""What each MCP client did: a row per tool call or resource read, in ``<data_dir>/activity.sqlite``.
+
+A row holds the time, the client key's name (``owner`` for the owner's token), the tool (or ``resources/read``),
+``ok`` or the error code, the paths of the documents it returned or read, how many, and how long it took; the
+call's arguments (queries, questions) only with ``[activity] record_queries = true``. The front door writes
+(:class:`ActivityLog`, one writer thread, so no call waits on the disk) and prunes to ``keep_days`` and
+``max_rows``; ``foldermind activity`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from foldermind.protocol.runtime.config import ActivityPolicy
+
+log = logging.getLogger("foldermind.activity")
+
+FILE = "activity.sqlite"
+MAX_PATHS = 100
+"""Paths kept per row (a search returns at most 50 results, a chat at most 20 files)."""
+PRUNE_EVERY = 500
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS activity (
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    client TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    documents TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    duration_ms REAL NOT NULL,
+    arguments TEXT
+);
+CREATE INDEX IF NOT EXISTS activity_at ON activity(at);
+"""
+
+
+@dataclass(slots=True)
+class Row:
+    client: str
+    tool: str
+    outcome: str
+    documents: list[str]
+    duration_ms: float
+    at: float = field(default_factory=time.time)
+    arguments: dict[str, Any] | None = None
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=10, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.executescript(_SCHEMA)
+    return db
+
+
+class ActivityLog:
+    """The front door's writer: :meth:`record` queues, a thread writes and prunes."""
+
+    def __init__(self, data_dir: Path, policy: ActivityPolicy) -> None:
+        self.path = data_dir / FILE
+        self.policy = policy
+        self._queue: queue.Queue[Row | None] = queue.Queue(maxsize=10_000)
+        self._written = 0
+        self._thread = threading.Thread(target=self._run, name="activity", daemon=True)
+        self._thread.start()
+
+    def record(self, row: Row) -> None:
+        if not self.policy.record_queries:
+            row.arguments = None
+        try:
+            self._queue.put_nowait(row)
+        except queue.Full:
+            log.warning("the activity log falls behind; a row was dropped")
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        db = connect(self.path)
+        try:
+            stop = False
+            while not stop:
+                batch: list[Row] = []
+                item = self._queue.get()
+                while True:  # what queued up meanwhile goes in one transaction
+                    if item is None:
+                        stop = True
+                        break
+                    batch.append(item)
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                if batch:
+                    try:
+                        self._write(db, batch)
+                    except sqlite3.Error as exc:
+                        log.warning("activity rows not written (%s)", type(exc).__name__)
+        finally:
+            db.close()
+
+    def _write(self, db: sqlite3.Connection, rows: list[Row]) -> None:
+        with db:
+            db.executemany(
+                "INSERT INTO activity(at, client, tool, outcome, documents, count, duration_ms, arguments)"
+                " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.at,
+                        r.client,
+                        r.tool,
+                        r.outcome,
+                        json.dumps(r.documents[:MAX_PATHS], ensure_ascii=False),
+                        len(r.documents),
+                        round(r.duration_ms, 3),
+                        json.dumps(r.arguments, ensure_ascii=False) if r.arguments is not None else None,
+                    )
+                    for r in rows
+                ],
+            )
+        before = self._written // PRUNE_EVERY
+        self._written += len(rows)
+        if self._written // PRUNE_EVERY != before or self._written == len(rows):
+            prune(db, self.policy)
+
+
+def prune(db: sqlite3.Connection, policy: ActivityPolicy, now: float | None = None) -> None:
+    """Rows older than ``keep_days``, then the oldest beyond ``max_rows``."""
+    cutoff = (now or time.time()) - policy.keep_days * 86400
+    with db:
+        db.execute("DELETE FROM activity WHERE at < ?", (cutoff,))
+        db.execute(
+            "DELETE FROM activity WHERE id <= (SELECT id FROM activity ORDER BY id DESC LIMIT 1 OFFSET ?)",
+            (policy.max_rows,),
+        )
+
+
+def read(
+    data_dir: Path, client: str | None = None, since: float | None = None, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """The latest rows (oldest first), of one client and since a time when given."""
+    path = data_dir / FILE
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    db.row_factory = sqlite3.Row
+    try:
+        if not _has_table(db):
+            return []
+        rows = db.execute(
+            "SELECT * FROM (SELECT * FROM activity WHERE (? IS NULL OR client = ?) AND (? IS NULL OR at >= ?)"
+            " ORDER BY id DESC LIMIT ?) ORDER BY id",
+            (client, client, since, since, limit),
+        ).fetchall()
+    finally:
+        db.close()
+    out = []
+    for r in rows:
+        item = dict(r)
+        item["documents"] = json.loads(item["documents"])
+        item["arguments"] = json.loads(item["arguments"]) if item["arguments"] else None
+        out.append(item)
+    return out
+
+
+def last_used(data_dir: Path) -> dict[str, float]:
+    """When each client last called a tool or read a resource."""
+    path = data_dir / FILE
+    if not path.exists():
+        return {}
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        if not _has_table(db):
+            return {}
+        return {str(c): float(t) for c, t in db.execute("SELECT client, MAX(at) FROM activity GROUP BY client")}
+    finally:
+        db.close()
+
+
+def _has_table(db: sqlite3.Connection) -> bool:
+    """Whether the writer has made the table yet (it makes the file first)."""
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'activity'").fetchone() is not None
