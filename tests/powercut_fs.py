@@ -23,14 +23,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import faulthandler
 import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +53,15 @@ def fuse_missing() -> str | None:
     except (ImportError, OSError) as exc:
         return f"fusepy or libfuse 2 missing ({exc}; `make fuse`)"
     return None
+
+
+def fsync(path: Path) -> None:
+    """fsync(2) a file, or a folder (through an O_RDONLY descriptor: it reaches FUSE as fsyncdir)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -315,6 +328,8 @@ def serve(backing: str, mountpoint: str, control: str) -> None:
     """Mount, serve until unmounted, then apply the cut ``control`` asks for (a clean unmount: none)."""
     from fuse import FUSE  # fusepy
 
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a daemon that will not end shows where it waits
+
     grave = backing.rstrip("/") + ".grave"
     shutil.rmtree(grave, ignore_errors=True)
     os.makedirs(grave)
@@ -380,12 +395,23 @@ class PowerCutMount:
             done = subprocess.run(["fusermount", "-u", str(self.mountpoint)], capture_output=True)
             if done.returncode == 0:
                 break
-            if time.monotonic() > give_up:  # something still holds it open: detach, the daemon ends with it
+            if time.monotonic() > give_up:  # something still holds it open: detach it and stop the daemon
                 subprocess.run(["fusermount", "-u", "-z", str(self.mountpoint)], capture_output=True)
-                break
+                self.daemon.kill()
+                self.daemon.wait()
+                self.daemon = None
+                raise RuntimeError(f"{self.mountpoint} stayed busy (a process still had a file open): detached")
             time.sleep(0.2)
-        self.daemon.wait(timeout=timeout)
-        self.daemon = None
+        try:
+            self.daemon.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.daemon.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+            self.daemon.kill()
+            self.daemon.wait()
+            raise RuntimeError(f"the daemon did not end once unmounted: {self.log.read_text()[-4000:]}") from None
+        finally:
+            self.daemon = None
 
     def cut(self, mode: str = "drop", seed: int = 0) -> dict[str, int]:
         """The power cut (every process using the mount must be dead): unsynced state dropped or torn,
@@ -411,6 +437,18 @@ class PowerCutMount:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def powercut_mount() -> Iterator[PowerCutMount]:
+    """A fresh power-cut mount in a short temporary folder, unmounted and removed after."""
+    base = Path(tempfile.mkdtemp(prefix="fm-pcfs-"))
+    m = PowerCutMount(base / "backing", base / "mnt").mount()
+    try:
+        yield m
+    finally:
+        m.close()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,39 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import remove_tree, short_tmpdir
-from tests.powercut_fs import PowerCutMount, fuse_missing
+from tests.powercut_fs import PowerCutMount, fsync, fuse_missing, powercut_mount
 
 pytestmark = pytest.mark.skipif(fuse_missing() is not None, reason=str(fuse_missing()))
 
 
 @pytest.fixture
 def mount() -> Iterator[PowerCutMount]:
-    base = short_tmpdir("fm-pcfs-")
-    m = PowerCutMount(base / "backing", base / "mnt").mount()
-    try:
+    with powercut_mount() as m:
         yield m
-    finally:
-        m.close()
-        remove_tree(base)
-
-
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: Path) -> None:
-    fsync_file(path)  # an O_RDONLY descriptor of a folder: fsync reaches the file system as fsyncdir
 
 
 def write_synced(path: Path, data: bytes) -> None:
     path.write_bytes(data)
-    fsync_file(path)
-    fsync_dir(path.parent)
+    fsync(path)
+    fsync(path.parent)
 
 
 def test_a_file_written_without_fsync_is_gone_after_a_cut_and_an_fsynced_one_is_kept(mount: PowerCutMount) -> None:
@@ -76,7 +58,7 @@ def test_unsynced_writes_and_truncates_of_a_synced_file_are_undone_and_its_name_
         fh.seek(100)
         fh.write(b"C" * 10)
     (root / "named.txt").write_bytes(b"data synced, name not")
-    fsync_file(root / "named.txt")
+    fsync(root / "named.txt")
     mount.cut("drop")
     mount.mount()
     assert (root / "f.bin").read_bytes() == b"A" * 10_000
@@ -103,7 +85,7 @@ def test_a_rename_followed_by_an_fsync_of_its_folder_survives(mount: PowerCutMou
     write_synced(root / "token", b"old")
     write_synced(root / ".token.tmp", b"rotated")
     os.replace(root / ".token.tmp", root / "token")
-    fsync_dir(root)
+    fsync(root)
     mount.cut("drop")
     mount.mount()
     assert sorted(os.listdir(root)) == ["token"]
@@ -152,7 +134,7 @@ def test_sqlite_in_wal_mode_keeps_after_a_cut_what_its_synchronous_level_synced(
     db.execute("CREATE TABLE t (x INTEGER)")
     db.commit()
     db.close()  # the last connection: checkpointed and synced
-    fsync_dir(mount.mountpoint)
+    fsync(mount.mountpoint)
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(CHILD), str(db_path), level], capture_output=True, text=True
     )
