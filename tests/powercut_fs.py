@@ -329,18 +329,32 @@ def serve(backing: str, mountpoint: str, control: str) -> None:
     from fuse import FUSE  # fusepy
 
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a daemon that will not end shows where it waits
-
     grave = backing.rstrip("/") + ".grave"
     shutil.rmtree(grave, ignore_errors=True)
     os.makedirs(grave)
     ops = PowerCutOps(backing, grave)
-    FUSE(_Adapter(ops), mountpoint, foreground=True, nothreads=False, big_writes=True, default_permissions=True)
-    if os.path.exists(control):
-        order = json.loads(Path(control).read_text())
-        result = ops.cut(order["mode"], random.Random(order["seed"]))
-        Path(control).unlink()
-        Path(control + ".done").write_text(json.dumps(result))
+    options = {"foreground": True, "nothreads": False, "big_writes": True, "default_permissions": True}
+    # libfuse 2's loop runs in a thread: it did not always end after an unmount (1 cut in ~5 here, every
+    # thread idle), so this one watches the mount point instead and finishes once it is gone.
+    loop = threading.Thread(target=FUSE, args=(_Adapter(ops), mountpoint), kwargs=options, daemon=True)
+    loop.start()
+    seen = False
+    while loop.is_alive():
+        mounted = os.path.ismount(mountpoint)
+        if seen and not mounted:
+            break
+        seen = seen or mounted
+        time.sleep(0.05)
+    loop.join(timeout=5.0)
+    with ops.lock:  # no call in flight once it is held; none can come, the mount is gone
+        if os.path.exists(control):
+            order = json.loads(Path(control).read_text())
+            result = ops.cut(order["mode"], random.Random(order["seed"]))
+            Path(control).unlink()
+            Path(control + ".done").write_text(json.dumps(result))
     shutil.rmtree(grave, ignore_errors=True)
+    sys.stdout.flush()
+    os._exit(0)  # not waiting for a libfuse thread that missed the unmount
 
 
 def _Adapter(ops: PowerCutOps) -> Any:
