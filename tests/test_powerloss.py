@@ -11,8 +11,11 @@ import textwrap
 from collections.abc import Iterator
 
 import pytest
+import zmq
 
-from foldermind.protocol.runtime.home import Home, fsync_dir
+from foldermind.kernel import curve
+from foldermind.protocol.runtime.home import Home, fsync_path
+from foldermind.protocol.runtime.keys import ensure_keypair, load_keypair
 from tests.powercut_fs import PowerCutMount, fuse_missing, powercut_mount
 from tests.powerloss import run_powerloss
 
@@ -54,7 +57,7 @@ def test_a_folder_registration_reported_done_survives_a_power_cut(mount: PowerCu
     data.ensure()
     for folder in (mount.mountpoint, data.root, data.data_dir):  # the home made durable here, whatever ensure does
         assert folder is not None
-        fsync_dir(folder)
+        fsync_path(folder)
     db_path = data.data_dir / "index.sqlite"
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(REGISTER), str(db_path), "/srv/notes"], capture_output=True, text=True
@@ -67,6 +70,20 @@ def test_a_folder_registration_reported_done_survives_a_power_cut(mount: PowerCu
         assert db.execute("SELECT path FROM folders").fetchall() == [("/srv/notes",)]
     finally:
         db.close()
+
+
+def test_an_admitted_worker_key_and_the_kernels_keypair_survive_a_power_cut(mount: PowerCutMount) -> None:
+    """`bus allow` reports done once the allow list is replaced; the kernel's keypair is made on first use.
+    Both were renamed into place unsynced: a cut put the old list back, or left the keypair folder empty."""
+    home = Home.resolve(mount.mountpoint / "home")
+    home.ensure()
+    public = ensure_keypair(home.bus_keys)
+    worker_key, _ = zmq.curve_keypair()
+    curve.allow(home, "laptop", worker_key.decode())
+    mount.cut("drop")
+    mount.mount()
+    assert curve.allowed(home) == {"laptop": worker_key.decode()}
+    assert load_keypair(home.bus_keys)[0] == public
 
 
 @pytest.mark.slow

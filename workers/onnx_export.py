@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from foldermind.protocol.runtime.home import fsync_dir
+from foldermind.protocol.runtime.home import fsync_path
 from foldermind.workers.onnx_model import (
     EXPORT_FORMAT,
     MIN_COSINE,
@@ -312,7 +312,7 @@ def run_child(args: list[str], dest: Path, stop: threading.Event | None, what: s
         os.replace(tmp, dest)
         os.replace(tmp_record, record)
         with contextlib.suppress(OSError):
-            fsync_dir(dest.parent)
+            fsync_path(dest.parent)
     finally:
         tmp.unlink(missing_ok=True)
         tmp_record.unlink(missing_ok=True)

@@ -89,7 +89,7 @@ class Home:
             # A new folder's name is durable only once its parent is synced: a power cut before that took the
             # whole home with it, the registered folders, the token and the config (tests/powerloss.py).
             for parent in dict.fromkeys(p.parent for p in made):
-                fsync_dir(parent)
+                fsync_path(parent)
         except OSError as exc:
             raise HomeNotWritable.of(exc) from exc
 
@@ -257,9 +257,9 @@ def _missing(path: Path) -> list[Path]:
     return [p for p in (path, *path.parents) if not p.exists()]
 
 
-def fsync_dir(path: Path) -> None:
-    """Make the names in the folder ``path`` durable (a new or renamed file, a new folder): fsync(2) of a file
-    syncs its bytes, not the entry naming it."""
+def fsync_path(path: Path) -> None:
+    """fsync(2) the file ``path`` (its bytes) or the folder ``path`` (the names in it: a new or renamed file, a
+    new folder; a file's own fsync does not make its name durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -22,7 +22,7 @@ import keyring.backend
 import keyring.core
 from keyring.backends import chainer, fail, null
 
-from foldermind.protocol.runtime.home import Home, fsync_dir
+from foldermind.protocol.runtime.home import Home, fsync_path
 
 log = logging.getLogger("foldermind.token")
 
@@ -242,4 +242,4 @@ def _atomic_write(path: Path, text: str) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    fsync_path(path.parent)
