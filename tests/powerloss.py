@@ -5,14 +5,14 @@ indexed while it is edited, and acknowledged commands at random moments; then a 
 
 Each cycle: a few seconds of file operations on the folder (the soak's, tests/soak.py) and of commands, each
 recorded as acknowledged when the CLI exits 0: `folders add` / `folders remove` of extra (empty) folders,
-`folders add-criteria` / removing one, `token rotate`; sometimes one more command left running. Two canaries
-are written on the mount, one fsynced with its folder, one not. The cut: every process of the kernel (and the
-command in flight) killed -9 at once, then the unsynced writes dropped or torn (the mode drawn per cycle) and
-the file system mounted again. Then: `foldermind start` with no manual step (else a failed start), the
-watcher's reconcile and a quiet index, every acknowledged command's effect present (a folder, a criteria
-folder, the token, which must still let a client in: `foldermind test-connection`), live searches for
-deleted versions finding nothing (the soak's check_live). Every K cycles and at the end the kernel is stopped
-and the index compared with a fresh index of the folder, by the soak's own comparison.
+`folders add-criteria` / removing one, `token rotate`, `bus allow` / `bus deny` of a worker key; sometimes one
+more command left running. Two canaries are written on the mount, one fsynced with its folder, one not. The
+cut: every process of the kernel (and the command in flight) killed -9 at once, then the unsynced writes
+dropped or torn (the mode drawn per cycle) and the file system mounted again. Then: `foldermind start` with no
+manual step (else a failed start), the watcher's reconcile and a quiet index, every acknowledged command's
+effect present (the token must also let a client in: `foldermind test-connection`), live searches for deleted
+versions finding nothing (the soak's check_live). Every K cycles and at the end the kernel is stopped and the
+index compared with a fresh index of the folder, by the soak's own comparison.
 
 Prints one line of JSON: cycles, canary_unsynced_lost, canary_synced_kept, acknowledged, acknowledged_lost,
 index_discrepancies, failed_starts; what went wrong goes to stderr (and --report PATH). The folder lives off
@@ -33,7 +33,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
+import zmq
 
+from foldermind.kernel import curve
+from foldermind.protocol.runtime.home import Home
 from tests.helpers import NO_LLM, ONE_PARSER, cli, cli_process, remove_tree, short_tmpdir, wait_for
 from tests.powercut_fs import MODES, PowerCutMount, fsync, fuse_missing
 from tests.soak import Soak, start_kernel, wait_quiet
@@ -41,7 +44,7 @@ from tests.soak import Soak, start_kernel, wait_quiet
 CONFIG = NO_LLM + ONE_PARSER  # the front door serves the token check; no background summaries
 EXTRA_FOLDERS = 3
 SETTLE_S = 600.0
-COMMANDS = ("folder", "criteria", "token")
+COMMANDS = ("folder", "criteria", "token", "key")
 
 
 @dataclass
@@ -75,6 +78,7 @@ class PowerLoss:
         # What the acknowledged commands left: True / False, or None after one that was cut short (either holds).
         self.folders: dict[str, bool | None] = {str(p): False for p in self.extras}
         self.criteria: dict[str, bool | None] = {}
+        self.keys: dict[str, bool | None] = {}
         self.token: str | None = None
         self.inflight: subprocess.Popen[str] | None = None
         self.tally = Tally()
@@ -128,7 +132,18 @@ class PowerLoss:
             self._names += 1
             name = f"crit{self._names}"
             return kind, ("folders", "add-criteria", "--name", name, "--query", "cells"), name, True
+        if kind == "key":  # a remote worker's key admitted to the tcp bus, or one admitted before denied
+            admitted = [n for n, on in self.keys.items() if on]
+            if admitted and self.rng.random() < 0.4:
+                name = self.rng.choice(admitted)
+                return kind, ("bus", "deny", name), name, False
+            self._names += 1
+            name = f"worker{self._names}"
+            return kind, ("bus", "allow", name, zmq.curve_keypair()[0].decode()), name, True
         return kind, ("token", "rotate"), "", True
+
+    def table(self, kind: str) -> dict[str, bool | None]:
+        return {"folder": self.folders, "criteria": self.criteria, "key": self.keys}[kind]
 
     def command(self) -> None:
         kind, args, key, state = self.pick_command()
@@ -141,7 +156,7 @@ class PowerLoss:
                 self.token = done.stdout.strip().splitlines()[0]
             return
         if self.run(*args):
-            (self.folders if kind == "folder" else self.criteria)[key] = state
+            self.table(kind)[key] = state
 
     def start_inflight(self) -> None:
         """One command left running into the cut: never acknowledged, so either outcome holds."""
@@ -150,7 +165,7 @@ class PowerLoss:
         if kind == "token":
             self.token = None
         else:
-            (self.folders if kind == "folder" else self.criteria)[key] = None
+            self.table(kind)[key] = None
 
     # -- one cycle ------------------------------------------------------------------------------------
 
@@ -214,7 +229,8 @@ class PowerLoss:
         if main not in paths:
             self.lost(f"the main folder {main}")
             self.run("folders", "add", main, "--name", "Soak")
-        for table, present in ((self.folders, paths), (self.criteria, names)):
+        admitted = set(curve.allowed(Home.resolve(self.home)))
+        for table, present in ((self.folders, paths), (self.criteria, names), (self.keys, admitted)):
             for key, want in table.items():
                 if want is not None and want != (key in present):
                     self.lost(f"{'registered' if want else 'removed'} {key}")
