@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -353,8 +354,11 @@ def serve(backing: str, mountpoint: str, control: str) -> None:
             Path(control).unlink()
             Path(control + ".done").write_text(json.dumps(result))
     shutil.rmtree(grave, ignore_errors=True)
-    sys.stdout.flush()
+    print(f"calls that failed: {dict(failures)}", flush=True)
     os._exit(0)  # not waiting for a libfuse thread that missed the unmount
+
+
+failures: Counter[str] = Counter()  # "op ERRNO" -> how often, written to the daemon's log at the end
 
 
 def _Adapter(ops: PowerCutOps) -> Any:
@@ -366,11 +370,10 @@ def _Adapter(ops: PowerCutOps) -> Any:
 
         def __call__(self, op: str, *args: Any) -> Any:
             method = getattr(ops, op, None)
-            if method is None:
-                return super().__call__(op, *args)
             try:
-                return method(*args)
+                return super().__call__(op, *args) if method is None else method(*args)
             except OSError as exc:
+                failures[f"{op} {errno.errorcode.get(exc.errno or errno.EIO, exc.errno)}"] += 1
                 raise FuseOSError(exc.errno or errno.EIO) from None
 
     return Adapter()
