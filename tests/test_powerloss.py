@@ -14,6 +14,7 @@ import pytest
 import zmq
 
 from foldermind.kernel import curve
+from foldermind.kernel.cli import clientfile
 from foldermind.protocol.runtime.home import Home, fsync_path
 from foldermind.protocol.runtime.keys import ensure_keypair, load_keypair
 from tests.powercut_fs import PowerCutMount, fuse_missing, powercut_mount
@@ -84,6 +85,20 @@ def test_an_admitted_worker_key_and_the_kernels_keypair_survive_a_power_cut(moun
     mount.mount()
     assert curve.allowed(home) == {"laptop": worker_key.decode()}
     assert load_keypair(home.bus_keys)[0] == public
+
+
+def test_a_client_config_written_by_config_install_survives_a_power_cut(mount: PowerCutMount) -> None:
+    """The client's config file (and its backup) was synced, but its rename into place was not."""
+    config = mount.mountpoint / "client" / "mcp.json"
+    config.parent.mkdir()
+    fsync_path(mount.mountpoint)
+    config.write_text("{}")
+    fsync_path(config)
+    fsync_path(config.parent)
+    clientfile.write(config, "{}", '{"servers": {"foldermind": {}}}')
+    mount.cut("drop")
+    mount.mount()
+    assert config.read_text() == '{"servers": {"foldermind": {}}}'
 
 
 @pytest.mark.slow
