@@ -347,8 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     print(tally.line())
     if not args.json:
         print("\n".join(tally.problems) or "no problems")
-    bad = tally.acknowledged_lost or tally.failed_starts or tally.index_discrepancies
-    return 1 if bad or tally.canary_synced_kept != tally.cycles or tally.canary_unsynced_lost != tally.cycles else 0
+    canaries = (tally.canary_synced_kept, tally.canary_unsynced_lost) == (tally.cycles, tally.cycles)
+    return 0 if canaries and not tally.problems and not tally.index_discrepancies else 1
 
 
 if __name__ == "__main__":
