@@ -211,7 +211,8 @@ class PowerLoss:
         self.soak.corpus.note(f"power cut {n} ({mode}): {undone}")
         say(f"cut {n} ({mode}): {undone}")
         self.mount.mount()
-        if not (canary / f"unsynced-{n}").exists():
+        unsynced = canary / f"unsynced-{n}"  # lost: gone, or (torn) its name kept with a prefix of its bytes
+        if not unsynced.is_file() or unsynced.read_text() != f"cycle {n}":
             self.tally.canary_unsynced_lost += 1
         if (canary / f"synced-{n}").is_file() and (canary / f"synced-{n}").read_text() == f"cycle {n}":
             self.tally.canary_synced_kept += 1
