@@ -23,7 +23,7 @@ from typing import Any
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
-from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.home import Home, fsync_path
 from foldermind.protocol.runtime.keys import ZAP_DOMAIN, valid_key
 
 log = logging.getLogger("foldermind.curve")
@@ -48,12 +48,20 @@ def allowed(home: Home) -> dict[str, str]:
 
 
 def _write(home: Home, entries: dict[str, str]) -> None:
+    """Replace the allow list atomically and durably: what `bus allow` / `bus deny` report done survives a
+    power cut (the file's bytes synced before the rename, the folder's names after it)."""
+    made = not home.keys_dir.exists()
     home.keys_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(home.keys_dir, 0o700)
+    if made:
+        fsync_path(home.keys_dir.parent)
     fd, tmp = tempfile.mkstemp(dir=home.keys_dir, prefix=".allowed.", suffix=".json")  # mkstemp: 0600
     with os.fdopen(fd, "w") as fh:
         json.dump(entries, fh, indent=2, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, home.allowed_keys_file)
+    fsync_path(home.keys_dir)
 
 
 def allow(home: Home, name: str, key: str) -> None:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from foldermind.protocol.runtime.home import fsync_path
 from foldermind.workers.onnx_model import (
     EXPORT_FORMAT,
     MIN_COSINE,
@@ -310,7 +311,8 @@ def run_child(args: list[str], dest: Path, stop: threading.Event | None, what: s
         # hash differs) and takes the lock; never a record that vouches for half a file.
         os.replace(tmp, dest)
         os.replace(tmp_record, record)
-        _fsync_dir(dest.parent)
+        with contextlib.suppress(OSError):
+            fsync_path(dest.parent)
     finally:
         tmp.unlink(missing_ok=True)
         tmp_record.unlink(missing_ok=True)
@@ -319,15 +321,6 @@ def run_child(args: list[str], dest: Path, stop: threading.Event | None, what: s
 def _last_line(raw: bytes) -> str:
     lines = [line.strip() for line in raw[-8000:].decode("utf-8", "replace").splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output"
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------------

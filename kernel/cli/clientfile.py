@@ -20,6 +20,7 @@ from foldermind.kernel.cli import jsonedit
 from foldermind.kernel.cli.clientfacts import VSCODE_INPUT_ID, Client
 from foldermind.kernel.cli.entries import SERVER_NAME
 from foldermind.kernel.cli.jsonedit import Document, ParseError
+from foldermind.protocol.runtime.home import fsync_path
 
 BACKUP_SUFFIX = ".foldermind.bak"
 
@@ -181,3 +182,4 @@ def _atomic(path: Path, text: str, mode: int) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)  # no half-written temporary file left beside the config
         raise
+    fsync_path(path.parent)  # the rename too: a power cut after `config install` said done keeps the new file

@@ -70,9 +70,12 @@ class Home:
         text) and the logs are nobody else's to read, and only this user may reach the sockets. A folder
         that cannot be made or fixed (a read-only disk, a file in its place) raises :class:`HomeNotWritable`."""
         try:
+            made: list[Path] = []
             if self.root is not None and not self.root.exists():
+                made += _missing(self.root)
                 self.root.mkdir(parents=True, mode=0o700)
             for path in (self.config_dir, self.data_dir, self.log_dir, self.runtime_dir):
+                made += _missing(path)
                 path.mkdir(parents=True, exist_ok=True, mode=0o700)
                 if path == self.runtime_dir:
                     # It may sit in a shared /tmp under a name anyone can predict: a folder or symlink
@@ -83,6 +86,10 @@ class Home:
                 # when it differs, so a home on a read-only disk is reported as such, not as a failed chmod).
                 if stat.S_IMODE(path.stat().st_mode) != 0o700:
                     os.chmod(path, 0o700)
+            # A new folder's name is durable only once its parent is synced: a power cut before that took the
+            # whole home with it, the registered folders, the token and the config (tests/powerloss.py).
+            for parent in dict.fromkeys(p.parent for p in made):
+                fsync_path(parent)
         except OSError as exc:
             raise HomeNotWritable.of(exc) from exc
 
@@ -254,6 +261,21 @@ def _check_owned(path: Path) -> None:
         raise UnsafeHomeError(f"{path} is not a plain folder (a symlink?): remove it and start again")
     if st.st_uid != os.geteuid():
         raise UnsafeHomeError(f"{path} belongs to uid {st.st_uid}, not to this user: remove it and start again")
+
+
+def _missing(path: Path) -> list[Path]:
+    """``path`` and those of its ancestors that do not exist yet."""
+    return [p for p in (path, *path.parents) if not p.exists()]
+
+
+def fsync_path(path: Path) -> None:
+    """fsync(2) the file ``path`` (its bytes) or the folder ``path`` (the names in it: a new or renamed file, a
+    new folder; a file's own fsync does not make its name durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _runtime_dir(preferred: Path, key: Path) -> Path:

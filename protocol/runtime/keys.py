@@ -21,6 +21,8 @@ import zmq
 import zmq.auth
 from zmq.utils import z85
 
+from foldermind.protocol.runtime.home import fsync_path
+
 KEY_LENGTH = 40
 """A CURVE key in Z85 text: 32 bytes as 40 characters."""
 ZAP_DOMAIN = "foldermind"
@@ -46,11 +48,17 @@ def ensure_keypair(folder: Path) -> str:
             os.umask(old_umask)
         for path in tmp.iterdir():
             os.chmod(path, 0o600)
+            fsync_path(path)  # its bytes on disk before the folder's rename is
+        fsync_path(tmp)
         try:
             tmp.rename(folder)
         except OSError:
             # Another process made it first (the rename of a folder onto a full one fails): keep theirs.
             shutil.rmtree(tmp, ignore_errors=True)
+        # The rename, and keys/ itself when it is new, survive a power cut: a cut that left the bus folder
+        # empty or half-written would stop the kernel's tcp bus at every start.
+        fsync_path(folder.parent)
+        fsync_path(folder.parent.parent)
     public, _secret = load_keypair(folder)
     return public
 

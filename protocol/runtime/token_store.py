@@ -23,7 +23,7 @@ import keyring.backend
 import keyring.core
 from keyring.backends import chainer, fail, null
 
-from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.home import Home, fsync_path
 
 log = logging.getLogger("foldermind.token")
 
@@ -258,8 +258,4 @@ def _atomic_write(path: Path, text: str) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_path(path.parent)

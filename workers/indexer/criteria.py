@@ -124,7 +124,7 @@ class CriteriaTable:
 
     def add(self, c: Criteria) -> None:
         try:
-            with self.store.tx() as db:
+            with self.store.tx(durable=True) as db:
                 db.execute(
                     "INSERT INTO criteria_folders(id, name, description, query, file_types, modified_after, "
                     "modified_before, within, added_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -169,5 +169,5 @@ class CriteriaTable:
         return [c for c in self.all() if c.within and (c.within == folder or c.within.startswith(prefix))]
 
     def remove(self, ids: list[str]) -> None:
-        with self.store.tx() as db:
+        with self.store.tx(durable=True) as db:
             db.executemany("DELETE FROM criteria_folders WHERE id = ?", [(i,) for i in ids])

@@ -7,7 +7,7 @@ journal is replayed into Tantivy until a Tantivy commit covers it (``meta.tantiv
 usearch keys are compared with the chunks that have vectors. So a crash anywhere loses nothing and
 indexes nothing twice.
 
-Its length (~1,040 lines) is deliberate: every SQL statement of the index is here, so the transaction and
+Its length (~1,070 lines) is deliberate: every SQL statement of the index is here, so the transaction and
 journal rules that make crashes harmless are read in one place.
 """
 
@@ -241,8 +241,22 @@ class Store:
         return conn
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """A write transaction. ``durable``: its commit is on disk when this returns (synchronous=FULL for it),
+        for what a command reports done; under NORMAL a power cut takes back the commits since the last
+        checkpoint (tests/test_powercut_fs.py), which the pipeline redoes but a user's command is not."""
         db = self.db
+        if durable:
+            db.execute("PRAGMA synchronous=FULL")
+        try:
+            with self._tx(db) as conn:
+                yield conn
+        finally:
+            if durable:
+                db.execute("PRAGMA synchronous=NORMAL")
+
+    @contextmanager
+    def _tx(self, db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
@@ -312,7 +326,7 @@ class Store:
         self, path: str, name: str, description: str, refusal: Callable[[str], str] = lambda path: ""
     ) -> Folder:
         """Register ``path`` unless it overlaps a registered folder or ``refusal`` says why not ('' when it may)."""
-        with self.tx() as db:
+        with self.tx(durable=True) as db:
             for row in db.execute("SELECT id, path FROM folders"):
                 if _inside(path, row["path"]) or _inside(row["path"], path):
                     relation = (
@@ -350,7 +364,7 @@ class Store:
 
     def remove_folder(self, folder_id: str) -> list[int]:
         """Delete the folder and its documents; returns the removed document ids (journaled)."""
-        with self.tx() as db:
+        with self.tx(durable=True) as db:
             doc_ids = [r[0] for r in db.execute("SELECT id FROM documents WHERE folder_id = ?", (folder_id,))]
             db.executemany("INSERT INTO journal(doc_id) VALUES(?)", [(d,) for d in doc_ids])
             db.execute("DELETE FROM folders WHERE id = ?", (folder_id,))
