@@ -349,7 +349,27 @@ class Kernel:
 def _children_rss(process: psutil.Process) -> int:
     """The RSS of every process under ``process`` (a child may end while it is counted: then it counts 0)."""
     total = 0
-    for child in process.children(recursive=True):
+    for pid in _descendants(process):
         with contextlib.suppress(psutil.Error):
-            total += int(child.memory_info().rss)
+            total += int(psutil.Process(pid).memory_info().rss)
     return total
+
+
+def _descendants(process: psutil.Process) -> list[int]:
+    """Every process under ``process``, read from each of its threads' ``children`` files in /proc and theirs in
+    turn: the tree's own files, where psutil's ``children()`` reads the state of every process on the machine
+    (status asks this at each call; the ingest bench samples it twice a second). Where the files are missing
+    (no /proc, a kernel built without them): psutil's walk."""
+    if not os.path.exists(f"/proc/{process.pid}/task/{process.pid}/children"):
+        return [child.pid for child in process.children(recursive=True)]
+    found: list[int] = []
+    todo = [process.pid]
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(OSError):  # a process that ended meanwhile has no children left to count
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
+                    kids = [int(n) for n in fh.read().split()]
+                    found += kids
+                    todo += kids
+    return found

@@ -50,6 +50,9 @@ def test_the_embedded_count_of_each_folder_follows_its_vectors_in_a_database_mad
     assert store.embedded(docs, lambda: ()) == 2 and store.embedded(other.id, lambda: ()) == 1
     assert store.embedded(None, lambda: ()) == 3
     assert store.embedded(docs, lambda: (ids[2], more[1])) == 1, "arriving: not counted yet, the other folder's not"
+    # The folder's chunks come from the same statement, whatever arrives.
+    assert store.chunk_counts(docs, lambda: (ids[2], more[1])) == (4, 1)
+    assert store.chunk_counts(other.id, lambda: ()) == (3, 1) and store.chunk_counts(None, lambda: ()) == (7, 3)
     assert store.embedded(None, lambda: (ids[1],)) == 3, "arriving without a vector yet: nothing to leave out"
     store.drop_vectors("m", "p", reembedding="")
     assert store.embedded(docs, lambda: ()) == 0 and store.embedded(None, lambda: ()) == 0

@@ -245,7 +245,7 @@ class IndexerWorker(Worker):
     def folder_info(self, folder: Folder) -> FolderInfo:
         p = self.store.progress(folder.id)
         # A batch committed to SQLite but not yet in usearch is not embedded yet.
-        p["chunks_embedded"] = self.store.embedded(folder.id, lambda: self.vectors.arriving)
+        p["chunks"], p["chunks_embedded"] = self.store.chunk_counts(folder.id, lambda: self.vectors.arriving)
         # "ready" promises that a keyword search finds every indexed file: not before Tantivy's commit.
         busy = p["files_pending"] or p["files_not_yet_searchable"]
         state = "indexing" if busy else "ready"

@@ -7,7 +7,7 @@ journal is replayed into Tantivy until a Tantivy commit covers it (``meta.tantiv
 usearch keys are compared with the chunks that have vectors. So a crash anywhere loses nothing and
 indexes nothing twice.
 
-Its length (~1,070 lines) is deliberate: every SQL statement of the index is here, so the transaction and
+Its length (~1,080 lines) is deliberate: every SQL statement of the index is here, so the transaction and
 journal rules that make crashes harmless are read in one place.
 """
 
@@ -60,6 +60,8 @@ CREATE INDEX IF NOT EXISTS documents_folder ON documents(folder_id, status);
 -- the whole table, 0.18 ms at 5,183 indexed SciFact files against 0.002 ms with it.
 CREATE INDEX IF NOT EXISTS documents_pending ON documents(id) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS documents_indexing ON documents(id) WHERE status = 'indexing';
+-- A folder's last change (Store.changed_at, at every folders.list) in one seek, not a read of each document's row.
+CREATE INDEX IF NOT EXISTS documents_folder_updated ON documents(folder_id, updated_at);
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,     -- never reused: also the Tantivy and usearch key
     doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
@@ -383,11 +385,7 @@ class Store:
             key = STATUS_COUNTS.get(status)
             if key:
                 counts[key] += n
-        # How many of them are embedded is :meth:`embedded`'s (it leaves out vectors still arriving).
-        row = db.execute(
-            "SELECT COUNT(c.id) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.folder_id = ?", (folder_id,)
-        ).fetchone()
-        counts["chunks"] = int(row[0])
+        # Its chunks, and how many of them are embedded, are :meth:`chunk_counts`' (one snapshot for both).
         # Indexed in SQLite, not yet in Tantivy: the journal row goes when the keyword index commits.
         behind = db.execute(
             "SELECT COUNT(DISTINCT j.doc_id) FROM journal j JOIN documents d ON d.id = j.doc_id WHERE d.folder_id = ?",
@@ -875,23 +873,33 @@ class Store:
         less the ones ``arriving`` names (committed here, not yet in the vector index). One count, leaving out
         what arrives before it and after it: a count read before a batch's commit and its arrival read after
         would leave out vectors it never counted (a progress bar going backwards)."""
+        return self.chunk_counts(folder_id, arriving)[1]
+
+    def chunk_counts(self, folder_id: str | None, arriving: Callable[[], tuple[int, ...]]) -> tuple[int, int]:
+        """(chunks, embedded) of ``folder_id``'s documents (or of any), from one snapshot: embedded as
+        :meth:`embedded` counts it. The folder counts ask both at every ``folders.list`` (several a second while
+        a folder is indexed), so the chunks are counted once for the two."""
         before = arriving()
-        where, args = ("AND d.folder_id = ?", (folder_id,)) if folder_id is not None else ("", ())
+        where = "AND d.folder_id = :folder" if folder_id is not None else ""
         # One statement, so one snapshot: every chunk, less the unembedded ones and the arriving ones that have a
         # vector. Both counts read only indexes (chunks_doc, chunks_unembedded_doc); a test of each chunk's vector
-        # would read every chunk's row, its vectors included (docs/benchmarks-ingest.md, 2026-12-06).
+        # would read every chunk's row, its vectors included (docs/benchmarks-ingest.md, 2026-12-06). The arriving
+        # ones are looked up by id, and only when there are some (most counts find none).
+        among = f"({self._AMONG.format(ids=':ids', where=where)})" if before else "0"
         row = self.db.execute(
-            f"SELECT (SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE 1 {where}) - "
+            f"SELECT total, total - unembedded - {among} FROM "
+            f"(SELECT (SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE 1 {where}) AS total, "
             "(SELECT COUNT(*) FROM chunks c INDEXED BY chunks_unembedded_doc JOIN documents d ON d.id = c.doc_id "
-            f"WHERE c.vector IS NULL {where}) - ({self._AMONG.format(where=where)})",
-            (*args, *args, json.dumps(before), *args),
+            f"WHERE c.vector IS NULL {where}) AS unembedded)",
+            {"folder": folder_id, "ids": json.dumps(before)},
         ).fetchone()
         late = tuple(set(arriving()) - set(before))  # committed during the count, maybe counted
-        return int(row[0]) - self.embedded_among(late, folder_id) if late else int(row[0])
+        return int(row[0]), int(row[1]) - (self.embedded_among(late, folder_id) if late else 0)
 
+    # Driven by the ids (a handful of arriving chunks), not by the folder's every chunk.
     _AMONG = (
-        "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
-        "WHERE c.id IN (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL {where}"
+        "SELECT COUNT(*) FROM json_each({ids}) a CROSS JOIN chunks c ON c.id = a.value "
+        "JOIN documents d ON d.id = c.doc_id WHERE c.vector IS NOT NULL {where}"
     )
 
     def embedded_among(self, ids: tuple[int, ...], folder_id: str | None) -> int:
@@ -899,7 +907,7 @@ class Store:
         if not ids:
             return 0
         where, args = ("AND d.folder_id = ?", (folder_id,)) if folder_id is not None else ("", ())
-        return int(self.db.execute(self._AMONG.format(where=where), (json.dumps(ids), *args)).fetchone()[0])
+        return int(self.db.execute(self._AMONG.format(ids="?", where=where), (json.dumps(ids), *args)).fetchone()[0])
 
     def dead_vectors(self) -> list[int]:
         return [int(r[0]) for r in self.db.execute("SELECT id FROM dead_vectors")]
