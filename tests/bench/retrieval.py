@@ -221,6 +221,8 @@ class Retrieval:
             return f"weighted, keyword_weight {p.keyword_weight:g}"
         if p.fusion == "blend":
             return f"blend, keyword_weight {p.blend_keyword_weight:g}"
+        if p.fusion == "evidence":
+            return f"evidence, coverage {p.evidence_coverage:g}"
         return f"rrf, k {p.rrf_k}"
 
     def row(self, label: str, door: str) -> Row | None:
