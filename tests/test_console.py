@@ -409,14 +409,7 @@ def test_a_restart_with_a_page_streaming_events_stops_the_console_cleanly(served
     stream.request("GET", "/events", headers={"Cookie": cookie})
     response = stream.getresponse()
     assert response.status == 200 and response.readline().startswith(b"event: overview")
-    try:
-        with k.client() as client:
-            client.request("kernel", RestartRequest("console"), RestartReply, timeout=10)
-        k.wait_state("console", "RUNNING", 60, other_pid_than=before)
-    finally:
-        stream.close()
-    # Ended by itself, not killed when the stop's grace ran out: the open stream was closed.
-    assert f"[{before}]: console stopped cleanly" in k.home.log_file("console").read_text()
+    restarted_with_stream_open(k, "console", before, stream)
 
 
 def test_a_front_door_restart_with_an_mcp_event_stream_open_stops_it_cleanly(served: Any) -> None:
@@ -428,14 +421,19 @@ def test_a_front_door_restart_with_an_mcp_event_stream_open_stops_it_cleanly(ser
     stream = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
     stream.request("GET", parts.path, headers={**headers, "Accept": "text/event-stream"})
     assert stream.getresponse().status == 200
-    before = k.worker("frontdoor")["pid"]
+    restarted_with_stream_open(k, "frontdoor", k.worker("frontdoor")["pid"], stream)
+
+
+def restarted_with_stream_open(k: RunningKernel, worker: str, before: int, stream: http.client.HTTPConnection) -> None:
+    """Restart ``worker`` (pid ``before``) while ``stream`` is open; it must end by itself, not be killed when the
+    stop's grace ran out: the open stream was closed."""
     try:
         with k.client() as client:
-            client.request("kernel", RestartRequest("frontdoor"), RestartReply, timeout=10)
-        k.wait_state("frontdoor", "RUNNING", 60, other_pid_than=before)
+            client.request("kernel", RestartRequest(worker), RestartReply, timeout=10)
+        k.wait_state(worker, "RUNNING", 60, other_pid_than=before)
     finally:
         stream.close()
-    assert f"[{before}]: frontdoor stopped cleanly" in k.home.log_file("frontdoor").read_text()
+    assert f"[{before}]: {worker} stopped cleanly" in k.home.log_file(worker).read_text()
 
 
 def test_a_console_whose_web_server_stalls_exits_and_is_restarted(served: Any) -> None:

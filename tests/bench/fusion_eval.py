@@ -24,7 +24,7 @@ import argparse
 import itertools
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -150,8 +150,7 @@ ABLATIONS: dict[str, fusion.BlendRules] = {
 def blend(
     q: Query, rules: fusion.BlendRules = fusion.DEFAULT_RULES, lookup: bool = True, same: bool = True
 ) -> list[int]:
-    files = {name: i for i, name in enumerate(dict.fromkeys(f for f, _, _ in q.where.values()))}
-    documents = {cid: files[f] for cid, (f, _, _) in q.where.items()}
+    documents = documents_of({cid: f for cid, (f, _, _) in q.where.items()})
     same_file = None if same else (lambda a, b: False)
     ranked = fusion.blend(q.keyword, q.semantic, rules, q.question, documents, same_file, q.lookup and lookup)
     return [c for c, _ in ranked]
@@ -270,8 +269,13 @@ def evidence_module(q: Query, weights: EvidenceWeights, penalty: float | None = 
     penalty = SearchPolicy().evidence_repeat_penalty if penalty is None else penalty
     if penalty <= 0:
         return [c for c, _ in ranked]
-    files = {name: i for i, name in enumerate(dict.fromkeys(f for f, _, _ in q.where.values()))}
-    return [c for c, _ in fusion.spread(ranked, {cid: files[f] for cid, (f, _, _) in q.where.items()}, penalty)]
+    return [c for c, _ in fusion.spread(ranked, documents_of({cid: f for cid, (f, _, _) in q.where.items()}), penalty)]
+
+
+def documents_of(files: Mapping[int, str]) -> dict[int, int]:
+    """Each chunk's document number, its file standing for its document (the dumped lists name files, not ids)."""
+    numbers = {name: i for i, name in enumerate(dict.fromkeys(files.values()))}
+    return {cid: numbers[f] for cid, f in files.items()}
 
 
 def covers(q: Query, chunks: Sequence[int]) -> dict[int, float]:

@@ -26,7 +26,7 @@ from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer.fusion import spread
 from foldermind.workers.indexer.fusion_evidence import EvidenceWeights, evidence
-from tests.bench.fusion_eval import share_of
+from tests.bench.fusion_eval import documents_of, share_of
 from tests.bench.fusion_lists import corpus_folder
 from tests.bench.kernels import Kernel, say
 from tests.bench.mcpclient import kernel_config
@@ -57,9 +57,9 @@ def check(client: BusClient, dumped: list[dict[str, Any]]) -> tuple[int, int]:
         kw, sem = d["keyword"][:40], d["semantic"][:40]
         held = {h[0]: share_of(d["terms"], h[5]) for h in kw + sem}
         pairs = [[(h[0], h[1]) for h in side] for side in (kw, sem)]
-        files = {name: i for i, name in enumerate(dict.fromkeys(h[2] for h in kw + sem))}
         ranked = evidence(pairs[0], pairs[1], partial(_held, held), weights)
-        offline = spread(ranked, {h[0]: files[h[2]] for h in kw + sem}, SearchPolicy().evidence_repeat_penalty)[:10]
+        documents = documents_of({h[0]: h[2] for h in kw + sem})
+        offline = spread(ranked, documents, SearchPolicy().evidence_repeat_penalty)[:10]
         reply = client.request("indexer", SearchRequest(d["item"]["text"], "hybrid", 10, None, "evidence"), SearchReply)
         same += [r["chunk_id"] for r in reply.body.results] == [c for c, _ in offline]
     return same, len(dumped)
