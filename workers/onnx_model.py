@@ -342,11 +342,9 @@ class OnnxEncoder:
 
         ``streams`` > 1 runs that many batches at once on threads of their own (ONNX Runtime releases the
         GIL), each taking the next batch when it is done. With one intra-op thread per stream, no thread
-        ever waits for another inside a pass: 800 SciFact abstracts at int8 beside two processes that each
-        busy-loop 1.5 ms and sleep 1 ms (as parsers and the ingest thread do), two streams of one thread
-        encoded 60.4-61.8 texts/s (53-55 per CPU-second), one pass on two intra-op threads 54.6-56.6 (48-49);
-        alone 106-109 against 102-107 (2026-12-05, this 2-core VM). The batches are the same either way,
-        so the vectors are identical (int8 quantises activations per batch)."""
+        ever waits for another inside a pass, which on a busy machine is ~10% faster than one pass on two
+        intra-op threads (docs/tuning.md#embedder). The batches are the same either way, so the vectors are
+        identical (int8 quantises activations per batch)."""
         encodings = self.tokenize(texts)
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         batches = [order[at : at + batch_size] for at in range(0, len(order), batch_size)]

@@ -68,9 +68,7 @@ DRAFT_MARKER = ".draft"
 def insert_order(chunk_ids: NDArray[np.uint64]) -> NDArray[np.uint64]:
     """The order chunks' vectors go into a graph built from SQLite (a repair, a full rebuild): shuffled, with a
     fixed seed. HNSW links each vector to what is already in, and a document's similar units added one after
-    another make a poorer graph: the lookup bench's manuals (23,550 units) rebuilt in chunk-id order found 0.9586
-    of the exact 40 nearest chunks at expansion_search 1024, shuffled 0.9889 (as the embedding order of the first
-    build had: 0.988)."""
+    another make a poorer graph, which finds fewer of the true nearest chunks (docs/tuning.md#vector-search)."""
     return np.random.default_rng(0).permutation(chunk_ids)
 
 

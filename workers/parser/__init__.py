@@ -116,8 +116,8 @@ def spare_address_space() -> None:
 TRIM_ABOVE = 64 * 1024 * 1024
 """After a parse, freed heap goes back to the system once the parser's RSS has grown this much past what it held
 after the last trim. glibc keeps freed memory for reuse: a parser that read scanned pages kept 578 MiB of RSS
-through its idle time (the Debian manuals, 2026-12-06; ~150 MiB after a trim), and a trim when nothing grew
-would cost a walk of the heap for nothing."""
+through its idle time, ~150 MiB after a trim (docs/tuning.md#parsers), and a trim when nothing grew would cost a
+walk of the heap for nothing."""
 
 
 class ParserWorker(Worker):
