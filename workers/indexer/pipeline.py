@@ -53,11 +53,11 @@ log = logging.getLogger("foldermind.indexer.pipeline")
 STORED_BATCH = 2000
 """Chunks whose vectors one SQLite read brings back, when the index is repaired or rebuilt from SQLite."""
 _LOST = (Fault.LOST, Fault.TIMEOUT)
+"""A parse that died with its parser or ran past its deadline: tried once more, then the file is quarantined."""
 PARSER = "parser"
 CONTENT_HEADROOM = 0.9
 """A file sent to a parser (its bytes travel with the request) may fill at most this share of the bus's
 message limit."""
-"""A parse that died with its parser or ran past its deadline: tried once more, then the file is quarantined."""
 
 
 def hold_at(stage: str) -> Callable[[], None] | None:
