@@ -5,7 +5,7 @@ The top-level ``supervisor.toml`` (shipped in the package as ``foldermind/protoc
 module rendered as annotated TOML by :mod:`foldermind.protocol.runtime.defaults` (``foldermind config defaults``
 prints it); a test fails when the committed file is not the rendering, so the two cannot disagree.
 
-Its length (~530 lines) is the point of it: every knob, with its help text, in one place.
+Its length (~880 lines) is the point of it: every knob, with its help text, in one place.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class Composed:
 @dataclass(frozen=True, slots=True)
 class Quoting:
     """How many sentences an answer quotes: ``[llm] max_quotes``, and for a yes-no question ``yes_no_files``
-    and ``yes_no_ratio`` (their help says why and what was measured)."""
+    and ``yes_no_ratio`` (measured: docs/tuning.md#answer-evidence)."""
 
     max_quotes: int
     yes_no_files: int

@@ -170,7 +170,7 @@ class KeywordHit:
 
 
 PROXIMITY: float = SearchPolicy.model_fields["keyword_proximity"].default
-"""The proximity bonus's share (``[search] keyword_proximity``, where its measured reason is)."""
+"""The proximity bonus's share (``[search] keyword_proximity``; measured: docs/tuning.md#proximity)."""
 
 
 class KeywordIndex:

@@ -295,8 +295,7 @@ class QueryEncoder:
         """Normalised vectors of short ``texts`` (evidence sentences, generated claims), one row each, made
         here only (never queued at the embedder behind indexing); ``None`` and why when the local model
         cannot make vectors comparable with the index's. Texts go in length order, :data:`SENTENCE_BATCH` at a
-        time: sentences vary in length, and a padded batch pays for its longest (measured on 2 cores: 16
-        sentences in batches of 4 take 148 ms on one thread, in one batch of 16 215 ms)."""
+        time: sentences vary in length, and a padded batch pays for its longest (docs/tuning.md#embedder)."""
         if not texts:
             return np.zeros((0, ndim), dtype=np.float32), ""
         why = self._local_unusable(ndim, index_model)

@@ -40,7 +40,7 @@ SameFile = Callable[[int, int], bool]
 
 @dataclass(frozen=True, slots=True)
 class BlendRules:
-    """``blend``'s constants, read from ``[search]`` (their meaning and measured reasons are there)."""
+    """``blend``'s constants, read from ``[search]`` (their meaning there; measured: docs/tuning.md#blend)."""
 
     keyword_weight: float
     lookup_keyword_weight: float

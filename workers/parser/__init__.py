@@ -103,9 +103,9 @@ _M_ARENA_MAX = -8  # glibc's mallopt() parameter number
 
 def spare_address_space() -> None:
     """Fewer threads and malloc arenas, so the memory cap goes to the work: OpenBLAS (numpy) and OpenMP start
-    one thread per core, and glibc reserves a 64 MiB arena for each thread that allocates. Measured with OCR
-    loaded (numpy, OpenCV, ONNX Runtime): 855 MiB of address space before, 551 after, and text detection on
-    a full page needs ~600 more, which the default 2048 MiB cap then holds with room to spare. Set before
+    one thread per core, and glibc reserves a 64 MiB arena for each thread that allocates: with OCR loaded this
+    saves ~300 MiB of address space, so the default cap holds a full page's text detection (docs/tuning.md#parsers).
+    Set before
     any of them is imported (they read these variables once)."""
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(var, "1")

@@ -49,9 +49,8 @@ MAX_PIXELS = 10_200 * 13_200
 """A letter page at 1200 dpi (~135 Mpx): more than any scanner makes, far less than a bomb."""
 RENDER_DPI = 300
 """PDF pages without a text layer are rendered at this resolution, images not smoothed, for OCR. RapidOCR
-then shrinks the page to 2000 px on its longest side itself; measured on one typeset letter page stored as
-JPEG in a PDF (CER at 150 / 300 dpi scans): rendered at 300 dpi 11.2% / 2.6%, rendered straight to 2000 px
-(182 dpi) 14.0% / 5.6%, the page's own image 11.8% / 2.8%; smoothing the image cost 0-3 points more."""
+then shrinks the page to 2000 px on its longest side itself; rendering straight to 2000 px, or smoothing, read
+worse (docs/tuning.md#parser-bounds)."""
 MAX_RENDER_PIXELS = 40_000_000
 """A rendered page never holds more pixels than this (a poster-sized page is rendered at a lower dpi)."""
 BUDGET_SHARE = 0.8
