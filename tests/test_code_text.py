@@ -127,3 +127,12 @@ def test_a_docstring_pushed_away_from_its_name_is_found() -> None:
     placed = 'SPEED = 0.3\n"""How much SPEED moves."""\nFAULTS = (1, 2)\n"""What FAULTS holds."""\n'
     assert _orphans(placed) == []
     assert _orphans('class C:\n    """C."""\n\n    def f(self) -> None:\n        """f."""\n') == []
+
+
+def test_every_pointer_into_docs_tuning_names_one_of_its_sections() -> None:
+    headings = re.findall(r"^## (.+)$", (REPO / "docs" / "tuning.md").read_text(encoding="utf-8"), re.MULTILINE)
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    texts = [p.read_text(encoding="utf-8") for p in _production_files()] + [defaults.render()]
+    pointers = {m for text in texts for m in re.findall(r"docs/tuning\.md#([a-z0-9-]+)", text)}
+    assert len(pointers) > 10, pointers  # the code points there
+    assert pointers <= anchors, f"pointers to no section of docs/tuning.md: {sorted(pointers - anchors)}"

@@ -168,9 +168,8 @@ class IngestPolicy(_Strict):
     )
     extra_text_suffixes: list[str] = Field(
         default_factory=list,
-        description='More file name suffixes always read as plain text (".log"), even when their first bytes hold NULs'
-        " (UTF-16 text). A file with any other suffix no parser knows (README, NEWS.Debian) is read as text when its"
-        " first bytes are text without NULs.",
+        description='Suffixes always read as plain text (".log"), even UTF-16; any other unknown suffix is text if'
+        " its first bytes are.",
     )
     exclude: list[str] = Field(
         default_factory=list,
@@ -205,8 +204,8 @@ class IngestPolicy(_Strict):
     )
     ocr: bool = Field(
         True,
-        description="Read scanned PDF pages and image files (.png .jpg .jpeg .tif .tiff .webp .bmp) with OCR"
-        ' (RapidOCR; its models ship in its wheel). Off: image files fail with "OCR is off".',
+        description="Read scanned PDF pages and image files with OCR (RapidOCR; nothing is downloaded). Off: image"
+        " files fail.",
     )
     ocr_max_pages: int = Field(
         50,
@@ -248,8 +247,8 @@ class IngestPolicy(_Strict):
     )
     embed_backend: Literal["onnx", "torch"] = Field(
         "onnx",
-        description='"onnx" runs the checked ONNX export (see model_cache_dir) without importing torch; torch runs'
-        ' instead when onnxruntime is missing or the export fails (`status` says why). "torch" never tries ONNX.',
+        description='"onnx" runs the checked ONNX export without torch (torch if it fails; `status` says why);'
+        ' "torch" skips ONNX.',
     )
     embed_quantize: Literal["fp32", "int8"] = Field(
         "int8",
@@ -264,8 +263,8 @@ class IngestPolicy(_Strict):
     )
     model_cache_dir: str = Field(
         "",
-        description="Where the model's checked ONNX export (made once, ~10 s) and the llm's converted GGUF copy are"
-        " kept, shared by every home on this machine; empty = <user cache dir>/foldermind/models.",
+        description="Model exports shared by every home here (ONNX, the llm's GGUF copy); empty = <user cache"
+        " dir>/foldermind/models.",
     )
 
     @property
@@ -402,8 +401,8 @@ class SearchPolicy(_Strict):
     )
     query_backend: Literal["onnx", "torch"] = Field(
         "onnx",
-        description='"onnx" encodes queries with ONNX Runtime from the embedder\'s checked export (no torch; the'
-        ' embedder answers until it is ready, torch if it fails); "torch" never tries ONNX.',
+        description='"onnx" encodes queries with ONNX Runtime from the embedder\'s export (torch if it fails);'
+        ' "torch" skips ONNX.',
     )
     query_threads: int = Field(
         1,
