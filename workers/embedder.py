@@ -56,7 +56,7 @@ RETRY_ENV = "FOLDERMIND_EMBED_RETRY_S"
 DEFAULT_BATCH = 32
 """Texts per forward pass under torch (sentence-transformers' own default, measured best here before ONNX)."""
 DEFAULT_ONNX_BATCH = 1
-"""Texts per ONNX Runtime pass: see the module docstring for the measurement."""
+"""Texts per ONNX Runtime pass (each stream's batch; measured: docs/tuning.md#embedder)."""
 RETRY_AFTER_S = 30.0
 """After a failed load, the next load attempt (made by a request) waits at least this long."""
 NO_DEADLINE_WAIT_S = 20.0

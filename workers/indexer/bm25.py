@@ -185,8 +185,8 @@ class KeywordIndex:
         builder.add_integer_field("chunk_id", stored=True, indexed=True, fast=True)
         builder.add_integer_field("doc_id", stored=False, indexed=True, fast=True)
         builder.add_text_field("folder_id", stored=False, tokenizer_name="raw")
-        # Stemmed terms, whitespace-separated (see the module's docstring). Not stored: only ``chunk_id`` is
-        # read back from a hit, and the text is in SQLite.
+        # Stemmed terms, whitespace-separated (stemmed here, so Tantivy only splits them). Not stored: only
+        # ``chunk_id`` is read back from a hit, and the text is in SQLite.
         builder.add_text_field("text", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("heading", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("title", stored=False, tokenizer_name="whitespace")
