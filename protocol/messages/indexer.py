@@ -156,8 +156,8 @@ class FolderListRequest(Message):
     count."""
 
     with_criteria: bool = False
-    """Add the criteria folders (`criteria` in the reply). Off by default: counting them resolves each one (~7-26 ms at
-    SciFact size after an index commit, docs/benchmarks-mcp.md section 7), which the callers that poll the list for
+    """Add the criteria folders (`criteria` in the reply). Off by default: counting them resolves each one (several
+    ms after an index commit: docs/tuning.md#search-filters), which the callers that poll the list for
     progress (the watcher, `status`, the front door's change feed) have no use for."""
     scope: list[str] | None = None
     """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every

@@ -53,11 +53,11 @@ log = logging.getLogger("foldermind.indexer.pipeline")
 STORED_BATCH = 2000
 """Chunks whose vectors one SQLite read brings back, when the index is repaired or rebuilt from SQLite."""
 _LOST = (Fault.LOST, Fault.TIMEOUT)
+"""A parse that died with its parser or ran past its deadline: tried once more, then the file is quarantined."""
 PARSER = "parser"
 CONTENT_HEADROOM = 0.9
 """A file sent to a parser (its bytes travel with the request) may fill at most this share of the bus's
 message limit."""
-"""A parse that died with its parser or ran past its deadline: tried once more, then the file is quarantined."""
 
 
 def hold_at(stage: str) -> Callable[[], None] | None:
@@ -212,7 +212,7 @@ class Pipeline(threading.Thread):
 
     def run(self) -> None:
         # Off by default ([ingest] ingest_nice): below the parsers and the embedder this thread fell behind
-        # them, and keyword search waited for it (docs/benchmarks-ingest.md).
+        # them, and keyword search waited for it (docs/tuning.md#ingest-priority).
         self.nice = lower_thread_priority(self.policy.ingest_nice)
         client = BusClient(self.bus_endpoint, name=f"{self.worker_name}.ingest")
         poller = zmq.Poller()
@@ -755,8 +755,8 @@ class Pipeline(threading.Thread):
             self.vector_rebuild = f"vector index damaged ({self.vectors.damaged}): rebuilding from the database"
         elif len(missing) > STORED_BATCH:  # a crash before the last save (the file is saved every 30 s)
             self.vector_rebuild = f"vector index {len(missing)} chunks behind the database: restoring them"
-        # Until a chunk's vectors are back its folder does not read as embedded (a lost file of SciFact's 54,782
-        # unit vectors takes ~10 s to fill again, and a search meanwhile sees only part of the index).
+        # Until a chunk's vectors are back its folder does not read as embedded (a lost file of ~55k unit vectors
+        # takes ~10 s to fill again, and a search meanwhile sees only part of the index).
         with self.vectors.arrival():
             for start in range(0, len(missing), STORED_BATCH):
                 self.vectors.arriving = tuple(int(k) for k in missing[start:])
@@ -771,7 +771,7 @@ class Pipeline(threading.Thread):
     def _full_graph(self) -> None:
         """The vector index's draft graph, outgrown, replaced by a full one of SQLite's vectors (added in a
         shuffled order, as at a repair) and saved. Run when nothing is left to parse or embed: new work waits
-        for it (SciFact's 54,782 vectors took 3.8 s on this machine's two cores, docs/benchmarks-ingest.md)."""
+        for it (~55k vectors take a few seconds: docs/tuning.md#vector-search)."""
         started = time.monotonic()
         ids = insert_order(np.asarray(self.store.vector_ids(), dtype=np.uint64))
         read = (self._stored_units(ids[start : start + STORED_BATCH]) for start in range(0, len(ids), STORED_BATCH))
