@@ -3,7 +3,7 @@ requests, file changes from the watcher, searches (:mod:`.search`), the evidence
 (:mod:`.evidence`) and the per-document and
 whole-index questions behind the MCP tools (:mod:`.documents`).
 
-Its serving thread handles requests; its ingest thread (:mod:`.pipeline`) parses and writes; a
+Its serving thread handles requests; its ingest thread (:mod:`.ingest`) parses and writes; a
 background thread loads the query model (:mod:`.encoder`) without holding up READY.
 
 Its length (~435 lines): one handler per request kind, each a few lines that hand over to the services.
@@ -55,9 +55,9 @@ from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
+from foldermind.workers.indexer.ingest.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.integrity import Damage, is_database_damage, open_keyword_index, outdated_keyword_index
 from foldermind.workers.indexer.persistent import PersistentFault, named_fault, with_fix
-from foldermind.workers.indexer.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.reserved import own_folders, refusal
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify, disk_bytes
