@@ -30,8 +30,6 @@ from foldermind.protocol.messages import (
     FolderRemoveRequest,
     SearchReply,
     SearchRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.workers.indexer import filters
 from tests import mcpclient as mc
@@ -260,7 +258,6 @@ def test_criteria_folders_are_removed_by_name_and_with_their_path_folder(world: 
     names = {c["name"] for c in world.listing().criteria}
     assert "Spare receipts" not in names and "Every receipt" in names
     assert (spare / "receipt-spare.txt").exists()  # files are never touched
-    world.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
     wait_for(
         lambda: (c := world.criteria("Every receipt")) is not None and c["file_count"] == everywhere["file_count"] - 1,
         30,

@@ -317,7 +317,7 @@ def test_reading_around_a_chunk_refuses_bad_requests(world: World) -> None:
     path = world.docs / "gazetteer.txt"
     hits = chunks_of(world, "gazetteer.txt")
     other = world.search("keyword", "gazetteer towns", path_glob="other.txt").results[0]["chunk_id"]
-    err = world.error
+    err = world.code
     assert err(ReadDocumentRequest(str(path), chunk_id=other), ReadDocumentReply) == "unknown_chunk"
     assert err(ReadDocumentRequest(str(path), chunk_id=2**62), ReadDocumentReply) == "unknown_chunk"
     cid = hits[0]["chunk_id"]

@@ -26,8 +26,6 @@ from foldermind.protocol.messages import (
     Message,
     SearchReply,
     SearchRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from tests.helpers import RunningKernel
 
@@ -61,10 +59,9 @@ class KernelWorld:
         return reply
 
     def add(self, name: str, path: Path) -> str:
-        """Register ``path`` as the Smart Folder ``name`` and have the watcher pick it up; returns its id."""
+        """Register ``path`` as the Smart Folder ``name`` (the indexer has the watcher pick it up); returns its id."""
         folder_id = str(self.call(FolderAddRequest(str(path), name), FolderAddReply).folder["id"])
         self.folder_ids[name] = folder_id
-        self.call(WatchSyncRequest(), WatchSyncReply, to="watcher", timeout=60)
         return folder_id
 
     def folders(self) -> dict[str, Any]:

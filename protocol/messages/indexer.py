@@ -129,8 +129,9 @@ class FolderInfo(TypedDict):
 @message("folders.add.request")
 @dataclass(slots=True)
 class FolderAddRequest(Message):
-    """Register ``path`` (absolute, an existing folder) as a Smart Folder. Errors:
-    ``invalid_path``, ``folder_overlap`` (inside or around a registered folder)."""
+    """Register ``path`` (absolute, an existing folder) as a Smart Folder; the indexer then has the watcher sync
+    (``watch.sync``), so this one request is all adding a folder takes. Errors: ``invalid_path``,
+    ``folder_overlap`` (inside or around a registered folder)."""
 
     path: str
     """Absolute path of an existing folder (the CLI makes it absolute)."""
@@ -182,7 +183,7 @@ class FolderListReply(Message):
 class FolderRemoveRequest(Message):
     """Unregister a folder by id or path and purge its entries from every index (files are never
     touched), with the criteria folders ``within`` it; or remove a criteria folder by id or name (no
-    document is purged). Errors: ``unknown_folder``."""
+    document is purged); the indexer then has the watcher sync. Errors: ``unknown_folder``."""
 
     folder: str
     """The folder's id or its registered path (a trailing `/` is ignored), or a criteria folder's id or name; the CLI

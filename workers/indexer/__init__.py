@@ -285,6 +285,7 @@ class IndexerWorker(Worker):
         with self._writing("registering a Smart Folder"):
             folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000], self._refusal)
         log.info("Smart Folder %s registered", folder.id)
+        self.pipeline.tell_watcher()
         return FolderAddReply(self.folder_info(folder))
 
     def on_folder_list(self, req: Request[FolderListRequest]) -> Result:
@@ -314,7 +315,7 @@ class IndexerWorker(Worker):
         # First: after a crash between the two, the folder is still registered and removing it again finishes.
         table.remove([c.id for c in inside])
         purged = self.store.remove_folder(folder.id)
-        self.pipeline.wake()
+        self.pipeline.tell_watcher()
         log.info(
             "Smart Folder %s removed (%d documents purged, %d criteria folders)", folder.id, len(purged), len(inside)
         )

@@ -23,6 +23,7 @@ import zmq
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ProtocolError
+from foldermind.protocol.messages import WatchSyncRequest
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env, search_from_env
 from foldermind.workers.base import testing
 from foldermind.workers.indexer.analyzer import SLICE as ANALYZE_SLICE
@@ -42,6 +43,9 @@ from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
 from foldermind.workers.indexer.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer.pipeline")
+
+WATCH_SYNC_S = 120.0
+"""The deadline of the watcher's sync after a folder change (a first scan of a large folder takes a while)."""
 
 
 def hold_at(stage: str) -> Callable[[], None] | None:
@@ -91,6 +95,7 @@ class Pipeline(threading.Thread):
         self._wake_recv.bind(self._wake_endpoint)
         self._wakers = threading.local()
         self._stopping = threading.Event()
+        self._folders_changed = threading.Event()  # the watcher is to learn the folders again
         self._analysis_left = False  # more documents' analyses are due than one step makes
         self.errors = 0
         self.data_dir = store.path.parent
@@ -145,6 +150,12 @@ class Pipeline(threading.Thread):
             self._wakers.sock = sock
         sock.send(b"", zmq.NOBLOCK)
 
+    def tell_watcher(self) -> None:
+        """A folder was added or removed: the thread asks the watcher to sync (it then reads the folders from
+        the indexer and reconciles each), so that one request from a user is all a folder change takes."""
+        self._folders_changed.set()
+        self.wake()
+
     def stop(self) -> None:
         self._stopping.set()
         self.wake()
@@ -161,6 +172,10 @@ class Pipeline(threading.Thread):
         poller.register(self._wake_recv, zmq.POLLIN)
         try:
             while not self._stopping.is_set():
+                if self._folders_changed.is_set():
+                    self._folders_changed.clear()
+                    # Its reply is not awaited (nothing else waits on it); no watcher running: it syncs as it starts.
+                    client.send("watcher", WatchSyncRequest(), timeout=WATCH_SYNC_S)
                 try:
                     if self.damage.line is None and self.disk.allowed() and self.fault.due():
                         self.tick(client)
