@@ -118,9 +118,9 @@ class FolderInfo(TypedDict):
     """Those chunks whose vectors a semantic search finds: a batch counts once it is in the vector index, not
     when the database has it."""
     state: str
-    """``indexing`` (files pending, or not yet found by keyword search), ``embedding`` (every file found by
-    keyword search, some chunks not yet by meaning), ``ready`` (all of it; or keyword search only while no
-    embedder can embed), ``disk_full``."""
+    """``indexing`` (just added and not yet scanned, files pending, or not yet found by keyword search),
+    ``embedding`` (every file found by keyword search, some chunks not yet by meaning), ``ready`` (all of it; or
+    keyword search only while no embedder can embed), ``disk_full``."""
     changed_at: float | None
     """The last time one of its documents was recorded, indexed, failed or moved (epoch seconds); a reader that
     compares it (the MCP front door's resource notifications) learns that the folder's content changed."""

@@ -108,6 +108,8 @@ class IndexerWorker(Worker):
             self.search_policy.expansion_search,
             self.search_policy.exact_search_vectors,
         )
+        self.unscanned: set[str] = set()
+        """Folders added since this start whose first scan the watcher has not sent yet: they read as indexing."""
         self.pipeline = Pipeline(self.store, self.bm25, self.vectors, self.ctx.bus_endpoint, self.policy, self.ctx.name)
         self.pipeline.damage = self.damage
         self.pipeline.refilling(rebuild or ("keyword index of older fields" if outdated else None))
@@ -247,7 +249,7 @@ class IndexerWorker(Worker):
         # A batch committed to SQLite but not yet in usearch is not embedded yet.
         p["chunks"], p["chunks_embedded"] = self.store.chunk_counts(folder.id, lambda: self.vectors.arriving)
         # "ready" promises that a keyword search finds every indexed file: not before Tantivy's commit.
-        busy = p["files_pending"] or p["files_not_yet_searchable"]
+        busy = p["files_pending"] or p["files_not_yet_searchable"] or folder.id in self.unscanned
         state = "indexing" if busy else "ready"
         unsupported = self.store.unsupported(folder.id)
         if busy and self.pipeline.disk_full is not None:
@@ -285,6 +287,7 @@ class IndexerWorker(Worker):
         with self._writing("registering a Smart Folder"):
             folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000], self._refusal)
         log.info("Smart Folder %s registered", folder.id)
+        self.unscanned.add(folder.id)
         self.pipeline.tell_watcher()
         return FolderAddReply(self.folder_info(folder))
 
@@ -384,6 +387,7 @@ class IndexerWorker(Worker):
             self.store.set_unsupported(db, folder.id, body.unsupported, body.unsupported_files[:MAX_UNSUPPORTED_LISTED])
             gone = [doc.id for path, doc in known.items() if path not in seen]
             self.store.delete_documents(db, gone)
+        self.unscanned.discard(folder.id)
         self.pipeline.wake()
         log.info(
             "reconciled folder %s: %d new, %d changed, %d unchanged, %d deleted",
