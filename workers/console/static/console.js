@@ -1,6 +1,24 @@
 // The overview's live part: replaced by each "overview" event (server-rendered, escaped HTML), keeping the
-// keyboard focus where it was. Without this script every page still works; it just does not refresh.
+// keyboard focus where it was; and the Clients page's Copy buttons. Without this script every page still works;
+// it just does not refresh, and a snippet is selected by hand.
 "use strict";
+(function () {
+  document.querySelectorAll("button[data-copy]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      const source = document.getElementById(button.dataset.copy);
+      const said = button.parentElement.querySelector(".copied");
+      const tell = function (text) { if (said) said.textContent = text; };
+      if (!source || !navigator.clipboard) {
+        tell("select the text to copy it");
+        return;
+      }
+      navigator.clipboard.writeText(source.textContent).then(
+        function () { tell("Copied"); },
+        function () { tell("the browser refused the clipboard: select the text to copy it"); }
+      );
+    });
+  });
+})();
 (function () {
   const live = document.getElementById("live");
   if (!live || !window.EventSource) return;
