@@ -96,6 +96,7 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
         assert seen["copy"]["said"] == "Copied" and seen["copy"]["clipboard"] == seen["copy"]["shown"], seen["copy"]
         copied = json.loads(seen["copy"]["clipboard"])["mcpServers"]["foldermind"]
         assert copied == {"url": mcp_url, "headers": {"Authorization": "Bearer ${env:FOLDERMIND_MCP_TOKEN}"}}
+        assert {"home", "port", "console", "cursor"} <= set(seen["doctor"]), seen["doctor"]
         assert seen["tested"].startswith(f"Connected: connected to {mcp_url}"), seen["tested"]
         assert seen["reused"] == 403
         assert seen["anonymous"] == {"status": 401, "heading": "Sign in", "workers": 0}

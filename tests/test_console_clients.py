@@ -116,6 +116,9 @@ def test_doctor_findings_are_listed_with_their_fixes(served: Any) -> None:
     try:
         base, cookie = sign_in(k)
         _, _, page = request(base + "clients", headers={"Cookie": cookie})
+        assert 'data-src="/clients/doctor"' in page  # the page's script loads the findings from their own page
+        status, _, page = request(base + "clients/doctor", headers={"Cookie": cookie})
+        assert status == 200, page[-1500:]
         rows = re.findall(
             r'<tr class="check-(\w+)"><th scope="row">([^<]+)</th>.*?<td>(.*?)</td>\s*<td>(.*?)</td></tr>', page, re.S
         )

@@ -80,6 +80,7 @@ class Pages:
                 Route("/ask", self.ask),
                 Route("/page", self.page_png),
                 Route("/clients", self.clients),
+                Route("/clients/doctor", self.doctor),
                 Route("/clients/install", self.client_install, methods=["POST"]),
                 Route("/clients/test", self.client_test, methods=["POST"]),
                 Route("/clients/rotate", self.token_rotate, methods=["POST"]),
@@ -271,8 +272,18 @@ class Pages:
         if session is None:
             return self.signed_out()
         setup = clients.Setup()
-        await asyncio.gather(clients.snippets(self.bus, setup), clients.doctor(self.bus, setup))
+        await clients.snippets(self.bus, setup)
         return self.render("clients.html", setup=setup, csrf=session.csrf, page="clients")
+
+    async def doctor(self, request: Request) -> Response:
+        """Doctor's findings: a page of its own, which the Clients page's script loads into itself (doctor takes
+        seconds, the snippets do not wait for it)."""
+        session = self.session(request)
+        if session is None:
+            return self.signed_out()
+        setup = clients.Setup()
+        await clients.doctor(self.bus, setup)
+        return self.render("doctor.html", setup=setup, csrf=session.csrf, page="clients")
 
     async def client_install(self, request: Request) -> Response:
         """The diff of ``config install`` first; the change is made only by a second post naming that diff, and is

@@ -1,8 +1,18 @@
 // The overview's live part: replaced by each "overview" event (server-rendered, escaped HTML), keeping the
-// keyboard focus where it was; and the Clients page's Copy buttons. Without this script every page still works;
-// it just does not refresh, and a snippet is selected by hand.
+// keyboard focus where it was; the Clients page's Copy buttons, and its doctor's findings loaded from their own page.
+// Without this script every page still works; it just does not refresh, a snippet is selected by hand, and the
+// findings are a link away.
 "use strict";
 (function () {
+  const findings = document.querySelector("[data-src]");
+  if (findings) {
+    fetch(findings.dataset.src, { credentials: "same-origin" })
+      .then(function (r) { return r.text(); })
+      .then(function (text) {
+        const found = new DOMParser().parseFromString(text, "text/html").getElementById(findings.id);
+        if (found) findings.replaceChildren(...found.childNodes);
+      });
+  }
   document.querySelectorAll("button[data-copy]").forEach(function (button) {
     button.addEventListener("click", function () {
       const source = document.getElementById(button.dataset.copy);
