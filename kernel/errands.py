@@ -73,7 +73,14 @@ class Errands:
     def _run(self, client: bytes, env: Envelope, argv: list[str]) -> None:
         result: CliReply | JobError
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                cwd=self.home.data_dir,  # not the folder `start` ran in: doctor would judge its project files
+            )
             result = CliReply(done.returncode, done.stdout, done.stderr)
         except subprocess.TimeoutExpired:
             result = JobError(ErrorCode.DEADLINE_EXCEEDED, f"`{' '.join(argv[3:])}` ran over {TIMEOUT_S:g} s")

@@ -19,6 +19,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from foldermind.protocol.errors import ErrorCode, JobError
+from foldermind.protocol.messages import CliReply, CliRequest
 from tests.helpers import RunningKernel, cli, only_workers, remove_tree, short_tmpdir
 from tests.test_console import csrf_of, request, sign_in
 
@@ -196,3 +198,14 @@ def test_test_connection_makes_a_real_tools_list_round_trip_and_rotation_asks_fi
     # The front door took the new token at once: the test connection (the command line reads the store) works.
     status, page = post(base, "clients/test", cookie, {"csrf": csrf})
     assert status == 200 and "Connected" in page
+
+
+def test_the_kernel_runs_only_its_named_setup_commands_for_a_known_client_name(served: Any) -> None:
+    k, _user = served
+    with k.client() as client:
+        for request_ in (CliRequest("folders"), CliRequest("install", "../cursor"), CliRequest("install", "-x")):
+            with pytest.raises(JobError) as refused:
+                client.request("kernel", request_, CliReply, timeout=30)
+            assert refused.value.code is ErrorCode.BAD_REQUEST, refused.value
+        reply = client.request("kernel", CliRequest("install-preview", "no-such-client"), CliReply, timeout=200).body
+        assert reply.exit_code == 2 and "no-such-client" in reply.stderr  # the command line's own check
