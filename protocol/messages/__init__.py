@@ -19,6 +19,8 @@ from foldermind.protocol.messages.console import (
 from foldermind.protocol.messages.control import (
     AttachReply,
     AttachRequest,
+    CliReply,
+    CliRequest,
     KernelInfo,
     McpInfo,
     RestartReply,
@@ -163,6 +165,8 @@ __all__ = [
     "ChunkInfo",
     "Claim",
     "ClaimCheck",
+    "CliReply",
+    "CliRequest",
     "ConsoleLinkReply",
     "ConsoleLinkRequest",
     "CriteriaAddReply",
