@@ -155,6 +155,15 @@ class ClientKeys:
         self._write(keys)
         return token
 
+    def set_scope(self, name: str, folders: list[str] | None) -> None:
+        """Key ``name`` sees ``folders`` from its next request (None: every folder); its token is kept."""
+        keys = self._read()
+        key = keys.get(name)
+        if key is None:
+            raise ClientKeyError(f"no key named {name!r} (`foldermind token list`)")
+        keys[name] = ClientKey(name, None if folders is None else tuple(folders), key.created, key.digest)
+        self._write(keys)
+
     def revoke(self, name: str) -> None:
         """The registry first (refused at the next request), then the stored token."""
         keys = self._read()
