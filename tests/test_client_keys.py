@@ -315,6 +315,26 @@ def test_a_key_scoped_to_a_criteria_folder_sees_its_matching_documents_only(worl
     outside = refusal(mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "budget.txt")}))
     assert outside[0] == "INVALID_PATH" and "not inside any Smart Folder" in outside[1]
     assert not mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "plan.md")}).is_error
+    # index_status counts the criteria folder's documents (the private folder's broken PDF is no match, so its
+    # failure, which the owner's status lists, is not shown)...
+    status = structured(mc.call(url, made["token"], "index_status"))
+    owner = structured(mc.call(url, world["owner"], "index_status"))["totals"]
+    totals = status["totals"]
+    assert (totals["files_total"], totals["files_indexed"], totals["files_failed"]) == (2, 2, 0), totals
+    assert 0 < totals["chunks_embedded"] <= totals["chunks"] < owner["chunks"], (totals, owner)
+    assert status["folders"] == [] and status["recent_failures"] == [] and not leaked(status, world["private"])
+    # ...and a criteria folder of PDFs holds that failed one (a failed document stays searchable by its old
+    # chunks): its key is told of its failure, and of nothing else.
+    cli(k.root, "folders", "add-criteria", "--name", "pdfs", "--types", "pdf")
+    pdfs = json.loads(cli(k.root, "token", "add", "pdf-agent", "--folders", "pdfs", "--json").stdout)
+    status = structured(mc.call(url, pdfs["token"], "index_status"))
+    totals = status["totals"]
+    assert (totals["files_total"], totals["files_failed"], totals["files_indexed"]) == (1, 1, 0), totals
+    assert [f["file_path"] for f in status["recent_failures"]] == [str(world["private"] / "broken.pdf")], status
+    # A key holding a path folder and a criteria folder counts each document once.
+    both = json.loads(cli(k.root, "token", "add", "both-agent", "--folders", "work,taxwork", "--json").stdout)
+    totals = structured(mc.call(url, both["token"], "index_status"))["totals"]
+    assert (totals["files_total"], totals["files_indexed"]) == (3, 3), totals
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])
