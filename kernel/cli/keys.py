@@ -8,9 +8,6 @@ Smart Folder ids, resolved here from ids or names through the running indexer.
 from __future__ import annotations
 
 import json
-import re
-import time
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -130,23 +127,14 @@ def token_rotate_named(name: str) -> None:
     click.echo(f"key {name!r} rotated: its old token is refused from now on", err=True)
 
 
-_AGO = re.compile(r"(\d+)([smhd])")
-
-
 def since_time(raw: str | None) -> float | None:
-    """``WHEN``: an ISO date or time (UTC unless it says), or an age such as 30m, 12h, 7d."""
+    """``WHEN`` as the console takes it too (:func:`~foldermind.protocol.runtime.activity.since_time`)."""
     if raw is None:
         return None
-    text = raw.strip()
-    ago = _AGO.fullmatch(text)
-    if ago:
-        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[ago.group(2)]
-        return time.time() - timedelta(**{unit: int(ago.group(1))}).total_seconds()
     try:
-        moment = datetime.fromisoformat(text)
+        return activity_rows.since_time(raw)
     except ValueError:
-        raise click.BadParameter("an ISO date or time, or an age such as 30m, 12h, 7d", param_hint="--since") from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+        raise click.BadParameter(activity_rows.SINCE_HELP, param_hint="--since") from None
 
 
 @click.command("activity")

@@ -51,6 +51,8 @@ from foldermind.protocol.messages.envelope import (
     reply_kind,
 )
 from foldermind.protocol.messages.frontdoor import (
+    ActivityReply,
+    ActivityRequest,
     AskReply,
     AskRequest,
     McpInfoReply,
@@ -144,6 +146,8 @@ __all__ = [
     "EXTRACTION",
     "PROTOCOL_VERSION",
     "REGISTRY",
+    "ActivityReply",
+    "ActivityRequest",
     "AnalyzeReply",
     "AnalyzeRequest",
     "AskReply",
