@@ -173,8 +173,9 @@ def test_install_writes_each_clients_real_file_with_a_key_of_its_own_or_the_snip
         made = run(fm, "config", "install", "--client", name)
         assert f"client key {name!r} made; it sees every Smart Folder" in made.stderr
         assert ours(name, parse(name, (user / rel).read_text())) == expected_stdio(name, fm, key=name), name
-        run(fm, "config", "install", "--client", name, "--owner-key")
+        left = run(fm, "config", "install", "--client", name, "--owner-key").stderr
         assert ours(name, parse(name, (user / rel).read_text())) == expected_stdio(name, fm), name
+        assert f"client key {name!r} is kept, though this entry no longer uses it" in " ".join(left.split()), left
         if name != "claude-desktop":
             run(fm, "config", "install", "--client", name, "--http")
             doc = parse(name, (user / rel).read_text())
@@ -322,6 +323,9 @@ def test_uninstall_takes_out_only_our_entry_and_our_vscode_input(env: tuple[Path
     run(fm, "config", "install", "--client", "vscode", "--http")
     run(fm, "config", "uninstall", "--client", "vscode")
     assert json5.loads(path.read_text()) == {"servers": {}, "inputs": []}
+    run(fm, "config", "install", "--client", "vscode")  # the command form names its key: uninstall says it stays
+    said = " ".join(run(fm, "config", "uninstall", "--client", "vscode").stderr.split())
+    assert "client key 'vscode' is kept" in said and "token revoke vscode" in said, said
 
 
 def test_dry_run_prints_the_unified_diff_and_writes_nothing(env: tuple[Path, Path]) -> None:

@@ -98,6 +98,10 @@ def install_cmd(
     path = _where(client, project)
     old = _read(path, client)
     key = "" if owner_key else _client_key(home, _key_name(home, client, project, old), folders, dry_run)
+    left = _presented(home, client, old) if owner_key else None
+    if left:
+        revoke = typed(home, "token", "revoke", left)
+        click.echo(f"client key {left!r} is kept, though this entry no longer uses it: `{revoke}` ends it", err=True)
     t = target(home, stdio, key, placeholder=dry_run)
     item = entries.vscode_input() if entries.needs_input(client, stdio) else None
     try:
@@ -119,13 +123,18 @@ def install_cmd(
         click.echo(f"restart {client.title} (or reload its MCP servers) to pick it up", err=True)
 
 
-def _key_name(home: Home, client: Client, project: Path | None, text: str) -> str:
-    """The key this file's entry should present: the one it presents already, else one named after the client."""
+def _presented(home: Home, client: Client, text: str) -> str | None:
+    """The registered client key the file's entry presents now (None: the owner's token, or no entry)."""
     try:
         entry = clientfile.current(text, client)
     except ParseError:
-        entry = None
-    known = keys.presented_key(home, entry) if isinstance(entry, dict) else None
+        return None
+    return keys.presented_key(home, entry) if isinstance(entry, dict) else None
+
+
+def _key_name(home: Home, client: Client, project: Path | None, text: str) -> str:
+    """The key this file's entry should present: the one it presents already, else one named after the client."""
+    known = _presented(home, client, text)
     if known:
         return known
     if project is None:
@@ -180,8 +189,7 @@ def uninstall_cmd(name: str, project: Path | None, dry_run: bool) -> None:
     except ParseError as exc:
         raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
     removed = _change(path, old, new, dry_run, "foldermind entry removed")
-    entry = clientfile.current(old, client)
-    key = keys.presented_key(current_home(), entry) if removed and isinstance(entry, dict) else None
+    key = _presented(current_home(), client, old) if removed else None
     if key:
         click.echo(f"client key {key!r} is kept: `{typed(current_home(), 'token', 'revoke', key)}` ends it", err=True)
 
