@@ -338,6 +338,10 @@ def test_dry_run_prints_the_unified_diff_and_writes_nothing(env: tuple[Path, Pat
     missing = user / USER_FILES["windsurf"]
     assert run(fm, "config", "install", "--client", "windsurf", "--dry-run").stdout.startswith("--- ")
     assert not missing.exists()
+    # The URL form of a key not made yet shows a stand-in for its token; a dry run makes no key.
+    tried = run(fm, "config", "install", "--client", "zed", "--http", "--dry-run")
+    assert "<client key zed's token>" in tried.stdout and "would be made" in tried.stderr
+    assert key_names(fm) == []
 
 
 def test_project_forms_write_the_projects_own_file(env: tuple[Path, Path]) -> None:
