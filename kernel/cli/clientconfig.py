@@ -54,15 +54,17 @@ def wants_stdio(name: str, stdio: bool, http: bool) -> bool:
     return not http
 
 
-def target(home: Home, stdio: bool, key: str = "") -> entries.Target:
+def target(home: Home, stdio: bool, key: str = "", placeholder: bool = False) -> entries.Target:
     """This install as an entry points at it, with the owner's token or client key ``key``'s. The token is read
-    only for the URL form."""
+    only for the URL form; ``placeholder`` stands in for a key not made yet (a dry run)."""
     command = entries.bridge_command(home) + (["--client", key] if key else [])
     if stdio:
         return entries.Target(command, "", "", url_is_live=False)
     live = entries.live_url(home)
     url = live or entries.configured_url(current_config(home))
     token = TokenStore(home, key).stored() if key else TokenStore(home).load_or_create()
+    if token is None and placeholder:
+        token = f"<client key {key}'s token>"
     if token is None:
         raise click.ClickException(f"client key {key!r} has no stored token: `foldermind token rotate {key}`")
     return entries.Target(command, url, token, url_is_live=live is not None)

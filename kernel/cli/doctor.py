@@ -178,8 +178,9 @@ def _entry_problems(
         serves = "serves" if t.url_is_live else "is configured for"
         problems.append((True, f"it points at {url}, but this install {serves} {t.url}"))
     header = str((entry.get("headers") or {}).get("Authorization", ""))
-    if keys.token_known(home, header.removeprefix("Bearer ")):
-        return problems  # a client key's token (in the file as is: the client has no way to refer to it)
+    named = keys.presented_key(home, entry)
+    if named:  # a client key's token (in the file as is: the client has no way to refer to it)
+        return problems + keys.key_problems(home, named, in_project)
     problems += _token_problems(header, t.token)
     if in_project and not problems:
         problems.append(

@@ -53,6 +53,8 @@ from foldermind.protocol.messages.envelope import (
     reply_kind,
 )
 from foldermind.protocol.messages.frontdoor import (
+    ActivityReply,
+    ActivityRequest,
     AskReply,
     AskRequest,
     McpInfoReply,
@@ -146,6 +148,8 @@ __all__ = [
     "EXTRACTION",
     "PROTOCOL_VERSION",
     "REGISTRY",
+    "ActivityReply",
+    "ActivityRequest",
     "AnalyzeReply",
     "AnalyzeRequest",
     "AskReply",

@@ -1,5 +1,5 @@
 """The console's routes: sign-in, the overview (live over Server-Sent Events), search, a hit's preview, restart,
-adding and removing a Smart Folder, the clients' setup (:mod:`.clients`), and sign-out.
+adding and removing a Smart Folder, the clients' setup (:mod:`.clients`) and activity (:mod:`.activity`), and sign-out.
 
 Pages are rendered on the server from the package's Jinja templates (autoescaped: a file name or a snippet is text,
 never markup); the one script, ``static/console.js``, only swaps the live part of the overview as events arrive and
@@ -29,7 +29,7 @@ from foldermind.protocol.messages import RestartReply, RestartRequest
 from foldermind.protocol.runtime.config import ConsolePolicy
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.base import testing
-from foldermind.workers.console import clients, views
+from foldermind.workers.console import activity, clients, views
 from foldermind.workers.console.auth import Links, Session, Sessions, csrf_ok
 
 PACKAGE = "foldermind.workers.console"
@@ -78,6 +78,7 @@ class Pages:
                 Route("/events", self.events),
                 Route("/preview", self.preview),
                 Route("/ask", self.ask),
+                Route("/activity", self.activity),
                 Route("/page", self.page_png),
                 Route("/clients", self.clients),
                 Route("/clients/doctor", self.doctor),
@@ -206,6 +207,15 @@ class Pages:
         question = str(params.get("q", "")).strip()
         answer = await views.ask(self.bus, question, str(params.get("session", "")))
         return self.render("ask.html", answer=answer, csrf=session.csrf, page="ask")
+
+    async def activity(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.signed_out()
+        shown = await activity.activity(self.bus, request.query_params)
+        return self.render(
+            "activity.html", 400 if shown.error else 200, shown=shown, csrf=session.csrf, page="activity"
+        )
 
     async def events(self, request: Request) -> Response:
         session = self.session(request)
