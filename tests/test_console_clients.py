@@ -152,7 +152,9 @@ def test_install_shows_the_diff_and_writes_only_when_that_diff_is_confirmed(serv
     status, page = post(base, "clients/install", cookie, {"csrf": csrf, "client": "cursor", "confirm": digest})
     assert status == 200 and "foldermind entry installed" in page, page[-1500:]
     written = json.loads(target.read_text())["mcpServers"]
-    assert written["other"] == {"command": "other-server2"} and written["foldermind"]["args"][-1] == "mcp"
+    assert written["other"] == {"command": "other-server2"}
+    # The entry presents a client key of its own, named after the client (config install's default).
+    assert written["foldermind"]["args"][-3:] == ["mcp", "--client", "cursor"]
     # Again: nothing left to change, and no confirm button.
     status, page = post(base, "clients/install", cookie, {"csrf": csrf, "client": "cursor"})
     assert status == 200 and "nothing to change" in page and 'name="confirm"' not in page
