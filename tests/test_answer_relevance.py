@@ -152,7 +152,7 @@ def test_a_quote_under_a_generic_section_is_labelled_with_the_page_s_name(served
 
 
 def test_a_question_about_a_name_the_pages_never_hold_is_refused_though_its_best_sentence_is_close(served: Any) -> None:
-    # chage(1) never names LDAP, and its best sentence is close to the question all the same: the name asked about
+    # chage(1) never names Kerberos, and its best sentence is close to the question all the same: the name asked about
     # is in no leading passage (nor any chunk), so the documents do not say (workers/indexer/floor.py). The rare
     # share is reported beside it.
     k, url, token, _root = served
@@ -162,12 +162,12 @@ def test_a_question_about_a_name_the_pages_never_hold_is_refused_though_its_best
         ask = EvidenceRequest(question=question, max_files=5, per_file=policy.chunks_per_file, max_spans=5)
         return k.client().request("indexer", ask, EvidenceReply, timeout=60).body
 
-    near_miss = reply("How does chage sync the expiry date with LDAP?")
+    near_miss = reply("How does chage sync the expiry date with Kerberos?")
     answered = reply("Which chage option shows the account aging information?")
     assert near_miss.support["semantic"] > 0.5 and answered.support["semantic"] > 0.5, (near_miss, answered)
     assert near_miss.support["rare"] < 0.5 < 0.9 < answered.support["rare"], (near_miss, answered)
     assert near_miss.support["unheld_name"] == 1.0 and answered.support["unheld_name"] == 0.0, (near_miss, answered)
     assert not near_miss.supported and answered.supported
-    out = chat(url, token, {"query": "How does chage sync the expiry date with LDAP?", "answer_mode": "extractive"})
+    out = chat(url, token, {"query": "How does chage sync the expiry date with Kerberos?", "answer_mode": "extractive"})
     assert out["grounded"] is False and out["citations"] == [], out
     assert out["answer"].startswith("The documents do not say"), out["answer"]
