@@ -6,13 +6,11 @@ repository root. A real kernel (the answers bench's setup, :mod:`tests.bench.ans
 answer bench's 1,577 abstracts), the Django docs and the Debian manuals as three Smart Folders, then asks the indexer's
 ``evidence.request`` (five files, as ``chat_with_documents`` asks) for every question of the no-answer set
 (``factoid_data/noanswer.jsonl``: greetings, questions on subjects no document names, near misses and neighbours;
-its README says how it was written) and every answerable factoid question of those corpora (all five sets). For
-each it keeps the reply's ``support`` (the best cosine, the best idf-weighted term share of a leading sentence, the
-best share of the question's rare terms a leading passage holds: :mod:`foldermind.workers.indexer.floor`),
-``supported`` as the running code judged it, and for an answerable one whether the extractive answer
-(:func:`.answers.extractive`, the quotes a user gets) holds the gold answer. The answerable questions' tune part is
-the sets the answer engine was tuned on before (tune, fresh, fresh2, fresh3), their held-out part the first
-held-out third and the newest set (fresh4).
+its README) and every answerable factoid question of those corpora. For each it keeps the reply's ``support``
+(:mod:`foldermind.workers.indexer.floor`), ``supported`` as the running code judged it, and for an answerable one
+whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
+is the sets the engine was tuned on before (tune, fresh, fresh2, fresh3), their held-out part the first held-out
+third and the newest set (fresh4).
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
@@ -21,10 +19,9 @@ weighs the third (``support["unheld_name"]``) and the cosine is under the fourth
 (:data:`UNHELD_GRID` x :data:`RESCUE_GRID`) at the cosine and share of ``--main`` (the floor before them); the floor
 chosen refuses the most tune no-answer questions without losing more tune answers that held the gold than
 ``--main`` does (ties: fewer lost, then the higher unheld name, then the lower rescue); it is then read once on the
-``held_out`` halves, beside ``--main`` and the running code's floor. ``--shapes PATH``
-adds the shape bench's answers (:mod:`tests.bench.shapes.answers`: paraphrases, how, which, number questions and
-its ``none`` requests over four corpora) to both sides. ``--replay PATH`` scores a kept ``--json`` again without
-a kernel. The report goes to docs/benchmarks-answer-relevance.md (``--report``), with the machine and date.
+``held_out`` halves, beside ``--main`` and the running code's floor. ``--shapes PATH`` adds the shape bench's
+answers (:mod:`tests.bench.shapes.answers`: paraphrases, how, which, number and ``none``) to both sides.
+``--replay PATH`` scores a kept ``--json`` again without a kernel; ``--report PATH`` writes the report.
 """
 
 from __future__ import annotations
