@@ -281,8 +281,9 @@ class EvidenceService:
         doc_freq, total = self.searches.bm25.term_stats(ENGLISH)
         rare = floor.rare_weights(question, body.context, CONTEXT_WEIGHT, doc_freq, total)
         support = self._support(ranked, rare, with_vectors=not vectors_why)
-        names = {t: w for t, w in rare.items() if t in sentences.name_terms(question)}
-        support["unheld_name"] = round(floor.unheld(names, self._held(ranked).values(), floor.rare_most(total)), 4)
+        names = sentences.name_terms(question)
+        named = {t: w for t, w in rare.items() if t in names}
+        support["unheld_name"] = round(floor.unheld(named, self._held(ranked).values(), floor.rare_most(total)), 4)
         # A first question without a single content term ("hi", "thanks!", "who are you?") asks the documents
         # nothing, however close a sentence of acknowledgements comes; a follow-up leans on its context.
         asks = bool(sentences.content_terms(question)) or bool(body.context.strip())
