@@ -17,7 +17,6 @@ The second folder, the criteria folder and the keys are removed at the end, so a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -33,7 +32,7 @@ from tests import mcpclient
 from tests.bench import machine
 from tests.bench.kernels import REPO, BenchFailure, say
 from tests.bench.mcpclient import kernel_config, search_args
-from tests.bench.scifact import SCIFACT_DOCS, indexed_kernel, scifact_queries
+from tests.bench.scifact import SCIFACT_DOCS, bench_args, indexed_kernel
 
 SECOND_FILES = 200
 OWNER_FOLDER = "owner, smart_folder_id"
@@ -104,14 +103,7 @@ def _measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", default=None, help="keep (and reuse) the indexed SciFact home here")
-    parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--report", default=str(REPO / "docs" / "benchmarks-keys.md"))
-    args = parser.parse_args(argv)
-    home = Path(args.home).resolve() if args.home else None
-    queries = scifact_queries()[: args.warmup + args.queries]
+    args, home, queries = bench_args(__doc__, 300, REPO / "docs" / "benchmarks-keys.md", argv)
     with indexed_kernel(home, SCIFACT_DOCS, kernel_config()) as (kernel, index):
         second = kernel.root / "second"
         try:
@@ -132,11 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "folder in `smart_folder_id` (what scoping to that folder cost before keys). SciFact "
         f"({index.files} files, {index.chunks} chunks) in one folder, plus a second folder of {SECOND_FILES} notes.",
         "",
-        "| machine | value |",
-        "|---|---|",
-        *[f"| {k} | {v} |" for k, v in facts.items()],
-        f"| load average before / after | {', '.join(f'{x:.2f}' for x in load_before)} / "
-        f"{', '.join(f'{x:.2f}' for x in load_after)} |",
+        *machine.facts_table(facts, load_before, load_after),
         "",
         "| token | wall median ms | wall p95 ms | indexer query_ms median | query_ms p95 |",
         "|---|---|---|---|---|",
