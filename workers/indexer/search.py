@@ -1,7 +1,9 @@
 """``search.request``: keyword (Tantivy BM25), semantic (usearch, or exact within a folder) and
 hybrid (the two fused, :mod:`foldermind.workers.indexer.fusion`), each scoped to a folder and filtered
 (:mod:`.filters`) inside the search itself. A criteria Smart Folder's id scopes a search by its documents
-(:mod:`.criteria_scope`), applied as a filter.
+(:mod:`.criteria_scope`), applied as a filter. Hybrid encodes the query and searches the vectors on a thread
+beside the keyword search (the model and usearch release the GIL): the same lists, the encode's time hidden
+behind Tantivy's on a second core.
 
 Every hit is read back from SQLite, which is ahead of Tantivy and usearch: a chunk that is gone,
 or whose document is not ``indexed`` at that moment, is never returned. The cuts a request can ask for
@@ -12,9 +14,11 @@ semantic side cannot), ``min_score`` and ``group_by_file`` (a file's best chunk 
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -72,6 +76,7 @@ class SearchService:
         self.filters = filters.FilterIndex(store)
         self.criteria = CriteriaTable(store)
         self.criteria_scopes = CriteriaScopes(store, bm25, self.filters)
+        self._beside = ThreadPoolExecutor(max(2, policy.search_threads + 1), thread_name_prefix="search-semantic")
 
     def search(self, body: SearchRequest, spread: bool = True) -> SearchReply:
         """``body``'s search; ``spread=False`` (callers inside the indexer only) fuses without the repeat
@@ -103,23 +108,24 @@ class SearchService:
             depth *= CUT_DEPTH  # the cuts drop candidates: fetch deeper so that top_k survive them
         note: str | None = None
         keyword: Ranking = []
-        semantic: Ranking = []
+        semantic: Ranking | None = []
         total = 0
+        side = partial(self._semantic_side, query, depth, scope, only, timings)
+        # Hybrid: the query's encode and vector search on a thread of their own while Tantivy answers here (the
+        # model and usearch run without the GIL); the same two lists as one after the other.
+        beside = self._beside.submit(contextvars.copy_context().run, side) if mode == "hybrid" else None
         if mode in ("keyword", "hybrid"):
             with _timed(timings, "keyword"):
                 keyword, total = self._keyword(parsed, depth, scope, only)
         if mode in ("semantic", "hybrid"):
-            with _timed(timings, "embed"):
-                vector, why = self._query_vector(query, scope, only)
-            if vector is None:
+            semantic, why = beside.result() if beside is not None else side()
+            if semantic is None:
                 note = f"semantic search unavailable ({why}): answered from keyword search"
                 if mode == "semantic":
                     with _timed(timings, "keyword"):
                         keyword, total = self._keyword(parsed, depth, scope, only)
                 mode = "keyword"
-            else:
-                with _timed(timings, "vector"):
-                    semantic = self._semantic(vector, depth, scope, only)
+        semantic = semantic or []
         with _timed(timings, "fuse"):
             if mode == "hybrid":
                 ranked = self.fused(keyword, semantic, query, fuse, spread, rows)
@@ -247,6 +253,17 @@ class SearchService:
         if scope is None:
             return self.vectors.search(vector, depth)
         return self.scoped.search(scope, vector, depth)
+
+    def _semantic_side(
+        self, query: str, depth: int, scope: str | None, only: filters.Admitted | None, timings: dict[str, float]
+    ) -> tuple[Ranking | None, str]:
+        """The semantic ranking (``embed`` and ``vector`` timed), or None and why it is unavailable."""
+        with _timed(timings, "embed"):
+            vector, why = self._query_vector(query, scope, only)
+        if vector is None:
+            return None, why
+        with _timed(timings, "vector"):
+            return self._semantic(vector, depth, scope, only), ""
 
     def _query_vector(
         self, query: str, scope: str | None, only: filters.Admitted | None = None
