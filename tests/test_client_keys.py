@@ -315,6 +315,14 @@ def test_a_key_scoped_to_a_criteria_folder_sees_its_matching_documents_only(worl
     outside = refusal(mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "budget.txt")}))
     assert outside[0] == "INVALID_PATH" and "not inside any Smart Folder" in outside[1]
     assert not mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "plan.md")}).is_error
+    # A path folder with a criteria folder that reaches beyond it: the criteria's match in the other folder is
+    # searched too (the scope is not the path folder's alone), and nothing else of that folder.
+    both = json.loads(cli(k.root, "token", "add", "work-and-tax", "--folders", "work,taxwork", "--json").stdout)
+    beyond: set[str] = set()
+    for mode in ("hybrid", "keyword", "semantic"):
+        args = {"query": "zebra budget tax plan", "mode": mode, "top_k": 50}
+        beyond |= set(leaked(structured(mc.call(url, both["token"], "search_documents", args)), world["private"]))
+    assert beyond == {str(world["private"] / "taxes.txt")}, beyond
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])

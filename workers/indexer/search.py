@@ -86,8 +86,8 @@ class SearchService:
         scope, saved = self._scope(body.folder_id)
         visible = visibility.current()
         scoped = visible is not None and scope is None and saved is None  # a client key's scope to apply
-        if scoped and visible is not None and len(visible.folders) == 1 and not visible.criteria:
-            scope, scoped = next(iter(visible.folders)), False  # one path folder: searched as folder_id searches it
+        if scoped and visible is not None and visible.one_folder is not None:
+            scope, scoped = visible.one_folder, False  # one path folder's documents: searched as folder_id does
         timings = dict.fromkeys(STAGES, 0.0)
         rows: Rows = {}  # chunk rows read for this request: the fusion's rescoring reads the first ones
         wanted = filters.parse(body.file_types, body.path_glob, body.modified_after, body.modified_before, self._roots)
