@@ -1,9 +1,8 @@
 """``search.request``: keyword (Tantivy BM25), semantic (usearch, or exact within a folder) and
 hybrid (the two fused, :mod:`foldermind.workers.indexer.fusion`), each scoped to a folder and filtered
 (:mod:`.filters`) inside the search itself. A criteria Smart Folder's id scopes a search by its documents
-(:mod:`.criteria_scope`), applied as a filter. Hybrid encodes the query and searches the vectors on a thread
-beside the keyword search (the model and usearch release the GIL): the same lists, the encode's time hidden
-behind Tantivy's on a second core.
+(:mod:`.criteria_scope`), applied as a filter. Hybrid encodes the query on a thread beside the keyword search
+(the model releases the GIL): the same lists, Tantivy's time hidden behind the encode's on a second core.
 
 Every hit is read back from SQLite, which is ahead of Tantivy and usearch: a chunk that is gone,
 or whose document is not ``indexed`` at that moment, is never returned. The cuts a request can ask for
@@ -108,24 +107,26 @@ class SearchService:
             depth *= CUT_DEPTH  # the cuts drop candidates: fetch deeper so that top_k survive them
         note: str | None = None
         keyword: Ranking = []
-        semantic: Ranking | None = []
+        semantic: Ranking = []
         total = 0
-        side = partial(self._semantic_side, query, depth, scope, only, timings)
-        # Hybrid: the query's encode and vector search on a thread of their own while Tantivy answers here (the
-        # model and usearch run without the GIL); the same two lists as one after the other.
-        beside = self._beside.submit(contextvars.copy_context().run, side) if mode == "hybrid" else None
+        encode = partial(self._timed_vector, query, scope, only, timings)
+        # Hybrid: the query is encoded on a thread of its own while Tantivy answers here (the model runs without the
+        # GIL); usearch comes after both, since it holds the GIL while it searches.
+        beside = self._beside.submit(contextvars.copy_context().run, encode) if mode == "hybrid" else None
         if mode in ("keyword", "hybrid"):
             with _timed(timings, "keyword"):
                 keyword, total = self._keyword(parsed, depth, scope, only)
         if mode in ("semantic", "hybrid"):
-            semantic, why = beside.result() if beside is not None else side()
-            if semantic is None:
+            vector, why = beside.result() if beside is not None else encode()
+            if vector is None:
                 note = f"semantic search unavailable ({why}): answered from keyword search"
                 if mode == "semantic":
                     with _timed(timings, "keyword"):
                         keyword, total = self._keyword(parsed, depth, scope, only)
                 mode = "keyword"
-        semantic = semantic or []
+            else:
+                with _timed(timings, "vector"):
+                    semantic = self._semantic(vector, depth, scope, only)
         with _timed(timings, "fuse"):
             if mode == "hybrid":
                 ranked = self.fused(keyword, semantic, query, fuse, spread, rows)
@@ -254,16 +255,12 @@ class SearchService:
             return self.vectors.search(vector, depth)
         return self.scoped.search(scope, vector, depth)
 
-    def _semantic_side(
-        self, query: str, depth: int, scope: str | None, only: filters.Admitted | None, timings: dict[str, float]
-    ) -> tuple[Ranking | None, str]:
-        """The semantic ranking (``embed`` and ``vector`` timed), or None and why it is unavailable."""
+    def _timed_vector(
+        self, query: str, scope: str | None, only: filters.Admitted | None, timings: dict[str, float]
+    ) -> tuple[NDArray[np.float32] | None, str]:
+        """:meth:`_query_vector`, timed as ``embed``."""
         with _timed(timings, "embed"):
-            vector, why = self._query_vector(query, scope, only)
-        if vector is None:
-            return None, why
-        with _timed(timings, "vector"):
-            return self._semantic(vector, depth, scope, only), ""
+            return self._query_vector(query, scope, only)
 
     def _query_vector(
         self, query: str, scope: str | None, only: filters.Admitted | None = None
