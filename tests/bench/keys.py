@@ -75,6 +75,10 @@ async def _rounds(
     return found
 
 
+def _paired(values: list[float], owner: list[float]) -> float:
+    return statistics.median(a - b for a, b in zip(values, owner, strict=True))
+
+
 def _p95(values: list[float]) -> float:
     return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
 
@@ -135,11 +139,20 @@ def main(argv: list[str] | None = None) -> int:
             f"| {name} | {statistics.median(wall):.2f} | {_p95(wall):.2f} | {statistics.median(inside):.2f} |"
             f" {_p95(inside):.2f} |"
         )
-    owner = statistics.median(found["owner"]["wall"])
+    owned = found["owner"]
+    owner = statistics.median(owned["wall"])
     lines += [
         "",
         "Difference of medians against the owner's token (wall): "
         + ", ".join(f"{n} {statistics.median(g['wall']) - owner:+.2f} ms" for n, g in found.items() if n != "owner"),
+        "",
+        "Median of the per-query differences against the owner's token (the same query in the same round, so the"
+        " load of that moment falls on both), wall / indexer query_ms: "
+        + ", ".join(
+            f"{n} {_paired(g['wall'], owned['wall']):+.2f} / {_paired(g['query_ms'], owned['query_ms']):+.2f} ms"
+            for n, g in found.items()
+            if n != "owner"
+        ),
         "",
     ]
     Path(args.report).write_text("\n".join(lines))
