@@ -1,8 +1,7 @@
 """``search.request``: keyword (Tantivy BM25), semantic (usearch, or exact within a folder) and
 hybrid (the two fused, :mod:`foldermind.workers.indexer.fusion`), each scoped to a folder and filtered
 (:mod:`.filters`) inside the search itself. A criteria Smart Folder's id scopes a search by its documents
-(:mod:`.criteria_scope`), applied as a filter. Hybrid encodes the query on a thread beside the keyword search
-(the model releases the GIL): the same lists, Tantivy's time hidden behind the encode's on a second core.
+(:mod:`.criteria_scope`), applied as a filter.
 
 Every hit is read back from SQLite, which is ahead of Tantivy and usearch: a chunk that is gone,
 or whose document is not ``indexed`` at that moment, is never returned. The cuts a request can ask for
@@ -13,11 +12,9 @@ semantic side cannot), ``min_score`` and ``group_by_file`` (a file's best chunk 
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -75,7 +72,6 @@ class SearchService:
         self.filters = filters.FilterIndex(store)
         self.criteria = CriteriaTable(store)
         self.criteria_scopes = CriteriaScopes(store, bm25, self.filters)
-        self._beside = ThreadPoolExecutor(max(2, policy.search_threads + 1), thread_name_prefix="search-semantic")
 
     def search(self, body: SearchRequest, spread: bool = True) -> SearchReply:
         """``body``'s search; ``spread=False`` (callers inside the indexer only) fuses without the repeat
@@ -109,15 +105,12 @@ class SearchService:
         keyword: Ranking = []
         semantic: Ranking = []
         total = 0
-        encode = partial(self._timed_vector, query, scope, only, timings)
-        # Hybrid: the query is encoded on a thread of its own while Tantivy answers here (the model runs without the
-        # GIL); usearch comes after both, since it holds the GIL while it searches.
-        beside = self._beside.submit(contextvars.copy_context().run, encode) if mode == "hybrid" else None
         if mode in ("keyword", "hybrid"):
             with _timed(timings, "keyword"):
                 keyword, total = self._keyword(parsed, depth, scope, only)
         if mode in ("semantic", "hybrid"):
-            vector, why = beside.result() if beside is not None else encode()
+            with _timed(timings, "embed"):
+                vector, why = self._query_vector(query, scope, only)
             if vector is None:
                 note = f"semantic search unavailable ({why}): answered from keyword search"
                 if mode == "semantic":
@@ -254,13 +247,6 @@ class SearchService:
         if scope is None:
             return self.vectors.search(vector, depth)
         return self.scoped.search(scope, vector, depth)
-
-    def _timed_vector(
-        self, query: str, scope: str | None, only: filters.Admitted | None, timings: dict[str, float]
-    ) -> tuple[NDArray[np.float32] | None, str]:
-        """:meth:`_query_vector`, timed as ``embed``."""
-        with _timed(timings, "embed"):
-            return self._query_vector(query, scope, only)
 
     def _query_vector(
         self, query: str, scope: str | None, only: filters.Admitted | None = None
