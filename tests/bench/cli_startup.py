@@ -13,6 +13,7 @@ Usage: python -m tests.bench.cli_startup [--reps N] [--before REV] [--report PAT
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -47,7 +48,32 @@ RAW: list[tuple[str, list[str]]] = [
     ('python -c "import click"', [sys.executable, "-c", "import click"]),
 ]
 
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}},
+    }
+)
+BRIDGE = "mcp: the stdio bridge started, its initialize answered"
+
 PAGES = [("GET /clients (the kernel runs config snippet --json)", "clients"), ("GET /clients/doctor", "clients/doctor")]
+
+
+def bridge_initialize(argv: list[str], env: dict[str, str]) -> float:
+    """ms from starting ``foldermind mcp`` (as an MCP client spawns it) to its answer to ``initialize``."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(INITIALIZE.encode() + b"\n")
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    took = _ms(t0)
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    assert json.loads(line)["id"] == 1, line
+    return took
 
 
 @contextmanager
@@ -106,6 +132,10 @@ def run(reps: int, before: str | None) -> list[str]:
                     done = subprocess.run(argv, capture_output=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
                     times.setdefault(f"{label} [{side}]", []).append(_ms(t0))
                     assert done.returncode in (0, 3), (argv, done.returncode, done.stderr)  # 3: a finding in doctor
+            for side in order:
+                k, env, _ = sides[side]
+                argv = [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root), "mcp"]
+                times.setdefault(f"{BRIDGE} [{side}]", []).append(bridge_initialize(argv, env))
             for label, path in PAGES:
                 for side in order:
                     _, _, (base, cookie) = sides[side]
