@@ -8,9 +8,9 @@ module is imported only when it runs).
 - :mod:`.folders`: ``folders add|list|remove``, ``search``;
 - :mod:`.clients`: what MCP clients need (``mcp``, ``token``, ``test-connection``, ``ask``, ``summary``),
   with :mod:`.bridge` for the stdio bridge;
-- :mod:`.clientconfig`, :mod:`.install`: ``config defaults|snippet|install|uninstall``, from the one table
-  of client facts in :mod:`.clientfacts` (entries built by :mod:`.entries`, files edited by
-  :mod:`.clientfile` and :mod:`.jsonedit`);
+- :mod:`.clientconfig`, :mod:`.install`: ``config defaults|snippet|install|uninstall`` (the last two loaded
+  by the ``config`` group when they run), from the one table of client facts in :mod:`.clientfacts` (entries
+  built by :mod:`.entries`, files edited by :mod:`.clientfile` and :mod:`.jsonedit`);
 - :mod:`.keys`: the client keys behind ``token add|list|revoke|rotate NAME``, and ``activity``;
 - :mod:`.doctor`: ``doctor``, the checks of a setup;
 - :mod:`.console`: ``console``, the web console opened signed in;
@@ -43,7 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "repair": ("repair", "repair"),
     "mcp": ("clients", "mcp_cmd"),
     "token": ("clients", "token"),
-    "config": ("install", "config"),  # clientconfig's group, with install's two subcommands in it
+    "config": ("clientconfig", "config"),  # install's two subcommands are loaded by the group when they run
     "test-connection": ("clients", "test_connection"),
     "ask": ("clients", "ask"),
     "summary": ("clients", "summary"),

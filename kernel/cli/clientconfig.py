@@ -1,5 +1,6 @@
 """``foldermind config``: ``defaults`` (every setting with its help) and ``snippet`` (a client's entry to
-paste); :mod:`.install` adds ``install`` and ``uninstall`` to the same group.
+paste); :mod:`.install` adds ``install`` and ``uninstall`` to the same group, imported only when one of them
+runs (with the JSON5 editor and the client keys a snippet never needs).
 
 A snippet does not need a running supervisor: without one it uses the configured URL and says so, since
 the port actually bound can differ only when the configured one is taken at start.
@@ -7,6 +8,7 @@ the port actually bound can differ only when the configured one is taken at star
 
 from __future__ import annotations
 
+import importlib
 import json
 import shlex
 from typing import Any
@@ -16,12 +18,25 @@ import click
 from foldermind.kernel.cli import entries
 from foldermind.kernel.cli.clientfacts import CLIENTS, GENERIC, NAMES, user_file
 from foldermind.kernel.cli.common import current_config, current_home, home_option, typed
-from foldermind.protocol.runtime import defaults
 from foldermind.protocol.runtime.home import Home
-from foldermind.protocol.runtime.token_store import TokenStore
+
+LATER = {"install": "install", "uninstall": "install"}
+"""Subcommands defined in another module of this package (name -> module), imported when they run."""
 
 
-@click.group()
+class ConfigGroup(click.Group):
+    """``config``, whose ``install`` and ``uninstall`` are loaded on demand (as the top group loads commands)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LATER})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LATER and cmd_name not in self.commands:
+            importlib.import_module(f"foldermind.kernel.cli.{LATER[cmd_name]}")  # its decorators add it here
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=ConfigGroup)
 def config() -> None:
     """Client configuration, and the settings' defaults."""
 
@@ -30,6 +45,8 @@ def config() -> None:
 def config_defaults() -> None:
     """Print every setting with its default and its help, as supervisor.toml (override any of them in
     <home>/config/supervisor.toml)."""
+    from foldermind.protocol.runtime import defaults  # the config's pydantic models: only this command needs them
+
     click.echo(defaults.render(), nl=False)
 
 
@@ -60,6 +77,8 @@ def target(home: Home, stdio: bool, key: str = "", placeholder: bool = False) ->
     command = entries.bridge_command(home) + (["--client", key] if key else [])
     if stdio:
         return entries.Target(command, "", "", url_is_live=False)
+    from foldermind.protocol.runtime.token_store import TokenStore  # keyring: only the URL form reads a token
+
     live = entries.live_url(home)
     url = live or entries.configured_url(current_config(home))
     token = TokenStore(home, key).stored() if key else TokenStore(home).load_or_create()

@@ -6,19 +6,27 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, kernel_running
 from foldermind.protocol.errors import BusError, JobError
-from foldermind.protocol.messages import TokenRotateReply, TokenRotateRequest
 from foldermind.protocol.runtime.home import Home
-from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
+
+if TYPE_CHECKING:
+    from foldermind.protocol.runtime.token_store import TokenStore
 
 # The MCP SDK, httpx and anyio are imported by the commands that speak MCP, not by the command line itself:
 # together ~0.3 s of every command's start on a quiet machine (python -X importtime), and `foldermind search`
-# or `status` never use them.
+# or `status` never use them. The token store (keyring, which loads every backend it knows) likewise: `mcp`
+# reads the token in its bridge, `--help` never.
+
+
+def _store(home: Home) -> TokenStore:
+    from foldermind.protocol.runtime.token_store import TokenStore
+
+    return TokenStore(home)
 
 
 def _serving(home: Home) -> dict[str, Any]:
@@ -110,7 +118,7 @@ def token_show(name: str | None) -> None:
 
         keys.token_show_named(home, name)
         return
-    store = TokenStore(home)
+    store = _store(home)
     value = store.load_or_create()
     click.echo(value)
     click.echo(f"(stored in {store.mode} mode)", err=True)
@@ -130,6 +138,8 @@ def token_rotate(name: str | None) -> None:
     home.ensure()
     if kernel_running(home):
         # The running front door rotates it, so the switch is atomic for requests in flight.
+        from foldermind.protocol.messages import TokenRotateReply, TokenRotateRequest
+
         with connect(home) as client:
             try:
                 client.request("frontdoor", TokenRotateRequest(), TokenRotateReply, timeout=10)
@@ -137,9 +147,11 @@ def token_rotate(name: str | None) -> None:
                 raise click.ClickException(f"rotation failed, the old token still works: {exc.message}") from exc
             except BusError as exc:
                 raise click.ClickException(f"the front door did not answer: {exc}") from exc
-        value = TokenStore(home).load_or_create()
+        value = _store(home).load_or_create()
     else:
-        store = TokenStore(home)
+        from foldermind.protocol.runtime.token_store import TokenPersistError
+
+        store = _store(home)
         store.load_or_create()
         try:
             value = store.rotate()
@@ -176,7 +188,7 @@ def test_connection() -> None:
     info = _serving(home)
     url = str(info["url"])
     try:
-        names = anyio.run(list_tools, url, TokenStore(home).load_or_create())
+        names = anyio.run(list_tools, url, _store(home).load_or_create())
     except Exception as exc:
         raise click.ClickException(f"tools/list against {url} failed: {type(exc).__name__}: {exc}") from exc
     click.echo(f"connected to {url}: {len(names)} tools")
@@ -209,7 +221,7 @@ def _tool(name: str, args: dict[str, Any], on_text: Any = None) -> dict[str, Any
     home = current_home()
     url = str(_serving(home)["url"])
     try:
-        result = anyio.run(call_tool, url, TokenStore(home).load_or_create(), name, args, on_text)
+        result = anyio.run(call_tool, url, _store(home).load_or_create(), name, args, on_text)
     except Exception as exc:
         raise click.ClickException(f"{name} against {url} failed: {type(exc).__name__}: {exc}") from exc
     if result.is_error:

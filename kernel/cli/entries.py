@@ -11,12 +11,14 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foldermind.kernel.cli.clientfacts import CLIENTS, GENERIC, TOKEN_ENV, VSCODE_INPUT_ID, Client, Secret
 from foldermind.kernel.cli.common import installed_exe
-from foldermind.protocol.runtime.config import SupervisorConfig
 from foldermind.protocol.runtime.home import Home
+
+if TYPE_CHECKING:  # the config (pydantic) is loaded only where one is read: a live URL needs none
+    from foldermind.protocol.runtime.config import SupervisorConfig
 
 SERVER_NAME = "foldermind"
 

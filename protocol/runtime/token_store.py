@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import secrets
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -228,9 +229,20 @@ def secret_store() -> keyring.backend.KeyringBackend | None:
         explicit = None
     if explicit is not None:
         return explicit if usable(explicit, explicit=True) else None
+    skip_macos_api()
     candidates = keyring.backend.get_all_keyring()
     best = max(candidates, default=None, key=keyring.backend.by_priority)
     return best if best is not None and usable(best, explicit=False) else None
+
+
+def skip_macos_api() -> None:
+    """Off macOS, keep keyring from loading its macOS backend's ctypes module: that backend is never viable there
+    (its priority raises "macOS required" first), but the module looks for the Security, CoreServices and
+    Foundation frameworks with ``ctypes.util.find_library``, which on Linux runs ``ldconfig``, ``gcc`` and ``ld``
+    for each, twelve processes per token read (docs/benchmarks-console.md, "The Clients page and CLI start-up").
+    A ``None`` in ``sys.modules`` makes that import fail at once, which the backend already tolerates."""
+    if sys.platform != "darwin":
+        sys.modules.setdefault("keyring.backends.macOS.api", None)  # type: ignore[arg-type]  # None: "not importable"
 
 
 def usable(backend: keyring.backend.KeyringBackend, *, explicit: bool) -> bool:
