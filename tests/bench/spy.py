@@ -68,7 +68,7 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "kernel": [
         ("zmq", ("(zmq/",)),
         ("frames, msgpack", ("(protocol/", "(msgpack")),
-        ("broker", ("(kernel/broker.py",)),
+        ("broker", ("(kernel/bus/",)),
         ("supervisor", ("(kernel/supervisor.py", "(kernel/kernel.py")),
     ],
     "indexer": [
