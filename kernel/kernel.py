@@ -20,7 +20,7 @@ import psutil
 import zmq
 
 from foldermind.kernel import __version__, curve
-from foldermind.kernel.broker import Broker
+from foldermind.kernel.bus.broker import Broker
 from foldermind.kernel.curve import Gate
 from foldermind.kernel.errands import Errands
 from foldermind.kernel.remote import REMOTE, RemoteMembers

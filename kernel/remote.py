@@ -35,7 +35,7 @@ class Member:
 
 
 class RemoteMembers:
-    """Implements the broker's :class:`~foldermind.kernel.broker.RemoteMembership`."""
+    """Implements the broker's :class:`~foldermind.kernel.bus.membership.RemoteMembership`."""
 
     def __init__(self, services: set[str], local_names: set[str], allowed: Callable[[], set[str]]) -> None:
         self.services = services

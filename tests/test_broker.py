@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import zmq
 
-from foldermind.kernel.broker import HB_SUFFIX, REMOTE_PREFIX, Broker
+from foldermind.kernel.bus.broker import Broker
+from foldermind.kernel.bus.identities import HB_SUFFIX, REMOTE_PREFIX
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo
 from foldermind.protocol.messages import (

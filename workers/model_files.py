@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from foldermind.workers.base import model_loads
+from foldermind.workers.heartbeat import model_loads
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from foldermind.workers import onnx_export
+from foldermind.workers import onnx_child, onnx_export
 from foldermind.workers.onnx_export import Loaded
 from foldermind.workers.onnx_model import (
     EXPORT_FORMAT,
@@ -119,7 +119,7 @@ def quantize_file(model_dir: Path, source: Path, dest: Path, stop: threading.Eve
     started = time.monotonic()
     quantize_count += 1
     args = [MODULE, str(model_dir), str(source), "{file}", "{record}"]
-    onnx_export.run_child(args, dest, stop, "int8 quantisation")
+    onnx_child.run_child(args, dest, stop, "int8 quantisation")
     log.info("made and checked the int8 copy %s in %.1f s", dest.name, time.monotonic() - started)
 
 
@@ -212,7 +212,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         cosine = _quantize_here(args.model_dir, args.source, args.out, args.record)
         return f"made the int8 copy; least probe cosine to torch {cosine:.4f}"
 
-    return onnx_export.child_main(quantize)
+    return onnx_child.child_main(quantize)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ that computes otherwise is caught without torch. An export that is missing or un
 child, which checks it against torch); when that fails too, :class:`OnnxError` says why and the caller uses torch.
 
 Its length (~430 lines): the cache's naming, the check record and the encoder it vouches for are one contract,
-written by :mod:`.onnx_export` and extended by :mod:`.onnx_int8`; a change to one is a change to the others.
+written by :mod:`.onnx_trace` and extended by :mod:`.onnx_int8`; a change to one is a change to the others.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ log = logging.getLogger("foldermind.onnx")
 EXPORT_FORMAT = 3
 """Bump when the exported graph or its check record changes: every cached file is then redone.
 2: the check record beside the file, tokenization by ``tokenizers``. 3: the model traced with eager attention
-(onnx_export._eager)."""
+(onnx_trace._eager)."""
 OPSET = 17
 OUTPUT = "sentence_embedding"
 MIN_COSINE = 0.9999

@@ -63,12 +63,12 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("uvicorn + h11 (HTTP parse and write)", ("(uvicorn/", "(h11/")),
         ("anyio (task groups, streams, thread hop)", ("(anyio/",)),
         ("asyncio event loop, sockets", ("(asyncio/", "(selectors.py", "(socket.py")),
-        ("worker base (main thread)", ("(workers/base.py",)),
+        ("worker base (main thread)", ("(workers/base.py", "(workers/runner.py", "(workers/heartbeat.py")),
     ],
     "kernel": [
         ("zmq", ("(zmq/",)),
         ("frames, msgpack", ("(protocol/", "(msgpack")),
-        ("broker", ("(kernel/broker.py",)),
+        ("broker", ("(kernel/bus/",)),
         ("supervisor", ("(kernel/supervisor.py", "(kernel/kernel.py")),
     ],
     "indexer": [

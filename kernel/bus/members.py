@@ -1,0 +1,93 @@
+"""A worker in routing, and the choice of the one that will be done first.
+
+A member is a worker that sent READY and has not been lost: its identity, its capacity, the jobs it holds, what
+its last heartbeat said, and, by kind of job, a moving average of its time per job done and of its share of jobs
+done. From those :func:`pick` chooses, among the free members, the one that will be done with one more job
+first, and holds a job back from a slow member when the busy fast ones would finish it sooner: a slower machine
+takes its share of a batch, but not the last jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from foldermind.protocol.errors import Fault
+
+SPEED_WEIGHT = 0.3
+"""How much the latest job moves a member's running averages, its time per job and its share of jobs done."""
+UNPROVEN_S = 1e6
+"""How long a member that has failed every job of a kind it was given is taken to need for one: it is sent
+one only when no member that answers them is left or would be free sooner."""
+MEMBER_FAULTS = frozenset((Fault.LOST, Fault.UNAVAILABLE))
+"""Error replies that are the member's failure, not the request's (its handler crashed, its model is not
+loaded): another member may do the job. The rest (a corrupt file, a bad request, a refusal that asks for the
+file's bytes) would fail anywhere and say nothing of the member."""
+
+
+@dataclass(eq=False, slots=True)
+class Peer:
+    """A worker that sent READY and has not been lost."""
+
+    name: str
+    service: str
+    pid: int
+    ident: bytes
+    capacity: int
+    last_seen: float
+    note: str = ""
+    loading: bool = False  # its last heartbeat said it is loading a model
+    progress: int = 0  # its last heartbeat's progress count
+    progressed: float = 0.0  # monotonic: when that count last moved while it held a job
+    jobs: set[str] = field(default_factory=set)
+    key: str | None = None  # a remote member: the allow-list name of its key
+    took: dict[str, float] = field(default_factory=dict)  # by kind: seconds per job, a moving average
+    done_share: dict[str, float] = field(default_factory=dict)  # by kind: jobs done (1) or failed by it (0), averaged
+    last_reply: float = 0.0  # monotonic
+
+    @property
+    def free(self) -> bool:
+        return len(self.jobs) < self.capacity
+
+    def finishes_in(self, kind: str) -> float:
+        """When one more job of ``kind`` would be done here, from its measured time per job done: a worker runs
+        its jobs one after another, so those it holds come first, and a member that fails a share of its jobs
+        needs that many more tries per job done. 0 until one is measured (a new member is tried); a member
+        that has only failed them, :data:`UNPROVEN_S` (a fast failure must not look like a fast member)."""
+        share = self.done_share.get(kind, 1.0)
+        took = self.took.get(kind)
+        if took is None:
+            return 0.0 if share >= 1.0 else UNPROVEN_S
+        return took / max(share, 1 / UNPROVEN_S) * (len(self.jobs) + 1)
+
+    def measured(self, kind: str, assigned: float, now: float, done: bool = True) -> None:
+        """A job of ``kind`` answered: done, or failed by this member (:data:`MEMBER_FAULTS`)."""
+        # Its jobs run one after another: this one started when it was handed over or when the one before it
+        # was answered, whichever came later (time queued at the worker is not its speed).
+        seconds = now - max(assigned, self.last_reply)
+        self.last_reply = now
+        share = self.done_share.get(kind, 1.0)
+        self.done_share[kind] = share + SPEED_WEIGHT * ((1.0 if done else 0.0) - share)
+        if done:  # how fast it fails is not how fast it works
+            before = self.took.get(kind)
+            self.took[kind] = seconds if before is None else before + SPEED_WEIGHT * (seconds - before)
+
+
+def pick(peers: Sequence[Peer], kind: str, waiting: int = 1) -> Peer | None:
+    """The free member that will be done with one more job of ``kind`` first (by capacity and measured speed;
+    among members not measured yet, the least loaded), or None when none is free, or when the busy members
+    would be done with the ``waiting`` jobs before that one finishes this job alone: a slower machine takes its
+    share of a batch while the faster ones are full, but not the last jobs, which they would finish sooner."""
+    best: Peer | None = None
+    for p in peers:
+        if p.free and (best is None or (p.finishes_in(kind), len(p.jobs)) < (best.finishes_in(kind), len(best.jobs))):
+            best = p
+    if best is None:
+        return None
+    alone = best.finishes_in(kind)
+    sooner = 0  # jobs the busy members would finish, beyond those they hold, before `best` is done
+    for p in peers:
+        took = p.took.get(kind)
+        if not p.free and took:
+            sooner += max(0, int(alone / took) - len(p.jobs))
+    return None if alone > 0 and sooner >= waiting else best
