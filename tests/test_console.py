@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -69,11 +69,11 @@ def write_docs(root: Path) -> Path:
     return docs
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[RunningKernel, Path]]:
+@contextlib.contextmanager
+def serving(config: Callable[[Path], str]) -> Iterator[tuple[RunningKernel, Path]]:
+    """A kernel on a new home (its config made from the home's parent) with :func:`write_docs`' folder indexed."""
     root = short_tmpdir()
-    switch = f'\n[workers.console]\nenv = {{ FOLDERMIND_TEST_CONSOLE_HANG = "{root / HANG}" }}\n'
-    k = RunningKernel(root / "home", CONFIG + switch)
+    k = RunningKernel(root / "home", config(root))
     docs = write_docs(root)
     try:
         k.start()
@@ -82,6 +82,14 @@ def served() -> Iterator[tuple[RunningKernel, Path]]:
     finally:
         k.stop()
         remove_tree(root)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[RunningKernel, Path]]:
+    with serving(
+        lambda root: CONFIG + f'\n[workers.console]\nenv = {{ FOLDERMIND_TEST_CONSOLE_HANG = "{root / HANG}" }}\n'
+    ) as k:
+        yield k
 
 
 def new_link(k: RunningKernel) -> str:

@@ -51,8 +51,6 @@ from foldermind.protocol.messages.envelope import (
     reply_kind,
 )
 from foldermind.protocol.messages.frontdoor import (
-    AskReply,
-    AskRequest,
     McpInfoReply,
     McpInfoRequest,
     TokenRotateReply,
@@ -146,8 +144,6 @@ __all__ = [
     "REGISTRY",
     "AnalyzeReply",
     "AnalyzeRequest",
-    "AskReply",
-    "AskRequest",
     "AttachReply",
     "AttachRequest",
     "ChangeEvent",

@@ -63,6 +63,7 @@ def templates() -> jinja2.Environment:
 class Pages:
     def __init__(self, bus: Bus, links: Links, sessions: Sessions, policy: ConsolePolicy, port: int) -> None:
         self.bus, self.links, self.sessions, self.policy = bus, links, sessions, policy
+        self.answers = views.Answers(bus)
         self.cookie = f"foldermind_console_{port}"
         self.env = templates()
         self.static = static_files()
@@ -198,7 +199,7 @@ class Pages:
             return self.signed_out()
         params = request.query_params
         question = str(params.get("q", "")).strip()
-        answer = await views.ask(self.bus, question, str(params.get("session", "")))
+        answer = await views.ask(self.answers, question, str(params.get("session", "")))
         return self.render("ask.html", answer=answer, csrf=session.csrf, page="ask")
 
     async def events(self, request: Request) -> Response:

@@ -1,7 +1,8 @@
 """What the console's pages show, asked over the bus: the overview (workers, folders, failed and skipped files),
 a search's results with the query's words marked in each snippet, a document's extracted text around a hit
 (the indexer reads only files of the registered folders) and its PDF page (a parser renders it), and answers
-(the front door's chat_with_documents engine).
+(chat_with_documents' own engine, :mod:`foldermind.workers.answers`, asking the indexer and the llm over this
+console's bus: the Ask page works with the front door down).
 
 A worker that does not answer costs its part of the page a note, never the page: the console stays up while
 the indexer restarts. Nothing here logs a query or a document's text.
@@ -14,15 +15,13 @@ import itertools
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import zmq
 
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
-    AskReply,
-    AskRequest,
     DescribeReply,
     DescribeRequest,
     FolderAddReply,
@@ -46,7 +45,11 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
+from foldermind.protocol.runtime.config import llm_from_env
 from foldermind.workers.asyncbus import Bus
+
+if TYPE_CHECKING:
+    from foldermind.workers.answers.engine import Chat
 
 MODES = ("hybrid", "keyword", "semantic")
 MAX_FAILURES = 200
@@ -306,8 +309,27 @@ async def page_image(bus: Bus, path: str, page: int, lines: tuple[int, int]) -> 
     return PageImage(raw.bytes if isinstance(raw, zmq.Frame) else bytes(raw), reply)
 
 
-ASK_TIMEOUT_S = 90.0
-"""An answer may wait for the local model ([llm] timeout_s is 60 s by default)."""
+ASK_FILES = 5
+"""Files an answer may draw on: chat_with_documents' default."""
+MAX_QUESTION = 2000
+"""chat_with_documents' own bound."""
+
+
+class Answers:
+    """The answer engine, made at the first question: it brings the indexer's question kinds and with them numpy
+    and Tantivy, which the idle console does not carry. Sessions are the console's own (``console-<uuid>``)."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self._chat: Chat | None = None
+
+    @property
+    def chat(self) -> Chat:
+        if self._chat is None:
+            from foldermind.workers.answers.engine import Chat
+
+            self._chat = Chat(self.bus, llm_from_env(), prefix="console")
+        return self._chat
 
 
 @dataclass(slots=True)
@@ -331,22 +353,21 @@ def cited_href(citation: dict[str, Any]) -> str:
     return f"/preview?{urlencode(query)}#L{loc.get('line_start', 1)}"
 
 
-async def ask(bus: Bus, question: str, session_id: str) -> Answer:
-    """A question answered by the front door with chat_with_documents' own engine (``mcp.ask``)."""
+async def ask(answers: Answers, question: str, session_id: str) -> Answer:
+    """A question answered by chat_with_documents' own engine, as the tool answers it."""
     out = Answer(question=question)
     if not question:
         return out
     try:
-        reply = await bus.call(
-            "frontdoor", AskRequest(question[:2000], session_id[:100]), AskReply, timeout=ASK_TIMEOUT_S
-        )
+        answering = answers.chat.answer(question[:MAX_QUESTION], session_id[:200] or None, ASK_FILES, None, None)
+        answer = (await answering).model_dump(mode="json")
     except JobError as exc:
-        out.error = exc.message
+        out.error = f"{exc.code.mcp}: {exc.message}"
         return out
-    out.output = reply.answer
-    out.citations = [{**c, "href": cited_href(c)} for c in reply.answer.get("citations", [])]
+    out.output = answer
+    out.citations = [{**c, "href": cited_href(c)} for c in answer.get("citations", [])]
     cites = {c["id"]: c for c in out.citations}
-    for piece in re.split(r"(\[\d+\])", str(reply.answer.get("answer", ""))):
+    for piece in re.split(r"(\[\d+\])", str(answer.get("answer", ""))):
         marker = re.fullmatch(r"\[(\d+)\]", piece)
         out.parts.append((piece, cites.get(int(marker.group(1))) if marker else None))
     return out

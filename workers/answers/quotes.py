@@ -22,7 +22,7 @@ from typing import get_args
 
 from foldermind.protocol.messages import Claim, ClaimCheck, EvidenceReply, EvidenceSpan
 from foldermind.protocol.runtime.config import LlmPolicy, QuestionShape
-from foldermind.workers.frontdoor import schemas
+from foldermind.workers.answers import schemas
 from foldermind.workers.indexer import sentences
 from foldermind.workers.llm.citations import MARKER, escape_markers
 
