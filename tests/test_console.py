@@ -26,7 +26,6 @@ import pytest
 from PIL import Image
 
 from foldermind.protocol.messages import ConsoleLinkReply, ConsoleLinkRequest, RestartReply, RestartRequest
-from foldermind.workers.console.views import marked, query_words
 from tests import mcpclient as mc
 from tests.filemakers import make_pdf
 from tests.helpers import (
@@ -357,14 +356,6 @@ def test_a_folder_path_from_the_page_is_checked_as_the_cli_checks_it(served: Any
     assert add(str(docs.parent), token="")[0] == 403
     folders = json.loads(cli(k.root, "folders", "list", "--json").stdout)
     assert [f["path"] for f in folders] == [str(docs)]
-
-
-def test_snippet_marks_are_words_of_the_query_and_excluded_words_are_not_marked() -> None:
-    words = query_words('indexing "Files" -draft x')
-    assert words == {"indexing", "files"}
-    parts = marked("A file indexed, a draft filed; profiles.", words)
-    assert [text for text, mark in parts if mark] == ["file", "indexed", "filed"]
-    assert "".join(text for text, _ in parts) == "A file indexed, a draft filed; profiles."
 
 
 def test_status_shows_the_console_url_it_bound(served: Any) -> None:

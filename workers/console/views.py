@@ -1,8 +1,8 @@
 """What the console's pages show, asked over the bus: the overview (workers, folders, failed and skipped files),
-a search's results with the query's words marked in each snippet, a document's extracted text around a hit
-(the indexer reads only files of the registered folders) and its PDF page (a parser renders it), and answers
-(chat_with_documents' own engine, :mod:`foldermind.workers.answers`, asking the indexer and the llm over this
-console's bus: the Ask page works with the front door down).
+a search's results with the query's words marked in each snippet (where the indexer's stemmer finds them), a
+document's extracted text around a hit (the indexer reads only files of the registered folders) and its PDF page
+(a parser renders it), and answers (chat_with_documents' own engine, :mod:`foldermind.workers.answers`, asking the
+indexer and the llm over this console's bus: the Ask page works with the front door down).
 
 A worker that does not answer costs its part of the page a note, never the page: the console stays up while
 the indexer restarts. Nothing here logs a query or a document's text.
@@ -11,7 +11,6 @@ the indexer restarts. Nothing here logs a query or a document's text.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -53,7 +52,6 @@ if TYPE_CHECKING:
 
 MODES = ("hybrid", "keyword", "semantic")
 MAX_FAILURES = 200
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(slots=True)
@@ -162,6 +160,7 @@ class SearchForm:
             modified_after=self.modified_after,
             modified_before=self.modified_before,
             group_by_file=self.group_by_file,
+            with_marks=True,
         )
 
 
@@ -179,8 +178,9 @@ async def search(bus: Bus, form: SearchForm) -> Results:
         reply = await bus.call("indexer", form.request(), SearchReply)
     except JobError as exc:
         return Results(error=exc.message)
-    words = query_words(form.query)
-    hits = [{**hit, "where": location(hit), "parts": marked(hit["snippet"], words)} for hit in reply.results]
+    hits = [
+        {**hit, "where": location(hit), "parts": marked(hit["snippet"], hit.get("marks", []))} for hit in reply.results
+    ]
     return Results(reply=reply, hits=hits)
 
 
@@ -197,35 +197,18 @@ def location(hit: SearchHit) -> str:
     return ", ".join(parts)
 
 
-def query_words(query: str) -> set[str]:
-    """The query's words, lowercased, without those it excludes (``-word``)."""
-    excluded = {w.lower() for w in re.findall(r"(?:^|\s)-(\w+)", query)}
-    return {w.lower() for w in _WORD.findall(query) if len(w) > 1} - excluded
-
-
-def _matches(word: str, query: set[str]) -> bool:
-    """A word of the snippet is marked when it is a query word, or shares with one a beginning of four letters or
-    more that leaves at most two letters of the shorter over (files / filed, indexing / indexed): a plain rule for
-    a person's eye, not the index's own stemmer."""
-    w = word.lower()
-    return any(w == q or _shared(w, q) >= max(4, min(len(w), len(q)) - 2) for q in query)
-
-
-def _shared(a: str, b: str) -> int:
-    """How many letters ``a`` and ``b`` begin with alike."""
-    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(a, b, strict=False)))
-
-
-def marked(snippet: str, query: set[str]) -> list[tuple[str, bool]]:
-    """The snippet cut into (text, marked) parts; the template escapes each and wraps the marked in ``<mark>``."""
+def marked(snippet: str, marks: list[list[int]]) -> list[tuple[str, bool]]:
+    """The snippet cut into (text, marked) parts at the indexer's ``marks`` (the query's words as the index stems
+    them); the template escapes each part and wraps the marked ones in ``<mark>``."""
     parts: list[tuple[str, bool]] = []
     at = 0
-    for match in _WORD.finditer(snippet):
-        if _matches(match.group(), query):
-            if match.start() > at:
-                parts.append((snippet[at : match.start()], False))
-            parts.append((match.group(), True))
-            at = match.end()
+    for start, end in marks:
+        if not at <= start < end <= len(snippet):
+            continue  # not a span of this snippet: nothing is marked rather than the wrong text
+        if start > at:
+            parts.append((snippet[at:start], False))
+        parts.append((snippet[start:end], True))
+        at = end
     if at < len(snippet):
         parts.append((snippet[at:], False))
     return parts

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from foldermind.workers.indexer.bm25 import cjk_grams, query_terms, stems, word_spans
+from foldermind.workers.indexer.bm25 import cjk_grams, query_terms, query_tokens, stem, stems, word_spans
 from foldermind.workers.indexer.languages import ENGLISH
+from foldermind.workers.indexer.stopwords import STOP_WORDS
 
 WIDTH = 240
 LEAD = 60
@@ -46,3 +47,25 @@ def snippet(text: str, query: str, width: int = WIDTH, language: str = ENGLISH) 
         if space > start + width // 2:
             end = space
     return text[start:end].strip()
+
+
+def marks(text: str, query: str, language: str = ENGLISH) -> list[list[int]]:
+    """The ``[start, end)`` spans of the words of ``text`` that a query word matches as the index stems both for
+    ``language`` ("indexing" marks "indexed"; the query's function words, "the", "of", mark nothing), and of the
+    query's CJK bigrams, in order and not overlapping: what a reader sees marked in a snippet."""
+    terms = {stem(token, language) for token in query_tokens(query) if token not in STOP_WORDS}
+    spans: list[list[int]] = []
+    if terms:
+        spans = [[at, at + len(w)] for at, w in word_spans(text) if terms.intersection(stems(w, language))]
+    for gram in dict.fromkeys(cjk_grams(query)):
+        at = text.find(gram)
+        while at >= 0:
+            spans.append([at, at + len(gram)])
+            at = text.find(gram, at + 1)
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
