@@ -1,5 +1,6 @@
 """The console with no front door in the map, against a real kernel: its Ask page answers with the answer engine
-over its own bus (no `mcp.*` kind is sent).
+over its own bus (no `mcp.*` kind is sent); snippet marks come from the index's stemmer; a signed-in browser stays
+signed in when the console is killed -9 and restarted on its port.
 
 Raw HTTP as in tests/test_console.py, whose helpers these tests share."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import html
 import re
 import socket
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +17,13 @@ from urllib.parse import urlencode
 
 import pytest
 
+from foldermind.workers.console.auth import SEEN_EVERY_S, SESSIONS_FILE, Sessions, csrf_of, digest
 from foldermind.workers.console.views import marked
 from foldermind.workers.indexer.query import parse
 from foldermind.workers.indexer.snippets import marks
-from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, only_workers, wait_for
+from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, kill9, only_workers, wait_for
 from tests.test_console import MARKER, request, serving, sign_in
+from tests.test_console import csrf_of as csrf_of_page
 
 
 def free_port() -> int:
@@ -79,3 +83,61 @@ def test_search_marks_what_the_index_matched_as_it_stems_it(alone: Any) -> None:
 
     found = wait_for(hit, 120, 0.2, "stems.txt found by a search")
     assert re.findall(r"<mark>(.*?)</mark>", found) == ["reports", "indexed", "indexer"], found
+
+
+def test_sessions_are_kept_as_digests_and_outlive_the_store_that_opened_them(tmp_path: Path) -> None:
+    """A second store on the same file is the console after a restart (the real one: the next test)."""
+    now = [1000.0]
+    path = tmp_path / SESSIONS_FILE
+    first = Sessions(60, path, clock=lambda: now[0])
+    kept, closed, idle = first.open(), first.open(), first.open()
+    csrf = first.get(kept)
+    first.close(closed)
+    assert csrf is not None and path.stat().st_mode & 0o777 == 0o600
+    now[0] += SEEN_EVERY_S - 10
+    assert first.get(kept) is not None  # touched at 1020 in memory; written only SEEN_EVERY_S after its last write
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert all(sid.encode() not in raw for sid in (kept, idle)) and digest(kept).encode() in raw
+    now[0] = 1070.0  # idle's last request was 70 s ago; kept's 50 s ago, but 70 s in the store
+    second = Sessions(60, path, clock=lambda: now[0])
+    assert second.get(closed) is None and second.get(idle) is None
+    assert second.get(kept) is None  # a restart can end a session up to SEEN_EVERY_S early, never late
+    fresh = second.open()
+    now[0] += SEEN_EVERY_S
+    again = second.get(fresh)
+    assert again is not None and again.csrf == csrf_of(fresh)
+    now[0] += 59
+    third = Sessions(60, path, clock=lambda: now[0])
+    session = third.get(fresh)
+    assert session is not None and session.csrf == again.csrf
+    assert third.get("made-up") is None and len(third) == 1
+
+
+def test_a_signed_in_browser_stays_signed_in_after_the_console_is_killed_9(alone: Any) -> None:
+    k, _ = alone
+    base, cookie = sign_in(k)
+    _, idle_cookie = sign_in(k)
+    _, out_cookie = sign_in(k)
+
+    def sign_out(cookie: str, csrf: str) -> int:
+        headers = {"Cookie": cookie, "Origin": base.rstrip("/"), "Content-Type": "application/x-www-form-urlencoded"}
+        return request(f"{base}signout", "POST", headers, urlencode({"csrf": csrf}))[0]
+
+    assert sign_out(out_cookie, csrf_of_page(request(base, headers={"Cookie": out_cookie})[2])) == 303
+    csrf = csrf_of_page(request(base, headers={"Cookie": cookie})[2])
+    # One browser idle past session_idle_s: its last request's time set back in the store, as time passing would.
+    store = k.home.data_dir / SESSIONS_FILE
+    with sqlite3.connect(store) as db:
+        idle = digest(idle_cookie.split("=", 1)[1])
+        assert db.execute("UPDATE sessions SET seen = seen - 7200 WHERE digest = ?", (idle,)).rowcount == 1
+    before = k.worker("console")["pid"]
+    kill9(before)
+    k.wait_state("console", "RUNNING", 60, other_pid_than=before)
+    assert k.home.read_console_info()["url"] == base  # the same port, so the browser sends the same cookie
+    status, _, page = request(base, headers={"Cookie": cookie})
+    assert status == 200 and 'data-worker="indexer"' in page and csrf_of_page(page) == csrf
+    for refused in (idle_cookie, out_cookie, cookie[:-4] + "AAAA"):
+        assert request(base, headers={"Cookie": refused})[0] == 401, refused
+    # A form of a page loaded before the restart still posts (here: signing out, after which the cookie is refused).
+    assert sign_out(cookie, "not-the-token") == 403
+    assert sign_out(cookie, csrf) == 303 and request(base, headers={"Cookie": cookie})[0] == 401
