@@ -21,7 +21,7 @@ from foldermind.workers.console.auth import SEEN_EVERY_S, SESSIONS_FILE, Session
 from foldermind.workers.console.views import marked
 from foldermind.workers.indexer.query import parse
 from foldermind.workers.indexer.snippets import marks
-from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, kill9, only_workers, wait_for
+from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, kill9, only_workers, wait_for
 from tests.test_console import MARKER, request, serving, sign_in
 from tests.test_console import csrf_of as csrf_of_page
 
@@ -141,3 +141,25 @@ def test_a_signed_in_browser_stays_signed_in_after_the_console_is_killed_9(alone
     # A form of a page loaded before the restart still posts (here: signing out, after which the cookie is refused).
     assert sign_out(cookie, "not-the-token") == 403
     assert sign_out(cookie, csrf) == 303 and request(base, headers={"Cookie": cookie})[0] == 401
+
+
+def test_search_lists_criteria_folders_as_scopes_and_a_scope_keeps_to_its_documents(alone: Any) -> None:
+    k, _ = alone
+    cli(k.root, "folders", "add-criteria", "--name", "Markdown", "--types", "md")
+    base, cookie = sign_in(k)
+
+    def search(**form: str) -> tuple[str, set[str]]:
+        page = request(f"{base}search?{urlencode({'mode': 'keyword', **form})}", headers={"Cookie": cookie})[2]
+        return page, set(re.findall(r'<a class="file" href="/preview[^"]*">([^<]+)</a>', page))
+
+    page, everywhere = search(q="the")
+    criteria = re.search(r'<optgroup label="Criteria folders">(.*?)</optgroup>', page, re.S)
+    option = re.search(
+        r'<option value="([^"]+)" >Markdown \(1 document\)</option>', criteria.group(1) if criteria else ""
+    )
+    assert option, page
+    assert re.search(r'<optgroup label="Folders">\s*<option value="[^"]+" >docs \(\d+ documents\)', page), page
+    assert "guide.md" in everywhere and len(everywhere) > 1, everywhere
+    page, scoped = search(q="the", folder=option.group(1))
+    assert scoped == {"guide.md"}, page[-2000:]
+    assert f'<option value="{option.group(1)}" selected>' in page

@@ -137,7 +137,7 @@ class Pages:
             from foldermind.workers import faults  # only under a test switch (workers/faults.py)
 
             faults.console_hang()
-        results, folders = await asyncio.gather(views.search(self.bus, form), views.folder_list(self.bus))
+        results, folders = await asyncio.gather(views.search(self.bus, form), views.scopes(self.bus))
         return self.render(
             "search.html",
             form=form,

@@ -25,7 +25,6 @@ from foldermind.protocol.messages import (
     DescribeRequest,
     FolderAddReply,
     FolderAddRequest,
-    FolderInfo,
     FolderListReply,
     FolderListRequest,
     FolderRemoveReply,
@@ -90,12 +89,25 @@ async def remove_folder(bus: Bus, folder: str) -> str:
     return ""
 
 
-async def folder_list(bus: Bus) -> list[FolderInfo]:
-    """The Smart Folders, for a search's scope (none while the indexer does not answer)."""
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A Smart Folder a search can be scoped to: a registered folder or a criteria folder (as search_documents'
+    ``smart_folder_id`` takes either)."""
+
+    id: str
+    name: str
+    criteria: bool
+    count: int
+
+
+async def scopes(bus: Bus) -> list[Scope]:
+    """The Smart Folders, path folders first, for a search's scope (none while the indexer does not answer)."""
     try:
-        return (await bus.call("indexer", FolderListRequest(), FolderListReply)).folders
+        reply = await bus.call("indexer", FolderListRequest(with_criteria=True), FolderListReply)
     except JobError:
         return []
+    folders = [Scope(f["id"], f["name"], False, f["files_indexed"]) for f in reply.folders]
+    return folders + [Scope(c["id"], c["name"], True, c["file_count"]) for c in reply.criteria]
 
 
 async def overview(bus: Bus) -> Overview:
