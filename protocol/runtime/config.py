@@ -562,10 +562,7 @@ class ConsolePolicy(_Strict):
         60.0, gt=0, le=600, description="A sign-in link from `foldermind console` works once, within this time."
     )
     session_idle_s: float = Field(
-        1800.0,
-        gt=0,
-        description="A signed-in browser is signed out after this long without a request (seconds); a console"
-        " restart does not sign it out.",
+        1800.0, gt=0, description="A signed-in browser is signed out after this long without a request (seconds)."
     )
     refresh_s: float = Field(
         1.0, gt=0, description="How often an open page's live parts (workers, folders) are refreshed (seconds)."

@@ -36,7 +36,7 @@ from foldermind.workers.indexer.criteria_scope import CriteriaScopes
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.languages import stemmed_as
 from foldermind.workers.indexer.scoped import ScopedVectors
-from foldermind.workers.indexer.snippets import marks, snippet
+from foldermind.workers.indexer.snippets import snippet
 from foldermind.workers.indexer.store import Store
 from foldermind.workers.indexer.vectors import VectorIndex
 
@@ -128,7 +128,7 @@ class SearchService:
         with _timed(timings, "rows"):
             # Tantivy applied the phrases and exclusions to the keyword side already: only the others are checked.
             cuts = Cuts(parsed, body.min_score, bool(body.group_by_file), {c for c, _ in keyword})
-            results = self._hits(ranked, query, scope, top_k, bool(body.with_text), cuts, only, bool(body.with_marks))
+            results = self._hits(ranked, query, scope, top_k, bool(body.with_text), cuts, only)
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
 
     def fused(self, keyword: Ranking, semantic: Ranking, query: str, fuse: str, spread: bool = True) -> Ranking:
@@ -263,7 +263,6 @@ class SearchService:
         with_text: bool,
         cuts: Cuts,
         only: filters.Admitted | None = None,
-        with_marks: bool = False,
     ) -> list[SearchHit]:
         results: list[SearchHit] = []
         files: set[str] = set()
@@ -291,8 +290,6 @@ class SearchService:
                 hit = hit_from_row(row, score, snippet(row["text"], query, language=language))
                 if with_text:
                     hit["text"] = row["text"]
-                if with_marks:
-                    hit["marks"] = marks(hit["snippet"], query, language)
                 results.append(hit)
                 if len(results) == top_k:
                     return results

@@ -1,10 +1,18 @@
-"""Search snippets: the part of a chunk where the query's words are, as plain text."""
+"""Search snippets: the part of a chunk where the query's words are, as plain text, and where in it they are
+(``marks``, for a search that asks ``with_marks``)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from foldermind.protocol.messages import SearchHit
 from foldermind.workers.indexer.bm25 import cjk_grams, query_terms, query_tokens, stem, stems, word_spans
-from foldermind.workers.indexer.languages import ENGLISH
+from foldermind.workers.indexer.languages import ENGLISH, stemmed_as
+from foldermind.workers.indexer.query import parse
 from foldermind.workers.indexer.stopwords import STOP_WORDS
+
+if TYPE_CHECKING:
+    from foldermind.workers.indexer.store import Store
 
 WIDTH = 240
 LEAD = 60
@@ -69,3 +77,13 @@ def marks(text: str, query: str, language: str = ENGLISH) -> list[list[int]]:
         else:
             merged.append([start, end])
     return merged
+
+
+def mark(hits: list[SearchHit], query: str, store: Store) -> None:
+    """Set each hit's ``marks`` (:func:`marks`) for the words ``query`` looks for (its operators parsed out, as the
+    search does), in its document's language: one SQLite read of the hits' rows."""
+    words = parse(query).text
+    rows = store.hits([hit["chunk_id"] for hit in hits])
+    for hit in hits:
+        row = rows.get(hit["chunk_id"])
+        hit["marks"] = marks(hit["snippet"], words, stemmed_as(row["language"]) if row is not None else ENGLISH)
