@@ -1,9 +1,11 @@
 """The web console's costs (docs/benchmarks-console.md): the overview's first paint in Chromium and its HTTP time
 against the bus requests it makes, a search page against the same search asked over the bus, a PDF page's image
-against the parser's render alone, an Ask page against the evidence request its answer makes, the console
-worker's RSS idle, after its first question (the answer engine loaded) and after use, and the idle tree with and
-without it. Every figure is set beside the raw cost of the same work in the same run, on this (shared) machine,
-with its load average.
+against the parser's render alone, the console worker's RSS idle and after use, and the idle tree with and
+without it. Every figure is set beside the raw cost
+of the same work in the same run, on this (shared) machine, with its load average.
+
+Also the Ask page against the evidence request its answer makes, and the console's RSS after its first question
+(the answer engine, loaded then).
 
 Usage: python -m tests.bench.console [--reps N] [--report PATH]
 """
