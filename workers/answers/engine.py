@@ -13,12 +13,10 @@ answer (loading, failed, timed out, lost) or none of its sentences holds, the qu
 
 Sessions live in this process's memory only, under keys namespaced by who asks (the front door's ``mcp:`` and
 the asking client key's name, the console's ``console:``), so a session id can never name another caller's
-conversation; they end after
-``[llm] session_ttl_s`` idle (the oldest go first beyond ``max_sessions``). Each holds an asyncio lock: one
-generation per session at a time, a second call on the same session waits its turn instead of racing (and a
-client cannot fan one session out into many). A
-follow-up is retrieved with the previous question in front of it (and alone), so "and the year before?" finds its
-subject.
+conversation; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond ``max_sessions``). Each
+holds an asyncio lock: one generation per session at a time, a second call on the same session waits its turn
+instead of racing (and a client cannot fan one session out into many). A follow-up is retrieved with the previous
+question in front of it (and alone), so "and the year before?" finds its subject.
 """
 
 from __future__ import annotations
