@@ -42,6 +42,7 @@ HB_SUFFIX = b"/hb"
 REMOTE_PREFIX = b"\x00tcp/"
 """Prepended to the identity of every peer on the tcp socket: see the module docstring."""
 SPEED_WEIGHT = 0.3
+"""How much the latest job moves a member's running averages, its time per job and its share of jobs done."""
 UNPROVEN_S = 1e6
 """How long a member that has failed every job of a kind it was given is taken to need for one: it is sent
 one only when no member that answers them is left or would be free sooner."""
@@ -49,7 +50,6 @@ MEMBER_FAULTS = frozenset((Fault.LOST, Fault.UNAVAILABLE))
 """Error replies that are the member's failure, not the request's (its handler crashed, its model is not
 loaded): another member may do the job. The rest (a corrupt file, a bad request, a refusal that asks for the
 file's bytes) would fail anywhere and say nothing of the member."""
-"""How much the latest job's time moves a member's measured time per job (an exponential moving average)."""
 
 
 class Membership(Protocol):

@@ -22,6 +22,7 @@ import zmq
 from foldermind.kernel import __version__, curve
 from foldermind.kernel.broker import Broker
 from foldermind.kernel.curve import Gate
+from foldermind.kernel.errands import Errands
 from foldermind.kernel.remote import REMOTE, RemoteMembers
 from foldermind.kernel.slot import Slot
 from foldermind.kernel.states import State
@@ -31,6 +32,7 @@ from foldermind.protocol.errors import ErrorCode, ErrorInfo, JobError, ProtocolE
 from foldermind.protocol.messages import (
     AttachReply,
     AttachRequest,
+    CliRequest,
     Envelope,
     KernelInfo,
     McpInfo,
@@ -95,6 +97,7 @@ class Kernel:
                 _control(RestartRequest, self._restart),
                 _control(StopRequest, self._stop),
                 _control(AttachRequest, self._attach),
+                _control(CliRequest, self._cli),
             ]
         )
         self.supervisor.on_gone = self.broker.drop_name
@@ -106,6 +109,8 @@ class Kernel:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self.poller.register(self._wake_r.fileno(), zmq.POLLIN)
+        self.errands = Errands(home)
+        self.poller.register(self.errands.fileno(), zmq.POLLIN)
 
     def _bind(self, kind: int, endpoint: str) -> zmq.Socket[Any]:
         sock: zmq.Socket[Any] = self.ctx.socket(kind)
@@ -188,6 +193,8 @@ class Kernel:
                     self.broker.on_readable(remote=True)
                 elif sock == self._wake_r.fileno():
                     self._drain_wake()
+                elif sock == self.errands.fileno():
+                    self._answer_errands()
                 elif isinstance(sock, int):
                     self.supervisor.on_fd(sock)
             if self._signalled:
@@ -208,6 +215,7 @@ class Kernel:
         if self.gate is not None:
             self.gate.stop()
         self.events.close(linger=0)
+        self.errands.close()
         self.ctx.term()
         return 0
 
@@ -273,6 +281,19 @@ class Kernel:
         if slot is None:
             raise JobError(ErrorCode.UNKNOWN_WORKER, f"no worker {body.name!r}, or it is already attached")
         return AttachReply(slot.name, slot.service)
+
+    def _cli(self, client: bytes, env: Envelope, body: CliRequest) -> None:
+        """Answered when the command ends, by :meth:`_answer_errands` (:mod:`.errands`)."""
+        if self._stopping:
+            raise JobError(ErrorCode.SHUTTING_DOWN, "foldermind is stopping")
+        self.errands.start(client, env, body)
+
+    def _answer_errands(self) -> None:
+        for client, env, result in self.errands.finished():
+            if isinstance(result, JobError):
+                self.broker.reply_error(client, env, result.info)
+            else:
+                self.broker.reply(client, env, result)
 
     def status(self) -> StatusReply:
         now = time.monotonic()

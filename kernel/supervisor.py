@@ -51,11 +51,8 @@ log = logging.getLogger("foldermind.supervisor")
 START_FIRST = frozenset({"indexer", "frontdoor"})
 """Services spawned before the others, which follow once none of these is STARTING any more (RUNNING, or
 given up on): the indexer answers keyword searches and the front door takes MCP clients, and on 2 cores
-eight interpreters importing at once delay both. Measured with tests/bench/coldstart.py (500 SciFact
-abstracts, 2026-12-03, medians of 3 starts, runs alternated): ``start`` returns 1.78-2.00 -> 1.18-1.21 s,
-first keyword answer 1.31-1.37 -> 0.71-0.73 s, first semantic answer 2.09-2.25 -> 2.21-2.22 s (the
-embedder starts ~0.6 s later but no longer shares the cores with the others' imports). The indexer alone
-first gave the keyword gain but put the front door ~0.15 s later."""
+eight interpreters importing at once delay both: ``start`` returns and keyword search answers ~0.6 s sooner
+(measured: docs/tuning.md#worker-start-order)."""
 
 
 StateListener = Callable[[Slot, State, str], None]

@@ -1,6 +1,6 @@
 // The web console in real headless Chromium (Debian's /usr/bin/chromium, driven by npm playwright-core): signs in
 // through the link `foldermind console --url` prints, reads the overview, searches, opens a hit's preview, asks,
-// restarts a worker, adds and removes a folder, and looks at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
+// restarts a worker, adds and removes a folder, copies a client's snippet, reads doctor's findings and tests the connection, and looks at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
 // tests/test_console_browser.py. Run from the directory whose node_modules holds playwright-core.
 // Usage: node console_browser.mjs PYTHON HOME QUERY WORKER EXTRA_FOLDER PDF_QUERY [SCREENSHOT]
 import { execFileSync } from "node:child_process";
@@ -124,6 +124,27 @@ try {
   await page.click(`${added} details.remove button`);
   await page.waitForSelector(added, { ...WAIT, state: "detached" });
   seen.removed = await page.$$eval("[data-folder]", (els) => els.map((e) => e.dataset.folder));
+
+  // Clients: a snippet copied by its button (the clipboard read back), and a test connection that succeeds.
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(seen.base).origin });
+  await page.click('a[href="/clients"]');
+  await page.waitForSelector("#copy-cursor-url", WAIT);
+  await page.click("#copy-cursor-url");
+  await page.waitForFunction(
+    () => document.querySelector("#copy-cursor-url").parentElement.querySelector(".copied").textContent !== "",
+    null,
+    WAIT,
+  );
+  seen.copy = {
+    said: await page.evaluate(() => document.querySelector("#copy-cursor-url").parentElement.querySelector(".copied").textContent),
+    shown: await page.textContent("#snippet-cursor-url"),
+    clipboard: await page.evaluate(() => navigator.clipboard.readText()),
+  };
+  await page.waitForSelector("#doctor tbody tr", WAIT);
+  seen.doctor = await page.$$eval("#doctor tbody th", (cells) => cells.map((c) => c.textContent));
+  await page.click("#test-connection");
+  await page.waitForSelector("#test-result", WAIT);
+  seen.tested = (await page.textContent("#test-result p")).trim();
 
   // The same link again, in this profile: refused.
   const again = await page.goto(signin);

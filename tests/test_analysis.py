@@ -23,8 +23,6 @@ from foldermind.protocol.messages import (
     FolderAddRequest,
     SummaryReply,
     SummaryRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.workers.indexer.analysis import analyze, find_date, infer_type, key_entities, keywords, summarize, text
 from foldermind.workers.indexer.bm25 import KeywordIndex
@@ -555,7 +553,6 @@ def live() -> Iterator[Kernel]:
         (docs / "later.txt").write_text("A plain file about gardening, written later than the others.\n")
         (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
         k.client.request("indexer", FolderAddRequest(str(docs), "Contracts"), FolderAddReply, timeout=20)
-        k.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
         yield k
     finally:
         k.kernel.stop()

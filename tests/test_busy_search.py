@@ -18,24 +18,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import (
-    FolderAddReply,
-    FolderAddRequest,
-    FolderListReply,
-    FolderListRequest,
     IndexStatusReply,
     IndexStatusRequest,
     SearchReply,
     SearchRequest,
     SummaryReply,
     SummaryRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.workers.indexer.gate import Gate
 from foldermind.workers.indexer.vectors import ADD_SLICE, VectorIndex
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
+from tests.world import KernelWorld
 
 MODES = ("keyword", "semantic", "hybrid")
 
@@ -165,27 +159,25 @@ def long_text(word: str, paragraphs: int) -> str:
     )
 
 
-class Busy:
+class Busy(KernelWorld):
     def __init__(self, kernel: RunningKernel, docs: Path, flags: Path) -> None:
-        self.kernel, self.docs, self.flags = kernel, docs, flags
-        self.client: BusClient = kernel.client("busy-test")
+        super().__init__(kernel, docs.parent, "busy-test")
+        self.docs, self.flags = docs, flags
 
-    def search(self, query: str, mode: str) -> SearchReply:
-        reply: SearchReply = self.client.request("indexer", SearchRequest(query, mode, 5), SearchReply, timeout=20).body
-        assert reply.mode_used == mode, reply.note
-        return reply
+    def search(self, query: str, mode: str = "hybrid", check_mode: bool = True, **kw: Any) -> SearchReply:
+        return super().search(query, mode, check_mode, **{"top_k": 5, **kw})
 
     def files(self, reply: SearchReply) -> set[str]:
         return {h["file_name"] for h in reply.results}
 
     def summary(self, path: str) -> dict[str, Any]:
-        return dict(self.client.request("indexer", SummaryRequest(path), SummaryReply, timeout=20).body.analysis)
+        return dict(self.call(SummaryRequest(path), SummaryReply).analysis)
 
     def folder(self) -> dict[str, int]:
-        folders = self.client.request("indexer", FolderListRequest(), FolderListReply, timeout=20).body.folders
-        return dict(folders[0]) if folders else {}
+        return dict(next(iter(self.folders().values()), {}))
 
-    def settled(self, files: int) -> bool:
+    def embedded(self, files: int) -> bool:
+        """The folder holds ``files`` files with chunks, every one embedded (Tantivy may lag: a hold tests it)."""
         f = self.folder()
         return bool(f and f["files_indexed"] >= files and f["chunks"] and f["chunks_embedded"] == f["chunks"])
 
@@ -214,9 +206,8 @@ def busy(home_dir: Path) -> Iterator[Busy]:
     try:
         k.start()
         b = Busy(k, docs, flags)
-        b.client.request("indexer", FolderAddRequest(str(docs), "Busy"), FolderAddReply, timeout=20)
-        b.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
-        wait_for(lambda: b.settled(1), 120, 0.2, "the seed file indexed and embedded")
+        b.add("Busy", docs)
+        wait_for(lambda: b.embedded(1), 120, 0.2, "the seed file indexed and embedded")
         yield b
     finally:
         k.stop()
@@ -238,7 +229,7 @@ def test_searches_answer_completely_while_a_commit_and_an_embedding_batch_are_he
     # 2. Held between the first and the second slice of one embedding reply's vectors.
     flag = busy.hold("vectors")
     (busy.docs / "orchard.txt").write_text(long_text("orchards", 30))
-    wait_for(lambda: Path(f"{flag}.held").exists() or busy.settled(3), 120, 0.02, "the ingest thread held mid-add")
+    wait_for(lambda: Path(f"{flag}.held").exists() or busy.embedded(3), 120, 0.02, "the ingest thread held mid-add")
     assert Path(f"{flag}.held").exists(), f"embedded without a hold: {busy.folder()}"
     f = busy.folder()
     # SQLite holds every vector already (it is written first); usearch has the first slice. The folder does
@@ -259,7 +250,7 @@ def test_searches_answer_completely_while_a_commit_and_an_embedding_batch_are_he
     on_the_spot = busy.summary(orchard)
     assert on_the_spot["file_path"] == orchard and on_the_spot["keywords"], on_the_spot
     flag.unlink()
-    wait_for(lambda: busy.settled(3), 120, 0.2, "every chunk embedded once the hold ends")
+    wait_for(lambda: busy.embedded(3), 120, 0.2, "every chunk embedded once the hold ends")
     assert "orchard.txt" in busy.files(busy.search("pruning pear trees and the cider press", "semantic"))
     wait_for(lambda: stored_analysis(db, orchard) is not None, 60, 0.1, "the analysis stored once idle")
     assert busy.summary(orchard) == on_the_spot  # the same fields, dated when the content was written
@@ -304,9 +295,8 @@ def test_semantic_searches_side_by_side_each_get_their_own_query_vector_from_the
     try:
         k.start()
         b = Busy(k, docs, root / "flags")
-        b.client.request("indexer", FolderAddRequest(str(docs), "Busy"), FolderAddReply, timeout=20)
-        b.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
-        wait_for(lambda: b.settled(1), 120, 0.2, "the seed file indexed and embedded")
+        b.add("Busy", docs)
+        wait_for(lambda: b.embedded(1), 120, 0.2, "the seed file indexed and embedded")
         words = ("harbour", "crane", "quay", "ship", "dock", "cargo", "tide", "pier")
         answered: list[tuple[str, str | None]] = []
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 
 import pytest
 
@@ -13,11 +14,13 @@ from foldermind.protocol.runtime.client_keys import ClientKeyError, ClientKeys
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
 from tests import test_token_store as owner_tests
+from tests.helpers import cli_process
 from tests.test_token_store import NO_STORE, PLAINTEXT
 
 # The same isolated keyring (autouse) and home as the owner's token tests: fixtures, found by name.
 _isolated_keyring = owner_tests._isolated_keyring
 home = owner_tests.home
+ROUNDS = 25
 
 
 @pytest.mark.parametrize("backend", [NO_STORE, PLAINTEXT])
@@ -72,3 +75,29 @@ def test_a_removed_folder_leaves_every_scope_and_an_emptied_scope_is_not_every_f
     keys.add("all", None)
     keys.drop_folders({"gone"})
     assert {k.name: k.folders for k in keys.all()} == {"one": (), "two": ("kept",), "all": None}
+
+
+def test_two_command_lines_adding_keys_at_once_lose_none(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real ``foldermind token add`` processes, two at a time, many times: each reads the registry, adds its key
+    and writes it whole, so without the registry's lock the later writer drops the other's key. Each pair is
+    started together and runs to its end; every key made must be listed, with the token it printed."""
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", PLAINTEXT)  # the secret store path too, as a user has it
+    root = home.root
+    assert root is not None
+    made: dict[str, str] = {}
+    for round_ in range(ROUNDS):
+        pair = [
+            cli_process(
+                root, "token", "add", f"agent-{round_}-{side}", "--json", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            for side in "ab"
+        ]
+        for proc in pair:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            got = json.loads(out)
+            made[got["name"]] = got["token"]
+    keys = ClientKeys(home)
+    assert sorted(k.name for k in keys.all()) == sorted(made)
+    assert all(keys.by_token(token) == keys.get(name) for name, token in made.items())
+    assert all(keys.token(name) == token for name, token in made.items())  # what the bridge presents

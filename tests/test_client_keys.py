@@ -315,6 +315,26 @@ def test_a_key_scoped_to_a_criteria_folder_sees_its_matching_documents_only(worl
     outside = refusal(mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "budget.txt")}))
     assert outside[0] == "INVALID_PATH" and "not inside any Smart Folder" in outside[1]
     assert not mc.call(url, made["token"], "read_document", {"file_path": str(world["work"] / "plan.md")}).is_error
+    # index_status counts the criteria folder's documents (the private folder's broken PDF is no match, so its
+    # failure, which the owner's status lists, is not shown)...
+    status = structured(mc.call(url, made["token"], "index_status"))
+    owner = structured(mc.call(url, world["owner"], "index_status"))["totals"]
+    totals = status["totals"]
+    assert (totals["files_total"], totals["files_indexed"], totals["files_failed"]) == (2, 2, 0), totals
+    assert 0 < totals["chunks_embedded"] <= totals["chunks"] < owner["chunks"], (totals, owner)
+    assert status["folders"] == [] and status["recent_failures"] == [] and not leaked(status, world["private"])
+    # ...and a criteria folder of PDFs holds that failed one (a failed document stays searchable by its old
+    # chunks): its key is told of its failure, and of nothing else.
+    cli(k.root, "folders", "add-criteria", "--name", "pdfs", "--types", "pdf")
+    pdfs = json.loads(cli(k.root, "token", "add", "pdf-agent", "--folders", "pdfs", "--json").stdout)
+    status = structured(mc.call(url, pdfs["token"], "index_status"))
+    totals = status["totals"]
+    assert (totals["files_total"], totals["files_failed"], totals["files_indexed"]) == (1, 1, 0), totals
+    assert [f["file_path"] for f in status["recent_failures"]] == [str(world["private"] / "broken.pdf")], status
+    # A key holding a path folder and a criteria folder counts each document once.
+    both = json.loads(cli(k.root, "token", "add", "both-agent", "--folders", "work,taxwork", "--json").stdout)
+    totals = structured(mc.call(url, both["token"], "index_status"))["totals"]
+    assert (totals["files_total"], totals["files_indexed"]) == (3, 3), totals
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])
@@ -383,43 +403,36 @@ def test_a_removed_folder_leaves_every_scope_and_an_empty_scope_sees_nothing(wor
 def test_config_install_gives_the_client_its_own_scoped_key_and_its_bridge_follows_a_rotation(
     world: dict[str, Any],
 ) -> None:
-    """``config install --folders`` makes the key named after the client; the stdio entry it writes launches the
-    bridge with ``--client``, which presents that key (the private folder stays hidden) and reads it again after
-    ``token rotate NAME``."""
+    """An entry on the owner's token is moved onto a key of its own by installing again (one key, reused after);
+    ``--folders`` sets that key's scope. The stdio entry launches the bridge with ``--client``, which presents the
+    key (the private folder stays hidden) and reads it again after ``token rotate NAME``."""
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
     k, project = world["kernel"], world["root"] / "project"
     project.mkdir()
-    cli(k.root, "config", "install", "--client", "claude-code", "--project", str(project), "--folders", "work")
-    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["foldermind"]
-    assert entry["args"][-3:] == ["mcp", "--client", "claude-code"], entry
-    keys = {e["name"]: e["folders"] for e in json.loads(cli(k.root, "token", "list", "--json").stdout)}
-    assert keys["claude-code"] == [world["ids"]["work"]]
-    # Installing again reuses the key; another scope is refused rather than silently widened.
-    cli(k.root, "config", "install", "--client", "claude-code", "--project", str(project), "--folders", "work")
-    wider = cli(
-        k.root, "config", "install", "--client", "claude-code", "--project", str(project), "--own-key", check=False
-    )
-    assert wider.returncode == 0  # --own-key without --folders reuses the key as it is
-    other = cli(
-        k.root,
-        "config",
-        "install",
-        "--client",
-        "claude-code",
-        "--project",
-        str(project),
-        "--folders",
-        "private",
-        check=False,
-    )
-    assert other.returncode != 0 and "another scope" in other.stderr
+
+    def installed(*more: str) -> tuple[list[str], dict[str, Any]]:
+        cli(k.root, "config", "install", "--client", "claude-code", "--project", str(project), *more)
+        entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["foldermind"]
+        keys = {e["name"]: e["folders"] for e in json.loads(cli(k.root, "token", "list", "--json").stdout)}
+        return entry["args"], {n: f for n, f in keys.items() if n.startswith("claude-code")}
+
+    args, keys = installed("--owner-key")
+    assert args[-1] == "mcp" and keys == {}, (args, keys)
+    args, keys = installed("--folders", "work")  # moved onto its own key, named after the client and the project
+    assert args[-3:] == ["mcp", "--client", "claude-code-project"] and keys == {
+        "claude-code-project": [world["ids"]["work"]]
+    }
+    assert installed() == (args, keys)  # again: the same key, its scope kept
+    assert installed("--folders", "private")[1] == {"claude-code-project": [world["ids"]["private"]]}
+    assert installed("--folders", "work") == (args, keys)
     checks = json.loads(cli(k.root, "doctor", "--json", "--project", str(project), check=False).stdout)["checks"]
     mine = [c for c in checks if c["name"] == "claude-code" and str(project) in c["detail"]]
     assert [c["status"] for c in mine] == ["ok"], mine
     listed = next(c for c in checks if c["name"] == "client keys")
-    assert "claude-code (" in listed["detail"] and world["ids"]["work"] in listed["detail"], listed
+    assert "claude-code-project (" in listed["detail"] and world["ids"]["work"] in listed["detail"], listed
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["foldermind"]
 
     # The entry exactly as the client launches it: this install's foldermind, --home, mcp --client.
     params = StdioServerParameters(command=entry["command"], args=entry["args"])
@@ -427,10 +440,30 @@ def test_config_install_gives_the_client_its_own_scoped_key_and_its_bridge_follo
     async def go() -> tuple[dict[str, Any], dict[str, Any]]:
         async with Client(params, read_timeout_seconds=120) as client:
             first = await client.call_tool("search_documents", {"query": "zebra budget", "top_k": 50})
-            cli(k.root, "token", "rotate", "claude-code")
+            cli(k.root, "token", "rotate", "claude-code-project")
             second = await client.call_tool("search_documents", {"query": "zebra budget", "top_k": 50})
             return structured(first), structured(second)
 
     first, second = anyio.run(go)
     for body in (first, second):
         assert body["results"] and not leaked(body, world["private"]), body
+
+
+def test_a_url_entry_written_by_config_install_carries_the_clients_scoped_key(world: dict[str, Any]) -> None:
+    """Zed's URL form holds the token itself: the one written is the client key's, and an MCP round trip with it
+    sees the work folder only."""
+    import json5
+
+    k, project = world["kernel"], world["root"] / "zedproject"
+    project.mkdir()
+    cli(k.root, "config", "install", "--client", "zed", "--project", str(project), "--http", "--folders", "work")
+    entry = json5.loads((project / ".zed" / "settings.json").read_text())["context_servers"]["foldermind"]
+    token = entry["headers"]["Authorization"].removeprefix("Bearer ")
+    assert token not in (world["owner"], world["key"]) and entry["url"] == world["url"]
+    body = structured(mc.call(world["url"], token, "search_documents", {"query": "zebra budget", "top_k": 50}))
+    assert body["results"] and not leaked(body, world["private"]), body
+    for _ in range(200):  # written by the front door's writer thread: poll until the row is there
+        rows = json.loads(cli(k.root, "activity", "--client", "zed-zedproject", "--json").stdout)
+        if rows:
+            break
+    assert [r["tool"] for r in rows] == ["search_documents"], rows

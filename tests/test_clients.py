@@ -25,6 +25,7 @@ from click.testing import CliRunner, Result
 
 from foldermind.kernel.cli import cli, clientfile, jsonedit
 from foldermind.kernel.cli.clientfacts import CLIENTS, TOKEN_ENV
+from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home, KernelLock
 from foldermind.protocol.runtime.token_store import TokenStore
 
@@ -73,6 +74,17 @@ def token(fm: Path) -> str:
     return TokenStore(Home.resolve(fm)).load_or_create()
 
 
+def key_token(fm: Path, name: str) -> str:
+    """Client key ``name``'s stored token (it must exist)."""
+    tok = ClientKeys(Home.resolve(fm)).token(name)
+    assert tok, name
+    return tok
+
+
+def key_names(fm: Path) -> list[str]:
+    return [k.name for k in ClientKeys(Home.resolve(fm)).all()]
+
+
 def parse(name: str, text: str) -> Any:
     """With that client's format's parser: JSON with comments for Zed and VS Code, strict JSON else."""
     return json5.loads(text) if name in JSONC else json.loads(text)
@@ -83,8 +95,10 @@ def command(fm: Path) -> tuple[str, list[str]]:
     return exe, ["--home", str(fm), "mcp"]
 
 
-def expected_stdio(name: str, fm: Path) -> dict[str, Any]:
+def expected_stdio(name: str, fm: Path, key: str = "") -> dict[str, Any]:
+    """The command entry, presenting client key ``key`` ("" the owner's token)."""
     exe, args = command(fm)
+    args += ["--client", key] if key else []
     if name in ("claude-code", "vscode"):
         return {"type": "stdio", "command": exe, "args": args}
     return {"command": exe, "args": args}
@@ -148,17 +162,34 @@ def test_the_generic_snippet_gives_transport_url_header_and_command(env: tuple[P
     assert stdio["transport"] == "stdio" and stdio["command"] == exe and stdio["args"] == args
 
 
-def test_install_writes_each_clients_real_file_with_the_same_entry_as_the_snippet(env: tuple[Path, Path]) -> None:
+def test_install_writes_each_clients_real_file_with_a_key_of_its_own_or_the_snippets_entry_with_owner_key(
+    env: tuple[Path, Path],
+) -> None:
+    """By default the entry presents the client's own key (named after it, made once); ``--owner-key`` writes the
+    snippet's entry, the owner's token; installing again moves it back onto the same key, never a second one."""
     user, fm = env
     tok = token(fm)
     for name, rel in USER_FILES.items():
-        run(fm, "config", "install", "--client", name)
-        doc = parse(name, (user / rel).read_text())
-        assert (ours(name, doc)) == expected_stdio(name, fm), name
+        made = run(fm, "config", "install", "--client", name)
+        assert f"client key {name!r} made; it sees every Smart Folder" in made.stderr
+        assert ours(name, parse(name, (user / rel).read_text())) == expected_stdio(name, fm, key=name), name
+        left = run(fm, "config", "install", "--client", name, "--owner-key").stderr
+        assert ours(name, parse(name, (user / rel).read_text())) == expected_stdio(name, fm), name
+        assert f"client key {name!r} is kept, though this entry no longer uses it" in " ".join(left.split()), left
         if name != "claude-desktop":
             run(fm, "config", "install", "--client", name, "--http")
             doc = parse(name, (user / rel).read_text())
-            assert ours(name, doc) == expected_http(name, tok), name
+            assert ours(name, doc) == expected_http(name, key_token(fm, name)), name
+            shown = run(fm, "config", "install", "--client", name, "--http", "--owner-key")
+            assert ours(name, parse(name, (user / rel).read_text())) == expected_http(name, tok), name
+            if name != "zed":  # the token is referenced: the hint names the command printing it
+                assert "token show" in shown.stderr and f"token show {name}" not in shown.stderr
+                said = run(fm, "config", "install", "--client", name, "--http").stderr
+                assert f"token show {name}" in " ".join(said.split()), said
+                assert run(fm, "token", "show", name).stdout.strip() == key_token(fm, name)
+        run(fm, "config", "install", "--client", name)
+        assert ours(name, parse(name, (user / rel).read_text())) == expected_stdio(name, fm, key=name), name
+    assert key_names(fm) == sorted(USER_FILES)
     assert parse("vscode", (user / USER_FILES["vscode"]).read_text())["inputs"] == [VSCODE_INPUT]
 
 
@@ -292,6 +323,9 @@ def test_uninstall_takes_out_only_our_entry_and_our_vscode_input(env: tuple[Path
     run(fm, "config", "install", "--client", "vscode", "--http")
     run(fm, "config", "uninstall", "--client", "vscode")
     assert json5.loads(path.read_text()) == {"servers": {}, "inputs": []}
+    run(fm, "config", "install", "--client", "vscode")  # the command form names its key: uninstall says it stays
+    said = " ".join(run(fm, "config", "uninstall", "--client", "vscode").stderr.split())
+    assert "client key 'vscode' is kept" in said and "token revoke vscode" in said, said
 
 
 def test_dry_run_prints_the_unified_diff_and_writes_nothing(env: tuple[Path, Path]) -> None:
@@ -304,6 +338,10 @@ def test_dry_run_prints_the_unified_diff_and_writes_nothing(env: tuple[Path, Pat
     missing = user / USER_FILES["windsurf"]
     assert run(fm, "config", "install", "--client", "windsurf", "--dry-run").stdout.startswith("--- ")
     assert not missing.exists()
+    # The URL form of a key not made yet shows a stand-in for its token; a dry run makes no key.
+    tried = run(fm, "config", "install", "--client", "zed", "--http", "--dry-run")
+    assert "<client key zed's token>" in tried.stdout and "would be made" in tried.stderr
+    assert key_names(fm) == []
 
 
 def test_project_forms_write_the_projects_own_file(env: tuple[Path, Path]) -> None:
@@ -317,7 +355,8 @@ def test_project_forms_write_the_projects_own_file(env: tuple[Path, Path]) -> No
         ("zed", ".zed/settings.json"),
     ):
         run(fm, "config", "install", "--client", name, "--project", str(project))
-        assert (ours(name, parse(name, (project / rel).read_text()))) == expected_stdio(name, fm)
+        # A key of the project's own, so the repository's agent can be scoped apart from the user-level entry.
+        assert (ours(name, parse(name, (project / rel).read_text()))) == expected_stdio(name, fm, f"{name}-proj")
     for name in ("windsurf", "claude-desktop"):
         refused = run(fm, "config", "install", "--client", name, "--project", str(project), ok=False)
         assert refused.exit_code == 2 and "no project-level config file" in refused.stderr
@@ -354,7 +393,7 @@ def test_an_existing_file_readable_by_others_is_made_owner_only_with_a_word_when
     tried = run(fm, "config", "install", "--client", "zed", "--http", "--dry-run")
     assert "would be made owner-only" in tried.stderr and path.stat().st_mode & 0o777 == 0o644
     installed = run(fm, "config", "install", "--client", "zed", "--http")
-    assert token(fm) in path.read_text()
+    assert key_token(fm, "zed") in path.read_text() and token(fm) not in path.read_text()
     assert path.stat().st_mode & 0o777 == 0o600
     assert (path.parent / (path.name + ".foldermind.bak")).stat().st_mode & 0o777 == 0o600
     said = " ".join(installed.stderr.split())
@@ -471,14 +510,24 @@ def test_doctor_passes_a_fresh_command_form_install_and_reports_the_rest(env: tu
     user, fm = env
     run(fm, "config", "install", "--client", "claude-desktop")
     run(fm, "config", "install", "--client", "vscode", "--project", str(user))
+    run(fm, "config", "install", "--client", "claude-code", "--project", str(user), "--owner-key")
+    run(fm, "config", "install", "--client", "zed", "--project", str(user), "--http")
     code, checks = doctor(fm, user)
     assert code == 0, checks
     assert checks["claude-desktop"]["status"] == "ok"
-    # A project's file with the owner's token lets that repository's agent read every folder: said, not failed.
-    vscode = checks["vscode"]
-    assert vscode["status"] == "warn" and "sees every Smart Folder" in vscode["detail"], vscode
-    assert vscode["fix"].endswith("--folders ID_OR_NAME,...`"), vscode
-    assert checks["client keys"]["status"] == "info" and "no client keys" in checks["client keys"]["detail"]
+    # A project's file with an unscoped key or the owner's token lets that repository's agent read every folder,
+    # in either form: said, not failed.
+    for name, who in (
+        ("vscode", "client key 'vscode-user'"),
+        ("claude-code", "the owner's token"),
+        ("zed", "'zed-user'"),
+    ):
+        got = checks[name]
+        assert got["status"] == "warn" and "sees every Smart Folder" in got["detail"] and who in got["detail"], got
+        assert got["fix"].endswith("--folders ID_OR_NAME,...`"), got
+    keys = checks["client keys"]
+    assert keys["status"] == "info" and "3 client key(s)" in keys["detail"], keys
+    assert "vscode-user (every folder)" in keys["detail"] and "zed-user (every folder)" in keys["detail"], keys
     assert checks["cursor"]["status"] == "info" and "no config file" in checks["cursor"]["detail"]
     assert checks["port"]["status"] == "ok" and str(PORT) in checks["port"]["detail"]
     assert checks["token"]["status"] == "info"  # the command form made no token
@@ -504,15 +553,21 @@ def test_doctor_fails_a_rotated_token_a_url_entry_in_claude_desktop_and_a_missin
 ) -> None:
     user, fm = env
     old = token(fm)
-    run(fm, "config", "install", "--client", "zed", "--http")
+    run(fm, "config", "install", "--client", "zed", "--http", "--owner-key")
     run(fm, "token", "rotate")
     assert token(fm) != old
+    project = user / "proj"
+    run(fm, "config", "install", "--client", "zed", "--http", "--project", str(project))
+    run(fm, "token", "rotate", "zed-proj")  # the client key's file holds the old token now
     existing(user / USER_FILES["claude-desktop"], json.dumps({"mcpServers": {"foldermind": {"url": URL}}}))
     moved = {"command": "/nowhere/foldermind", "args": ["mcp"]}
     existing(user / USER_FILES["windsurf"], json.dumps({"mcpServers": {"foldermind": moved}}))
     code, checks = doctor(fm, user)
     assert code == 1
     assert checks["zed"]["status"] == "fail" and "not this install's" in checks["zed"]["detail"]
+    _, in_project = doctor(fm, project)
+    zed = in_project["zed"]
+    assert zed["status"] == "fail" and str(project) in zed["detail"] and "not this install's" in zed["detail"], zed
     assert checks["claude-desktop"]["status"] == "fail" and "skips" in checks["claude-desktop"]["detail"]
     assert checks["windsurf"]["status"] == "fail" and "/nowhere/foldermind" in checks["windsurf"]["detail"]
 

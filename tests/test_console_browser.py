@@ -1,8 +1,9 @@
 """The web console in real headless Chromium against a real kernel (tests/console_browser.mjs, driven by npm
-playwright-core): sign in through `foldermind console --url`, the workers and the folder listed and kept live,
-a search that finds a file with its words marked, its preview at the passage, an answer whose [1] opens its
-passage, a PDF hit's page image, Restart that changes a worker's pid, a folder added and removed, the link
-refused the second time, and a browser without a session shown only how to sign in.
+playwright-core): sign in through `foldermind console --url`, the workers and the folder listed and kept live, a
+search that finds a file with its words marked, its preview at the passage, an answer whose [1] opens its passage,
+a PDF hit's page image, Restart that changes a worker's pid, a folder added and removed, a client's snippet copied
+to the clipboard (read back) and a test connection that succeeds, the link refused the second time, and a browser
+without a session shown only how to sign in.
 
 Needs Debian's /usr/bin/chromium and playwright-core (`make test` installs both, as it installs the MCP
 Inspector); without them the test is skipped and says which is missing."""
@@ -47,8 +48,10 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
     shutil.copyfile(Path(__file__).with_name("console_browser.mjs"), script)
     root = short_tmpdir()
     shot = str(SCREENSHOT) if os.environ.get("FOLDERMIND_CONSOLE_SCREENSHOT") else ""
-    # The README's picture shows chunks embedded too; the test alone leaves the embedder out (~2.4 CPU-s).
-    workers = ["watcher", "parser", *(["embedder"] if shot else []), "indexer", "frontdoor", "console"]
+    # The README's picture shows the whole default map, chunks embedded too; the test alone leaves the embedder and
+    # the llm out (~3 CPU-s).
+    shown = ["embedder", "indexer", "llm"] if shot else ["indexer"]
+    workers = ["watcher", "parser", *shown, "frontdoor", "console"]
     config = FAST_RESTART + ONE_PARSER + only_workers(*workers) + "[mcp]\nport = 0\n[console]\nport = 0\n"
     k = RunningKernel(root / "home", config)
     docs = root / "docs"
@@ -89,6 +92,12 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
         assert seen["added"] == [str(docs), str(extra)] and seen["removed"] == [str(docs)]
         assert [f["path"] for f in json.loads(cli(k.root, "folders", "list", "--json").stdout)] == [str(docs)]
         assert (extra / "notes.txt").exists()  # removed from the index only
+        mcp_url = k.status().mcp["url"]
+        assert seen["copy"]["said"] == "Copied" and seen["copy"]["clipboard"] == seen["copy"]["shown"], seen["copy"]
+        copied = json.loads(seen["copy"]["clipboard"])["mcpServers"]["foldermind"]
+        assert copied == {"url": mcp_url, "headers": {"Authorization": "Bearer ${env:FOLDERMIND_MCP_TOKEN}"}}
+        assert {"home", "port", "console", "cursor"} <= set(seen["doctor"]), seen["doctor"]
+        assert seen["tested"].startswith(f"Connected: connected to {mcp_url}"), seen["tested"]
         assert seen["reused"] == 403
         assert seen["anonymous"] == {"status": 401, "heading": "Sign in", "workers": 0}
         # The page's own script ran without errors; the one console error is the reused link's 403.

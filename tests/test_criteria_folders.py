@@ -19,25 +19,17 @@ from typing import Any
 
 import pytest
 
-from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
     CriteriaAddReply,
     CriteriaAddRequest,
     CriteriaInfo,
-    DescribeReply,
-    DescribeRequest,
-    FolderAddReply,
-    FolderAddRequest,
     FolderListReply,
     FolderListRequest,
     FolderRemoveReply,
     FolderRemoveRequest,
-    Message,
     SearchReply,
     SearchRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.workers.indexer import filters
 from tests import mcpclient as mc
@@ -52,6 +44,7 @@ from tests.helpers import (
     short_tmpdir,
     wait_for,
 )
+from tests.world import KernelWorld
 
 MODES = ("keyword", "semantic", "hybrid")
 TAX = {  # what "receipt invoice", pdf or txt, modified in 2025 or later holds, across every folder
@@ -81,23 +74,10 @@ def write_corpus(root: Path) -> None:
     (root / "unregistered").mkdir()
 
 
-class World:
+class World(KernelWorld):
     def __init__(self, kernel: RunningKernel, root: Path) -> None:
-        self.kernel, self.root = kernel, root
-        self.client: BusClient = kernel.client("criteria-test")
+        super().__init__(kernel, root, "criteria-test")
         self.url = self.token = ""
-
-    def call(self, msg: Message, reply: type[Any], timeout: float = 20) -> Any:
-        return self.client.request("indexer", msg, reply, timeout=timeout).body
-
-    def error(self, msg: Message, reply: type[Any]) -> str:
-        with pytest.raises(JobError) as info:
-            self.call(msg, reply)
-        return str(info.value.code)
-
-    def add(self, path: Path) -> None:
-        self.call(FolderAddRequest(str(path), path.name), FolderAddReply)
-        self.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
 
     def listing(self) -> FolderListReply:
         reply: FolderListReply = self.call(FolderListRequest(with_criteria=True), FolderListReply)
@@ -113,23 +93,9 @@ class World:
     def files(self, reply: SearchReply) -> set[str]:
         return {os.path.relpath(r["file_path"], self.root) for r in reply.results}
 
-    def search(self, query: str, folder: str, mode: str = "keyword", **kw: Any) -> SearchReply:
-        reply: SearchReply = self.call(SearchRequest(query, mode, 50, folder, **kw), SearchReply)
-        assert reply.mode_used == mode, reply.note
-        return reply
-
-    def settled(self, expected: dict[str, int]) -> bool:
-        folders = {f["name"]: f for f in self.listing().folders}
-        if not all(
-            name in folders
-            and folders[name]["files_indexed"] >= n
-            and folders[name]["state"] == "ready"
-            and folders[name]["chunks_embedded"] == folders[name]["chunks"]
-            for name, n in expected.items()
-        ):
-            return False
-        details = self.client.request("indexer", DescribeRequest(), DescribeReply, timeout=20).body.details
-        return bool(details["chunks_in_bm25"] == sum(f["chunks"] for f in folders.values()))
+    def within(self, query: str, folder: str, mode: str = "keyword", **kw: Any) -> SearchReply:
+        """A search of the Smart Folder ``folder`` (an id or a name), 50 deep."""
+        return self.search(query, mode, top_k=50, folder_id=folder, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +109,7 @@ def world() -> Iterator[World]:
         w.kernel.start()
         write_corpus(root)
         for name in ("docs", "other", "spare"):
-            w.add(root / name)
+            w.add(name, root / name)
         wait_for(lambda: w.settled({"docs": 9, "other": 1, "spare": 1}), 240, 0.2, "the folders indexed and embedded")
         info = mc.mcp_info(w.kernel.root)
         w.url, w.token = str(info["url"]), mc.token_of(w.kernel.root)
@@ -191,17 +157,17 @@ def test_searching_a_criteria_folder_finds_only_its_documents_in_every_mode(worl
     tax = world.criteria("Tax 2025") or world.save(
         "Tax 2025", query="receipt invoice", file_types=["pdf", "txt"], modified_after="2025-01-01"
     )
-    everything = world.search("receipt invoice", tax["id"])
+    everything = world.within("receipt invoice", tax["id"])
     assert world.files(everything) == TAX  # the keyword query matches each of them, and nothing else is admitted
     for mode in MODES:
         # Words none of the documents hold: the folder still confines what a by-meaning search returns.
-        got = world.files(world.search("garden tomatoes meeting", tax["id"], mode))
+        got = world.files(world.within("garden tomatoes meeting", tax["id"], mode))
         assert got <= TAX and (mode == "keyword" or got), (mode, got)
-    by_name = world.search("receipt", "Tax 2025")
+    by_name = world.within("receipt", "Tax 2025")
     assert world.files(by_name) <= TAX and by_name.results
-    narrowed = world.search("receipt invoice", tax["id"], file_types=["pdf"])  # with the request's own filter
+    narrowed = world.within("receipt invoice", tax["id"], file_types=["pdf"])  # with the request's own filter
     assert world.files(narrowed) == {"docs/tax/receipt-dentist.pdf"}
-    assert world.search("receipt", tax["id"], modified_before="2025-01-01").results == []
+    assert world.within("receipt", tax["id"], modified_before="2025-01-01").results == []
 
     out = mc.call(
         world.url,
@@ -223,11 +189,11 @@ def test_what_the_query_means_any_word_stemmed_phrases_and_exclusions(world: Wor
     assert world.save("any", query="receipt invoice", within=tax_dir)["file_count"] == 5  # the 2024 one too
     assert world.save("stemmed", query="invoice", within=tax_dir)["file_count"] == 2  # "Invoices" is "invoice"
     phrase = world.save("phrase", query='"kitchen sink"', within=tax_dir)
-    assert world.files(world.search("plumber", phrase["id"])) == {"docs/tax/invoice-plumber.txt"}
+    assert world.files(world.within("plumber", phrase["id"])) == {"docs/tax/invoice-plumber.txt"}
     # The draft's chunk holds "receipt" and "draft": excluded as a document, whatever else matched.
     no_draft = world.save("no draft", query="receipt -draft", within=tax_dir)
     assert no_draft["file_count"] == 2
-    assert "docs/tax/receipt-draft.txt" not in world.files(world.search("receipt", no_draft["id"]))
+    assert "docs/tax/receipt-draft.txt" not in world.files(world.within("receipt", no_draft["id"]))
     only_types = world.save("pdfs anywhere", file_types=["pdf"])
     assert only_types["file_count"] == 1 and only_types["query"] == ""
 
@@ -247,10 +213,10 @@ def test_a_criteria_folder_follows_files_written_edited_and_deleted(world: World
     wait_for(lambda: count() == 2, 60, 0.2, "both new files in the criteria folder")
     put(live / "one.txt", "Notes on the budget (no longer the word).\n")
     wait_for(lambda: count() == 1, 60, 0.2, "the edited file out of it")
-    assert world.files(world.search("memorandum", folder["id"])) == {"docs/live/two.txt"}
+    assert world.files(world.within("memorandum", folder["id"])) == {"docs/live/two.txt"}
     (live / "two.txt").unlink()
     wait_for(lambda: count() == 0, 60, 0.2, "the deleted file out of it")
-    assert world.search("memorandum budget staff", folder["id"]).results == []
+    assert world.within("memorandum budget staff", folder["id"]).results == []
 
 
 def test_a_document_ages_out_of_a_relative_window_with_no_event(world: World) -> None:
@@ -262,14 +228,14 @@ def test_a_document_ages_out_of_a_relative_window_with_no_event(world: World) ->
     window = int(time.time() - mtime) + margin
     folder = world.save("Recent memos", query="memo", modified_after=f"PT{window}S", within=str(memo.parent))
     assert folder["file_count"] == 1, folder
-    assert world.files(world.search("quarterly meeting", folder["id"])) == {"docs/aging/memo.txt"}
+    assert world.files(world.within("quarterly meeting", folder["id"])) == {"docs/aging/memo.txt"}
 
     def aged_out() -> bool:
         found = world.criteria("Recent memos")
         return found is not None and found["file_count"] == 0
 
     wait_for(aged_out, margin + 60, 0.5, "the memo aged out of the window")
-    assert world.search("quarterly meeting", folder["id"]).results == []
+    assert world.within("quarterly meeting", folder["id"]).results == []
     assert memo.stat().st_mtime == mtime  # nothing touched the file: time alone moved it out
     assert {f["name"]: f["files_indexed"] for f in world.listing().folders} == docs_before
 
@@ -279,8 +245,8 @@ def test_criteria_folders_are_removed_by_name_and_with_their_path_folder(world: 
     removed = cli(world.kernel.root, "folders", "remove", "Short-lived").stdout
     assert "removed the criteria folder Short-lived" in removed
     assert world.criteria("Short-lived") is None
-    assert world.error(SearchRequest("receipt", "keyword", 5, gone["id"]), SearchReply) == "invalid_smart_folder"
-    assert world.search("receipt", world.listing().folders[0]["id"]).results  # the documents stay indexed
+    assert world.code(SearchRequest("receipt", "keyword", 5, gone["id"]), SearchReply) == "invalid_smart_folder"
+    assert world.within("receipt", world.listing().folders[0]["id"]).results  # the documents stay indexed
 
     spare = world.root / "spare"
     inside = world.save("Spare receipts", query="receipt", within=str(spare))
@@ -292,14 +258,13 @@ def test_criteria_folders_are_removed_by_name_and_with_their_path_folder(world: 
     names = {c["name"] for c in world.listing().criteria}
     assert "Spare receipts" not in names and "Every receipt" in names
     assert (spare / "receipt-spare.txt").exists()  # files are never touched
-    world.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
     wait_for(
         lambda: (c := world.criteria("Every receipt")) is not None and c["file_count"] == everywhere["file_count"] - 1,
         30,
         0.2,
         "the spare receipt out of the folder spanning every Smart Folder",
     )
-    assert world.error(FolderRemoveRequest("Spare receipts"), FolderRemoveReply) == "unknown_folder"
+    assert world.code(FolderRemoveRequest("Spare receipts"), FolderRemoveReply) == "unknown_folder"
 
 
 def test_a_criteria_folder_within_an_unregistered_path_is_refused(world: World) -> None:
@@ -319,7 +284,7 @@ def test_a_criteria_folder_within_an_unregistered_path_is_refused(world: World) 
     assert refused.returncode != 0 and "no registered Smart Folder" in refused.stderr, refused
     assert world.criteria("Outside") is None
     for within in (str(outside), "relative/path", str(world.root / "docs" / "tax" / "invoice-plumber.txt")):
-        assert world.error(CriteriaAddRequest("Outside", "receipt", within=within), CriteriaAddReply) == "invalid_path"
+        assert world.code(CriteriaAddRequest("Outside", "receipt", within=within), CriteriaAddReply) == "invalid_path"
 
 
 def test_bad_criteria_get_typed_errors(world: World) -> None:
@@ -335,9 +300,9 @@ def test_bad_criteria_get_typed_errors(world: World) -> None:
     ]
     for kw, code in bad:
         name = kw.pop("name")
-        assert world.error(CriteriaAddRequest(name, **kw), CriteriaAddReply) == code, (name, kw)
+        assert world.code(CriteriaAddRequest(name, **kw), CriteriaAddReply) == code, (name, kw)
     world.save("Unique", query="receipt")
-    assert world.error(CriteriaAddRequest("Unique", "invoice"), CriteriaAddReply) == "folder_overlap"
+    assert world.code(CriteriaAddRequest("Unique", "invoice"), CriteriaAddReply) == "folder_overlap"
 
 
 def test_durations_in_filters_count_back_from_now() -> None:
@@ -385,7 +350,7 @@ def test_criteria_folders_outlive_an_indexer_restart(world: World) -> None:
     )
     kept = world.criteria("Kept")
     assert kept is not None and kept == saved
-    assert world.files(world.search("invoice", kept["id"])) == {
+    assert world.files(world.within("invoice", kept["id"])) == {
         "docs/tax/invoice-plumber.txt",
         "docs/tax/invoice-2024.txt",
         "other/invoice-car.txt",

@@ -179,7 +179,7 @@ def test_a_file_name_word_finds_its_file_first(world: FolderWorld) -> None:
 
 def test_a_heading_word_puts_its_section_first(world: FolderWorld) -> None:
     for mode in ("keyword", "hybrid"):
-        first = world.search("retention", mode)[0]
+        first = world.hits("retention", mode)[0]
         assert first["file_name"] == "guide.md", mode
         assert first["location"]["heading"].endswith("Retention policy"), (mode, first["location"])
     assert world.found("storage guide")[0] == "guide.md"  # its title
@@ -189,7 +189,7 @@ def test_an_index_of_the_previous_fields_is_built_again_without_losing_a_chunk(w
     """Put version 2's index in place (the same chunks, no ``title`` or ``name`` field; the meta saying 2) and
     start again: the indexer empties it and replays every document from SQLite into this version's fields."""
     queries = ["milestones engineers", "sailing afternoon", "roses fence", "snapshots bucket", "installer", "team"]
-    before = {q: world.search(q) for q in queries}
+    before = {q: world.hits(q) for q in queries}
     assert all(0 < len(found) < 10 for found in before.values())  # every match, none cut at top_k
     chunks = world.call(DescribeRequest(), DescribeReply).details["chunks_in_bm25"]
     world.kernel.stop()
@@ -228,11 +228,11 @@ def test_an_index_of_the_previous_fields_is_built_again_without_losing_a_chunk(w
     db.close()
     world.restart()
     wait_for(lambda: world.found("zephyr")[:1] == ["zephyrProject_plan.txt"], 60, 0.2, "the name field rebuilt")
-    wait_for(world.settled, 60, 0.2, "every chunk in the rebuilt keyword index")
+    wait_for(world.ready, 60, 0.2, "every chunk in the rebuilt keyword index")
     assert world.call(DescribeRequest(), DescribeReply).details["chunks_in_bm25"] == chunks
     for q in queries:
         # The same chunks at the same scores (equal scores may come in another order: new segments).
-        assert _scored(world.search(q)) == _scored(before[q]), q
+        assert _scored(world.hits(q)) == _scored(before[q]), q
     db = sqlite3.connect(data / "index.sqlite")
     assert db.execute("SELECT value FROM meta WHERE key = 'tantivy_schema'").fetchone()[0] == str(SCHEMA_VERSION)
     db.close()

@@ -16,16 +16,8 @@ from typing import Any
 
 import pytest
 
-from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
-    DescribeReply,
-    DescribeRequest,
-    FolderAddReply,
-    FolderAddRequest,
-    FolderListReply,
-    FolderListRequest,
-    Message,
     ReadDocumentReply,
     ReadDocumentRequest,
     SearchReply,
@@ -47,6 +39,7 @@ from tests.helpers import (
     short_tmpdir,
     wait_for,
 )
+from tests.world import KernelWorld
 
 LOGS = 60  # strong matches, more than a search's depth for top_k = 5
 QUERY = "harbour crane"
@@ -83,43 +76,14 @@ def write_corpus(docs: Path, elsewhere: Path) -> None:
         put(elsewhere / f"dock{i}.txt", f"The dock's harbour crane number {i} was repaired.\n", "2025-02-02")
 
 
-class World:
+class World(KernelWorld):
     def __init__(self, kernel: RunningKernel, root: Path) -> None:
-        self.kernel, self.root = kernel, root
+        super().__init__(kernel, root, "filters-test")
         self.docs, self.elsewhere = root / "docs", root / "elsewhere"
-        self.client: BusClient = kernel.client("filters-test")
-        self.folder_ids: dict[str, str] = {}
         self.url = self.token = ""
 
-    def call(self, msg: Message, reply: type[Any], timeout: float = 20) -> Any:
-        return self.client.request("indexer", msg, reply, timeout=timeout).body
-
-    def error(self, msg: Message, reply: type[Any]) -> str:
-        with pytest.raises(JobError) as info:
-            self.call(msg, reply)
-        return str(info.value.code)
-
-    def search(self, mode: str = "hybrid", query: str = QUERY, **kw: Any) -> SearchReply:
-        reply: SearchReply = self.call(SearchRequest(query, mode, **kw), SearchReply)
-        assert reply.mode_used == mode, reply.note
-        return reply
-
-    def add(self, name: str, path: Path) -> None:
-        self.folder_ids[name] = self.call(FolderAddRequest(str(path), name), FolderAddReply).folder["id"]
-        self.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
-
-    def settled(self, expected: dict[str, int]) -> bool:
-        folders = {f["name"]: f for f in self.call(FolderListRequest(), FolderListReply).folders}
-        if not all(
-            name in folders
-            and folders[name]["files_indexed"] >= n
-            and folders[name]["state"] == "ready"
-            and folders[name]["chunks_embedded"] == folders[name]["chunks"]
-            for name, n in expected.items()
-        ):
-            return False
-        details = self.client.request("indexer", DescribeRequest(), DescribeReply, timeout=20).body.details
-        return bool(details["chunks_in_bm25"] == sum(f["chunks"] for f in folders.values()))
+    def search(self, mode: str = "hybrid", query: str = QUERY, check_mode: bool = True, **kw: Any) -> SearchReply:
+        return super().search(query, mode, check_mode, **kw)
 
     def tool(self, name: str, args: dict[str, Any]) -> Any:
         return mc.call(self.url, self.token, name, args)
@@ -245,7 +209,7 @@ def test_bad_filter_values_are_invalid_filter(world: World) -> None:
         {"modified_after": "2026-01-01", "modified_before": "2025-01-01"},
     ]
     for kw in bad:
-        assert world.error(SearchRequest(QUERY, "hybrid", **kw), SearchReply) == "invalid_filter", kw
+        assert world.code(SearchRequest(QUERY, "hybrid", **kw), SearchReply) == "invalid_filter", kw
 
 
 def test_filtered_ranking_is_the_unfiltered_one_restricted(world: World) -> None:
@@ -353,7 +317,7 @@ def test_reading_around_a_chunk_refuses_bad_requests(world: World) -> None:
     path = world.docs / "gazetteer.txt"
     hits = chunks_of(world, "gazetteer.txt")
     other = world.search("keyword", "gazetteer towns", path_glob="other.txt").results[0]["chunk_id"]
-    err = world.error
+    err = world.code
     assert err(ReadDocumentRequest(str(path), chunk_id=other), ReadDocumentReply) == "unknown_chunk"
     assert err(ReadDocumentRequest(str(path), chunk_id=2**62), ReadDocumentReply) == "unknown_chunk"
     cid = hits[0]["chunk_id"]
@@ -379,7 +343,7 @@ def test_read_document_with_a_chunk_id_alone_reads_that_chunk_s_file(world: Worl
     nothing = world.tool("read_document", {"start_line": 2})
     assert mc.error_code(nothing) == "INVALID_ARGUMENT"
     assert "give file_path" in str(nothing.content[0].text) and "Field required" not in str(nothing.content[0].text)
-    assert world.error(ReadDocumentRequest("", chunk_id=hit["chunk_id"] + 10**9), ReadDocumentReply) == "unknown_chunk"
+    assert world.code(ReadDocumentRequest("", chunk_id=hit["chunk_id"] + 10**9), ReadDocumentReply) == "unknown_chunk"
 
 
 def test_a_chunk_id_goes_stale_when_its_file_is_edited(world: World) -> None:
@@ -395,7 +359,7 @@ def test_a_chunk_id_goes_stale_when_its_file_is_edited(world: World) -> None:
         return any(r["file_path"] == str(path) for r in found)
 
     wait_for(rewritten, 60, 0.2, "the edited file indexed again")
-    assert world.error(ReadDocumentRequest(str(path), chunk_id=old), ReadDocumentReply) == "unknown_chunk"
+    assert world.code(ReadDocumentRequest(str(path), chunk_id=old), ReadDocumentReply) == "unknown_chunk"
     stale = world.tool("read_document", {"file_path": str(path), "chunk_id": old})
     assert mc.error_code(stale) == "UNKNOWN_CHUNK"
     assert "changed since the search" in str(stale.content[0].text)

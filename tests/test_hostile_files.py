@@ -48,8 +48,6 @@ from foldermind.protocol.messages import (
     Message,
     SearchReply,
     SearchRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.workers import userfiles
 from foldermind.workers.parser.formats import ParseError, decode_text, normalize, parse_file
@@ -442,7 +440,6 @@ def test_hostile_files_end_failed_with_a_reason_or_indexed_and_no_worker_stays_d
     try:
         # 1. Everything present before the folder is added: the watcher's reconcile scan.
         ask(k, "indexer", FolderAddRequest(str(docs), "Hostile"), FolderAddReply)
-        ask(k, "watcher", WatchSyncRequest(), WatchSyncReply, timeout=120)
         wait_matches(k, expect, 60, "the hostile files present when the folder was added")
         t_scan = time.monotonic() - t0
         assert not check_findable(k, expect)

@@ -302,6 +302,28 @@ def test_folders_refuse_overlap_and_remove_purges(indexed: tuple[RunningKernel, 
     assert (docs / "notes.txt").exists(), "removing a folder must never touch files"
 
 
+def _watching(k: RunningKernel) -> int:
+    return int(k.client().request("watcher", DescribeRequest(), DescribeReply, timeout=10).body.details["watching"])
+
+
+def test_adding_or_removing_a_folder_is_one_request_and_the_watcher_follows(
+    indexed: tuple[RunningKernel, Path],
+) -> None:
+    # `folders add` and `folders remove` send only their request to the indexer: the indexer tells the watcher.
+    k, docs = indexed
+    home = k.root
+    wait_for(lambda: _watching(k) == 1, 30, 0.1, "the added folder watched")
+    cli(home, "folders", "remove", str(docs))
+    wait_for(lambda: _watching(k) == 0, 30, 0.1, "the removed folder no longer watched")
+    extra = home / "extra"
+    extra.mkdir()
+    (extra / "kiwi.txt").write_text("The kiwi is a flightless bird of New Zealand.\n")
+    cli(home, "folders", "add", str(extra))
+    wait_for(lambda: files_found(home, "flightless") == {"kiwi.txt"}, 60, 0.2, "the new folder scanned and indexed")
+    (extra / "tui.txt").write_text("The tui sings with two voice boxes, flightless it is not.\n")
+    wait_for(lambda: files_found(home, "voice boxes") == {"tui.txt"}, 60, 0.2, "a new file seen by the watcher")
+
+
 def _parser_holding_a_job(k: RunningKernel, other_than: int | None = None) -> int | None:
     for w in k.status().workers:
         if w["name"].startswith("parser#") and w["in_flight"] == 1 and w["pid"] != other_than:

@@ -194,7 +194,7 @@ def test_an_index_of_older_fields_is_built_again_and_every_language_detected(wor
     db.close()
     world.restart()
     wait_for(lambda: world.found("Genehmigung") == ["bauamt.txt"], 60, 0.2, "the German document found again")
-    wait_for(world.settled, 60, 0.2, "every chunk in the rebuilt keyword index")
+    wait_for(world.ready, 60, 0.2, "every chunk in the rebuilt keyword index")
     for name, code in LANGUAGES.items():
         assert world.language(name) == code, name
     db = sqlite3.connect(world.kernel.home.data_dir / "index.sqlite")

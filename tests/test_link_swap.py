@@ -27,8 +27,6 @@ from foldermind.protocol.messages import (
     IndexStatusRequest,
     SearchReply,
     SearchRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.workers import userfiles
 from foldermind.workers.userfiles import LINK_OUTSIDE
@@ -185,7 +183,6 @@ def swapping() -> Iterator[Swapping]:
         k.start()
         client = k.client("link-swap")
         client.request("indexer", FolderAddRequest(str(docs), "Docs"), FolderAddReply, timeout=30)
-        client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
         wait_for(lambda: keyword(client, "herons") == ["anchor.txt"], 60, 0.2, "the anchor file searchable")
         yield Swapping(k, client, docs, outside, flag)
     finally:

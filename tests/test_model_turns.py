@@ -25,8 +25,6 @@ from foldermind.protocol.messages import (
     FolderListRequest,
     SummaryReply,
     SummaryRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from tests.helpers import (
     FAST_RESTART,
@@ -70,7 +68,6 @@ def world() -> Iterator[tuple[RunningKernel, Path]]:
             (docs / name).write_text(text, encoding="utf-8")
         client = k.client("turns-test")
         client.request("indexer", FolderAddRequest(str(docs), "docs"), FolderAddReply, timeout=20)
-        client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
         yield k, docs
     finally:
         k.stop()
@@ -147,7 +144,6 @@ def test_summaries_after_a_restart_over_an_embedded_index_never_start_the_embedd
         try:
             client = k.client("turns-test")
             client.request("indexer", FolderAddRequest(str(docs), "docs"), FolderAddReply, timeout=20)
-            client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
 
             def all_embedded() -> bool:
                 f = client.request("indexer", FolderListRequest(), FolderListReply, timeout=20).body.folders

@@ -258,7 +258,7 @@ def test_a_long_pdf_beside_cpu_hogs_outlives_its_deadline_and_is_indexed_and_a_s
     # Before a parse's deadline followed its progress, this parse was cut off at its wall-clock deadline.
     assert took > deadline, f"the parse took {took:.1f} s, inside its {deadline:.1f} s deadline: nothing was tested"
     # Pages sent ahead reach Tantivy before the final reply, and the final reply's chunks at its next commit
-    # (``Pipeline.COMMIT_EVERY_S`` after SQLite marks the document indexed): wait for both ends.
+    # (``KeywordJournal.COMMIT_EVERY_S`` after SQLite marks the document indexed): wait for both ends.
     wait_for(lambda: found(home, FIRST) == {"manual.pdf"}, 60, 0.3, "the first page findable")
     wait_for(lambda: found(home, LAST) == {"manual.pdf"}, 60, 0.3, "the last page findable")
 

@@ -233,7 +233,6 @@ def test_a_change_of_precision_re_embeds_every_chunk_and_search_never_mixes_prec
     try:
         client = k.client("precision-test")
         _call(client, FolderAddRequest(str(home.docs), "docs"), FolderAddReply)
-        client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
         wait_for(lambda: _all_embedded(client, len(FILES)), 180, 0.2, "every chunk embedded at fp32")
         status = _call(client, IndexStatusRequest(), IndexStatusReply).embedding
         assert status["model"] == MODEL and status["precision"] == "fp32", status
@@ -308,7 +307,6 @@ def test_an_embedder_fallen_back_to_fp32_leaves_an_int8_index_whole_and_new_chun
     try:
         client = k.client("precision-test")
         _call(client, FolderAddRequest(str(home.docs), "docs"), FolderAddReply)
-        client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
         wait_for(lambda: _all_embedded(client, len(FILES)), 180, 0.2, "every chunk embedded at int8")
     finally:
         k.stop()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import string
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +17,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
     DescribeReply,
     DescribeRequest,
-    FolderAddReply,
-    FolderAddRequest,
-    FolderListReply,
-    FolderListRequest,
     IndexStatusReply,
     IndexStatusRequest,
-    Message,
     ReadDocumentReply,
     ReadDocumentRequest,
     SearchReply,
@@ -37,8 +31,6 @@ from foldermind.protocol.messages import (
     SimilarRequest,
     SummaryReply,
     SummaryRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.workers import onnx_model
@@ -64,6 +56,7 @@ from tests.helpers import (
     short_tmpdir,
     wait_for,
 )
+from tests.world import KernelWorld
 
 MAX_BYTES = 50 * 1024 * 1024
 NASTY = [
@@ -161,44 +154,19 @@ def write_little(root: Path) -> None:
     (root / "tax.txt").write_text("File the annual tax return before the deadline to avoid a penalty.\n")
 
 
-class World:
+class World(KernelWorld):
     def __init__(self, kernel: RunningKernel, root: Path) -> None:
-        self.kernel, self.root = kernel, root
+        super().__init__(kernel, root, "search-test")
         self.docs, self.big, self.little = root / "docs", root / "big", root / "little"
         self.outside = root / "outside.txt"
-        self.client: BusClient = kernel.client("search-test")
-        self.folder_ids: dict[str, str] = {}
 
-    def call(self, msg: Message, reply: type[Any], timeout: float = 20) -> Any:
-        return self.client.request("indexer", msg, reply, timeout=timeout).body
+    def search(self, query: str, mode: str = "hybrid", check_mode: bool = False, **kw: Any) -> SearchReply:
+        return super().search(query, mode, check_mode, **kw)
 
-    def error(self, msg: Message, reply: type[Any]) -> JobError:
-        with pytest.raises(JobError) as info:
-            self.call(msg, reply)
-        return info.value
-
-    def search(self, query: str, mode: str = "hybrid", **kw: Any) -> SearchReply:
-        reply: SearchReply = self.call(SearchRequest(query, mode, **kw), SearchReply)
-        return reply
-
-    def add(self, name: str, path: Path) -> None:
-        folder = self.call(FolderAddRequest(str(path), name), FolderAddReply).folder
-        self.folder_ids[name] = folder["id"]
-        self.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
-
-    def settled(self, expected_files: dict[str, int], embedded: bool = True) -> bool:
-        folders = {f["name"]: f for f in self.call(FolderListRequest(), FolderListReply).folders}
-        if not all(
-            name in folders
-            and folders[name]["files_total"] >= n
-            and folders[name]["state"] == "ready"
-            and (folders[name]["chunks_embedded"] == folders[name]["chunks"] or not embedded)
-            for name, n in expected_files.items()
-        ):
-            return False
-        # SQLite is ahead of Tantivy (commits are folded): settled once Tantivy holds every chunk.
-        details = self.client.request("indexer", DescribeRequest(), DescribeReply, timeout=20).body.details
-        return bool(details["chunks_in_bm25"] == sum(f["chunks"] for f in folders.values()))
+    def settled(
+        self, expected: Mapping[str, int] | int, count: str = "files_total", embedded: bool = True, keyword: bool = True
+    ) -> bool:
+        return super().settled(expected, count, embedded, keyword)
 
 
 BIG = 150

@@ -8,23 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
-    DescribeReply,
-    DescribeRequest,
-    FolderAddReply,
-    FolderAddRequest,
-    FolderListReply,
-    FolderListRequest,
     SearchReply,
     SearchRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.workers.indexer import fusion
@@ -35,6 +25,7 @@ from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.store import Store
 from foldermind.workers.indexer.vectors import VectorIndex
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
+from tests.world import KernelWorld
 
 MODES = ("keyword", "semantic", "hybrid")
 
@@ -270,28 +261,9 @@ def write_docs(root: Path) -> None:
     (root / "limits.txt").write_text("Upload limits: the daemon retries a failed upload a few times before it stops.\n")
 
 
-class World:
+class World(KernelWorld):
     def __init__(self, kernel: RunningKernel, root: Path) -> None:
-        self.kernel, self.root = kernel, root
-        self.client: BusClient = kernel.client("search-query-test")
-
-    def call(self, msg: Any, reply: type[Any], timeout: float = 20) -> Any:
-        return self.client.request("indexer", msg, reply, timeout=timeout).body
-
-    def search(self, query: str, mode: str = "hybrid", **kw: Any) -> SearchReply:
-        reply: SearchReply = self.call(SearchRequest(query, mode, **kw), SearchReply)
-        assert reply.mode_used == mode, reply.note
-        return reply
-
-    def settled(self, files: int) -> bool:
-        folders = self.call(FolderListRequest(), FolderListReply).folders
-        if not folders:
-            return False
-        f = folders[0]
-        if not (f["files_total"] >= files and f["state"] == "ready" and f["chunks_embedded"] == f["chunks"]):
-            return False
-        details = self.client.request("indexer", DescribeRequest(), DescribeReply, timeout=20).body.details
-        return bool(details["chunks_in_bm25"] == f["chunks"])
+        super().__init__(kernel, root, "search-query-test")
 
 
 @pytest.fixture(scope="module")
@@ -301,9 +273,8 @@ def world() -> Iterator[World]:
     try:
         w.kernel.start()
         write_docs(root / "docs")
-        w.call(FolderAddRequest(str(root / "docs"), "docs"), FolderAddReply)
-        w.client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
-        wait_for(lambda: w.settled(9), 180, 0.2, "the folder indexed and embedded")
+        w.add("docs", root / "docs")
+        wait_for(lambda: w.settled(9, count="files_total"), 180, 0.2, "the folder indexed and embedded")
         yield w
     finally:
         w.kernel.stop()

@@ -11,7 +11,7 @@ import numpy as np
 from foldermind.protocol.runtime.config import IngestPolicy
 from foldermind.workers.indexer import units
 from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.pipeline import Pipeline
+from foldermind.workers.indexer.ingest.pipeline import Pipeline
 from foldermind.workers.indexer.store import Store
 from foldermind.workers.indexer.vectors import ADD_SLICE, VectorIndex
 from tests.helpers import remove_tree, short_tmpdir
@@ -130,7 +130,7 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:
         vectors = VectorIndex(root / "v.usearch", 8)
         vectors.add(ids, vector)
         pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
-        pipeline._reconcile_vectors()
+        pipeline.upkeep.reconcile(pipeline.embeds.embedded_with)
         assert store.vector_ids() == [] and len(vectors) == 0
         assert store.get_meta("embed_units") == units.VERSION
         assert store.reembedding() == "all-MiniLM-L6-v2 int8 chunk"
@@ -138,7 +138,7 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:
         # Embedded by units, the index is left as it is at the next start.
         store.store_vectors(ids, [units.pack(_unit_vectors(2, 8, 4))])
         store.reembedded()
-        pipeline._reconcile_vectors()
+        pipeline.upkeep.reconcile(pipeline.embeds.embedded_with)
         assert store.vector_ids() == ids and len(vectors) == 2 and store.reembedding() == ""
     finally:
         remove_tree(root)
@@ -159,7 +159,7 @@ def test_vectors_restored_from_sqlite_count_as_arriving_until_usearch_has_them()
 
         vectors.add = add  # type: ignore[method-assign]
         pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
-        pipeline._reconcile_vectors()
+        pipeline.upkeep.reconcile(pipeline.embeds.embedded_with)
         assert seen and set(ids) <= set(seen[0])  # the restored chunks did not count as embedded meanwhile
         assert vectors.arriving == () and len(vectors) == 6 and store.embedded_among(tuple(ids), None) == 3
     finally:
@@ -236,9 +236,10 @@ def test_the_ingest_thread_replaces_an_outgrown_draft_by_a_full_graph_of_sqlites
         store.store_vectors(ids, [units.pack(_unit_vectors(3, 8, i)) for i in range(12)])  # 36 units
         vectors = VectorIndex(root / "v.usearch", 8, exact_search_vectors=30)
         pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
-        pipeline._reconcile_vectors()  # the file lost: the draft filled again from SQLite, and saved
+        # The file lost: the draft filled again from SQLite, and saved.
+        pipeline.upkeep.reconcile(pipeline.embeds.embedded_with)
         assert vectors.outgrown and vectors.marker.exists()
-        pipeline._full_graph()
+        pipeline.upkeep.full_graph()
         assert not vectors.draft and len(vectors) == 36 and not vectors.marker.exists()
         assert set(vectors.keys().tolist()) == set(ids)
         assert not VectorIndex(root / "v.usearch", 8, exact_search_vectors=30).draft

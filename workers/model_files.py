@@ -148,5 +148,5 @@ def idle_check_every(idle_s: float) -> float:
 def vectors_key(model: str, precision: str) -> str:
     """What an index's vectors are recorded as, and what a query vector must match to be compared with
     them: the model's name and the precision that ran it (``all-MiniLM-L6-v2 fp32``). Vectors of one model
-    at two precisions are not comparable (int8 moves them: least cosine 0.87 to fp32 over SciFact)."""
+    at two precisions are not comparable (int8 moves them: docs/tuning.md#int8)."""
     return f"{model} {precision or 'fp32'}"

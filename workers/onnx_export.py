@@ -423,10 +423,9 @@ def _export_here(model_dir: Path, out: Path, record: Path, exporter: str) -> str
 
 def _eager(model_dir: Path) -> SentenceTransformer:
     """The model with its attention written out (``attn_implementation="eager"``: matmul, scale, mask, softmax),
-    not torch's fused ``scaled_dot_product_attention``: the same vectors (least cosine 1.000000 over the 5,183
-    SciFact abstracts), but traced into a graph ONNX Runtime runs 22% faster at fp32 (48.1 -> 58.7 abstracts/s
-    on 2 threads, 2026-12-05), and whose int8 copy onnxruntime's BERT optimizer can fuse (onnx_int8). A model
-    that cannot load so loads as it would."""
+    not torch's fused ``scaled_dot_product_attention``: the same vectors, but traced into a graph ONNX Runtime runs
+    ~22% faster at fp32 (docs/tuning.md#embedder), and whose int8 copy onnxruntime's BERT optimizer can fuse
+    (onnx_int8). A model that cannot load so loads as it would."""
     from sentence_transformers import SentenceTransformer
 
     try:

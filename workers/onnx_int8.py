@@ -12,8 +12,8 @@ cache, ``<name>-<digest>.int8.onnx`` with its own ``.checked.json``, made once p
 of lock; every load verifies its hash and probes against that record, as for the fp32 file, and a file that
 fails is made again with the reason in the note.
 
-Measured (docs/benchmarks-onnx.md): SciFact dense nDCG@10 0.6677 against fp32's 0.6652, recall@100 equal,
-2.75x the encode rate, a quarter of the file (22 MiB).
+It encodes up to 2.75x faster at the same retrieval quality, from a quarter of the file (measured:
+docs/tuning.md#int8).
 """
 
 from __future__ import annotations
@@ -130,11 +130,8 @@ def quantize_file(model_dir: Path, source: Path, dest: Path, stop: threading.Eve
 def _fused(model_dir: Path, source: Path, out: Path) -> Path | None:
     """``source`` with onnxruntime's BERT optimizer's fusions (embedding + LayerNorm, attention, bias + GELU,
     skip + LayerNorm) written to ``out``, or None when they do not apply (another kind of model) or fail: then
-    the plain graph is quantised. Measured on all 5,183 SciFact abstracts, 2 threads, 2026-12-05 (dense nDCG@10
-    over the 150 judged queries, exact cosine): the fused int8 copy of the eager export encodes 102.9-105.2
-    abstracts/s against 76.1-78.6 for the int8 copy of format 1, at nDCG@10 0.6607-0.6621 against
-    0.6616-0.6633 (fp32 0.6652). Quantised without the fusions the eager graph runs 108-113 abstracts/s but
-    loses more (0.6560-0.6609)."""
+    the plain graph is quantised. Fused, the int8 copy encodes ~35% faster than format 1's at the same quality;
+    unfused, the eager graph runs a little faster still but loses more (docs/tuning.md#int8)."""
     try:
         from onnxruntime.transformers.optimizer import optimize_model  # type: ignore[import-untyped]
 

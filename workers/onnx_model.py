@@ -1,31 +1,27 @@
-"""ONNX Runtime for the sentence-transformers model: exported once per machine, checked against torch
-once, then loaded without torch.
+"""ONNX Runtime for the sentence-transformers model: exported once per machine, checked against torch once, then
+loaded without torch.
 
-The whole sentence-transformers pipeline (transformer, pooling, normalisation: whatever modules the
-model directory names) is exported to ONNX by a child process (:mod:`foldermind.workers.onnx_export`),
-which also checks the file against torch and records that check. This module is the workers' side and
-never imports torch: the embedder and the indexer's query encoder load a checked export with ONNX
-Runtime and tokenize with the ``tokenizers`` package from the model's ``tokenizer.json``, so on a
-machine with a checked export neither worker imports torch at all (about 4.5 CPU-s and ~300 MiB each).
+The whole sentence-transformers pipeline (transformer, pooling, normalisation: whatever modules the model directory
+names) is exported to ONNX by a child process (:mod:`foldermind.workers.onnx_export`), which also checks the file
+against torch and records that check. This module is the workers' side and never imports torch: the embedder and the
+indexer's query encoder load a checked export with ONNX Runtime and tokenize with the ``tokenizers`` package from
+the model's ``tokenizer.json``: neither imports torch once a checked export exists (docs/tuning.md#embedder).
 
-The cache (``[ingest] model_cache_dir``, default ``<user cache dir>/foldermind/models``) is shared by
-every home on the machine: ``<name>-<digest>.onnx``, where the digest covers the model's weights,
-configs and tokenizer files and :data:`EXPORT_FORMAT`, and beside it ``<file>.checked.json``, the check
-record: the file's size and SHA-256, the preprocessing torch used (max length, prompt, lower-casing),
-the onnxruntime and torch versions, the least cosine measured and torch's own vectors of the probe
-sentences. Both are written under temporary names and renamed, and an export holds a lock file, so two
-homes starting at once export once and never see half a file.
+The cache (``[ingest] model_cache_dir``, default ``<user cache dir>/foldermind/models``) is shared by every home on
+the machine: ``<name>-<digest>.onnx``, where the digest covers the model's weights, configs and tokenizer files and
+:data:`EXPORT_FORMAT`, and beside it ``<file>.checked.json``, the check record: the file's size and SHA-256, the
+preprocessing torch used (max length, prompt, lower-casing), the onnxruntime and torch versions, the least cosine
+measured and torch's own vectors of the probe sentences. Both are written under temporary names and renamed, and an
+export holds a lock file, so two homes starting at once export once and never see half a file.
 
-Every load (:func:`open_checked`) hashes the file against its record (~0.1 CPU-s for 90 MB) and
-encodes the probes (short, non-ASCII, one past the model's max length; one at a time and as one padded
-batch), which must agree with the recorded torch vectors (cosine >= :data:`MIN_COSINE`): a corrupt file,
-a record that disagrees or an onnxruntime that computes otherwise is caught without torch. An export
-that is missing or unusable is made again (once, in the child, which checks it against torch); when that
-fails too, :class:`OnnxError` says why and the caller uses torch.
+Every load (:func:`open_checked`) hashes the file against its record (~0.1 CPU-s for 90 MB) and encodes the probes
+(short, non-ASCII, one past the model's max length; one at a time and as one padded batch), which must agree with
+the recorded torch vectors (cosine >= :data:`MIN_COSINE`): a corrupt file, a record that disagrees or an onnxruntime
+that computes otherwise is caught without torch. An export that is missing or unusable is made again (once, in the
+child, which checks it against torch); when that fails too, :class:`OnnxError` says why and the caller uses torch.
 
-Its length (~430 lines): the cache's naming, the check record and the encoder that the record vouches for
-are one contract, read by :mod:`.onnx_export` (which writes it) and :mod:`.onnx_int8` (which extends it); a
-change to one of them is a change to the others, so they are read together.
+Its length (~430 lines): the cache's naming, the check record and the encoder it vouches for are one contract,
+written by :mod:`.onnx_export` and extended by :mod:`.onnx_int8`; a change to one is a change to the others.
 """
 
 from __future__ import annotations
@@ -69,8 +65,8 @@ optimizer fused first (onnx_int8._fused)."""
 INT8_SUFFIX = ".int8.onnx"
 INT8_MIN_COSINE = 0.8
 """The int8 copy's least cosine to torch over the probes must reach this when it is made (a broken
-quantisation gives ~0 or NaN); measured 0.87 least, 0.94 median over SciFact's abstracts
-(docs/benchmarks-onnx.md). Its later loads are held to :data:`MIN_COSINE` against its own recorded vectors."""
+quantisation gives ~0 or NaN; measured: docs/tuning.md#int8). Its later loads are held to :data:`MIN_COSINE`
+against its own recorded vectors."""
 PRECISIONS = ("fp32", "int8")
 
 PROBES = (
@@ -346,11 +342,9 @@ class OnnxEncoder:
 
         ``streams`` > 1 runs that many batches at once on threads of their own (ONNX Runtime releases the
         GIL), each taking the next batch when it is done. With one intra-op thread per stream, no thread
-        ever waits for another inside a pass: 800 SciFact abstracts at int8 beside two processes that each
-        busy-loop 1.5 ms and sleep 1 ms (as parsers and the ingest thread do), two streams of one thread
-        encoded 60.4-61.8 texts/s (53-55 per CPU-second), one pass on two intra-op threads 54.6-56.6 (48-49);
-        alone 106-109 against 102-107 (2026-12-05, this 2-core VM). The batches are the same either way,
-        so the vectors are identical (int8 quantises activations per batch)."""
+        ever waits for another inside a pass, which on a busy machine is ~10% faster than one pass on two
+        intra-op threads (docs/tuning.md#embedder). The batches are the same either way, so the vectors are
+        identical (int8 quantises activations per batch)."""
         encodings = self.tokenize(texts)
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         batches = [order[at : at + batch_size] for at in range(0, len(order), batch_size)]

@@ -7,7 +7,9 @@ the port actually bound can differ only when the configured one is taken at star
 
 from __future__ import annotations
 
+import json
 import shlex
+from typing import Any
 
 import click
 
@@ -52,15 +54,17 @@ def wants_stdio(name: str, stdio: bool, http: bool) -> bool:
     return not http
 
 
-def target(home: Home, stdio: bool, key: str = "") -> entries.Target:
+def target(home: Home, stdio: bool, key: str = "", placeholder: bool = False) -> entries.Target:
     """This install as an entry points at it, with the owner's token or client key ``key``'s. The token is read
-    only for the URL form."""
+    only for the URL form; ``placeholder`` stands in for a key not made yet (a dry run)."""
     command = entries.bridge_command(home) + (["--client", key] if key else [])
     if stdio:
         return entries.Target(command, "", "", url_is_live=False)
     live = entries.live_url(home)
     url = live or entries.configured_url(current_config(home))
     token = TokenStore(home, key).stored() if key else TokenStore(home).load_or_create()
+    if token is None and placeholder:
+        token = f"<client key {key}'s token>"
     if token is None:
         raise click.ClickException(f"client key {key!r} has no stored token: `foldermind token rotate {key}`")
     return entries.Target(command, url, token, url_is_live=live is not None)
@@ -86,13 +90,24 @@ def claude_mcp_add(home: Home, stdio: bool, t: entries.Target) -> str:
 
 @config.command("snippet")
 @home_option
-@click.option("--client", "name", type=click.Choice(NAMES), required=True)
+@click.option("--client", "name", type=click.Choice(NAMES), default=None, help="Required unless --json.")
 @transport_options
-def config_snippet(name: str, stdio: bool, http: bool) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Every form of the client's entry (of every client without --client) as JSON, with the file and the notes.",
+)
+def config_snippet(name: str | None, stdio: bool, http: bool, as_json: bool) -> None:
     """Paste-ready client config: the command form (`foldermind mcp`), or with --http the real URL and the
     token (or the client's reference to it)."""
     home = current_home()
     home.ensure()
+    if as_json:
+        click.echo(json.dumps(all_snippets(home, [name] if name else list(NAMES)), indent=2))
+        return
+    if name is None:
+        raise click.UsageError("--client is required (or --json for every client)")
     stdio = wants_stdio(name, stdio, http)
     t = target(home, stdio)
     click.echo(entries.snippet(name, stdio, t))
@@ -111,3 +126,34 @@ def config_snippet(name: str, stdio: bool, http: bool) -> None:
             click.echo(f"# or run: {claude_mcp_add(home, stdio, t)}", err=True)
         click.echo(f"# or let foldermind merge it in: `{typed(home, 'config', 'install', '--client', name)}`", err=True)
     say_url_source(t, stdio)
+
+
+def all_snippets(home: Home, names: list[str]) -> list[dict[str, Any]]:
+    """Each client's entry in each form it takes (the command form first), as ``config snippet`` prints them:
+    ``{client, title, form, snippet, file, where, notes, url, url_is_live}``. The owner's token is read only for
+    a URL form, and is in a snippet only where the client has no way to refer to it."""
+    out: list[dict[str, Any]] = []
+    for name in names:
+        client = CLIENTS.get(name)
+        forms = [True] if client is not None and client.http is None else [True, False]
+        for stdio in forms:
+            t = target(home, stdio)
+            notes = [] if client is None else [client.note, client.user_file_note]
+            if client is not None:
+                notes.append(entries.secret_hint(client, stdio, typed(home, "token", "show")) or "")
+            if name == "claude-code":
+                notes.append(f"or run: {claude_mcp_add(home, stdio, t)}")
+            out.append(
+                {
+                    "client": name,
+                    "title": client.title if client is not None else "Any other client",
+                    "form": "command" if stdio else "url",
+                    "snippet": entries.snippet(name, stdio, t),
+                    "file": str(user_file(client)) if client is not None else "",
+                    "where": client.where if client is not None else "the client's own form for an MCP server",
+                    "notes": [n for n in notes if n],
+                    "url": t.url,
+                    "url_is_live": t.url_is_live,
+                }
+            )
+    return out

@@ -100,10 +100,16 @@ def token_revoke(name: str) -> None:
 
 @token.command("show")
 @home_option
-def token_show() -> None:
-    """Print the token (and where it is stored)."""
+@click.argument("name", required=False)
+def token_show(name: str | None) -> None:
+    """Print the owner's token, or client key NAME's (and where it is stored)."""
     home = current_home()
     home.ensure()
+    if name:
+        from foldermind.kernel.cli import keys
+
+        keys.token_show_named(home, name)
+        return
     store = TokenStore(home)
     value = store.load_or_create()
     click.echo(value)

@@ -1,12 +1,12 @@
 """``foldermind doctor``: the checks for what users get wrong, each with how to fix it.
 
-Whether the home can be written, the port (taken, and which one is served), where the token is stored, each
-client's config file (found, parsed, and whether our entry matches this install's command, port and token or
-client key; a project's file that sees every folder is warned about), the client keys and their scopes,
-the models, free disk for the index, whether the running indexer can write its index, whether every Smart
-Folder can be read, a worker that keeps failing (with its cause) and a damaged index database (:mod:`.repair`).
-It reads and never changes anything; the fixes are commands to type. Exit status 1 when a check failed, so a
-script can use it.
+Whether the home can be written, the port (taken, and which one is served), the console's port and whether it
+answers (:mod:`.consolecheck`), where the token is stored, each client's config file (found, parsed, and whether our
+entry matches this install's command, port and token or client key; a project's file that sees every folder is
+warned about), the client keys and their scopes, the models, free disk for the index, whether the running indexer
+can write its index, whether every Smart Folder can be read, a worker that keeps failing (with its cause) and a
+damaged index database (:mod:`.repair`). It reads and never changes anything; the fixes are commands to type. Exit
+status 1 when a check failed, so a script can use it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,11 +23,11 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import click
-import psutil
 
 from foldermind.kernel.cli import clientfile, entries, keys, repair
 from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, stray_config, typed
+from foldermind.kernel.cli.consolecheck import console_checks, listener
 from foldermind.kernel.cli.jsonedit import ParseError
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import FolderListReply, FolderListRequest, StatusReply, StatusRequest
@@ -88,7 +87,7 @@ def port_checks(home: Home, config: SupervisorConfig) -> list[Check]:
                 " FOLDERMIND_MCP_PORT); command-form entries (`config install`'s default) need no port",
             )
         ]
-    owner = _listener(config.mcp.host, configured)
+    owner = listener(config.mcp.host, configured)
     if owner is None:
         return [Check("port", "ok", f"port {configured} is free; foldermind is not running and binds it at start")]
     return [
@@ -99,23 +98,6 @@ def port_checks(home: Home, config: SupervisorConfig) -> list[Check]:
             f"stop that program, or set [mcp] port in {home.supervisor_override} (or FOLDERMIND_MCP_PORT)",
         )
     ]
-
-
-def _listener(host: str, port: int) -> str | None:
-    """Who holds ``port``, or None when it can be bound. SO_REUSEADDR: a port in TIME_WAIT is free."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-            return None
-        except OSError:
-            pass
-    with contextlib.suppress(psutil.Error, OSError):
-        for conn in psutil.net_connections("inet"):
-            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
-                return f"pid {conn.pid}, {psutil.Process(conn.pid).name()}"
-    return "by another program"
 
 
 def token_check(home: Home) -> Check:
@@ -196,8 +178,9 @@ def _entry_problems(
         serves = "serves" if t.url_is_live else "is configured for"
         problems.append((True, f"it points at {url}, but this install {serves} {t.url}"))
     header = str((entry.get("headers") or {}).get("Authorization", ""))
-    if keys.token_known(home, header.removeprefix("Bearer ")):
-        return problems  # a client key's token (in the file as is: the client has no way to refer to it)
+    named = keys.presented_key(home, entry)
+    if named:  # a client key's token (in the file as is: the client has no way to refer to it)
+        return problems + keys.key_problems(home, named, in_project)
     problems += _token_problems(header, t.token)
     if in_project and not problems:
         problems.append(
@@ -345,6 +328,7 @@ def doctor(project: Path, as_json: bool) -> None:
         home_ok,
         *config_checks(home),
         *port_checks(home, config),
+        *(Check(name, status, detail, fix) for name, status, detail, fix in console_checks(home, config)),  # type: ignore[arg-type]
         token_check(home),
         Check("client keys", *keys.keys_summary(home)),  # type: ignore[arg-type]
         *client_checks(home, project.resolve()),

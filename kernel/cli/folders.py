@@ -38,8 +38,6 @@ from foldermind.protocol.messages import (
     IndexStatusRequest,
     SearchReply,
     SearchRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.home import Home
@@ -72,7 +70,6 @@ def folders_add(path: str, name: str, description: str, wait: bool) -> None:
     home = current_home()
     folder = _call(home, "indexer", FolderAddRequest(os.path.abspath(path), name, description), FolderAddReply).folder
     click.echo(f"registered {folder['name']} ({folder['id']}): {folder['path']}")
-    _call(home, "watcher", WatchSyncRequest(), WatchSyncReply, timeout=120)
     if wait:
         _wait_indexed(home, folder["id"])
 
@@ -301,7 +298,6 @@ def folders_remove(folder: str) -> None:
     if reply.folder is None:
         click.echo(f"removed the criteria folder {reply.criteria[0]['name']} (no document or file is touched)")
         return
-    _call(home, "watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
     click.echo(f"removed {reply.folder['name']} ({reply.documents_purged} documents purged from the index)")
     for c in reply.criteria:
         click.echo(f"removed the criteria folder {c['name']} (it lay within it)")

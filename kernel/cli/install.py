@@ -4,11 +4,18 @@ client's real config file, everything else in it kept byte for byte.
 Install defaults to the command form (``foldermind mcp``) for every client: it needs no token in the file
 and starts the supervisor when the client starts, so it is the form that keeps working after a token
 rotation or a port change. ``--http`` writes the URL form, the token referenced as the client allows.
+
+Each installed entry presents a client key of its own (``mcp --client NAME``, or that key's token in the URL
+form), made on first install and reused after: the one the file's entry already presents, else the key named
+after the client (``<client>-<folder>`` for a project's file, so a repository's agent is scoped apart from the
+same app's user-level entry). Installing again therefore moves an entry on the owner's token onto its own key
+and never makes a second one. ``--folders`` sets the key's scope; ``--owner-key`` keeps the owner's token.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from pathlib import Path
 
@@ -74,23 +81,28 @@ def _read(path: Path, client: Client) -> str:
 @project_option
 @dry_run_option
 @click.option(
-    "--folders",
-    default=None,
-    help="Give the client its own key (named after it) that sees only these Smart Folders (ids or names).",
+    "--folders", default=None, help="The client's key sees only these Smart Folders (ids or names); else every one."
 )
-@click.option("--own-key", is_flag=True, help="Give the client its own key (named after it) for every folder.")
+@click.option("--owner-key", is_flag=True, help="Present the owner's token (every folder), not a key of its own.")
 def install_cmd(
-    name: str, stdio: bool, http: bool, project: Path | None, dry_run: bool, folders: str | None, own_key: bool
+    name: str, stdio: bool, http: bool, project: Path | None, dry_run: bool, folders: str | None, owner_key: bool
 ) -> None:
-    """Merge the foldermind entry into CLIENT's config file (command form unless --http)."""
+    """Merge the foldermind entry into CLIENT's config file (command form unless --http), with a client key of
+    its own."""
     client = CLIENTS[name]
     home = current_home()
     home.ensure()
     stdio = wants_stdio(name, stdio, http)
+    if owner_key and folders is not None:
+        raise click.UsageError("--owner-key sees every folder; --folders is for the client's own key")
     path = _where(client, project)
     old = _read(path, client)
-    key = _client_key(home, name, folders) if folders is not None or own_key else ""
-    t = target(home, stdio, key)
+    key = "" if owner_key else _client_key(home, _key_name(home, client, project, old), folders, dry_run)
+    left = _presented(home, client, old) if owner_key else None
+    if left:
+        revoke = typed(home, "token", "revoke", left)
+        click.echo(f"client key {left!r} is kept, though this entry no longer uses it: `{revoke}` ends it", err=True)
+    t = target(home, stdio, key, placeholder=dry_run)
     item = entries.vscode_input() if entries.needs_input(client, stdio) else None
     try:
         new = clientfile.with_entry(old, client, entries.entry(client, stdio, t), item)
@@ -102,7 +114,8 @@ def install_cmd(
     if loose is not None:
         _say_token_exposure(path, loose, changed, dry_run, typed(home, "config", "install", "--client", name))
     user_note = client.user_file_note if project is None else ""
-    for line in (client.note, user_note, entries.secret_hint(client, stdio, typed(home, "token", "show"))):
+    show = typed(home, "token", "show", *([key] if key else []))
+    for line in (client.note, user_note, entries.secret_hint(client, stdio, show)):
         if line:
             click.echo(line, err=True)
     say_url_source(t, stdio)
@@ -110,19 +123,41 @@ def install_cmd(
         click.echo(f"restart {client.title} (or reload its MCP servers) to pick it up", err=True)
 
 
-def _client_key(home: Home, name: str, folders: str | None) -> str:
-    """The key named after the client: made, or reused when its scope is the one asked for."""
+def _presented(home: Home, client: Client, text: str) -> str | None:
+    """The registered client key the file's entry presents now (None: the owner's token, or no entry)."""
+    try:
+        entry = clientfile.current(text, client)
+    except ParseError:
+        return None
+    return keys.presented_key(home, entry) if isinstance(entry, dict) else None
+
+
+def _key_name(home: Home, client: Client, project: Path | None, text: str) -> str:
+    """The key this file's entry should present: the one it presents already, else one named after the client."""
+    known = _presented(home, client, text)
+    if known:
+        return known
+    if project is None:
+        return client.name
+    slug = re.sub(r"[^a-z0-9_-]+", "-", project.resolve().name.lower()).strip("-_")
+    return f"{client.name}-{slug}"[:63].rstrip("-_") if slug else client.name
+
+
+def _client_key(home: Home, name: str, folders: str | None, dry_run: bool) -> str:
+    """Key ``name``: made when missing (every folder, or ``folders``), its scope set to ``folders`` when given."""
     existing = ClientKeys(home).get(name)
-    if existing is None:
-        key, _ = keys.add_key(home, name, folders)
-        scope = "every Smart Folder" if key.folders is None else ", ".join(key.folders) or "no folder"
-        click.echo(f"client key {name!r} made; it sees {scope}", err=True)
-        return name
     wanted = keys.resolve_folders(home, folders)
-    if folders is not None and (existing.folders is None or sorted(existing.folders) != sorted(wanted or [])):
-        raise click.ClickException(
-            f"client key {name!r} exists with another scope: `foldermind token revoke {name}` first to change it"
-        )
+    scope = "every Smart Folder" if wanted is None else ", ".join(wanted)
+    if existing is None:
+        if dry_run:
+            click.echo(f"client key {name!r} would be made; it would see {scope}", err=True)
+            return name
+        keys.add_key(home, name, wanted)
+        click.echo(f"client key {name!r} made; it sees {scope}", err=True)
+    elif wanted is not None and (existing.folders is None or sorted(existing.folders) != sorted(wanted)):
+        if not dry_run:
+            keys.set_scope(home, name, wanted)
+        click.echo(f"client key {name!r} {'would now see' if dry_run else 'now sees'} {scope}", err=True)
     return name
 
 
@@ -153,7 +188,10 @@ def uninstall_cmd(name: str, project: Path | None, dry_run: bool) -> None:
         new = clientfile.without_entry(old, client)
     except ParseError as exc:
         raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
-    _change(path, old, new, dry_run, "foldermind entry removed")
+    removed = _change(path, old, new, dry_run, "foldermind entry removed")
+    key = _presented(current_home(), client, old) if removed else None
+    if key:
+        click.echo(f"client key {key!r} is kept: `{typed(current_home(), 'token', 'revoke', key)}` ends it", err=True)
 
 
 # `config` is clientconfig's group; its two subcommands that edit files join it here, so the group is

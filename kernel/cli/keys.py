@@ -8,9 +8,6 @@ Smart Folder ids, resolved here from ids or names through the running indexer.
 from __future__ import annotations
 
 import json
-import re
-import time
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -59,10 +56,16 @@ def describe(key: ClientKey, used: float | None) -> dict[str, Any]:
     }
 
 
-def add_key(home: Home, name: str, folders: str | None) -> tuple[ClientKey, str]:
-    scope = resolve_folders(home, folders)
+def add_key(home: Home, name: str, scope: list[str] | None) -> tuple[ClientKey, str]:
     try:
         return ClientKeys(home).add(name, scope)
+    except ClientKeyError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def set_scope(home: Home, name: str, scope: list[str] | None) -> None:
+    try:
+        ClientKeys(home).set_scope(name, scope)
     except ClientKeyError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -71,7 +74,7 @@ def token_add(name: str, folders: str | None, as_json: bool) -> None:
     """Make a key for one MCP client (every folder, or only --folders)."""
     home = current_home()
     home.ensure()
-    key, token = add_key(home, name, folders)
+    key, token = add_key(home, name, resolve_folders(home, folders))
     if as_json:
         click.echo(json.dumps({"name": key.name, "token": token, "folders": describe(key, None)["folders"]}))
         return
@@ -103,6 +106,18 @@ def token_revoke(name: str) -> None:
     click.echo(f"key {name!r} revoked: refused from its next request; its open sessions close within a second")
 
 
+def token_show_named(home: Home, name: str) -> None:
+    """For a client that reads its key from its environment or a prompt (the URL form of Claude Code, Cursor,
+    Windsurf, VS Code): printed as the owner's token is, by the same user."""
+    try:
+        token = ClientKeys(home).token(name)
+    except ClientKeyError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if token is None:
+        raise click.ClickException(f"no client key {name!r} with a stored token (`foldermind token list`)")
+    click.echo(token)
+
+
 def token_rotate_named(name: str) -> None:
     try:
         token = ClientKeys(current_home()).rotate(name)
@@ -112,23 +127,14 @@ def token_rotate_named(name: str) -> None:
     click.echo(f"key {name!r} rotated: its old token is refused from now on", err=True)
 
 
-_AGO = re.compile(r"(\d+)([smhd])")
-
-
 def since_time(raw: str | None) -> float | None:
-    """``WHEN``: an ISO date or time (UTC unless it says), or an age such as 30m, 12h, 7d."""
+    """``WHEN`` as the console takes it too (:func:`~foldermind.protocol.runtime.activity.since_time`)."""
     if raw is None:
         return None
-    text = raw.strip()
-    ago = _AGO.fullmatch(text)
-    if ago:
-        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[ago.group(2)]
-        return time.time() - timedelta(**{unit: int(ago.group(1))}).total_seconds()
     try:
-        moment = datetime.fromisoformat(text)
+        return activity_rows.since_time(raw)
     except ValueError:
-        raise click.BadParameter("an ISO date or time, or an age such as 30m, 12h, 7d", param_hint="--since") from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+        raise click.BadParameter(activity_rows.SINCE_HELP, param_hint="--since") from None
 
 
 @click.command("activity")
@@ -179,6 +185,19 @@ def entry_key(args: list[str], base: list[str]) -> str | None:
     return None
 
 
+def presented_key(home: Home, entry: dict[str, Any]) -> str | None:
+    """The registered client key a client file's entry presents: named after ``--client`` in a command entry's
+    arguments, or by its token in a URL entry's header; None for the owner's token or an unknown one."""
+    args = entry.get("args")
+    if isinstance(args, list) and "--client" in args[:-1]:
+        name = str(args[args.index("--client") + 1])
+        return name if ClientKeys(home).get(name) is not None else None
+    header = entry.get("headers")
+    bearer = str(header.get("Authorization", "")) if isinstance(header, dict) else ""
+    key = ClientKeys(home).by_token(bearer.removeprefix("Bearer ")) if bearer.startswith("Bearer ") else None
+    return key.name if key is not None else None
+
+
 def key_problems(home: Home, name: str, in_project: bool) -> list[tuple[bool, str]]:
     """A stdio entry presenting client key ``name`` ("" the owner's): registered, and scoped when the file is a
     project's (a repository's agent then reads only the folders it was given)."""
@@ -189,8 +208,3 @@ def key_problems(home: Home, name: str, in_project: bool) -> list[tuple[bool, st
         which = "the owner's token" if key is None else f"client key {name!r}"
         return [(False, f"a project-level file with {which} sees every Smart Folder{GIVE_FOLDERS}")]
     return []
-
-
-def token_known(home: Home, token: str) -> bool:
-    """Whether ``token`` is a registered client key's."""
-    return ClientKeys(home).by_token(token) is not None

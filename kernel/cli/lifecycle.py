@@ -36,8 +36,6 @@ from foldermind.protocol.messages import (
     PingRequest,
     StopReply,
     StopRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.protocol.runtime import logs
 from foldermind.protocol.runtime.config import SupervisorConfig
@@ -93,7 +91,6 @@ def _register_demo(home: Home, folder: str) -> None:
             return
         try:
             client.request("indexer", FolderAddRequest(folder, "demo", "foldermind's own docs"), FolderAddReply)
-            client.request("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
         except BusError as exc:
             click.echo(f"could not register the demo folder: {exc}", err=True)
             return

@@ -19,6 +19,8 @@ from foldermind.protocol.messages.console import (
 from foldermind.protocol.messages.control import (
     AttachReply,
     AttachRequest,
+    CliReply,
+    CliRequest,
     KernelInfo,
     McpInfo,
     RestartReply,
@@ -51,6 +53,8 @@ from foldermind.protocol.messages.envelope import (
     reply_kind,
 )
 from foldermind.protocol.messages.frontdoor import (
+    ActivityReply,
+    ActivityRequest,
     McpInfoReply,
     McpInfoRequest,
     TokenRotateReply,
@@ -142,6 +146,8 @@ __all__ = [
     "EXTRACTION",
     "PROTOCOL_VERSION",
     "REGISTRY",
+    "ActivityReply",
+    "ActivityRequest",
     "AnalyzeReply",
     "AnalyzeRequest",
     "AttachReply",
@@ -159,6 +165,8 @@ __all__ = [
     "ChunkInfo",
     "Claim",
     "ClaimCheck",
+    "CliReply",
+    "CliRequest",
     "ConsoleLinkReply",
     "ConsoleLinkRequest",
     "CriteriaAddReply",

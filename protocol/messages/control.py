@@ -146,6 +146,34 @@ class AttachReply(Message):
     """The service name the foreground copy must announce in its READY."""
 
 
+@message("ctl.cli.request")
+@dataclass(slots=True)
+class CliRequest(Message):
+    """Run one of the command line's client-setup commands in a child process and answer with what it printed:
+    how the web console shows and makes a client's setup, since the client formats, `doctor`'s checks and
+    `config install` live in the command line, which no worker imports. Answered when the command ends."""
+
+    task: str
+    """`snippets` (`config snippet --json`: every client's entries), `doctor` (`doctor --json`), `install-preview`
+    (`config install --client CLIENT --dry-run`: the diff), `install` (`config install --client CLIENT`) or
+    `test-connection` (a real MCP tools/list round trip through the front door)."""
+    client: str = ""
+    """The client for `install-preview` and `install` (a `config install --client` name)."""
+
+
+@message("ctl.cli.reply")
+@dataclass(slots=True)
+class CliReply(Message):
+    """The command's exit status and output, as a terminal would have shown them."""
+
+    exit_code: int
+    """0 when the command succeeded (`doctor` exits 1 when a check failed; its JSON is still whole)."""
+    stdout: str
+    """What it printed (JSON for `snippets` and `doctor`, the unified diff for `install-preview`)."""
+    stderr: str
+    """Its notes and errors (one line each)."""
+
+
 # Events
 
 

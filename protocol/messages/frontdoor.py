@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from foldermind.protocol.messages.envelope import Message, message
 
@@ -50,3 +51,29 @@ class TokenRotateReply(Message):
 
     token_mode: str
     """Where the new token was stored (`keyring` or `file`); the token itself never travels on the bus."""
+
+
+@message("mcp.activity.request")
+@dataclass(slots=True)
+class ActivityRequest(Message):
+    """-> frontdoor: what MCP clients did, as `foldermind activity` shows it (the console's Activity page)."""
+
+    client: str = ""
+    """Only this client key's rows (`owner`: the owner's token); `""` every client's."""
+    since: float = 0.0
+    """Only rows from this time on (epoch seconds); 0 any time."""
+    limit: int = 200
+    """At most this many rows, the latest (1 to 1000)."""
+
+
+@message("mcp.activity.reply")
+@dataclass(slots=True)
+class ActivityReply(Message):
+    """The rows, latest first, and the names to filter by."""
+
+    rows: list[dict[str, Any]]
+    """Each: `at` (epoch seconds), `client`, `tool` (or `resources/read`), `outcome` (`ok` or the error code),
+    `documents` (paths returned or read), `count`, `duration_ms`, and `arguments`: null unless `[activity]
+    record_queries` is on."""
+    clients: list[str]
+    """The client keys registered now and every name in the activity kept, sorted."""

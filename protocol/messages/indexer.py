@@ -118,9 +118,9 @@ class FolderInfo(TypedDict):
     """Those chunks whose vectors a semantic search finds: a batch counts once it is in the vector index, not
     when the database has it."""
     state: str
-    """``indexing`` (files pending, or not yet found by keyword search), ``embedding`` (every file found by
-    keyword search, some chunks not yet by meaning), ``ready`` (all of it; or keyword search only while no
-    embedder can embed), ``disk_full``."""
+    """``indexing`` (just added and not yet scanned, files pending, or not yet found by keyword search),
+    ``embedding`` (every file found by keyword search, some chunks not yet by meaning), ``ready`` (all of it; or
+    keyword search only while no embedder can embed), ``disk_full``."""
     changed_at: float | None
     """The last time one of its documents was recorded, indexed, failed or moved (epoch seconds); a reader that
     compares it (the MCP front door's resource notifications) learns that the folder's content changed."""
@@ -129,8 +129,9 @@ class FolderInfo(TypedDict):
 @message("folders.add.request")
 @dataclass(slots=True)
 class FolderAddRequest(Message):
-    """Register ``path`` (absolute, an existing folder) as a Smart Folder. Errors:
-    ``invalid_path``, ``folder_overlap`` (inside or around a registered folder)."""
+    """Register ``path`` (absolute, an existing folder) as a Smart Folder; the indexer then has the watcher sync
+    (``watch.sync``), so this one request is all adding a folder takes. Errors: ``invalid_path``,
+    ``folder_overlap`` (inside or around a registered folder)."""
 
     path: str
     """Absolute path of an existing folder (the CLI makes it absolute)."""
@@ -156,8 +157,8 @@ class FolderListRequest(Message):
     count."""
 
     with_criteria: bool = False
-    """Add the criteria folders (`criteria` in the reply). Off by default: counting them resolves each one (~7-26 ms at
-    SciFact size after an index commit, docs/benchmarks-mcp.md section 7), which the callers that poll the list for
+    """Add the criteria folders (`criteria` in the reply). Off by default: counting them resolves each one (several
+    ms after an index commit: docs/tuning.md#search-filters), which the callers that poll the list for
     progress (the watcher, `status`, the front door's change feed) have no use for."""
     scope: list[str] | None = None
     """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
@@ -182,7 +183,7 @@ class FolderListReply(Message):
 class FolderRemoveRequest(Message):
     """Unregister a folder by id or path and purge its entries from every index (files are never
     touched), with the criteria folders ``within`` it; or remove a criteria folder by id or name (no
-    document is purged). Errors: ``unknown_folder``."""
+    document is purged); the indexer then has the watcher sync. Errors: ``unknown_folder``."""
 
     folder: str
     """The folder's id or its registered path (a trailing `/` is ignored), or a criteria folder's id or name; the CLI

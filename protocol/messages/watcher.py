@@ -13,8 +13,8 @@ SERVED_BY = "the watcher"
 @message("watch.sync.request")
 @dataclass(slots=True)
 class WatchSyncRequest(Message):
-    """CLI -> watcher: re-read the folder list from the indexer, (un)watch folders accordingly and
-    reconcile the new ones."""
+    """Indexer -> watcher (after a folder is added or removed): re-read the folder list from the indexer,
+    (un)watch folders accordingly and reconcile the new ones."""
 
 
 @message("watch.sync.reply")

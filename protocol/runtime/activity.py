@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import re
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +172,21 @@ def read(
         item["arguments"] = json.loads(item["arguments"]) if item["arguments"] else None
         out.append(item)
     return out
+
+
+_AGO = re.compile(r"(\d+)([smhd])")
+SINCE_HELP = "an ISO date or time (UTC unless it says), or an age such as 30m, 12h, 7d"
+
+
+def since_time(raw: str, now: float | None = None) -> float:
+    """The moment ``raw`` names (:data:`SINCE_HELP`), as epoch seconds; ValueError when it names none."""
+    text = raw.strip()
+    ago = _AGO.fullmatch(text)
+    if ago:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[ago.group(2)]
+        return (time.time() if now is None else now) - timedelta(**{unit: int(ago.group(1))}).total_seconds()
+    moment = datetime.fromisoformat(text)  # ValueError when it is no date
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def last_used(data_dir: Path) -> dict[str, float]:

@@ -8,16 +8,24 @@ time and the SHA-256 of its token: the front door authenticates against those di
 when its size or modification time moves, so a key added, rotated or revoked counts from the next request
 without the secret store being asked on the request path. ``folders`` None is every folder; a list (even an
 empty one, once its folders were removed) is only those.
+
+Every change reads the registry, changes it and writes it whole (a temporary file, synced, renamed, the folder
+synced), under an exclusive ``flock`` of ``client-keys.json.lock`` beside it held across the stored token's
+write too: two command lines changing keys at once (or ``folders remove`` taking a folder out of every scope)
+take turns, so neither drops the other's key.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +34,7 @@ from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore, _atomic_write
 
 REGISTRY_FILE = "client-keys.json"
+LOCK_FILE = REGISTRY_FILE + ".lock"
 OWNER = "owner"
 """The name activity records the owner's token under."""
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -63,7 +72,7 @@ class ClientKeys:
         self.home = home
         self.path: Path = home.config_dir / REGISTRY_FILE
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._by_digest: dict[str, ClientKey] = {}
 
     # --- reading
@@ -78,9 +87,9 @@ class ClientKeys:
         """The key ``token`` is, read again when the registry file changed (the front door's per-request check)."""
         try:
             st = os.stat(self.path)
-            stamp = (st.st_mtime_ns, st.st_size)
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)  # each write is a new file: two in one tick differ
         except FileNotFoundError:
-            stamp = (0, 0)
+            stamp = (0, 0, 0)
         with self._lock:
             if stamp != self._stamp:
                 self._by_digest = {k.digest: k for k in self._read().values()}
@@ -111,6 +120,17 @@ class ClientKeys:
 
     # --- writing (the command line)
 
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[dict[str, ClientKey]]:
+        """The registry as it is now, for one change written before the lock is let go."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.parent / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd closes, whatever happens between
+            yield self._read()
+        finally:
+            os.close(fd)
+
     def _write(self, keys: dict[str, ClientKey]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         body = {
@@ -128,15 +148,17 @@ class ClientKeys:
     def add(self, name: str, folders: list[str] | None) -> tuple[ClientKey, str]:
         """A new key and its token; refused if the name is taken."""
         check_name(name)
-        keys = self._read()
-        if name in keys:
-            raise ClientKeyError(f"a key named {name!r} exists: `foldermind token rotate {name}` replaces its token")
-        store = TokenStore(self.home, name)
-        store.forget()  # a leftover of a crash between the two writes below
-        token = store.load_or_create()
-        key = ClientKey(name, None if folders is None else tuple(folders), time.time(), digest(token))
-        keys[name] = key
-        self._write(keys)
+        with self._changing() as keys:
+            if name in keys:
+                raise ClientKeyError(
+                    f"a key named {name!r} exists: `foldermind token rotate {name}` replaces its token"
+                )
+            store = TokenStore(self.home, name)
+            store.forget()  # a leftover of a crash between the two writes below
+            token = store.load_or_create()
+            key = ClientKey(name, None if folders is None else tuple(folders), time.time(), digest(token))
+            keys[name] = key
+            self._write(keys)
         return key, token
 
     def token(self, name: str) -> str | None:
@@ -144,32 +166,43 @@ class ClientKeys:
         return TokenStore(self.home, check_name(name)).stored() if name in self._read() else None
 
     def rotate(self, name: str) -> str:
-        keys = self._read()
-        key = keys.get(name)
-        if key is None:
-            raise ClientKeyError(f"no key named {name!r} (`foldermind token list`)")
-        store = TokenStore(self.home, name)
-        store.load_or_create()
-        token = store.rotate()
-        keys[name] = ClientKey(name, key.folders, key.created, digest(token))
-        self._write(keys)
+        with self._changing() as keys:
+            key = keys.get(name)
+            if key is None:
+                raise ClientKeyError(f"no key named {name!r} (`foldermind token list`)")
+            store = TokenStore(self.home, name)
+            store.load_or_create()
+            token = store.rotate()
+            keys[name] = ClientKey(name, key.folders, key.created, digest(token))
+            self._write(keys)
         return token
+
+    def set_scope(self, name: str, folders: list[str] | None) -> None:
+        """Key ``name`` sees ``folders`` from its next request (None: every folder); its token is kept."""
+        with self._changing() as keys:
+            key = keys.get(name)
+            if key is None:
+                raise ClientKeyError(f"no key named {name!r} (`foldermind token list`)")
+            keys[name] = ClientKey(name, None if folders is None else tuple(folders), key.created, key.digest)
+            self._write(keys)
 
     def revoke(self, name: str) -> None:
         """The registry first (refused at the next request), then the stored token."""
-        keys = self._read()
-        if keys.pop(name, None) is None:
-            raise ClientKeyError(f"no key named {name!r} (`foldermind token list`)")
-        self._write(keys)
-        TokenStore(self.home, name).forget()
+        with self._changing() as keys:
+            if keys.pop(name, None) is None:
+                raise ClientKeyError(f"no key named {name!r} (`foldermind token list`)")
+            self._write(keys)
+            TokenStore(self.home, name).forget()
 
     def drop_folders(self, gone: set[str]) -> None:
         """Take removed Smart Folders out of every scope (a scope left empty sees nothing, never everything)."""
-        keys = self._read()
-        changed = False
-        for name, key in keys.items():
-            if key.folders is not None and gone & set(key.folders):
-                keys[name] = ClientKey(name, tuple(f for f in key.folders if f not in gone), key.created, key.digest)
-                changed = True
-        if changed:
-            self._write(keys)
+        with self._changing() as keys:
+            changed = False
+            for name, key in keys.items():
+                if key.folders is not None and gone & set(key.folders):
+                    keys[name] = ClientKey(
+                        name, tuple(f for f in key.folders if f not in gone), key.created, key.digest
+                    )
+                    changed = True
+            if changed:
+                self._write(keys)

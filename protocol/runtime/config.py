@@ -5,7 +5,7 @@ The top-level ``supervisor.toml`` (shipped in the package as ``foldermind/protoc
 module rendered as annotated TOML by :mod:`foldermind.protocol.runtime.defaults` (``foldermind config defaults``
 prints it); a test fails when the committed file is not the rendering, so the two cannot disagree.
 
-Its length (~530 lines) is the point of it: every knob, with its help text, in one place.
+Its length (~880 lines) is the point of it: every knob, with its help text, in one place.
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ class BusPolicy(_Strict):
     heartbeat_liveness: int = Field(
         3,
         ge=1,
-        description="Heartbeats a peer may miss before it is declared lost: its jobs fail with worker_lost and it"
-        " is killed and restarted; a worker that stops hearing the kernel for as long exits by itself.",
+        description="Heartbeats a peer may miss before it is lost: its jobs fail with worker_lost; a worker hearing"
+        " none that long exits.",
     )
     loading_liveness: int = Field(
         15,
         ge=1,
-        description="The same, for a worker whose last heartbeat said it is loading a model. A load (torch, ONNX,"
-        " the GGUF) can hold the GIL for seconds on a starved CPU, starving the heartbeat thread: slow, not hung.",
+        description="The same while a worker loads a model, which can hold the GIL for seconds on a starved CPU"
+        " (slow, not hung).",
     )
     default_deadline_s: float = Field(
         30.0, gt=0, description="Deadline given to a request that carries none (seconds)."
@@ -59,17 +59,15 @@ class BusPolicy(_Strict):
     overrun_grace_s: float = Field(
         10.0,
         ge=0,
-        description="A worker still busy with a job at its deadline: its caller gets deadline_exceeded at once, and"
-        " the worker is sent a cancel and given this long to answer before it is declared stuck, killed and"
-        " replaced (seconds; 0 = at once). Slow is not hung: a CPU-starved model call overshoots by a slice, and"
-        " killing it would cost a model reload. A worker whose heartbeats stop is lost sooner anyway.",
+        description="A worker still busy at a job's deadline is sent a cancel and given this long to answer before"
+        " it is killed and replaced (seconds; 0 = at once); its caller gets deadline_exceeded at once. Slow is not"
+        " hung.",
     )
     max_message_mb: int = Field(
         frames.DEFAULT_MAX_BYTES // (1024 * 1024),
         ge=1,
-        description="Largest message accepted, all frames together (MiB). A bigger request is refused with"
-        " message_too_large (a bigger reply is dropped), and ZeroMQ disconnects a peer that sends a single frame"
-        " over it.",
+        description="Largest message accepted, all frames together (MiB); a bigger request fails with"
+        " message_too_large.",
     )
     tcp_debug_endpoint: str = Field(
         "", description="Bind the internal bus on TCP as well (host:port) for remote debugging; empty = ipc:// only."
@@ -77,8 +75,8 @@ class BusPolicy(_Strict):
     listen_tcp: str = Field(
         "",
         description="HOST:PORT where workers on other machines join (`foldermind worker run NAME --connect"
-        " tcp://HOST:PORT --server-key KEY`); empty = off. Always CURVE-encrypted, and only worker keys admitted"
-        " with `foldermind bus allow` get in. A wildcard host (0.0.0.0, ::, *) also needs listen_tcp_any.",
+        " tcp://HOST:PORT`); empty = off. Always CURVE-encrypted; only keys admitted with `foldermind bus allow` get"
+        " in.",
     )
     listen_tcp_any: bool = Field(
         False, description="true = listen_tcp may name a wildcard host and listen on every interface."
@@ -113,14 +111,14 @@ class RestartPolicy(_Strict):
 
     policy: Literal["always", "on-failure", "never"] = Field(
         "always",
-        description='Named restart policy for workers (jupyter_client\'s idea): "always" restarts a worker whatever'
-        ' way it ended; "on-failure" only when it crashed or exited non-zero; "never" leaves it EXITED.',
+        description='"always" restarts a worker however it ended, "on-failure" after a crash or non-zero exit,'
+        ' "never" leaves it EXITED.',
     )
     backoff_initial_s: float = Field(
         0.5,
         ge=0,
-        description="Delay before restart n is backoff_initial_s * 2**(n-1), capped at backoff_max_s, then spread"
-        " by +/- backoff_jitter (a fraction) so a pool does not restart in lockstep.",
+        description="Restart n waits backoff_initial_s * 2**(n-1) seconds, capped at backoff_max_s, spread by"
+        " backoff_jitter.",
     )
     backoff_max_s: float = Field(30.0, ge=0, description="The longest delay before a restart (seconds).")
     backoff_jitter: float = Field(0.2, ge=0, lt=1, description="The spread of each delay, a fraction of it.")
@@ -170,15 +168,14 @@ class IngestPolicy(_Strict):
     )
     extra_text_suffixes: list[str] = Field(
         default_factory=list,
-        description='More file name suffixes always read as plain text (".log"), even when their first bytes hold NULs'
-        " (UTF-16 text). A file with any other suffix no parser knows (README, NEWS.Debian) is read as text when its"
-        " first bytes are text without NULs.",
+        description='Suffixes always read as plain text (".log"), even UTF-16; any other unknown suffix is text if'
+        " its first bytes are.",
     )
     exclude: list[str] = Field(
         default_factory=list,
-        description='Globs of files and subfolders left out of every Smart Folder ("build", "*.log", "drafts/**"):'
-        " matched against the path inside the folder, or a name alone for a glob without a slash; files indexed"
-        " before leave the index when foldermind next starts.",
+        description='Globs of files and subfolders left out of every Smart Folder ("build", "*.log",'
+        ' "drafts/**"), matched against the path inside the folder (a glob without a slash: any name); indexed'
+        " files leave at the next start.",
     )
     chunk_max_tokens: int = Field(
         256,
@@ -207,40 +204,32 @@ class IngestPolicy(_Strict):
     )
     ocr: bool = Field(
         True,
-        description="Read scanned PDF pages (pages with no text layer) and image files (.png .jpg .jpeg .tif .tiff"
-        " .webp .bmp) with OCR (RapidOCR, its ONNX models shipped in its wheel: nothing is downloaded). Off: image"
-        ' files fail with "OCR is off" and a PDF with no text layer with "no extractable text".',
+        description="Read scanned PDF pages and image files with OCR (RapidOCR; nothing is downloaded). Off: image"
+        " files fail.",
     )
     ocr_max_pages: int = Field(
         50,
         ge=1,
-        description="At most this many pages of one PDF are read with OCR (~2-3 s a page on 2 cores); later pages"
-        " without a text layer are left out of the index. The parse timeout holds for the whole file: OCR stops at"
-        " four fifths of it in CPU seconds and the pages read by then are indexed.",
+        description="At most this many pages of one PDF are read with OCR (~2-3 s a page on 2 cores); later scanned"
+        " pages are left out. OCR stops at four fifths of the parse timeout, keeping the pages read.",
     )
     ocr_timeout_s: float = Field(
         30.0,
         gt=0,
-        description="OCR of one page or image may use this much CPU time, or that page is left out (a file"
-        " none of whose pages could be read this way fails with the reason).",
+        description="CPU seconds OCR may spend on one page or image; a page over it is left out.",
     )
     ingest_nice: int = Field(
         0,
         ge=0,
         le=19,
-        description="Lowers the CPU priority of the indexer's ingest thread (and of the Tantivy writer it starts), on"
-        " Linux, below the indexer's search threads and every other worker. 0 (the default) leaves it as the process:"
-        " on SciFact, at 10 it fell behind the parsers and the embedder, and the folder was keyword-indexed in"
-        " 51.5 s instead of 15.2 and fully embedded in 92.1 s instead of 85.1 (docs/benchmarks-ingest.md).",
+        description="CPU priority of the indexer's ingest thread and its Tantivy writer (Linux), below searches; 0 ="
+        " as the process.",
     )
     embed_batch: int = Field(
         256,
         ge=1,
-        description="Texts per embedding request: a request takes whole chunks until their texts (a chunk's"
-        " sentences, each with its document's title) reach this many. Each request costs the embedder a fixed"
-        " overhead and is sorted by length on its own, so larger ones run faster: 512 SciFact abstracts at int8"
-        " here, 50.1 texts/s in requests of 32, 54.1 of 128, 56.0 of 256, 58.6 of 512 (docs/benchmarks-ingest.md);"
-        " 256 keeps a request under ~5 s.",
+        description="Texts per embedding request (a chunk's sentences): larger ones run faster; 256 keeps a request"
+        " under ~5 s.",
     )
     embed_window: int = Field(
         2,
@@ -258,40 +247,24 @@ class IngestPolicy(_Strict):
     )
     embed_backend: Literal["onnx", "torch"] = Field(
         "onnx",
-        description='What runs the embedder\'s model: "onnx" uses the checked ONNX export (see model_cache_dir) and'
-        " never imports torch once it exists (a start costs ~1.4 CPU-s and ~270 MiB instead of ~5.6 and ~530, the"
-        " same vectors: docs/benchmarks-onnx.md); torch"
-        ' runs instead when onnxruntime is missing or the export fails or disagrees (`status` says why). "torch"'
-        " never tries ONNX.",
+        description='"onnx" runs the checked ONNX export without torch (torch if it fails; `status` says why);'
+        ' "torch" skips ONNX.',
     )
     embed_quantize: Literal["fp32", "int8"] = Field(
         "int8",
-        description='The precision the model runs at, for the embedder and the indexer\'s query encoder alike: "int8"'
-        " an int8 copy of the ONNX export (onnxruntime's dynamic quantisation, made once per machine beside it in"
-        " model_cache_dir and checked like it): 1.7-2.75x fp32's encode rate here (SciFact chunks to short texts),"
-        " and no loss of retrieval quality"
-        ' (SciFact nDCG@10 0.668 against 0.665, Django docs 0.875 against 0.855: docs/benchmarks-onnx.md); "fp32"'
-        " the model's own weights. The index records which precision made its vectors: a change re-embeds every"
-        " chunk (keyword search works meanwhile, semantic answers from keyword with a note), and a query vector is"
-        " never compared with vectors of the other. An embedder that can only make the other precision (torch,"
-        " when ONNX fails: fp32 only) leaves the index's vectors alone; new chunks wait for it, and status says why.",
+        description='"int8" runs an int8 copy of the ONNX export (faster, same retrieval quality), "fp32" the'
+        " model's own weights. A change re-embeds every chunk; keyword search works meanwhile.",
     )
     embed_idle_unload_s: float = Field(
         600.0,
         ge=0,
-        description="The embedder frees its model after this long without an embedding request (0 = kept): an idle"
-        " tree does not hold it, and the next file's chunks wait for a load again (~1.4 CPU-s from the cached ONNX"
-        " export). On demand ([workers.embedder] on_demand, the default) the worker exits then as well, and the"
-        " next chunks start it. Queries are encoded by the indexer's own copy, so search never waits for it."
-        " Sooner when the llm is to summarise: the indexer then releases the embedder (it frees its model, and on"
-        " demand exits) before the llm loads, so the two models are never resident together (a tree of 1,028 MiB"
-        " otherwise, docs/benchmarks-ingest.md); unless another caller used it within this time.",
+        description="The embedder frees its model after this long without a request (seconds; 0 = kept) and, on"
+        " demand, exits; sooner when the llm is to summarise, so the two models are never resident together.",
     )
     model_cache_dir: str = Field(
         "",
-        description="Where the model's ONNX export and its check record are kept, shared by every home on this"
-        " machine (exported once, ~10 s and ~800 MiB in a child process that checks it against torch), and the"
-        " llm's converted copy of a byte-level-BPE GGUF for ctransformers; empty = <user cache dir>/foldermind/models.",
+        description="Model exports shared by every home here (ONNX, the llm's GGUF copy); empty = <user cache"
+        " dir>/foldermind/models.",
     )
 
     @property
@@ -310,43 +283,36 @@ class SearchPolicy(_Strict):
 
     fusion: Literal["blend", "weighted", "rrf", "evidence"] = Field(
         "evidence",
-        description='How hybrid mode merges the keyword (BM25) and semantic (vector) rankings: "evidence" (weighted'
-        " at a keyword weight read from BM25's list, its first passages rescored by how much of the query each"
-        ' holds: the evidence_* settings), "blend" (the blend_* and strong_keyword_* settings below), "weighted"'
-        ' (keyword_weight * bm25 + (1 - keyword_weight) * cosine, each min-max normalised) or "rrf"'
-        " (reciprocal-rank fusion, each list adds 1/(rrf_k + rank)). Figures: docs/benchmarks-fusion.md.",
+        description='How hybrid mode merges the keyword and semantic rankings: "evidence" (evidence_*), "blend"'
+        ' (blend_*, strong_keyword_*), "weighted" (keyword_weight) or "rrf" (rrf_k).',
     )
     rrf_k: int = Field(60, ge=1, description="The rank offset of rrf fusion.")
     evidence_bias: float = Field(
         -0.5,
-        description='"evidence" fusion: the keyword weight is sigmoid(evidence_bias + evidence_margin * margin),'
-        " margin 1 - BM25's second score / its first. Fitted on every query shape: docs/benchmarks-fusion.md.",
+        description='"evidence": keyword weight = sigmoid(evidence_bias + evidence_margin * margin), margin = 1 -'
+        " BM25's second / first.",
     )
     evidence_margin: float = Field(5.0, description='"evidence" fusion: the weight of margin (see evidence_bias).')
     evidence_coverage: float = Field(
         0.85,
         ge=0,
         le=1,
-        description='"evidence" fusion: the first 20 passages are rescored towards the share of the query\'s IDF mass'
-        " each holds, by this times the best such share among them.",
+        description='"evidence": the first 20 passages move towards their share of the query\'s IDF mass, by this'
+        " times the best share.",
     )
     evidence_repeat_penalty: float = Field(
         0.25,
         ge=0,
         le=1,
-        description='"evidence" fusion: each hit after the first loses this for every passage of its file ranked above'
-        " it, so one long file does not fill the page.",
+        description='"evidence": a hit after the first loses this per passage of its file above it, so one file'
+        " does not fill the page.",
     )
     keyword_proximity: float = Field(
         0.1,
         ge=0,
         le=1,
-        description="The keyword side's proximity bonus: each two content words that follow each other in the query"
-        " (stop words left out, the gap they leave kept) also score as a phrase in a chunk's text, at this share of"
-        " the phrase's BM25, so a passage that holds them as the query does ranks above one that holds them apart."
-        " 0.05-0.3 and slop 0-4 were swept on the tune splits only (docs/benchmarks-mcp.md); with 0.1, hybrid"
-        " SciFact nDCG@10 over MCP went 0.7392 -> 0.7416 (held-aside third 0.7063 -> 0.7126) and the factoid"
-        " bench's known items 196 -> 200 of 216 first. 0 turns it off.",
+        description="Adjacent query words also score as a phrase, at this share of its BM25, so in-order passages"
+        " rank higher; 0 = off.",
     )
     keyword_weight: float = Field(
         0.5, ge=0, le=1, description='The keyword side\'s weight in "weighted" fusion ("blend": blend_keyword_weight).'
@@ -355,79 +321,56 @@ class SearchPolicy(_Strict):
         0.0,
         ge=0,
         le=1,
-        description='Per-document evidence in "blend" fusion: this share of the scores of a file\'s next two best'
-        " chunks is added to each of its chunks, so a file matching in several places rises (its best chunk still"
-        " leads it). 0 = off: on the tune splits it gained nothing steady (natural questions MRR@10 0.906 at 0, 0.905"
-        " at 0.1, 0.879 at 0.2; SciFact nDCG@10 0.8830 -> 0.8825): docs/benchmarks-mcp.md.",
+        description='"blend": this share of the scores of a file\'s next best chunks is added to each of its'
+        " chunks; 0 = off.",
     )
     doc_evidence_chunks: int = Field(
         2,
         ge=1,
-        description="How many of a file's next-best chunks count as its evidence (doc_evidence). Swept 1, 2, 4, 8"
-        " (tune): none beat no evidence steadily; 2 lost least.",
+        description="How many of a file's next-best chunks count as its evidence (doc_evidence).",
     )
     blend_keyword_weight: float = Field(
         0.45,
         ge=0,
         le=1,
-        description='"blend": the keyword side\'s share of w * bm25 + (1 - w) * cosine (each min-max normalised'
-        " within its list). With a vector per sentence the semantic side is stronger and 0.45 is at or tied with"
-        " the best of 0.3-0.5 on every tune split (SciFact 0.7629 against 0.7481 at 0.5; the factoid questions 48"
-        " of 48 first against 47; the lookup bench's questions MRR@10 0.876 against 0.862); 0.3 was best on"
-        " SciFact alone and lost questions on the manuals. With a vector per chunk, 0.5: 0.9 matched keyword"
-        " search on known items but cost SciFact nDCG@10 0.04.",
+        description='"blend": the keyword side\'s share w of w * bm25 + (1 - w) * cosine, each min-max normalised'
+        " within its list.",
     )
     blend_lookup_keyword_weight: float = Field(
         0.8,
         ge=0,
         le=1,
-        description='"blend": the keyword side\'s share for a query that is a list of words (not a question, no'
-        " English stop word: the words a user remembers of a page). On 216 such queries made of six words of each"
-        " answer bench question's gold sentence, 0.5 put the gold file first for 190 and keyword search for 196;"
-        " chosen on their tune split (48) and the lookup bench's: 0.7 45 of 48, 0.8 and 0.9 46 (keyword 46); the other"
-        " 168 then read 150 (keyword 150), SciFact's claims lose 0.0023 nDCG@10 (13 of 150 are word lists: one"
-        " up, one down): docs/benchmarks-mcp.md.",
+        description='"blend": the keyword share for a word-list query (not a question, no English stop word: words'
+        " recalled of a page).",
     )
     blend_top_bonus: float = Field(
         0.1,
         ge=0,
-        description='"blend": added to BM25\'s first hit. 0.1 took known-item top-1 file from 46 to 48 of 48 (tune);'
-        " with the rules below, 0.05, 0.15 and 0.2 each lose a natural question (MRR@10 0.908 -> 0.887, tune).",
+        description='"blend": added to BM25\'s first hit.',
     )
     strong_keyword_ratio: float = Field(
         1.2,
         ge=1,
-        description='"blend", a query that is not a question: a BM25 first hit scoring this many times the second'
-        " is kept first whatever the blend says (a user who typed the words of one page). 1.1 and below cost"
-        " SciFact nDCG@10 0.004-0.011 (tune).",
+        description='"blend", not a question: a BM25 first hit scoring this many times the second stays first'
+        " whatever the blend says.",
     )
     strong_keyword_tail_rank: int = Field(
         5,
         ge=2,
-        description='"blend": a BM25 first hit is also kept first when it scores strong_keyword_tail_ratio times'
-        " the hit at this rank (the tail), so a page whose own second passage, or a near twin, scores close"
-        " behind keeps its place. Swept 3-20 at 1.2-2.0 (tune): the deeper the tail, the more often the rule"
-        " fires on SciFact and costs a query there (rank 6-8 below 1.6-1.65, rank 10 below 2.0).",
+        description='"blend": a BM25 first hit scoring strong_keyword_tail_ratio times the hit at this rank also'
+        " stays first.",
     )
     strong_keyword_tail_ratio: float = Field(
         1.6,
         ge=1,
-        description='"blend": see strong_keyword_tail_rank. 1.6 is inside the plateau at rank 5 (1.45-2.0 keep'
-        " SciFact's tune nDCG@10, 1.4 loses a query) and ranks 4 and 6 keep it at 1.6 too; the rule then holds"
-        " 71 of the 78 tune known items first (61 with the ratio to the second alone): docs/benchmarks-mcp.md.",
+        description='"blend": see strong_keyword_tail_rank.',
     )
     blend_repeat_penalty: float = Field(
         0.25,
         ge=0,
         le=1,
-        description='"blend": each hit loses this much for every passage of its file ranked above it (the first hit'
-        " stays first), so one long file does not fill the page and the next file's best passage can rise past that"
-        " file's fourth or fifth. Swept 0.03-1.0 on the tune splits (docs/benchmarks-mcp.md): the lookup bench's"
-        " questions hit@5 22 -> 24 of 24 and MRR@10 0.859 -> 0.883, SciFact unchanged (an abstract is one or two"
-        " chunks); the cost: a gold page that was the tenth of ten passages of its file fell out of the first ten"
-        " (one of the 40 fresh tune questions; 0.35 and more lose more), and on a held-out question one that was"
-        " fourth, its file's fourth passage (0.2 keeps it). 0 turns it off; group_by_file keeps each file once."
-        " The evidence for an answer is fused without it (it picks each file's passages itself).",
+        description='"blend": each hit loses this for every passage of its file ranked above it, so one file does'
+        " not fill the page.",
     )
     depth_min: int = Field(
         40, ge=1, le=1000, description="Each side retrieves max(4 * top_k, depth_min) candidates before fusion."
@@ -436,28 +379,20 @@ class SearchPolicy(_Strict):
         1024,
         ge=16,
         le=4096,
-        description="usearch's search-time beam width. A chunk has a vector per sentence and a chunk's sentences lie"
-        " close together, so a beam finds fewer distinct chunks than it holds: of the exact 40 nearest chunks, 256"
-        " found 0.980 (SciFact's claims) and 0.909 (the lookup bench's queries on the manuals), 512 0.996 and 0.966,"
-        " 1024 0.999 and 0.988, for ~0.5-1 ms more a search than 256. With a vector per chunk 256 lost none. Used"
-        " above exact_search_vectors only.",
+        description="usearch's search beam width, above exact_search_vectors only: wider finds more true nearest"
+        " chunks, ~0.5-1 ms more.",
     )
     exact_search_vectors: int = Field(
         100_000,
         ge=0,
         le=10_000_000,
-        description="Up to this many vectors in the index usearch compares the query with every one of them (exact):"
-        " 1.1 ms for the lookup bench's 23,550 sentence vectors here, 2.6 ms for SciFact's 54,782, 4.5 ms for 97,281."
-        " The graph search is faster but its recall depends on the order the vectors went in: the manuals' index"
-        " rebuilt from SQLite found 0 of the exact 10 nearest chunks for one question and 3 for two others at"
-        " expansion_search 1024. 0 always uses the graph. Below it the graph is built as a draft (a narrower insert"
-        " beam, half the insert CPU), and rebuilt full once the index outgrows it: workers/indexer/vectors.py.",
+        description="Up to this many vectors a search is exact and the HNSW graph a cheap draft; above, the graph"
+        " answers (0: always).",
     )
     query_encoder: Literal["local", "embedder"] = Field(
         "local",
-        description='Where query vectors come from: "local" loads the embedding model inside the indexer (~12 ms a'
-        ' query, never queued behind bulk indexing, costs the indexer ~300 MiB more); "embedder" asks the embedder'
-        " worker (no extra memory, but a query waits behind an indexing batch).",
+        description='"local" loads the embedding model inside the indexer (~12 ms a query, never queued behind'
+        ' indexing, ~300 MiB more); "embedder" asks the embedder worker (no extra memory, waits behind indexing).',
     )
     query_embed_timeout_s: float = Field(
         3.0,
@@ -466,11 +401,8 @@ class SearchPolicy(_Strict):
     )
     query_backend: Literal["onnx", "torch"] = Field(
         "onnx",
-        description='What runs the local query model: "onnx" answers with ONNX Runtime from the checked export the'
-        " embedder uses too ([ingest] model_cache_dir; ~6-9 ms a query against ~14-17 ms) and never imports torch"
-        " once it exists; until it is ready queries go to the embedder, and torch answers instead of it when"
-        ' onnxruntime is missing or the export fails or disagrees (the indexer\'s details say why). "torch" never'
-        " tries ONNX.",
+        description='"onnx" encodes queries with ONNX Runtime from the embedder\'s export (torch if it fails);'
+        ' "torch" skips ONNX.',
     )
     query_threads: int = Field(
         1,
@@ -489,10 +421,8 @@ class SearchPolicy(_Strict):
         0,
         ge=0,
         le=16,
-        description="Searches the indexer answers at once, on threads beside its job thread, so a slow request"
-        " does not hold the searches behind it. 0 (the default) = one at a time, in line with the indexer's other"
-        " requests. On 2 cores threads add no CPU: 2 threads served 126 q/s against 124, and tests/test_load.py's"
-        " 8 mixed clients saw hybrid p95 165 ms against 105 ms with 0 on the same shared machine.",
+        description="Searches the indexer answers at once, on threads beside its job thread; 0 = one at a time, in"
+        " line with other jobs.",
     )
 
 
@@ -617,27 +547,20 @@ class LlmPolicy(_Strict):
         0,
         ge=0,
         le=256,
-        description="Generation threads; 0 = auto: each chat answer uses the cores that are free when it starts (a"
-        " 50 ms look at the CPU), background summaries half the cores. ggml's threads spin while they wait for each"
-        " other, so more threads than free cores is several times slower, while on an idle machine each core nearly"
-        " doubles the speed (docs/benchmarks-llm.md). The llama-cpp backend uses half the cores, fixed at load.",
+        description="Generation threads; 0 = auto: a chat answer uses the cores free when it starts, summaries half"
+        " the cores (ggml's threads spin, so more threads than free cores is slower). llama-cpp: half the cores.",
     )
     batch_size: int = Field(64, ge=1, le=4096, description="Prompt tokens evaluated per batch.")
     load: Literal["on_use", "at_start"] = Field(
         "on_use",
-        description='"on_use": the model loads in the first chat answer or summary that needs it (and again after an'
-        ' idle unload; a load takes ~0.7 s), so a tree that is only searched never holds it; "at_start": it loads'
-        " in the background right after the worker starts, and the worker starts with the kernel even on demand"
-        " (requests meanwhile fail with MODEL_NOT_READY, retryable; chat answers with its quotes).",
+        description='"on_use": the model loads with the first answer or summary that needs it (~0.7 s);'
+        ' "at_start": in the background when the worker starts, which then starts with the kernel even on demand.',
     )
     idle_unload_s: float = Field(
         600.0,
         ge=0,
-        description="The model is freed after this long without a chat answer or summary (0 = kept while the worker"
-        " runs): the llm worker then holds ~80 MiB instead of ~300 MiB (docs/benchmarks-llm.md), and on demand"
-        " ([workers.llm] on_demand, the default) it exits then, holding nothing; the next answer starts it. Sooner"
-        " when files come in to embed: the indexer then releases the llm before the embedder loads, unless a chat"
-        " used it within this time.",
+        description="The model is freed after this long without an answer or summary (seconds; 0 = kept) and, on"
+        " demand, the worker exits; sooner when files come in to embed, unless a chat used it within this time.",
     )
     max_answer_tokens: int = Field(
         96,
@@ -649,9 +572,8 @@ class LlmPolicy(_Strict):
         1280,
         ge=128,
         le=131_072,
-        description="The prompt (rules, sources, history) is cut to this many tokens even when the window holds"
-        " more: a prompt is evaluated at roughly 70-190 tokens/s on a 2-core CPU, so this bounds the wait for the"
-        " first word of an answer (and a 135M model answers no better from more text).",
+        description="The prompt is cut to this many tokens: a 2-core CPU reads ~70-190 a second, bounding the wait"
+        " for a first word.",
     )
     temperature: float = Field(
         0.0,
@@ -671,26 +593,19 @@ class LlmPolicy(_Strict):
         3,
         ge=1,
         le=10,
-        description="Passages taken from each of the best files; their sentences are the evidence. 3: an answer is"
-        " often in the best file's second- or third-best chunk (on the answer bench's tune questions, 2 instead of 1"
-        " put the gold sentence among the candidates for 44 of 48 rather than 37; with the passage's own score, 3"
-        " instead of 2 answered 43 of 48 rather than 42, held out 19 of 24 rather than 18, the first fresh set 32"
-        " of 36 both; 4: 43 of 48).",
+        description="Passages taken from each of the best files; their sentences are the evidence (answers often sit"
+        " in a second chunk).",
     )
     answer_mode: Literal["auto", "extractive", "generative"] = Field(
         "auto",
-        description='How chat_with_documents answers when a call does not say: "extractive" quotes the sentences of'
-        ' the passages that answer the question (each with its [n]; well under a second, no model); "generative"'
-        " has the model write the answer from those sentences only and keeps the generated sentences a passage"
-        ' backs; "auto" sends the quotes at once (as a progress notification), then, for a question of a shape in'
-        " auto_model_shapes, the model's checked sentences if any survive and state a figure or name of the best"
-        " quote (else the quotes stay the answer).",
+        description='The answer when a call does not say: "extractive" quotes the sentences that answer (no'
+        ' model); "generative" has the model write from them, kept where a passage backs it; "auto" quotes, then'
+        " asks the model (auto_model_shapes).",
     )
     auto_model_shapes: list[QuestionShape] = Field(
         default_factory=list,
-        description='The question shapes ("yes-no", "default", "figure", "name", "entity", "other") for which auto'
-        " mode asks the model after the quotes; empty: auto answers with the quotes alone, at once, as the model's"
-        " text rarely survives the check (docs/benchmarks-answers.md).",
+        description='Question shapes ("yes-no", "default", "figure", "name", "entity", "other") for'
+        " which auto mode asks the model after the quotes; empty = the quotes alone (docs/benchmarks-answers.md).",
     )
     evidence_sources: int = Field(
         3,
@@ -710,24 +625,20 @@ class LlmPolicy(_Strict):
         5,
         ge=1,
         le=12,
-        description="A question asking whether something holds (Does/Is/Can ...) is answered with the best sentence"
-        " of each of its best files, at most this many (its answer is what each document says about the statement,"
-        " not one fact; max_quotes does not apply) ...",
+        description="A yes-no question (Does/Is/Can ...) is answered with the best sentence of each of its best"
+        " files, at most this many (max_quotes does not apply) ...",
     )
     yes_no_ratio: float = Field(
         0.6,
         gt=0,
         le=1,
-        description="... a further file only when its best sentence scores at least this share of the best one's: a"
-        " question with one clear source stays one quote long. Chosen on the llm bench's 29 SciFact claims: a"
-        " correct source cited (in-process, quotes only) 21 -> 24 of 29 (the 24 the passages hold) at 2.8 quotes"
-        " an answer; 0.65 cites 22; 0 (every file quoted) 24 at 4.8.",
+        description="... a further file only if its best sentence scores this share of the best one's (one clear"
+        " source, one quote).",
     )
     attribute_uncited: bool = Field(
         True,
-        description="A sentence of the answer that cites nothing, but whose words (and every figure) are mostly"
-        " found in one passage, gets that passage's marker. Small models state what a source says without citing"
-        " it; false = only the markers the model wrote itself (checked either way).",
+        description="An uncited sentence of an answer whose words (and every figure) are mostly found in one passage"
+        " gets that passage's marker; false = only the markers the model wrote (checked either way).",
     )
     session_ttl_s: float = Field(
         3600.0, gt=0, description="MCP chat sessions live in memory only: dropped after this much idle time ..."
@@ -735,9 +646,8 @@ class LlmPolicy(_Strict):
     max_sessions: int = Field(1000, ge=1, description="... and the oldest go beyond this many.")
     analysis: bool = Field(
         True,
-        description="Document analysis: after a file is indexed its deterministic analysis (type, date, keywords,"
-        " ...) is stored at once; when the ingest queue is idle the model adds a summary and the named entities,"
-        " one document at a time. false = deterministic analysis only.",
+        description="After a file is indexed its deterministic analysis (type, date, keywords, ...) is stored; when"
+        " ingest is idle the model adds a summary and named entities. false = deterministic only.",
     )
     analysis_input_tokens: int = Field(
         384, ge=32, le=8192, description="The model reads a document's first this many tokens for its summary."
@@ -795,17 +705,14 @@ class WorkerSpec(_Strict):
     restart: dict[str, Any] = Field(default_factory=dict, description="Overrides of any [restart] key for it.")
     on_demand: bool = Field(
         False,
-        description="true = the worker runs only while it has work: it is not started with the kernel, the first"
-        " request for its service starts it (the request waits for its READY, within its deadline), and it exits"
-        " by itself after idle_exit_s with no job in hand. `status` then shows it IDLE: a legal state, not a crash"
-        " (no backoff, no restart counted). A crash with a job in hand is handled as any worker's.",
+        description="true = the worker runs only while it has work: the first request for its service starts it, and"
+        " it exits after idle_exit_s without a job (`status`: IDLE, not a crash).",
     )
     idle_exit_s: float = Field(
         600.0,
         ge=0,
-        description="How long an on_demand worker waits without a job before it exits (seconds; 0 = it stays once"
-        " started). The llm and the embedder use their model's idle unload time instead ([llm] idle_unload_s,"
-        " [ingest] embed_idle_unload_s): their idle memory is the model and the interpreter that runs it.",
+        description="How long an on_demand worker waits without a job before it exits (seconds; 0 = it stays). The"
+        " llm and the embedder use their model's idle unload time instead.",
     )
 
 
@@ -836,18 +743,13 @@ PROCESS_MAP: dict[str, WorkerSpec] = {
 """The default process map, in start order."""
 
 WORKER_HELP: dict[str, str] = {
-    "parser": "Parsing is cheap next to embedding (about 8 CPU-s against 150 for SciFact here). The parsers keep"
-    " the embedder's priority: embedding is bound by the cores either way (fully embedded in 85.1 s with them at"
-    " nice 0, 86.3 s at 10), and at 10 keyword search waited 35.6 s for the folder instead of 15.2"
-    " (docs/benchmarks-ingest.md). On demand: the first file to parse starts one, the pool grows while files"
-    " wait, and each exits after idle_exit_s without one.",
-    "embedder": "On demand: the first chunks to embed start it, and it exits with its model after [ingest]"
-    " embed_idle_unload_s with nothing to do (its interpreter and onnxruntime, ~105 MiB, go too), or as soon as"
-    " every chunk is embedded and the llm is to summarise. Search never needs it: the indexer encodes queries"
-    " itself.",
-    "llm": "Generation (chat and the background summaries) yields the CPU to searches and indexing. On demand: the"
-    " first chat answer or summary starts it, and it exits with its model after [llm] idle_unload_s, or as soon as"
-    " new chunks are to be embedded (unless a chat used it within that time).",
+    "parser": "Parsing is cheap next to embedding, so parsers keep the embedder's priority"
+    " (docs/tuning.md#ingest-priority). On demand: the pool grows while files wait; each exits after idle_exit_s"
+    " without one.",
+    "embedder": "On demand: the first chunks to embed start it; it exits with its model when idle ([ingest]"
+    " embed_idle_unload_s) or when the llm is to summarise. Search never needs it.",
+    "llm": "Generation yields the CPU to searches and indexing. On demand: the first answer or summary starts it; it"
+    " exits with its model when idle ([llm] idle_unload_s) or when chunks are to be embedded.",
     "console": "The web console: its own process, so its failure takes neither search nor MCP down. It reaches the"
     " other workers over the bus only; `enabled = false` turns it off.",
 }

@@ -1,5 +1,5 @@
-"""``supervisor.toml`` rendered from :mod:`foldermind.protocol.runtime.config`: every key with its default, under its
-help as a comment, table by table in declaration order.
+"""``supervisor.toml`` rendered from :mod:`foldermind.protocol.runtime.config`: every key with its default and its
+help as a comment (beside it when both fit on a line, else above it), table by table in declaration order.
 
 The rendering is the file users read to learn the knobs, and it is committed at the top of the repository
 (shipped as ``foldermind/protocol/runtime/supervisor.toml``); ``tests/test_config.py`` fails when the committed file is
@@ -17,15 +17,13 @@ from pydantic import BaseModel
 
 from foldermind.protocol.runtime.config import PROCESS_MAP, WORKER_HELP, SupervisorConfig, WorkerSpec
 
-WIDTH = 110
+WIDTH = 120
 
 HEADER = """\
-# foldermind supervisor policy: every policy the kernel applies, named, defaulted and explained here.
-#
-# Generated from protocol/runtime/config.py (`foldermind config defaults`); edit the declarations there,
-# not this file. To change a value for one home, put only the keys you change in
-# <home>/config/supervisor.toml (FOLDERMIND_HOME/config/supervisor.toml with --home); they are merged over
-# these. Unknown keys are an error, so a typo never silently does nothing.
+# foldermind supervisor policy: every setting the kernel and its workers apply, with its default and what it does.
+# Generated from protocol/runtime/config.py (`foldermind config defaults`): edit the declarations there, not this file.
+# A home overrides only the keys it names, in <home>/config/supervisor.toml; an unknown key is an error, so a typo
+# never silently does nothing. The measurements behind the defaults: docs/tuning.md.
 """
 
 
@@ -51,9 +49,15 @@ def comment(text: str, first: str = "# ", rest: str = "# ") -> list[str]:
 def table(name: str, model: BaseModel) -> list[str]:
     lines = [*comment(type(model).__doc__ or ""), f"[{name}]"]
     for key, field in type(model).model_fields.items():
-        lines += comment(field.description or "")
-        lines.append(f"{key} = {value(getattr(model, key))}")
+        lines += setting(f"{key} = {value(getattr(model, key))}", field.description or "")
     return lines
+
+
+def setting(line: str, text: str) -> list[str]:
+    """A key's line under its help, or with the help as a trailing comment when both fit on one line."""
+    if len(f"{line}  # {text}") <= WIDTH:
+        return [f"{line}  # {text}"]
+    return [*comment(text), line]
 
 
 def worker(name: str, spec: WorkerSpec) -> list[str]:

@@ -1,8 +1,8 @@
 """The web console's costs (docs/benchmarks-console.md): the overview's first paint in Chromium and its HTTP time
 against the bus requests it makes, a search page against the same search asked over the bus, a PDF page's image
-against the parser's render alone, the console worker's RSS idle and after use, and the idle tree with and
-without it. Every figure is set beside the raw cost
-of the same work in the same run, on this (shared) machine, with its load average.
+against the parser's render alone, the Clients page and doctor's findings against the command line the kernel runs
+for them, the console worker's RSS idle and after use, and the idle tree with and without it. Every figure is set
+beside the raw cost of the same work in the same run, on this (shared) machine, with its load average.
 
 Also the Ask page against the evidence request its answer makes, and the console's RSS after its first question
 (the answer engine, loaded then).
@@ -165,6 +165,7 @@ def run(reps: int) -> list[str]:
                 assert _get(f"{conn_url}search?{urlencode({'q': query})}", cookie)[0] == 200
                 page_search.append(_ms(t0))
         renders = _renders(k, bus, conn_url, cookie, reps)
+        setup = _clients(k, conn_url, cookie, max(3, reps // 3))
         paint = _paint(
             link=bus.request("console", ConsoleLinkRequest(), ConsoleLinkReply, timeout=10).body.link, reps=reps
         )
@@ -223,6 +224,20 @@ def run(reps: int) -> list[str]:
         f" | {renders['cold'][0]:.1f} ms | | 1 |",
     ]
     lines += [""]
+    lines += [
+        "## The Clients page against the command it runs (same run, alternated)",
+        "",
+        "The kernel runs the command line for these pages (kernel/errands.py): the raw cost is that same command run",
+        "directly, as a new process like the kernel's child.",
+        "",
+        "| what | median | p95 | n |",
+        "|---|---|---|---|",
+        _row("`foldermind config snippet --json`, run directly", setup["snippet"]),
+        _row("GET /clients (the kernel runs the same command)", setup["clients"]),
+        _row("`foldermind doctor --json`, run directly", setup["doctor"]),
+        _row("GET /clients/doctor (loaded into the Clients page by its script)", setup["doctor_page"]),
+        "",
+    ]
     fcp = [p["firstContentfulPaint"] for p in paint if p["firstContentfulPaint"]]
     targets = [
         ("first paint of the overview <= 300 ms (median FCP)", statistics.median(fcp) <= 300 if fcp else None),
@@ -300,6 +315,24 @@ def _renders(k: BenchKernel, bus: BusClient, base: str, cookie: str, reps: int) 
             t0 = time.perf_counter()
             assert _get(url, cookie)[0] == 200
             times[key].append(_ms(t0))
+    return times
+
+
+def _clients(k: BenchKernel, base: str, cookie: str, reps: int) -> dict[str, list[float]]:
+    """The Clients page and doctor's page, each beside the command the kernel runs for it, alternated."""
+    cli = [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root)]
+    times: dict[str, list[float]] = {"snippet": [], "clients": [], "doctor": [], "doctor_page": []}
+    for _ in range(reps):
+        for raw, page, args, path in (
+            ("snippet", "clients", ["config", "snippet", "--json"], "clients"),
+            ("doctor", "doctor_page", ["doctor", "--json"], "clients/doctor"),
+        ):
+            t0 = time.perf_counter()
+            subprocess.run([*cli, *args], capture_output=True, timeout=300)
+            times[raw].append(_ms(t0))
+            t0 = time.perf_counter()
+            assert _get(base + path, cookie)[0] == 200
+            times[page].append(_ms(t0))
     return times
 
 

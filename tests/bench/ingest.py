@@ -109,9 +109,13 @@ def usable_cpus() -> int:
 
 def embed_lookahead() -> int:
     """How many ``embed_batch``es the indexer fetches at once and sends longest-first (1: by chunk id)."""
-    from foldermind.workers.indexer.pipeline import Pipeline
+    try:
+        from foldermind.workers.indexer.ingest.embeds import EmbedWindow
+    except ImportError:  # a commit before the ingest thread was split into parts
+        from foldermind.workers.indexer.pipeline import Pipeline as EmbedWindow  # type: ignore[no-redef]
 
-    return int(getattr(Pipeline, "EMBED_LOOKAHEAD", 1))
+        return int(getattr(EmbedWindow, "EMBED_LOOKAHEAD", 1))
+    return EmbedWindow.LOOKAHEAD
 
 
 # --------------------------------------------------------------------------------------------
@@ -646,7 +650,7 @@ def onnx_floor(onnx: OnnxBare, encoder: Any, db_path: Path, torch_vectors: NDArr
 
 def as_requests(texts: list[str], request: int, pool: int) -> list[list[str]]:
     """The calls the indexer makes: ``pool`` chunks at a time in id order, longest first, cut into
-    requests of ``request`` (workers/indexer/pipeline.py: _fill_embeds)."""
+    requests of ``request`` (workers/indexer/ingest/embeds.py: EmbedWindow.fill)."""
     calls: list[list[str]] = []
     for start in range(0, len(texts), pool):
         ordered = sorted(texts[start : start + pool], key=len, reverse=True)
@@ -846,7 +850,7 @@ def _shuffled_batches(
 ) -> Iterator[tuple[list[int], NDArray[np.float32]]]:
     """The units of ``order``'s chunks, as many chunks a batch as the ingest thread reads from SQLite at once
     (``keys`` ascending, a chunk's units side by side)."""
-    from foldermind.workers.indexer.pipeline import STORED_BATCH
+    from foldermind.workers.indexer.ingest.upkeep import STORED_BATCH
 
     first, last = np.searchsorted(keys, order, "left"), np.searchsorted(keys, order, "right")
     spans = list(zip(first.tolist(), last.tolist(), strict=True))
@@ -1039,7 +1043,7 @@ def _ingest_table(run: IngestRun, embed: bool) -> list[str]:
     lines.append(
         f"| `[ingest]` | parse_window {p.parse_window}, embed_batch {p.embed_batch}, embed_window "
         f"{p.embed_window}, chunk_max_tokens {p.chunk_max_tokens}, overlap {p.chunk_overlap_tokens}; "
-        f"`Pipeline.EMBED_LOOKAHEAD` {run.lookahead} |"
+        f"`EmbedWindow.LOOKAHEAD` {run.lookahead} |"
     )
     if run.embedder_details:
         d = run.embedder_details

@@ -17,7 +17,7 @@ stored as float32 in SQLite and as half floats in the usearch file (``dtype="f16
 The writes are the ingest thread's: ``Store.mark_pending`` + ``Store.write_document`` (chunks journaled for
 Tantivy) in one transaction per batch of documents (the pipeline makes one per document: batching changes
 the commit count, not the rows), ``Store.store_vectors``, the journal applied to ``KeywordIndex`` exactly as
-``Pipeline._apply_journal`` does (one commit per ~50k chunks), then ``VectorIndex.add`` (one thread, as the
+``KeywordJournal.apply`` does (one commit per ~50k chunks), then ``VectorIndex.add`` (one thread, as the
 pipeline adds) and ``VectorIndex.save`` (every 100k chunks and at the end). Not written: the per-document
 analysis (``get_document_summary``'s row, ~1 KB a document against ~25 KB of chunks and vectors), so SQLite
 is a few percent smaller than a parsed folder's. Growing is resumable: the next document number is the

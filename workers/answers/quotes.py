@@ -55,7 +55,7 @@ class Composed:
 @dataclass(frozen=True, slots=True)
 class Quoting:
     """How many sentences an answer quotes: ``[llm] max_quotes``, and for a yes-no question ``yes_no_files``
-    and ``yes_no_ratio`` (their help says why and what was measured)."""
+    and ``yes_no_ratio`` (measured: docs/tuning.md#answer-evidence)."""
 
     max_quotes: int
     yes_no_files: int
@@ -133,9 +133,8 @@ def after_quotes(quoted: Composed, generated: Composed) -> Composed:
     """The quotes of :func:`extractive` (``quoted``, as shown at once) followed by the checked generated
     answer, its citations numbered on from the quotes'; a sentence backed by a quoted sentence cites that
     quote's number. The quotes stay first and keep their numbers, so a client that showed them goes on
-    showing the same text; and with the quotes in it, ``auto`` never holds less than the extractive answer
-    (on the answer bench's third fresh set a generated answer alone held the gold answer less often than
-    the quotes alone, 25-26 of 36 against 27: a 135M model often restates only part of a quote)."""
+    showing the same text; and with the quotes in it, ``auto`` never holds less than the extractive answer (a
+    135M model often restates only part of a quote: docs/tuning.md#answer-evidence)."""
     citations = list(quoted.citations)
     numbers: dict[int, int] = {}
     for c in generated.citations:
@@ -155,9 +154,7 @@ def _chosen(evidence: Evidence, quoting: Quoting) -> list[EvidenceSpan]:
     at most ``yes_no_files``, each further one while it scores ``yes_no_ratio`` of the first. A yes-no answer is
     what each document says, and the best file's sentences score higher than another file's best (the rank of
     its passage counts in every score), so files are compared by their best sentence alone; the share keeps an
-    answer with one clear source short (on the 29 SciFact claims of the llm bench, 2.8 quotes an answer against
-    4.8 for every file, with the same 24 of 29 citing a correct source; 21 when three files were always
-    quoted)."""
+    answer with one clear source short (docs/tuning.md#answer-evidence)."""
     if evidence.reply.spread:
         leads: list[EvidenceSpan] = []
         files: set[str] = set()

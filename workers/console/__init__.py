@@ -9,7 +9,8 @@ nor MCP. The main thread serves the bus (``console.link``); uvicorn serves the p
 ``run/console.json`` for ``foldermind status``.
 
 - :mod:`.auth`: links, sessions and the gate (Host, Origin, body size, security headers);
-- :mod:`.pages`: the routes; :mod:`.views`: what they ask of the other workers;
+- :mod:`.pages`: the routes; :mod:`.views`: what they ask of the other workers; :mod:`.clients`: the clients' setup,
+  which the kernel runs through the command line;
 - ``templates/`` and ``static/``: the HTML, the stylesheet and the one script, shipped as package data.
 """
 

@@ -1,10 +1,11 @@
 """The console's routes: sign-in, the overview (live over Server-Sent Events), search, a hit's preview, restart,
-adding and removing a Smart Folder, and sign-out.
+adding and removing a Smart Folder, the clients' setup (:mod:`.clients`) and activity (:mod:`.activity`), and sign-out.
 
-Pages are rendered on the server from the package's Jinja templates (autoescaped: a file name or a snippet is
-text, never markup); the one script, ``static/console.js``, only swaps the live part of the overview as events
-arrive, so every page also works without it. A page without a session shows how to sign in (401); a POST needs
-the session and its CSRF token, as well as the Origin :class:`~.auth.Gate` checked.
+Pages are rendered on the server from the package's Jinja templates (autoescaped: a file name or a snippet is text,
+never markup); the one script, ``static/console.js``, only swaps the live part of the overview as events arrive and
+copies a snippet, so every page also works without it. A page without a session shows how to sign in (401); a POST
+needs the session and its CSRF token, as well as the Origin :class:`~.auth.Gate` checked; one that writes a client's
+file or rotates the token is asked for again first (the diff, a confirmation).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from foldermind.protocol.messages import RestartReply, RestartRequest
 from foldermind.protocol.runtime.config import ConsolePolicy
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.base import testing
-from foldermind.workers.console import views
+from foldermind.workers.console import activity, clients, views
 from foldermind.workers.console.auth import Links, Session, Sessions, csrf_ok
 
 PACKAGE = "foldermind.workers.console"
@@ -78,7 +79,13 @@ class Pages:
                 Route("/events", self.events),
                 Route("/preview", self.preview),
                 Route("/ask", self.ask),
+                Route("/activity", self.activity),
                 Route("/page", self.page_png),
+                Route("/clients", self.clients),
+                Route("/clients/doctor", self.doctor),
+                Route("/clients/install", self.client_install, methods=["POST"]),
+                Route("/clients/test", self.client_test, methods=["POST"]),
+                Route("/clients/rotate", self.token_rotate, methods=["POST"]),
                 Route("/restart", self.restart, methods=["POST"]),
                 Route("/signout", self.signout, methods=["POST"]),
                 Route("/folders/add", self.folder_add, methods=["POST"]),
@@ -202,6 +209,15 @@ class Pages:
         answer = await views.ask(self.answers, question, str(params.get("session", "")))
         return self.render("ask.html", answer=answer, csrf=session.csrf, page="ask")
 
+    async def activity(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.signed_out()
+        shown = await activity.activity(self.bus, request.query_params)
+        return self.render(
+            "activity.html", 400 if shown.error else 200, shown=shown, csrf=session.csrf, page="activity"
+        )
+
     async def events(self, request: Request) -> Response:
         session = self.session(request)
         if session is None:
@@ -261,6 +277,63 @@ class Pages:
         session, form = posted
         problem = await views.remove_folder(self.bus, form.get("folder", ""))
         return await self._overview(session, problem) if problem else RedirectResponse("/", status_code=303)
+
+    async def clients(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.signed_out()
+        setup = clients.Setup()
+        await clients.snippets(self.bus, setup)
+        return self.render("clients.html", setup=setup, csrf=session.csrf, page="clients")
+
+    async def doctor(self, request: Request) -> Response:
+        """Doctor's findings: a page of its own, which the Clients page's script loads into itself (doctor takes
+        seconds, the snippets do not wait for it)."""
+        session = self.session(request)
+        if session is None:
+            return self.signed_out()
+        setup = clients.Setup()
+        await clients.doctor(self.bus, setup)
+        return self.render("doctor.html", setup=setup, csrf=session.csrf, page="clients")
+
+    async def client_install(self, request: Request) -> Response:
+        """The diff of ``config install`` first; the change is made only by a second post naming that diff, and is
+        shown again instead when the file changed meanwhile."""
+        posted = await self._posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, form = posted
+        name, confirmed = form.get("client", "")[:40], form.get("confirm", "")
+        change = await clients.install(self.bus, name, write=False)
+        stale = bool(confirmed) and not change.error and change.digest != confirmed
+        if confirmed and not stale and not change.error and change.diff:
+            change = await clients.install(self.bus, name, write=True)
+            return self.render("install.html", change=change, done=True, stale=False, csrf=session.csrf, page="clients")
+        status = 400 if change.error else 200
+        return self.render(
+            "install.html", status, change=change, done=False, stale=stale, csrf=session.csrf, page="clients"
+        )
+
+    async def client_test(self, request: Request) -> Response:
+        posted = await self._posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, _form = posted
+        ok, said = await clients.test_connection(self.bus)
+        return self.render("tested.html", 200 if ok else 502, ok=ok, said=said, csrf=session.csrf, page="clients")
+
+    async def token_rotate(self, request: Request) -> Response:
+        """A rotation asks first (the URL-form clients lose their access until they get the new token)."""
+        posted = await self._posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, form = posted
+        if form.get("confirm") != "rotate":
+            return self.render("rotate.html", asked=True, problem="", csrf=session.csrf, page="clients")
+        problem = await clients.rotate(self.bus)
+        return self.render(
+            "rotate.html", 502 if problem else 200, asked=False, problem=problem, csrf=session.csrf, page="clients"
+        )
 
     async def signout(self, request: Request) -> Response:
         posted = await self._posted(request)

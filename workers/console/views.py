@@ -40,8 +40,6 @@ from foldermind.protocol.messages import (
     SearchRequest,
     StatusReply,
     StatusRequest,
-    WatchSyncReply,
-    WatchSyncRequest,
 )
 from foldermind.protocol.runtime.config import llm_from_env
 from foldermind.workers.asyncbus import Bus
@@ -66,14 +64,13 @@ class Overview:
 
 async def add_folder(bus: Bus, path: str, name: str) -> str:
     """Register ``path`` as a Smart Folder as ``foldermind folders add`` does (the indexer checks it is an absolute
-    path to a folder that is not foldermind's own nor overlaps another), then have the watcher watch it; the
+    path to a folder that is not foldermind's own nor overlaps another, and has the watcher watch it); the
     problem in a sentence, or "" when it is registered."""
     path = os.path.expanduser(path)
     if not os.path.isabs(path):
         return f"{path or 'an empty path'} is not an absolute path: give the folder's whole path (/home/me/Notes)"
     try:
         await bus.call("indexer", FolderAddRequest(path, name[:200]), FolderAddReply)
-        await bus.call("watcher", WatchSyncRequest(), WatchSyncReply, timeout=120)
     except JobError as exc:
         return exc.message
     return ""
@@ -83,7 +80,6 @@ async def remove_folder(bus: Bus, folder: str) -> str:
     """Unregister a Smart Folder and purge its index entries (its files are never touched), as ``folders remove``."""
     try:
         await bus.call("indexer", FolderRemoveRequest(folder), FolderRemoveReply)
-        await bus.call("watcher", WatchSyncRequest(), WatchSyncReply, timeout=60)
     except JobError as exc:
         return exc.message
     return ""

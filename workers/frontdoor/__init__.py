@@ -1,8 +1,8 @@
 """The frontdoor worker: the MCP server (streamable HTTP on 127.0.0.1) that every client, and the stdio
 bridge ``foldermind mcp``, talks to.
 
-The worker's main thread serves the bus like every worker (``mcp.info``, ``mcp.token.rotate``); uvicorn
-runs the HTTP app on a second thread. Tool calls go from there to the other workers through the broker
+The worker's main thread serves the bus like every worker (``mcp.info``, ``mcp.token.rotate``, ``mcp.activity``);
+uvicorn runs the HTTP app on a second thread. Tool calls go from there to the other workers through the broker
 (:mod:`.bus`), so a dead or stuck worker costs a typed SERVICE_UNAVAILABLE, never a hang, and this
 process keeps answering. The URL and port actually bound are written to the home's ``run/mcp.json`` for
 ``foldermind status``, ``config snippet``, ``test-connection`` and the stdio bridge.
@@ -19,11 +19,14 @@ from typing import Any, cast
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
+    ActivityReply,
+    ActivityRequest,
     McpInfoReply,
     McpInfoRequest,
     TokenRotateReply,
     TokenRotateRequest,
 )
+from foldermind.protocol.runtime import activity
 from foldermind.protocol.runtime.activity import ActivityLog
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.config import activity_from_env, llm_from_env, mcp_from_env
@@ -134,6 +137,7 @@ class FrontdoorWorker(Worker):
                 *super().handlers().items(),
                 route(McpInfoRequest, self.on_info),
                 route(TokenRotateRequest, self.on_rotate),
+                route(ActivityRequest, self.on_activity),
             ]
         )
 
@@ -170,6 +174,17 @@ class FrontdoorWorker(Worker):
             raise JobError(ErrorCode.TOKEN_PERSIST_FAILED, str(exc)) from exc
         log.info("bearer token rotated")
         return TokenRotateReply(token_mode=self.tokens.mode)
+
+    def on_activity(self, req: Request[ActivityRequest]) -> Result:
+        """What clients did (the console's Activity page), read from the table this process writes."""
+        body = req.body
+        if not isinstance(body.client, str) or not isinstance(body.since, int | float) or isinstance(body.since, bool):
+            raise JobError(ErrorCode.BAD_REQUEST, "client is a key's name and since a time in epoch seconds")
+        limit = body.limit if isinstance(body.limit, int) and not isinstance(body.limit, bool) else 200
+        data = self.home.data_dir
+        rows = activity.read(data, body.client or None, float(body.since) or None, max(1, min(limit, 1000)))
+        names = set(activity.last_used(data)) | (self._key_names() or frozenset())
+        return ActivityReply(rows=rows[::-1], clients=sorted(names))
 
 
 def _raise_fd_limit() -> None:

@@ -3,7 +3,7 @@ requests, file changes from the watcher, searches (:mod:`.search`), the evidence
 (:mod:`.evidence`) and the per-document and
 whole-index questions behind the MCP tools (:mod:`.documents`).
 
-Its serving thread handles requests; its ingest thread (:mod:`.pipeline`) parses and writes; a
+Its serving thread handles requests; its ingest thread (:mod:`.ingest`) parses and writes; a
 background thread loads the query model (:mod:`.encoder`) without holding up READY.
 
 Its length (~435 lines): one handler per request kind, each a few lines that hand over to the services.
@@ -55,9 +55,9 @@ from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
 from foldermind.workers.indexer.evidence import EvidenceService
+from foldermind.workers.indexer.ingest.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.integrity import Damage, is_database_damage, open_keyword_index, outdated_keyword_index
 from foldermind.workers.indexer.persistent import PersistentFault, named_fault, with_fix
-from foldermind.workers.indexer.pipeline import Pipeline, hold_at
 from foldermind.workers.indexer.reserved import own_folders, refusal
 from foldermind.workers.indexer.search import SearchService
 from foldermind.workers.indexer.storage import classify, disk_bytes
@@ -108,6 +108,8 @@ class IndexerWorker(Worker):
             self.search_policy.expansion_search,
             self.search_policy.exact_search_vectors,
         )
+        self.unscanned: set[str] = set()
+        """Folders added since this start whose first scan the watcher has not sent yet: they read as indexing."""
         self.pipeline = Pipeline(self.store, self.bm25, self.vectors, self.ctx.bus_endpoint, self.policy, self.ctx.name)
         self.pipeline.damage = self.damage
         self.pipeline.refilling(rebuild or ("keyword index of older fields" if outdated else None))
@@ -247,7 +249,7 @@ class IndexerWorker(Worker):
         # A batch committed to SQLite but not yet in usearch is not embedded yet.
         p["chunks"], p["chunks_embedded"] = self.store.chunk_counts(folder.id, lambda: self.vectors.arriving)
         # "ready" promises that a keyword search finds every indexed file: not before Tantivy's commit.
-        busy = p["files_pending"] or p["files_not_yet_searchable"]
+        busy = p["files_pending"] or p["files_not_yet_searchable"] or folder.id in self.unscanned
         state = "indexing" if busy else "ready"
         unsupported = self.store.unsupported(folder.id)
         if busy and self.pipeline.disk_full is not None:
@@ -285,6 +287,8 @@ class IndexerWorker(Worker):
         with self._writing("registering a Smart Folder"):
             folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000], self._refusal)
         log.info("Smart Folder %s registered", folder.id)
+        self.unscanned.add(folder.id)
+        self.pipeline.tell_watcher()
         return FolderAddReply(self.folder_info(folder))
 
     def on_folder_list(self, req: Request[FolderListRequest]) -> Result:
@@ -314,7 +318,7 @@ class IndexerWorker(Worker):
         # First: after a crash between the two, the folder is still registered and removing it again finishes.
         table.remove([c.id for c in inside])
         purged = self.store.remove_folder(folder.id)
-        self.pipeline.wake()
+        self.pipeline.tell_watcher()
         log.info(
             "Smart Folder %s removed (%d documents purged, %d criteria folders)", folder.id, len(purged), len(inside)
         )
@@ -383,6 +387,7 @@ class IndexerWorker(Worker):
             self.store.set_unsupported(db, folder.id, body.unsupported, body.unsupported_files[:MAX_UNSUPPORTED_LISTED])
             gone = [doc.id for path, doc in known.items() if path not in seen]
             self.store.delete_documents(db, gone)
+        self.unscanned.discard(folder.id)
         self.pipeline.wake()
         log.info(
             "reconciled folder %s: %d new, %d changed, %d unchanged, %d deleted",

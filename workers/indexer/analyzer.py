@@ -1,10 +1,9 @@
 """The deterministic analysis of a stored document, made after search is ready.
 
 A written document is marked due (``analysis_due``, in the transaction that writes its chunks), and the
-ingest thread analyses due documents only once nothing is left to parse or embed: on the whole SciFact
-folder the analysis was ~13 of the indexer's 21 CPU-s, taken from the embedder while files were parsed
-(fully embedded in 86.0 s with it deferred against 95.0 s, keyword-indexed in 16.2 s against 40.4 s, back
-to back: docs/benchmarks-ingest.md). Made after the folder is indexed, keywords are also weighted by the whole
+ingest thread analyses due documents only once nothing is left to parse or embed: analysis made while files are
+parsed takes CPU from the embedder and delays both keyword and semantic search (docs/tuning.md#ingest-priority).
+Made after the folder is indexed, keywords are also weighted by the whole
 folder's word counts rather than by the part indexed before them. Meanwhile ``get_document_summary``
 analyses a due document on the spot (:func:`analyze_stored`, ~2 ms) without storing it.
 """

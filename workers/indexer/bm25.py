@@ -1,41 +1,26 @@
 """The Tantivy (BM25) side of the index.
 
-Fields: ``chunk_id`` and ``doc_id`` (integers; a document's chunks are deleted by ``doc_id``),
-``folder_id`` (raw, for scoping), ``text`` and ``heading`` (stemmed terms), ``title`` (the document's title, in
-every chunk of it) and ``name`` (its file name's stem cut into words at ``-``, ``_``, ``.`` and camelCase
-boundaries: ``lang_createTable.html`` is "lang create table"), ``cjk``: the Chinese/Japanese/Korean characters of
-the text as overlapping bigrams, since the stemmed fields split CJK text into whole runs that a query never
-matches, ``lang`` (raw): the language the chunk is stemmed in, and the two a search filter reads inside the
-query (:class:`Where`): ``ext`` (raw: the file name's suffix, lower case, without the dot) and ``mtime`` (the
-file's modification time in ns, a fast integer field for a range query).
+Fields: ``chunk_id`` and ``doc_id`` (integers; a document's chunks are deleted by ``doc_id``), ``folder_id`` (raw,
+for scoping), ``text`` and ``heading`` (stemmed terms), ``title`` (the document's title, in every chunk of it),
+``name`` (its file name's stem cut into words: ``lang_createTable.html`` is "lang create table"; boosts and word
+cutting: :mod:`.fields`), ``cjk`` (the text's Chinese/Japanese/Korean characters as overlapping bigrams, which the
+stemmed fields never match), ``lang`` (raw: the chunk's stemming language), and the two a search filter reads
+inside the query (:class:`Where`): ``ext`` (the file name's suffix, lower case) and ``mtime`` (ns, a fast field).
 
-Field boosts, and how a file name becomes words: :mod:`.fields`.
+Languages (:mod:`.languages`): a chunk is stemmed here with its document's language, and the terms of every
+language go into one ``text`` and one ``heading`` field, so BM25 weighs every document against the same average
+length and count. A query's words are stemmed for every language the index holds and each word's stems are
+or'ed, rather than the query's language detected (two or three words are too short to detect); an index of
+English documents ranks as with Tantivy's own ``en_stem``. Measured: docs/tuning.md#keyword-index.
 
-Languages (:mod:`.languages`): a chunk's text and heading are stemmed here, with its document's language's
-analysis (Tantivy's ``en_stem`` rebuilt, with another stemmer for the 17 other languages), and the terms go into
-one ``text`` and one ``heading`` field for every language (whitespace-separated: Tantivy only splits them
-again). One field, so BM25 weighs every document against the same average length and document count: a field
-per language was tried first and a German document among 40 English ones of its length then scored 0.19
-where the English one scored 3.32 for the same single match (its field's average length counted every
-document of the index). A query's words are stemmed for every language the index holds (``lang``: 17 term
-lookups, ~25 µs) and each word's distinct stems are or'ed, rather than the query's language detected: a query of
-two or three words is too short to detect, and a word's stem for a language it is not in mostly matches
-nothing. Mostly: English "permit" stemmed as French is French "permis" (both "perm"), a match BM25 then ranks
-like any other. An index of English documents is searched exactly as when every document was English-stemmed
-by Tantivy (SciFact: the same top 100 chunks, scores and counts for all 150 queries; ``tests/bench/languages.py``,
-docs/benchmarks-languages.md).
+Queries never go through Tantivy's query parser: the query is cut into words by our own rule, each word stemmed
+as its field was, and the terms combined as term queries, so a user's ``AND``, quotes, ``field:`` or ``*`` are
+plain words, never syntax. Two content words in a row (:mod:`.stopwords` left out, the gap kept) also score as a
+phrase in ``text``, at ``[search] keyword_proximity`` of its BM25.
 
-Queries never go through Tantivy's query parser: the query is cut into words by our own rule, each word is
-stemmed by the same analysis its field was indexed with, and the terms are combined as term queries. A user's
-``AND``, quotes, ``field:``, ``*`` or brackets are therefore plain words or nothing, never syntax. Each two content
-words that follow each other in the query (:mod:`.stopwords` left out, the gap they leave kept) also score as a
-phrase in ``text``, at ``[search] keyword_proximity`` of its BM25: a passage holding them as the query does ranks
-above one holding them apart (the setting's help has the measured reason).
+A change to these fields bumps :data:`SCHEMA_VERSION`: the index is rebuilt from SQLite (``rebuild_keyword_index``).
 
-A change to these fields bumps :data:`SCHEMA_VERSION`: the indexer then builds the Tantivy index again from
-SQLite (:meth:`foldermind.workers.indexer.store.Store.rebuild_keyword_index`).
-
-Its length (~460 lines): the schema, how a chunk is written into it and every query built on it (terms, phrases,
+Its length (~450 lines): the schema, how a chunk is written into it and every query built on it (terms, phrases,
 exclusions, scope, filters) read the same field list; split apart, each part would have to repeat it.
 """
 
@@ -185,7 +170,7 @@ class KeywordHit:
 
 
 PROXIMITY: float = SearchPolicy.model_fields["keyword_proximity"].default
-"""The proximity bonus's share (``[search] keyword_proximity``, where its measured reason is)."""
+"""The proximity bonus's share (``[search] keyword_proximity``; measured: docs/tuning.md#proximity)."""
 
 
 class KeywordIndex:
@@ -200,8 +185,8 @@ class KeywordIndex:
         builder.add_integer_field("chunk_id", stored=True, indexed=True, fast=True)
         builder.add_integer_field("doc_id", stored=False, indexed=True, fast=True)
         builder.add_text_field("folder_id", stored=False, tokenizer_name="raw")
-        # Stemmed terms, whitespace-separated (see the module's docstring). Not stored: only ``chunk_id`` is
-        # read back from a hit, and the text is in SQLite.
+        # Stemmed terms, whitespace-separated (stemmed here, so Tantivy only splits them). Not stored: only
+        # ``chunk_id`` is read back from a hit, and the text is in SQLite.
         builder.add_text_field("text", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("heading", stored=False, tokenizer_name="whitespace")
         builder.add_text_field("title", stored=False, tokenizer_name="whitespace")
@@ -335,8 +320,8 @@ class KeywordIndex:
             musts.append((tantivy.Occur.Must, tantivy.Query.term_query(self.schema, "folder_id", folder_id)))
         if docs is not None and (docs[0] or not docs[1]):
             ids, exclude = docs
-            # Term sets of at most TERM_SET ids, or'ed: measured on SciFact's index (5 segments), one set of
-            # 2,000 ids took 16 ms and two of 1,000 2.7 ms. Scored 0: a filter selects, it adds nothing to BM25.
+            # Term sets of at most TERM_SET ids, or'ed: one big set is far slower (docs/tuning.md#keyword-index).
+            # Scored 0: a filter selects, it adds nothing to BM25.
             sets = [
                 (tantivy.Occur.Should, tantivy.Query.term_set_query(self.schema, "doc_id", ids[i : i + TERM_SET]))
                 for i in range(0, max(len(ids), 1), TERM_SET)

@@ -288,6 +288,11 @@ class DocumentService:
             ids = [folder_id]
         else:
             totals = _scoped_totals(infos)
+            if visible.criteria:  # the criteria folders' documents beyond the key's path folders count too
+                extra = self.store.totals_among(visible.docs, visible.folders, tuple(self.vectors.arriving))
+                totals = {name: totals[name] + extra[name] for name in extra} | {
+                    "files_unsupported": totals["files_unsupported"]
+                }
         unsupported: dict[str, int] = {}
         for fid in ids:
             for suffix, n in self.store.unsupported(fid).items():
@@ -296,8 +301,7 @@ class DocumentService:
         failures, indexing = (
             [
                 FailureInfo(path=r["path"], folder_id=r["folder_id"], status=r["status"], error=r["error"])
-                for fid in ids
-                for r in self.store.recent_failures(limit, fid, statuses)
+                for r in self._failures(limit, ids, statuses, visible if folder_id is None else None)
             ][:limit]
             for statuses in (("failed", "skipped"), ("indexing",))
         )
@@ -312,6 +316,15 @@ class DocumentService:
             unsupported_files=[p for fid in ids for p in self.store.unsupported_files(fid)],
             indexing=indexing,
         )
+
+    def _failures(
+        self, limit: int, ids: list[str | None], statuses: tuple[str, ...], visible: visibility.Visible | None
+    ) -> list[Any]:
+        """The documents with ``statuses`` in folders ``ids``, and in a key's criteria folders (``visible``)."""
+        rows = [r for fid in ids for r in self.store.recent_failures(limit, fid, statuses)]
+        if visible is not None and visible.criteria:
+            rows += self.store.failures_among(limit, visible.docs, visible.folders, statuses)
+        return rows
 
     def _embedding(self, totals: dict[str, int]) -> EmbeddingInfo:
         error = self.embed_error()

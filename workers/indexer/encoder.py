@@ -1,28 +1,27 @@
 """Query vectors for semantic and hybrid search.
 
-With ``[search] query_encoder = "local"`` the indexer loads the embedder's own model (the same
-directory, the same normalisation) in a background thread at start, and encodes queries itself,
-never queued behind an indexing batch at the embedder. Until that model is ready, or if it failed to
-load, or if it is not the model the index was built with, the query goes to the embedder over the
-bus (``query_embed_timeout_s``); when that fails too, the caller answers from keyword search.
+With ``[search] query_encoder = "local"`` the indexer loads the embedder's own model (the same directory, the same
+normalisation) in a background thread at start, and encodes queries itself, never queued behind an indexing batch at
+the embedder. Until that model is ready, or if it failed to load, or if it is not the model the index was built
+with, the query goes to the embedder over the bus (``query_embed_timeout_s``); when that fails too, the caller
+answers from keyword search.
 
-Two local backends (``query_backend``). With ``"onnx"`` (the default) that thread opens the checked ONNX
-export the embedder shares (:mod:`foldermind.workers.onnx_export`: exported once per machine by a child
-process, checked there against torch, then verified on every load against the recorded torch vectors),
-and ONNX Runtime answers (~9-10 ms a query on one thread), tokenized by ``tokenizers``: torch and
-sentence-transformers are never imported (about 4.5 CPU-s and ~300 MiB of the indexer's start saved).
-Until it is ready (a first export takes ~10 s) queries go to the embedder. Only if onnxruntime is missing
-or the export fails or disagrees is torch loaded (~16-19 ms a query), and :meth:`QueryEncoder.describe`
-says why; ``"torch"`` never tries ONNX.
+Two local backends (``query_backend``). With ``"onnx"`` (the default) that thread opens the checked ONNX export the
+embedder shares (:mod:`foldermind.workers.onnx_export`: exported once per machine by a child process, checked there
+against torch, then verified on every load against the recorded torch vectors), and ONNX Runtime answers, tokenized
+by ``tokenizers``: torch and sentence-transformers are never imported (measured: docs/tuning.md#embedder). Until it
+is ready (a first export takes ~10 s) queries go to the embedder. Only if onnxruntime is missing or the export fails
+or disagrees is torch loaded (~16-19 ms a query), and :meth:`QueryEncoder.describe` says why; ``"torch"`` never
+tries ONNX.
 
 The precision is the embedder's (``[ingest] embed_quantize``): ``"int8"`` opens the int8 copy of the export
-(:mod:`foldermind.workers.onnx_int8`). A query vector is only compared with stored vectors of the same model
-AND precision (:func:`~foldermind.workers.model_files.vectors_key`, recorded by the index): while an index of
-another precision is being re-embedded, the caller answers from keyword search and says why. Torch, the
-fallback, runs fp32 only.
+(:mod:`foldermind.workers.onnx_int8`). A query vector is only compared with stored vectors of the same model AND
+precision (:func:`~foldermind.workers.model_files.vectors_key`, recorded by the index): while an index of another
+precision is being re-embedded, the caller answers from keyword search and says why. Torch, the fallback, runs fp32
+only.
 
-Recent query vectors are kept (``query_cache_size``, keyed by the model, its precision and the exact query text),
-so a repeated query skips the encode whichever way its vector came.
+Recent query vectors are kept (``query_cache_size``, keyed by the model, its precision and the exact query text), so
+a repeated query skips the encode whichever way its vector came.
 """
 
 from __future__ import annotations
@@ -296,8 +295,7 @@ class QueryEncoder:
         """Normalised vectors of short ``texts`` (evidence sentences, generated claims), one row each, made
         here only (never queued at the embedder behind indexing); ``None`` and why when the local model
         cannot make vectors comparable with the index's. Texts go in length order, :data:`SENTENCE_BATCH` at a
-        time: sentences vary in length, and a padded batch pays for its longest (measured on 2 cores: 16
-        sentences in batches of 4 take 148 ms on one thread, in one batch of 16 215 ms)."""
+        time: sentences vary in length, and a padded batch pays for its longest (docs/tuning.md#embedder)."""
         if not texts:
             return np.zeros((0, ndim), dtype=np.float32), ""
         why = self._local_unusable(ndim, index_model)

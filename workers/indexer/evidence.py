@@ -20,8 +20,8 @@ question lacks) and a penalty for a fragment; the quote of a sentence may take i
 
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
 
-Its length (~450 lines): the score's weights and bonuses are documented where they are defined, each with the
-answer bench's counts that chose it; splitting them from the scoring that uses them would scatter one idea.
+Its length (~450 lines): the score's weights and bonuses are documented where they are defined (the counts that
+chose them: docs/tuning.md#answer-evidence); splitting them from the scoring that uses them would scatter one idea.
 """
 
 from __future__ import annotations
@@ -57,11 +57,10 @@ PASSAGE = 0.3
 """Weight of how much of the question the sentence's whole passage holds (its sentences and heading, idf over
 the passages): an answer sentence often names little of the question ("A total of 9020 patients were
 included."), and a sentence of another passage that names as little but states the same kind of figure ("132
-patients" of another trial) must not beat it. On the answer bench's tune questions 40 -> 42 of 48 (0.15: 41;
-0.45 and 0.6: 42)."""
+patients" of another trial) must not beat it. Measured: docs/tuning.md#answer-evidence."""
 ENCODE_AT_MOST = 20
-"""Sentences encoded per question: 20 take ~180 ms on one thread, well inside the 300 ms budget. 32 answered
-no more of the 180 tuning questions (151 against 153: more sentences near the question compete)."""
+"""Sentences encoded per question: 20 take ~180 ms on one thread, well inside the 300 ms budget; more answered no
+more questions (more sentences near the question compete: docs/tuning.md#answer-evidence)."""
 CACHE_SIZE = 4096
 """Sentence vectors kept (384 floats each: ~6 MiB)."""
 FIGURE_BONUS = 0.15
@@ -72,8 +71,7 @@ COUNTED_BONUS = 0.2
 """Added, on top of FIGURE_BONUS, to a sentence whose figure comes with the thing the question counts
 ("How many patients were pooled ...?" / "A total of 9020 patients were included."; :func:`.sentences.counts`:
 the figure stands before it, not merely in the same sentence as "patients ... was 2.56%"). With the figure
-follow-on from the sentence before (:meth:`EvidenceService._span`) it lifts the extractive answers holding
-the gold answer from 30 to 33 of the 48 tune questions (held out: 18 of 24 before and after)."""
+follow-on from the sentence before (:meth:`EvidenceService._span`). Measured: docs/tuning.md#answer-evidence."""
 DEFAULT_BONUS = 0.1
 """Added to a sentence that names a default when the question asks for one (:func:`.sentences.asks_for_default`:
 "by default", "when none is named"): a manual states it in so many words ("The default transaction behavior is
@@ -82,18 +80,13 @@ CODE_BONUS = 0.15
 """Added to a sentence holding a name written as code (:func:`.sentences.names_code`: ``--enable-usb``,
 ``.kbd``, ``widthratio``) that the question does not hold, or standing under a heading that is such a name
 (:func:`.sentences.heading_name`: a reference page's "apnumber", "chage(1)"), when the question asks for such a
-name ("Which configure flag ...", "What file extension ..."). Chosen together on the spent question sets (tune,
-held out, fresh, fresh2; 144 questions, 2026-12-03, int8 vectors), extractive answers holding the gold answer:
-neither 113-114; DEFAULT_BONUS 0.1 alone 118 (0.15-0.3: 117); with CODE_BONUS 0.05 120, 0.1 123, 0.15 and 0.2
-124, 0.3 122. Judged on the fresh3 set, written before and not read. The heading name: docs/benchmarks-answer-
-relevance.md."""
+name ("Which configure flag ...", "What file extension ..."). Chosen together with DEFAULT_BONUS (measured:
+docs/tuning.md#answer-evidence; the heading name: docs/benchmarks-answer-relevance.md)."""
 ENTITY_BONUS = 0.1
 """Added to a sentence holding a name the question does not (:func:`.sentences.names_new`: "Golgi", "RUNX1",
 "HoxD") when the question asks for a thing by name ("With which part of the cell ...", "Which transcription
 factor ..."; :func:`.sentences.asks_for_entity`): the sentences closest to such a question often restate it
-and name nothing new. Chosen on the spent sets and fresh3 (180 questions, 2026-12-03, with :data:`.floor.SUPPORT_FROM`
-3 and the definition-list term of :mod:`.reach`), extractive answers holding the gold answer: 0: 156; 0.05
-and 0.1: 158; 0.15: 157 (SciFact gains, manual answers lost to sentences naming other options); 0.2: 157."""
+and name nothing new. Measured: docs/tuning.md#answer-evidence."""
 FRAGMENT_PENALTY = 0.05
 """Taken from a "sentence" that does not end like one (a title, a heading, a table row): those restate a
 topic; they rarely hold the answer."""
@@ -112,9 +105,7 @@ CONTINUE_CHARS = 600
 """How far a passage is read on into the next chunk, to the end of the paragraph the chunk boundary cuts: a
 chunk ends where its tokens run out, and the answer is often the rest of that paragraph ("An exception to PEP
 8 is our rules on line lengths." / "... We allow up to 88 characters ..."; "PostgreSQL's defaults are 35 and"
-/ "15."). On the answer bench's tune questions, with the short-line rule of :mod:`.sentences` and its
-figure words: 39 -> 41 of 48 extractive answers holding the gold answer (held out: 18 of 24 before and
-after)."""
+/ "15."). Measured with the short-line rule of :mod:`.sentences`: docs/tuning.md#answer-evidence."""
 
 
 @dataclass(slots=True)
@@ -144,8 +135,8 @@ def _each_file_first(hits: list[SearchHit], ranked: list[_Candidate]) -> list[_C
     """``ranked`` with each file's best sentence first (in score order), then the rest in score order: the
     spans of a yes-no question (:func:`.sentences.asks_whether`). Its answer is not a fact one sentence states
     but what the documents say about a statement, and the sentences closest to it are mostly the best file's
-    restating one another (on the 29 SciFact claims, 9 answers quoted only files SciFact does not judge
-    relevant while a judged file was among the passages; 5 of them quoted one file three times)."""
+    restating one another, so an answer quoted one file three times and missed the relevant one
+    (docs/tuning.md#answer-evidence)."""
     firsts: list[_Candidate] = []
     files: set[str] = set()
     for c in ranked:

@@ -5,11 +5,8 @@ A query term scores in ``text`` at 1 and in each of these at its boost (:data:`B
 chunk of the file: a word of either lifts all of the file's chunks alike, so the file ranks and its best passage
 still decides which chunk leads; a ``heading`` word lifts its section.
 
-The boosts were chosen on the lookup bench's and SciFact's tune splits only (``tests/bench/fields.py``; figures in
-docs/benchmarks-mcp.md): heading 0.25, title 0.25, name 0.5 took the tune questions' hybrid MRR@10 from 0.878
-(heading 0.5 alone, before) to 0.906 and changed no known item nor SciFact; a boost of 1 or more in any field lost
-questions (a word of a long manual's name or title outweighed the page that answers). Held out, one of 12
-questions fell a rank.
+The boosts stay below 1: a boost of 1 or more in any field let a word of a long manual's name or title outweigh the
+page that answers (``tests/bench/fields.py``; measured: docs/tuning.md#field-boosts).
 """
 
 from __future__ import annotations

@@ -10,26 +10,14 @@ whichever set is smaller). The semantic search runs over the admitted chunks' ve
 (:meth:`ScopedVectors.search_keys`: exact up to its limit, usearch searched ever deeper above it). Nothing is
 cut after ranking, so a filter that admits ``top_k`` matching chunks or more returns ``top_k``.
 
-Why fields for types and dates: Tantivy's intersection of a query's terms with a term set on ``doc_id`` cost
-~18-28 ms at SciFact size under load whatever the set's size (the set, not the number of ids, is the cost), where
-a range on a fast field costs about what the text query alone does (docs/benchmarks-mcp.md, section 5). A glob
+Why fields for types and dates: a term set on ``doc_id`` costs the same large amount whatever its size, where a
+range on a fast field costs about what the text query alone does (measured: docs/tuning.md#search-filters). A glob
 has no field to match against, so it keeps the id set. Tantivy's ``mtime`` follows the file: a file written
 again with the same bytes is not parsed again, but its journal row has Tantivy read its chunks again
 (:meth:`Store.mark_unchanged`). The resolved set still decides what is returned (a document being parsed again
 keeps its old chunks, and their old fields, in Tantivy until the new ones replace them).
 
-Meaning of each filter (documented in README and the tool's schema):
-``file_types``: the file name's suffix, without the dot, any case; only suffixes a parser reads are accepted.
-``path_glob``: ``*`` and ``?`` within one path segment, ``**`` across segments, ``{a,b}``, ``[abc]``;
-matched against the path relative to the document's Smart Folder, or against the whole path when it starts
-with ``/`` (then it must lie inside or around a registered folder).
-``modified_after`` / ``modified_before``: ISO 8601 dates or times (UTC unless the value carries an offset);
-after is inclusive (``mtime >= after``), before exclusive (``mtime < before``), so a year is
-``2025-01-01 .. 2026-01-01``. Either may also be an ISO 8601 duration, counted back from the moment the
-filter is read (to the second): ``P30D`` after is "modified in the last 30 days", ``P1Y`` before "not
-touched for a year" (pydantic reads the duration: a year is 365 days, a month 30). A criteria Smart Folder
-(:mod:`.criteria`) stores the text and reads it at each use, so its documents age out of such a window with
-no event at all.
+What each filter means (documented in README and the tool's schema) is on the fields of :class:`Filters`.
 """
 
 from __future__ import annotations
@@ -70,9 +58,20 @@ class Filters:
     """A validated filter; the empty one admits everything."""
 
     types: frozenset[str] = frozenset()
+    """``file_types``: the file name's suffix, without the dot, any case; only suffixes a parser reads are accepted."""
     glob: str = ""
+    """``path_glob``: ``*`` and ``?`` within one path segment, ``**`` across segments, ``{a,b}``, ``[abc]``; matched
+    against the path relative to the document's Smart Folder, or against the whole path when it starts with ``/``
+    (then it must lie inside or around a registered folder)."""
     after_ns: int | None = None
+    """``modified_after``: an ISO 8601 date or time (UTC unless the value carries an offset), inclusive (``mtime >=
+    after``). It may also be an ISO 8601 duration, counted back from the moment the filter is read (to the second):
+    ``P30D`` is "modified in the last 30 days" (pydantic reads the duration: a year is 365 days, a month 30). A
+    criteria Smart Folder (:mod:`.criteria`) stores the text and reads it at each use, so its documents age out of
+    such a window with no event at all."""
     before_ns: int | None = None
+    """``modified_before``: the same, exclusive (``mtime < before``), so a year is ``2025-01-01 .. 2026-01-01``;
+    ``P1Y`` is "not touched for a year"."""
 
     @property
     def active(self) -> bool:

@@ -8,9 +8,9 @@ Beside it the reply reports the *rare share* (``support["rare"]``), measured and
 question's terms one leading passage holds with its heading, each term weighted by its idf over the whole index to
 the power :data:`RARE_POWER`, so the words naming what is asked ("Heroku" in "How do I deploy a Django project to
 Heroku?") weigh most and the subject every page of the topic names weighs little. As a floor it refuses questions
-that name what the documents hold and ask what they never say, and refuses paraphrased questions first: on the
-tune sets no rare floor refused more without losing answers the floor above keeps (docs/benchmarks-answer-
-relevance.md), so it stays a measure for the benches until a signal tells the two apart.
+that name what the documents hold and ask what they never say, and refuses paraphrased questions first: no rare
+floor refused more without losing answers the floor above keeps (docs/tuning.md#answer-evidence), so it stays a
+measure for the benches until a signal tells the two apart.
 """
 
 from __future__ import annotations

@@ -1,39 +1,26 @@
 """Merging the keyword and the semantic ranking into one (hybrid search).
 
-Each takes rankings of ``(chunk_id, score)``, best first, and returns one, best first (``evidence``, the fourth of
-:data:`FUSIONS`, is :mod:`.fusion_evidence`: no rules, its weight read from the lists). The benches
-(``tests/bench/retrieval.py``, ``tests/bench/lookup.py``, ``tests/bench/fusion_sweep.py``) import them to sweep
-their parameters offline on exactly the lists the indexer fuses.
+Each fusion takes rankings of ``(chunk_id, score)``, best first, and returns one, best first (``evidence``, the
+default of :data:`FUSIONS`, is :mod:`.fusion_evidence`). The benches (``tests/bench/retrieval.py``,
+``tests/bench/lookup.py``, ``tests/bench/fusion_sweep.py``) import them to sweep their parameters offline on exactly
+the lists the indexer fuses. Measured: docs/tuning.md#fusion and docs/tuning.md#blend.
 
-``blend`` (the default until ``evidence`` replaced it: docs/benchmarks-fusion.md) was designed on the lookup
-bench (``tests/bench/lookup.py``: known-item queries and natural questions over real PDF and HTML manuals, and
-the 150 SciFact queries), every constant chosen on the ``tune`` splits only; its constants are ``[search]``
-settings (``SearchPolicy`` in :mod:`foldermind.protocol.runtime.config`, each with its measured reason);
-``docs/benchmarks-mcp.md`` has the figures. What it fixes: ``weighted``
-(``keyword_weight`` 0.5) lost exact lookups that keyword search alone found, because a page that only BM25 finds
-gets at most half the score, and semantic neighbours that are also near the top of BM25 outrank it. ``blend`` is
+``weighted`` is ``keyword_weight * bm25 + (1 - keyword_weight) * cosine``, each min-max normalised. It loses exact
+lookups that keyword search alone finds: a page only BM25 finds gets at most half the score, and semantic
+neighbours that are also near the top of BM25 outrank it. ``blend`` (the default before ``evidence``) is
 ``weighted`` plus a weight for word lists and four rank rules, the first three keeping what a known-item lookup
-(the words a user remembers of one page) needs from BM25:
+(the words a user remembers of one page) needs from BM25; its constants are ``[search] blend_*`` settings:
 
 - a bonus for BM25's first hit;
-- the strong-keyword rule (not for a question): a BM25 first hit far above the second, or far above the tail
-  (the hit at ``strong_keyword_tail_rank``), is kept first. The tail matters because a page's own second
-  passage, or a near twin page, often scores close behind it: k41 of the first held-out set, "4ti2 team
-  copyright GNU General Public License", had the right page 1.11 times its second (the LGPL page) and lost.
-  On the tune splits the ratio to the second alone held 61 of 78 known items, with the tail 71, at no cost on
-  SciFact or the natural questions;
+- the strong-keyword rule (not for a question): a BM25 first hit far above the second, or far above the hit at
+  ``strong_keyword_tail_rank`` (a page's own next passage, or a near twin page, often scores close behind), is
+  kept first;
 - the lookup weight: a query that is a list of words (not a question, no stop word: :func:`is_lookup`) weighs
-  BM25 at ``blend_lookup_keyword_weight`` instead of ``blend_keyword_weight``. Such a query is the words a user
-  remembers, and the semantic neighbours of a word list are weak (216 known-item queries of six remembered
-  words: semantic alone put the gold file first for 114, keyword 196, the blend at 0.5 190; at 0.8 196);
+  BM25 at ``blend_lookup_keyword_weight``, as the semantic neighbours of a word list are weak;
 - the same-file rule (every query): when the blend's first hit is another passage of the file BM25 ranks first,
-  BM25's passage leads. The file is the same either way, so the rule cannot cost a file-level figure
-  (SciFact's nDCG is by abstract); it gives back the exact page: known items page-exact 44 -> 46 of 48 and
-  natural questions 18 -> 19 of 24 (tune), equal to keyword search;
-- the repeat penalty (every query): a hit loses ``blend_repeat_penalty`` for each passage of its file above it,
-  so five passages of one long manual do not push every other file out of the first five. On the lookup bench's
-  tune questions it put the gold file back in the first five for the two that had lost it (n04: five
-  Asymptote passages ahead of gnuplot's; n33: four of ``lang_altertable.html`` ahead of ``lang_vacuum.html``).
+  BM25's passage leads: the file is the same, and the exact page comes back;
+- the repeat penalty (every query): a hit loses ``blend_repeat_penalty`` for each passage of its file above it, so
+  five passages of one long manual do not push every other file out of the first five.
 """
 
 from __future__ import annotations
@@ -53,7 +40,7 @@ SameFile = Callable[[int, int], bool]
 
 @dataclass(frozen=True, slots=True)
 class BlendRules:
-    """``blend``'s constants, read from ``[search]`` (their meaning and measured reasons are there)."""
+    """``blend``'s constants, read from ``[search]`` (their meaning there; measured: docs/tuning.md#blend)."""
 
     keyword_weight: float
     lookup_keyword_weight: float
@@ -99,8 +86,7 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 
 def is_lookup(query: str) -> bool:
     """Whether the query is a list of words a user remembers (``pause mouse close window``): not a question,
-    and not one English stop word among its words. A sentence (SciFact's claims: 13 of 150 have no stop word)
-    or a question is not."""
+    and not one English stop word among its words. A sentence (most have a stop word) or a question is not."""
     words = [w.lower() for w in _WORD.findall(query)]
     return bool(words) and not is_question(query) and not any(w in STOP_WORDS for w in words)
 

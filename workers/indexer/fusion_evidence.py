@@ -11,9 +11,8 @@ reranked by how much of the query each holds. No query is sorted into a kind by 
    order, a fragment, a list of keywords); when no passage holds much of it (a question in other words), the sum
    stands. The passages below the first :data:`RERANK` keep their order beneath them.
 
-Three parameters (:class:`EvidenceWeights`, ``[search] evidence_*``), fitted at once on the tune parts of every
-query shape the benches have, chosen by leaving one set out (``tests/bench/fusion_eval.py``); figures and the
-held-out parts: docs/benchmarks-fusion.md.
+Three parameters (:class:`EvidenceWeights`, ``[search] evidence_*``), fitted at once on every query shape the
+benches have (``tests/bench/fusion_eval.py``). Measured: docs/tuning.md#fusion.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ has yet to apply, and those waiting to be parsed, left out on both sides). One t
 ``meta.json``, a segment file missing or cut short) or disagrees (the folder removed, segments from another state)
 is emptied and every indexed document journaled again, so the ingest thread's replay refills it; searches find
 what it has replayed so far and the status note counts the documents left. The usearch file is compared key by
-key with the chunks that have vectors by the ingest thread (:meth:`.pipeline.Pipeline._reconcile_vectors`).
+key with the chunks that have vectors by the ingest thread (:meth:`.ingest.upkeep.VectorUpkeep.reconcile`).
 
 A damaged database (a bad header: "file is not a database"; overwritten pages: "database disk image is
 malformed") cannot be rebuilt from anything, so it is named, with its fix (``foldermind repair``), once: the

@@ -1,30 +1,21 @@
 """Which language a document is written in, and which stemmer its words get.
 
-Each document is stemmed with the stemmer of its language, so German "Genehmigung" finds "Genehmigungen"
-(the English stemmer leaves both as they are). Tantivy ships Snowball stemmers for the 18 languages of
-:data:`STEMMERS`; a document in any other language (Polish, Chinese, ...) or in no clear language is stemmed
-as English, as every document was before. Chinese, Japanese and Korean are found by their bigrams
-(:mod:`.bm25`) whatever the language.
+Each document is stemmed with the stemmer of its language, so German "Genehmigung" finds "Genehmigungen" (the
+English stemmer leaves both as they are). Tantivy ships Snowball stemmers for the 18 languages of :data:`STEMMERS`;
+a document in any other language (Polish, Chinese, ...) or in no clear language is stemmed as English, as every
+document was before. Chinese, Japanese and Korean are found by their bigrams (:mod:`.bm25`) whatever the language.
 
-The language is detected once per content, from the document's first :data:`SAMPLE_CHARS` characters, by
-CLD2 (``pycld2``: Google's Compact Language Detector 2, Apache-2.0, its tables compiled into the wheel;
-over 80 languages; nothing to load at run time). Measured on this 2-core machine on a 2,000-character German
-text: 0.12 ms a document, +7 MiB resident. py3langid 0.4.0 (the other small, well-kept candidate) found the
-same languages in the same sample texts but took 0.47 ms, a 2.4 s model load and ~80 MiB resident in the
-indexer, whose idle memory is budgeted. langdetect (pure Python, random unless seeded) was not tried.
+The language is detected once per content, from the document's first :data:`SAMPLE_CHARS` characters, by CLD2
+(``pycld2``: Google's Compact Language Detector 2, Apache-2.0, its tables compiled into the wheel; over 80
+languages; nothing to load at run time): a fraction of a millisecond and a few MiB, where py3langid, the other
+small, well-kept candidate, loads a model of ~80 MiB into the indexer, whose idle memory is budgeted. Indexing a
+document costs that detection, once, and stemming its chunks in Python instead of inside Tantivy (:mod:`.bm25`): a
+small share of indexing with embeddings, and searching got faster (the chunk text is no longer stored in Tantivy).
+Measured: docs/tuning.md#keyword-index.
 
-Indexing a document costs that detection, once, and stemming its chunks in Python instead of inside Tantivy
-(:mod:`.bm25`): on SciFact's 5,183 abstracts (one chunk each, 1.5 kB), the Tantivy write and commit took
-1.18-1.51 s with Tantivy's own ``en_stem`` and 2.70-2.79 s now (medians of 5, two runs), 0.23-0.31 ms more a
-chunk, ~0.2 ms of it the analysis called from Python (tests/bench/languages.py, docs/benchmarks-languages.md):
-~7-10% of the ~3 ms a chunk the whole keyword-only pipeline takes (338 chunks/s, docs/benchmarks-ingest.md
-section 3), under 2% of indexing with embeddings (57.6 chunks/s). Searching got faster instead (0.9-1.4 ms
-against 2.9-3.1 ms a SciFact query, top 100): the chunk text is no longer stored in Tantivy, so reading a hit's
-``chunk_id`` decompresses less.
-
-CLD2 says whether it is sure: a short or mixed text it is not sure of is :data:`UNDETERMINED` and stemmed
-as English. CLD2 refuses text that is not valid UTF-8 (lone surrogates) and some control characters: those
-are dropped from the sample first, and any refusal left is :data:`UNDETERMINED` too, never an indexing failure.
+CLD2 says whether it is sure: a short or mixed text it is not sure of is :data:`UNDETERMINED` and stemmed as
+English. CLD2 refuses text that is not valid UTF-8 (lone surrogates) and some control characters: those are dropped
+from the sample first, and any refusal left is :data:`UNDETERMINED` too, never an indexing failure.
 """
 
 from __future__ import annotations

@@ -7,29 +7,19 @@ turned into Tantivy queries built term by term from the same analysis the index 
 - ``"write-ahead log"``: a phrase. Its words must stand in a chunk in that order, next to each other (after
   the index's analysis: lower case, stems of the chunk's language, so ``"Write-Ahead Logs"`` matches too).
   A quote that is not closed is an ordinary character. A phrase of one word is that word, required.
-- ``-word``: no result holds the word (any of its forms). What counts as ``-word`` is chosen so that the
-  command-line flags users paste (``asy -V``, ``rm -rf``, ``ls -la``, ``gcc -fPIC -O2``, ``--long-flag``) stay
-  words of the search, as they were meant: a minus at the start of the query or after a space, then a word
-  of at least 3 letters (inner ``-`` or ``'`` allowed) written in lower case or with one initial capital
-  (``-checkpoint``, ``-Windows``). Not an operator, and so searched as text: a minus inside a word
-  (``x-ray``), two minuses (``--verbose``), one or two letters (``-V``, ``-rf``, ``-la``), a digit
-  (``-5``, ``-O2``, ``-print0``), a capital after the first letter (``-fPIC``, ``-DNDEBUG``). Why 3: short
-  flags are one or two letters, and a word a user leaves out rarely is. A flag that reads like a word
-  (``find -name``, ``tar -xzvf``) is still an exclusion: quote it (``"-name"``) to look for it.
-  A query of only exclusions (``-draft``) still looks for nothing and finds nothing: reading its words as
-  the search would return the very documents it asked to leave out.
+- ``-word``: no result holds the word (any of its forms). The command-line flags users paste (``asy -V``,
+  ``rm -rf``, ``gcc -fPIC -O2``, ``--long-flag``) stay words of the search: :func:`_is_exclusion` has the rule.
+  A query of only exclusions (``-draft``) finds nothing: reading its words as the search would return the very
+  documents it asked to leave out.
 
 The operators are kept as the words' tokens before stemming: each language's fields stem them their own way
-(:mod:`.languages`).
+(:mod:`.languages`). Every word of a phrase stays in the query's text too (it is embedded and scored as usual):
+the phrase only narrows, it never changes what "relevant" means. Excluded words leave the text; a minus inside
+quotes is never an operator.
 
-Every word of a phrase stays in the query's text too (it is embedded and scored as usual): the phrase only
-narrows, it never changes what "relevant" means. Excluded words leave the text; a minus inside quotes is
-never an operator.
-
-The semantic side cannot be told about either, so :func:`admits` checks a chunk's own text after the fact:
-one pass of the analyzer over the chunk (~0.1-0.9 ms for 1.5 kB, idle to a load average of 18 on the
-2-core machine), only when the query has an operator, and only for the chunks the keyword side did not
-return (Tantivy held those to the operators already).
+The semantic side cannot be told about either, so :func:`admits` checks a chunk's own text after the fact (one
+pass of the analyzer), only when the query has an operator, and only for the chunks the keyword side did not
+return (Tantivy held those to the operators already). Measured: docs/tuning.md#query-operators.
 """
 
 from __future__ import annotations
@@ -45,7 +35,7 @@ _MINUS_WORD = re.compile(r"(?:(?<=\s)|^)-([^\W\d_][\w'\u2019-]*)", re.UNICODE)
 """A candidate: a minus at the start or after a space, then a letter; :func:`_is_exclusion` decides."""
 _WORD = re.compile(r"[^\W\d_]{1,}(?:['\u2019-][^\W\d_]+)*", re.UNICODE)
 MIN_EXCLUDED_LETTERS = 3
-"""Shorter minus words are flags (``-V``, ``-rf``, ``-la``): see the module docstring."""
+"""Shorter minus words are flags (``-V``, ``-rf``, ``-la``): see :func:`_is_exclusion`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +92,15 @@ def _drop_exclusions(text: str, excluded: list[str]) -> str:
 
 
 def _is_exclusion(word: str) -> bool:
-    """Whether ``-word`` leaves the word out rather than being a command-line flag (the module docstring)."""
+    """Whether ``-word`` leaves the word out rather than being a command-line flag.
+
+    An exclusion is a minus at the start of the query or after a space, then a word of at least 3 letters (inner
+    ``-`` or ``'`` allowed) written in lower case or with one initial capital (``-checkpoint``, ``-Windows``). Not
+    an operator, and so searched as text: a minus inside a word (``x-ray``), two minuses (``--verbose``), one or
+    two letters (``-V``, ``-rf``, ``-la``), a digit (``-5``, ``-O2``, ``-print0``), a capital after the first
+    letter (``-fPIC``, ``-DNDEBUG``). Why 3: short flags are one or two letters, and a word a user leaves out rarely
+    is. A flag that reads like a word (``find -name``, ``tar -xzvf``) is still an exclusion: quote it
+    (``"-name"``) to look for it."""
     letters = sum(ch.isalpha() for ch in word)
     return letters >= MIN_EXCLUDED_LETTERS and bool(_WORD.fullmatch(word)) and not any(c.isupper() for c in word[1:])
 

@@ -49,12 +49,12 @@ def _around(siblings: list[Sentence], at: int, titles: frozenset[str], figure: b
     and introduces this unfinished line (a command, a list item); the term before it when it describes
     one (:func:`.sentences.is_term`: "--enable-gapcmon" / "This option enables building the GTK GUI
     front-end.", "normal" / "This is the default mode ..."; the description is what names the question, the
-    term is the answer: 2 more of the 180 tuning questions answered, none lost; never a heading:
+    term is the answer; never a heading:
     :func:`_described`), else itself, and for a figure question whose sentence states none, up to the first of
     the next :data:`FOLLOW_ON` that does, else the one before when that one does. Only a sentence's own figure
     earns the figure bonus: with the neighbours' too (for "The age of session cookies, in seconds." after
-    "Default: 1209600 (2 weeks, ...)"), nearly every sentence of an abstract earned it, and the tune questions
-    answered fell from 41 to 39 of 48."""
+    "Default: 1209600 (2 weeks, ...)"), nearly every sentence of an abstract earned it, and fewer questions were
+    answered (docs/tuning.md#answer-evidence)."""
     if _described(siblings, at, titles):
         return at - 1, at  # a definition list's term and its description, quoted together
     if at > 0 and siblings[at - 1].text.endswith(":") and not sentences.finished(siblings[at].text):

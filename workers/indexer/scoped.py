@@ -35,8 +35,8 @@ from foldermind.workers.indexer.vectors import VectorIndex
 Ranking = list[tuple[int, float]]
 
 EXACT_LIMIT = 20_000
-"""Above this many unit vectors (30 MiB at 384-d, a cached folder's matrix; SciFact's 5,183 abstracts make ~55k)
-a folder is searched through usearch instead."""
+"""Above this many unit vectors (30 MiB at 384-d, a cached folder's matrix; ~5,000 abstracts make ~55k) a folder
+is searched through usearch instead."""
 CACHED_FOLDERS = 4
 
 

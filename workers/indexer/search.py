@@ -64,7 +64,7 @@ class SearchService:
         self.evidence = fusion_evidence.EvidenceWeights.of(policy)
         # For a caller that picks each file's passages itself (the evidence for an answer): the repeat penalty,
         # which spreads one page of results over more files, pushed a best file's second and third passages
-        # out of its pick (extractive answers held the gold 188 -> 184 of 216, docs/benchmarks-mcp.md).
+        # out of its pick, and fewer extractive answers held the gold answer (docs/tuning.md#blend).
         self.unspread = dataclasses.replace(self.rules, repeat_penalty=0.0)
         self.scoped = ScopedVectors(store, vectors)
         self.filters = filters.FilterIndex(store)

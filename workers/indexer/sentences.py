@@ -249,8 +249,8 @@ _FIGURE_QUESTION = re.compile(
 )
 """A question whose answer is a figure. "which" too, over at most one word ("Since which Aspell version",
 "Which version of glpk"; reference manuals are asked for versions, "which filter turns numbers" asks for a
-name), and "oldest", "earliest", "newest" (a version or a date): with a bare dotted version (".32") stating a
-figure, 4 of the first fresh set's 8 manual misses were answered and no tune or held-out answer changed."""
+name), and "oldest", "earliest", "newest" (a version or a date), with a bare dotted version (".32") stating a
+figure (docs/tuning.md#answer-evidence)."""
 _COUNTED = re.compile(
     r"\bhow\s+(?:many|much)\s+(?:of\s+)?(?:the\s+|these\s+|those\s+)?(?=[a-z])|"
     r"\bwhat\s+(?:dose|dosage|number|percentage|proportion|share|amount)\s+of\s+(?:the\s+)?(?=[a-z])",

@@ -8,7 +8,7 @@
 
 A small hand list rather than a library's: it only has to tell a sentence from a word list and skip the words
 that separate a query's content words; a larger list (the indexer's summaries use one, :mod:`.sentences`) would
-make more SciFact claims and questions read as word lists.
+make more sentences and questions read as word lists (docs/tuning.md#keyword-index).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ journal is replayed into Tantivy until a Tantivy commit covers it (``meta.tantiv
 usearch keys are compared with the chunks that have vectors. So a crash anywhere loses nothing and
 indexes nothing twice.
 
-Its length (~1,080 lines) is deliberate: every SQL statement of the index is here, so the transaction and
+Its length (~1,110 lines) is deliberate: every SQL statement of the index is here, so the transaction and
 journal rules that make crashes harmless are read in one place.
 """
 
@@ -56,8 +56,8 @@ CREATE TABLE IF NOT EXISTS documents (
     language TEXT                             -- detected (languages.py); NULL: not yet, the Tantivy replay does
 );
 CREATE INDEX IF NOT EXISTS documents_folder ON documents(folder_id, status);
--- The next files to parse (Store.pending, at every turn of the ingest thread): without it each look scanned
--- the whole table, 0.18 ms at 5,183 indexed SciFact files against 0.002 ms with it.
+-- The next files to parse (Store.pending, at every turn of the ingest thread): without it each look scans
+-- the whole table (docs/tuning.md#keyword-index).
 CREATE INDEX IF NOT EXISTS documents_pending ON documents(id) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS documents_indexing ON documents(id) WHERE status = 'indexing';
 -- A folder's last change (Store.changed_at, at every folders.list) in one seek, not a read of each document's row.
@@ -883,7 +883,7 @@ class Store:
         where = "AND d.folder_id = :folder" if folder_id is not None else ""
         # One statement, so one snapshot: every chunk, less the unembedded ones and the arriving ones that have a
         # vector. Both counts read only indexes (chunks_doc, chunks_unembedded_doc); a test of each chunk's vector
-        # would read every chunk's row, its vectors included (docs/benchmarks-ingest.md, 2026-12-06). The arriving
+        # would read every chunk's row, its vectors included (docs/tuning.md#keyword-index). The arriving
         # ones are looked up by id, and only when there are some (most counts find none).
         among = f"({self._AMONG.format(ids=':ids', where=where)})" if before else "0"
         row = self.db.execute(
@@ -1050,6 +1050,48 @@ class Store:
                 counts[key] += n
         counts["chunks"] = int(self.db.execute("SELECT COUNT(id) FROM chunks").fetchone()[0])  # embedded: embedded()
         return counts
+
+    # Documents ``:ids`` outside the folders ``:besides`` (JSON lists): a client key's criteria folders' own.
+    _AMONG_IDS = (
+        "SELECT d.* FROM json_each(:ids) j JOIN documents d ON d.id = j.value "
+        "WHERE d.folder_id NOT IN (SELECT value FROM json_each(:besides))"
+    )
+
+    def totals_among(self, ids: Iterable[int], besides: Iterable[str], arriving: tuple[int, ...]) -> dict[str, int]:
+        """:meth:`totals` with ``chunks_embedded`` (as :meth:`embedded` counts it) over documents ``ids`` outside
+        the folders ``besides``, in one statement (one snapshot)."""
+        args = {"ids": json.dumps(sorted(ids)), "besides": json.dumps(sorted(besides)), "late": json.dumps(arriving)}
+        counts = {"files_total": 0, "files_indexed": 0, "files_failed": 0, "files_skipped": 0, "files_pending": 0}
+        chunks = embedded = 0
+        rows = self.db.execute(
+            f"WITH picked AS ({self._AMONG_IDS}) SELECT status, COUNT(*), 0 FROM picked GROUP BY status UNION ALL "
+            "SELECT NULL, COUNT(c.id), COALESCE(SUM(c.vector IS NOT NULL AND c.id NOT IN "
+            "(SELECT value FROM json_each(:late))), 0) FROM picked p JOIN chunks c ON c.doc_id = p.id",
+            args,
+        )
+        for status, n, with_vector in rows:
+            if status is None:
+                chunks, embedded = int(n), int(with_vector)
+                continue
+            counts["files_total"] += n
+            if key := STATUS_COUNTS.get(status):
+                counts[key] += n
+        return {**counts, "chunks": chunks, "chunks_embedded": embedded}
+
+    def failures_among(
+        self, limit: int, ids: Iterable[int], besides: Iterable[str], statuses: tuple[str, ...]
+    ) -> list[sqlite3.Row]:
+        """:meth:`recent_failures` among documents ``ids`` outside the folders ``besides``."""
+        return self.db.execute(
+            f"SELECT path, folder_id, status, COALESCE(error, '') AS error FROM ({self._AMONG_IDS}) "
+            "WHERE status IN (SELECT value FROM json_each(:statuses)) ORDER BY updated_at DESC, id DESC LIMIT :limit",
+            {
+                "ids": json.dumps(sorted(ids)),
+                "besides": json.dumps(sorted(besides)),
+                "statuses": json.dumps(statuses),
+                "limit": limit,
+            },
+        ).fetchall()
 
     def recent_failures(
         self, limit: int, folder_id: str | None = None, statuses: tuple[str, ...] = ("failed", "skipped")

@@ -3,9 +3,8 @@
 The ingest thread is the embedder's only caller (queries are encoded by the indexer's own ONNX copy) and the
 llm's background caller (document summaries, sent only once every chunk is embedded). Both workers run on
 demand and keep their model for their idle time (10 minutes): so when indexing ended and summaries began,
-the tree held both models for 10 minutes. Measured with tests/bench/memory_budget.py on SciFact
-(docs/benchmarks-ingest.md): 820 MiB while indexing, 1,028 MiB in the 10 minutes after, over the 1.0 GB budget
-(embedder 256 MiB, llm 306 MiB).
+the tree held both models for 10 minutes, over the memory budget (``tests/bench/memory_budget.py``; measured:
+docs/tuning.md#model-turns).
 
 So before the ingest thread sends one of them work, it sends the other a ``release.request`` if it used it
 since the last release (and the other's idle time has not already let it go), and waits for the answer: the

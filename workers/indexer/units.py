@@ -4,17 +4,13 @@ A chunk's dense score is its best unit's cosine, where a unit is ``"<title>. <se
 as :mod:`.sentences` splits them, a sentence of fewer than :data:`SHORT_WORDS` words (a heading, a list item's
 label) joined to the next one, and the document's title in front of each; the title line itself is a unit of its
 own. One vector for a whole chunk of up to 256 tokens averages what it says; a query that matches one sentence of
-it matches that sentence's vector far better, and the title carries the topic a sentence leaves out. Measured
-through the indexer (docs/benchmarks-mcp.md, "A vector per sentence"): SciFact's 150 claims, semantic nDCG@10
-0.6924 against 0.6666 with a vector per chunk (held-aside third 0.6417 against 0.5693), hybrid 0.7392 against
-0.7264; the factoid bench's 216 questions, hybrid 215 first against 209. It lost on one set: the manuals' tune
-questions of the lookup bench, where a page's short passages (navigation, a header) are little more than its
-title. The cost is ~5.5 vectors per SciFact chunk (7.3 on the manuals): usearch's memory for them (half floats),
-its inserts while indexing (SciFact fully embedded in 123 s against 78), and a search over more vectors (exact up
-to ``[search] exact_search_vectors``, a wider beam above).
+it matches that sentence's vector far better, and the title carries the topic a sentence leaves out. The cost is
+~5.5-7.3 vectors a chunk: usearch's memory for them (half floats), its inserts while indexing, and a search over
+more vectors (exact up to ``[search] exact_search_vectors``, a wider beam above). Measured:
+docs/tuning.md#sentence-vectors.
 
 The title is the parser's, else the document's first line (at most :data:`TITLE_CHARS` characters): a plain
-text file's title is its first line by custom, and SciFact's files are "title, blank line, abstract". A chunk
+text file's title is its first line by custom (a corpus of abstracts is "title, blank line, abstract"). A chunk
 whose text is unchanged when its file is parsed again keeps its vectors (``Store.write_document``) even if the
 title changed meanwhile: a retitled file is embedded again only where its text changed.
 

@@ -4,34 +4,24 @@ A chunk has a vector per unit (:mod:`.units`), all under its id (usearch's ``mul
 several vectors, ``remove`` drops them all). A search asks usearch for units and returns chunks, each at its
 best unit's cosine, deepening until it has the chunks asked for. Up to ``[search] exact_search_vectors`` it
 compares the query with every vector (a document's units lie close together, and a graph search among them
-missed true neighbours; the setting's help has the figures); above, the HNSW graph answers.
+misses true neighbours); above, the HNSW graph answers.
 
-SQLite keeps every vector (``chunks.vector``), so this file is a cache of them: it is saved
-atomically now and then, and on start it is brought back in line with SQLite — keys of deleted
-chunks (``dead_vectors``) removed, vectors SQLite has but the file lacks added.
+SQLite keeps every vector (``chunks.vector``), so this file is a cache of them: it is saved atomically now and
+then, and on start it is brought back in line with SQLite (keys of deleted chunks removed, missing vectors added).
 
-A search never waits behind a whole embedding batch. usearch makes a search wait for an add in
-progress, and one insert cost ~0.8 ms of CPU on the host this was measured on (10k vectors, 384-d,
-``expansion_add`` 128), so adding an embedding reply of 256 vectors in one call held every search ~210 ms.
-Vectors are added :data:`ADD_SLICE` at a time instead, and between two slices a search that is waiting goes
-first (:class:`.gate.Gate`): a search waits at most one slice (~13 ms there), for the same CPU per vector
-(0.82-0.87 ms per insert in slices of 16 or 256, measured side by side). On today's 2-core VM an insert
-costs ~0.17 ms (1,000 SciFact vectors added 16 at a time to 8,500, 2026-12-05): a reply of 256 would hold
-searches ~43 ms, one slice ~3 ms.
+A search never waits behind a whole embedding batch: usearch makes a search wait for an add in progress, so
+vectors are added :data:`ADD_SLICE` at a time, and between two slices a waiting search goes first
+(:class:`.gate.Gate`).
 
-While every search is exact (the index holds at most ``exact_search_vectors``) the graph is never walked, so it
-is built as a draft, with a narrow insert beam (:data:`DRAFT_EXPANSION_ADD`): on SciFact's 54,782 unit vectors
-that took the indexer from 15.8 to 9.4 CPU-s and ingestion from 0.86 to 0.94 of the bare embedding rate
-(docs/benchmarks-ingest.md, 2026-12-06). A draft walked finds less (0.982 of the exact top 100 for SciFact's
-claims at ``expansion_search`` 1024, against 0.999 for a full graph), so searches stay exact over a draft however
-large it grows; once it has outgrown the limit, the ingest thread, at its first idle moment, builds a full graph
-from SQLite beside it (:meth:`VectorIndex.rebuilt`: SciFact's vectors in 3.8 s on two cores) and puts it in its
-place. A file saved as a draft has a ``.draft`` marker beside it.
+While every search is exact the graph is never walked, so it is built as a draft, with a narrow insert beam
+(:data:`DRAFT_EXPANSION_ADD`: about half the insert CPU); searches stay exact over a draft however large it
+grows, and once it has outgrown the limit the ingest thread, at its first idle moment, builds a full graph from
+SQLite beside it (:meth:`VectorIndex.rebuilt`) and puts it in its place. A draft file has a ``.draft`` marker.
+Measured: docs/tuning.md#vector-search.
 
-SQLite commits a batch's vectors before they are added here (a hit found here always has its vector in
-SQLite: ``doc.similar`` reads them there). Between the two, the batch's keys are :attr:`VectorIndex.arriving`,
-and a count of embedded chunks read from SQLite leaves them out, so a folder reads as embedded only once a
-semantic search can find every chunk of it.
+SQLite commits a batch's vectors before they are added here (a hit found here always has its vector in SQLite).
+Between the two, the batch's keys are :attr:`VectorIndex.arriving`, and a count of embedded chunks read from
+SQLite leaves them out, so a folder reads as embedded only once a semantic search can find every chunk of it.
 """
 
 from __future__ import annotations
@@ -59,12 +49,12 @@ from usearch.index import Index  # noqa: E402
 log = logging.getLogger("foldermind.indexer.vectors")
 
 EXPANSION_SEARCH: int = SearchPolicy.model_fields["expansion_search"].default
-"""usearch's search beam (``[search] expansion_search``, where its measured reason is)."""
+"""usearch's search beam (``[search] expansion_search``; measured: docs/tuning.md#vector-search)."""
 EXACT_SEARCH_VECTORS: int = SearchPolicy.model_fields["exact_search_vectors"].default
 """Up to this many vectors a search compares the query with all of them (``[search] exact_search_vectors``)."""
 UNITS_PER_CHUNK = 6
-"""How many units a search first asks usearch for per chunk wanted (SciFact averages 5.5 units a chunk, the
-manuals of the lookup bench 7.3); a search that finds fewer distinct chunks asks again twice as deep."""
+"""How many units a search first asks usearch for per chunk wanted (a chunk averages 5.5-7.3 units on the
+benches' corpora); a search that finds fewer distinct chunks asks again twice as deep."""
 ADD_SLICE = 16
 """Vectors added under one hold of the index (see the module's docstring)."""
 EXPANSION_ADD = 128
@@ -78,9 +68,7 @@ DRAFT_MARKER = ".draft"
 def insert_order(chunk_ids: NDArray[np.uint64]) -> NDArray[np.uint64]:
     """The order chunks' vectors go into a graph built from SQLite (a repair, a full rebuild): shuffled, with a
     fixed seed. HNSW links each vector to what is already in, and a document's similar units added one after
-    another make a poorer graph: the lookup bench's manuals (23,550 units) rebuilt in chunk-id order found 0.9586
-    of the exact 40 nearest chunks at expansion_search 1024, shuffled 0.9889 (as the embedding order of the first
-    build had: 0.988)."""
+    another make a poorer graph, which finds fewer of the true nearest chunks (docs/tuning.md#vector-search)."""
     return np.random.default_rng(0).permutation(chunk_ids)
 
 
@@ -137,8 +125,7 @@ class VectorIndex:
         self.dirty = True
 
     def _empty(self, ndim: int, draft: bool | None = None) -> Index:
-        # f16: SciFact's 54,782 unit vectors take +50 MiB of RSS against +94 at f32, find 0.9985 of the exact 40
-        # nearest chunks against 0.9990, and semantic search reads the same nDCG@10 (0.6924); i8 found 0.9583.
+        # f16: about half the memory of f32 at the same recall (docs/tuning.md#vector-search; i8 loses recall).
         # SQLite keeps the f32 vectors (the exact scoped search reads those).
         beam = DRAFT_EXPANSION_ADD if (self.draft if draft is None else draft) else EXPANSION_ADD
         return Index(

@@ -160,9 +160,8 @@ class LlmWorker(Worker):
         """Threads for one chat answer: the configured count, else the cores nobody else is using now.
 
         ggml's threads spin while they wait for each other, so one more thread than there are free cores
-        makes generation several times slower (measured on 2 cores: 4 against 11 tokens/s), while on an idle
-        machine every core nearly doubles the speed (prompt 209 against 108 tokens/s). A 50 ms look at the
-        machine's CPU use before each answer picks the side."""
+        makes generation several times slower, while on an idle machine every core nearly doubles the speed
+        (docs/tuning.md#llm-load). A 50 ms look at the machine's CPU use before each answer picks the side."""
         if self.policy.threads:
             return self.policy.threads
         busy = psutil.cpu_percent(interval=0.05) / 100 * self.cores

@@ -225,7 +225,7 @@ def ctransformers_build() -> str | None:
     from ``/proc/cpuinfo``; None elsewhere (ctransformers then decides itself).
 
     The same rule ctransformers applies, without its way of finding the flags: py-cpuinfo starts a
-    child Python to probe the CPU, 1.15 s of a model load here (cProfile, 2026-12-01)."""
+    child Python to probe the CPU, ~1 s of a model load (docs/tuning.md#llm-load)."""
     if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"):
         return None
     try:

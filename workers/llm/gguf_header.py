@@ -1,8 +1,8 @@
 """A GGUF file's header (metadata and tensor list) read straight from the bytes, without the weights.
 
 The ``gguf`` package's ``GGUFReader`` makes a numpy view for every part of every field: on SmolLM2-135M's
-49,152 tokens and 48,900 merges that is ~1 million views and 6.9 s of a 8.6 s model load on this machine
-(cProfile, 2026-12-01), paid at every load of the llm worker. The header is a flat sequence of
+49,152 tokens and 48,900 merges that is ~1 million views and most of a model load (docs/tuning.md#llm-load),
+paid at every load of the llm worker. The header is a flat sequence of
 length-prefixed values, so this reads it in one pass over a memory map (~0.1 s) and leaves the
 weights untouched. Version 1 files (32-bit lengths, from 2023) go to ``GGUFReader``; the type names
 come from the ``gguf`` package, the one source of them.

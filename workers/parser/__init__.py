@@ -103,9 +103,9 @@ _M_ARENA_MAX = -8  # glibc's mallopt() parameter number
 
 def spare_address_space() -> None:
     """Fewer threads and malloc arenas, so the memory cap goes to the work: OpenBLAS (numpy) and OpenMP start
-    one thread per core, and glibc reserves a 64 MiB arena for each thread that allocates. Measured with OCR
-    loaded (numpy, OpenCV, ONNX Runtime): 855 MiB of address space before, 551 after, and text detection on
-    a full page needs ~600 more, which the default 2048 MiB cap then holds with room to spare. Set before
+    one thread per core, and glibc reserves a 64 MiB arena for each thread that allocates: with OCR loaded this
+    saves ~300 MiB of address space, so the default cap holds a full page's text detection (docs/tuning.md#parsers).
+    Set before
     any of them is imported (they read these variables once)."""
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(var, "1")
@@ -116,8 +116,8 @@ def spare_address_space() -> None:
 TRIM_ABOVE = 64 * 1024 * 1024
 """After a parse, freed heap goes back to the system once the parser's RSS has grown this much past what it held
 after the last trim. glibc keeps freed memory for reuse: a parser that read scanned pages kept 578 MiB of RSS
-through its idle time (the Debian manuals, 2026-12-06; ~150 MiB after a trim), and a trim when nothing grew
-would cost a walk of the heap for nothing."""
+through its idle time, ~150 MiB after a trim (docs/tuning.md#parsers), and a trim when nothing grew would cost a
+walk of the heap for nothing."""
 
 
 class ParserWorker(Worker):

@@ -6,7 +6,7 @@ Rules:
   (``[CLS]``/``[SEP]``). A chunk is re-encoded to check it unless its count is known exactly: with a
   WordPiece tokenizer behind BERT's pre-tokenizer (the bundled model's), a span cut where a word starts
   and ends is tokenized on its own as it was in the whole text, so its count is the tokens between its
-  cuts plus the specials. On SciFact that skips every re-encoding, about a third of the parsers' work.
+  cuts plus the specials. On the benches' abstracts that skips every re-encoding, a third of the parsers' work.
 - A chunk never crosses a heading or a page: a section is a run of segments with the same heading
   path and page (and OCR confidence, for text read from a page image), and sections are chunked on
   their own.

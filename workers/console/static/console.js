@@ -1,6 +1,34 @@
 // The overview's live part: replaced by each "overview" event (server-rendered, escaped HTML), keeping the
-// keyboard focus where it was. Without this script every page still works; it just does not refresh.
+// keyboard focus where it was; the Clients page's Copy buttons, and its doctor's findings loaded from their own page.
+// Without this script every page still works; it just does not refresh, a snippet is selected by hand, and the
+// findings are a link away.
 "use strict";
+(function () {
+  const findings = document.querySelector("[data-src]");
+  if (findings) {
+    fetch(findings.dataset.src, { credentials: "same-origin" })
+      .then(function (r) { return r.text(); })
+      .then(function (text) {
+        const found = new DOMParser().parseFromString(text, "text/html").getElementById(findings.id);
+        if (found) findings.replaceChildren(...found.childNodes);
+      });
+  }
+  document.querySelectorAll("button[data-copy]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      const source = document.getElementById(button.dataset.copy);
+      const said = button.parentElement.querySelector(".copied");
+      const tell = function (text) { if (said) said.textContent = text; };
+      if (!source || !navigator.clipboard) {
+        tell("select the text to copy it");
+        return;
+      }
+      navigator.clipboard.writeText(source.textContent).then(
+        function () { tell("Copied"); },
+        function () { tell("the browser refused the clipboard: select the text to copy it"); }
+      );
+    });
+  });
+})();
 (function () {
   const live = document.getElementById("live");
   if (!live || !window.EventSource) return;

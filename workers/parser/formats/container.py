@@ -5,10 +5,7 @@ python-pptx, ebooklib) or stream them (openpyxl), so three checks run first:
 
 - **zip bombs** (:func:`check_zip`): an entry of 1 MiB or more that inflates over 200 times, or entries
   that together inflate past 20 times ``max_bytes``, is refused as ``suspicious KIND (zip bomb?)``.
-  Measured on the writers' own output (python-pptx 30 slides, openpyxl 20,000 rows, ebooklib 20
-  chapters, odfpy 2,000 paragraphs and 5,000 sheet rows): the largest part of each deflates 7-27 times,
-  and 2,000 identical DOCX paragraphs reach 104; a part of zeros deflates about 1,000 times. 200 sits
-  between them.
+  200 sits between what the writers make and a bomb (measured: docs/tuning.md#parser-bounds).
 - **XML entity declarations** (:func:`check_members`): a DTD that declares entities is how
   billion-laughs and external-entity (XXE) attacks start, and no part these writers make declares
   one, so such a part is refused as ``suspicious KIND (XML entity declarations)`` whatever its

@@ -12,10 +12,8 @@ nested under its parent's heading, at most :data:`MAX_DEPTH` deep.
 
 A mailbox is split at its ``From `` lines and read one message at a time (the parsed message is dropped
 before the next is read), so memory follows one message, not the mailbox; at most :data:`MAX_MESSAGES`
-messages are read, beyond that the file is refused as ``file_too_large``. Measured on this 2-core machine
-at a load average of 3.4 (others' benchmarks running): 10,000 small messages (2.6 MB) parse in 14 s, about
-700 a second, so the limit keeps a mailbox inside the 60 s parse timeout with room for larger messages;
-``policy.default`` (decoded headers, ``get_body``) is most of that time.
+messages are read, beyond that the file is refused as ``file_too_large``: the limit keeps a mailbox inside the
+60 s parse timeout with room for larger messages (measured: docs/tuning.md#parser-bounds).
 """
 
 from __future__ import annotations

@@ -1,31 +1,27 @@
 """OCR: a page image -> its lines of text and their mean confidence (RapidOCR on ONNX Runtime).
 
 RapidOCR's ``rapidocr-onnxruntime`` wheel ships its PP-OCRv4 ONNX models (text detection, recognition, and a
-180-degree line classifier; 16 MB in all), so reading a scan downloads nothing and needs no system binary.
-The line classifier is not used: on clean typeset pages it turned lines that open with "(" or a quote
-upside down before recognition, and two such lines of thirteen read as garbage (a page's CER 17%; 0.3%
-without it, docs/benchmarks-ingest.md). A page scanned upside down is therefore not read.
+180-degree line classifier; 16 MB in all), so reading a scan downloads nothing and needs no system binary. The line
+classifier is not used: it turned clean lines opening with "(" or a quote upside down, and they read as garbage
+(docs/tuning.md#parsers). A page scanned upside down is therefore not read.
 
-The engine loads once per parser process (~0.4 s) and runs on one ONNX thread (and one OpenCV thread): the
-parser pool gives the parallelism, as it does for the tokenizer, and each thread would reserve address
-space under the parser's memory cap.
+The engine loads once per parser process (~0.4 s) on one ONNX and one OpenCV thread: the parser pool gives the
+parallelism, and each thread would reserve address space under the parser's memory cap.
 
 Bounds, so that a hostile image costs at most this parser:
 
-- **pixels** (:data:`MAX_PIXELS`): an image is refused from its header, before it is decoded, when it
-  holds more pixels than a letter page scanned at 1200 dpi (Pillow's own bomb check is this one). A PDF
-  page is rendered at :data:`RENDER_DPI` unless that would pass :data:`MAX_RENDER_PIXELS` (a page of
-  200 x 200 inches), then smaller.
-- **time** (:func:`time_limit`): each page gets ``[ingest] ocr_timeout_s`` of CPU time. The limit is a SIGPROF
-  timer (the process's CPU) on the parser's main thread, so it fires between two ONNX runs (the longest,
-  detection on a full page, takes ~2 s here) and the page is left out with a reason. CPU, not the wall
-  clock: on a busy machine a page is read as on an idle one, only later (slow is not hung).
-- **memory**: RapidOCR shrinks every image to 2000 px on its longest side before detection, so a page
-  costs about the same whatever its resolution (~600 MiB of address space at its peak, on top of the
-  parser's ~550 with OCR loaded: :func:`foldermind.workers.parser.spare_address_space`).
+- **pixels** (:data:`MAX_PIXELS`): an image is refused from its header, before it is decoded, when it holds more
+  pixels than a letter page scanned at 1200 dpi (Pillow's own bomb check is this one). A PDF page is rendered at
+  :data:`RENDER_DPI` unless that would pass :data:`MAX_RENDER_PIXELS` (a page of 200 x 200 inches), then smaller.
+- **time** (:func:`time_limit`): each page gets ``[ingest] ocr_timeout_s`` of CPU time. The limit is a SIGPROF timer
+  (the process's CPU) on the parser's main thread, so it fires between two ONNX runs (the longest, detection on a
+  full page, takes ~2 s here) and the page is left out with a reason. CPU, not the wall clock: on a busy machine a
+  page is read as on an idle one, only later (slow is not hung).
+- **memory**: RapidOCR shrinks every image to 2000 px on its longest side before detection, so a page costs about
+  the same whatever its resolution (~600 MiB of address space at its peak, on top of the parser's ~550 with OCR
+  loaded: :func:`foldermind.workers.parser.spare_address_space`).
 
-Confidence is RapidOCR's recognition score per line (lines under 0.5 are dropped by RapidOCR itself); a
-page's confidence is the mean over its lines, weighted by their length.
+A page's confidence is the length-weighted mean of RapidOCR's line scores (it drops lines under 0.5).
 """
 
 from __future__ import annotations
@@ -53,9 +49,8 @@ MAX_PIXELS = 10_200 * 13_200
 """A letter page at 1200 dpi (~135 Mpx): more than any scanner makes, far less than a bomb."""
 RENDER_DPI = 300
 """PDF pages without a text layer are rendered at this resolution, images not smoothed, for OCR. RapidOCR
-then shrinks the page to 2000 px on its longest side itself; measured on one typeset letter page stored as
-JPEG in a PDF (CER at 150 / 300 dpi scans): rendered at 300 dpi 11.2% / 2.6%, rendered straight to 2000 px
-(182 dpi) 14.0% / 5.6%, the page's own image 11.8% / 2.8%; smoothing the image cost 0-3 points more."""
+then shrinks the page to 2000 px on its longest side itself; rendering straight to 2000 px, or smoothing, read
+worse (docs/tuning.md#parser-bounds)."""
 MAX_RENDER_PIXELS = 40_000_000
 """A rendered page never holds more pixels than this (a poster-sized page is rendered at a lower dpi)."""
 BUDGET_SHARE = 0.8

@@ -2,10 +2,9 @@
 as text, and the cell budget that bounds a parse.
 
 :data:`MAX_CELLS` bounds the work and the extracted text of one file: reading stops with ``file_too_large``
-once that many cells (the empty cells a row is padded with included) have been read. Measured on this
-2-core machine with two other benchmarks running: openpyxl's read-only mode reads about 64,000 cells a
-second (100,000 cells in 1.56 s), so a million cells take about 16 s, well inside the 60 s parse timeout,
-and a 50,000-row sheet of ten columns (500,000 cells) is still read whole.
+once that many cells (the empty cells a row is padded with included) have been read: a million cells stay well
+inside the 60 s parse timeout, and a 50,000-row sheet of ten columns is still read whole
+(docs/tuning.md#parser-bounds).
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def _detect(data: bytes) -> str:
 _BAD = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ufffd]")
 """U+FFFD and the control characters (Unicode category Cc: U+0000-001F, U+007F-009F) that text does not hold:
 all but tab, line feed, carriage return, vertical tab, form feed and NEL. A character class, not a loop over
-the characters in Python: ~0.1 ms of each SciFact abstract's parse."""
+the characters in Python: ~0.1 ms of an abstract's parse."""
 
 
 def looks_binary(text: str) -> bool:
