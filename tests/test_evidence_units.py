@@ -470,6 +470,26 @@ def test_the_rare_share_weighs_the_word_naming_what_is_asked_most_and_the_topic_
     assert floor.rare_share({}, [heroku]) == 0.0 and floor.rare_share(asked, []) == 0.0
 
 
+def test_a_close_page_that_lacks_a_rare_name_of_the_question_does_not_answer_unless_it_comes_very_close() -> None:
+    # The question's names are its capitalised and code-written words past the first, not its everyday words.
+    assert sentences.name_terms("Which middleware compresses responses with Brotli?") == {"brot"}
+    assert sentences.name_terms("What does chage -E do?") == {"-E"}
+    assert sentences.name_terms("why is the clawed frog convenient for getting lots of embryos?") == set()
+    df = {"django": 5000, "middleware": 300, "compress": 40, "respons": 900, "gzip": 20}
+    stats = (lambda w: df.get(w, 0), 10_000)
+    asked = floor.rare_weights("Which Django middleware compresses responses with Brotli?", "", 0.3, *stats)
+    names = {t: w for t, w in asked.items() if t in sentences.name_terms("Which Django middleware ... Brotli?")}
+    gzip_page = sentences.content_terms("The GZip middleware compresses responses for Django.")
+    most = floor.rare_most(10_000)
+    assert floor.unheld(names, [gzip_page], most) == 1.0  # "Brotli": in no chunk, in no leading passage
+    assert floor.unheld(names, [gzip_page | {"brot"}], most) == 0.0
+    assert 0 < floor.unheld({"django": asked["django"]}, [set()], most) < 0.2  # a name on half the pages weighs little
+    close = {"semantic": 0.69, "lexical": 0.47, "rare": 0.44}
+    assert floor.answers_at_all(close | {"unheld_name": 0.0})
+    assert not floor.answers_at_all(close | {"unheld_name": 1.0})
+    assert floor.answers_at_all(close | {"semantic": floor.NAME_RESCUE, "unheld_name": 1.0})  # very close: answered
+
+
 def test_bracketed_numbers_inside_a_quote_are_escaped_so_only_the_answer_s_markers_resolve() -> None:
     reply = EvidenceReply(
         passages=[_hit("/d/trial.txt")],

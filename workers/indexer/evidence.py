@@ -272,6 +272,9 @@ class EvidenceService:
         doc_freq, total = self.searches.bm25.term_stats(ENGLISH)
         rare = floor.rare_weights(question, body.context, CONTEXT_WEIGHT, doc_freq, total)
         support = self._support(ranked, rare, with_vectors=not vectors_why)
+        names = sentences.name_terms(question)
+        named = {t: w for t, w in rare.items() if t in names}
+        support["unheld_name"] = round(floor.unheld(named, self._held(ranked).values(), floor.rare_most(total)), 4)
         # A first question without a single content term ("hi", "thanks!", "who are you?") asks the documents
         # nothing, however close a sentence of acknowledgements comes; a follow-up leans on its context.
         asks = bool(sentences.content_terms(question)) or bool(body.context.strip())
@@ -304,17 +307,24 @@ class EvidenceService:
         """How strong the best evidence is (:mod:`.floor`): the best cosine and the best coverage of a sentence of
         the passages of the best :data:`.floor.SUPPORT_FROM` (``ranked`` is every candidate, best first), and the
         best share of the question's ``rare`` terms one of those passages holds with its heading."""
-        passages = {c.passage for c in ranked[: floor.SUPPORT_FROM]}
-        leading = [c for c in ranked if c.passage in passages]
-        held: dict[int, set[str]] = {}
-        for c in leading:
-            held.setdefault(c.passage, set()).update(c.terms | c.section)
+        held = EvidenceService._held(ranked)
+        leading = [c for c in ranked if c.passage in held]
         semantic = max((c.semantic for c in leading), default=0.0) if with_vectors else 0.0
         return {
             "semantic": round(semantic, 4),
             "lexical": round(max((c.coverage for c in leading), default=0.0), 4),
             "rare": round(floor.rare_share(rare, held.values()), 4),
         }
+
+    @staticmethod
+    def _held(ranked: list[_Candidate]) -> dict[int, set[str]]:
+        """The terms each passage of the best :data:`.floor.SUPPORT_FROM` sentences holds, with its heading."""
+        passages = {c.passage for c in ranked[: floor.SUPPORT_FROM]}
+        held: dict[int, set[str]] = {}
+        for c in ranked:
+            if c.passage in passages:
+                held.setdefault(c.passage, set()).update(c.terms | c.section)
+        return held
 
     @staticmethod
     def _candidates(hits: list[SearchHit]) -> list[_Candidate]:

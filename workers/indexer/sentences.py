@@ -229,6 +229,16 @@ def _name(word: str) -> bool:
     return word[0].isupper() and len(word) > 1 and word.lower() not in STOPWORDS
 
 
+def name_terms(question: str) -> set[str]:
+    """The terms of the question's names: words past its first written as names (capitalised, all capitals) or as
+    code, and one-letter options ("Brotli", "MongoDB", "SMS", "-E"), not its everyday words."""
+    out = set(_FLAG.findall(question))
+    for w in words(question)[1:]:
+        if _name(w) or _CODE.fullmatch(w):
+            out.update(stems(w.lower()) or (w.lower(),))
+    return out & content_terms(question)
+
+
 def fact_forms(text: str) -> set[str]:
     """Every word of ``text`` in the forms :func:`facts` compares (lower case, figures normalised)."""
     out: set[str] = set()
