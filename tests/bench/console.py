@@ -4,8 +4,7 @@ against the parser's render alone, the Clients page and doctor's findings agains
 for them, the console worker's RSS idle and after use, and the idle tree with and without it. Every figure is set
 beside the raw cost of the same work in the same run, on this (shared) machine, with its load average.
 
-Also the Ask page against the evidence request its answer makes, and the console's RSS after its first question
-(the answer engine, loaded then).
+Also the Ask page against the evidence request its answer makes, and the console's RSS after its first questions.
 
 Usage: python -m tests.bench.console [--reps N] [--report PATH]
 """
@@ -195,7 +194,7 @@ def run(reps: int) -> list[str]:
         _row("search: GET /search over HTTP, rendered (with marks; lists the path and criteria folders)", page_search),
         _row("ask: evidence.request over the bus, raw (extractive: the answer's one indexer request)", asks["raw"]),
         _row("ask: GET /ask over HTTP, rendered (the answer engine in the console)", asks["page"]),
-        f"| ask: the console's first GET /ask (the engine imported) | {asks['first'][0]:.1f} ms | | 1 |",
+        f"| ask: the console's first GET /ask | {asks['first'][0]:.1f} ms | | 1 |",
     ]
     if paint:
         lines += [
@@ -253,7 +252,7 @@ def run(reps: int) -> list[str]:
     lines += ["## Memory", "", "| what | RSS |", "|---|---|"]
     lines += [
         f"| console worker, idle after start | {console_idle / MIB if console_idle else float('nan'):.1f} MiB |",
-        f"| console worker, after its first questions (the answer engine loaded) | {console_asked / MIB:.1f} MiB |",
+        f"| console worker, after its first questions | {console_asked / MIB:.1f} MiB |",
         f"| console worker, after the runs above | {console_used / MIB if console_used else float('nan'):.1f} MiB |",
         f"| idle tree, default map without the console | {tree_without / MIB:.1f} MiB |",
         f"| idle tree, default map with it | {tree_with / MIB:.1f} MiB ({(tree_with - tree_without) / MIB:+.1f}) |",

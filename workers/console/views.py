@@ -14,7 +14,7 @@ import contextlib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 import zmq
@@ -41,11 +41,8 @@ from foldermind.protocol.messages import (
     StatusReply,
     StatusRequest,
 )
-from foldermind.protocol.runtime.config import llm_from_env
+from foldermind.workers.answers.engine import Chat
 from foldermind.workers.asyncbus import Bus
-
-if TYPE_CHECKING:
-    from foldermind.workers.answers.engine import Chat
 
 MODES = ("hybrid", "keyword", "semantic")
 MAX_FAILURES = 200
@@ -306,23 +303,6 @@ MAX_QUESTION = 2000
 """chat_with_documents' own bound."""
 
 
-class Answers:
-    """The answer engine, made at the first question: it brings the indexer's question kinds and with them numpy
-    and Tantivy, which the idle console does not carry. Sessions are the console's own (``console-<uuid>``)."""
-
-    def __init__(self, bus: Bus) -> None:
-        self.bus = bus
-        self._chat: Chat | None = None
-
-    @property
-    def chat(self) -> Chat:
-        if self._chat is None:
-            from foldermind.workers.answers.engine import Chat
-
-            self._chat = Chat(self.bus, llm_from_env(), prefix="console")
-        return self._chat
-
-
 @dataclass(slots=True)
 class Answer:
     question: str = ""
@@ -344,13 +324,13 @@ def cited_href(citation: dict[str, Any]) -> str:
     return f"/preview?{urlencode(query)}#L{loc.get('line_start', 1)}"
 
 
-async def ask(answers: Answers, question: str, session_id: str) -> Answer:
+async def ask(chat: Chat, question: str, session_id: str) -> Answer:
     """A question answered by chat_with_documents' own engine, as the tool answers it."""
     out = Answer(question=question)
     if not question:
         return out
     try:
-        answering = answers.chat.answer(question[:MAX_QUESTION], session_id[:200] or None, ASK_FILES, None, None)
+        answering = chat.answer(question[:MAX_QUESTION], session_id[:200] or None, ASK_FILES, None, None)
         answer = (await answering).model_dump(mode="json")
     except JobError as exc:
         out.error = f"{exc.code.mcp}: {exc.message}"
