@@ -335,6 +335,14 @@ def test_a_key_scoped_to_a_criteria_folder_sees_its_matching_documents_only(worl
     both = json.loads(cli(k.root, "token", "add", "both-agent", "--folders", "work,taxwork", "--json").stdout)
     totals = structured(mc.call(url, both["token"], "index_status"))["totals"]
     assert (totals["files_total"], totals["files_indexed"]) == (3, 3), totals
+    # A path folder with a criteria folder that reaches beyond it: the criteria's match in the other folder is
+    # searched too (the scope is not the path folder's alone), and nothing else of that folder.
+    both = json.loads(cli(k.root, "token", "add", "work-and-tax", "--folders", "work,taxwork", "--json").stdout)
+    beyond: set[str] = set()
+    for mode in ("hybrid", "keyword", "semantic"):
+        args = {"query": "zebra budget tax plan", "mode": mode, "top_k": 50}
+        beyond |= set(leaked(structured(mc.call(url, both["token"], "search_documents", args)), world["private"]))
+    assert beyond == {str(world["private"] / "taxes.txt")}, beyond
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])

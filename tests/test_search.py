@@ -756,7 +756,7 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best
         query /= np.linalg.norm(query)
         best_unit = np.full(len(all_ids), -2.0)
         np.maximum.at(best_unit, owner, matrix @ query)
-        for name, limit in (("small", 20_000), ("big", 20_000), ("big", 50)):
+        for name, limit in (("small", 20_000), ("big", 20_000), ("big", 50), ("small", 5)):
             scoped = ScopedVectors(store, vectors, exact_limit=limit)
             got = scoped.search(folders[name], query, 5)
             members = np.array([all_ids.index(i) for i in ids[name]])

@@ -17,7 +17,6 @@ The second folder, the criteria folder and the keys are removed at the end, so a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -33,7 +32,7 @@ from tests import mcpclient
 from tests.bench import machine
 from tests.bench.kernels import REPO, BenchFailure, say
 from tests.bench.mcpclient import kernel_config, search_args
-from tests.bench.scifact import SCIFACT_DOCS, indexed_kernel, scifact_queries
+from tests.bench.scifact import SCIFACT_DOCS, bench_args, indexed_kernel
 
 SECOND_FILES = 200
 OWNER_FOLDER = "owner, smart_folder_id"
@@ -76,6 +75,10 @@ async def _rounds(
     return found
 
 
+def _paired(values: list[float], owner: list[float]) -> float:
+    return statistics.median(a - b for a, b in zip(values, owner, strict=True))
+
+
 def _p95(values: list[float]) -> float:
     return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
 
@@ -104,14 +107,7 @@ def _measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", default=None, help="keep (and reuse) the indexed SciFact home here")
-    parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--report", default=str(REPO / "docs" / "benchmarks-keys.md"))
-    args = parser.parse_args(argv)
-    home = Path(args.home).resolve() if args.home else None
-    queries = scifact_queries()[: args.warmup + args.queries]
+    args, home, queries = bench_args(__doc__, 300, REPO / "docs" / "benchmarks-keys.md", argv)
     with indexed_kernel(home, SCIFACT_DOCS, kernel_config()) as (kernel, index):
         second = kernel.root / "second"
         try:
@@ -132,11 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         "folder in `smart_folder_id` (what scoping to that folder cost before keys). SciFact "
         f"({index.files} files, {index.chunks} chunks) in one folder, plus a second folder of {SECOND_FILES} notes.",
         "",
-        "| machine | value |",
-        "|---|---|",
-        *[f"| {k} | {v} |" for k, v in facts.items()],
-        f"| load average before / after | {', '.join(f'{x:.2f}' for x in load_before)} / "
-        f"{', '.join(f'{x:.2f}' for x in load_after)} |",
+        *machine.facts_table(facts, load_before, load_after),
         "",
         "| token | wall median ms | wall p95 ms | indexer query_ms median | query_ms p95 |",
         "|---|---|---|---|---|",
@@ -147,11 +139,20 @@ def main(argv: list[str] | None = None) -> int:
             f"| {name} | {statistics.median(wall):.2f} | {_p95(wall):.2f} | {statistics.median(inside):.2f} |"
             f" {_p95(inside):.2f} |"
         )
-    owner = statistics.median(found["owner"]["wall"])
+    owned = found["owner"]
+    owner = statistics.median(owned["wall"])
     lines += [
         "",
         "Difference of medians against the owner's token (wall): "
         + ", ".join(f"{n} {statistics.median(g['wall']) - owner:+.2f} ms" for n, g in found.items() if n != "owner"),
+        "",
+        "Median of the per-query differences against the owner's token (the same query in the same round, so the"
+        " load of that moment falls on both), wall / indexer query_ms: "
+        + ", ".join(
+            f"{n} {_paired(g['wall'], owned['wall']):+.2f} / {_paired(g['query_ms'], owned['query_ms']):+.2f} ms"
+            for n, g in found.items()
+            if n != "owner"
+        ),
         "",
     ]
     Path(args.report).write_text("\n".join(lines))

@@ -88,3 +88,14 @@ def facts(repo: Path) -> dict[str, str]:
         "foldermind": f"{metadata.version('foldermind')}, commit {_git_rev(repo)}",
         "load average before the run": load,
     }
+
+
+def facts_table(found: dict[str, str], before: tuple[float, ...], after: tuple[float, ...]) -> list[str]:
+    """``found`` (:func:`facts`) and the load average before and after a run, as a markdown table."""
+    return [
+        "| machine | value |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in found.items()],
+        f"| load average before / after | {', '.join(f'{x:.2f}' for x in before)} / "
+        f"{', '.join(f'{x:.2f}' for x in after)} |",
+    ]

@@ -8,6 +8,7 @@ blank line, text), so a search result's file name is its document id.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import csv
 import json
@@ -197,3 +198,18 @@ def indexed_kernel(home: Path | None, docs: int, config: str = "") -> Iterator[t
     finally:
         kernel.stop()
         kernel.cleanup()
+
+
+def bench_args(
+    doc: str, queries: int, report: Path, argv: list[str] | None
+) -> tuple[argparse.Namespace, Path | None, list[str]]:
+    """A SciFact latency bench's command line (``--home``, ``--queries``, ``--warmup``, ``--report``): the parsed
+    arguments, the kept home (None: a throw-away one) and the queries, warm-up ones first."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--home", default=None, help="keep (and reuse) the indexed SciFact home here")
+    parser.add_argument("--queries", type=int, default=queries)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--report", default=str(report))
+    args = parser.parse_args(argv)
+    home = Path(args.home).resolve() if args.home else None
+    return args, home, scifact_queries()[: args.warmup + args.queries]

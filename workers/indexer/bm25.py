@@ -84,6 +84,7 @@ def idf(doc_freq: int, total: int) -> float:
     return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
 
 
+@functools.lru_cache(maxsize=65536)
 def stems(word: str, language: str = ENGLISH) -> tuple[str, ...]:
     """The indexed terms of one word of a language's documents (usually one; none for an over-long word)."""
     return tuple(analyzer(language).analyze(word))

@@ -97,7 +97,7 @@ def parse(
 
 
 def _types(raw: object) -> frozenset[str]:
-    if raw is None:
+    if raw is None or (isinstance(raw, list | tuple) and not raw):
         return frozenset()
     if not isinstance(raw, list | tuple) or len(raw) > MAX_TYPES:
         raise JobError(ErrorCode.INVALID_FILTER, f"file_types must be a list of at most {MAX_TYPES} extensions")

@@ -38,6 +38,9 @@ EXACT_LIMIT = 20_000
 """Above this many unit vectors (30 MiB at 384-d, a cached folder's matrix; ~5,000 abstracts make ~55k) a folder
 is searched through usearch instead."""
 CACHED_FOLDERS = 4
+DEEPER = 1.25
+SLACK = 8
+"""A folder searched through usearch first asks for DEEPER * k / (its share of the embedded chunks) + SLACK chunks."""
 
 
 @dataclass(slots=True)
@@ -47,6 +50,7 @@ class _Folder:
     matrix: NDArray[np.float32] | None  # a row per unit, a chunk's side by side; None above the exact limit
     present: NDArray[np.intp]  # the chunks (indexes into keys) that have rows, ascending
     starts: NDArray[np.intp]  # the first row of each of them
+    chunks: int  # embedded chunks in the whole index when it was read (a searched-through-usearch folder's share)
 
 
 class ScopedVectors:
@@ -77,16 +81,22 @@ class ScopedVectors:
                 return []
             best = np.maximum.reduceat(folder.matrix @ np.asarray(vector, dtype=np.float32), folder.starts)
             return _top(folder.keys[folder.present], best, k)
-        return self._deepening(folder.keys, vector, k)
+        return self._deepening(folder, vector, k)
 
-    def _deepening(self, keys: NDArray[np.uint64], vector: NDArray[np.float32], k: int) -> Ranking:
-        total = len(self.vectors)
-        share = max(len(keys) / max(total, 1), 1e-6)
-        depth = min(total, math.ceil(2 * k / share) + k)
+    def _deepening(self, folder: _Folder, vector: NDArray[np.float32], k: int) -> Ranking:
+        # Asked for about k / share chunks (a quarter more, and a few), so one pass finds k of the scope's almost
+        # always; each pass costs a whole search (an exact one reads every vector), so a short first pass costs more
+        # than a deep one. Which chunks come back does not depend on the depth (an exact search; a graph walk
+        # at or below its beam), only how often it deepens.
+        total = max(folder.chunks, len(folder.keys), 1)
+        depth = min(total, math.ceil(DEEPER * k * total / len(folder.keys)) + SLACK)
         while True:
-            found = [(key, score) for key, score in self.vectors.search(vector, depth) if _member(keys, key)]
-            if len(found) >= k or depth >= total:
-                return found[:k]
+            found = self.vectors.search(vector, depth)
+            keys = np.fromiter((key for key, _ in found), dtype=np.uint64, count=len(found))
+            inside = _members(folder.keys, keys)
+            kept = [hit for hit, ok in zip(found, inside.tolist(), strict=True) if ok]
+            if len(kept) >= k or depth >= total:
+                return kept[:k]
             depth = min(total, depth * 2)
 
     def _folder(self, folder_id: str) -> _Folder:
@@ -104,15 +114,20 @@ class ScopedVectors:
             return cached
         keys = read_keys()
         if cached is not None and np.array_equal(keys, cached.keys):
-            cached.token = token
+            cached.token, cached.chunks = token, self._chunks(cached.matrix)
             self._folders.move_to_end(folder_id)
             return cached
-        entry = _Folder(token, keys, *self._matrix(keys, cached))
+        matrix, present, starts = self._matrix(keys, cached)
+        entry = _Folder(token, keys, matrix, present, starts, self._chunks(matrix))
         self._folders[folder_id] = entry
         self._folders.move_to_end(folder_id)
         while len(self._folders) > CACHED_FOLDERS:
             self._folders.popitem(last=False)
         return entry
+
+    def _chunks(self, matrix: NDArray[np.float32] | None) -> int:
+        """The embedded chunks of every folder, for a folder searched through usearch (an exact one needs none)."""
+        return self.store.embedded(None, lambda: self.vectors.arriving) if matrix is None else 0
 
     def _matrix(
         self, keys: NDArray[np.uint64], old: _Folder | None
@@ -149,9 +164,12 @@ class ScopedVectors:
         return np.vstack([rows for _, rows in parts]), present, starts
 
 
-def _member(keys: NDArray[np.uint64], key: int) -> bool:
-    i = int(np.searchsorted(keys, np.uint64(key)))
-    return i < len(keys) and int(keys[i]) == key
+def _members(keys: NDArray[np.uint64], asked: NDArray[np.uint64]) -> NDArray[np.bool_]:
+    """Which of ``asked`` are among ``keys`` (ascending)."""
+    if not len(keys):
+        return np.zeros(len(asked), dtype=bool)
+    at = np.minimum(np.searchsorted(keys, asked), len(keys) - 1)
+    return np.asarray(keys[at] == asked)
 
 
 def _top(keys: NDArray[np.uint64], scores: NDArray[np.float32], k: int) -> Ranking:

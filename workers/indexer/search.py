@@ -48,6 +48,8 @@ CUT_DEPTH = 2
 """How much deeper each side fetches when ``group_by_file`` or a phrase or exclusion will drop candidates."""
 STAGES = ("embed", "keyword", "vector", "fuse", "rows")
 Ranking = fusion.Ranking
+Rows = dict[int, Any]
+"""Chunk rows (:meth:`Store.hits`) by chunk id."""
 
 
 class SearchService:
@@ -79,9 +81,10 @@ class SearchService:
         scope, saved = self._scope(body.folder_id)
         visible = visibility.current()
         scoped = visible is not None and scope is None and saved is None  # a client key's scope to apply
-        if scoped and visible is not None and len(visible.folders) == 1 and not visible.criteria:
-            scope, scoped = next(iter(visible.folders)), False  # one path folder: searched as folder_id searches it
+        if scoped and visible is not None and visible.one_folder is not None:
+            scope, scoped = visible.one_folder, False  # one path folder's documents: searched as folder_id does
         timings = dict.fromkeys(STAGES, 0.0)
+        rows: Rows = {}  # chunk rows read for this request: the fusion's rescoring reads the first ones
         wanted = filters.parse(body.file_types, body.path_glob, body.modified_after, body.modified_before, self._roots)
         only = self.filters.admitted(wanted, scope) if wanted.active else None
         if saved is not None:  # a criteria folder: its documents now, a filter over every folder like ``only``'s
@@ -119,7 +122,7 @@ class SearchService:
                     semantic = self._semantic(vector, depth, scope, only)
         with _timed(timings, "fuse"):
             if mode == "hybrid":
-                ranked = self.fused(keyword, semantic, query, fuse, spread)
+                ranked = self.fused(keyword, semantic, query, fuse, spread, rows)
                 total = max(total, len(ranked))
             elif mode == "semantic":
                 ranked, total = semantic, len(semantic)
@@ -128,18 +131,21 @@ class SearchService:
         with _timed(timings, "rows"):
             # Tantivy applied the phrases and exclusions to the keyword side already: only the others are checked.
             cuts = Cuts(parsed, body.min_score, bool(body.group_by_file), {c for c, _ in keyword})
-            results = self._hits(ranked, query, scope, top_k, bool(body.with_text), cuts, only)
+            results = self._hits(ranked, query, scope, top_k, bool(body.with_text), cuts, only, rows)
         return SearchReply(results, total, _ms(t0), mode, note, {k: round(v, 3) for k, v in timings.items()})
 
-    def fused(self, keyword: Ranking, semantic: Ranking, query: str, fuse: str, spread: bool = True) -> Ranking:
+    def fused(
+        self, keyword: Ranking, semantic: Ranking, query: str, fuse: str, spread: bool = True, rows: Rows | None = None
+    ) -> Ranking:
         """The two sides merged by ``fuse`` (one of :data:`.fusion.FUSIONS`); ``spread=False`` leaves the repeat
-        penalty (blend's and evidence's) out."""
+        penalty (blend's and evidence's) out. ``rows`` keeps the chunk rows it reads, for the caller."""
         if fuse == "weighted":
             return fusion.weighted(keyword, semantic, self.policy.keyword_weight)
         if fuse == "rrf":
             return fusion.rrf([keyword, semantic], self.policy.rrf_k)
         if fuse == "evidence":
-            ranked = fusion_evidence.evidence(keyword, semantic, partial(self._coverage, query), self.evidence)
+            coverage = partial(self._coverage, query, {} if rows is None else rows)
+            ranked = fusion_evidence.evidence(keyword, semantic, coverage, self.evidence)
             penalty = self.policy.evidence_repeat_penalty if spread else 0.0
             return fusion.spread(ranked, self._documents(keyword, semantic), penalty) if penalty > 0 else ranked
         rules = self.rules if spread else self.unspread
@@ -199,14 +205,15 @@ class SearchService:
         hits, total = self.bm25.search(q.text, depth, scope, q.phrases, q.required, q.excluded, docs, where)
         return [(h.chunk_id, h.score) for h in hits], total
 
-    def _coverage(self, query: str, chunks: Sequence[int]) -> dict[int, float]:
+    def _coverage(self, query: str, rows: Rows, chunks: Sequence[int]) -> dict[int, float]:
         """The share of the query's IDF mass each of ``chunks`` holds in its text or heading (``evidence``
-        fusion): one SQLite read of their rows, a pass of the analyzer over each and a term lookup per query word."""
-        rows = self.store.hits(list(chunks))
+        fusion): one SQLite read of their rows (kept in ``rows``), a pass of the analyzer over each and a term
+        lookup per query word."""
+        found = self._rows(rows, chunks)
         tokens = list(dict.fromkeys(query_tokens(query)))
         idfs: dict[str, list[float]] = {}
         out = {}
-        for cid, row in rows.items():
+        for cid, row in found.items():
             language = stemmed_as(row["language"])
             if language not in idfs:
                 doc_freq, total = self.bm25.term_stats(language)
@@ -214,6 +221,13 @@ class SearchService:
             held = set(text_terms(f"{row['heading'] or ''}\n{row['text']}", language))
             out[cid] = fusion_evidence.idf_share(idfs[language], [stem(t, language) in held for t in tokens])
         return out
+
+    def _rows(self, rows: Rows, chunks: Sequence[int]) -> Rows:
+        """The rows of ``chunks`` that exist, in their order: those ``rows`` lacks read from SQLite (and kept there)."""
+        missing = [c for c in chunks if c not in rows]
+        if missing:
+            rows.update(self.store.hits(missing))
+        return {c: rows[c] for c in chunks if c in rows}
 
     def _same_file(self, a: int, b: int) -> bool:
         """Whether two chunks are of one document (blend's same-file rule; asked only when the blend's first hit
@@ -263,13 +277,14 @@ class SearchService:
         with_text: bool,
         cuts: Cuts,
         only: filters.Admitted | None = None,
+        read: Rows | None = None,
     ) -> list[SearchHit]:
         results: list[SearchHit] = []
         files: set[str] = set()
         window = top_k * 2 + 8  # a little more than asked: some may be gone since the last index commit
         for start in range(0, len(ranked), window):
             part = ranked[start : start + window]
-            rows = self.store.hits([chunk_id for chunk_id, _ in part])
+            rows = self._rows({} if read is None else read, [chunk_id for chunk_id, _ in part])
             for chunk_id, score in part:
                 row = rows.get(chunk_id)
                 if row is None or (scope and row["folder_id"] != scope):

@@ -213,11 +213,12 @@ class VectorIndex:
                     return []
                 exact = total <= self.exact_search_vectors or self.draft
                 matches = self.index.search(query, min(depth, total), exact=exact)
-            best: dict[int, float] = {}
-            for key, dist in zip(matches.keys, matches.distances, strict=True):
-                best.setdefault(int(key), 1.0 - float(dist))  # best first: a chunk's first unit is its best
-            if len(best) >= k or depth >= total:
-                return list(best.items())[:k]
+            # Best first: a chunk's first unit is its best; the first of each key, in their order.
+            keys, first = np.unique(matches.keys, return_index=True)
+            if len(keys) >= k or depth >= total:
+                at = np.sort(first)[:k]
+                scores = 1.0 - np.asarray(matches.distances, dtype=np.float64)[at]
+                return list(zip(matches.keys[at].tolist(), scores.tolist(), strict=True))
             depth *= 2
 
     def save(self) -> None:

@@ -42,6 +42,9 @@ class Visible:
     """Every document of the scope, of any status."""
     admitted: filters.Admitted
     """Its searchable documents, as a search filter (every other document is among ``others``)."""
+    one_folder: str | None = None
+    """The one path folder whose documents are all the scope's (its criteria folders hold none outside it): a
+    search is then that folder's, as ``folder_id`` scopes it, rather than one filtered by the document set."""
 
     def sees_folder(self, folder_id: str) -> bool:
         return folder_id in self.folders or folder_id in self.criteria
@@ -108,11 +111,13 @@ class Visibility:
             held = self.resolver.admitted(filters.Filters(), folder_id)
             docs |= held.docs
             docs.update(held.others)
+        in_folders = len(docs)
         for c in saved:
             docs |= self.scopes.admitted(c).docs
         everything = self.resolver.admitted(filters.Filters(), None)
         frozen = frozenset(docs)
-        return Visible(folders, frozenset(c.id for c in saved), frozen, filters.intersect(everything, frozen))
+        alone = next(iter(folders)) if len(folders) == 1 and len(docs) == in_folders else None
+        return Visible(folders, frozenset(c.id for c in saved), frozen, filters.intersect(everything, frozen), alone)
 
 
 def limit(only: filters.Admitted | None) -> filters.Admitted | None:
