@@ -19,7 +19,7 @@ import pytest
 
 from foldermind.protocol.messages import CheckReply, CheckRequest, Claim, EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
-from foldermind.workers.frontdoor.answers import Evidence
+from foldermind.workers.answers.quotes import Evidence
 from tests.helpers import (
     AUTO_ASKS_THE_MODEL,
     FAST_RESTART,

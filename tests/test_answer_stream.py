@@ -8,9 +8,10 @@ import pytest
 from foldermind.kernel.cli.clients import AnswerScreen
 from foldermind.protocol.messages import ChatPartial
 from foldermind.protocol.runtime.config import LlmPolicy
-from foldermind.workers.frontdoor import answers, schemas
-from foldermind.workers.frontdoor.answers import Composed
-from foldermind.workers.frontdoor.chat import Shown
+from foldermind.workers.answers import quotes as answers
+from foldermind.workers.answers import schemas
+from foldermind.workers.answers.engine import Shown
+from foldermind.workers.answers.quotes import Composed
 
 
 def citation(number: int, path: str, quote: str) -> schemas.Citation:

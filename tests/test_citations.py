@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from foldermind.workers.frontdoor.chat import Sessions
+from foldermind.workers.answers.engine import Sessions
 from foldermind.workers.indexer.evidence import pick_passages
 from foldermind.workers.llm import citations, prompt
 
@@ -221,10 +221,9 @@ def test_a_chat_session_id_names_a_conversation_of_the_asking_key_only() -> None
     """Another client's session id (its turns quote documents this key may not see) opens a new, empty
     conversation; the same key gets its own back."""
     from foldermind.protocol.runtime.client_keys import ClientKey
-    from foldermind.workers.frontdoor.chat import Sessions
-    from foldermind.workers.frontdoor.keyscope import CLIENT, OWNER_KEY
+    from foldermind.workers.frontdoor.keyscope import CLIENT, OWNER_KEY, asker
 
-    sessions = Sessions(ttl_s=600, max_sessions=10)
+    sessions = Sessions(ttl_s=600, max_sessions=10, owner=asker)
     token = CLIENT.set(OWNER_KEY)
     try:
         owners = sessions.open("shared-id")

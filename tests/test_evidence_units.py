@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from foldermind.protocol.messages import ChunkInfo, EvidenceReply, EvidenceSpan, SearchHit
 from foldermind.protocol.runtime.config import LlmPolicy
-from foldermind.workers.frontdoor import answers
+from foldermind.workers.answers import quotes as answers
 from foldermind.workers.indexer import evidence, floor, sentences
 from foldermind.workers.indexer.store import Store
 from foldermind.workers.llm.citations import MARKER

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from foldermind.protocol.messages import CheckRequest, SearchHit
+from foldermind.workers.answers.quotes import credited_files
 from foldermind.workers.frontdoor import prompts
-from foldermind.workers.frontdoor.answers import credited_files
 from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.llm import citations
 from tests import mcpclient as mc

@@ -55,8 +55,6 @@ from foldermind.protocol.messages.envelope import (
 from foldermind.protocol.messages.frontdoor import (
     ActivityReply,
     ActivityRequest,
-    AskReply,
-    AskRequest,
     McpInfoReply,
     McpInfoRequest,
     TokenRotateReply,
@@ -152,8 +150,6 @@ __all__ = [
     "ActivityRequest",
     "AnalyzeReply",
     "AnalyzeRequest",
-    "AskReply",
-    "AskRequest",
     "AttachReply",
     "AttachRequest",
     "ChangeEvent",

@@ -53,31 +53,6 @@ class TokenRotateReply(Message):
     """Where the new token was stored (`keyring` or `file`); the token itself never travels on the bus."""
 
 
-@message("mcp.ask.request")
-@dataclass(slots=True)
-class AskRequest(Message):
-    """-> frontdoor: answer a question with ``chat_with_documents``' own engine (the console's Ask page), so the
-    two never answer differently. Errors as the tool's: ``invalid_query``, ``retrieval_failed``, ...; while the
-    front door's HTTP side does not run, ``service_unavailable``."""
-
-    question: str
-    """The question, 1 to 2000 characters."""
-    session_id: str = ""
-    """A session to continue (the reply's `session_id`); `""` starts one."""
-    answer_mode: str = ""
-    """`extractive`, `generative` or `auto`; `""` means `[llm] answer_mode`."""
-
-
-@message("mcp.ask.reply")
-@dataclass(slots=True)
-class AskReply(Message):
-    """The answer exactly as `chat_with_documents` returns it."""
-
-    answer: dict[str, Any]
-    """`chat_with_documents`' structured output: `answer` (with `[n]` markers), `citations` (each with `id`,
-    `file_path`, `file_name`, `quote`, `chunk_id`, `location`), `grounded`, `session_id`, `note`, ..."""
-
-
 @message("mcp.activity.request")
 @dataclass(slots=True)
 class ActivityRequest(Message):

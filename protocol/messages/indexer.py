@@ -292,6 +292,9 @@ class SearchHit(TypedDict):
     location: Location
     text: NotRequired[str]
     """The whole chunk, only when the request set ``with_text`` (grounded chat builds its prompt from it)."""
+    marks: NotRequired[list[list[int]]]
+    """Only when the request set ``with_marks``: the ``[start, end)`` character spans of the snippet's words that a
+    query word matches as the index stems them in the document's language (English function words left out)."""
 
 
 @message("search.request")
@@ -318,6 +321,8 @@ class SearchRequest(Message):
     """How `hybrid` merges the two rankings: `blend`, `weighted`, `rrf` or `evidence`; `""` means `[search] fusion`."""
     with_text: bool = False
     """Add each hit's whole chunk text as `text` (the front door's chat builds its prompt from it)."""
+    with_marks: bool = False
+    """Add each hit's `marks`: where its snippet holds the query's words as the index stems them (the console)."""
     file_types: list[str] = field(default_factory=list)
     """Only files with these suffixes, without the dot (`["pdf", "txt"]`, any case; only suffixes a parser reads);
     empty: any."""

@@ -38,7 +38,7 @@ from typing import Any
 
 from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
-from foldermind.workers.frontdoor import answers as composer
+from foldermind.workers.answers import quotes as composer
 from foldermind.workers.indexer import floor, sentences
 from tests.bench import machine
 from tests.bench.answers import SLOW_PARSES, Results, index_corpora

@@ -1,5 +1,5 @@
 """The answer bench's auto and generative figures by question shape: how often the model runs, how often its
-checked text survives into the answer, and the times, per shape (:func:`foldermind.workers.frontdoor.answers.shape`)
+checked text survives into the answer, and the times, per shape (:func:`foldermind.workers.answers.quotes.shape`)
 and split."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from foldermind.workers.frontdoor.answers import SHAPES, shape
+from foldermind.workers.answers.quotes import SHAPES, shape
 from tests.bench.markdown import table
 
 GENERATED = ("generative", "generative+checked")

@@ -4,6 +4,8 @@ against the parser's render alone, the Clients page and doctor's findings agains
 for them, the console worker's RSS idle and after use, and the idle tree with and without it. Every figure is set
 beside the raw cost of the same work in the same run, on this (shared) machine, with its load average.
 
+Also the Ask page against the evidence request its answer makes, and the console's RSS after its first questions.
+
 Usage: python -m tests.bench.console [--reps N] [--report PATH]
 """
 
@@ -27,6 +29,8 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import (
     ConsoleLinkReply,
     ConsoleLinkRequest,
+    EvidenceReply,
+    EvidenceRequest,
     IndexStatusReply,
     IndexStatusRequest,
     RenderReply,
@@ -36,6 +40,7 @@ from foldermind.protocol.messages import (
     StatusReply,
     StatusRequest,
 )
+from foldermind.protocol.runtime.config import LlmPolicy
 from tests.bench import machine
 from tests.bench.kernels import BenchKernel
 from tests.filemakers import make_pdf
@@ -54,7 +59,15 @@ QUERIES = [
     "how does the kernel restart a crashed worker",
 ]
 """Written before any run: words a user of these docs would type, short and long."""
-CONFIG = "[mcp]\nport = 0\n[console]\nport = 0\n"
+QUESTIONS = [
+    "How does the kernel restart a crashed worker?",
+    "What does a one-time sign-in link of the console do?",
+    "Which port does the MCP server listen on?",
+    "What happens to a file outside the Smart Folders?",
+]
+"""Written before any run: questions a user of these docs would ask."""
+CONFIG = '[mcp]\nport = 0\n[console]\nport = 0\n[llm]\nanswer_mode = "extractive"\n'
+"""Extractive answers: the Ask page is then the engine's own work beside its evidence request, no model call."""
 MIB = 1024 * 1024
 
 
@@ -125,8 +138,14 @@ def run(reps: int) -> list[str]:
             timeout=900,
         )
         assert out.returncode == 0, out.stderr
+        cli = [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root)]
+        criteria = [*cli, "folders", "add-criteria", "--name", "Markdown", "--types", "md"]
+        out = subprocess.run(criteria, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
         bus = BusClient(k.home.bus_endpoint, name="bench-console")
         conn_url, cookie = _sign_in(bus)
+        asks = _asks(bus, conn_url, cookie, reps)
+        console_asked = asks.pop("rss")[0]
         raw_overview, page_overview, raw_search, page_search, query_ms = [], [], [], [], []
         for _ in range(reps):
             t0 = time.perf_counter()
@@ -172,7 +191,10 @@ def run(reps: int) -> list[str]:
         _row("overview: GET / over HTTP, rendered", page_overview),
         _row("search: the indexer's own query time (query_ms)", query_ms),
         _row("search: search.request over the bus, raw", raw_search),
-        _row("search: GET /search over HTTP, rendered (also lists the folders)", page_search),
+        _row("search: GET /search over HTTP, rendered (with marks; lists the path and criteria folders)", page_search),
+        _row("ask: evidence.request over the bus, raw (extractive: the answer's one indexer request)", asks["raw"]),
+        _row("ask: GET /ask over HTTP, rendered (the answer engine in the console)", asks["page"]),
+        f"| ask: the console's first GET /ask | {asks['first'][0]:.1f} ms | | 1 |",
     ]
     if paint:
         lines += [
@@ -230,6 +252,7 @@ def run(reps: int) -> list[str]:
     lines += ["## Memory", "", "| what | RSS |", "|---|---|"]
     lines += [
         f"| console worker, idle after start | {console_idle / MIB if console_idle else float('nan'):.1f} MiB |",
+        f"| console worker, after its first questions | {console_asked / MIB:.1f} MiB |",
         f"| console worker, after the runs above | {console_used / MIB if console_used else float('nan'):.1f} MiB |",
         f"| idle tree, default map without the console | {tree_without / MIB:.1f} MiB |",
         f"| idle tree, default map with it | {tree_with / MIB:.1f} MiB ({(tree_with - tree_without) / MIB:+.1f}) |",
@@ -238,6 +261,29 @@ def run(reps: int) -> list[str]:
         "between the two samples (the machine is shared).",
     ]
     return lines
+
+
+def _asks(bus: BusClient, base: str, cookie: str, reps: int) -> dict[str, list[float]]:
+    """Each question over the bus as the engine asks it (extractive: its one request), then through the console's
+    Ask page; the console's RSS once it has answered."""
+    times: dict[str, list[float]] = {"raw": [], "page": [], "first": [], "rss": []}
+    policy = LlmPolicy()
+    t0 = time.perf_counter()
+    assert _get(f"{base}ask?{urlencode({'q': QUESTIONS[0]})}", cookie)[0] == 200
+    times["first"].append(_ms(t0))
+    for _ in range(max(1, reps // len(QUESTIONS))):
+        for question in QUESTIONS:
+            spans = max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files)
+            ask = EvidenceRequest(question, "", 5, policy.chunks_per_file, spans)
+            t0 = time.perf_counter()
+            bus.request("indexer", ask, EvidenceReply, timeout=60)
+            times["raw"].append(_ms(t0))
+            t0 = time.perf_counter()
+            assert _get(f"{base}ask?{urlencode({'q': question})}", cookie)[0] == 200
+            times["page"].append(_ms(t0))
+    status = bus.request("kernel", StatusRequest(), StatusReply, timeout=30).body
+    times["rss"].append(float(next(w["rss_bytes"] or 0 for w in status.workers if w["name"] == "console")))
+    return times
 
 
 def _renders(k: BenchKernel, bus: BusClient, base: str, cookie: str, reps: int) -> dict[str, list[float]]:

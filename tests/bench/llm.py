@@ -658,7 +658,7 @@ def ask_http(http: ToolClient, answer: Answer, timeout: float) -> None:
 def ask_bus(client: BusClient, policy: LlmPolicy, answer: Answer, with_llm: bool) -> None:
     """The chat tool's own search (its depth, its passage pick) straight to the indexer; with ``with_llm``
     also its request to the llm worker, whose reply carries the worker's timings."""
-    depth = min(50, max(10, MAX_CONTEXT_FILES * policy.chunks_per_file * 3))  # as workers/frontdoor/chat.py
+    depth = min(50, max(10, MAX_CONTEXT_FILES * policy.chunks_per_file * 3))  # as workers/answers/engine.py
     search = SearchRequest(query=answer.question.text[:1000], mode="hybrid", top_k=depth, with_text=True)
     found = client.request("indexer", search, SearchReply, timeout=30).body
     hits = pick_passages(found.results, MAX_CONTEXT_FILES, policy.chunks_per_file)

@@ -29,7 +29,7 @@ from foldermind.protocol.runtime.config import console_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
-from foldermind.workers.console.auth import Gate, Links, Sessions
+from foldermind.workers.console.auth import SESSIONS_FILE, Gate, Links, Sessions
 from foldermind.workers.console.pages import Pages
 from foldermind.workers.httpserve import HttpServer, bind, loopback_hosts, loopback_origins
 
@@ -47,13 +47,14 @@ class ConsoleWorker(Worker):
         self.policy = console_from_env()
         self.home = Home.resolve(ctx.home or None)
         self.links = Links(self.policy.link_ttl_s)
-        self.sessions = Sessions(self.policy.session_idle_s)
+        self.sessions = Sessions(self.policy.session_idle_s)  # until setup opens the home's store
         self.state, self.error, self.url, self.port = "starting", "", "", 0
         self.http: HttpServer | None = None
         self.gate: Gate | None = None
 
     def setup(self) -> None:
         self.home.ensure()
+        self.sessions = Sessions(self.policy.session_idle_s, self.home.data_dir / SESSIONS_FILE)
         self.bus = Bus(self.ctx.bus_endpoint, f"{self.ctx.name}.pages", self.policy.deadline_s)
         sock = bind(HOST, self.policy.port)
         self.port = sock.getsockname()[1]

@@ -2,8 +2,10 @@
 
 A link (``foldermind console``) carries a random code that works once, within ``[console] link_ttl_s``; using it
 opens a session whose id goes to the browser as a cookie (HttpOnly, SameSite=Strict, named after the port, so two
-homes' consoles do not clash) and ends after ``session_idle_s`` without a request. Sessions live in this process
-only: a restarted console signs its browsers out, and a new link signs them in again.
+homes' consoles do not clash) and ends after ``session_idle_s`` without a request. Sessions are kept in the home's
+``data/console-sessions.sqlite`` as a SHA-256 of the cookie and the time of its last request, so a restarted
+console (killed -9 too) keeps its browsers signed in; the CSRF token is an HMAC of the cookie, stored nowhere.
+Links live in this process only.
 
 :class:`Gate` is the outermost ASGI layer: a Host that is not this loopback port is refused (421, DNS rebinding),
 so is an Origin that is not this console's (403); a POST must come with this console's Origin, a Content-Length
@@ -13,14 +15,19 @@ Refusals log the method and the reason, never a path's query, a cookie or a code
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import hmac
 import logging
+import os
 import secrets
+import sqlite3
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -30,6 +37,9 @@ MAX_LINKS = 32
 """Unused links kept at once: an older one is dropped when more are asked for."""
 MAX_SESSIONS = 64
 """Signed-in browsers at once: a new sign-in ends the one idle longest beyond this."""
+SESSIONS_FILE = "console-sessions.sqlite"
+SEEN_EVERY_S = 30.0
+"""A session's last request is written at most this often: a restart can end it up to this much early, never late."""
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 LOG_EVERY_S = 5.0
 SECURITY_HEADERS = [
@@ -80,46 +90,101 @@ class Session:
     seen: float
 
 
-class Sessions:
-    """Signed-in browsers by session id, each with its CSRF token; idle ones expire."""
+def digest(sid: str) -> str:
+    """What the store keeps of a cookie: its SHA-256 (the cookie is 256 random bits: nothing to guess from)."""
+    return hashlib.sha256(sid.encode()).hexdigest()
 
-    def __init__(self, idle_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+
+def csrf_of(sid: str) -> str:
+    """The session's CSRF token: derived from its cookie, so it is stored nowhere and survives a restart."""
+    return hmac.new(sid.encode(), b"foldermind console csrf", hashlib.sha256).hexdigest()
+
+
+class Sessions:
+    """Signed-in browsers (their cookies' digests) with the time of their last request; idle ones expire. Kept in
+    SQLite at ``path`` (None: in memory only; a store that cannot be opened or written is dropped for memory, with a
+    warning). Wall-clock time, since it must count across restarts."""
+
+    def __init__(self, idle_s: float, path: Path | None = None, clock: Callable[[], float] = time.time) -> None:
         self.idle_s = idle_s
         self._clock = clock
-        self._by_id: OrderedDict[str, Session] = OrderedDict()
+        self._seen: OrderedDict[str, float] = OrderedDict()
+        self._stored: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        if path is not None:
+            self._open(path)
+
+    def _open(self, path: Path) -> None:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # private before SQLite writes a byte
+            os.close(fd)
+            db = sqlite3.connect(path, timeout=5, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE IF NOT EXISTS sessions (digest TEXT PRIMARY KEY, seen REAL NOT NULL)")
+            cutoff = self._clock() - self.idle_s
+            db.execute("DELETE FROM sessions WHERE seen < ?", (cutoff,))
+            rows = db.execute("SELECT digest, seen FROM sessions ORDER BY seen").fetchall()
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("console sessions kept in memory only: %s cannot be used (%s)", path, exc)
+            return
+        self._db = db
+        for key, seen in rows[-MAX_SESSIONS:]:
+            self._seen[key] = self._stored[key] = float(seen)
+
+    def _write(self, sql: str, args: tuple[object, ...]) -> None:
+        if self._db is None:
+            return
+        try:
+            self._db.execute(sql, args)
+        except sqlite3.Error as exc:
+            log.warning("console sessions kept in memory only from now on: %s", exc)
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
 
     def open(self) -> str:
         sid = secrets.token_urlsafe(32)
+        key, now = digest(sid), self._clock()
         with self._lock:
-            while len(self._by_id) >= MAX_SESSIONS:
-                self._by_id.popitem(last=False)
-            self._by_id[sid] = Session(csrf=secrets.token_urlsafe(32), seen=self._clock())
+            while len(self._seen) >= MAX_SESSIONS:
+                self._drop(next(iter(self._seen)))
+            self._seen[key] = self._stored[key] = now
+            self._write("INSERT OR REPLACE INTO sessions (digest, seen) VALUES (?, ?)", (key, now))
         return sid
 
     def get(self, sid: str | None, touch: bool = True) -> Session | None:
         """The live session ``sid`` names (its idle time starts over when ``touch``), else None."""
         if not sid:
             return None
+        key = digest(sid)
         with self._lock:
-            session = self._by_id.get(sid)
-            if session is None:
+            seen = self._seen.get(key)
+            if seen is None:
                 return None
             now = self._clock()
-            if now - session.seen > self.idle_s:
-                del self._by_id[sid]
+            if now - seen > self.idle_s:
+                self._drop(key)
                 return None
             if touch:
-                session.seen = now
-                self._by_id.move_to_end(sid)
-            return session
+                seen = self._seen[key] = now
+                self._seen.move_to_end(key)
+                if now - self._stored.get(key, 0.0) >= SEEN_EVERY_S:
+                    self._stored[key] = now
+                    self._write("UPDATE sessions SET seen = ? WHERE digest = ?", (now, key))
+        return Session(csrf=csrf_of(sid), seen=seen)
 
     def close(self, sid: str | None) -> None:
         with self._lock:
-            self._by_id.pop(sid or "", None)
+            self._drop(digest(sid or ""))
+
+    def _drop(self, key: str) -> None:
+        if self._seen.pop(key, None) is not None:
+            self._stored.pop(key, None)
+            self._write("DELETE FROM sessions WHERE digest = ?", (key,))
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        return len(self._seen)
 
 
 def csrf_ok(session: Session, given: str) -> bool:

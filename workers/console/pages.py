@@ -26,7 +26,8 @@ from starlette.routing import Route
 
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import RestartReply, RestartRequest
-from foldermind.protocol.runtime.config import ConsolePolicy
+from foldermind.protocol.runtime.config import ConsolePolicy, llm_from_env
+from foldermind.workers.answers.engine import Chat
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.base import testing
 from foldermind.workers.console import activity, clients, views
@@ -64,6 +65,7 @@ def templates() -> jinja2.Environment:
 class Pages:
     def __init__(self, bus: Bus, links: Links, sessions: Sessions, policy: ConsolePolicy, port: int) -> None:
         self.bus, self.links, self.sessions, self.policy = bus, links, sessions, policy
+        self.chat = Chat(bus, llm_from_env(), prefix="console")  # chat_with_documents' engine, its own sessions
         self.cookie = f"foldermind_console_{port}"
         self.env = templates()
         self.static = static_files()
@@ -143,7 +145,7 @@ class Pages:
             from foldermind.workers import faults  # only under a test switch (workers/faults.py)
 
             faults.console_hang()
-        results, folders = await asyncio.gather(views.search(self.bus, form), views.folder_list(self.bus))
+        results, folders = await asyncio.gather(views.search(self.bus, form), views.scopes(self.bus))
         return self.render(
             "search.html",
             form=form,
@@ -205,7 +207,7 @@ class Pages:
             return self.signed_out()
         params = request.query_params
         question = str(params.get("q", "")).strip()
-        answer = await views.ask(self.bus, question, str(params.get("session", "")))
+        answer = await views.ask(self.chat, question, str(params.get("session", "")))
         return self.render("ask.html", answer=answer, csrf=session.csrf, page="ask")
 
     async def activity(self, request: Request) -> Response:

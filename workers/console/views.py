@@ -1,7 +1,8 @@
 """What the console's pages show, asked over the bus: the overview (workers, folders, failed and skipped files),
-a search's results with the query's words marked in each snippet, a document's extracted text around a hit
-(the indexer reads only files of the registered folders) and its PDF page (a parser renders it), and answers
-(the front door's chat_with_documents engine).
+a search's results with the query's words marked in each snippet (where the indexer's stemmer finds them), a
+document's extracted text around a hit (the indexer reads only files of the registered folders) and its PDF page
+(a parser renders it), and answers (chat_with_documents' own engine, :mod:`foldermind.workers.answers`, asking the
+indexer and the llm over this console's bus: the Ask page works with the front door down).
 
 A worker that does not answer costs its part of the page a note, never the page: the console stays up while
 the indexer restarts. Nothing here logs a query or a document's text.
@@ -10,7 +11,6 @@ the indexer restarts. Nothing here logs a query or a document's text.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -21,13 +21,10 @@ import zmq
 
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import (
-    AskReply,
-    AskRequest,
     DescribeReply,
     DescribeRequest,
     FolderAddReply,
     FolderAddRequest,
-    FolderInfo,
     FolderListReply,
     FolderListRequest,
     FolderRemoveReply,
@@ -44,11 +41,11 @@ from foldermind.protocol.messages import (
     StatusReply,
     StatusRequest,
 )
+from foldermind.workers.answers.engine import Chat
 from foldermind.workers.asyncbus import Bus
 
 MODES = ("hybrid", "keyword", "semantic")
 MAX_FAILURES = 200
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(slots=True)
@@ -85,12 +82,25 @@ async def remove_folder(bus: Bus, folder: str) -> str:
     return ""
 
 
-async def folder_list(bus: Bus) -> list[FolderInfo]:
-    """The Smart Folders, for a search's scope (none while the indexer does not answer)."""
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A Smart Folder a search can be scoped to: a registered folder or a criteria folder (as search_documents'
+    ``smart_folder_id`` takes either)."""
+
+    id: str
+    name: str
+    criteria: bool
+    count: int
+
+
+async def scopes(bus: Bus) -> list[Scope]:
+    """The Smart Folders, path folders first, for a search's scope (none while the indexer does not answer)."""
     try:
-        return (await bus.call("indexer", FolderListRequest(), FolderListReply)).folders
+        reply = await bus.call("indexer", FolderListRequest(with_criteria=True), FolderListReply)
     except JobError:
         return []
+    folders = [Scope(f["id"], f["name"], False, f["files_indexed"]) for f in reply.folders]
+    return folders + [Scope(c["id"], c["name"], True, c["file_count"]) for c in reply.criteria]
 
 
 async def overview(bus: Bus) -> Overview:
@@ -155,6 +165,7 @@ class SearchForm:
             modified_after=self.modified_after,
             modified_before=self.modified_before,
             group_by_file=self.group_by_file,
+            with_marks=True,
         )
 
 
@@ -172,8 +183,9 @@ async def search(bus: Bus, form: SearchForm) -> Results:
         reply = await bus.call("indexer", form.request(), SearchReply)
     except JobError as exc:
         return Results(error=exc.message)
-    words = query_words(form.query)
-    hits = [{**hit, "where": location(hit), "parts": marked(hit["snippet"], words)} for hit in reply.results]
+    hits = [
+        {**hit, "where": location(hit), "parts": marked(hit["snippet"], hit.get("marks", []))} for hit in reply.results
+    ]
     return Results(reply=reply, hits=hits)
 
 
@@ -190,35 +202,18 @@ def location(hit: SearchHit) -> str:
     return ", ".join(parts)
 
 
-def query_words(query: str) -> set[str]:
-    """The query's words, lowercased, without those it excludes (``-word``)."""
-    excluded = {w.lower() for w in re.findall(r"(?:^|\s)-(\w+)", query)}
-    return {w.lower() for w in _WORD.findall(query) if len(w) > 1} - excluded
-
-
-def _matches(word: str, query: set[str]) -> bool:
-    """A word of the snippet is marked when it is a query word, or shares with one a beginning of four letters or
-    more that leaves at most two letters of the shorter over (files / filed, indexing / indexed): a plain rule for
-    a person's eye, not the index's own stemmer."""
-    w = word.lower()
-    return any(w == q or _shared(w, q) >= max(4, min(len(w), len(q)) - 2) for q in query)
-
-
-def _shared(a: str, b: str) -> int:
-    """How many letters ``a`` and ``b`` begin with alike."""
-    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(a, b, strict=False)))
-
-
-def marked(snippet: str, query: set[str]) -> list[tuple[str, bool]]:
-    """The snippet cut into (text, marked) parts; the template escapes each and wraps the marked in ``<mark>``."""
+def marked(snippet: str, marks: list[list[int]]) -> list[tuple[str, bool]]:
+    """The snippet cut into (text, marked) parts at the indexer's ``marks`` (the query's words as the index stems
+    them); the template escapes each part and wraps the marked ones in ``<mark>``."""
     parts: list[tuple[str, bool]] = []
     at = 0
-    for match in _WORD.finditer(snippet):
-        if _matches(match.group(), query):
-            if match.start() > at:
-                parts.append((snippet[at : match.start()], False))
-            parts.append((match.group(), True))
-            at = match.end()
+    for start, end in marks:
+        if not at <= start < end <= len(snippet):
+            continue  # not a span of this snippet: nothing is marked rather than the wrong text
+        if start > at:
+            parts.append((snippet[at:start], False))
+        parts.append((snippet[start:end], True))
+        at = end
     if at < len(snippet):
         parts.append((snippet[at:], False))
     return parts
@@ -302,8 +297,10 @@ async def page_image(bus: Bus, path: str, page: int, lines: tuple[int, int]) -> 
     return PageImage(raw.bytes if isinstance(raw, zmq.Frame) else bytes(raw), reply)
 
 
-ASK_TIMEOUT_S = 90.0
-"""An answer may wait for the local model ([llm] timeout_s is 60 s by default)."""
+ASK_FILES = 5
+"""Files an answer may draw on: chat_with_documents' default."""
+MAX_QUESTION = 2000
+"""chat_with_documents' own bound."""
 
 
 @dataclass(slots=True)
@@ -327,22 +324,21 @@ def cited_href(citation: dict[str, Any]) -> str:
     return f"/preview?{urlencode(query)}#L{loc.get('line_start', 1)}"
 
 
-async def ask(bus: Bus, question: str, session_id: str) -> Answer:
-    """A question answered by the front door with chat_with_documents' own engine (``mcp.ask``)."""
+async def ask(chat: Chat, question: str, session_id: str) -> Answer:
+    """A question answered by chat_with_documents' own engine, as the tool answers it."""
     out = Answer(question=question)
     if not question:
         return out
     try:
-        reply = await bus.call(
-            "frontdoor", AskRequest(question[:2000], session_id[:100]), AskReply, timeout=ASK_TIMEOUT_S
-        )
+        answering = chat.answer(question[:MAX_QUESTION], session_id[:200] or None, ASK_FILES, None, None)
+        answer = (await answering).model_dump(mode="json")
     except JobError as exc:
-        out.error = exc.message
+        out.error = f"{exc.code.mcp}: {exc.message}"
         return out
-    out.output = reply.answer
-    out.citations = [{**c, "href": cited_href(c)} for c in reply.answer.get("citations", [])]
+    out.output = answer
+    out.citations = [{**c, "href": cited_href(c)} for c in answer.get("citations", [])]
     cites = {c["id"]: c for c in out.citations}
-    for piece in re.split(r"(\[\d+\])", str(reply.answer.get("answer", ""))):
+    for piece in re.split(r"(\[\d+\])", str(answer.get("answer", ""))):
         marker = re.fullmatch(r"\[(\d+)\]", piece)
         out.parts.append((piece, cites.get(int(marker.group(1))) if marker else None))
     return out

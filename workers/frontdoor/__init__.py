@@ -1,9 +1,8 @@
 """The frontdoor worker: the MCP server (streamable HTTP on 127.0.0.1) that every client, and the stdio
 bridge ``foldermind mcp``, talks to.
 
-The worker's main thread serves the bus like every worker (``mcp.info``, ``mcp.token.rotate``, ``mcp.ask``,
-``mcp.activity``); uvicorn
-runs the HTTP app on a second thread. Tool calls go from there to the other workers through the broker
+The worker's main thread serves the bus like every worker (``mcp.info``, ``mcp.token.rotate``, ``mcp.activity``);
+uvicorn runs the HTTP app on a second thread. Tool calls go from there to the other workers through the broker
 (:mod:`.bus`), so a dead or stuck worker costs a typed SERVICE_UNAVAILABLE, never a hang, and this
 process keeps answering. The URL and port actually bound are written to the home's ``run/mcp.json`` for
 ``foldermind status``, ``config snippet``, ``test-connection`` and the stdio bridge.
@@ -11,7 +10,6 @@ process keeps answering. The URL and port actually bound are written to the home
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -23,8 +21,6 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
     ActivityReply,
     ActivityRequest,
-    AskReply,
-    AskRequest,
     McpInfoReply,
     McpInfoRequest,
     TokenRotateReply,
@@ -39,11 +35,9 @@ from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStor
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.frontdoor import keyscope
-from foldermind.workers.frontdoor.chat import Chat
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.http import HttpServer, bind, build_app
 from foldermind.workers.frontdoor.keyscope import KeyMiddleware
-from foldermind.workers.frontdoor.schemas import AnswerMode
 from foldermind.workers.frontdoor.sessions import EvictingSessionManager
 from foldermind.workers.frontdoor.tools import build_server
 
@@ -51,9 +45,6 @@ log = logging.getLogger("foldermind.frontdoor")
 
 ROLE = "The MCP server: streamable HTTP on 127.0.0.1 and the stdio bridge's endpoint."
 PORT_ENV = "FOLDERMIND_MCP_PORT"
-MAX_QUESTION = 2000
-ASK_FILES = 5
-"""Files an answer to the console may draw on: chat_with_documents' default."""
 
 
 def _version() -> str:
@@ -64,10 +55,6 @@ def _version() -> str:
 
 
 class FrontdoorWorker(Worker):
-    side_by_side = frozenset({AskRequest.KIND})
-    side_threads = 2
-    capacity = 1 + side_threads
-
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         self.policy = mcp_from_env()
@@ -100,7 +87,6 @@ class FrontdoorWorker(Worker):
             self.activity, self._key_names, self._close_session, lambda: self.server.issued_sessions()
         )
         self.server = build_server(self.bus, self.policy, _version(), llm_from_env(), middleware)
-        self.chat = Chat(self.bus, llm_from_env())  # the console's questions: the tool's engine, its own sessions
         self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current, self.keys.by_token)
         self.http = HttpServer(self.guard, sock, self.policy.request_timeout_s)
         self.http.start()
@@ -151,7 +137,6 @@ class FrontdoorWorker(Worker):
                 *super().handlers().items(),
                 route(McpInfoRequest, self.on_info),
                 route(TokenRotateRequest, self.on_rotate),
-                route(AskRequest, self.on_ask),
                 route(ActivityRequest, self.on_activity),
             ]
         )
@@ -180,22 +165,6 @@ class FrontdoorWorker(Worker):
 
     def sessions(self) -> int:
         return len(self.server.issued_sessions())
-
-    def on_ask(self, req: Request[AskRequest]) -> Result:
-        """The console's question, answered by chat_with_documents' engine on the HTTP loop (one engine for both),
-        on a side thread: a long answer holds neither mcp.info nor a token rotation."""
-        body = req.body
-        loop = self.http.loop if self.http is not None else None
-        if loop is None or loop.is_closed() or self.state != "running":
-            raise JobError(ErrorCode.SERVICE_UNAVAILABLE, "the front door's HTTP side is not running")
-        question = body.question.strip()
-        if not 1 <= len(question) <= MAX_QUESTION:
-            raise JobError(ErrorCode.INVALID_QUERY, f"a question is 1 to {MAX_QUESTION} characters")
-        modes: dict[str, AnswerMode] = {"extractive": "extractive", "generative": "generative", "auto": "auto"}
-        mode = modes.get(body.answer_mode)
-        answering = self.chat.answer(question, body.session_id or None, ASK_FILES, None, None, mode)
-        out = asyncio.run_coroutine_threadsafe(answering, loop).result()
-        return AskReply(out.model_dump(mode="json"))
 
     def on_rotate(self, req: Request[TokenRotateRequest]) -> Result:
         try:

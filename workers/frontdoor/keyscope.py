@@ -58,6 +58,12 @@ def apply(to: str, msg: Message) -> Message:
     raise JobError(ErrorCode.INVALID_ARGUMENT, "not available to a client key scoped to some Smart Folders")
 
 
+def asker() -> str:
+    """The name of the client key asking now: the answer engine keeps each key's chat sessions apart by it."""
+    key = CLIENT.get()
+    return key.name if key is not None else ""
+
+
 def request_key(ctx: ServerRequestContext[Any, Any]) -> ClientKey | None:
     request = ctx.request
     scope = getattr(request, "scope", None)

@@ -7,7 +7,7 @@ tool error (``isError``) whose text is the JSON ``{"code": ..., "message": ...}`
 
 Its length (~500 lines): one short handler per MCP tool (seven) and the server class that registers them
 and turns a :class:`~foldermind.protocol.errors.JobError` into a tool error; the tool bodies share the
-validation, the bus call and the result conversion here, and the chat tool's logic is :mod:`.chat`.
+validation, the bus call and the result conversion here; the chat tool's is :mod:`foldermind.workers.answers`.
 """
 
 from __future__ import annotations
@@ -51,12 +51,12 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.config import LlmPolicy, McpPolicy
+from foldermind.workers.answers.engine import Chat
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.frontdoor import reading, schemas
 from foldermind.workers.frontdoor.changes import ChangeFeed
-from foldermind.workers.frontdoor.chat import Chat
 from foldermind.workers.frontdoor.disconnect import client_gone, until_gone
-from foldermind.workers.frontdoor.keyscope import KeyMiddleware
+from foldermind.workers.frontdoor.keyscope import KeyMiddleware, asker
 from foldermind.workers.frontdoor.paths import check_path
 from foldermind.workers.frontdoor.prompts import Prompts
 from foldermind.workers.frontdoor.refusals import cause, invalid_arguments, rpc_error
@@ -106,7 +106,7 @@ class Tools:
     def __init__(self, bus: Bus, policy: McpPolicy, llm: LlmPolicy) -> None:
         self.bus = bus
         self.policy = policy
-        self.chat = Chat(bus, llm)
+        self.chat = Chat(bus, llm, owner=asker)
         self.max_response = int(policy.max_response_mb * 1024 * 1024)
 
     def ok(self, model: BaseModel) -> CallToolResult:

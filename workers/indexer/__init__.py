@@ -50,7 +50,7 @@ from foldermind.protocol.messages import (
 from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
-from foldermind.workers.indexer import changes, criteria, visibility
+from foldermind.workers.indexer import changes, criteria, snippets, visibility
 from foldermind.workers.indexer.claims import ClaimChecker
 from foldermind.workers.indexer.documents import DocumentService
 from foldermind.workers.indexer.encoder import QueryEncoder
@@ -415,7 +415,10 @@ class IndexerWorker(Worker):
     def on_search(self, req: Request[SearchRequest]) -> Result:
         if hold := hold_at("search"):
             hold()
-        return self.searches.search(req.body)
+        reply = self.searches.search(req.body)
+        if req.body.with_marks:  # the console's: where each snippet holds the query's words, as this index stems them
+            snippets.mark(reply.results, req.body.query, self.store)
+        return reply
 
     def on_evidence(self, req: Request[EvidenceRequest]) -> Result:
         return self.evidence.select(req.body)

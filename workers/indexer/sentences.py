@@ -11,9 +11,8 @@ items are) or the next line starts a list item; a line of one repeated punctuati
 underline) is a break of its own. Other line breaks are wrapping (PDF lines, hard-wrapped
 text) and are read as spaces. A sentence longer than :data:`MAX_CHARS` is cut at a ``;`` or ``,`` or a space.
 
-Its length (~450 lines): the splitting rules (the first half) and what a sentence or a question states (words,
-facts, numbers, the kinds of question: the second half) share the word patterns above; the question kinds
-(``asks_*``) are the part to move to a module of their own when either half grows again.
+The kinds of question (``asks_*``, :func:`plain_heading`) are :mod:`foldermind.workers.questions`', shared with the
+answer engine, which must not load the indexer to read a question; they are imported here for the indexer's use.
 """
 
 from __future__ import annotations
@@ -23,6 +22,13 @@ import re
 from dataclasses import dataclass
 
 from foldermind.workers.indexer.bm25 import stems
+from foldermind.workers.questions import DEFAULT
+from foldermind.workers.questions import asks_for_default as asks_for_default
+from foldermind.workers.questions import asks_for_entity as asks_for_entity
+from foldermind.workers.questions import asks_for_figure as asks_for_figure
+from foldermind.workers.questions import asks_for_name as asks_for_name
+from foldermind.workers.questions import asks_whether as asks_whether
+from foldermind.workers.questions import plain_heading as plain_heading
 
 MAX_CHARS = 400
 """Past this a "sentence" is a table row or a run-on line: cut it, so a quote stays readable."""
@@ -250,17 +256,6 @@ def fact_forms(text: str) -> set[str]:
 # -------------------------------------------------------------------------------------------------
 # What a question asks for
 
-_FIGURE_QUESTION = re.compile(
-    r"\b(?:how\s+(?:many|much|long|old|large|big|far|often|tall|high|wide|deep|heavy|fast)|"
-    r"(?:what\s+(?:[\w-]+\s+){0,2}?|which\s+(?:[\w-]+\s+)?)(?:year|dose|dosage|percentage|proportion|share|size|number|amount|length|age|date|month|"
-    r"day|time|limit|rate|duration|value|version|temperature)s?\b|when\b|at\s+most|up\s+to|"
-    r"maximum|minimum|oldest|earliest|newest|by\s+default|default\s+(?:value|size|length|limit|timeout))",
-    re.IGNORECASE,
-)
-"""A question whose answer is a figure. "which" too, over at most one word ("Since which Aspell version",
-"Which version of glpk"; reference manuals are asked for versions, "which filter turns numbers" asks for a
-name), and "oldest", "earliest", "newest" (a version or a date), with a bare dotted version (".32") stating a
-figure (docs/tuning.md#answer-evidence)."""
 _COUNTED = re.compile(
     r"\bhow\s+(?:many|much)\s+(?:of\s+)?(?:the\s+|these\s+|those\s+)?(?=[a-z])|"
     r"\bwhat\s+(?:dose|dosage|number|percentage|proportion|share|amount)\s+of\s+(?:the\s+)?(?=[a-z])",
@@ -275,22 +270,6 @@ _FIGURE = re.compile(
 )
 """A number standing as one; not the digits of a name (``Ang-1``, ``HER2``, ``23S``, ``COVID-19``), which state
 no figure: a figure question's bonus went to "the effects of Ang-1" over "1 μg of rhAng-1"."""
-_DEFAULT = re.compile(r"\bdefault(?:s|ed)?\b", re.IGNORECASE)
-_DEFAULT_QUESTION = re.compile(
-    _DEFAULT.pattern + r"|\b(?:when|if)\s+(?:none|neither|nothing|no\s+[\w-]+(?:\s+[\w-]+)?)\b[^?]*?\b(?:is|are)\s+"
-    r"(?:set|given|named|specified|chosen|present|supplied)\b"
-    r"|\b(?:when|if)\s+(?:it\s+is\s+|they\s+are\s+)?(?:omitted|left\s+out|not\s+(?:set|given|specified))\b",
-    re.IGNORECASE,
-)
-"""A question about what holds when the user sets nothing: "by default", "the default of", and the ways of
-saying it without the word ("when none is named", "if neither BEFORE nor AFTER is given", "when omitted")."""
-_NAME_QUESTION = re.compile(
-    r"\b(?:which|what)\s+(?:[\w-]+\s+){0,3}?(?:command|option|flag|filter|tag|setting|variable|class|function|"
-    r"method|module|extension|directory|folder|file|macro|keyword|parameter|argument|switch|field|attribute|"
-    r"package|program|check)s?\b|\bwhat\s+is\s+(?:the\s+)?name\b|\bname\s+of\b|\bcalled\b",
-    re.IGNORECASE,
-)
-"""A question whose answer is a name as a manual writes it: a command, an option, a setting, a file."""
 _CODE = re.compile(
     r"``[^`]+``|`[^`]+`|(?<![\w-])--?[a-z][\w-]+|\b[a-z]+(?:_[a-z0-9]+)+\b|\b\w+(?:\.\w+)+\(|"
     r"(?<![\w.])\.[a-z]{2,4}\b|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b[a-z]+[A-Z]\w*\b|\b[A-Z]\w*[a-z][A-Z]\w*\b"
@@ -300,65 +279,16 @@ extension (``.kbd``), CONSTANT_CASE, camelCase, CamelCase."""
 _FINISHED = re.compile(r"[.!?:;\u2026][\"')\]\u201d\u2019]*$")
 
 
-def asks_for_figure(question: str) -> bool:
-    """Whether the question's answer is a figure: a count, an amount, a date, a default value."""
-    return _FIGURE_QUESTION.search(question) is not None
-
-
-def asks_for_default(question: str) -> bool:
-    """Whether the question asks what holds when nothing is set (see :data:`_DEFAULT_QUESTION`)."""
-    return _DEFAULT_QUESTION.search(question) is not None
-
-
 def states_default(text: str) -> bool:
     """Whether ``text`` says what a default is: it names one ("Default: ``1209600``", "BEFORE is the default
     when neither keyword is present", "keepAspect ... [default true]")."""
-    return _DEFAULT.search(text) is not None
-
-
-def asks_for_name(question: str) -> bool:
-    """Whether the question asks for a name as code writes it (see :data:`_NAME_QUESTION`)."""
-    return _NAME_QUESTION.search(question) is not None
+    return DEFAULT.search(text) is not None
 
 
 def names_code(text: str, question: str) -> bool:
     """Whether ``text`` holds a name written as code that the question does not already hold."""
     asked = question.lower()
     return any(m.group(0).strip("`").lower() not in asked for m in _CODE.finditer(text))
-
-
-_WHETHER_QUESTION = re.compile(
-    r"^\W*(?:and\s+|but\s+|so\s+)?(?:do|does|did|is|are|was|were|can|could|will|would|should|shall|has|have|had|"
-    r"may|might|must)(?:n't|\s+not)?\b",
-    re.IGNORECASE,
-)
-
-
-def asks_whether(question: str) -> bool:
-    """Whether the question asks if something holds ("Does X cause Y?", "Is X linked to Y?", "Can ...?"): a
-    yes-no question, answered by what the documents say about the statement, not by a name or a figure."""
-    return _WHETHER_QUESTION.match(question) is not None
-
-
-_ENTITY_QUESTION = re.compile(r"\b(?:which|what|who|whom|whose|where)\b", re.IGNORECASE)
-
-
-def asks_for_entity(question: str) -> bool:
-    """Whether the question asks for a thing by its name ("Which transcription factor ...", "In which city
-    ...", "With which part of the cell ...") rather than for a figure: its answer is a name the question does
-    not hold."""
-    return _ENTITY_QUESTION.search(question) is not None and not asks_for_figure(question)
-
-
-_PLAIN_WORD = re.compile(r"[A-Z]?[a-z]+(?:-[a-z]+)*|[A-Z]+")
-
-
-def plain_heading(heading: str) -> bool:
-    """Whether a heading is plain words that could head a section of any document ("Description", "SYNOPSIS",
-    "Return value"): it starts with a capital and every word is lower case, capitalised or all capitals, no figure,
-    no code. Such a heading names no thing; "chage", "apnumber", "SESSION_COOKIE_AGE", "SQLite" do."""
-    found = heading.split()
-    return bool(found) and heading[0].isupper() and all(_PLAIN_WORD.fullmatch(w.strip(",:;()")) for w in found)
 
 
 def heading_name(path: str, question: str) -> str:

@@ -1,9 +1,18 @@
-"""Search snippets: the part of a chunk where the query's words are, as plain text."""
+"""Search snippets: the part of a chunk where the query's words are, as plain text, and where in it they are
+(``marks``, for a search that asks ``with_marks``)."""
 
 from __future__ import annotations
 
-from foldermind.workers.indexer.bm25 import cjk_grams, query_terms, stems, word_spans
-from foldermind.workers.indexer.languages import ENGLISH
+from typing import TYPE_CHECKING
+
+from foldermind.protocol.messages import SearchHit
+from foldermind.workers.indexer.bm25 import cjk_grams, query_terms, query_tokens, stem, stems, word_spans
+from foldermind.workers.indexer.languages import ENGLISH, stemmed_as
+from foldermind.workers.indexer.query import parse
+from foldermind.workers.indexer.stopwords import STOP_WORDS
+
+if TYPE_CHECKING:
+    from foldermind.workers.indexer.store import Store
 
 WIDTH = 240
 LEAD = 60
@@ -46,3 +55,35 @@ def snippet(text: str, query: str, width: int = WIDTH, language: str = ENGLISH) 
         if space > start + width // 2:
             end = space
     return text[start:end].strip()
+
+
+def marks(text: str, query: str, language: str = ENGLISH) -> list[list[int]]:
+    """The ``[start, end)`` spans of the words of ``text`` that a query word matches as the index stems both for
+    ``language`` ("indexing" marks "indexed"; the query's function words, "the", "of", mark nothing), and of the
+    query's CJK bigrams, in order and not overlapping: what a reader sees marked in a snippet."""
+    terms = {stem(token, language) for token in query_tokens(query) if token not in STOP_WORDS}
+    spans: list[list[int]] = []
+    if terms:
+        spans = [[at, at + len(w)] for at, w in word_spans(text) if terms.intersection(stems(w, language))]
+    for gram in dict.fromkeys(cjk_grams(query)):
+        at = text.find(gram)
+        while at >= 0:
+            spans.append([at, at + len(gram)])
+            at = text.find(gram, at + 1)
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def mark(hits: list[SearchHit], query: str, store: Store) -> None:
+    """Set each hit's ``marks`` (:func:`marks`) for the words ``query`` looks for (its operators parsed out, as the
+    search does), in its document's language: one SQLite read of the hits' rows."""
+    words = parse(query).text
+    rows = store.hits([hit["chunk_id"] for hit in hits])
+    for hit in hits:
+        row = rows.get(hit["chunk_id"])
+        hit["marks"] = marks(hit["snippet"], words, stemmed_as(row["language"]) if row is not None else ENGLISH)

@@ -3,7 +3,7 @@
 ``python -m tests.bench.shapes.answers HOME [--json PATH]``: for each corpus, the kept kernel of :mod:`.kernel`
 answers every new question of ``data/questions.jsonl`` of that corpus (how, paraphrase, which, number) and every
 ``none`` question (asked of each corpus) as ``chat_with_documents`` does in its extractive mode: the indexer's
-``evidence.request`` (five files), then :func:`foldermind.workers.frontdoor.answers.extractive`. Scored: the answer
+``evidence.request`` (five files), then :func:`foldermind.workers.answers.quotes.extractive`. Scored: the answer
 holds the gold answer (rows with an ``answer`` pattern), it cites a gold file (answerable rows), and a ``none``
 question is refused ("the documents do not say"). The reused rows (factoid and lookup sets) are measured by
 :mod:`tests.bench.answer_floor` and :mod:`tests.bench.answers`. Prints a table per shape and split.
@@ -22,7 +22,7 @@ from typing import Any
 
 from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
-from foldermind.workers.frontdoor import answers as composer
+from foldermind.workers.answers import quotes as composer
 from tests.bench.markdown import table
 from tests.bench.shapes.corpora import CORPORA
 from tests.bench.shapes.kernel import indexed

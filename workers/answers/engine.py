@@ -1,4 +1,4 @@
-"""chat_with_documents: sessions, evidence, the llm call and its check.
+"""The answer engine of chat_with_documents and the console's Ask: sessions, evidence, the llm call and its check.
 
 An answer starts from evidence: the indexer picks the sentences of the best passages that answer the
 question (``evidence.request``). Quoted, each with its ``[n]``, they are the extractive answer, which needs
@@ -11,13 +11,12 @@ answer (loading, failed, timed out, lost) or none of its sentences holds, the qu
 "the documents do not say", and no model call. ``auto`` asks the model only for the question shapes of
 ``[llm] auto_model_shapes``; a streaming client is sent the quotes, then only what the check kept (:class:`Shown`).
 
-Sessions live in this process's memory only, under ``mcp:``-namespaced keys with the client key's name in
-them, so an MCP session id can never name anything else, nor another client's conversation; they end after
-``[llm] session_ttl_s`` idle (the oldest go first beyond ``max_sessions``). Each holds an asyncio lock: one
-generation per session at a time, a second call on the same session waits its turn instead of racing (and a
-client cannot fan one session out into many). A
-follow-up is retrieved with the previous question in front of it (and alone), so "and the year before?" finds its
-subject.
+Sessions live in this process's memory only, under keys namespaced by who asks (the front door's ``mcp:`` and
+the asking client key's name, the console's ``console:``), so a session id can never name another caller's
+conversation; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond ``max_sessions``). Each
+holds an asyncio lock: one generation per session at a time, a second call on the same session waits its turn
+instead of racing (and a client cannot fan one session out into many). A follow-up is retrieved with the previous
+question in front of it (and alone), so "and the year before?" finds its subject.
 """
 
 from __future__ import annotations
@@ -42,10 +41,10 @@ from foldermind.protocol.messages import (
     Message,
 )
 from foldermind.protocol.runtime.config import LlmPolicy
+from foldermind.workers.answers import quotes as answers
+from foldermind.workers.answers import schemas
+from foldermind.workers.answers.quotes import Composed, Evidence
 from foldermind.workers.asyncbus import Bus
-from foldermind.workers.frontdoor import answers, schemas
-from foldermind.workers.frontdoor.answers import Composed, Evidence
-from foldermind.workers.frontdoor.keyscope import CLIENT
 
 HISTORY_TURNS = 6
 """Turns a session remembers; the llm worker keeps as many of the latest as fit its window."""
@@ -110,22 +109,34 @@ class Session:
     busy: int = 0
 
 
+def nobody() -> str:
+    return ""
+
+
 class Sessions:
-    def __init__(self, ttl_s: float, max_sessions: int, clock: Callable[[], float] = time.monotonic) -> None:
+    """The conversations of one caller kind (``prefix``: ``mcp``, ``console``); ``owner`` names who asks now."""
+
+    def __init__(
+        self,
+        ttl_s: float,
+        max_sessions: int,
+        clock: Callable[[], float] = time.monotonic,
+        owner: Callable[[], str] = nobody,
+        prefix: str = "mcp",
+    ) -> None:
         self.ttl_s, self.max_sessions, self.clock = ttl_s, max_sessions, clock
+        self.owner, self.prefix = owner, prefix
         self._by_key: OrderedDict[str, Session] = OrderedDict()
 
-    @staticmethod
-    def key(session_id: str) -> str:
-        """The session's key in the asking client key's own namespace: another client's session id names a
-        new, empty conversation, never theirs (whose turns quote documents it may not see)."""
-        client = CLIENT.get()
-        return f"mcp:{client.name if client is not None else ''}:{session_id}"
+    def key(self, session_id: str) -> str:
+        """The session's key in the asker's own namespace: another client's session id names a new, empty
+        conversation, never theirs (whose turns quote documents it may not see)."""
+        return f"{self.prefix}:{self.owner()}:{session_id}"
 
     def open(self, session_id: str | None) -> Session:
-        """The session named ``session_id`` (created when unknown or expired); a new ``mcp-<uuid>`` when absent."""
+        """The session named ``session_id`` (created when unknown or expired); a new ``<prefix>-<uuid>`` when absent."""
         self.sweep()
-        sid = session_id or f"mcp-{uuid.uuid4()}"
+        sid = session_id or f"{self.prefix}-{uuid.uuid4()}"
         key = self.key(sid)
         session = self._by_key.get(key)
         if session is None:
@@ -153,10 +164,13 @@ class Sessions:
 
 
 class Chat:
-    def __init__(self, bus: Bus, policy: LlmPolicy) -> None:
+    """Answers over ``bus``: ``evidence.request`` and ``evidence.check.request`` to the indexer, ``llm.chat.request``
+    to the llm; ``owner`` and ``prefix`` namespace its sessions (:class:`Sessions`)."""
+
+    def __init__(self, bus: Bus, policy: LlmPolicy, owner: Callable[[], str] = nobody, prefix: str = "mcp") -> None:
         self.bus = bus
         self.policy = policy
-        self.sessions = Sessions(policy.session_ttl_s, policy.max_sessions)
+        self.sessions = Sessions(policy.session_ttl_s, policy.max_sessions, owner=owner, prefix=prefix)
 
     async def answer(
         self,

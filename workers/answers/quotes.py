@@ -22,8 +22,8 @@ from typing import get_args
 
 from foldermind.protocol.messages import Claim, ClaimCheck, EvidenceReply, EvidenceSpan
 from foldermind.protocol.runtime.config import LlmPolicy, QuestionShape
-from foldermind.workers.frontdoor import schemas
-from foldermind.workers.indexer import sentences
+from foldermind.workers import questions
+from foldermind.workers.answers import schemas
 from foldermind.workers.llm.citations import MARKER, escape_markers
 
 QUOTE_RATIO = 0.8
@@ -81,12 +81,12 @@ class Evidence:
     def section(self, span: EvidenceSpan) -> str:
         """The heading over ``span`` that names what it is about, when the quote does not already hold its words,
         else "": the innermost, unless that is plain words any document could have as a heading ("Description",
-        "SYNOPSIS": :func:`.sentences.plain_heading`) and a heading above it names a thing ("chage(1)")."""
+        "SYNOPSIS": :func:`.questions.plain_heading`) and a heading above it names a thing ("chage(1)")."""
         heading = self.reply.passages[span["passage"]]["location"].get("heading") or ""
         path = [h.strip() for h in heading.split(" > ") if h.strip()]
         name = path[-1] if path else ""
-        if sentences.plain_heading(name):
-            name = next((h for h in reversed(path[:-1]) if not sentences.plain_heading(h)), name)
+        if questions.plain_heading(name):
+            name = next((h for h in reversed(path[:-1]) if not questions.plain_heading(h)), name)
         if not name or len(name) > SECTION_CHARS or _words(name) <= _words(span["text"]):
             return ""
         return name
@@ -273,16 +273,17 @@ SHAPES: tuple[QuestionShape, ...] = get_args(QuestionShape)
 
 
 def shape(question: str) -> QuestionShape:
-    """What the question asks for, by the indexer's question kinds (:mod:`.sentences`), the first that fits."""
-    if sentences.asks_whether(question):
+    """What the question asks for, by the question kinds the indexer's evidence uses too (:mod:`.questions`), the
+    first that fits."""
+    if questions.asks_whether(question):
         return "yes-no"
-    if sentences.asks_for_default(question):
+    if questions.asks_for_default(question):
         return "default"
-    if sentences.asks_for_figure(question):
+    if questions.asks_for_figure(question):
         return "figure"
-    if sentences.asks_for_name(question):
+    if questions.asks_for_name(question):
         return "name"
-    return "entity" if sentences.asks_for_entity(question) else "other"
+    return "entity" if questions.asks_for_entity(question) else "other"
 
 
 def model_adds(question: str, shapes: Collection[QuestionShape]) -> bool:

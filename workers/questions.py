@@ -1,0 +1,87 @@
+"""What a question asks for, and which headings name nothing: pure text rules, shared by the indexer's evidence
+(:mod:`foldermind.workers.indexer.sentences`, :mod:`~foldermind.workers.indexer.evidence`) and the answer engine
+(:mod:`foldermind.workers.answers`), which reads a question's kind without loading the indexer (numpy, Tantivy,
+usearch) into the console or the front door.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FIGURE_QUESTION = re.compile(
+    r"\b(?:how\s+(?:many|much|long|old|large|big|far|often|tall|high|wide|deep|heavy|fast)|"
+    r"(?:what\s+(?:[\w-]+\s+){0,2}?|which\s+(?:[\w-]+\s+)?)(?:year|dose|dosage|percentage|proportion|share|size|number|amount|length|age|date|month|"
+    r"day|time|limit|rate|duration|value|version|temperature)s?\b|when\b|at\s+most|up\s+to|"
+    r"maximum|minimum|oldest|earliest|newest|by\s+default|default\s+(?:value|size|length|limit|timeout))",
+    re.IGNORECASE,
+)
+"""A question whose answer is a figure. "which" too, over at most one word ("Since which Aspell version",
+"Which version of glpk"; reference manuals are asked for versions, "which filter turns numbers" asks for a
+name), and "oldest", "earliest", "newest" (a version or a date), with a bare dotted version (".32") stating a
+figure (docs/tuning.md#answer-evidence)."""
+DEFAULT = re.compile(r"\bdefault(?:s|ed)?\b", re.IGNORECASE)
+"""The word "default" in its forms (a text that states a default holds it too: :mod:`.indexer.sentences`)."""
+_DEFAULT_QUESTION = re.compile(
+    DEFAULT.pattern + r"|\b(?:when|if)\s+(?:none|neither|nothing|no\s+[\w-]+(?:\s+[\w-]+)?)\b[^?]*?\b(?:is|are)\s+"
+    r"(?:set|given|named|specified|chosen|present|supplied)\b"
+    r"|\b(?:when|if)\s+(?:it\s+is\s+|they\s+are\s+)?(?:omitted|left\s+out|not\s+(?:set|given|specified))\b",
+    re.IGNORECASE,
+)
+"""A question about what holds when the user sets nothing: "by default", "the default of", and the ways of
+saying it without the word ("when none is named", "if neither BEFORE nor AFTER is given", "when omitted")."""
+_NAME_QUESTION = re.compile(
+    r"\b(?:which|what)\s+(?:[\w-]+\s+){0,3}?(?:command|option|flag|filter|tag|setting|variable|class|function|"
+    r"method|module|extension|directory|folder|file|macro|keyword|parameter|argument|switch|field|attribute|"
+    r"package|program|check)s?\b|\bwhat\s+is\s+(?:the\s+)?name\b|\bname\s+of\b|\bcalled\b",
+    re.IGNORECASE,
+)
+"""A question whose answer is a name as a manual writes it: a command, an option, a setting, a file."""
+
+
+def asks_for_figure(question: str) -> bool:
+    """Whether the question's answer is a figure: a count, an amount, a date, a default value."""
+    return _FIGURE_QUESTION.search(question) is not None
+
+
+def asks_for_default(question: str) -> bool:
+    """Whether the question asks what holds when nothing is set (see :data:`_DEFAULT_QUESTION`)."""
+    return _DEFAULT_QUESTION.search(question) is not None
+
+
+def asks_for_name(question: str) -> bool:
+    """Whether the question asks for a name as code writes it (see :data:`_NAME_QUESTION`)."""
+    return _NAME_QUESTION.search(question) is not None
+
+
+_WHETHER_QUESTION = re.compile(
+    r"^\W*(?:and\s+|but\s+|so\s+)?(?:do|does|did|is|are|was|were|can|could|will|would|should|shall|has|have|had|"
+    r"may|might|must)(?:n't|\s+not)?\b",
+    re.IGNORECASE,
+)
+
+
+def asks_whether(question: str) -> bool:
+    """Whether the question asks if something holds ("Does X cause Y?", "Is X linked to Y?", "Can ...?"): a
+    yes-no question, answered by what the documents say about the statement, not by a name or a figure."""
+    return _WHETHER_QUESTION.match(question) is not None
+
+
+_ENTITY_QUESTION = re.compile(r"\b(?:which|what|who|whom|whose|where)\b", re.IGNORECASE)
+
+
+def asks_for_entity(question: str) -> bool:
+    """Whether the question asks for a thing by its name ("Which transcription factor ...", "In which city
+    ...", "With which part of the cell ...") rather than for a figure: its answer is a name the question does
+    not hold."""
+    return _ENTITY_QUESTION.search(question) is not None and not asks_for_figure(question)
+
+
+_PLAIN_WORD = re.compile(r"[A-Z]?[a-z]+(?:-[a-z]+)*|[A-Z]+")
+
+
+def plain_heading(heading: str) -> bool:
+    """Whether a heading is plain words that could head a section of any document ("Description", "SYNOPSIS",
+    "Return value"): it starts with a capital and every word is lower case, capitalised or all capitals, no figure,
+    no code. Such a heading names no thing; "chage", "apnumber", "SESSION_COOKIE_AGE", "SQLite" do."""
+    found = heading.split()
+    return bool(found) and heading[0].isupper() and all(_PLAIN_WORD.fullmatch(w.strip(",:;()")) for w in found)
