@@ -10,7 +10,7 @@ Every worker answers ping, describe, echo and release.
 A caller done with a worker for now sends ``release.request``: unless another caller used it within
 :meth:`Worker.release_window_s`, the worker frees what it holds (:meth:`Worker.release`) and, on demand, asks
 to go at once. The process around it (the job loop, the heartbeat thread, rejoining) is
-:mod:`foldermind.workers.runner`; :func:`run` starts it.
+:mod:`foldermind.workers.runner`, whose :func:`~foldermind.workers.runner.run` starts it.
 """
 
 from __future__ import annotations
@@ -170,10 +170,3 @@ class Worker:
         leaving = self.ctx.idle_exit_s > 0
         log.info("%s released by %s%s", self.ctx.name, req.env.src, ": exiting until needed" if leaving else "")
         return ReleaseReply(True, "freed, exiting until needed" if leaving else "freed")
-
-
-def run(worker_cls: type[Worker], ctx: WorkerContext, configure_logging: bool = True) -> int:
-    """Serve as ``ctx.name`` until stopped; returns the process exit status (:func:`.runner.run`)."""
-    from foldermind.workers import runner  # the job loop imports this module: it sits above it
-
-    return runner.run(worker_cls, ctx, configure_logging)
