@@ -15,8 +15,10 @@ import zmq
 
 from foldermind.kernel import curve
 from foldermind.kernel.cli import clientfile
+from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home, fsync_path
 from foldermind.protocol.runtime.keys import ensure_keypair, load_keypair
+from foldermind.protocol.runtime.token_store import TokenStore
 from tests.powercut_fs import PowerCutMount, fuse_missing, powercut_mount
 from tests.powerloss import run_powerloss
 
@@ -99,6 +101,74 @@ def test_a_client_config_written_by_config_install_survives_a_power_cut(mount: P
     mount.cut("drop")
     mount.mount()
     assert config.read_text() == '{"servers": {"foldermind": {}}}'
+
+
+def test_client_keys_added_rotated_and_revoked_keep_their_effect_through_a_power_cut(mount: PowerCutMount) -> None:
+    """What `token add`, `token rotate NAME` and `token revoke NAME` report done holds after a cut: the added
+    key's and the rotated key's stored tokens let them in, the rotated-out token does not, and the revoked key
+    is refused with its token gone from the disk (its unlink was not synced: a cut put the secret back)."""
+    home = Home.resolve(mount.mountpoint / "home")
+    home.ensure()
+    keys = ClientKeys(home)
+    _, kept = keys.add("kept", ["f1"])
+    _, old = keys.add("rotated", None)
+    new = keys.rotate("rotated")
+    _, revoked = keys.add("revoked", None)
+    keys.revoke("revoked")
+    mount.cut("drop")
+    mount.mount()
+    keys = ClientKeys(home)
+    assert [(k.name, k.folders) for k in keys.all()] == [("kept", ("f1",)), ("rotated", None)]
+    assert keys.token("kept") == kept and keys.by_token(kept) is not None
+    assert keys.token("rotated") == new and keys.by_token(new) is not None and keys.by_token(old) is None
+    assert keys.by_token(revoked) is None
+    assert not TokenStore(home, "revoked").token_file.exists()
+
+
+ROTATE_CRASH = """
+import os, sys
+from foldermind.protocol.runtime.client_keys import ClientKeys
+from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.token_store import TokenStore
+
+def then_die(real):
+    def step(*args, **kwargs):
+        real(*args, **kwargs)
+        os._exit(0)  # like kill -9 or the power: no further write
+    return step
+
+if sys.argv[2] == "token":
+    TokenStore.rotate = then_die(TokenStore.rotate)
+else:
+    ClientKeys._write = then_die(ClientKeys._write)
+ClientKeys(Home.resolve(sys.argv[1])).rotate("laptop")
+"""
+
+
+@pytest.mark.parametrize("dies_after", ["registry", "token"])
+def test_a_client_key_rotate_cut_short_leaves_a_stored_token_that_still_lets_its_client_in(
+    mount: PowerCutMount, dies_after: str
+) -> None:
+    """A rotate writes the key's token and the registry's digest of it: killed between the two, the stored token
+    was refused (its digest was the old one) until the key was rotated again. Now the registry accepts the new
+    token beside the old until both are written."""
+    home = Home.resolve(mount.mountpoint / "home")
+    home.ensure()
+    _, old = ClientKeys(home).add("laptop", None)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(ROTATE_CRASH), str(home.root), dies_after],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    mount.cut("drop")
+    mount.mount()
+    keys = ClientKeys(home)
+    stored = keys.token("laptop")
+    assert stored is not None and keys.by_token(stored) is not None
+    assert (stored != old) == (dies_after == "token")
+    finished = keys.rotate("laptop")  # a rotate run again to its end: only its token counts
+    assert keys.by_token(finished) is not None and keys.by_token(old) is None and keys.by_token(stored) is None
 
 
 @pytest.mark.slow

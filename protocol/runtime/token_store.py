@@ -107,11 +107,12 @@ class TokenStore:
         with self._lock:
             return self._read(secret_store())[0]
 
-    def rotate(self) -> str:
+    def rotate(self, token: str | None = None) -> str:
+        """Store a new token (``token``, else a fresh one) in place of the current one, and return it."""
         with self._lock:
             store = secret_store()
             target: Mode = "keyring" if store is not None else "file"
-            token = secrets.token_urlsafe(32)
+            token = token or secrets.token_urlsafe(32)
             try:
                 self._persist(token, target, store)
             except Exception as exc:
@@ -130,6 +131,7 @@ class TokenStore:
                     store.delete_password(SERVICE, self.username)
             self.token_file.unlink(missing_ok=True)
             self.mode_file.unlink(missing_ok=True)
+            fsync_path(self.config_dir)  # else a power cut puts a revoked key's token back on the disk
             self._token = self._mode = None
 
     def _restore_after_failed_rotate(self, store: keyring.backend.KeyringBackend | None) -> None:
