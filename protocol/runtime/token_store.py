@@ -129,9 +129,11 @@ class TokenStore:
             if store is not None:
                 with contextlib.suppress(Exception):  # keyring's PasswordDeleteError: nothing was there
                     store.delete_password(SERVICE, self.username)
-            self.token_file.unlink(missing_ok=True)
-            self.mode_file.unlink(missing_ok=True)
-            fsync_path(self.config_dir)  # else a power cut puts a revoked key's token back on the disk
+            removed = [p for p in (self.token_file, self.mode_file) if p.exists()]
+            for path in removed:
+                path.unlink(missing_ok=True)
+            if removed:
+                fsync_path(self.config_dir)  # else a power cut puts a revoked key's token back on the disk
             self._token = self._mode = None
 
     def _restore_after_failed_rotate(self, store: keyring.backend.KeyringBackend | None) -> None:
