@@ -17,10 +17,10 @@ as a failed start), every acknowledged command's effect present (the token must 
 fresh index of the folder, by the soak's own comparison.
 
 Prints one line of JSON: cycles, canary_unsynced_lost, canary_synced_kept, acknowledged, acknowledged_lost,
-index_discrepancies, failed_starts, then what the run went through: the cuts per mode, the cuts that took back
-part of the Tantivy folder or the usearch file, the starts whose indexer rebuilt or repaired either from SQLite,
-and the workers' restarts after the starts. What went wrong goes to stderr (and --report PATH). The folder
-lives off the mount: it is the user's disk, not the one losing power.
+index_discrepancies, failed_starts, then what the run went through: the acknowledged commands by kind, the cuts
+per mode, the cuts that took back part of the Tantivy folder or the usearch file, the starts whose indexer
+rebuilt or repaired either from SQLite, and the workers' restarts after the starts. What went wrong goes to
+stderr (and --report PATH). The folder lives off the mount: it is the user's disk, not the one losing power.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class Tally:
     acknowledged_lost: int = 0
     index_discrepancies: int = 0
     failed_starts: int = 0
+    commands: Counter[str] = field(default_factory=Counter)  # acknowledged, by kind
     modes: Counter[str] = field(default_factory=Counter)
     index_files_cut: int = 0  # cuts that took back or tore part of the Tantivy folder or the usearch file
     index_repairs: int = 0  # starts whose indexer rebuilt or repaired either from SQLite
@@ -77,6 +78,14 @@ class Tally:
 
 def say(msg: str) -> None:
     print(f"[powerloss {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def is_index_file(path: str) -> bool:
+    """Whether ``path`` (on the mount) is part of the Tantivy index or the usearch file, not a temporary file."""
+    folder, name = os.path.split(path)
+    if folder == "/home/data/tantivy":
+        return not name.startswith((".tmp", ".fuse_hidden"))
+    return path == "/home/data/vectors.usearch"
 
 
 class PowerLoss:
@@ -124,14 +133,16 @@ class PowerLoss:
 
     # -- commands -------------------------------------------------------------------------------------
 
-    def run(self, *args: str) -> bool:
-        """A command through the real CLI; True when it reported done (exit 0): acknowledged."""
+    def run(self, *args: str, kind: str = "folder") -> str | None:
+        """A command through the real CLI; its output when it reported done (exit 0): acknowledged."""
         done = cli(self.home, *args, timeout=300, check=False)
         if done.returncode == 0:
             self.tally.acknowledged += 1
-            return True
+            self.tally.commands[kind] += 1
+            self.soak.corpus.note(f"acknowledged: {' '.join(args)}")
+            return done.stdout
         self.soak.corpus.note(f"command {args} exited {done.returncode}: {done.stderr[-300:]}")
-        return False
+        return None
 
     def pick_command(self) -> tuple[str, tuple[str, ...], str, bool]:
         """(kind, CLI arguments, key, the state it leaves) for a command that makes sense now."""
@@ -167,21 +178,16 @@ class PowerLoss:
 
     def command(self) -> None:
         kind, args, key, state = self.pick_command()
-        if kind == "client":
-            done = cli(self.home, *args, timeout=300, check=False)
-            if done.returncode == 0:
-                self.tally.acknowledged += 1
-                self.clients.acknowledged(key, args, done.stdout)
-            return
         if kind == "folder" and self.folders[key] is None:
             return  # a cut-short command's outcome is unknown: not asked again until checked
-        if kind == "token":
-            done = cli(self.home, *args, timeout=120, check=False)
-            if done.returncode == 0:
-                self.tally.acknowledged += 1
-                self.token = done.stdout.strip().splitlines()[0]
+        out = self.run(*args, kind=kind)
+        if out is None:
             return
-        if self.run(*args):
+        if kind == "client":
+            self.clients.acknowledged(key, args, out)
+        elif kind == "token":
+            self.token = out.strip().splitlines()[0]
+        else:
             self.table(kind)[key] = state
 
     def start_inflight(self) -> None:
@@ -237,7 +243,7 @@ class PowerLoss:
         mode = self.rng.choice(MODES)
         undone = self.mount.cut(mode, self.rng.randrange(1 << 30))
         self.tally.modes[mode] += 1
-        index_files = [p for p in undone.pop("paths") if p.startswith(("/home/data/tantivy", "/home/data/vectors"))]
+        index_files = [p for p in undone.pop("paths") if is_index_file(p)]
         self.tally.index_files_cut += bool(index_files)
         self.soak.corpus.note(f"power cut {n} ({mode}): {undone}, index files {index_files}")
         say(f"cut {n} ({mode}): {undone}, index files {index_files}")
