@@ -19,6 +19,7 @@ from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home, fsync_path
 from foldermind.protocol.runtime.keys import ensure_keypair, load_keypair
 from foldermind.protocol.runtime.token_store import TokenStore
+from foldermind.workers.indexer.bm25 import KeywordIndex
 from tests.powercut_fs import PowerCutMount, fuse_missing, powercut_mount
 from tests.powerloss import run_powerloss
 
@@ -103,6 +104,34 @@ def test_a_client_config_written_by_config_install_survives_a_power_cut(mount: P
     assert config.read_text() == '{"servers": {"foldermind": {}}}'
 
 
+COMMIT = """
+import os, sys
+from pathlib import Path
+from foldermind.protocol.runtime.home import fsync_path
+from foldermind.workers.indexer.bm25 import KeywordIndex
+index = KeywordIndex(Path(sys.argv[1]))
+fsync_path(Path(sys.argv[1]).parent)
+fsync_path(Path(sys.argv[1]))  # the empty index durable: the commit below is what is tested
+index.replace([1], [{"id": 7, "doc_id": 1, "text": "zebra budget", "heading": "", "folder_id": "f"}])
+index.commit()
+print("committed", flush=True)
+os._exit(0)  # like kill -9
+"""
+
+
+def test_a_keyword_index_commit_survives_a_power_cut(mount: PowerCutMount) -> None:
+    """Found by the run (meta.json taken back in most cuts): Tantivy syncs its folder before it renames meta.json
+    into place, not after, so a cut took its last commit back while SQLite's journal said it was applied, and the
+    start rebuilt the whole keyword index from SQLite. A commit now syncs the folder."""
+    path = mount.mountpoint / "tantivy"
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(COMMIT), str(path)], capture_output=True, text=True)
+    assert done.stdout.strip() == "committed", done.stderr
+    mount.cut("drop")
+    mount.mount()
+    index = KeywordIndex(path)
+    assert [hit.chunk_id for hit in index.search("zebra", 5)[0]] == [7]
+
+
 def test_client_keys_added_rotated_and_revoked_keep_their_effect_through_a_power_cut(mount: PowerCutMount) -> None:
     """What `token add`, `token rotate NAME` and `token revoke NAME` report done holds after a cut: the added
     key's and the rotated key's stored tokens let them in, the rotated-out token does not, and the revoked key
@@ -130,6 +159,7 @@ import os, sys
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
+from foldermind.workers.indexer.bm25 import KeywordIndex
 
 def then_die(real):
     def step(*args, **kwargs):
