@@ -69,6 +69,7 @@ class Tally:
     modes: Counter[str] = field(default_factory=Counter)
     index_files_cut: int = 0  # cuts that took back or tore part of the Tantivy folder or the usearch file
     index_repairs: int = 0  # starts whose indexer rebuilt or repaired either from SQLite
+    keyword_rebuilds: int = 0  # of them, those that rebuilt Tantivy
     worker_restarts: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -304,6 +305,7 @@ class PowerLoss:
         repairs = [line for line in text.splitlines() if any(r in line for r in REPAIRS)]
         if repairs:
             self.tally.index_repairs += 1
+            self.tally.keyword_rebuilds += any("keyword index" in line for line in repairs)
             self.soak.corpus.note(f"cycle {self.tally.cycles}: the indexer repaired: {repairs}")
 
     def lost(self, what: str) -> None:
