@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foldermind.protocol.runtime.home import fsync_path as fsync  # noqa: F401  (for the tests; reaches FUSE as fsyncdir)
+
 MODES = ("drop", "torn", "reorder")
 
 
@@ -57,15 +59,6 @@ def fuse_missing() -> str | None:
     except (ImportError, OSError) as exc:
         return f"fusepy or libfuse 2 missing ({exc}; `make fuse`)"
     return None
-
-
-def fsync(path: Path) -> None:
-    """fsync(2) a file, or a folder (through an O_RDONLY descriptor: it reaches FUSE as fsyncdir)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -292,14 +285,9 @@ class PowerCutOps:
                         for rec, keep_it in zip(records, kept, strict=True):
                             if keep_it:
                                 _redo(fh, rec)
-            undone_files = sum(1 for ino in self.files if ino in inodes and self.files[ino])
+            undone = sum(1 for ino in self.files if ino in inodes and self.files[ino])
             self.files, self.dirops = {}, []
-            return {
-                "dirops_undone": len(ops) - keep,
-                "files_undone": undone_files,
-                "torn": torn,
-                "paths": sorted(paths),
-            }
+            return {"dirops_undone": len(ops) - keep, "files_undone": undone, "torn": torn, "paths": sorted(paths)}
 
     def _undo_dirop(self, op: DirOp) -> None:
         with contextlib.suppress(OSError):  # a name a durable later operation moved on: nothing to put back
