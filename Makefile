@@ -161,8 +161,8 @@ soak: install
 
 # Power cuts (tests/powerloss.py, figures in docs/reliability.md): the kernel's home on the power-cut FUSE file
 # system, a folder indexed while it is edited and commands are acknowledged, then every process killed -9 and
-# the unsynced writes dropped or torn, a restart and the checks, POWERLOSS_ARGS="--cycles N" times. Exits 1 on
-# any lost acknowledged command, failed start or index discrepancy; prints one line of JSON.
+# the unsynced writes dropped, torn or reordered, a restart and the checks, POWERLOSS_ARGS="--cycles N" times.
+# Exits 1 on any lost acknowledged command, failed start or index discrepancy; prints one line of JSON.
 POWERLOSS_ARGS ?= --cycles 100
 powerloss: install fuse
 	$(BIN)/python -m tests.powerloss --json $(POWERLOSS_ARGS)

@@ -10,7 +10,10 @@ then starts a fresh daemon, as a machine boots. Modes:
 
 - ``drop``: everything not synced is lost (files back to their last fsync, folders to theirs);
 - ``torn``: for each file a random prefix of its unsynced writes survives, the last survivor cut to a
-  random prefix of its bytes (a torn write), and a random prefix of the folder operations survives.
+  random prefix of its bytes (a torn write), and a random prefix of the folder operations survives;
+- ``reorder``: for each file a random subset of its unsynced writes survives, never all of them (a disk
+  writes blocks out of order: a later write kept, an earlier one lost), and a random prefix of the folder
+  operations (a journaling file system commits those in order).
 
 The model is POSIX's, stricter than ext4's: fsync of a file does not make its name durable (a new or
 renamed file needs an fsync of its folder), and sync(2) reaches no FUSE daemon here. Hard links are
@@ -40,7 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MODES = ("drop", "torn")
+from foldermind.protocol.runtime.home import fsync_path as fsync  # noqa: F401  (for the tests; reaches FUSE as fsyncdir)
+
+MODES = ("drop", "torn", "reorder")
 
 
 def fuse_missing() -> str | None:
@@ -56,23 +61,16 @@ def fuse_missing() -> str | None:
     return None
 
 
-def fsync(path: Path) -> None:
-    """fsync(2) a file, or a folder (through an O_RDONLY descriptor: it reaches FUSE as fsyncdir)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @dataclass
 class Undo:
-    """One write or truncate: the file had ``size`` bytes and ``old`` at ``offset`` before it."""
+    """One write or truncate: the file had ``size`` bytes and ``old`` at ``offset`` before it; ``data`` was
+    written (a truncate: to ``offset`` bytes)."""
 
     offset: int
     old: bytes
     size: int
-    length: int  # bytes written (0 for a truncate)
+    data: bytes
+    truncate: bool = False
 
 
 @dataclass
@@ -221,22 +219,22 @@ class PowerCutOps:
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         return os.pread(fh, size, offset)
 
-    def _record(self, fd: int, offset: int, length: int, truncate_to: int | None = None) -> None:
+    def _record(self, fd: int, offset: int, data: bytes, truncate: bool = False) -> None:
         st = os.fstat(fd)
-        end = st.st_size if truncate_to is not None else min(st.st_size, offset + length)
+        end = st.st_size if truncate else min(st.st_size, offset + len(data))
         old = os.pread(fd, max(0, end - offset), offset) if end > offset else b""
-        self.files.setdefault(st.st_ino, []).append(Undo(offset, old, st.st_size, length))
+        self.files.setdefault(st.st_ino, []).append(Undo(offset, old, st.st_size, data, truncate))
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
         with self.lock:
-            self._record(fh, offset, len(data))
+            self._record(fh, offset, data)
             return os.pwrite(fh, data, offset)
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> None:
         with self.lock:
             fd = fh if fh is not None else os.open(self._b(path), os.O_RDWR)
             try:
-                self._record(fd, length, 0, truncate_to=length)
+                self._record(fd, length, b"", truncate=True)
                 os.ftruncate(fd, length)
             finally:
                 if fh is None:
@@ -254,19 +252,22 @@ class PowerCutOps:
 
     # -- the cut ------------------------------------------------------------------------------------
 
-    def cut(self, mode: str, rng: random.Random) -> dict[str, int]:
-        """Undo what a power cut in ``mode`` loses, on the backing folder (the mount is gone by now)."""
+    def cut(self, mode: str, rng: random.Random) -> dict[str, Any]:
+        """Undo what a power cut in ``mode`` loses, on the backing folder (the mount is gone by now). Returns
+        counts, and ``paths``: the paths (from the mount's root) of the files and names it took back."""
         with self.lock:
             ops = self.dirops
-            keep = rng.randint(0, len(ops)) if mode == "torn" else 0
+            keep = rng.randint(0, len(ops)) if mode != "drop" else 0
             for op in reversed(ops[keep:]):
                 self._undo_dirop(op)
             inodes = self._inode_paths()
             torn = 0
+            paths = {p for op in ops[keep:] for p in (op.path, op.dest) if p}
             for ino, records in self.files.items():
                 path = inodes.get(ino)
                 if path is None or not records:
                     continue
+                paths.add(path[len(self.root) :])
                 with open(path, "r+b") as fh:
                     if mode == "torn":
                         k = rng.randrange(len(records))
@@ -277,9 +278,16 @@ class PowerCutOps:
                     else:
                         for rec in reversed(records):
                             _undo(fh, rec)
-            undone_files = sum(1 for ino in self.files if ino in inodes and self.files[ino])
+                    if mode == "reorder":  # back to the last fsync, then a strict subset written again in order
+                        kept = [rng.random() < 0.5 for _ in records]
+                        if all(kept):
+                            kept[rng.randrange(len(kept))] = False
+                        for rec, keep_it in zip(records, kept, strict=True):
+                            if keep_it:
+                                _redo(fh, rec)
+            undone = sum(1 for ino in self.files if ino in inodes and self.files[ino])
             self.files, self.dirops = {}, []
-            return {"dirops_undone": len(ops) - keep, "files_undone": undone_files, "torn": torn}
+            return {"dirops_undone": len(ops) - keep, "files_undone": undone, "torn": torn, "paths": sorted(paths)}
 
     def _undo_dirop(self, op: DirOp) -> None:
         with contextlib.suppress(OSError):  # a name a durable later operation moved on: nothing to put back
@@ -309,13 +317,22 @@ def _undo(fh: Any, rec: Undo) -> None:
     fh.write(rec.old)
 
 
+def _redo(fh: Any, rec: Undo) -> None:
+    """Write ``rec`` again over the file as its last fsync left it (a write past the end leaves a hole)."""
+    if rec.truncate:
+        fh.truncate(rec.offset)
+        return
+    fh.seek(rec.offset)
+    fh.write(rec.data)
+
+
 def _tear(fh: Any, rec: Undo, rng: random.Random) -> None:
     """Keep a random prefix of the write ``rec`` (a truncate is kept or undone whole)."""
-    if rec.length == 0:
+    if not rec.data:  # a truncate (or an empty write)
         if rng.random() < 0.5:
             _undo(fh, rec)
         return
-    prefix = rng.randrange(rec.length)
+    prefix = rng.randrange(len(rec.data))
     fh.seek(rec.offset + prefix)
     fh.write(rec.old[prefix:])
     fh.truncate(max(rec.size, rec.offset + prefix) if prefix else rec.size)
@@ -430,7 +447,7 @@ class PowerCutMount:
         finally:
             self.daemon = None
 
-    def cut(self, mode: str = "drop", seed: int = 0) -> dict[str, int]:
+    def cut(self, mode: str = "drop", seed: int = 0) -> dict[str, Any]:
         """The power cut (every process using the mount must be dead): unsynced state dropped or torn,
         the file system unmounted. Returns what was undone; `mount()` boots again."""
         if mode not in MODES:
@@ -438,7 +455,7 @@ class PowerCutMount:
         Path(self.control).write_text(json.dumps({"mode": mode, "seed": seed}))
         self._unmount()
         done = Path(self.control + ".done")
-        result: dict[str, int] = json.loads(done.read_text())
+        result: dict[str, Any] = json.loads(done.read_text())
         done.unlink()
         return result
 

@@ -5,18 +5,24 @@ indexed while it is edited, and acknowledged commands at random moments; then a 
 
 Each cycle: a few seconds of file operations on the folder (the soak's, tests/soak.py) and of commands, each
 recorded as acknowledged when the CLI exits 0: `folders add` / `folders remove` of extra (empty) folders,
-`folders add-criteria` / removing one, `token rotate`, `bus allow` / `bus deny` of a worker key; sometimes one
-more command left running. Two canaries are written on the mount, one fsynced with its folder, one not. The
-cut: every process of the kernel (and the command in flight) killed -9 at once, then the unsynced writes
-dropped or torn (the mode drawn per cycle) and the file system mounted again. Then: `foldermind start` with no
-manual step (else a failed start), the watcher's reconcile and a quiet index, every acknowledged command's
-effect present (the token must also let a client in: `foldermind test-connection`), live searches for deleted
-versions finding nothing (the soak's check_live). Every K cycles and at the end the kernel is stopped and the
-index compared with a fresh index of the folder, by the soak's own comparison.
+`folders add-criteria` / removing one, `token rotate`, `bus allow` / `bus deny` of a worker key, client keys'
+`token add` / `revoke` / `rotate NAME` (tests/powerloss_keys.py); sometimes one more command left running. Two
+canaries are written on the mount, one fsynced with its folder, one not. The cut: every process of the kernel
+(and the command in flight) killed -9 at once, then the unsynced writes dropped, torn or reordered (the mode
+drawn per cycle) and the file system mounted again. Then: `foldermind start` with no manual step (else a failed
+start), the watcher's reconcile and a quiet index with no worker restarting over and over (a crash loop counts
+as a failed start), every acknowledged command's effect present (the token must also let a client in:
+`foldermind test-connection`; the client keys' checks), live searches for deleted versions finding nothing
+(the soak's check_live). Every K cycles and at the end the kernel is stopped and the index compared with a
+fresh index of the folder, by the soak's own comparison.
 
 Prints one line of JSON: cycles, canary_unsynced_lost, canary_synced_kept, acknowledged, acknowledged_lost,
-index_discrepancies, failed_starts; what went wrong goes to stderr (and --report PATH). The folder lives off
-the mount: it is the user's disk, not the one losing power.
+index_discrepancies, failed_starts, then what the run went through: the acknowledged commands by kind, the cuts
+per mode, the cuts that took back part of the Tantivy folder or the usearch file, the starts whose indexer
+rebuilt or repaired either from SQLite, and the workers' restarts after the starts. What went wrong goes to
+stderr (and --report PATH). The folder lives off the mount: it is the user's disk, not the one losing power.
+Its length (~420 lines): one run's steps (commands, cut, checks) share its bookkeeping; the client keys' are
+in tests/powerloss_keys.py.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ import random
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import psutil
@@ -39,12 +46,16 @@ from foldermind.kernel import curve
 from foldermind.protocol.runtime.home import Home
 from tests.helpers import NO_LLM, ONE_PARSER, cli, cli_process, remove_tree, short_tmpdir, wait_for
 from tests.powercut_fs import MODES, PowerCutMount, fsync, fuse_missing
+from tests.powerloss_keys import KeyLedger
 from tests.soak import Soak, start_kernel, wait_quiet
 
 CONFIG = NO_LLM + ONE_PARSER  # the front door serves the token check; no background summaries
 EXTRA_FOLDERS = 3
 SETTLE_S = 600.0
-COMMANDS = ("folder", "criteria", "token", "key")
+COMMANDS = ("folder", "criteria", "token", "key", "client")
+CRASH_LOOP = 3  # restarts of one worker between a start and its checks
+REPAIRS = ("vector index unreadable", "vector index repaired", "keyword index damaged", "keyword index unreadable")
+"""The indexer's log lines when it rebuilds or repairs usearch or Tantivy from SQLite (workers/indexer)."""
 
 
 @dataclass
@@ -56,14 +67,28 @@ class Tally:
     acknowledged_lost: int = 0
     index_discrepancies: int = 0
     failed_starts: int = 0
+    commands: Counter[str] = field(default_factory=Counter)  # acknowledged, by kind
+    modes: Counter[str] = field(default_factory=Counter)
+    index_files_cut: int = 0  # cuts that took back or tore part of the Tantivy folder or the usearch file
+    index_repairs: int = 0  # starts whose indexer rebuilt or repaired either from SQLite
+    keyword_rebuilds: int = 0  # of them, those that rebuilt Tantivy
+    worker_restarts: int = 0
     problems: list[str] = field(default_factory=list)
 
     def line(self) -> str:
-        return json.dumps({k: v for k, v in asdict(self).items() if k != "problems"})
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self) if f.name != "problems"})
 
 
 def say(msg: str) -> None:
     print(f"[powerloss {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def is_index_file(path: str) -> bool:
+    """Whether ``path`` (on the mount) is part of the Tantivy index or the usearch file, not a temporary file."""
+    folder, name = os.path.split(path)
+    if folder == "/home/data/tantivy":
+        return not name.startswith((".tmp", ".fuse_hidden"))
+    return path == "/home/data/vectors.usearch"
 
 
 class PowerLoss:
@@ -79,7 +104,9 @@ class PowerLoss:
         self.folders: dict[str, bool | None] = {str(p): False for p in self.extras}
         self.criteria: dict[str, bool | None] = {}
         self.keys: dict[str, bool | None] = {}
+        self.clients = KeyLedger(self.home, self.soak.root, self.rng)
         self.token: str | None = None
+        self._log_mark = 0
         self.inflight: subprocess.Popen[str] | None = None
         self.tally = Tally()
         self._names = 0
@@ -90,6 +117,8 @@ class PowerLoss:
         """Mount, then `foldermind start` as a user would after the machine came back."""
         if not os.path.ismount(self.mount.mountpoint):
             self.mount.mount()
+        log = Home.resolve(self.home).log_file("indexer")
+        self._log_mark = log.stat().st_size if log.exists() else 0
         try:
             self.soak.kernel = start_kernel(self.home, CONFIG)
         except Exception as exc:
@@ -107,14 +136,16 @@ class PowerLoss:
 
     # -- commands -------------------------------------------------------------------------------------
 
-    def run(self, *args: str) -> bool:
-        """A command through the real CLI; True when it reported done (exit 0): acknowledged."""
+    def run(self, *args: str, kind: str = "folder") -> str | None:
+        """A command through the real CLI; its output when it reported done (exit 0): acknowledged."""
         done = cli(self.home, *args, timeout=300, check=False)
         if done.returncode == 0:
             self.tally.acknowledged += 1
-            return True
+            self.tally.commands[kind] += 1
+            self.soak.corpus.note(f"acknowledged: {' '.join(args)}")
+            return done.stdout
         self.soak.corpus.note(f"command {args} exited {done.returncode}: {done.stderr[-300:]}")
-        return False
+        return None
 
     def pick_command(self) -> tuple[str, tuple[str, ...], str, bool]:
         """(kind, CLI arguments, key, the state it leaves) for a command that makes sense now."""
@@ -140,6 +171,9 @@ class PowerLoss:
             self._names += 1
             name = f"worker{self._names}"
             return kind, ("bus", "allow", name, zmq.curve_keypair()[0].decode()), name, True
+        if kind == "client":
+            name, args = self.clients.pick()
+            return kind, args, name, True
         return kind, ("token", "rotate"), "", True
 
     def table(self, kind: str) -> dict[str, bool | None]:
@@ -149,13 +183,14 @@ class PowerLoss:
         kind, args, key, state = self.pick_command()
         if kind == "folder" and self.folders[key] is None:
             return  # a cut-short command's outcome is unknown: not asked again until checked
-        if kind == "token":
-            done = cli(self.home, *args, timeout=120, check=False)
-            if done.returncode == 0:
-                self.tally.acknowledged += 1
-                self.token = done.stdout.strip().splitlines()[0]
+        out = self.run(*args, kind=kind)
+        if out is None:
             return
-        if self.run(*args):
+        if kind == "client":
+            self.clients.acknowledged(key, args, out)
+        elif kind == "token":
+            self.token = out.strip().splitlines()[0]
+        else:
             self.table(kind)[key] = state
 
     def start_inflight(self) -> None:
@@ -164,6 +199,8 @@ class PowerLoss:
         self.inflight = cli_process(self.home, *args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         if kind == "token":
             self.token = None
+        elif kind == "client":
+            self.clients.cut_short(key, args)
         else:
             self.table(kind)[key] = None
 
@@ -208,8 +245,11 @@ class PowerLoss:
         self.soak.kernel = None
         mode = self.rng.choice(MODES)
         undone = self.mount.cut(mode, self.rng.randrange(1 << 30))
-        self.soak.corpus.note(f"power cut {n} ({mode}): {undone}")
-        say(f"cut {n} ({mode}): {undone}")
+        self.tally.modes[mode] += 1
+        index_files = [p for p in undone.pop("paths") if is_index_file(p)]
+        self.tally.index_files_cut += bool(index_files)
+        self.soak.corpus.note(f"power cut {n} ({mode}): {undone}, index files {index_files}")
+        say(f"cut {n} ({mode}): {undone}, index files {index_files}")
         self.mount.mount()
         unsynced = canary / f"unsynced-{n}"  # lost: gone, or (torn) its name kept with a prefix of its bytes
         if not unsynced.is_file() or unsynced.read_text() != f"cycle {n}":
@@ -243,6 +283,32 @@ class PowerLoss:
         connected = cli(self.home, "test-connection", timeout=120, check=False)
         if connected.returncode != 0:
             self.problem(f"cycle {self.tally.cycles}: the stored token does not let a client in: {connected.stdout}")
+        lost, problems = self.clients.check()
+        for what in lost:
+            self.lost(what)
+        for what in problems:
+            self.problem(f"cycle {self.tally.cycles}: {what}")
+
+    def check_start(self) -> None:
+        """No crash loop since the start, and whether the indexer rebuilt or repaired an index from SQLite."""
+        k = self.soak.kernel
+        assert k is not None
+        for w in k.status().workers:
+            self.tally.worker_restarts += int(w["restarts"])
+            if int(w["restarts"]) >= CRASH_LOOP:
+                self.tally.failed_starts += 1
+                self.problem(
+                    f"cycle {self.tally.cycles}: {w['name']} restarted {w['restarts']} times ({w['last_error']})"
+                )
+        log = Home.resolve(self.home).log_file("indexer")
+        with open(log, "rb") as fh:
+            fh.seek(self._log_mark if log.stat().st_size >= self._log_mark else 0)  # else rotated meanwhile
+            text = fh.read().decode("utf-8", "replace")
+        repairs = [line for line in text.splitlines() if any(r in line for r in REPAIRS)]
+        if repairs:
+            self.tally.index_repairs += 1
+            self.tally.keyword_rebuilds += any("keyword index" in line for line in repairs)
+            self.soak.corpus.note(f"cycle {self.tally.cycles}: the indexer repaired: {repairs}")
 
     def lost(self, what: str) -> None:
         self.tally.acknowledged_lost += 1
@@ -302,6 +368,7 @@ class PowerLoss:
             if not self.boot():
                 break  # a home that needs a manual step: the run stops here, with that finding
             self.settle()
+            self.check_start()
             self.check_acknowledged()
             self.soak.check_live()
             last = self.tally.cycles == cycles

@@ -23,10 +23,11 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,9 @@ class ClientKey:
     """Smart Folder ids the key sees; None: every folder."""
     created: float = 0.0
     digest: str = ""
+    pending: str = ""
+    """The digest of a token a rotate is putting in place, accepted beside ``digest`` until it is done: a crash
+    between its writes leaves the stored token, old or new, still letting its client in."""
 
 
 def digest(token: str) -> str:
@@ -92,7 +96,7 @@ class ClientKeys:
             stamp = (0, 0, 0)
         with self._lock:
             if stamp != self._stamp:
-                self._by_digest = {k.digest: k for k in self._read().values()}
+                self._by_digest = {d: k for k in self._read().values() for d in (k.digest, k.pending) if d}
                 self._stamp = stamp
             return self._by_digest.get(digest(token))
 
@@ -115,6 +119,7 @@ class ClientKeys:
                 folders=None if folders is None else tuple(str(f) for f in folders),
                 created=float(entry.get("created", 0.0)),
                 digest=str(entry.get("sha256", "")),
+                pending=str(entry.get("pending_sha256", "")),
             )
         return keys
 
@@ -140,6 +145,7 @@ class ClientKeys:
                     "created": k.created,
                     "sha256": k.digest,
                 }
+                | ({"pending_sha256": k.pending} if k.pending else {})
                 for k in sorted(keys.values(), key=lambda k: k.name)
             }
         }
@@ -170,10 +176,13 @@ class ClientKeys:
             key = keys.get(name)
             if key is None:
                 raise ClientKeyError(f"no key named {name!r} (`foldermind token list`)")
+            token = secrets.token_urlsafe(32)
+            keys[name] = replace(key, pending=digest(token))  # both count until the token is stored
+            self._write(keys)
             store = TokenStore(self.home, name)
             store.load_or_create()
-            token = store.rotate()
-            keys[name] = ClientKey(name, key.folders, key.created, digest(token))
+            store.rotate(token)
+            keys[name] = replace(key, digest=digest(token), pending="")
             self._write(keys)
         return token
 
@@ -200,9 +209,7 @@ class ClientKeys:
             changed = False
             for name, key in keys.items():
                 if key.folders is not None and gone & set(key.folders):
-                    keys[name] = ClientKey(
-                        name, tuple(f for f in key.folders if f not in gone), key.created, key.digest
-                    )
+                    keys[name] = replace(key, folders=tuple(f for f in key.folders if f not in gone))
                     changed = True
             if changed:
                 self._write(keys)

@@ -108,11 +108,12 @@ class TokenStore:
         with self._lock:
             return self._read(secret_store())[0]
 
-    def rotate(self) -> str:
+    def rotate(self, token: str | None = None) -> str:
+        """Store a new token (``token``, else a fresh one) in place of the current one, and return it."""
         with self._lock:
             store = secret_store()
             target: Mode = "keyring" if store is not None else "file"
-            token = secrets.token_urlsafe(32)
+            token = token or secrets.token_urlsafe(32)
             try:
                 self._persist(token, target, store)
             except Exception as exc:
@@ -129,8 +130,11 @@ class TokenStore:
             if store is not None:
                 with contextlib.suppress(Exception):  # keyring's PasswordDeleteError: nothing was there
                     store.delete_password(SERVICE, self.username)
-            self.token_file.unlink(missing_ok=True)
-            self.mode_file.unlink(missing_ok=True)
+            removed = [p for p in (self.token_file, self.mode_file) if p.exists()]
+            for path in removed:
+                path.unlink(missing_ok=True)
+            if removed:
+                fsync_path(self.config_dir)  # else a power cut puts a revoked key's token back on the disk
             self._token = self._mode = None
 
     def _restore_after_failed_rotate(self, store: keyring.backend.KeyringBackend | None) -> None:

@@ -40,6 +40,7 @@ from typing import Any
 import tantivy
 
 from foldermind.protocol.runtime.config import SearchPolicy
+from foldermind.protocol.runtime.home import fsync_path
 from foldermind.workers.indexer.fields import BOOSTS, Boosts, name_words
 from foldermind.workers.indexer.languages import ENGLISH, STEMMERS, stemmed_as
 from foldermind.workers.indexer.stopwords import STOP_WORDS
@@ -245,6 +246,9 @@ class KeywordIndex:
 
     def commit(self) -> None:
         self.writer.commit()
+        # Tantivy syncs the folder before it renames meta.json into place, not after: until the folder is synced
+        # a power cut takes the commit back, behind a journal already marked applied (tests/powerloss.py).
+        fsync_path(self.path)
         self.index.reload()
 
     def discard(self) -> None:

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.protocol.runtime.config import SearchPolicy
+from foldermind.protocol.runtime.home import fsync_path
 from foldermind.workers import onnx_model
 from foldermind.workers.indexer.gate import Gate
 
@@ -231,6 +232,7 @@ class VectorIndex:
                 self.marker.touch()
             try:
                 self.index.save(str(tmp))
+                fsync_path(tmp)  # else a power cut leaves the renamed file empty or cut short, rebuilt from SQLite
                 os.replace(tmp, self.path)
             except BaseException:
                 # A half-written copy (a full disk) would hold the very space the next save needs.
@@ -238,4 +240,5 @@ class VectorIndex:
                 raise
             if not self.draft:
                 self.marker.unlink(missing_ok=True)
+            fsync_path(self.path.parent)  # the rename and the marker's change
             self.dirty = False
