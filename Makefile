@@ -107,9 +107,9 @@ docs: install
 	$(BIN)/foldermind config defaults > supervisor.toml
 	$(BIN)/python -m foldermind.protocol.reference docs/protocol.md --with tests.faultworker
 
-# The bus (docs/benchmarks.md, ~2 min), ingestion on SciFact (docs/benchmarks-ingest.md, ~15 min), then
-# search on SciFact over MCP HTTP: quality, latency, throughput (docs/benchmarks-mcp.md, its Summary copied
-# into docs/benchmarks.md; ~11 min of indexing + ~5 min): ~33 min in all on the 2-core dev machine.
+# The bus (docs/benchmarks/README.md, ~2 min), ingestion on SciFact (docs/benchmarks/ingest.md, ~15 min), then
+# search on SciFact over MCP HTTP: quality, latency, throughput (docs/benchmarks/mcp.md, its Summary copied
+# into docs/benchmarks/README.md; ~11 min of indexing + ~5 min): ~33 min in all on the 2-core dev machine.
 # SEARCH_ARGS="--home DIR" keeps that index in DIR and reuses it on the next run (the search bench: ~5 min).
 # Then the local model (below, bench-llm).
 SEARCH_ARGS ?=
@@ -119,14 +119,14 @@ bench: install
 	$(BIN)/python -m tests.bench.search $(SEARCH_ARGS)
 	$(BIN)/python -m tests.bench.llm $(LLM_ARGS)
 
-# The local model (docs/benchmarks-llm.md, its Summary copied into docs/benchmarks.md): backends' raw
+# The local model (docs/benchmarks/llm.md, its Summary copied into docs/benchmarks/README.md): backends' raw
 # rates, chat over MCP HTTP, citation accuracy on a SciFact question set, analysis throughput and its
 # effect on search. LLM_ARGS="--home DIR" reuses an indexed SciFact home (as SEARCH_ARGS does).
 LLM_ARGS ?=
 bench-llm: install
 	$(BIN)/python -m tests.bench.llm $(LLM_ARGS)
 
-# Answers (docs/benchmarks-answers.md; the first run indexes SciFact's first 1,500 abstracts, the Django 4.2
+# Answers (docs/benchmarks/answers.md; the first run indexes SciFact's first 1,500 abstracts, the Django 4.2
 # docs and the Debian manuals, and downloads the pinned Django sdist and .debs once): 144 factoid questions
 # over MCP HTTP in each answer mode, the held-out and the two fresh sets reported apart.
 # ANSWERS_ARGS="--home DIR" keeps the index; "--modes", "--split", "--corpus", "--limit" as `python -m tests.bench.answers --help` says.
@@ -134,7 +134,7 @@ ANSWERS_ARGS ?=
 bench-answers: install
 	$(BIN)/python -m tests.bench.answers $(ANSWERS_ARGS)
 
-# The single-box ceiling (docs/benchmarks-ceiling.md and its plot, the Summary copied into docs/benchmarks.md):
+# The single-box ceiling (docs/benchmarks/ceiling.md and its plot, the Summary copied into docs/benchmarks/README.md):
 # SciFact embedded by the real model, then a synthetic corpus grown in one kept home to ~100k, ~300k and ~1M
 # chunks, a real kernel measured at each size. Hours on the 2-core dev machine (the usearch inserts); a run
 # cut short resumes. CEILING_ARGS="--home DIR --sizes ..." as `python -m tests.bench.ceiling --help` says.

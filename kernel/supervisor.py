@@ -17,7 +17,7 @@ time with nothing in hand the worker asks to go (``worker.disconnect``, reason `
 routed it nothing meanwhile, takes it out of routing and lets it go (:meth:`Supervisor.went_idle`), and its exit
 makes the slot IDLE again: not a crash, so no backoff and no restart counted. It saves each such worker's
 interpreter and imports while idle (the embedder ~105 MiB, the llm ~80 MiB with no model loaded:
-docs/benchmarks-llm.md).
+docs/benchmarks/llm.md).
 
 The states and their legal changes are declared in :mod:`foldermind.kernel.states`; this module makes them.
 Its length (~470 lines): the restart policy and the process handling of the slots, whose transitions are

@@ -5,7 +5,7 @@ in :mod:`foldermind.protocol.frames`, the only module that builds or parses Zero
 
 The names below are loaded on first use (PEP 562), not with the package: every ``foldermind`` command imports
 :mod:`.runtime.home` under this package, and ``--version`` or ``config snippet`` need no message kind
-(docs/benchmarks-console.md, "The Clients page and CLI start-up").
+(docs/benchmarks/console.md, "The Clients page and CLI start-up").
 """
 
 from __future__ import annotations

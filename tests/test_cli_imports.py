@@ -2,7 +2,7 @@
 start and its imports (most of its wall time), so its path must not pull in the config's pydantic, the MCP
 SDK, the model libraries or the other commands' modules. The same holds for ``--version``, ``mcp --help`` and
 the ``config snippet --json`` the console's Clients page runs as a child of the kernel (each open of the page
-pays it; docs/benchmarks-console.md, "The Clients page and CLI start-up"). Checked in a real ``foldermind``
+pays it; docs/benchmarks/console.md, "The Clients page and CLI start-up"). Checked in a real ``foldermind``
 process against a real kernel, through its ``sys.modules`` when it exits."""
 
 from __future__ import annotations

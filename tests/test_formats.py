@@ -348,7 +348,7 @@ def test_a_mailbox_of_ten_thousand_messages_is_read_and_one_more_is_refused(tmp_
 # about 1,800 chunks, minutes of embedding beside the other tests on a shared 2-core machine. The parse deadline
 # is wall-clock time: that sheet costs ~10 CPU-s, inside the default 60 s on a quiet machine, but at a load
 # average of 24 both its tries missed it and it was quarantined; its speed is the benchmark's to measure
-# (docs/benchmarks-ingest.md), so here the deadline is out of the way and the test asks only that a real parser
+# (docs/benchmarks/ingest.md), so here the deadline is out of the way and the test asks only that a real parser
 # reads it whole under its memory cap.
 OFFICE_CONFIG = (
     FAST_RESTART

@@ -45,7 +45,7 @@ def ingest(monkeypatch: pytest.MonkeyPatch, **settings: object) -> None:
 
 def letters(text: str) -> str:
     """``text`` without its spaces: the recognizer drops one now and then between words that Pillow's font
-    sets close (the bench measures how often: "CER without spaces" in docs/benchmarks-ingest.md)."""
+    sets close (the bench measures how often: "CER without spaces" in docs/benchmarks/ingest.md)."""
     return "".join(text.split()).lower()
 
 

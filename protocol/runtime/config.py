@@ -605,7 +605,7 @@ class LlmPolicy(_Strict):
     auto_model_shapes: list[QuestionShape] = Field(
         default_factory=list,
         description='Question shapes ("yes-no", "default", "figure", "name", "entity", "other") for'
-        " which auto mode asks the model after the quotes; empty = the quotes alone (docs/benchmarks-answers.md).",
+        " which auto mode asks the model after the quotes; empty = the quotes alone (docs/benchmarks/answers.md).",
     )
     evidence_sources: int = Field(
         3,

@@ -243,7 +243,7 @@ def skip_macos_api() -> None:
     """Off macOS, keep keyring from loading its macOS backend's ctypes module: that backend is never viable there
     (its priority raises "macOS required" first), but the module looks for the Security, CoreServices and
     Foundation frameworks with ``ctypes.util.find_library``, which on Linux runs ``ldconfig``, ``gcc`` and ``ld``
-    for each, twelve processes per token read (docs/benchmarks-console.md, "The Clients page and CLI start-up").
+    for each, twelve processes per token read (docs/benchmarks/console.md, "The Clients page and CLI start-up").
     A ``None`` in ``sys.modules`` makes that import fail at once, which the backend already tolerates."""
     if sys.platform != "darwin":
         sys.modules.setdefault("keyring.backends.macOS.api", None)  # type: ignore[arg-type]  # None: "not importable"

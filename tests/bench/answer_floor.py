@@ -48,7 +48,7 @@ from tests.bench.mcpclient import kernel_config
 from tests.bench.transports import REPO
 
 NOANSWER = DATA / "noanswer.jsonl"
-REPORT = REPO / "docs" / "benchmarks-answer-relevance.md"
+REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS)
 MAX_FILES = 5
 HELD_OUT = ("held_out", "fresh4")

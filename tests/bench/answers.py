@@ -30,7 +30,7 @@ with the corpora interleaved (sf-01, dj-01, mn-01, sf-02, ...). While the new to
 ``answer_mode`` in its input schema), the calls go without it and only ``auto`` can run.
 
 The report, ``## Summary`` first (per mode and split; then per corpus; then every miss, with an excerpt of
-the answer), is printed and written to ``docs/benchmarks-answers.md`` unless ``--no-write`` (``--report
+the answer), is printed and written to ``docs/benchmarks/answers.md`` unless ``--no-write`` (``--report
 PATH`` writes it elsewhere). ``--home DIR`` keeps the home (index and corpora) in DIR, and a later run
 reuses it instead of indexing again (~5 minutes on 2 cores); ``--json PATH`` keeps every answer as JSON for
 reading the misses. The quality targets are judged on the newest fresh set the run asked: the fresh4
@@ -85,7 +85,7 @@ from tests.bench.scifact import wait_query_model
 from tests.bench.stats import pct
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks-answers.md"
+REPORT = REPO / "docs" / "benchmarks" / "answers.md"
 CHAT = "chat_with_documents"
 SEARCH = "search_documents"
 MODES = ("auto", "extractive", "generative")

@@ -13,7 +13,7 @@ query) one after another:
    ``embedding`` (only vectors still to come);
 3. ``idle after``: ``--queries`` searches again; the second folder is then removed (the home is reusable).
 
-The aim (docs/benchmarks-busy-search.md): the hybrid median while embedding at most 2 x the idle median.
+The aim (docs/benchmarks/busy-search.md): the hybrid median while embedding at most 2 x the idle median.
 Each run adds a row to the report's table unless ``--no-write``, so variants (``--label``, or
 ``--embedder-nice``, written into the home's override) can be run in turns and read side by side.
 """
@@ -35,7 +35,7 @@ from tests.bench.scifact import indexed_kernel, scifact_queries, write_corpus
 from tests.bench.stats import pct
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks-busy-search.md"
+REPORT = REPO / "docs" / "benchmarks" / "busy-search.md"
 TABLE_HEAD = (
     "| date (UTC) | commit | variant | load before | idle median / p95 | parsing n, median / p95 "
     "| embedding n, median / p95 | idle after median | embedding / idle (both) | extra chunks/s |"

@@ -22,8 +22,8 @@ Each step's figures are kept in ``DIR/ceiling.json``, so a run cut short (or one
 where it stopped and the report always shows every size measured; SIGTERM ends a growth at its next batch with
 the index consistent (Tantivy committed, the usearch file saved), so the next run goes on without redoing
 inserts. The report (:mod:`.ceiling_report`) is
-written to ``docs/benchmarks-ceiling.md`` with its plot ``docs/benchmarks-ceiling.svg``, and its Summary
-into ``docs/benchmarks.md`` under "Single-box ceiling" (unless ``--no-write``).
+written to ``docs/benchmarks/ceiling.md`` with its plot ``docs/benchmarks/ceiling.svg``, and its Summary
+into ``docs/benchmarks/README.md`` under "Single-box ceiling" (unless ``--no-write``).
 """
 
 from __future__ import annotations
@@ -294,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_write:
         ceiling_report.write(text, svg)
-        say(f"wrote {ceiling_report.REPORT.relative_to(REPO)}, its plot, and its Summary into docs/benchmarks.md")
+        overview = ceiling_report.OVERVIEW.relative_to(REPO)
+        say(f"wrote {ceiling_report.REPORT.relative_to(REPO)}, its plot, and its Summary into {overview}")
     return errors
 
 

@@ -16,9 +16,9 @@ from tests.bench.markdown import ms, para, put_section, summary_overview, table
 from tests.bench.search import AIM_MEDIAN_MS, AIM_P95_MS
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks-ceiling.md"
+REPORT = REPO / "docs" / "benchmarks" / "ceiling.md"
 PLOT = REPORT.with_suffix(".svg")
-OVERVIEW = REPO / "docs" / "benchmarks.md"
+OVERVIEW = REPO / "docs" / "benchmarks" / "README.md"
 HEADING = "Single-box ceiling"
 NIGHT_H = 8.0  # an initial indexing that runs longer than a night is where a second machine pays
 RAM_SHARE = 0.5  # the indexer may hold at most this share of RAM: the OS caches Tantivy and SQLite in the rest
@@ -409,7 +409,7 @@ def render(state: dict[str, Any], root: Path) -> tuple[str, str]:
 
 
 def overview_body() -> str:
-    """The body of ``## Single-box ceiling`` in docs/benchmarks.md: the report's Summary and a link ("" before a
+    """The body of ``## Single-box ceiling`` in docs/benchmarks/README.md: the report's Summary and a link ("" before a
     report is written)."""
     return summary_overview(
         REPORT,

@@ -1,4 +1,4 @@
-"""What a ``foldermind`` command costs to start (docs/benchmarks-cli.md): each command a user types, the stdio
+"""What a ``foldermind`` command costs to start (docs/benchmarks/cli.md): each command a user types, the stdio
 bridge's help and the two commands the console's Clients page has the kernel run, every one a new process as the
 kernel's errand starts it (``python -m foldermind.kernel.cli --home HOME ...``), beside the raw cost of a Python
 process (``python -c pass``) and of importing click alone, in the same run, on this (shared) machine.
@@ -166,7 +166,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--reps", type=int, default=8)
     parser.add_argument("--before", default=None, help="A commit whose command line runs alternated with this one.")
-    parser.add_argument("--report", type=Path, default=REPO / "docs" / "benchmarks-cli.md")
+    parser.add_argument("--report", type=Path, default=REPO / "docs" / "benchmarks" / "cli.md")
     args = parser.parse_args()
     lines = run(args.reps, args.before)
     args.report.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -14,7 +14,7 @@ bare interpreter importing each worker's module (``python -c "import foldermind.
 ``foldermind search`` runs ``--searches`` times as a terminal would, beside a bare ``python -c pass`` and
 ``python -c "import foldermind.kernel.cli"`` (interpreter start and the command line's imports, the floor
 of any command).
-Prints a markdown section for docs/benchmarks-onnx.md (the cold start of a tree whose export is cached).
+Prints a markdown section for docs/benchmarks/onnx.md (the cold start of a tree whose export is cached).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The web console's costs (docs/benchmarks-console.md): the overview's first paint in Chromium and its HTTP time
+"""The web console's costs (docs/benchmarks/console.md): the overview's first paint in Chromium and its HTTP time
 against the bus requests it makes, a search page against the same search asked over the bus, a PDF page's image
 against the parser's render alone, the Clients page and doctor's findings against the command line the kernel runs
 for them, the console worker's RSS idle and after use, and the idle tree with and without it. Every figure is set
@@ -350,7 +350,7 @@ def _paint(link: str, reps: int) -> list[dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--report", type=Path, default=REPO / "docs" / "benchmarks-console.md")
+    parser.add_argument("--report", type=Path, default=REPO / "docs" / "benchmarks" / "console.md")
     args = parser.parse_args()
     psutil.cpu_percent()
     args.report.write_text("\n".join(run(args.reps)) + "\n", encoding="utf-8")

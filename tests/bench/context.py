@@ -33,7 +33,7 @@ scifact_split`): only ``tune`` is printed unless ``--held-out``, which is read o
 (the onnx_int8 bench's 587 doc files, its 60 queries and the 36 factoids) is a check that nothing is lost on
 another corpus, all queries counted.
 
-Measured 2026-12-03 (docs/benchmarks-mcp.md, "Contextual chunks"): no gain on the tune half; not built.
+Measured 2026-12-03 (docs/benchmarks/mcp.md, "Contextual chunks"): no gain on the tune half; not built.
 """
 
 from __future__ import annotations

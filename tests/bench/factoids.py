@@ -118,7 +118,7 @@ and Spellchecking-Individual-Files list the same suggestion modes without naming
 mn2-07's replacement a second key added (``keepAspect`` is also an argument of Asymptote's ``size``).
 
 The split rule: every ``fresh2`` question was held out while it was the newest set. It was asked twice and
-reported (``docs/benchmarks-answers-fresh2.md``); from 2026-12-03, once the ``fresh3`` set below was
+reported (``docs/benchmarks/answers-fresh2.md``); from 2026-12-03, once the ``fresh3`` set below was
 committed, ``fresh2`` is tuned on like the fresh set. Report it apart still.
 
 The third fresh set
@@ -148,7 +148,7 @@ spanned two words that pypdf puts on two lines; the pattern now refuses only a f
 the key allows any whitespace between the words. No draft had to be replaced.
 
 The split rule: every ``fresh3`` question was held out while it was the newest set. It was asked four times
-and reported, its misses unread (``docs/benchmarks-answers-fresh3.md``); from 2026-12-03, once the
+and reported, its misses unread (``docs/benchmarks/answers-fresh3.md``); from 2026-12-03, once the
 ``fresh4`` set below was committed, ``fresh3`` is tuned on like ``fresh2``. Report it apart still.
 
 The fourth fresh set
@@ -179,7 +179,7 @@ too, as a ventral BMP antagonist, beside Chordin and the Spemann organizer), and
 
 The split rule: every ``fresh4`` question is held out. Never tune on them; report them apart (the answer
 bench judges its quality targets on them when they are asked). They were asked once, on 2026-12-03 after the
-fourth round of tuning was committed, their misses unread (``docs/benchmarks-answers-fresh4.md``).
+fourth round of tuning was committed, their misses unread (``docs/benchmarks/answers-fresh4.md``).
 
 The corpora
 -----------

@@ -15,7 +15,7 @@ window admits a known share of the documents. Then one MCP session asks every qu
 - ``path_glob + window``: both (a few per cent).
 
 Each filter's first query is timed apart: it resolves the filter in SQLite and reads its vectors (the next
-queries reuse both until the index changes). The section "Filters" of ``docs/benchmarks-mcp.md`` is replaced
+queries reuse both until the index changes). The section "Filters" of ``docs/benchmarks/mcp.md`` is replaced
 with the report unless ``--no-write``.
 """
 
@@ -36,7 +36,7 @@ from tests.bench.mcpclient import BlockingClient, front_door, kernel_config
 from tests.bench.scifact import SCIFACT_DOCS, indexed_kernel, scifact_queries, write_corpus
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks-mcp.md"
+REPORT = REPO / "docs" / "benchmarks" / "mcp.md"
 HEADING = "## 6. Filters over MCP HTTP (hybrid, top 10)"
 START = dt.datetime(2020, 1, 1, tzinfo=dt.UTC).timestamp()
 SPAN_S = 6 * 365 * 86400

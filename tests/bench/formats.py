@@ -6,9 +6,9 @@ openpyxl, stdlib csv, ebooklib, stdlib email and mailbox, odfpy; RTF by hand), o
 every file is parsed (``formats.parse_file``) and chunked (``chunker.chunk`` with the bundled model's
 tokenizer, 256 tokens, 32 overlap) in this process, one after the other: the work one parser process does
 per ``parse.request``, without the bus and without embedding (embedding costs the same per chunk whatever
-the format: docs/benchmarks-ingest.md's SciFact runs measure it). Writing the corpus is not timed.
+the format: docs/benchmarks/ingest.md's SciFact runs measure it). Writing the corpus is not timed.
 
-The report is printed and written into ``docs/benchmarks-ingest.md`` as its section "Other formats"
+The report is printed and written into ``docs/benchmarks/ingest.md`` as its section "Other formats"
 (replaced if there, appended if not; ``tests.bench.ingest`` keeps the sections it does not write).
 """
 
@@ -44,7 +44,7 @@ from tests.filemakers import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-REPORT = REPO / "docs" / "benchmarks-ingest.md"
+REPORT = REPO / "docs" / "benchmarks" / "ingest.md"
 HEADING = "Other formats (parse and chunk, in-process)"
 MB = 1024 * 1024
 

@@ -23,7 +23,7 @@ file each (title, blank line, text), then:
 
 A small reference encode in this process (the first 96 abstracts, torch and ONNX) is timed before run 1,
 before and between the bare encodes and after them, because the pipeline and the bare floors cannot run
-at the same moment and a small VM's speed wanders. The report is printed and written to ``docs/benchmarks-ingest.md``;
+at the same moment and a small VM's speed wanders. The report is printed and written to ``docs/benchmarks/ingest.md``;
 the file's other sections (other benches', and those measured by hand) stay where they were
 (:func:`~tests.bench.markdown.merged`).
 ``FOLDERMIND_BENCH_LIMIT=300`` uses only the first 300 abstracts (for development).
@@ -73,7 +73,7 @@ from tests.bench.markdown import merged
 from tests.bench.scifact import scifact_dir, scifact_queries, write_corpus
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks-ingest.md"
+REPORT = REPO / "docs" / "benchmarks" / "ingest.md"
 LIMIT_ENV = "FOLDERMIND_BENCH_LIMIT"
 
 TORCH_RATIO_TARGET = 1.8  # pipeline (ONNX embedder) over the bare torch encode

@@ -107,7 +107,7 @@ def _measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, home, queries = bench_args(__doc__, 300, REPO / "docs" / "benchmarks-keys.md", argv)
+    args, home, queries = bench_args(__doc__, 300, REPO / "docs" / "benchmarks" / "keys.md", argv)
     with indexed_kernel(home, SCIFACT_DOCS, kernel_config()) as (kernel, index):
         second = kernel.root / "second"
         try:

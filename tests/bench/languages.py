@@ -14,7 +14,7 @@ on SciFact (:mod:`tests.bench.scifact`):
 3. the Tantivy write and commit of the same rows in both (median of 5 builds, alternated) and the mean search
    time.
 
-Printed as Markdown; ``--write`` also writes it to docs/benchmarks-languages.md.
+Printed as Markdown; ``--write`` also writes it to docs/benchmarks/languages.md.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ BEFORE = "f03651b"
 """The last commit whose keyword index had English fields only."""
 TOP = 100
 BUILDS = 5
-REPORT = REPO / "docs" / "benchmarks-languages.md"
+REPORT = REPO / "docs" / "benchmarks" / "languages.md"
 
 
 def _module_at(rev: str, tmp: Path) -> ModuleType:

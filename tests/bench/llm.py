@@ -27,8 +27,8 @@
    read-only, then ``get_document_summary`` for each file), and hybrid ``search_documents`` latency over
    HTTP while the analysis runs and after it finished.
 
-The report, ``## Summary`` first, is printed and written to ``docs/benchmarks-llm.md`` (unless
-``--no-write``), and the Summary is copied into ``docs/benchmarks.md`` under "Local model: chat and
+The report, ``## Summary`` first, is printed and written to ``docs/benchmarks/llm.md`` (unless
+``--no-write``), and the Summary is copied into ``docs/benchmarks/README.md`` under "Local model: chat and
 analysis" (that section replaced on a rerun). ``--quick`` (one repeat, a short prompt, 16 tokens) with
 ``--docs 200 --questions 3 --analysis-docs 8`` is a smoke run (~8 min on the shared 2-core machine); the
 full run (29 questions, three passes of ~15-20 s each, and 60 summaries) takes ~40 min beside the indexing.
@@ -82,8 +82,8 @@ from tests.bench.scifact import (
 from tests.bench.stats import Series
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks-llm.md"
-OVERVIEW = REPO / "docs" / "benchmarks.md"
+REPORT = REPO / "docs" / "benchmarks" / "llm.md"
+OVERVIEW = REPO / "docs" / "benchmarks" / "README.md"
 HEADING = "Local model: chat and analysis"
 
 BACKENDS = ("ctransformers", "llama-cpp")
@@ -1338,7 +1338,7 @@ def render(r: Results) -> str:
 
 
 def overview_body() -> str:
-    """The body of ``## Local model: chat and analysis`` in docs/benchmarks.md: the Summary of this report and a
+    """The body of ``## Local model: chat and analysis`` in docs/benchmarks/README.md: the Summary of this report and a
     link ("" before a report is written)."""
     return summary_overview(
         REPORT,
@@ -1349,13 +1349,13 @@ def overview_body() -> str:
 
 
 def overview_section() -> str:
-    """``## Local model: chat and analysis`` with :func:`overview_body`, for the end of docs/benchmarks.md."""
+    """``## Local model: chat and analysis`` with :func:`overview_body`, for the end of docs/benchmarks/README.md."""
     body = overview_body()
     return f"\n## {HEADING}\n\n{body}" if body else ""
 
 
 def write_overview() -> None:
-    """Put :func:`overview_body` into docs/benchmarks.md, replacing that section if it is there."""
+    """Put :func:`overview_body` into docs/benchmarks/README.md, replacing that section if it is there."""
     body = overview_body()
     if body:
         put_section(OVERVIEW, HEADING, body)

@@ -9,7 +9,7 @@ unloaded, loaded and freed again after ``[llm] idle_unload_s``.
 2. A fresh home with the default process map (``analysis = false``: nothing but the bench touches the
    model): the RSS of every process once the tree has started (the model unloaded), after a first chat
    answer over the bus (loaded), after the idle unload, and the times of the first chat and of one after the
-   unload. Prints a markdown section for docs/benchmarks-llm.md.
+   unload. Prints a markdown section for docs/benchmarks/llm.md.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ be tried offline on exactly the lists the indexer fuses (:func:`fused_hits`). Wi
 too (``OUT`` with ``.scifact`` before the suffix) and nDCG@10 and Recall@100 per mode and split are
 reported (every third query in file order held out).
 
-The report is printed and written to ``docs/benchmarks-lookup.md`` unless ``--no-write``.
+The report is printed and written to ``docs/benchmarks/lookup.md`` unless ``--no-write``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ SETS = ("queries.jsonl", "known2.jsonl", "natural2.jsonl")
 """The query files of ``lookup_data``, in the order they were written."""
 SHOWN_SETTINGS = ("fusion", "blend_keyword_weight", "blend_lookup_keyword_weight", "keyword_proximity")
 """The ``[search]`` settings the report names."""
-REPORT = REPO / "docs" / "benchmarks-lookup.md"
+REPORT = REPO / "docs" / "benchmarks" / "lookup.md"
 TOP_K = 10
 LIST_DEPTH = 200
 SLOW_PARSES = {"parse_timeout_s": "900"}
@@ -310,7 +310,7 @@ def render(r: Results) -> str:
             *para(
                 f"The 150 judged SciFact queries over {r.scifact_docs} abstracts: every judged one and the first"
                 " distractors of the corpus (`--scifact-docs`; all 5,183 are measured over MCP by `tests.bench.search`,"
-                " docs/benchmarks-mcp.md)."
+                " docs/benchmarks/mcp.md)."
                 " nDCG@10 and Recall@100 by abstract (top_k 200); every third query in file order held out."
             ),
             "",

@@ -111,7 +111,7 @@ def merged(report: Path, generated: str) -> str:
 
 
 def summary_overview(report: Path, intro: str) -> str:
-    """A section of docs/benchmarks.md that points at ``report``: ``intro`` (it names and links the report), then
+    """A section of docs/benchmarks/README.md that points at ``report``: ``intro`` (it names and links the report), then
     the report's own Summary ("" before the report is written)."""
     summary = section(report.read_text(encoding="utf-8"), "Summary") if report.exists() else ""
     return f"{intro}\n\n{summary}\n" if summary else ""

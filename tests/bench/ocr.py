@@ -16,7 +16,7 @@ it) in this process.
 - **known-item search**: a real kernel indexes the 300-dpi scanned PDF; for each page, a sentence of it
   is searched (keyword mode, the CLI); the hit must be that page, first.
 
-The report is printed and written into ``docs/benchmarks-ingest.md`` as its section "OCR" (replaced if
+The report is printed and written into ``docs/benchmarks/ingest.md`` as its section "OCR" (replaced if
 there, appended if not; ``tests.bench.ingest`` keeps it when it rewrites the file).
 """
 
@@ -42,12 +42,12 @@ from tests.bench.machine import wait_for_quiet
 from tests.bench.markdown import para, table
 
 REPO = Path(__file__).resolve().parents[2]
-REPORT = REPO / "docs" / "benchmarks-ingest.md"
+REPORT = REPO / "docs" / "benchmarks" / "ingest.md"
 HEADING = "OCR (scanned pages and images)"
 TEXT_PACKAGE = "cryptography"
 TEXT_FILE = "LICENSE.APACHE"
 TARGETS = {150: 0.06, 300: 0.03}
-"""The CER each resolution must reach (the OCR targets of docs/benchmarks-ingest.md)."""
+"""The CER each resolution must reach (the OCR targets of docs/benchmarks/ingest.md)."""
 BOUNDS = {"parse_timeout_s": 3600, "ocr_timeout_s": 600}
 """The bench measures OCR, not its time limits: on this shared machine (load average 6 on 2 cores) the default
 parse deadline (60 s; OCR stops at 48) cost a six-page scan its last page, and one page ran past the default

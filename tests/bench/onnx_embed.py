@@ -10,7 +10,7 @@
    each is reported, and the order alternates so neither side always runs second).
 3. Every ONNX vector is compared with torch's: the least cosine over all chunks and settings.
 
-The report goes to ``docs/benchmarks-onnx.md``. The worker-start figures in that file's second section come
+The report goes to ``docs/benchmarks/onnx.md``. The worker-start figures in that file's second section come
 from ``python -m tests.bench.onnx_embed --starts``, which starts real kernels (see :func:`start_costs`).
 """
 
@@ -33,7 +33,7 @@ from tests.bench import machine
 from tests.bench.scifact import _lines, scifact_dir
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks-onnx.md"
+REPORT = REPO / "docs" / "benchmarks" / "onnx.md"
 BATCHES = (8, 16, 32)
 THREADS = (1, 2)
 TORCH_BATCH = 32

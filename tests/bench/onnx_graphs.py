@@ -1,4 +1,4 @@
-"""Dense SciFact retrieval and encode rate of ONNX files side by side (docs/benchmarks-onnx.md, section 7).
+"""Dense SciFact retrieval and encode rate of ONNX files side by side (docs/benchmarks/onnx.md, section 7).
 
 ``python -m tests.bench.onnx_graphs NAME=FILE [NAME=FILE ...] [--batch B]``: every file encodes all 5,183
 abstracts (title and text, cut at the model's 256 tokens) the embedder's way (longest first, batches of B, 2

@@ -1,6 +1,6 @@
 """What sending a long PDF's pages ahead of the reply costs the parser, and how soon the first go.
 
-``python -m tests.bench.pages [--rounds N] [--out docs/benchmarks-pages.md]``: the 800-page PDF of
+``python -m tests.bench.pages [--rounds N] [--out docs/benchmarks/pages.md]``: the 800-page PDF of
 ``tests/test_parse_progress.py`` parsed and chunked in process, in one go and with a
 :class:`~foldermind.workers.parser.stream.PageStream` (the real clock; its parts kept in a list), alternating,
 ``N`` rounds each. Reported: wall and CPU time of each, the chunks (the same either way), and when the first
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks-pages.md")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "pages.md")
     args = parser.parse_args()
     machine = facts(REPO)
     pdf = long_pdf(Path(tempfile.mkdtemp()) / "manual.pdf")

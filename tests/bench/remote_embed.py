@@ -1,4 +1,4 @@
-"""Embedding throughput of the local embedder alone, then with a remote member (docs/benchmarks.md).
+"""Embedding throughput of the local embedder alone, then with a remote member (docs/benchmarks/README.md).
 
 ``python -m tests.bench.remote_embed [--docs N]``: a kernel with only its embedder listens on loopback tcp
 (CURVE); SciFact abstracts (title and text, as the indexer would send a one-chunk document) are embedded in

@@ -1,4 +1,4 @@
-"""The markdown report (printed, and written to docs/benchmarks.md)."""
+"""The markdown report (printed, and written to docs/benchmarks/README.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``make bench``: measure the bus and the idle process tree, print the report, write docs/benchmarks.md.
+"""``make bench``: measure the bus and the idle process tree, print the report, write docs/benchmarks/README.md.
 
 Run from the repository root: ``python -m tests.bench.run_all [--idle-seconds S] [--no-write]``.
 """
@@ -19,10 +19,10 @@ from tests.bench.payloads import all_payloads
 from tests.bench.report import Results, render
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks.md"
-INGEST_REPORT = REPORT.parent / "benchmarks-ingest.md"
-ONNX_REPORT = REPORT.parent / "benchmarks-onnx.md"
-MCP_REPORT = REPORT.parent / "benchmarks-mcp.md"
+REPORT = REPO / "docs" / "benchmarks" / "README.md"
+INGEST_REPORT = REPORT.parent / "ingest.md"
+ONNX_REPORT = REPORT.parent / "onnx.md"
+MCP_REPORT = REPORT.parent / "mcp.md"
 TAIL_HEADINGS = ("## Ingestion", "## Search and MCP", "## Local model: chat and analysis")
 
 
@@ -31,8 +31,8 @@ def say(line: str) -> None:
 
 
 def tail() -> str:
-    """The end of docs/benchmarks.md: a link to the ingestion figures, and the Summary of the search and
-    MCP figures (docs/benchmarks-mcp.md, written by ``python -m tests.bench.search``) with a link to them."""
+    """The end of docs/benchmarks/README.md: a link to the ingestion figures, and the Summary of the search and
+    MCP figures (docs/benchmarks/mcp.md, written by ``python -m tests.bench.search``) with a link to them."""
     text = ""
     if INGEST_REPORT.exists():
         text += "\n## Ingestion\n\n"
@@ -57,7 +57,7 @@ def tail() -> str:
 
 
 def refresh_tail() -> None:
-    """Rewrite the end of docs/benchmarks.md (from its first tail heading on) from the current files, so a
+    """Rewrite the end of docs/benchmarks/README.md (from its first tail heading on) from the current files, so a
     search bench run after this one (``make bench``) shows in it without measuring the bus again. Sections the
     tail does not write (figures other benches or people put there) are kept (:func:`.markdown.merged`)."""
     if not REPORT.exists():

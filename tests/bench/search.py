@@ -12,9 +12,9 @@ then, each phase after waiting for a quiet machine:
 3. throughput: 1 and 8 concurrent clients (distinct sessions with ``legacy``), hybrid;
 4. a py-spy profile of sequential hybrid searches (:mod:`tests.bench.spy`; ``--profile 0`` skips it).
 
-The report, ``## Summary`` first, is printed and written to ``docs/benchmarks-mcp.md`` (unless
+The report, ``## Summary`` first, is printed and written to ``docs/benchmarks/mcp.md`` (unless
 ``--no-write``; the file's other sections, written by other benches or by hand, are kept where they were:
-:func:`~tests.bench.markdown.merged`), and that Summary is copied into ``docs/benchmarks.md`` under "Search and
+:func:`~tests.bench.markdown.merged`), and that Summary is copied into ``docs/benchmarks/README.md`` under "Search and
 MCP". ``--home
 DIR`` keeps the home (and its index) in DIR, and a later run reuses it instead of indexing for ~11 minutes.
 """
@@ -55,7 +55,7 @@ from tests.bench.retrieval import render as render_retrieval
 from tests.bench.scifact import SCIFACT_DOCS, Index, indexed_kernel, judged_queries, scifact_queries
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks-mcp.md"
+REPORT = REPO / "docs" / "benchmarks" / "mcp.md"
 AIM_MEDIAN_MS = 20.0  # hybrid, end to end over MCP HTTP with auth, at SciFact size, with or without a filter
 AIM_P95_MS = 40.0
 PEER = "docsonar: 53-56 ms median for hybrid over MCP HTTP"

@@ -170,7 +170,7 @@ async def _rounds(kernel: Any, local: Local, queries: list[str], warmup: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, home, queries = bench_args(__doc__, 140, REPO / "docs" / "benchmarks-search-path.md", argv)
+    args, home, queries = bench_args(__doc__, 140, REPO / "docs" / "benchmarks" / "search-path.md", argv)
     with indexed_kernel(home, SCIFACT_DOCS, kernel_config()) as (kernel, index):
         local = Local(kernel.root / "data")
         try:

@@ -7,7 +7,7 @@
 starts the kernel once per ``search_threads`` value, in turn, and runs the throughput windows of
 :func:`tests.bench.mcp_http.throughput_window` (1 client, then ``--clients``, hybrid search back to back, the
 query-vector cache off), so load elsewhere on the machine falls on every variant alike. A row per variant and
-client count is added to docs/benchmarks-busy-search.md's second table unless ``--no-write``.
+client count is added to docs/benchmarks/busy-search.md's second table unless ``--no-write``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.bench.mcpclient import front_door, kernel_config
 from tests.bench.scifact import indexed_kernel, scifact_queries
 from tests.bench.transports import REPO
 
-REPORT = REPO / "docs" / "benchmarks-busy-search.md"
+REPORT = REPO / "docs" / "benchmarks" / "busy-search.md"
 HEADING = "Searches side by side"
 TABLE_HEAD = (
     "| date (UTC) | commit | search_threads | clients | queries/s | median / p95 ms "

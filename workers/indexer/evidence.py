@@ -81,7 +81,7 @@ CODE_BONUS = 0.15
 ``.kbd``, ``widthratio``) that the question does not hold, or standing under a heading that is such a name
 (:func:`.sentences.heading_name`: a reference page's "apnumber", "chage(1)"), when the question asks for such a
 name ("Which configure flag ...", "What file extension ..."). Chosen together with DEFAULT_BONUS (measured:
-docs/tuning.md#answer-evidence; the heading name: docs/benchmarks-answer-relevance.md)."""
+docs/tuning.md#answer-evidence; the heading name: docs/benchmarks/answer-relevance.md)."""
 ENTITY_BONUS = 0.1
 """Added to a sentence holding a name the question does not (:func:`.sentences.names_new`: "Golgi", "RUNX1",
 "HoxD") when the question asks for a thing by name ("With which part of the cell ...", "Which transcription

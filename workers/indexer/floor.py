@@ -11,7 +11,7 @@ paraphrase's missing words are everyday words, not names, and do not count.
 Beside it the reply reports the *rare share* (``support["rare"]``), measured and not judged: the best share of the
 question's terms one leading passage holds with its heading, each term weighted by its idf over the whole index to
 the power :data:`RARE_POWER`. As a floor it refuses paraphrased questions first. The choices and their counts:
-docs/benchmarks-answer-relevance.md and docs/tuning.md#answer-evidence.
+docs/benchmarks/answer-relevance.md and docs/tuning.md#answer-evidence.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The model is the llm worker's memory: SmolLM2-135M under ctransformers holds ~100 MB more than the worker
 without it, a bigger GGUF a user configures gigabytes. A tree that is only searched, or has finished its
-summaries, should not hold it (docs/benchmarks.md has the measured figures). So the model's residency
+summaries, should not hold it (docs/benchmarks/README.md has the measured figures). So the model's residency
 is a small state machine of its own, apart from the requests that use it::
 
     unloaded --use--> loading --> ready --idle_unload_s (or a release, unused)--> unloaded

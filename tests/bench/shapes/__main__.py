@@ -2,7 +2,7 @@
 [--write] [--lists OUT]``: the shape bench (issue 38). Indexes the corpora of :mod:`.corpora` in kept kernel
 homes under DIR (default ``~/.cache/foldermind-bench/shapes``; a rerun reuses them), runs the sets of
 :mod:`.sets` through search in every mode (:mod:`.run`) and prints the report (:mod:`.report`); ``--write``
-also writes ``docs/benchmarks-shapes.md``; ``--lists OUT`` writes each item's keyword and semantic hits (200
+also writes ``docs/benchmarks/shapes.md``; ``--lists OUT`` writes each item's keyword and semantic hits (200
 deep, as :func:`tests.bench.lookup.dump` does), so a fusion can be tried offline on the lists the indexer
 fuses. The sets and their rules: ``tests/bench/shapes/data/README.md``.
 """
@@ -26,7 +26,7 @@ from tests.bench.shapes.kernel import corpus_root
 from tests.bench.shapes.run import MODES, Run, run_corpus
 from tests.bench.transports import REPO
 
-DOC = REPO / "docs" / "benchmarks-shapes.md"
+DOC = REPO / "docs" / "benchmarks" / "shapes.md"
 
 
 def main(argv: list[str] | None = None) -> int:

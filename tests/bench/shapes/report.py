@@ -1,4 +1,4 @@
-"""The shape bench's report: Markdown (``docs/benchmarks-shapes.md``) or JSON."""
+"""The shape bench's report: Markdown (``docs/benchmarks/shapes.md``) or JSON."""
 
 from __future__ import annotations
 
