@@ -46,6 +46,12 @@ from foldermind.workers.answers import schemas
 from foldermind.workers.answers.quotes import Composed, Evidence
 from foldermind.workers.asyncbus import Bus
 
+QUESTION_MAX = 2000
+"""The longest question an answer takes (characters), from an MCP client or the console."""
+SESSION_ID_MAX = 200
+"""The longest session id a caller may name."""
+CONTEXT_FILES = 5
+"""Files an answer draws on unless the caller asks for another number."""
 HISTORY_TURNS = 6
 """Turns a session remembers; the llm worker keeps as many of the latest as fit its window."""
 

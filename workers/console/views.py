@@ -41,7 +41,7 @@ from foldermind.protocol.messages import (
     StatusReply,
     StatusRequest,
 )
-from foldermind.workers.answers.engine import Chat
+from foldermind.workers.answers.engine import CONTEXT_FILES, QUESTION_MAX, SESSION_ID_MAX, Chat
 from foldermind.workers.asyncbus import Bus
 
 MODES = ("hybrid", "keyword", "semantic")
@@ -297,12 +297,6 @@ async def page_image(bus: Bus, path: str, page: int, lines: tuple[int, int]) -> 
     return PageImage(raw.bytes if isinstance(raw, zmq.Frame) else bytes(raw), reply)
 
 
-ASK_FILES = 5
-"""Files an answer may draw on: chat_with_documents' default."""
-MAX_QUESTION = 2000
-"""chat_with_documents' own bound."""
-
-
 @dataclass(slots=True)
 class Answer:
     question: str = ""
@@ -330,7 +324,7 @@ async def ask(chat: Chat, question: str, session_id: str) -> Answer:
     if not question:
         return out
     try:
-        answering = chat.answer(question[:MAX_QUESTION], session_id[:200] or None, ASK_FILES, None, None)
+        answering = chat.answer(question[:QUESTION_MAX], session_id[:SESSION_ID_MAX] or None, CONTEXT_FILES, None, None)
         answer = (await answering).model_dump(mode="json")
     except JobError as exc:
         out.error = f"{exc.code.mcp}: {exc.message}"

@@ -31,6 +31,7 @@ from foldermind.protocol.messages import (
     SimilarReply,
     SimilarRequest,
 )
+from foldermind.workers.answers.engine import QUESTION_MAX
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.frontdoor.paths import check_path
 from foldermind.workers.llm.citations import FENCE, escape_markers, fence
@@ -76,7 +77,7 @@ class Prompts:
 
     async def answer_from_documents(
         self,
-        query: Annotated[str, Field(min_length=1, max_length=2000, description="the question to answer")],
+        query: Annotated[str, Field(min_length=1, max_length=QUESTION_MAX, description="the question to answer")],
         max_passages: Annotated[int, Field(ge=1, le=20, description="how many passages to quote")] = 6,
     ) -> str:
         """Answer a question from the user's documents: the passages that search finds for it, numbered, with

@@ -51,7 +51,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.config import LlmPolicy, McpPolicy
-from foldermind.workers.answers.engine import Chat
+from foldermind.workers.answers.engine import CONTEXT_FILES, QUESTION_MAX, SESSION_ID_MAX, Chat
 from foldermind.workers.asyncbus import Bus
 from foldermind.workers.frontdoor import reading, schemas
 from foldermind.workers.frontdoor.changes import ChangeFeed
@@ -225,17 +225,19 @@ class Tools:
 
     async def chat_with_documents(
         self,
-        query: Annotated[str, Field(min_length=1, max_length=2000, description="the question")],
+        query: Annotated[str, Field(min_length=1, max_length=QUESTION_MAX, description="the question")],
         ctx: Context[Any, Any],
         session_id: Annotated[
             str | None,
             Field(
                 min_length=1,
-                max_length=200,
+                max_length=SESSION_ID_MAX,
                 description="continue this conversation (from an earlier answer); omit to start a new one",
             ),
         ] = None,
-        max_context_files: Annotated[int, Field(ge=1, le=20, description="files the answer may draw on")] = 5,
+        max_context_files: Annotated[
+            int, Field(ge=1, le=20, description="files the answer may draw on")
+        ] = CONTEXT_FILES,
         persona: Annotated[str | None, Field(max_length=200, description="tone of the answer, e.g. 'concise'")] = None,
         answer_mode: Annotated[
             schemas.AnswerMode | None,
