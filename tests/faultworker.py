@@ -33,8 +33,8 @@ from typing import Any
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Message, message
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
-from foldermind.workers.heartbeat import model_loads
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.framework.heartbeat import model_loads
 
 log = logging.getLogger("foldermind.testworker")
 

@@ -49,7 +49,7 @@ import psutil
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
-from foldermind.workers.indexer.store import SEARCHABLE
+from foldermind.workers.indexer.storage.store import SEARCHABLE
 from tests.filemakers import make_docx, make_pdf
 from tests.helpers import RunningKernel, cli, kill9, short_tmpdir, wait_for
 
@@ -370,8 +370,8 @@ class IndexState:
 
 def read_index(home: Path, markers: set[str]) -> IndexState:
     """Everything the three stores hold, read directly from disk (the kernel must be stopped)."""
-    from foldermind.workers.indexer.bm25 import KeywordIndex
-    from foldermind.workers.indexer.vectors import VectorIndex
+    from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+    from foldermind.workers.indexer.storage.vectors import VectorIndex
 
     data = home / "data"
     db = sqlite3.connect(f"file:{data / 'index.sqlite'}?mode=ro", uri=True)

@@ -153,8 +153,8 @@ def test_a_quote_under_a_generic_section_is_labelled_with_the_page_s_name(served
 
 def test_a_question_about_a_name_the_pages_never_hold_is_refused_though_its_best_sentence_is_close(served: Any) -> None:
     # chage(1) never names Kerberos, and its best sentence is close to the question all the same: the name asked about
-    # is in no leading passage (nor any chunk), so the documents do not say (workers/indexer/floor.py). The rare
-    # share is reported beside it.
+    # is in no leading passage (nor any chunk), so the documents do not say (workers/indexer/evidence/floor.py). The
+    # rare share is reported beside it.
     k, url, token, _root = served
     policy = LlmPolicy()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCTION = ("kernel", "workers", "protocol")
-FAULTS = REPO / "workers" / "faults.py"
+FAULTS = REPO / "workers" / "framework" / "faults.py"
 
 
 def _production_files() -> list[Path]:
@@ -27,7 +27,7 @@ def test_production_code_names_no_test_switch_outside_the_faults_module() -> Non
                 value = node.value
                 if value.startswith(("FOLDERMIND_TEST_", "FOLDERMIND_FAULT")) and value != "FOLDERMIND_TEST_":
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno} {value}")
-    assert not offenders, f"test switches read outside workers/faults.py: {offenders}"
+    assert not offenders, f"test switches read outside workers/framework/faults.py: {offenders}"
 
 
 def test_the_faults_module_is_imported_only_inside_a_function() -> None:
@@ -41,7 +41,7 @@ def test_the_faults_module_is_imported_only_inside_a_function() -> None:
                 names = [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
-            if any(n.endswith("workers.faults") for n in names):
+            if any(n.endswith("workers.framework.faults") for n in names):
                 offenders.append(str(path.relative_to(REPO)))
     assert not offenders, f"module-level imports of the faults module: {offenders}"
 
@@ -49,10 +49,11 @@ def test_the_faults_module_is_imported_only_inside_a_function() -> None:
 def test_a_normal_process_has_no_test_kinds_and_never_loads_the_faults_module() -> None:
     probe = (
         "import sys\n"
-        "import foldermind.workers.base, foldermind.workers.parser, foldermind.workers.llm\n"
+        "import foldermind.workers.framework.base, foldermind.workers.parser, foldermind.workers.llm\n"
         "import foldermind.workers.indexer, foldermind.kernel.kernel\n"
         "from foldermind.protocol.messages import REGISTRY\n"
-        "print(sorted(k for k in REGISTRY if k.startswith('fault.')), 'foldermind.workers.faults' in sys.modules)\n"
+        "print(sorted(k for k in REGISTRY if k.startswith('fault.')),"
+        " 'foldermind.workers.framework.faults' in sys.modules)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("FOLDERMIND_")}
     env.pop("PYTHONPATH", None)

@@ -19,7 +19,7 @@ from foldermind.protocol.messages import (
     FolderListReply,
     FolderListRequest,
 )
-from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.storage.store import Store
 from tests.bench.ceiling import serving_config
 from tests.bench.scifact import scifact_dir, write_corpus
 from tests.bench.synthetic import Synthetic

@@ -3,7 +3,7 @@ Tantivy commit) with complete and consistent results, and side by side with anot
 
 The first two tests run in this process on a real usearch index (the lock's order and the sliced add);
 the others drive a real kernel whose ingest thread a test switch holds mid-write
-(``FOLDERMIND_TEST_INDEXER_HOLD``, :mod:`foldermind.workers.faults`), and one whose searches take their query
+(``FOLDERMIND_TEST_INDEXER_HOLD``, :mod:`foldermind.workers.framework.faults`), and one whose searches take their query
 vectors from the embedder, several at once."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from foldermind.protocol.messages import (
     SummaryReply,
     SummaryRequest,
 )
-from foldermind.workers.indexer.gate import Gate
-from foldermind.workers.indexer.vectors import ADD_SLICE, VectorIndex
+from foldermind.workers.indexer.storage.gate import Gate
+from foldermind.workers.indexer.storage.vectors import ADD_SLICE, VectorIndex
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
 from tests.world import KernelWorld
 

@@ -411,7 +411,7 @@ def test_a_restart_with_a_page_streaming_events_stops_the_console_cleanly(served
 
 
 def test_a_front_door_restart_with_an_mcp_event_stream_open_stops_it_cleanly(served: Any) -> None:
-    """The same fix serves the front door (workers/httpserve.py): an MCP client's GET stream held its stop."""
+    """The same fix serves the front door (workers/framework/httpserve.py): an MCP client's GET stream held its stop."""
     k, _ = served
     url, token = str(mc.mcp_info(k.root)["url"]), mc.token_of(k.root)
     headers = mc.legacy_session(url, token)

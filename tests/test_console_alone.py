@@ -19,8 +19,8 @@ import pytest
 
 from foldermind.workers.console.auth import SEEN_EVERY_S, SESSIONS_FILE, Sessions, csrf_of, digest
 from foldermind.workers.console.views import marked
-from foldermind.workers.indexer.query import parse
-from foldermind.workers.indexer.snippets import marks
+from foldermind.workers.indexer.search.query import parse
+from foldermind.workers.indexer.search.snippets import marks
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, kill9, only_workers, wait_for
 from tests.test_console import MARKER, request, serving, sign_in
 from tests.test_console import csrf_of as csrf_of_page

@@ -31,7 +31,7 @@ from foldermind.protocol.messages import (
     SearchReply,
     SearchRequest,
 )
-from foldermind.workers.indexer import filters
+from foldermind.workers.indexer.search import filters
 from tests import mcpclient as mc
 from tests.filemakers import at, make_pdf, put
 from tests.helpers import (

@@ -85,7 +85,7 @@ def test_doctor_fails_a_console_whose_worker_runs_but_whose_web_server_does_not_
         url = str(k.status().console["url"])
         link = cli(k.root, "console", "--url").stdout.strip()
         flag.touch()
-        stuck = subprocess.Popen(  # a page that blocks the console's event loop (workers/faults.py)
+        stuck = subprocess.Popen(  # a page that blocks the console's event loop (workers/framework/faults.py)
             [sys.executable, "-c", STUCK_PAGE, link], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         try:

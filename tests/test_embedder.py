@@ -23,7 +23,7 @@ from foldermind.protocol.messages import (
     PingReply,
     PingRequest,
 )
-from foldermind.workers import model_files
+from foldermind.workers.embedding import model_files
 from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
 
 # The embedder alone: the other workers are not under test here, and each costs a process start.

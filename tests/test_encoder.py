@@ -20,8 +20,8 @@ import numpy.typing as npt
 import pytest
 
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
-from foldermind.workers import model_files, onnx_export, onnx_int8, onnx_model
-from foldermind.workers.indexer.encoder import QueryEncoder, VectorCache
+from foldermind.workers.embedding import model_files, onnx_export, onnx_int8, onnx_model
+from foldermind.workers.indexer.search.encoder import QueryEncoder, VectorCache
 from tests.helpers import wait_for
 
 if TYPE_CHECKING:
@@ -275,14 +275,14 @@ def test_the_torch_export_exporter_works_too(shared: Shared, tmp_path: Path) -> 
 def test_onnxruntime_is_refused_rather_than_crashing_after_usearch() -> None:
     """usearch's static libstdc++ crashes a later `import onnxruntime` unless the locale was built first."""
     after = (
-        "import usearch.index\nfrom foldermind.workers import onnx_model\n"
+        "import usearch.index\nfrom foldermind.workers.embedding import onnx_model\n"
         "print(repr(onnx_model.onnxruntime_unsafe()))\n"
     )
     out = subprocess.run([sys.executable, "-c", after], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "usearch.compiled was imported before" in out.stdout, out.stderr
     # The indexer's import order (the query encoder first) makes it safe.
     indexer = (
-        "import foldermind.workers.indexer\nimport usearch.index\nfrom foldermind.workers import onnx_model\n"
+        "import foldermind.workers.indexer\nimport usearch.index\nfrom foldermind.workers.embedding import onnx_model\n"
         "assert not onnx_model.onnxruntime_unsafe()\nimport onnxruntime\nprint('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", indexer], capture_output=True, text=True, timeout=120)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from foldermind.protocol.messages import ChunkInfo, EvidenceReply, EvidenceSpan, SearchHit
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import quotes as answers
-from foldermind.workers.indexer import evidence, floor, sentences
-from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.evidence import evidence, floor, sentences
+from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.llm.citations import MARKER
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import parse_txt
@@ -670,7 +670,7 @@ def _no_vectors(texts: list[str]) -> tuple[None, str, int]:
 
 def test_a_generated_sentence_backed_by_a_passage_but_not_about_the_question_s_subject_is_not_about_it() -> None:
     from foldermind.protocol.messages import CheckRequest
-    from foldermind.workers.indexer.claims import ClaimChecker
+    from foldermind.workers.indexer.evidence.claims import ClaimChecker
 
     question = "What does chage -E do?"
     sources = [

@@ -25,8 +25,8 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
-from foldermind.workers.indexer import filters
-from foldermind.workers.indexer.bm25 import TERM_SET, KeywordIndex, Where
+from foldermind.workers.indexer.search import filters
+from foldermind.workers.indexer.storage.bm25 import TERM_SET, KeywordIndex, Where
 from tests import mcpclient as mc
 from tests.filemakers import at, make_pdf, put
 from tests.helpers import (

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.storage.store import Store
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, only_workers, wait_for
 from tests.test_units import _document_with_chunks, _store_with_chunks
 

@@ -16,7 +16,7 @@ import pytest
 from foldermind.protocol.messages import CheckRequest, SearchHit
 from foldermind.workers.answers.quotes import credited_files
 from foldermind.workers.frontdoor import prompts
-from foldermind.workers.indexer.claims import ClaimChecker
+from foldermind.workers.indexer.evidence.claims import ClaimChecker
 from foldermind.workers.llm import citations
 from tests import mcpclient as mc
 from tests.helpers import FAST_RESTART, NO_LLM, ONE_PARSER, RunningKernel, cli, remove_tree, short_tmpdir

@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.indexer import fusion
-from foldermind.workers.indexer.bm25 import idf
-from foldermind.workers.indexer.fusion_evidence import (
+from foldermind.workers.indexer.search import fusion
+from foldermind.workers.indexer.search.fusion_evidence import (
     RERANK,
     Coverage,
     EvidenceWeights,
@@ -24,6 +23,7 @@ from foldermind.workers.indexer.fusion_evidence import (
     margin,
     rerank,
 )
+from foldermind.workers.indexer.storage.bm25 import idf
 
 SHIPPED = EvidenceWeights.of(SearchPolicy())
 

@@ -373,7 +373,7 @@ def test_a_vector_file_of_another_dimension_is_started_afresh_not_fatal(tmp_path
     indexer at every start; it is now emptied (the ingest thread refills it from SQLite) and says why."""
     import numpy as np
 
-    from foldermind.workers.indexer.vectors import VectorIndex
+    from foldermind.workers.indexer.storage.vectors import VectorIndex
 
     path = tmp_path / "vectors.usearch"
     small = VectorIndex(path, 8)

@@ -376,7 +376,7 @@ def test_parser_killed_once_the_file_is_retried_and_indexed(home_dir: Path) -> N
 
 
 def test_without_a_model_documents_are_keyword_indexed_then_embedded_when_it_appears(home_dir: Path) -> None:
-    from foldermind.workers.model_files import model_dir
+    from foldermind.workers.embedding.model_files import model_dir
 
     late_model = home_dir / "late-model"
     config = (

@@ -1,4 +1,4 @@
-"""Each document stemmed in its own language (:mod:`foldermind.workers.indexer.languages`): detection on real
+"""Each document stemmed in its own language (:mod:`foldermind.workers.indexer.storage.languages`): detection on real
 text in-process, then a real kernel indexing a mixed folder (German, French, Spanish, English, Japanese) and
 searched over the bus, and an index of the previous field layout built again from SQLite on start."""
 
@@ -18,9 +18,9 @@ from foldermind.protocol.messages import (
     SummaryReply,
     SummaryRequest,
 )
-from foldermind.workers.indexer.bm25 import SCHEMA_VERSION, KeywordIndex, text_terms
-from foldermind.workers.indexer.languages import SAMPLE_CHARS, UNDETERMINED, detect, stemmed_as
-from foldermind.workers.indexer.snippets import first_match
+from foldermind.workers.indexer.search.snippets import first_match
+from foldermind.workers.indexer.storage.bm25 import SCHEMA_VERSION, KeywordIndex, text_terms
+from foldermind.workers.indexer.storage.languages import SAMPLE_CHARS, UNDETERMINED, detect, stemmed_as
 from tests.folder_world import FolderWorld, folder_world
 from tests.helpers import remove_tree, wait_for
 

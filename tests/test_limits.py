@@ -327,7 +327,7 @@ OUT_OF_MEMORY = """
 import os, sys
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import Envelope, ParseRequest
-from foldermind.workers.base import Request, WorkerContext
+from foldermind.workers.framework.base import Request, WorkerContext
 from foldermind.workers.parser import ParserWorker, spare_address_space
 from foldermind.workers.parser.formats import container
 

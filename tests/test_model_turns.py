@@ -1,6 +1,6 @@
 """The indexer's ingest holds one large model at a time: once every chunk is embedded it releases the embedder
 (which frees its model and, on demand, exits at once) before the llm writes summaries, and a file saved
-later releases the llm before its chunks go to the embedder (:mod:`foldermind.workers.indexer.turns`).
+later releases the llm before its chunks go to the embedder (:mod:`foldermind.workers.indexer.ingest.turns`).
 
 Real processes and the real models (all-MiniLM-L6-v2 on ONNX, SmolLM2-135M on ctransformers), both on demand
 with the default idle times (600 s): without the releases the embedder would wait out its 10 minutes beside

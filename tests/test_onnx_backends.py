@@ -17,7 +17,7 @@ import pytest
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, EmbedReply, EmbedRequest
-from foldermind.workers import model_files, onnx_export, onnx_model
+from foldermind.workers.embedding import model_files, onnx_export, onnx_model
 from tests.helpers import (
     FAST_RESTART,
     MODEL_CACHE,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.indexer.reserved import own_folders, refusal
+from foldermind.workers.indexer.storage.reserved import own_folders, refusal
 from tests.helpers import MODEL_CACHE, RunningKernel, cli, only_workers
 
 OWN = {"/h/data": "data folder", "/c/models": "model cache"}

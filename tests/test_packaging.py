@@ -29,7 +29,7 @@ def test_built_wheel_holds_the_layout_and_runs(tmp_path: Path) -> None:
     )
     wheel = next(tmp_path.glob("foldermind-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for module in ("kernel/cli/__init__.py", "kernel/supervisor.py", "protocol/frames.py", "workers/base.py"):
+    for module in ("kernel/cli/__init__.py", "kernel/supervisor.py", "protocol/frames.py", "workers/framework/base.py"):
         assert f"foldermind/{module}" in names
     assert "foldermind/protocol/runtime/supervisor.toml" in names
     assert not any(n.startswith(("kernel/", "workers/", "protocol/", "tests/")) for n in names), (
@@ -51,7 +51,7 @@ def test_built_wheel_holds_the_layout_and_runs(tmp_path: Path) -> None:
     deps = next(p for p in sys.path if p.endswith("site-packages"))
     code = (
         "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
-        "import foldermind.kernel.cli as c, foldermind.workers.base, foldermind.protocol.frames;"
+        "import foldermind.kernel.cli as c, foldermind.workers.framework.base, foldermind.protocol.frames;"
         "from foldermind.protocol.runtime.config import load; cfg = load();"
         "assert c.__file__.startswith(sys.argv[1]), c.__file__;"
         "print(sorted(cfg.workers)); sys.argv = ['foldermind', '--help']; c.main()"

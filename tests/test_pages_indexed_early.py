@@ -1,5 +1,5 @@
 """A long PDF's pages are indexed as they are read: a search finds its first page while the parser is still
-reading, and the document ends as a parse in one go leaves it (:mod:`foldermind.workers.indexer.pages`).
+reading, and the document ends as a parse in one go leaves it (:mod:`foldermind.workers.indexer.ingest.pages`).
 
 A real kernel (watcher, one parser, indexer) indexes a long real PDF, its parser starved to a quarter of its
 time (SIGSTOP/SIGCONT, as test_parse_progress does) until it has sent its first pages, and then held there by
@@ -28,8 +28,8 @@ import pytest
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import IndexStatusReply, IndexStatusRequest
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import parse_content
 from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, only_workers, remove_tree, short_tmpdir, wait_for

@@ -20,7 +20,7 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, Envelope, ParseReply, ParseRequest
 from foldermind.workers import parser as parser_module
-from foldermind.workers.base import Request, WorkerContext
+from foldermind.workers.framework.base import Request, WorkerContext
 from foldermind.workers.parser import ParserWorker, apply_memory_limit
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import (

@@ -19,8 +19,8 @@ from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home, fsync_path
 from foldermind.protocol.runtime.keys import ensure_keypair, load_keypair
 from foldermind.protocol.runtime.token_store import TokenStore
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 from tests.powercut_fs import PowerCutMount, fuse_missing, powercut_mount
 from tests.powerloss import run_powerloss
 
@@ -47,7 +47,7 @@ def test_a_new_home_survives_a_power_cut_right_after_it_is_made(mount: PowerCutM
 REGISTER = """
 import os, sys
 from pathlib import Path
-from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.storage.store import Store
 store = Store(Path(sys.argv[1]))
 store.add_folder(sys.argv[2], "Notes", "")
 print("registered", flush=True)
@@ -109,8 +109,8 @@ COMMIT = """
 import os, sys
 from pathlib import Path
 from foldermind.protocol.runtime.home import fsync_path
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 index = KeywordIndex(Path(sys.argv[1]))
 fsync_path(Path(sys.argv[1]).parent)
 fsync_path(Path(sys.argv[1]))  # the empty index durable: the commit below is what is tested
@@ -139,7 +139,7 @@ import os, sys
 from pathlib import Path
 import numpy as np
 from foldermind.protocol.runtime.home import fsync_path
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 path = Path(sys.argv[1])
 vectors = VectorIndex(path, 4)
 vectors.add([7, 8], np.eye(4, dtype=np.float32)[:2])
@@ -192,8 +192,8 @@ import os, sys
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 
 def then_die(real):
     def step(*args, **kwargs):

@@ -31,7 +31,7 @@ from foldermind.protocol.messages import (
     WatchSyncReply,
     WatchSyncRequest,
 )
-from foldermind.workers import model_files, onnx_export, onnx_int8, onnx_model
+from foldermind.workers.embedding import model_files, onnx_export, onnx_int8, onnx_model
 from tests.helpers import (
     FAST_RESTART,
     MODEL_CACHE,

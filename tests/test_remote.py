@@ -28,8 +28,8 @@ from foldermind.protocol.messages import Envelope, ParseReply, ParseRequest, Pin
 from foldermind.protocol.runtime.config import ConfigError, load
 from foldermind.protocol.runtime.context import WorkerContext
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.base import Request
-from foldermind.workers.heartbeat import EXIT_KEY_REFUSED
+from foldermind.workers.framework.base import Request
+from foldermind.workers.framework.heartbeat import EXIT_KEY_REFUSED
 from foldermind.workers.parser import ParserWorker
 from tests.faultworker import FaultReply, FaultRequest
 from tests.filemakers import make_docx

@@ -119,7 +119,7 @@ def write_corpus(root: Path, count: int) -> list[Path]:
 def reference_chunks(files: list[Path]) -> dict[str, list[str]]:
     """Each file's chunk texts as a fresh index would make them (the parser worker's own functions)."""
     from foldermind.protocol.runtime.config import IngestPolicy
-    from foldermind.workers.model_files import tokenizer_file
+    from foldermind.workers.embedding.model_files import tokenizer_file
     from foldermind.workers.parser.chunker import chunk, load_tokenizer
     from foldermind.workers.parser.formats import parse_file
 
@@ -194,7 +194,7 @@ def keyword_search(home: Path, query: str) -> dict[str, Any]:
 def tantivy_chunk_ids(home: Path) -> list[int]:
     import tantivy
 
-    from foldermind.workers.indexer.bm25 import KeywordIndex
+    from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 
     index = KeywordIndex(home / "data" / "tantivy").index  # opened beside the indexer's writer: read only
     index.reload()
@@ -213,10 +213,10 @@ def test_each_store_survives_enospc_and_writes_again_once_space_is_freed(tmp_pat
     space left), leaves nothing half-done behind, and the same objects write again after the ballast goes."""
     import numpy as np
 
-    from foldermind.workers.indexer.bm25 import KeywordIndex
-    from foldermind.workers.indexer.storage import DiskFull, writing
-    from foldermind.workers.indexer.store import Store
-    from foldermind.workers.indexer.vectors import VectorIndex
+    from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+    from foldermind.workers.indexer.storage.storage import DiskFull, writing
+    from foldermind.workers.indexer.storage.store import Store
+    from foldermind.workers.indexer.storage.vectors import VectorIndex
 
     with tmpfs(tmp_path / "disk", 4) as disk:
         store = Store(disk / "index.sqlite")
@@ -419,7 +419,7 @@ def test_a_full_disk_pauses_indexing_with_a_clear_error_and_it_resumes_by_itself
 
 def corrupt_model_dir(target: Path) -> Path:
     """The bundled embedding model's directory with its weights replaced by junk (tokenizer intact)."""
-    from foldermind.workers.model_files import model_dir
+    from foldermind.workers.embedding.model_files import model_dir
 
     bundled = model_dir()
     target.mkdir()
@@ -510,7 +510,7 @@ def test_a_missing_embedding_model_directory_keeps_files_pending_with_the_reason
     failed, the parser's status line says why, and they are indexed and embedded once the directory
     appears, without a restart. (tests/test_ingest.py covers the embedder alone lacking its model: there
     the bundled tokenizer still chunks and documents are keyword-searchable meanwhile.)"""
-    from foldermind.workers.model_files import model_dir
+    from foldermind.workers.embedding.model_files import model_dir
 
     root = short_tmpdir()
     late = root / "late-model"

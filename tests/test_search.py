@@ -33,15 +33,16 @@ from foldermind.protocol.messages import (
     SummaryRequest,
 )
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
-from foldermind.workers import onnx_model
-from foldermind.workers.indexer import fusion, units
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.encoder import QueryEncoder
-from foldermind.workers.indexer.extracted import read_lines, rebuild
-from foldermind.workers.indexer.scoped import ScopedVectors
-from foldermind.workers.indexer.snippets import snippet
-from foldermind.workers.indexer.store import ChunkPos, Store
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.embedding import onnx_model
+from foldermind.workers.indexer.ingest import units
+from foldermind.workers.indexer.search import fusion
+from foldermind.workers.indexer.search.encoder import QueryEncoder
+from foldermind.workers.indexer.search.scoped import ScopedVectors
+from foldermind.workers.indexer.search.snippets import snippet
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.extracted import read_lines, rebuild
+from foldermind.workers.indexer.storage.store import ChunkPos, Store
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import document_text, parse_md, parse_txt
 from tests.filemakers import make_pdf

@@ -17,13 +17,13 @@ from foldermind.protocol.messages import (
     SearchRequest,
 )
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
-from foldermind.workers.indexer import fusion
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.encoder import QueryEncoder
-from foldermind.workers.indexer.query import admits, parse
-from foldermind.workers.indexer.search import SearchService
-from foldermind.workers.indexer.store import Store
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.search import fusion
+from foldermind.workers.indexer.search.encoder import QueryEncoder
+from foldermind.workers.indexer.search.query import admits, parse
+from foldermind.workers.indexer.search.search import SearchService
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.store import Store
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
 from tests.world import KernelWorld
 

@@ -1,4 +1,4 @@
-"""What a chunk is embedded as (workers/indexer/units.py), how usearch keeps a chunk's several vectors, and an
+"""What a chunk is embedded as (workers/indexer/ingest/units.py), how usearch keeps a chunk's several vectors, and an
 index of one vector per chunk embedded again."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from foldermind.protocol.runtime.config import IngestPolicy
-from foldermind.workers.indexer import units
-from foldermind.workers.indexer.bm25 import KeywordIndex
+from foldermind.workers.indexer.ingest import units
 from foldermind.workers.indexer.ingest.pipeline import Pipeline
-from foldermind.workers.indexer.store import Store
-from foldermind.workers.indexer.vectors import ADD_SLICE, VectorIndex
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.store import Store
+from foldermind.workers.indexer.storage.vectors import ADD_SLICE, VectorIndex
 from tests.helpers import remove_tree, short_tmpdir
 
 

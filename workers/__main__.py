@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-from foldermind.workers.base import Worker, WorkerContext
-from foldermind.workers.runner import run
+from foldermind.workers.framework.base import Worker, WorkerContext
+from foldermind.workers.framework.runner import run
 
 
 def load_worker_class(module_name: str) -> type[Worker]:

@@ -1,9 +1,9 @@
 """The embedder worker: turns batches of chunks into normalised float32 vectors.
 
 The model is the bundled all-MiniLM-L6-v2 or a sentence-transformers directory named by
-``FOLDERMIND_EMBED_MODEL_DIR`` (:func:`foldermind.workers.model_files.model_dir`); nothing is downloaded. It runs on
-ONNX Runtime from the checked export in the machine's model cache (:mod:`foldermind.workers.onnx_export`), at the
-precision of ``[ingest] embed_quantize`` (int8 by default: :mod:`foldermind.workers.onnx_int8`), and never imports
+``FOLDERMIND_EMBED_MODEL_DIR`` (:func:`.embedding.model_files.model_dir`); nothing is downloaded. It runs on
+ONNX Runtime from the checked export in the machine's model cache (:mod:`.embedding.onnx_export`), at the
+precision of ``[ingest] embed_quantize`` (int8 by default: :mod:`.embedding.onnx_int8`), and never imports
 torch unless no checked export can be had (``describe`` and ``status`` say why; torch runs fp32 only). Every reply
 names its vectors' precision, so the indexer never stores two precisions side by side.
 
@@ -14,7 +14,7 @@ mates. Measured: docs/tuning.md#embedder.
 
 READY goes out at once and the model loads on a thread: a request meanwhile waits for it (within its deadline), and
 a failed load answers ``model_unavailable`` (retryable; tried again at most every :data:`RETRY_AFTER_S`). After
-``[ingest] embed_idle_unload_s`` idle, or at a ``release.request`` (:mod:`foldermind.workers.indexer.turns`), the
+``[ingest] embed_idle_unload_s`` idle, or at a ``release.request`` (:mod:`foldermind.workers.indexer.ingest.turns`), the
 model is freed and, on demand, the worker exits.
 
 Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order). Also read: ``FOLDERMIND_EMBED_BATCH``
@@ -41,8 +41,8 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.config import ingest_from_env
 from foldermind.protocol.runtime.home import model_cache_dir
-from foldermind.workers import model_files, onnx_int8, onnx_model
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.embedding import model_files, onnx_int8, onnx_model
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -66,7 +66,7 @@ DEADLINE_MARGIN_S = 2.0
 overruns one, which would restart the load from scratch."""
 ONNX_INTRA_OP = 1
 """Intra-op threads of the ONNX session: the usable CPUs run as that many streams of one thread each
-(:meth:`~foldermind.workers.onnx_model.OnnxEncoder.encode_longest_first`), which lose less to the parsers
+(:meth:`~foldermind.workers.embedding.onnx_model.OnnxEncoder.encode_longest_first`), which lose less to the parsers
 and the ingest thread taking a core now and then than one pass on several threads that wait for each other."""
 MAX_TEXTS = 4096
 """Refuse bigger requests: the worker serves one job at a time and its reply must fit a message."""

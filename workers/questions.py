@@ -1,7 +1,7 @@
 """What a question asks for, and which headings name nothing: pure text rules, shared by the indexer's evidence
-(:mod:`foldermind.workers.indexer.sentences`, :mod:`~foldermind.workers.indexer.evidence`) and the answer engine
-(:mod:`foldermind.workers.answers`), which reads a question's kind without loading the indexer (numpy, Tantivy,
-usearch) into the console or the front door.
+(:mod:`foldermind.workers.indexer.evidence.sentences`, :mod:`~foldermind.workers.indexer.evidence.evidence`) and the
+answer engine (:mod:`foldermind.workers.answers`), which reads a question's kind without loading the indexer (numpy,
+Tantivy, usearch) into the console or the front door.
 """
 
 from __future__ import annotations

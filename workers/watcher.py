@@ -62,7 +62,7 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.protocol.runtime.config import ingest_from_env
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.ingest_rules import Rules, suffix_of
 from foldermind.workers.parser.formats import SUFFIXES
 

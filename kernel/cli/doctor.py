@@ -216,8 +216,8 @@ def _token_problems(header: str, token: str) -> list[tuple[bool, str]]:
 
 def model_checks(config: SupervisorConfig) -> list[Check]:
     # The workers' own resolution, so doctor finds exactly the files they would load.
+    from foldermind.workers.embedding.model_files import ModelNotFound, model_dir
     from foldermind.workers.llm.model_file import ModelFileError, resolve
-    from foldermind.workers.model_files import ModelNotFound, model_dir
 
     out = []
     try:

@@ -70,7 +70,7 @@ def worker_run(name: str, endpoint: str | None, server_key: str | None) -> None:
         _run_remote(name, endpoint, server_key)
         return
     from foldermind.workers.__main__ import load_worker_class
-    from foldermind.workers.runner import run
+    from foldermind.workers.framework.runner import run
 
     home = current_home()
     require_running(home)
@@ -104,7 +104,7 @@ def worker_run(name: str, endpoint: str | None, server_key: str | None) -> None:
 def _run_remote(service: str, endpoint: str | None, server_key: str | None) -> None:
     """``worker run SERVICE --connect tcp://HOST:PORT --server-key KEY``: a member of SERVICE's pool there."""
     from foldermind.workers.__main__ import load_worker_class
-    from foldermind.workers.runner import run
+    from foldermind.workers.framework.runner import run
 
     if not endpoint or not endpoint.startswith("tcp://"):
         raise click.ClickException("--connect takes tcp://HOST:PORT (the kernel's [bus] listen_tcp)")

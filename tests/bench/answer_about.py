@@ -3,8 +3,8 @@ the question at least as often as extractive ones).
 
 ``python -m tests.bench.answer_about RUN.json [RUN.json ...]`` reads the answers of :mod:`tests.bench.answers`
 (its ``--json``) and judges each answer's kept text as the claim checker's relevance test does
-(:mod:`foldermind.workers.indexer.claims`: the idf-weighted share of the question's terms, idf over the sentences
-of the quotes the answer cites, at least ``ABOUT_SHARE``): a sentence is about the question when it holds that
+(:mod:`foldermind.workers.indexer.evidence.claims`: the idf-weighted share of the question's terms, idf over the
+sentences of the quotes the answer cites, at least ``ABOUT_SHARE``): a sentence is about the question when it holds that
 share; an answer is when its whole text does (markers and quote marks dropped). The same test for every mode: an
 extractive answer's text is its quotes, a generative one's the model's kept sentences or, when it fell back, the
 quotes. Prints a table per mode and split; no kernel.
@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from foldermind.workers.indexer import claims, sentences
+from foldermind.workers.indexer.evidence import claims, sentences
 from foldermind.workers.llm.citations import MARKER
 from tests.bench.factoids import load_questions
 from tests.bench.markdown import table

@@ -7,8 +7,8 @@ answer bench's 1,577 abstracts), the Django docs and the Debian manuals as three
 ``evidence.request`` (five files, as ``chat_with_documents`` asks) for every question of the no-answer set
 (``factoid_data/noanswer.jsonl``: greetings, questions on subjects no document names, near misses and neighbours;
 its README) and every answerable factoid question of those corpora. For each it keeps the reply's ``support``
-(:mod:`foldermind.workers.indexer.floor`), ``supported`` as the running code judged it, and for an answerable one
-whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
+(:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, and for an answerable
+one whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
 is the sets the engine was tuned on before (tune, fresh, fresh2, fresh3), their held-out part the first held-out
 third and the newest set (fresh4).
 
@@ -39,7 +39,7 @@ from typing import Any
 from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import quotes as composer
-from foldermind.workers.indexer import floor, sentences
+from foldermind.workers.indexer.evidence import floor, sentences
 from tests.bench import machine
 from tests.bench.answers import SLOW_PARSES, Results, index_corpora
 from tests.bench.factoids import DATA, DJANGO, MANUALS, SCIFACT, build_corpora, load_questions

@@ -27,11 +27,11 @@ from numpy.typing import NDArray
 
 from foldermind.protocol.messages import SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.indexer import filters
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.search import SearchService
-from foldermind.workers.indexer.store import Store
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.search import filters
+from foldermind.workers.indexer.search.search import SearchService
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.store import Store
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 from tests.bench.filters import FILTERS
 from tests.bench.scifact import scifact_queries
 

@@ -5,7 +5,7 @@
 a side: top_k 10 for the lookups and questions, 20 for SciFact, as the MCP bench asks 2 chunks per abstract) and
 fused as the indexer fuses them: keyword and semantic alone, ``weighted`` (0.5), ``rrf`` (k 60), ``blend`` (the
 ``[search]`` defaults, each hit's file standing for its document) and ``evidence``
-(:mod:`foldermind.workers.indexer.fusion_evidence`).
+(:mod:`foldermind.workers.indexer.search.fusion_evidence`).
 
 Scores per set: known items (``top1``): the gold file first (page exact beside it); questions (``mrr``): MRR@10 of
 the gold file among the first 10 chunks; SciFact (``ndcg``): nDCG@10 by abstract. The fit's objective is the mean
@@ -33,8 +33,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.indexer import fusion, fusion_evidence
-from foldermind.workers.indexer.fusion_evidence import EvidenceWeights
+from foldermind.workers.indexer.search import fusion, fusion_evidence
+from foldermind.workers.indexer.search.fusion_evidence import EvidenceWeights
 from tests.bench.retrieval import ndcg
 
 W_GRID = np.linspace(0.0, 1.0, 101)

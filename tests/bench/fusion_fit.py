@@ -3,7 +3,7 @@
 ``python -m tests.bench.fusion_fit LISTS.json ...`` from the repository root, on what
 :mod:`tests.bench.fusion_lists` wrote (loaded and scored as :mod:`tests.bench.fusion_eval` does). Each query's
 score is tabulated once on a grid of keyword weights (:data:`W_GRID`) times coverage weights (:data:`C_GRID`), each
-cell the module's own :func:`~foldermind.workers.indexer.fusion_evidence.rerank` of ``weighted`` at that keyword
+cell the module's own :func:`~foldermind.workers.indexer.search.fusion_evidence.rerank` of ``weighted`` at that keyword
 weight; a parameter set (bias, margin slope, coverage weight) then costs a table look-up per query. Printed: for
 each variant (the coverage weight fixed at 0: the margin alone; the three), every set's tune score under the
 parameters fitted on every other set's tune part, and the fit on every tune part. The objective is the mean over
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from foldermind.workers.indexer import fusion, fusion_evidence
+from foldermind.workers.indexer.search import fusion, fusion_evidence
 from tests.bench.fusion_eval import Query, covers, load, score
 
 W_GRID = np.linspace(0.0, 1.0, 51)

@@ -24,8 +24,8 @@ from typing import Any
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.indexer.fusion import spread
-from foldermind.workers.indexer.fusion_evidence import EvidenceWeights, evidence
+from foldermind.workers.indexer.search.fusion import spread
+from foldermind.workers.indexer.search.fusion_evidence import EvidenceWeights, evidence
 from tests.bench.fusion_eval import documents_of, share_of
 from tests.bench.fusion_lists import corpus_folder
 from tests.bench.kernels import Kernel, say
@@ -49,8 +49,8 @@ def _held(held: dict[int, float], chunks: Sequence[int]) -> dict[int, float]:
 
 def check(client: BusClient, dumped: list[dict[str, Any]]) -> tuple[int, int]:
     """How many dumped queries the indexer's ``evidence`` fusion ranks (top_k 10) as
-    :func:`foldermind.workers.indexer.fusion_evidence.evidence` and the repeat penalty do offline on their lists (40
-    a side), with the ``[search]`` parameters."""
+    :func:`foldermind.workers.indexer.search.fusion_evidence.evidence` and the repeat penalty do offline on their lists
+    (40 a side), with the ``[search]`` parameters."""
     weights = EvidenceWeights.of(SearchPolicy())
     same = 0
     for d in dumped:

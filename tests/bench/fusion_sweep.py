@@ -4,7 +4,7 @@
 ``python -m tests.bench.lookup --home H --scifact-home S --lists OLD_LISTS`` (the first query set and SciFact)
 and ``python -m tests.bench.lookup --home H --queries tests/bench/lookup_data/known2.jsonl --lists NEW_LISTS``
 (the second known-item set) have written each query's keyword and semantic ranking (200 deep). Each rule set of
-:func:`grid` fuses them with :func:`foldermind.workers.indexer.fusion.blend` itself at the indexer's depth (40 a
+:func:`grid` fuses them with :func:`foldermind.workers.indexer.search.fusion.blend` itself at the indexer's depth (40 a
 side for top_k 10; SciFact 200, as the lookup bench reads it), the file of each hit standing for its document
 (the same-file rule). Printed per rule set: known-item top-1 file / page exact on both sets (keyword alone
 beside them), natural questions' top-1 file, page exact, MRR@10 and hit@5, SciFact nDCG@10, and on how many
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from foldermind.workers.indexer import fusion
+from foldermind.workers.indexer.search import fusion
 from tests.bench import fields
 from tests.bench.lookup import QUERIES, Hit, Lists, Query, Scores, load_lists, load_queries, scifact_split
 from tests.bench.retrieval import ndcg

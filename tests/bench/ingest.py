@@ -64,7 +64,7 @@ from foldermind.protocol.messages import (
     SearchRequest,
 )
 from foldermind.protocol.runtime.config import IngestPolicy
-from foldermind.workers.indexer import units
+from foldermind.workers.indexer.ingest import units
 from tests.bench import machine
 from tests.bench.cpu import cpu_seconds
 from tests.bench.kernels import BenchFailure, Kernel, say
@@ -453,7 +453,7 @@ def cosines(a: NDArray[np.float32], b: NDArray[np.float32]) -> tuple[float, floa
 
 def chunk_rows(db_path: Path) -> tuple[int, list[str], list[bytes | None]]:
     """What the pipeline embedded for the chunks of run 1: how many chunks, the texts it sent the embedder for
-    them (each chunk's units, :mod:`foldermind.workers.indexer.units`, in chunk order) and each text's stored
+    them (each chunk's units, :mod:`foldermind.workers.indexer.ingest.units`, in chunk order) and each text's stored
     vector (``None`` for a chunk without vectors)."""
     with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
         rows = db.execute(
@@ -477,7 +477,7 @@ def load_model(threads: int) -> tuple[Any, float]:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from foldermind.workers.model_files import model_dir
+    from foldermind.workers.embedding.model_files import model_dir
 
     torch.set_num_threads(threads)
     model = SentenceTransformer(str(model_dir()), device="cpu")
@@ -490,7 +490,7 @@ def load_onnx(policy: IngestPolicy, threads: int) -> tuple[Any, float]:
     export in the machine's shared model cache at the configured precision, ``threads`` intra-op threads.
     Returns the ``onnx_export.Loaded`` (encoder, file, check) and the seconds the open took."""
     from foldermind.protocol.runtime.home import model_cache_dir
-    from foldermind.workers import model_files, onnx_int8, onnx_model
+    from foldermind.workers.embedding import model_files, onnx_int8, onnx_model
 
     unsafe = onnx_model.onnxruntime_unsafe()
     if unsafe:
@@ -780,7 +780,7 @@ def exact_top(matrix: NDArray[np.float32], queries: NDArray[np.float32], k: int)
 def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.float32] | None) -> list[RecallRow]:
     from usearch.index import Index
 
-    from foldermind.workers.indexer.vectors import (
+    from foldermind.workers.indexer.storage.vectors import (
         DRAFT_MARKER,
         EXPANSION_ADD,
         EXPANSION_SEARCH,
@@ -986,7 +986,7 @@ def _targets(r: Results) -> list[str]:
         )
     else:
         lines.append(f"| save-to-searchable median < {LATENCY_TARGET_S:g} s | not measured | — |")
-    from foldermind.workers.indexer.vectors import EXPANSION_SEARCH
+    from foldermind.workers.indexer.storage.vectors import EXPANSION_SEARCH
 
     served = [x for x in r.recall if x.expansion == EXPANSION_SEARCH and x.walked]
     if served:
@@ -1403,7 +1403,7 @@ def render(r: Results) -> str:
             "",
         ]
     if r.recall:
-        from foldermind.workers.indexer.vectors import DRAFT_EXPANSION_ADD, EXPANSION_ADD
+        from foldermind.workers.indexer.storage.vectors import DRAFT_EXPANSION_ADD, EXPANSION_ADD
 
         out += [
             f"## 6. usearch recall@{RECALL_K}",
@@ -1412,9 +1412,9 @@ def render(r: Results) -> str:
             f" the top-{RECALL_K} units of a usearch index (cosine, f16, multi) against the chunks of the exact top"
             " units (numpy dot products of the normalised vectors). The indexer searches exactly up to `[search]"
             " exact_search_vectors`, and builds the graph meanwhile as a draft (`expansion_add`"
-            f" {DRAFT_EXPANSION_ADD}, `workers/indexer/vectors.py`); once a draft outgrows the limit it is rebuilt"
-            f" full (`expansion_add` {EXPANSION_ADD}, the first row), and only a full graph is walked. The target"
-            " reads the rows of graphs that searches walk.",
+            f" {DRAFT_EXPANSION_ADD}, `workers/indexer/storage/vectors.py`); once a draft outgrows the limit it is"
+            f" rebuilt full (`expansion_add` {EXPANSION_ADD}, the first row), and only a full graph is walked. The"
+            " target reads the rows of graphs that searches walk.",
             "",
             "| index | queries | expansion_search | recall@100 | loss | ms / query |",
             "|---|---|---:|---:|---:|---:|",
@@ -1455,7 +1455,7 @@ def probe_texts(n: int = 96) -> list[str]:
 
 
 def run_all(results: Results, corpus: Path, files: int, progress: Callable[[str], None]) -> None:
-    from foldermind.workers import onnx_model
+    from foldermind.workers.embedding import onnx_model
 
     onnx_model.init_cxx_locale()  # before anything loads usearch: onnxruntime shares this process
     full = Kernel("full pipeline")

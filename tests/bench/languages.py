@@ -8,7 +8,7 @@ on SciFact (:mod:`tests.bench.scifact`):
    document (20 abstracts joined, ~30 kB), whose cost the sample caps;
 2. keyword equivalence: the abstracts (title, blank line, text as one chunk; the title as heading) indexed by
    this checkout's :class:`KeywordIndex` with their detected languages, and by the ``KeywordIndex`` of ``REV``
-   (``git show REV:workers/indexer/bm25.py``, loaded from a temporary directory; by default the last commit
+   (``git show REV:workers/indexer/storage/bm25.py``, loaded from a temporary directory; by default the last commit
    with English-only fields). Every SciFact query is searched in both: the top 100 chunk ids, their scores
    (exact floats) and the match counts must be the same;
 3. the Tantivy write and commit of the same rows in both (median of 5 builds, alternated) and the mean search
@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from foldermind.workers.indexer import bm25, languages
+from foldermind.workers.indexer.storage import bm25, languages
 from tests.bench.machine import facts
 from tests.bench.scifact import scifact_dir, scifact_queries
 from tests.bench.transports import REPO
@@ -47,7 +47,7 @@ REPORT = REPO / "docs" / "benchmarks" / "languages.md"
 
 def _module_at(rev: str, tmp: Path) -> ModuleType:
     source = subprocess.run(
-        ["git", "show", f"{rev}:workers/indexer/bm25.py"], cwd=REPO, check=True, capture_output=True, text=True
+        ["git", "show", f"{rev}:workers/indexer/storage/bm25.py"], cwd=REPO, check=True, capture_output=True, text=True
     ).stdout
     path = tmp / "bm25_before.py"
     path.write_text(source, "utf-8")

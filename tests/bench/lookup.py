@@ -42,7 +42,7 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import load
-from foldermind.workers.indexer import fusion
+from foldermind.workers.indexer.search import fusion
 from tests.bench import machine
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.manuals import FILES, build, cache_dir

@@ -42,7 +42,7 @@ from tests.bench.stats import Series
 TOP_K = 10
 STAGES = ("embed", "keyword", "vector", "fuse", "rows")
 """The indexer's search ``timings``: query embedding, Tantivy BM25, usearch, fusion, SQLite rows."""
-TORCH_THREADS = 1  # what the indexer's query encoder uses (workers/indexer/encoder.py)
+TORCH_THREADS = 1  # what the indexer's query encoder uses (workers/indexer/search/encoder.py)
 PROCS = ("bench", "frontdoor", "kernel", "indexer")
 
 
@@ -220,7 +220,7 @@ class BareEncoder:
         t0 = time.perf_counter()
         import torch
 
-        from foldermind.workers import model_files
+        from foldermind.workers.embedding import model_files
 
         self.torch = torch
         path = model_files.model_dir()

@@ -7,7 +7,7 @@
    ``index_folder``: peak RSS of each process and of the whole tree from ``ctl.status`` every 0.5 s, from
    ``folders add`` to fully embedded); then the tree is sampled :data:`AFTER_S` more seconds: once every chunk
    is embedded the indexer releases the embedder (it frees its model and exits), then the llm starts its
-   summaries (:mod:`foldermind.workers.indexer.turns`).
+   summaries (:mod:`foldermind.workers.indexer.ingest.turns`).
 2. **Idle**: for each of :data:`CONFIGS` (the llm and the embedder on demand; the parsers too, the
    defaults; all of them always running), a kernel on that index with every idle time :data:`IDLE_S` and the
    summaries off (else the llm summarises every file first): a hybrid search, a new file embedded, a generative

@@ -72,7 +72,7 @@ def run(docs: int, rounds: int) -> dict[str, Any]:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from foldermind.workers import model_files, onnx_export
+    from foldermind.workers.embedding import model_files, onnx_export
 
     texts = scifact_chunks(docs)
     say(f"{len(texts)} chunks from {docs} SciFact abstracts")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from foldermind.protocol.runtime.home import model_cache_dir
-from foldermind.workers import model_files, onnx_model
+from foldermind.workers.embedding import model_files, onnx_model
 from tests.bench.retrieval import ndcg
 from tests.bench.scifact import judged_queries, scifact_dir
 

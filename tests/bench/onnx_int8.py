@@ -1,6 +1,6 @@
 """int8 against fp32 (and chunk settings against each other): dense retrieval quality on two real corpora
 with the checked ONNX export of MiniLM and the int8 copy the workers make of it
-(:func:`foldermind.workers.onnx_int8.open_precision`), the same tokenizer and texts.
+(:func:`foldermind.workers.embedding.onnx_int8.open_precision`), the same tokenizer and texts.
 
     python -m tests.bench.onnx_int8 --corpus scifact|django [--chunks 256/32 ...] [--threads 2]
 
@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 from numpy.typing import NDArray
 
-from foldermind.workers import model_files, onnx_int8
+from foldermind.workers.embedding import model_files, onnx_int8
 from foldermind.workers.parser.formats.document import Segment
 from tests.bench.machine import facts
 from tests.bench.scifact import scifact_dir

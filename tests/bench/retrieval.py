@@ -18,7 +18,7 @@ each document's best rank. The doors:
 
 Beside the configured modes, the fusions are swept over parameters (``sweep``): the keyword and the
 semantic ranking are fetched once per query (as deep as the indexer fetches them for that many results)
-and fused here with the indexer's own functions (:mod:`foldermind.workers.indexer.fusion`), so
+and fused here with the indexer's own functions (:mod:`foldermind.workers.indexer.search.fusion`), so
 ``keyword_weight`` and ``rrf_k`` can be compared without restarting the indexer. The sweep's row for the
 configured parameters must match the real path's row.
 """
@@ -38,8 +38,8 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy, load
-from foldermind.workers.indexer import fusion
-from foldermind.workers.indexer.search import MAX_TOP_K
+from foldermind.workers.indexer.search import fusion
+from foldermind.workers.indexer.search.search import MAX_TOP_K
 from tests.bench.kernels import BenchFailure, say
 from tests.bench.markdown import para, table, verdict
 from tests.bench.mcpclient import MODES, BlockingClient, front_door, kernel_config
@@ -365,7 +365,7 @@ def render(r: Retrieval) -> list[str]:
             "",
             "The fusions swept over their parameters: the keyword and the semantic ranking fetched once per query over",
             "the bus (as deep as hybrid fetches them) and fused in the bench with the indexer's own functions",
-            "(`workers/indexer/fusion.py`); the configured row must equal the bus's row above.",
+            "(`workers/indexer/search/fusion.py`); the configured row must equal the bus's row above.",
             "",
             *table(["fusion", "nDCG@10", f"Recall@{RECALL_K}", "ms per query (fusion only)"], sweep),
         ]

@@ -30,14 +30,14 @@ from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
-from foldermind.workers.indexer import fusion, fusion_evidence
-from foldermind.workers.indexer import query as operators
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.encoder import QueryEncoder
-from foldermind.workers.indexer.search import SearchService
-from foldermind.workers.indexer.snippets import snippet
-from foldermind.workers.indexer.store import Store
-from foldermind.workers.indexer.vectors import UNITS_PER_CHUNK, VectorIndex
+from foldermind.workers.indexer.search import fusion, fusion_evidence
+from foldermind.workers.indexer.search import query as operators
+from foldermind.workers.indexer.search.encoder import QueryEncoder
+from foldermind.workers.indexer.search.search import SearchService
+from foldermind.workers.indexer.search.snippets import snippet
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.store import Store
+from foldermind.workers.indexer.storage.vectors import UNITS_PER_CHUNK, VectorIndex
 from tests import mcpclient
 from tests.bench import machine
 from tests.bench.kernels import REPO, BenchFailure, say

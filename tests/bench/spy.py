@@ -48,7 +48,7 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("the bench's own loop", ("(tests/bench/",)),
     ],
     "frontdoor": [
-        ("bus call: BusClient, msgpack, zmq", ("(workers/asyncbus.py", "(protocol/", "(zmq/", "(msgpack")),
+        ("bus call: BusClient, msgpack, zmq", ("(workers/framework/asyncbus.py", "(protocol/", "(zmq/", "(msgpack")),
         (
             "thread hop (anyio.to_thread: queue, wake-ups)",
             ("Condition.notify (threading.py", "Condition.wait (threading.py", "(queue.py", "_write_to_self ("),
@@ -63,7 +63,10 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("uvicorn + h11 (HTTP parse and write)", ("(uvicorn/", "(h11/")),
         ("anyio (task groups, streams, thread hop)", ("(anyio/",)),
         ("asyncio event loop, sockets", ("(asyncio/", "(selectors.py", "(socket.py")),
-        ("worker base (main thread)", ("(workers/base.py", "(workers/runner.py", "(workers/heartbeat.py")),
+        (
+            "worker base (main thread)",
+            ("(workers/framework/base.py", "(workers/framework/runner.py", "(workers/framework/heartbeat.py"),
+        ),
     ],
     "kernel": [
         ("zmq", ("(zmq/",)),
@@ -80,15 +83,18 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
                 "(transformers/",
                 "(sentence_transformers/",
                 "(tokenizers/",
-                "(workers/indexer/encoder.py",
+                "(workers/indexer/search/encoder.py",
             ),
         ),
-        ("keyword (Tantivy)", ("(workers/indexer/bm25.py", "(tantivy/")),
-        ("vector (usearch)", ("(usearch/", "(workers/indexer/vectors.py", "(workers/indexer/scoped.py")),
-        ("rows and snippets (SQLite)", ("(workers/indexer/store.py", "(workers/indexer/snippets.py", "(sqlite3/")),
-        ("fusion", ("(workers/indexer/fusion.py",)),
-        ("search.py (the rest)", ("(workers/indexer/search.py",)),
-        ("bus: zmq, msgpack, frames, dispatch", ("(zmq/", "(msgpack", "(protocol/", "(workers/base.py")),
+        ("keyword (Tantivy)", ("(workers/indexer/storage/bm25.py", "(tantivy/")),
+        ("vector (usearch)", ("(usearch/", "(workers/indexer/storage/vectors.py", "(workers/indexer/search/scoped.py")),
+        (
+            "rows and snippets (SQLite)",
+            ("(workers/indexer/storage/store.py", "(workers/indexer/search/snippets.py", "(sqlite3/"),
+        ),
+        ("fusion", ("(workers/indexer/search/fusion.py",)),
+        ("search.py (the rest)", ("(workers/indexer/search/search.py",)),
+        ("bus: zmq, msgpack, frames, dispatch", ("(zmq/", "(msgpack", "(protocol/", "(workers/framework/base.py")),
         ("the indexer's other work", ("(workers/indexer/",)),
     ],
 }

@@ -41,9 +41,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.protocol.messages import EXTRACTION
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.store import Folder, Store
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.store import Folder, Store
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 
 FOLDER_NAME = "synthetic"
 WORDS = (110, 160)

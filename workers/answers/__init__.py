@@ -4,6 +4,6 @@
 - :mod:`.quotes`: quoted sentences, a generated answer's claims and what the check keeps of them;
 - :mod:`.schemas`: the answer as the tool returns it.
 
-It reaches the other workers only through the bus it is given (:class:`foldermind.workers.asyncbus.Bus`), so each
-caller asks with its own; it imports neither the front door nor the console (an import-linter contract).
+It reaches the other workers only through the bus it is given (:class:`foldermind.workers.framework.asyncbus.Bus`), so
+each caller asks with its own; it imports neither the front door nor the console (an import-linter contract).
 """

@@ -44,7 +44,7 @@ from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import quotes as answers
 from foldermind.workers.answers import schemas
 from foldermind.workers.answers.quotes import Composed, Evidence
-from foldermind.workers.asyncbus import Bus
+from foldermind.workers.framework.asyncbus import Bus
 
 QUESTION_MAX = 2000
 """The longest question an answer takes (characters), from an MCP client or the console."""

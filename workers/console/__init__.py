@@ -4,8 +4,8 @@ one-time links that ``foldermind console`` asks for over the bus.
 
 Its own process in the map, supervised like every worker: a crash or hang restarts it and touches neither search
 nor MCP. The main thread serves the bus (``console.link``); uvicorn serves the pages on a second thread
-(:mod:`foldermind.workers.httpserve`), and every page asks the kernel and the indexer over the bus
-(:mod:`foldermind.workers.asyncbus`), never their files. The URL and port actually bound go to the home's
+(:mod:`foldermind.workers.framework.httpserve`), and every page asks the kernel and the indexer over the bus
+(:mod:`foldermind.workers.framework.asyncbus`), never their files. The URL and port actually bound go to the home's
 ``run/console.json`` for ``foldermind status``.
 
 - :mod:`.auth`: links, sessions and the gate (Host, Origin, body size, security headers);
@@ -27,11 +27,11 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import ConsoleLinkReply, ConsoleLinkRequest
 from foldermind.protocol.runtime.config import console_from_env
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.asyncbus import Bus
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.console.auth import SESSIONS_FILE, Gate, Links, Sessions
 from foldermind.workers.console.pages import Pages
-from foldermind.workers.httpserve import HttpServer, bind, loopback_hosts, loopback_origins
+from foldermind.workers.framework.asyncbus import Bus
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.framework.httpserve import HttpServer, bind, loopback_hosts, loopback_origins
 
 log = logging.getLogger("foldermind.console")
 

@@ -16,7 +16,7 @@ from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import ActivityReply, ActivityRequest
 from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.activity import SINCE_HELP, since_time
-from foldermind.workers.asyncbus import Bus
+from foldermind.workers.framework.asyncbus import Bus
 
 ROWS = 200
 """Rows on the page: the latest."""

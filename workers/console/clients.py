@@ -16,7 +16,7 @@ from typing import Any
 
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import CliReply, CliRequest, TokenRotateReply, TokenRotateRequest
-from foldermind.workers.asyncbus import Bus
+from foldermind.workers.framework.asyncbus import Bus
 
 CLI_TIMEOUT_S = 200.0
 """Longer than the kernel lets a command run (kernel/errands.py), so its own answer comes first."""

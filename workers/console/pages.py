@@ -28,10 +28,10 @@ from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import RestartReply, RestartRequest
 from foldermind.protocol.runtime.config import ConsolePolicy, llm_from_env
 from foldermind.workers.answers.engine import Chat
-from foldermind.workers.asyncbus import Bus
-from foldermind.workers.base import testing
 from foldermind.workers.console import activity, clients, views
 from foldermind.workers.console.auth import Links, Session, Sessions, csrf_ok
+from foldermind.workers.framework.asyncbus import Bus
+from foldermind.workers.framework.base import testing
 
 PACKAGE = "foldermind.workers.console"
 RENDER_CACHE = 32
@@ -142,7 +142,7 @@ class Pages:
             return self.signed_out()
         form = views.SearchForm.parse(request.query_params)
         if testing():
-            from foldermind.workers import faults  # only under a test switch (workers/faults.py)
+            from foldermind.workers.framework import faults  # only under a test switch (workers/framework/faults.py)
 
             faults.console_hang()
         results, folders = await asyncio.gather(views.search(self.bus, form), views.scopes(self.bus))

@@ -42,7 +42,7 @@ from foldermind.protocol.messages import (
     StatusRequest,
 )
 from foldermind.workers.answers.engine import CONTEXT_FILES, QUESTION_MAX, SESSION_ID_MAX, Chat
-from foldermind.workers.asyncbus import Bus
+from foldermind.workers.framework.asyncbus import Bus
 
 MODES = ("hybrid", "keyword", "semantic")
 MAX_FAILURES = 200

@@ -32,8 +32,8 @@ from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.config import activity_from_env, llm_from_env, mcp_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
-from foldermind.workers.asyncbus import Bus
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.framework.asyncbus import Bus
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.frontdoor import keyscope
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.http import HttpServer, bind, build_app

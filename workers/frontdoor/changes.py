@@ -41,7 +41,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import FolderInfo, FolderListReply, FolderListRequest
 from foldermind.protocol.runtime.client_keys import ClientKey
-from foldermind.workers.asyncbus import Bus
+from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.frontdoor.keyscope import CLIENT
 from foldermind.workers.frontdoor.resources import MAX_URI_CHARS, document_path, folder_uri
 

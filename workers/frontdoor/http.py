@@ -1,4 +1,4 @@
-"""The HTTP side of the front door: its app stack (the socket and the uvicorn thread: :mod:`..httpserve`).
+"""The HTTP side of the front door: its app stack (the socket and the uvicorn thread: :mod:`..framework.httpserve`).
 
 Stack, outermost first: :class:`~foldermind.workers.frontdoor.guard.Guard` (size -> auth -> Origin ->
 rate limit), then the MCP SDK's Starlette app (Host/Origin checks against DNS rebinding, configured for
@@ -13,11 +13,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from foldermind.protocol.runtime.client_keys import ClientKey
 from foldermind.protocol.runtime.config import McpPolicy
+from foldermind.workers.framework.httpserve import HttpServer, bind, loopback_hosts, loopback_origins
 from foldermind.workers.frontdoor.disconnect import WatchDisconnect
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.sessions import session_app
 from foldermind.workers.frontdoor.tools import FoldermindServer
-from foldermind.workers.httpserve import HttpServer, bind, loopback_hosts, loopback_origins
 
 __all__ = ["HttpServer", "bind", "build_app"]
 

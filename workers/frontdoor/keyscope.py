@@ -3,11 +3,11 @@
 The guard (:mod:`.guard`) authenticates a request and leaves its :class:`ClientKey` in the ASGI scope under
 :data:`SCOPE_KEY`. :class:`KeyMiddleware`, a server middleware around every MCP request, makes it the
 request's :data:`CLIENT` and records the request's activity; :func:`apply`, the ``prepare`` hook of the front
-door's bus (:class:`foldermind.workers.asyncbus.Bus`), puts a scoped key's folder ids on every message it
+door's bus (:class:`foldermind.workers.framework.asyncbus.Bus`), puts a scoped key's folder ids on every message it
 sends. That is the one place the scope is added: every tool, resource and prompt reaches the indexer through
 the bus, and a message to the indexer that cannot carry a scope is refused for a scoped key rather than sent
 without one. The indexer enforces it
-(:mod:`foldermind.workers.indexer.visibility`).
+(:mod:`foldermind.workers.indexer.search.visibility`).
 
 A revoked key's open sessions and listen streams are closed within :data:`WATCH_S` (its next request is
 refused at once).

@@ -32,7 +32,7 @@ from foldermind.protocol.messages import (
     SimilarRequest,
 )
 from foldermind.workers.answers.engine import QUESTION_MAX
-from foldermind.workers.asyncbus import Bus
+from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.frontdoor.paths import check_path
 from foldermind.workers.llm.citations import FENCE, escape_markers, fence
 

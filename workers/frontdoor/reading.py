@@ -15,7 +15,7 @@ from pydantic import Field
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import ReadDocumentReply, ReadDocumentRequest
-from foldermind.workers.asyncbus import Bus
+from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.frontdoor.paths import check_path
 
 MAX_READ_CHARS = 100_000

@@ -36,7 +36,7 @@ from foldermind.protocol.messages import (
     FolderListReply,
     FolderListRequest,
 )
-from foldermind.workers.asyncbus import Bus
+from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.frontdoor import reading
 from foldermind.workers.frontdoor.refusals import invalid_arguments, rpc_error
 

@@ -52,7 +52,7 @@ from foldermind.protocol.messages import (
 from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime.config import LlmPolicy, McpPolicy
 from foldermind.workers.answers.engine import CONTEXT_FILES, QUESTION_MAX, SESSION_ID_MAX, Chat
-from foldermind.workers.asyncbus import Bus
+from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.frontdoor import reading, schemas
 from foldermind.workers.frontdoor.changes import ChangeFeed
 from foldermind.workers.frontdoor.disconnect import client_gone, until_gone

@@ -49,21 +49,28 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import ingest_from_env, search_from_env
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route
-from foldermind.workers.indexer import changes, criteria, snippets, visibility
-from foldermind.workers.indexer.claims import ClaimChecker
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.indexer import criteria
 from foldermind.workers.indexer.documents import DocumentService
-from foldermind.workers.indexer.encoder import QueryEncoder
-from foldermind.workers.indexer.evidence import EvidenceService
+from foldermind.workers.indexer.evidence.claims import ClaimChecker
+from foldermind.workers.indexer.evidence.evidence import EvidenceService
+from foldermind.workers.indexer.ingest import changes
 from foldermind.workers.indexer.ingest.pipeline import Pipeline, hold_at
-from foldermind.workers.indexer.integrity import Damage, is_database_damage, open_keyword_index, outdated_keyword_index
-from foldermind.workers.indexer.persistent import PersistentFault, named_fault, with_fix
-from foldermind.workers.indexer.reserved import own_folders, refusal
-from foldermind.workers.indexer.search import SearchService
-from foldermind.workers.indexer.storage import classify, disk_bytes
-from foldermind.workers.indexer.store import Folder, Store
-from foldermind.workers.indexer.vectors import VectorIndex
-from foldermind.workers.indexer.visibility import Visibility
+from foldermind.workers.indexer.search import snippets, visibility
+from foldermind.workers.indexer.search.encoder import QueryEncoder
+from foldermind.workers.indexer.search.search import SearchService
+from foldermind.workers.indexer.search.visibility import Visibility
+from foldermind.workers.indexer.storage.integrity import (
+    Damage,
+    is_database_damage,
+    open_keyword_index,
+    outdated_keyword_index,
+)
+from foldermind.workers.indexer.storage.persistent import PersistentFault, named_fault, with_fix
+from foldermind.workers.indexer.storage.reserved import own_folders, refusal
+from foldermind.workers.indexer.storage.storage import classify, disk_bytes
+from foldermind.workers.indexer.storage.store import Folder, Store
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer")
 

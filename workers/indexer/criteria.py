@@ -30,10 +30,10 @@ from wcmatch import glob as wcglob
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import CriteriaAddRequest
-from foldermind.workers.indexer import filters
-from foldermind.workers.indexer import query as operators
-from foldermind.workers.indexer.bm25 import has_searchable_text
-from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.search import filters
+from foldermind.workers.indexer.search import query as operators
+from foldermind.workers.indexer.storage.bm25 import has_searchable_text
+from foldermind.workers.indexer.storage.store import Store
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS criteria_folders (

@@ -34,17 +34,17 @@ from foldermind.protocol.messages import (
     SummaryReply,
     SummaryRequest,
 )
-from foldermind.workers import model_files
-from foldermind.workers.indexer import visibility
-from foldermind.workers.indexer.analyzer import analyze_stored
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.encoder import QueryEncoder
-from foldermind.workers.indexer.extracted import read_lines
-from foldermind.workers.indexer.search import hit_from_row
-from foldermind.workers.indexer.snippets import snippet
-from foldermind.workers.indexer.store import SEARCHABLE, Folder, Store, analysis_map
-from foldermind.workers.indexer.units import unpack
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.embedding import model_files
+from foldermind.workers.indexer.analysis.analyzer import analyze_stored
+from foldermind.workers.indexer.ingest.units import unpack
+from foldermind.workers.indexer.search import visibility
+from foldermind.workers.indexer.search.encoder import QueryEncoder
+from foldermind.workers.indexer.search.search import hit_from_row
+from foldermind.workers.indexer.search.snippets import snippet
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.extracted import read_lines
+from foldermind.workers.indexer.storage.store import SEARCHABLE, Folder, Store, analysis_map
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser import formats
 from foldermind.workers.parser.formats import ocr
 

@@ -5,7 +5,7 @@ The model is loaded when it is needed and freed when it is not (:mod:`.residency
 first request that needs it (``[llm] load = "on_use"``; the converted copy for ctransformers is made once,
 on the first load), and it is unloaded after ``[llm] idle_unload_s`` without a request, or when the indexer's
 ingest releases it (``release.request``, before it sends chunks to the embedder: unless a chat used it within
-that time; :mod:`foldermind.workers.indexer.turns`). With
+that time; :mod:`foldermind.workers.indexer.ingest.turns`). With
 ``load = "at_start"`` it loads on a background thread after READY, and requests meanwhile fail with
 ``MODEL_NOT_READY`` (retryable). A model that cannot load fails requests with ``MODEL_NOT_READY`` and the
 reason, and ``foldermind status`` shows the state on this worker's line. Generation runs on the serving
@@ -29,7 +29,8 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, ChatPartial, ChatReply, ChatRequest
 from foldermind.protocol.runtime.config import LlmPolicy, ingest_from_env, llm_from_env
 from foldermind.protocol.runtime.home import model_cache_dir
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
+from foldermind.workers.embedding.model_files import gc_paused
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.llm import citations, prompt
 from foldermind.workers.llm.backends import (
     Backend,
@@ -40,7 +41,6 @@ from foldermind.workers.llm.backends import (
 )
 from foldermind.workers.llm.model_file import resolve
 from foldermind.workers.llm.residency import NotReady, Residency
-from foldermind.workers.model_files import gc_paused
 
 log = logging.getLogger("foldermind.llm")
 
@@ -217,7 +217,7 @@ class LlmWorker(Worker):
             params.threads = self.last_chat_threads = self.chat_threads()
             scripted: str | None = None
             if testing():  # test switches; chat only, so summaries never trip them
-                from foldermind.workers import faults
+                from foldermind.workers.framework import faults
 
                 params.fault_hang, params.fault_delay_s, scripted = (
                     faults.llm_hang(),

@@ -55,10 +55,10 @@ class GenParams:
     threads: int = 0
     """Threads for this generation; 0 = the backend's own (fixed at load for llama-cpp, which ignores it)."""
     fault_hang: bool = False
-    """Set by the worker from a test switch only (:func:`foldermind.workers.faults.llm_hang`): block forever
+    """Set by the worker from a test switch only (:func:`foldermind.workers.framework.faults.llm_hang`): block forever
     after the first token."""
     fault_delay_s: float = 0.0
-    """Set by the worker from a test switch only (:func:`foldermind.workers.faults.llm_slow`): extra seconds
+    """Set by the worker from a test switch only (:func:`foldermind.workers.framework.faults.llm_slow`): extra seconds
     per generated token."""
 
 

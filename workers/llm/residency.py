@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Literal
 
+from foldermind.workers.embedding.model_files import idle_check_every, return_memory
 from foldermind.workers.llm.backends import Backend
 from foldermind.workers.llm.model_file import ModelFileError
-from foldermind.workers.model_files import idle_check_every, return_memory
 
 log = logging.getLogger("foldermind.llm")
 

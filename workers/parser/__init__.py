@@ -37,8 +37,8 @@ import psutil
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import ChunkInfo, ParsePartial, ParseReply, ParseRequest, RenderReply, RenderRequest
-from foldermind.workers import model_files
-from foldermind.workers.base import Handler, Request, Result, Worker, WorkerContext, route, testing
+from foldermind.workers.embedding import model_files
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.parser import parts
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import (
@@ -303,10 +303,10 @@ class ParserWorker(Worker):
 
 
 def _hold(path: Path, after: bool, pages: bool = False) -> None:
-    """A test switch's hold of this parse (:func:`foldermind.workers.faults.parser_hold`); nothing in a
+    """A test switch's hold of this parse (:func:`foldermind.workers.framework.faults.parser_hold`); nothing in a
     normal run."""
     if testing():
-        from foldermind.workers import faults
+        from foldermind.workers.framework import faults
 
         faults.parser_hold(path, after, pages)
 
@@ -326,7 +326,7 @@ def _deadline_s(size: int) -> float:
 
 def _tokenizer_path() -> Path:
     """The tokenizer of the configured embedding model ([ingest] embed_model_dir), else the bundled one."""
-    from foldermind.workers.model_files import tokenizer_file
+    from foldermind.workers.embedding.model_files import tokenizer_file
 
     configured: str | None = None
     try:

@@ -56,7 +56,7 @@ def load_tokenizer(path: Path | None = None) -> Tokenizer:
     from tokenizers import Tokenizer
 
     if path is None:
-        from foldermind.workers.model_files import tokenizer_file
+        from foldermind.workers.embedding.model_files import tokenizer_file
 
         path = tokenizer_file()
     tok = Tokenizer.from_file(str(path))

@@ -2,7 +2,7 @@
 
 One kept kernel per corpus (:mod:`.kernel`); each item of that corpus (and each ``none`` item, asked of every
 corpus) goes through ``search.request`` on the bus as keyword, semantic, and hybrid with each fusion of
-:data:`foldermind.workers.indexer.fusion.FUSIONS` (a new fusion there is measured without a change here),
+:data:`foldermind.workers.indexer.search.fusion.FUSIONS` (a new fusion there is measured without a change here),
 top_k 10 (SciFact's claims 200, as the lookup bench asks them, for nDCG@10 by abstract). Scores by gold file:
 top-1 file, MRR@10 (1 / rank of the first hit from a gold file, 0 past 10), hit@5; ``none`` items keep their top
 score only.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.runtime.config import load
-from foldermind.workers.indexer import fusion
+from foldermind.workers.indexer.search import fusion
 from tests.bench.kernels import say
 from tests.bench.lookup import Lists, search, side_lists
 from tests.bench.retrieval import ndcg

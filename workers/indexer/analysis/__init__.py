@@ -2,7 +2,7 @@
 
 Every field is a pure function of the document's text, title, format, Smart Folder and mtime (plus,
 for keywords, how common each word is across the index). The indexer's ingest thread makes it from the
-stored chunks once nothing is left to parse or embed (:mod:`..analyzer`); writing new content drops the
+stored chunks once nothing is left to parse or embed (:mod:`.analyzer`); writing new content drops the
 old analysis in the same transaction, so an analysis never describes content other than the indexed
 one. It costs milliseconds, reads at most :data:`MAX_CHARS` characters and never raises. The LLM worker
 later replaces the extractive ``summary`` and fills ``entity``; the other

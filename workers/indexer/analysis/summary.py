@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from foldermind.workers.indexer import sentences
 from foldermind.workers.indexer.analysis.text import SUMMARY_CHARS, SUMMARY_HEAD, WORD, collapse, norm
+from foldermind.workers.indexer.evidence import sentences
 
 
 def _is_prose(line: str) -> bool:

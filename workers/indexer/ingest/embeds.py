@@ -20,12 +20,12 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ErrorCode, ErrorInfo
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.config import IngestPolicy
-from foldermind.workers import model_files, onnx_model
-from foldermind.workers.indexer import units
+from foldermind.workers.embedding import model_files, onnx_model
+from foldermind.workers.indexer.ingest import units
 from foldermind.workers.indexer.ingest.retry import LOST
-from foldermind.workers.indexer.store import Store
-from foldermind.workers.indexer.turns import EMBEDDER, Turns
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.ingest.turns import EMBEDDER, Turns
+from foldermind.workers.indexer.storage.store import Store
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer.pipeline")
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from foldermind.workers.indexer import languages
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.storage import writing
-from foldermind.workers.indexer.store import Store
+from foldermind.workers.indexer.storage import languages
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.storage import writing
+from foldermind.workers.indexer.storage.store import Store
 
 log = logging.getLogger("foldermind.indexer.pipeline")
 

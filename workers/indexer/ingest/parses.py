@@ -2,7 +2,7 @@
 
 A file is read from one descriptor opened and checked by :mod:`foldermind.workers.userfiles` (a link out of
 its Smart Folder is refused) and travels with the request: a parser never opens a path itself. A reply is
-written in one SQLite transaction, pages ahead of it as they are read (:mod:`..pages`); a failure goes
+written in one SQLite transaction, pages ahead of it as they are read (:mod:`.pages`); a failure goes
 through :func:`.retry.decide`, and a file that changed while it was parsed is looked at again instead.
 """
 
@@ -21,13 +21,14 @@ from foldermind.protocol.errors import ErrorCode, ErrorInfo
 from foldermind.protocol.messages import ChunkInfo, ParsePartial, ParseReply, ParseRequest
 from foldermind.protocol.runtime.config import IngestPolicy
 from foldermind.workers import userfiles
-from foldermind.workers.indexer import languages, units
+from foldermind.workers.indexer.ingest import units
 from foldermind.workers.indexer.ingest.disk import DiskGuard
 from foldermind.workers.indexer.ingest.journal import KeywordJournal
+from foldermind.workers.indexer.ingest.pages import PagesRead, PageWriter
 from foldermind.workers.indexer.ingest.retry import Next, decide
-from foldermind.workers.indexer.pages import PagesRead, PageWriter
-from foldermind.workers.indexer.store import Document, Store
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.storage import languages
+from foldermind.workers.indexer.storage.store import Document, Store
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.ingest_rules import parse_format
 
 log = logging.getLogger("foldermind.indexer.pipeline")
@@ -53,7 +54,7 @@ class _Parse:
     """Chunks received so far in ``parse.partial`` replies (pages read so far, or text that does not fit one
     message)."""
     read: PagesRead = field(default_factory=PagesRead)
-    """How many of them are written already, page by page (:mod:`..pages`)."""
+    """How many of them are written already, page by page (:mod:`.pages`)."""
 
     def parsed(self) -> tuple[int, int, tuple[int, int]]:
         return self.size, self.mtime_ns, self.ident
@@ -219,7 +220,7 @@ class ParseWindow:
 
     def _partial(self, packet: frames.Packet) -> None:
         """Chunks of a parse in flight, ahead of its reply: written at once when they are pages read
-        (:mod:`..pages`)."""
+        (:mod:`.pages`)."""
         job = self.inflight.get(packet.env.cid)
         body = packet.body()
         if job is None or not isinstance(body, ParsePartial):
@@ -285,7 +286,7 @@ class ParseWindow:
         language = languages.detect(str(c["text"]) for c in chunks)
         with self.vectors.arrival():
             with self.store.tx() as db:
-                # Pages written as they were read stay (:mod:`..pages`) when they are all still there.
+                # Pages written as they were read stay (:mod:`.pages`) when they are all still there.
                 start = job.read.written if self.store.written_through(job.doc.id, job.read.written) else 0
                 ids = self.store.write_document(
                     db,

@@ -3,9 +3,9 @@
 It runs beside the indexer's serving thread with a bus client of its own. Each part owns its state: the
 parse window (:mod:`.parses`), the embed window (:mod:`.embeds`), the keyword journal (:mod:`.journal`),
 the vector file's upkeep (:mod:`.upkeep`), the disk guard (:mod:`.disk`), and the model turns the embedder
-and the llm share (:mod:`..turns`). :meth:`Pipeline.run` is a loop of named steps (:meth:`Pipeline.tick`),
+and the llm share (:mod:`.turns`). :meth:`Pipeline.run` is a loop of named steps (:meth:`Pipeline.tick`),
 then a wait for replies or a wake-up; a step that fails is told once and retried with a backoff
-(:class:`..persistent.PersistentFault`), a full disk pauses writes, a damaged database stops them.
+(:class:`..storage.persistent.PersistentFault`), a full disk pauses writes, a damaged database stops them.
 """
 
 from __future__ import annotations
@@ -25,22 +25,22 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import ProtocolError
 from foldermind.protocol.messages import WatchSyncRequest
 from foldermind.protocol.runtime.config import IngestPolicy, llm_from_env, search_from_env
-from foldermind.workers.base import testing
-from foldermind.workers.indexer.analyzer import SLICE as ANALYZE_SLICE
-from foldermind.workers.indexer.analyzer import analyze_due
-from foldermind.workers.indexer.bm25 import KeywordIndex
-from foldermind.workers.indexer.enrich import Enricher
+from foldermind.workers.framework.base import testing
+from foldermind.workers.indexer.analysis.analyzer import SLICE as ANALYZE_SLICE
+from foldermind.workers.indexer.analysis.analyzer import analyze_due
 from foldermind.workers.indexer.ingest.disk import DiskGuard
 from foldermind.workers.indexer.ingest.embeds import EmbedWindow
+from foldermind.workers.indexer.ingest.enrich import Enricher
 from foldermind.workers.indexer.ingest.journal import KeywordJournal
 from foldermind.workers.indexer.ingest.parses import ParseWindow
+from foldermind.workers.indexer.ingest.turns import EMBEDDER, LLM, Turns
 from foldermind.workers.indexer.ingest.upkeep import VectorUpkeep
-from foldermind.workers.indexer.integrity import Damage, is_database_damage
-from foldermind.workers.indexer.persistent import PersistentFault
-from foldermind.workers.indexer.storage import DiskFull, classify
-from foldermind.workers.indexer.store import Store
-from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
-from foldermind.workers.indexer.vectors import VectorIndex
+from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.integrity import Damage, is_database_damage
+from foldermind.workers.indexer.storage.persistent import PersistentFault
+from foldermind.workers.indexer.storage.storage import DiskFull, classify
+from foldermind.workers.indexer.storage.store import Store
+from foldermind.workers.indexer.storage.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer.pipeline")
 
@@ -49,11 +49,11 @@ WATCH_SYNC_S = 120.0
 
 
 def hold_at(stage: str) -> Callable[[], None] | None:
-    """A test switch's hold of the indexer at ``stage`` (:func:`foldermind.workers.faults.indexer_hold`);
+    """A test switch's hold of the indexer at ``stage`` (:func:`foldermind.workers.framework.faults.indexer_hold`);
     None in a normal run."""
     if not testing():
         return None
-    from foldermind.workers import faults
+    from foldermind.workers.framework import faults
 
     return lambda: faults.indexer_hold(stage)
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from foldermind.workers import model_files
-from foldermind.workers.indexer import units
-from foldermind.workers.indexer.storage import writing
-from foldermind.workers.indexer.store import Store
-from foldermind.workers.indexer.vectors import VectorIndex, insert_order
+from foldermind.workers.embedding import model_files
+from foldermind.workers.indexer.ingest import units
+from foldermind.workers.indexer.storage.storage import writing
+from foldermind.workers.indexer.storage.store import Store
+from foldermind.workers.indexer.storage.vectors import VectorIndex, insert_order
 
 log = logging.getLogger("foldermind.indexer.pipeline")
 
@@ -66,7 +66,7 @@ class VectorUpkeep:
 
     def reconcile(self, embedded_with: tuple[str, str]) -> None:
         """Bring the usearch file in line with SQLite after whatever ended the last run (and an index embedded
-        by another scheme than :mod:`..units` into the re-embedding that replaces its vectors)."""
+        by another scheme than :mod:`.units` into the re-embedding that replaces its vectors)."""
         if self.store.get_meta("embed_units") != units.VERSION:
             if self.store.vector_ids():
                 self.vectors.reset(self.vectors.ndim)

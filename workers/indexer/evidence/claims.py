@@ -1,0 +1,133 @@
+"""``evidence.check.request``: whether each sentence a model wrote is backed by a passage it was shown.
+
+Checking a claim (a sentence a model wrote): it must state something the question does not (a content word or a
+fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks, share
+most of its content words with the source (words of the question count as given), and have a sentence in the
+source whose vector is close to its own. A claim that cites sources is tried against those only: a sentence
+credited to a file that does not hold it is refused, even when another source does (the model mixed up its
+sources, or a document forged another's number). A claim that cites none is tried against every source, and the
+first that passes supports it. Without a local model the vector test is skipped and the reply says so in its
+checks' ``similarity`` (-1).
+
+Backed is not enough: a claim must also be about what the question asks (``about``). It is when the claim, the
+sentence that backs it and the term or label lines just before that sentence (a definition list's "-E,
+--expiredate EXPIRE_DATE", a window's section name) hold :data:`ABOUT_SHARE` of the question's terms, each
+weighted by its idf over the sources' sentences: the rare terms are the question's subject ("-E" in "What does
+chage -E do?"), the common ones its topic ("chage", in every source). "The chage command changes the number of
+days between password changes" is backed and about chage, not about -E.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from foldermind.protocol.messages import CheckReply, CheckRequest, ClaimCheck
+from foldermind.workers.indexer.evidence import sentences
+from foldermind.workers.indexer.storage.bm25 import idf
+
+CLAIM_COVERAGE = 0.6
+CLAIM_SIMILARITY = 0.5
+ABOUT_SHARE = 0.5
+"""The idf-weighted share of the question's terms a claim and its backing must hold to be about the question."""
+LEAD_CHARS = 80
+"""A line before the backing sentence this short that does not end a sentence, or ends with a colon, names what
+the sentence is about (a definition list's term, a section's name)."""
+
+Vectors = Callable[[list[str]], tuple[NDArray[np.float32] | None, str, int]]
+"""Sentence vectors for texts: (vectors or None, why none, how many were made now); the evidence service's,
+whose cache holds the sentences a question was just answered from."""
+
+
+class ClaimChecker:
+    def __init__(self, vectors: Vectors) -> None:
+        self.vectors = vectors
+
+    def check(self, body: CheckRequest) -> CheckReply:
+        given = sentences.content_terms(body.question)
+        given_forms = sentences.fact_forms(body.question)
+        split_sources = [[s.text for s in sentences.split(src)] or [src] for src in body.sources]
+        source_terms = [sentences.content_terms(src) for src in body.sources]
+        source_forms = [sentences.fact_forms(src) for src in body.sources]
+        claim_texts = [str(c["text"]) for c in body.claims]
+        flat = [s for group in split_sources for s in group]
+        vectors, _why, _made = self.vectors(claim_texts + flat) if claim_texts else (None, "", 0)
+        asked = _weights(sentences.content_terms(body.question), flat)
+        checks: list[ClaimCheck] = []
+        for i, claim in enumerate(body.claims):
+            text = claim_texts[i]
+            cited = [k for k in claim.get("sources", []) if isinstance(k, int) and 0 <= k < len(body.sources)]
+            order = cited or list(range(len(body.sources)))
+            terms = sentences.content_terms(text)
+            own = terms - given
+            facts = sentences.facts(text)
+            adds = bool(own) or bool(facts - given_forms)  # it states something the question does not
+            best: ClaimCheck | None = None
+            for k in order:
+                missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
+                coverage = len(own & source_terms[k]) / len(own) if own else 1.0
+                at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k)
+                quote = split_sources[k][at]
+                ok = adds and not missing and coverage >= CLAIM_COVERAGE
+                ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
+                about = _share(asked, terms | _backing_terms(split_sources[k], at)) >= ABOUT_SHARE
+                result = ClaimCheck(
+                    supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing, about=about
+                )
+                if ok:
+                    best = result
+                    break
+                if best is None or (len(missing), -similarity) < (len(best["missing"]), -best["similarity"]):
+                    best = result
+            if best is None:
+                best = ClaimCheck(
+                    supported=False, source=-1, quote="", similarity=0.0, missing=sorted(facts), about=False
+                )
+            elif not best["supported"]:
+                best["source"], best["quote"] = -1, ""
+            checks.append(best)
+        kept = " ".join(text for text, c in zip(claim_texts, checks, strict=True) if c["supported"] and c["about"])
+        wanted = sentences.facts(body.reference) - given_forms
+        carries = bool(wanted & sentences.fact_forms(kept)) if kept else False
+        return CheckReply(checks, carries)
+
+    @staticmethod
+    def _closest(
+        vectors: NDArray[np.float32] | None, claim: int, n_claims: int, groups: list[list[str]], k: int
+    ) -> tuple[int, float]:
+        """The place of the sentence of source ``k`` nearest the claim, and its cosine (-1 without vectors: then
+        the source's first sentence)."""
+        if vectors is None:
+            return 0, -1.0
+        start = n_claims + sum(len(g) for g in groups[:k])
+        sims = vectors[start : start + len(groups[k])] @ vectors[claim]
+        j = int(np.argmax(sims))
+        return j, float(sims[j])
+
+
+def _weights(terms: set[str], texts: list[str]) -> dict[str, float]:
+    """Each of ``terms`` that some of ``texts`` holds, with its idf over them."""
+    held = [sentences.content_terms(t) for t in texts]
+    n = len(held)
+    counts = {t: sum(t in h for h in held) for t in terms}
+    return {t: idf(k, n) for t, k in counts.items() if k}
+
+
+def _share(weights: dict[str, float], held: set[str]) -> float:
+    """The weighted share of ``weights``' terms in ``held``; 1 when the sources hold none of the question's terms
+    (nothing to judge by: the support check alone decides)."""
+    total = sum(weights.values())
+    return sum(w for t, w in weights.items() if t in held) / total if total else 1.0
+
+
+def _backing_terms(group: list[str], at: int) -> set[str]:
+    """The terms of the backing sentence ``group[at]`` and of the lines right before it that name its subject (a
+    term, a section's name: short, and unfinished or ending with a colon)."""
+    terms = sentences.content_terms(group[at])
+    k = at - 1
+    while k >= 0 and len(group[k]) <= LEAD_CHARS and (not sentences.finished(group[k]) or group[k].endswith(":")):
+        terms |= sentences.content_terms(group[k])
+        k -= 1
+    return terms

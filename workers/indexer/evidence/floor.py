@@ -1,0 +1,80 @@
+"""Whether the documents answer a question at all: the weak-evidence floor of ``evidence.request``.
+
+The evidence is the passages of the best :data:`SUPPORT_FROM` sentences. It answers when it is close to the
+question (a sentence's cosine reaches :data:`SUPPORT_SEMANTIC`, or it holds :data:`SUPPORT_LEXICAL` of the
+question's terms) and does not lack the thing asked: a name of the question ("Brotli" in "Which middleware
+compresses responses with Brotli?") that no leading passage holds and that is rare in the index
+(``support["unheld_name"]`` at least :data:`UNHELD_NAME`) refuses the question unless a sentence comes very close
+to it (:data:`NAME_RESCUE`). A page about the subject is not an answer about a thing it never names; a
+paraphrase's missing words are everyday words, not names, and do not count.
+
+Beside it the reply reports the *rare share* (``support["rare"]``), measured and not judged: the best share of the
+question's terms one leading passage holds with its heading, each term weighted by its idf over the whole index to
+the power :data:`RARE_POWER`. As a floor it refuses paraphrased questions first. The choices and their counts:
+docs/benchmarks/answer-relevance.md and docs/tuning.md#answer-evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from foldermind.workers.indexer.evidence import sentences
+from foldermind.workers.indexer.storage import bm25
+
+SUPPORT_SEMANTIC = 0.475
+SUPPORT_LEXICAL = 0.6
+"""The evidence is close to the question when a sentence of a leading passage has a cosine of SUPPORT_SEMANTIC or
+holds SUPPORT_LEXICAL of the question's terms (idf over the candidate sentences). Its passage, not only itself:
+the sentence stating a figure often names little of the question its passage is about."""
+UNHELD_NAME = 0.7
+NAME_RESCUE = 0.725
+"""A question is refused when a name of it that no leading passage holds weighs UNHELD_NAME of a name no chunk holds
+(index idf to :data:`RARE_POWER`), unless a sentence's cosine reaches NAME_RESCUE."""
+RARE_POWER = 1.5
+"""How much more a rare term weighs than a common one: its index idf to this power (1: plain idf)."""
+SUPPORT_FROM = 3
+"""Whether the documents answer is judged on the passages of the best SUPPORT_FROM sentences (those an extractive
+answer may quote), not the best one's alone: a bonus can lift a sentence of a passage that names little of the
+question (a table of options) over the passage that does."""
+
+
+def rare_weights(
+    question: str, context: str, context_weight: float, doc_freq: Callable[[str], int], total: int
+) -> dict[str, float]:
+    """Each content term of the question (and, at ``context_weight``, of the previous question) with its idf over
+    the index's ``total`` chunks (its word's document frequency) to the power :data:`RARE_POWER`; a term no chunk
+    holds weighs most."""
+    asked = sentences.term_words(question)
+    words = {t: (w, context_weight) for t, w in sentences.term_words(context).items() if t not in asked}
+    words |= {t: (w, 1.0) for t, w in asked.items()}
+    n = max(total, 1)
+    return {t: weight * bm25.idf(min(doc_freq(w), n), n) ** RARE_POWER for t, (w, weight) in words.items()}
+
+
+def rare_most(total: int) -> float:
+    """The weight :func:`rare_weights` gives a term of the question that no chunk of ``total`` holds."""
+    n = max(total, 1)
+    return float(bm25.idf(0, n) ** RARE_POWER)
+
+
+def rare_share(weights: dict[str, float], passages: Iterable[set[str]]) -> float:
+    """The best share of the weighted terms one passage holds (0 without terms or passages)."""
+    total = sum(weights.values())
+    if not total:
+        return 0.0
+    return max((sum(w for t, w in weights.items() if t in held) / total for held in passages), default=0.0)
+
+
+def unheld(weights: dict[str, float], passages: Iterable[set[str]], most: float) -> float:
+    """The weight of the heaviest term no passage holds, as a share of ``most`` (the weight of a term no chunk holds):
+    1 when the name asked about is in no chunk ("Brotli"), low when it is common in the index."""
+    held = set().union(*passages)
+    return max((w for t, w in weights.items() if t not in held), default=0.0) / most if most else 0.0
+
+
+def answers_at_all(support: dict[str, float]) -> bool:
+    """Whether evidence this strong answers the question at all: close to it (``semantic`` or ``lexical``), and not
+    lacking a rare name of the question unless very close."""
+    close = support["semantic"] >= SUPPORT_SEMANTIC or support["lexical"] >= SUPPORT_LEXICAL
+    lacks = support.get("unheld_name", 0.0) >= UNHELD_NAME and support["semantic"] < NAME_RESCUE
+    return close and not lacks

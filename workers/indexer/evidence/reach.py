@@ -1,0 +1,88 @@
+"""What a quote takes in around the sentence chosen for it (:func:`quoted`): the term a description describes, the
+figure a neighbour states for a figure question, the lines a sentence ending with a colon introduces.
+
+A sentence is chosen by its score (:mod:`.evidence`); what a reader needs of it is sometimes on the lines next to
+it: "--enable-gapcmon" over "This option enables building the GTK GUI front-end.", "By default, this is set to
+200." after "Set list_max_show_all to ...", the command after "... to set an account to expire in 180 days:".
+"""
+
+from __future__ import annotations
+
+from foldermind.workers.indexer.evidence import sentences
+from foldermind.workers.indexer.evidence.sentences import Sentence
+
+FOLLOW_ON = 2
+"""How far after a figure question's sentence its figure may be ("Set list_max_show_all to ..." / "The admin
+will display ..." / "By default, this is set to 200.")."""
+LIST_CHARS = 300
+"""How much a sentence ending with a colon brings of the lines it introduces (:func:`_introduced`)."""
+
+
+def quoted(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool) -> tuple[int, int]:
+    """The sentences quoted for ``siblings[at]`` (first, last): :func:`_around`, and after it what its last
+    sentence introduces (:func:`_introduced`)."""
+    first, last = _around(siblings, at, titles, figure)
+    return first, _introduced(siblings, last, titles)
+
+
+def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str]) -> int:
+    """The last sibling a quote ending at ``last`` takes in: a sentence ending with a colon brings the lines it
+    introduces (the command of "... to expire in 180 days:", the items of "exits with the following values:"),
+    the first whatever it is, then each one that does not end like a sentence, up to :data:`LIST_CHARS` in all;
+    a definition list's term brings its description (:func:`_describes`)."""
+    said = siblings[last].text
+    if said.endswith(":"):
+        k, size = last + 1, 0
+        while k < len(siblings) and size + len(siblings[k].text) <= LIST_CHARS:
+            if k > last + 1 and sentences.finished(siblings[k].text):
+                break
+            size += len(siblings[k].text)
+            k += 1
+        return k - 1
+    if last + 1 < len(siblings) and _describes(siblings, last + 1, titles):
+        return last + 1
+    return last
+
+
+def _around(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool) -> tuple[int, int]:
+    """The sentences around ``siblings[at]`` (first, last): the sentence before it when it ends with a colon
+    and introduces this unfinished line (a command, a list item); the term before it when it describes
+    one (:func:`.sentences.is_term`: "--enable-gapcmon" / "This option enables building the GTK GUI
+    front-end.", "normal" / "This is the default mode ..."; the description is what names the question, the
+    term is the answer; never a heading:
+    :func:`_described`), else itself, and for a figure question whose sentence states none, up to the first of
+    the next :data:`FOLLOW_ON` that does, else the one before when that one does. Only a sentence's own figure
+    earns the figure bonus: with the neighbours' too (for "The age of session cookies, in seconds." after
+    "Default: 1209600 (2 weeks, ...)"), nearly every sentence of an abstract earned it, and fewer questions were
+    answered (docs/tuning.md#answer-evidence)."""
+    if _described(siblings, at, titles):
+        return at - 1, at  # a definition list's term and its description, quoted together
+    if at > 0 and siblings[at - 1].text.endswith(":") and not sentences.finished(siblings[at].text):
+        return at - 1, at  # a command or list item, with the sentence that introduces it
+    if not figure or sentences.has_figure(siblings[at].text):
+        return at, at
+    ahead = range(at + 1, min(at + 1 + FOLLOW_ON, len(siblings)))
+    stated = next((k for k in ahead if sentences.has_figure(siblings[k].text)), None)
+    if stated is not None:
+        return at, stated
+    if at > 0 and sentences.has_figure(siblings[at - 1].text):
+        return at - 1, at
+    return at, at
+
+
+def _described(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
+    """Whether ``c`` describes the term on the line just before it: a short unfinished line
+    (:func:`.sentences.is_term`) that is not a heading, i.e. neither a heading of its section (a parsed DOCX or
+    Markdown heading is a line of its chunk, and the chunk's heading path names it) nor a paragraph of its own
+    (a blank line or a title's underline after it). Either way, a title glued on ("Budget The budget for ...")
+    was quoted as if the document said it in one breath; the 180 tuning questions answer the same."""
+    return _describes(siblings, at, titles)
+
+
+def _describes(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
+    """Whether ``siblings[at]`` describes the term on the line just before it (see :func:`_described`)."""
+    if at == 0 or sentences.is_term(siblings[at].text):
+        return False
+    before = siblings[at - 1]
+    adjacent = siblings[at].line_start - before.line_end <= 1
+    return adjacent and sentences.is_term(before.text) and before.text.lower() not in titles
