@@ -3,7 +3,7 @@ real files under a temporary $HOME, kept byte for byte around our entry; and ``d
 no longer matches this install.
 
 The expected shapes below are written out from the clients' documentation again (not read from
-``kernel/cli/clientfacts.py``), so a wrong fact in that table fails here. No kernel runs: the commands run
+``kernel/cli/clients/facts.py``), so a wrong fact in that table fails here. No kernel runs: the commands run
 in-process with click's runner, the URL being the configured one.
 """
 
@@ -23,8 +23,10 @@ import json5
 import pytest
 from click.testing import CliRunner, Result
 
-from foldermind.kernel.cli import cli, clientfile, jsonedit
-from foldermind.kernel.cli.clientfacts import CLIENTS, TOKEN_ENV
+from foldermind.kernel.cli import cli
+from foldermind.kernel.cli.clients import file as clientfile
+from foldermind.kernel.cli.clients import jsonedit
+from foldermind.kernel.cli.clients.facts import CLIENTS, TOKEN_ENV
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home, KernelLock
 from foldermind.protocol.runtime.token_store import TokenStore

@@ -14,7 +14,7 @@ import pytest
 import zmq
 
 from foldermind.kernel import curve
-from foldermind.kernel.cli import clientfile
+from foldermind.kernel.cli.clients import file as clientfile
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home, fsync_path
 from foldermind.protocol.runtime.keys import ensure_keypair, load_keypair

@@ -24,11 +24,13 @@ from urllib.parse import urlsplit
 
 import click
 
-from foldermind.kernel.cli import clientfile, entries, keys, repair
-from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
+from foldermind.kernel.cli import repair
+from foldermind.kernel.cli.clients import entries, keys
+from foldermind.kernel.cli.clients import file as clientfile
+from foldermind.kernel.cli.clients.facts import CLIENTS, Client, config_file
+from foldermind.kernel.cli.clients.jsonedit import ParseError
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, stray_config, typed
 from foldermind.kernel.cli.consolecheck import console_checks, listener
-from foldermind.kernel.cli.jsonedit import ParseError
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import FolderListReply, FolderListRequest, StatusReply, StatusRequest
 from foldermind.protocol.runtime.config import SupervisorConfig

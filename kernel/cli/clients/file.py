@@ -16,10 +16,10 @@ from typing import Any
 
 from json5.model import JSONArray, JSONObject
 
-from foldermind.kernel.cli import jsonedit
-from foldermind.kernel.cli.clientfacts import VSCODE_INPUT_ID, Client
-from foldermind.kernel.cli.entries import SERVER_NAME
-from foldermind.kernel.cli.jsonedit import Document, ParseError
+from foldermind.kernel.cli.clients import jsonedit
+from foldermind.kernel.cli.clients.entries import SERVER_NAME
+from foldermind.kernel.cli.clients.facts import VSCODE_INPUT_ID, Client
+from foldermind.kernel.cli.clients.jsonedit import Document, ParseError
 from foldermind.protocol.runtime.home import fsync_path
 
 BACKUP_SUFFIX = ".foldermind.bak"

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import click
 
-from foldermind.kernel.cli import clientfile, entries, keys
-from foldermind.kernel.cli.clientconfig import config, say_url_source, target, transport_options, wants_stdio
-from foldermind.kernel.cli.clientfacts import CLIENTS, Client, Secret, config_file
+from foldermind.kernel.cli.clients import entries, keys
+from foldermind.kernel.cli.clients import file as clientfile
+from foldermind.kernel.cli.clients.config import config, say_url_source, target, transport_options, wants_stdio
+from foldermind.kernel.cli.clients.facts import CLIENTS, Client, Secret, config_file
+from foldermind.kernel.cli.clients.jsonedit import ParseError
 from foldermind.kernel.cli.common import current_home, home_option, typed
-from foldermind.kernel.cli.jsonedit import ParseError
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home
 
@@ -194,7 +195,7 @@ def uninstall_cmd(name: str, project: Path | None, dry_run: bool) -> None:
         click.echo(f"client key {key!r} is kept: `{typed(current_home(), 'token', 'revoke', key)}` ends it", err=True)
 
 
-# `config` is clientconfig's group; its two subcommands that edit files join it here, so the group is
+# `config` is config.py's group; its two subcommands that edit files join it here, so the group is
 # complete wherever it is reached from (the command line asks this module for it).
 config.add_command(install_cmd)
 config.add_command(uninstall_cmd)
