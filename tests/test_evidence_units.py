@@ -490,6 +490,27 @@ def test_a_close_page_that_lacks_a_rare_name_of_the_question_does_not_answer_unl
     assert floor.answers_at_all(close | {"semantic": floor.NAME_RESCUE, "unheld_name": 1.0})  # very close: answered
 
 
+def test_a_long_sentence_s_clauses_are_compared_when_the_sentences_alone_would_not_answer() -> None:
+    long = (
+        "An OS crash or power loss is weaker: with synchronous=NORMAL, SQLite in WAL mode stays consistent but may "
+        "lose its most recent transactions; the file is not fsynced before its rename."
+    )
+    assert floor.clauses(long) == [
+        "An OS crash or power loss is weaker",
+        "with synchronous=NORMAL, SQLite in WAL mode stays consistent but may lose its most recent transactions",
+        "the file is not fsynced before its rename.",
+    ]
+    assert floor.clauses("Default: 200") == []  # a label and its value: one clause, the sentence itself
+    assert floor.clauses("A plain sentence without a cut.") == []
+    weak = {"semantic": 0.28, "lexical": 0.55, "rare": 0.78, "unheld_name": 0.0}
+    assert floor.needs_clauses(weak) and not floor.answers_at_all(weak)
+    assert floor.answers_at_all(weak | {"clause": floor.SUPPORT_SEMANTIC})  # its clause about power loss is close
+    assert not floor.answers_at_all(weak | {"clause": floor.SUPPORT_SEMANTIC - 0.01})
+    # A close clause does not rescue a question about a rare name no leading passage holds.
+    assert not floor.answers_at_all(weak | {"clause": 0.6, "unheld_name": 1.0})
+    assert not floor.needs_clauses({"semantic": 0.8, "lexical": 0.5, "rare": 0.9, "unheld_name": 0.0})
+
+
 def test_bracketed_numbers_inside_a_quote_are_escaped_so_only_the_answer_s_markers_resolve() -> None:
     reply = EvidenceReply(
         passages=[_hit("/d/trial.txt")],

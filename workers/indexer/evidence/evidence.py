@@ -20,7 +20,7 @@ question lacks) and a penalty for a fragment; the quote of a sentence may take i
 
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
 
-Its length (~450 lines): the score's weights and bonuses are documented where they are defined (the counts that
+Its length (~470 lines): the score's weights and bonuses are documented where they are defined (the counts that
 chose them: docs/tuning.md#answer-evidence); splitting them from the scoring that uses them would scatter one idea.
 """
 
@@ -276,6 +276,9 @@ class EvidenceService:
         names = sentences.name_terms(question)
         named = {t: w for t, w in rare.items() if t in names}
         support["unheld_name"] = round(floor.unheld(named, self._held(ranked).values(), floor.rare_most(total)), 4)
+        if floor.needs_clauses(support) and not vectors_why:
+            support["clause"], made = self._clause_cosine(question, query, ranked)
+            encoded += made
         # A first question without a single content term ("hi", "thanks!", "who are you?") asks the documents
         # nothing, however close a sentence of acknowledgements comes; a follow-up leans on its context.
         asks = bool(sentences.content_terms(question)) or bool(body.context.strip())
@@ -316,6 +319,23 @@ class EvidenceService:
             "lexical": round(max((c.coverage for c in leading), default=0.0), 4),
             "rare": round(floor.rare_share(rare, held.values()), 4),
         }
+
+    def _clause_cosine(self, question: str, query: str, ranked: list[_Candidate]) -> tuple[float, int]:
+        """The best cosine of the question with a clause (:func:`.floor.clauses`) of an encoded sentence of a leading
+        passage; (cosine, vectors made now). Asked only when the sentences alone would not answer."""
+        held = self._held(ranked)
+        parts = [p for c in ranked if c.passage in held and c.semantic for p in floor.clauses(c.sentence.text)]
+        if not parts:
+            return 0.0, 0
+        ndim, model = self._model()
+        qvec, _why = self.encoder.encode(question, ndim, model or None)
+        if query != question:
+            joined, _why = self.encoder.encode(query, ndim, model or None)
+            qvec = None if qvec is None or joined is None else (1 - CONTEXT_WEIGHT) * qvec + CONTEXT_WEIGHT * joined
+        vectors, _why, made = self.vectors(parts)
+        if qvec is None or vectors is None:
+            return 0.0, made
+        return round(float(np.max(vectors @ qvec)), 4), made
 
     @staticmethod
     def _held(ranked: list[_Candidate]) -> dict[int, set[str]]:
