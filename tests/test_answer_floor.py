@@ -1,6 +1,7 @@
-"""The weak-evidence floor end to end (workers/indexer/floor.py): a real kernel indexing a real page, the project's
-own architecture.md as it stood when a question about it was refused although it answers it (tests/pages/), the
-real embedding model judging the evidence, and the mcp SDK client over HTTP (no model: the answers are quotes).
+"""The weak-evidence floor end to end (workers/indexer/evidence/floor.py): a real kernel indexing a real page,
+the project's own architecture.md as it stood when a question about it was refused although it answers it
+(tests/pages/), the real embedding model judging the evidence, and the mcp SDK client over HTTP (no model: the
+answers are quotes).
 
 "What does a power cut lose?" shares two words with the sentence that answers it ("An OS crash or power loss is
 weaker: with synchronous=NORMAL, SQLite in WAL mode stays consistent but may lose its most recent transactions,
