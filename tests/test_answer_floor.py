@@ -19,7 +19,7 @@ import pytest
 
 from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
-from foldermind.workers.indexer import floor
+from foldermind.workers.indexer.evidence import floor
 from tests.helpers import FAST_RESTART, NO_LLM, ONE_PARSER, RunningKernel, short_tmpdir
 from tests.test_answers import chat, kernel_with_folder
 
