@@ -13,29 +13,23 @@ The exceptions (callers catch classes):
   + ProtocolError: a frame that is not a foldermind message (garbage, truncated, wrong version)
     - OversizedMessage: a well-formed message over the size limit
   + KernelUnavailable: no kernel answers on this home's bus
-  + JobError: a job that ended with a typed error (``code``, ``message``, ``retryable``)
-    - WorkerLost: ``worker_lost``
-    - DeadlineExceeded: ``deadline_exceeded``
-    - ServiceUnavailable: ``service_unavailable``, ``shutting_down``
+  + JobError: a job that ended with a typed error (``code``, ``message``, ``retryable``); a caller decides on
+    ``code.fault``, so the codes have no subclasses
 """
 
 from foldermind.protocol.errors.codes import ErrorCode
 from foldermind.protocol.errors.exceptions import (
     BusError,
-    DeadlineExceeded,
     ErrorInfo,
     JobError,
     KernelUnavailable,
     OversizedMessage,
     ProtocolError,
-    ServiceUnavailable,
-    WorkerLost,
 )
 from foldermind.protocol.errors.fault import Fault
 
 __all__ = [
     "BusError",
-    "DeadlineExceeded",
     "ErrorCode",
     "ErrorInfo",
     "Fault",
@@ -43,6 +37,4 @@ __all__ = [
     "KernelUnavailable",
     "OversizedMessage",
     "ProtocolError",
-    "ServiceUnavailable",
-    "WorkerLost",
 ]

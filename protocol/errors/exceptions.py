@@ -4,7 +4,7 @@ catches (their hierarchy is drawn in :mod:`foldermind.protocol.errors`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from foldermind.protocol.errors.codes import ErrorCode
 
@@ -71,30 +71,6 @@ class JobError(BusError):
 
     @classmethod
     def of(cls, info: ErrorInfo) -> JobError:
-        """The exception for an error reply: the subclass that matches its code, else a JobError."""
-        kind: type[JobError] = next((sub for sub in _ACTIONABLE if info.code in sub.codes), JobError)
-        return kind(info.code, info.message, info.retryable)
-
-    codes: ClassVar[frozenset[ErrorCode]] = frozenset()
-    """The codes a subclass is raised for."""
-
-
-class WorkerLost(JobError):
-    """The worker died holding the job (``worker_lost``)."""
-
-    codes = frozenset({ErrorCode.WORKER_LOST})
-
-
-class DeadlineExceeded(JobError):
-    """The job missed its deadline (``deadline_exceeded``)."""
-
-    codes = frozenset({ErrorCode.DEADLINE_EXCEEDED})
-
-
-class ServiceUnavailable(JobError):
-    """No worker can take the job (``service_unavailable``, ``shutting_down``)."""
-
-    codes = frozenset({ErrorCode.SERVICE_UNAVAILABLE, ErrorCode.SHUTTING_DOWN})
-
-
-_ACTIONABLE = (WorkerLost, DeadlineExceeded, ServiceUnavailable)
+        """The exception for an error reply. A caller decides on its ``code`` (its ``code.fault``: wait, retry
+        once or give up), not on a subclass."""
+        return cls(info.code, info.message, info.retryable)
