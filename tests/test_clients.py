@@ -455,11 +455,11 @@ def test_a_changed_entry_is_replaced_in_place_and_a_duplicate_is_refused() -> No
     new = clientfile.with_entry(text, client, {"command": "new"}, None)
     assert new == '{\n  "mcpServers": {\n    "foldermind": {\n      "command": "new"\n    }, "b": {}\n  }\n}\n'
     twice = '{"mcpServers": {"foldermind": {}, "foldermind": {}}}'
-    with pytest.raises(jsonedit.ParseError, match="appears 2 times"):
+    with pytest.raises(jsonedit.JsonError, match="appears 2 times"):
         clientfile.with_entry(twice, client, {"command": "new"}, None)
-    with pytest.raises(jsonedit.ParseError, match="not an object"):
+    with pytest.raises(jsonedit.JsonError, match="not an object"):
         clientfile.with_entry('{"mcpServers": []}', client, {}, None)
-    with pytest.raises(jsonedit.ParseError, match="top level"):
+    with pytest.raises(jsonedit.JsonError, match="top level"):
         clientfile.with_entry("[]", client, {}, None)
 
 

@@ -5,8 +5,6 @@ whole-index questions behind the MCP tools (:mod:`.documents`).
 
 Its serving thread handles requests; its ingest thread (:mod:`.ingest`) parses and writes; a
 background thread loads the query model (:mod:`.encoder`) without holding up READY.
-
-Its length (~435 lines): one handler per request kind, each a few lines that hand over to the services.
 """
 
 from __future__ import annotations

@@ -19,9 +19,6 @@ On top of that score, bonuses for what the question asks (a figure, a default, a
 question lacks) and a penalty for a fragment; the quote of a sentence may take in a neighbour (:mod:`.reach`).
 
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
-
-Its length (~470 lines): the score's weights and bonuses are documented where they are defined (the counts that
-chose them: docs/tuning.md#answer-evidence); splitting them from the scoring that uses them would scatter one idea.
 """
 
 from __future__ import annotations

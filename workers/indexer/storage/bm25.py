@@ -19,9 +19,6 @@ plain words, never syntax. Two content words in a row (:mod:`.stopwords` left ou
 phrase in ``text``, at ``[search] keyword_proximity`` of its BM25.
 
 A change to these fields bumps :data:`SCHEMA_VERSION`: the index is rebuilt from SQLite (``rebuild_keyword_index``).
-
-Its length (~450 lines): the schema, how a chunk is written into it and every query built on it (terms, phrases,
-exclusions, scope, filters) read the same field list; split apart, each part would have to repeat it.
 """
 
 from __future__ import annotations

@@ -6,9 +6,6 @@ a crash: every document write is one SQLite transaction that also appends to ``j
 journal is replayed into Tantivy until a Tantivy commit covers it (``meta.tantivy_seq``), and the
 usearch keys are compared with the chunks that have vectors. So a crash anywhere loses nothing and
 indexes nothing twice.
-
-Its length (~1,110 lines) is deliberate: every SQL statement of the index is here, so the transaction and
-journal rules that make crashes harmless are read in one place.
 """
 
 from __future__ import annotations
