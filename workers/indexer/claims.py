@@ -3,7 +3,9 @@
 Checking a claim (a sentence a model wrote): it must state something the question does not (a content word or a
 fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks, share
 most of its content words with the source (words of the question count as given), and have a sentence in the
-source whose vector is close to its own. A claim that cites sources is tried against those only: a sentence
+source whose vector is close to its own and that negates what it negates (:func:`negations`: "ORDER BY does not
+sort rows when neither ASC nor DESC is given" shares every word with the sentence saying it sorts them ascending,
+and says the opposite). A claim that cites sources is tried against those only: a sentence
 credited to a file that does not hold it is refused, even when another source does (the model mixed up its
 sources, or a document forged another's number). A claim that cites none is tried against every source, and the
 first that passes supports it. Without a local model the vector test is skipped and the reply says so in its
@@ -19,6 +21,7 @@ days between password changes" is backed and about chage, not about -E.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -35,6 +38,11 @@ ABOUT_SHARE = 0.5
 LEAD_CHARS = 80
 """A line before the backing sentence this short that does not end a sentence, or ends with a colon, names what
 the sentence is about (a definition list's term, a section's name)."""
+
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|none|neither|nor|nothing|nobody|nowhere|without|cannot|can't|won't)\b|n't\b", re.IGNORECASE
+)
+_SAME_NEGATION = {"cannot": "not", "can't": "not", "won't": "not", "n't": "not"}
 
 Vectors = Callable[[list[str]], tuple[NDArray[np.float32] | None, str, int]]
 """Sentence vectors for texts: (vectors or None, why none, how many were made now); the evidence service's,
@@ -68,9 +76,10 @@ class ClaimChecker:
             for k in order:
                 missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
                 coverage = len(own & source_terms[k]) / len(own) if own else 1.0
-                at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k)
+                at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k, terms)
                 quote = split_sources[k][at]
-                ok = adds and not missing and coverage >= CLAIM_COVERAGE
+                same_sense = negations(text) == negations(quote)
+                ok = adds and not missing and coverage >= CLAIM_COVERAGE and same_sense
                 ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
                 about = _share(asked, terms | _backing_terms(split_sources[k], at)) >= ABOUT_SHARE
                 result = ClaimCheck(
@@ -95,16 +104,22 @@ class ClaimChecker:
 
     @staticmethod
     def _closest(
-        vectors: NDArray[np.float32] | None, claim: int, n_claims: int, groups: list[list[str]], k: int
+        vectors: NDArray[np.float32] | None, claim: int, n_claims: int, groups: list[list[str]], k: int, terms: set[str]
     ) -> tuple[int, float]:
         """The place of the sentence of source ``k`` nearest the claim, and its cosine (-1 without vectors: then
-        the source's first sentence)."""
+        the sentence sharing most of the claim's ``terms``)."""
         if vectors is None:
-            return 0, -1.0
+            return max(range(len(groups[k])), key=lambda j: len(terms & sentences.content_terms(groups[k][j]))), -1.0
         start = n_claims + sum(len(g) for g in groups[:k])
         sims = vectors[start : start + len(groups[k])] @ vectors[claim]
         j = int(np.argmax(sims))
         return j, float(sims[j])
+
+
+def negations(text: str) -> set[str]:
+    """The negating words of ``text`` ("not", "n't" and "cannot" as one): two sentences that share their words
+    state the same only when they negate with the same words."""
+    return {_SAME_NEGATION.get(m.group(0).lower(), m.group(0).lower()) for m in _NEGATION.finditer(text)}
 
 
 def _weights(terms: set[str], texts: list[str]) -> dict[str, float]:
