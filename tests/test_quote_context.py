@@ -84,3 +84,27 @@ def test_a_claim_that_negates_what_its_source_states_or_states_what_it_negates_i
     negated, affirmed = reply.checks
     assert negated["supported"], negated
     assert not affirmed["supported"], affirmed  # every word backed, the sense reversed
+
+
+ABSTRACT = (  # SciFact's abstract 17914395 as the corpus file holds it: its title, a blank line, the abstract
+    "Knowledge of young African American adults about heart disease: a cross-sectional survey\n\n"
+    "BACKGROUND African Americans have higher rates of cardiovascular disease (CVD) mortality than other ethnic "
+    "groups. Young adults are prime targets for intervention strategies to prevent and reduce disease risk. The "
+    "study purpose was to determine the level of knowledge of lifestyle risk factors for CVD among young African "
+    "American adults in Phoenix.\n"
+)
+
+
+def test_a_document_s_title_line_is_known_from_its_first_sentences() -> None:
+    hit = {"text": ABSTRACT, "chunk_index": 0, "location": {"line_start": 1, "heading": None}, "file_path": "/d/a.txt"}
+    found = evidence.EvidenceService._candidates([hit])  # type: ignore[list-item]
+    titles = [c.sentence.text for c in found if evidence._is_title(hit, c)]  # type: ignore[arg-type]
+    assert titles == ["Knowledge of young African American adults about heart disease: a cross-sectional survey"]
+    later = {**hit, "chunk_index": 1}  # the same lines further into a document: no title
+    assert not any(evidence._is_title(later, c) for c in found)  # type: ignore[arg-type]
+    glued = {
+        **hit,
+        "text": ABSTRACT.replace("survey\n\n", "survey\n"),
+    }  # no blank line after it: a sentence of the text
+    found = evidence.EvidenceService._candidates([glued])  # type: ignore[list-item]
+    assert not any(evidence._is_title(glued, c) for c in found)  # type: ignore[arg-type]
