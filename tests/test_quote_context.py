@@ -108,3 +108,26 @@ def test_a_document_s_title_line_is_known_from_its_first_sentences() -> None:
     }  # no blank line after it: a sentence of the text
     found = evidence.EvidenceService._candidates([glued])  # type: ignore[list-item]
     assert not any(evidence._is_title(glued, c) for c in found)  # type: ignore[arg-type]
+
+
+def test_a_generated_sentence_naming_no_thing_of_the_kind_asked_is_not_about_the_question() -> None:
+    # apcupsd's manual (the answers bench's Debian manuals): the option's entry, and a sentence about the front-end
+    sources = [
+        "--enable-gapcmon\nThis option enables building the GTK GUI front-end for apcupsd.",
+        "The apcagent menubar application is built on top of the GTK GUI front-end for Mac OS X platforms.",
+    ]
+    said = [
+        {"text": "The apcagent menubar application is built on top of the GTK GUI front-end.", "sources": [1]},
+        {"text": "The --enable-gapcmon option enables building the GTK GUI front-end.", "sources": [0]},
+        {"text": "It enables building the GTK GUI front-end for apcupsd.", "sources": [0]},
+    ]
+    question = "Which configure option builds apcupsd's GTK GUI front-end?"
+    reply = claims.ClaimChecker(_no_vectors).check(CheckRequest(question, said, sources))  # type: ignore[arg-type]
+    topic, named, described = reply.checks
+    assert topic["supported"] and not topic["about"], topic  # backed, on the topic, names no option
+    assert named["supported"] and named["about"], named
+    assert described["supported"] and described["about"], described  # its backing's term line names the option
+    figure = [{"text": "The GTK GUI front-end is built by an option.", "sources": [0]}]
+    asked = "How many options build the GTK GUI front-end?"
+    check = claims.ClaimChecker(_no_vectors).check(CheckRequest(asked, figure, sources)).checks[0]  # type: ignore[arg-type]
+    assert not check["about"], check  # a figure question answered with no figure

@@ -11,7 +11,8 @@ sources, or a document forged another's number). A claim that cites none is trie
 first that passes supports it. Without a local model the vector test is skipped and the reply says so in its
 checks' ``similarity`` (-1).
 
-Backed is not enough: a claim must also be about what the question asks (``about``). It is when the claim, the
+Backed is not enough: a claim must also be about what the question asks (``about``): it states a thing of the kind
+the question asks for that the question lacks (a figure, a name: :func:`_asked_thing`), and the claim, the
 sentence that backs it and the term or label lines just before that sentence (a definition list's "-E,
 --expiredate EXPIRE_DATE", a window's section name) hold :data:`ABOUT_SHARE` of the question's terms, each
 weighted by its idf over the sources' sentences: the rare terms are the question's subject ("-E" in "What does
@@ -63,6 +64,7 @@ class ClaimChecker:
         flat = [s for group in split_sources for s in group]
         vectors, _why, _made = self.vectors(claim_texts + flat) if claim_texts else (None, "", 0)
         asked = _weights(sentences.content_terms(body.question), flat)
+        thing = _asked_thing(body.question)
         checks: list[ClaimCheck] = []
         for i, claim in enumerate(body.claims):
             text = claim_texts[i]
@@ -81,7 +83,9 @@ class ClaimChecker:
                 same_sense = negations(text) == negations(quote)
                 ok = adds and not missing and coverage >= CLAIM_COVERAGE and same_sense
                 ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
-                about = _share(asked, terms | _backing_terms(split_sources[k], at)) >= ABOUT_SHARE
+                lead = _lead_terms(split_sources[k], at)
+                backing = sentences.content_terms(quote) | lead
+                about = _share(asked, terms | backing) >= ABOUT_SHARE and thing(text, lead - given)
                 result = ClaimCheck(
                     supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing, about=about
                 )
@@ -116,6 +120,30 @@ class ClaimChecker:
         return j, float(sims[j])
 
 
+_WHICH = re.compile(r"\b(?:which|who|whom|whose)\b", re.IGNORECASE)
+"""An entity question that picks a named thing ("Which transcription factor ...", "Who ..."), not one asking what
+something does ("What does chage -E do?"), whose answer is a description."""
+
+
+def _asked_thing(question: str) -> Callable[[str, set[str]], bool]:
+    """Whether a claim states the kind of thing ``question`` asks for, one the question lacks (the tests the evidence
+    scoring uses): a figure; a name, or a term its backing's term line names (a name question); a name (an entity
+    question asked with "which" or "who"). Any claim will do for other questions. Called with the claim and
+    the terms of its backing's term or label lines that the question lacks."""
+    given = sentences.fact_forms(question)
+    if sentences.asks_for_figure(question):
+        return lambda text, _new: any(_is_figure(f) for f in sentences.facts(text) - given)
+    if sentences.asks_for_name(question):
+        return lambda text, new: sentences.names_new(text, question) or bool(sentences.content_terms(text) & new)
+    if sentences.asks_for_entity(question) and _WHICH.search(question):
+        return lambda text, _new: sentences.names_new(text, question)
+    return lambda _text, _new: True
+
+
+def _is_figure(fact: str) -> bool:
+    return any(ch.isdigit() for ch in fact) or fact in sentences.NUMBER_WORDS or fact in sentences.MONTHS
+
+
 def negations(text: str) -> set[str]:
     """The negating words of ``text`` ("not", "n't" and "cannot" as one): two sentences that share their words
     state the same only when they negate with the same words."""
@@ -137,10 +165,10 @@ def _share(weights: dict[str, float], held: set[str]) -> float:
     return sum(w for t, w in weights.items() if t in held) / total if total else 1.0
 
 
-def _backing_terms(group: list[str], at: int) -> set[str]:
-    """The terms of the backing sentence ``group[at]`` and of the lines right before it that name its subject (a
-    term, a section's name: short, and unfinished or ending with a colon)."""
-    terms = sentences.content_terms(group[at])
+def _lead_terms(group: list[str], at: int) -> set[str]:
+    """The terms of the lines right before the backing sentence ``group[at]`` that name its subject (a term, a
+    section's name: short, and unfinished or ending with a colon)."""
+    terms: set[str] = set()
     k = at - 1
     while k >= 0 and len(group[k]) <= LEAD_CHARS and (not sentences.finished(group[k]) or group[k].endswith(":")):
         terms |= sentences.content_terms(group[k])
