@@ -127,14 +127,14 @@ something does ("What does chage -E do?"), whose answer is a description."""
 
 def _asked_thing(question: str) -> Callable[[str, set[str]], bool]:
     """Whether a claim states the kind of thing ``question`` asks for, one the question lacks (the tests the evidence
-    scoring uses): a figure; a name, or a term its backing's term line names (a name question); a name (an entity
-    question asked with "which" or "who"). Any claim will do for other questions. Called with the claim and
+    scoring uses): a figure; a name as code, or a term its backing's term line names (a name question); a name (an
+    entity question asked with "which" or "who"). Any claim will do for other questions. Called with the claim and
     the terms of its backing's term or label lines that the question lacks."""
     given = sentences.fact_forms(question)
     if sentences.asks_for_figure(question):
         return lambda text, _new: any(_is_figure(f) for f in sentences.facts(text) - given)
     if sentences.asks_for_name(question):
-        return lambda text, new: sentences.names_new(text, question) or bool(sentences.content_terms(text) & new)
+        return lambda text, new: sentences.names_code(text, question) or bool(sentences.content_terms(text) & new)
     if sentences.asks_for_entity(question) and _WHICH.search(question):
         return lambda text, _new: sentences.names_new(text, question)
     return lambda _text, _new: True
