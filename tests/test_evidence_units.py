@@ -424,8 +424,8 @@ def test_a_short_unfinished_line_before_a_description_is_its_term_and_is_quoted_
         _span_of(text, 2, figure=False)["text"]
         == "--enable-gapcmon This option enables building the GTK GUI front-end."
     )
-    plain = "It is built.\nThis option enables the USB driver.\n"
-    assert _span_of(plain, 1, figure=False)["text"] == "This option enables the USB driver."
+    plain = "It is built.\nThe option enables the USB driver.\n"  # ("This option ..." would refer back to it)
+    assert _span_of(plain, 1, figure=False)["text"] == "The option enables the USB driver."
 
 
 def test_whether_the_documents_answer_is_judged_on_the_passages_of_the_best_few_sentences() -> None:

@@ -146,6 +146,17 @@ def _each_file_first(hits: list[SearchHit], ranked: list[_Candidate]) -> list[_C
     return firsts + [c for c in ranked if id(c) not in chosen]
 
 
+def _is_title(hit: SearchHit, c: _Candidate) -> bool:
+    """Whether ``c`` is its document's title: the first sentence of its first chunk, on one line, with a blank line
+    or an underline after it. A title names the document's topic in the question's words ("The Impact of Location
+    of Progressive Visual Field Loss on ... Glaucoma.") and states no figure or name of its own: for a question
+    asking for one it is scored (the floor's measures count it) but never quoted."""
+    if c.at != 0 or int(hit["chunk_index"]) != 0 or len(c.siblings) < 2:
+        return False
+    title, after = c.siblings[0], c.siblings[1]
+    return title.line_start == title.line_end and after.line_start - title.line_end > 1
+
+
 def _interleaved(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
     """Two rankings taken in turns, each chunk once: a follow-up's passages are those its words with the previous
     question's find ("and what does --inactive do?" after "What does chage -E do?": chage's page, its -E entry
@@ -258,10 +269,11 @@ class EvidenceService:
         spread = sentences.asks_whether(question)
         if spread:
             ranked = _each_file_first(hits, ranked)
+        asks_a_thing = figure or default or name or entity
         spans: list[EvidenceSpan] = []
         seen: set[str] = set()
         for c in ranked:
-            if c.sentence.text.lower() in seen:
+            if c.sentence.text.lower() in seen or (asks_a_thing and _is_title(hits[c.passage], c)):
                 continue
             seen.add(c.sentence.text.lower())
             spans.append(self._span(hits, c, figure))
