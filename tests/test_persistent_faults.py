@@ -23,7 +23,7 @@ import pytest
 
 from foldermind.workers.indexer.integrity import is_database_damage
 from foldermind.workers.indexer.persistent import NOTE_MAX, PersistentFault, named_fault, with_fix
-from foldermind.workers.indexer.storage import is_disk_full
+from foldermind.workers.indexer.storage.storage import is_disk_full
 from tests.helpers import (
     FAST_RESTART,
     SEARCH_OVER_BUS,

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from foldermind.workers.indexer.storage import causes, describe
+from foldermind.workers.indexer.storage.storage import causes, describe
 
 RETRY_MIN_S = 1.0
 RETRY_MAX_S = 30.0

@@ -10,7 +10,7 @@ import logging
 import time
 from pathlib import Path
 
-from foldermind.workers.indexer.storage import LOW_SPACE_BYTES, DiskFull, free_bytes
+from foldermind.workers.indexer.storage.storage import LOW_SPACE_BYTES, DiskFull, free_bytes
 
 log = logging.getLogger("foldermind.indexer.pipeline")
 

@@ -37,7 +37,7 @@ from foldermind.workers.indexer.ingest.parses import ParseWindow
 from foldermind.workers.indexer.ingest.upkeep import VectorUpkeep
 from foldermind.workers.indexer.integrity import Damage, is_database_damage
 from foldermind.workers.indexer.persistent import PersistentFault
-from foldermind.workers.indexer.storage import DiskFull, classify
+from foldermind.workers.indexer.storage.storage import DiskFull, classify
 from foldermind.workers.indexer.store import Store
 from foldermind.workers.indexer.turns import EMBEDDER, LLM, Turns
 from foldermind.workers.indexer.vectors import VectorIndex
@@ -265,6 +265,6 @@ class Pipeline(threading.Thread):
         """Nothing to parse or embed: only then may the model's analysis run (it never delays indexing)."""
         if self.parses.inflight or self.embeds.busy() or self.disk.full is not None:
             return False
-        if self.embeds.error is None and self.store.unembedded(1, set()):
+        if self.embeds.error is None and self.store.embeddings.unembedded(1, set()):
             return False
-        return not self.store.pending(1)
+        return not self.store.documents.pending(1)

@@ -1,0 +1,1 @@
+"""The indexer's storage engines: SQLite (the source of truth), Tantivy and usearch."""
