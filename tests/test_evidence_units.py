@@ -310,14 +310,14 @@ def chunked_store(tmp_path: Path, text: str, max_tokens: int) -> tuple[Store, st
     parsed = parse_txt(text.encode())
     chunks = chunk(parsed.segments, load_tokenizer(), max_tokens=max_tokens, overlap_tokens=16)
     store = Store(tmp_path / "index.sqlite")
-    folder = store.add_folder(str(tmp_path), "F", "")
+    folder = store.folders.add(str(tmp_path), "F", "")
     path = str(tmp_path / "style.txt")
     with store.tx() as db:
-        store.mark_pending(db, folder.id, path, 1, 1)
-    doc = store.document(path)
+        store.documents.mark_pending(db, folder.id, path, 1, 1)
+    doc = store.documents.get(path)
     assert doc is not None
     with store.tx() as db:
-        store.write_document(db, doc.id, 1, 1, "sha", "txt", None, None, [dict(c) for c in chunks])
+        store.documents.write(db, doc.id, 1, 1, "sha", "txt", None, None, [dict(c) for c in chunks])
     return store, path, chunks
 
 

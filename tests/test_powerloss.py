@@ -49,7 +49,7 @@ import os, sys
 from pathlib import Path
 from foldermind.workers.indexer.storage.store import Store
 store = Store(Path(sys.argv[1]))
-store.add_folder(sys.argv[2], "Notes", "")
+store.folders.add(sys.argv[2], "Notes", "")
 print("registered", flush=True)
 os._exit(0)  # like kill -9: no close, no checkpoint
 """

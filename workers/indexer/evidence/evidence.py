@@ -191,10 +191,10 @@ def continuation(store: Store, hit: SearchHit) -> str:
     """The text after ``hit``'s chunk to the end of its paragraph (at most :data:`CONTINUE_CHARS`, ending
     at a line or sentence end), when the next chunk carries on the same section (it overlaps this one;
     a new section starts a chunk of its own); else nothing."""
-    doc = store.document(hit["file_path"])
+    doc = store.documents.get(hit["file_path"])
     if doc is None:
         return ""
-    pair = list(itertools.islice(store.chunks_from(doc.id, int(hit["chunk_index"])), 2))
+    pair = list(itertools.islice(store.chunks.from_ordinal(doc.id, int(hit["chunk_index"])), 2))
     if len(pair) < 2 or pair[0].text != hit.get("text", ""):
         return ""  # the last chunk, or the document changed since the search
     this, after = pair
@@ -446,7 +446,7 @@ class EvidenceService:
 
     def _model(self) -> tuple[int, str]:
         """The index's vector size and what its vectors are (model and precision; empty before any)."""
-        model, precision = self.searches.store.embedded_with()
+        model, precision = self.searches.store.embeddings.model()
         return self.searches.vectors.ndim, model_files.vectors_key(model, precision) if model else ""
 
     @staticmethod

@@ -436,7 +436,7 @@ class KeywordIndex:
 
     def census(self, except_docs: Sequence[int]) -> tuple[int, int]:
         """(count, sum of the ``chunk_id`` fast field) of the chunks of every document but ``except_docs``, from
-        one committed snapshot: what :meth:`.store.Store.keyword_census` says it must hold. Reads every segment's
+        one committed snapshot: what :meth:`.Journal.keyword_census` says it must hold. Reads every segment's
         ids, so a missing or damaged file fails here."""
         searcher = self.index.searcher()
         q = tantivy.Query.all_query()
