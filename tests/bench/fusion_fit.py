@@ -1,13 +1,14 @@
 """``evidence`` fusion's parameters fitted across every query shape at once, chosen by leaving one set out.
 
-``python -m tests.bench.fusion_fit LISTS.json ... [--signals m,mt,...] [--compare B,M,K,T,C]`` from the repository
-root, on what :mod:`tests.bench.fusion_lists` wrote (loaded and scored as :mod:`tests.bench.fusion_eval` does).
-The keyword weight is ``sigmoid(b + m * margin + k * cosine + t * top)``: ``margin`` BM25's first-two margin (the
-shipped signal), ``cosine`` the semantic side's margin, ``top`` the share of the query's IDF mass BM25's first hit
-holds; then the module's coverage rerank at weight ``c`` and the repeat penalty (``[search]
-evidence_repeat_penalty``), as the indexer runs them. Each query's score is tabulated once on a grid of keyword
-weights (:data:`W_GRID`) times coverage weights (:data:`C_GRID`); a parameter set then costs a table look-up per
-query, and every set's mean under every grid row is one matrix, from which each leave-one-set-out fit is read.
+``python -m tests.bench.fusion_fit LISTS.json ... [--signals m,mt,...] [--bm25 top] [--compare B,M,K,T,C]`` from
+the repository root, on what :mod:`tests.bench.fusion_lists` wrote (loaded and scored as :mod:`tests.bench.fusion_eval`
+does). The keyword weight is ``sigmoid(b + m * margin + k * cosine + t * top)``: ``margin`` BM25's first-two margin
+(the shipped signal), ``cosine`` the semantic side's margin, ``top`` the share of the query's IDF mass BM25's first
+hit holds; then the module's coverage rerank at weight ``c`` and the repeat penalty (``[search]
+evidence_repeat_penalty``), as the indexer runs them (``--bm25 top``: BM25 divided by its first score instead of
+min-max, a candidate not shipped). Each query's score is tabulated once on a grid of keyword weights
+(:data:`W_GRID`) times coverage weights (:data:`C_GRID`); a parameter set then costs a table look-up per query, and
+every set's mean under every grid row is one matrix, from which each leave-one-set-out fit is read.
 
 Printed, tune parts only: per signal set (``--signals``: letters of m, k, t), every set's tune score under the
 parameters fitted on every other set's tune part, and the fit on every tune part. The objective is the mean over
@@ -22,7 +23,7 @@ import argparse
 import itertools
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -47,9 +48,24 @@ def signals(q: Query) -> tuple[float, float, float]:
     return q.margin, q.cosine, q.coverage
 
 
-def ranked(q: Query, w: float, c: float) -> list[int]:
+def top_scaled(keyword: fusion.Ranking, semantic: fusion.Ranking, w: float) -> fusion.Ranking:
+    """``weighted`` with BM25's scores divided by its first instead of min-max (``--bm25 top``; not shipped)."""
+    first = keyword[0][1] if keyword and keyword[0][1] > 0 else 1.0
+    kw, sem = {cid: s / first for cid, s in keyword}, fusion.min_max(semantic)
+    return fusion.by_score({cid: w * kw.get(cid, 0.0) + (1.0 - w) * sem.get(cid, 0.0) for cid in kw | sem})
+
+
+SCALES: dict[str, Callable[[fusion.Ranking, fusion.Ranking, float], fusion.Ranking]] = {
+    "minmax": fusion.weighted,
+    "top": top_scaled,
+}
+SCALE = ["minmax"]
+"""How the fit and ``--compare``'s "given" scale BM25 (the shipped ``evidence`` is always min-max)."""
+
+
+def ranked(q: Query, w: float, c: float, scale: str = "minmax") -> list[int]:
     """``weighted`` at ``w``, the coverage rerank at ``c``, then the repeat penalty: the indexer's ``evidence``."""
-    fused = fusion.weighted(q.keyword, q.semantic, w) if q.keyword else list(q.semantic)
+    fused = SCALES[scale](q.keyword, q.semantic, w) if q.keyword else list(q.semantic)
     out = fusion_evidence.rerank(fused, partial(covers, q), c) if q.keyword else fused
     files = documents_of({cid: f for cid, (f, _, _) in q.where.items()})
     return [cid for cid, _ in fusion.spread(out, files, POLICY.evidence_repeat_penalty)]
@@ -60,7 +76,7 @@ def tabulate(q: Query) -> NDArray[np.float64]:
     out = np.zeros((len(W_GRID), len(C_GRID)))
     for i, w in enumerate(W_GRID):
         for j, c in enumerate(C_GRID):
-            out[i, j] = score(q, ranked(q, float(w), float(c)))[0]
+            out[i, j] = score(q, ranked(q, float(w), float(c), SCALE[0]))[0]
     return out
 
 
@@ -103,7 +119,9 @@ def fit(qs: Sequence[Query], letters: Sequence[str]) -> list[str]:
     members = [np.array([i for i, q in enumerate(qs) if q.set == s]) for s in names]
     shipped = set_means(sig, tables, members, np.array([SHIPPED[:4]]))[0, :, list(C_GRID).index(SHIPPED[4])]
     lines = ["| signals | " + " | ".join(names) + " | mean |", "|---|" + "---:|" * (len(names) + 1)]
-    lines.append("| shipped (no fit) | " + " | ".join(f"{v:.3f}" for v in shipped) + f" | {shipped.mean():.4f} |")
+    lines.append(
+        "| shipped weights, no fit | " + " | ".join(f"{v:.3f}" for v in shipped) + f" | {shipped.mean():.4f} |"
+    )
     fits = []
     for sigs in letters:
         grid = grid_of(sigs)
@@ -123,8 +141,8 @@ def compare(qs: Sequence[Query], params: Sequence[float]) -> list[str]:
 
     def run(q: Query, name: str) -> tuple[float, float, float]:
         if name in ("shipped", "given"):
-            p = SHIPPED if name == "shipped" else params
-            return score(q, ranked(q, weight(p[:4], signals(q)), p[4]))
+            p, scale = (SHIPPED, "minmax") if name == "shipped" else (params, SCALE[0])
+            return score(q, ranked(q, weight(p[:4], signals(q)), p[4], scale))
         return fixed(q, name)
 
     out = []
@@ -133,6 +151,8 @@ def compare(qs: Sequence[Query], params: Sequence[float]) -> list[str]:
         out += ["", f"| set ({split}) | n | " + " | ".join(names) + " |", "|---|---:|" + "---:|" * len(names)]
         for s in sorted({q.set for q in qs}):
             mine = [q for q in qs if q.set == s and q.split == split]
+            if not mine:
+                continue
             got = {n: np.array([run(q, n) for q in mine]) for n in names}
             means[s] = {n: float(g[:, 0].mean()) for n, g in got.items()}
             top = mine[0].metric == "top1"
@@ -167,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("lists", nargs="+", help="the JSON files tests.bench.fusion_lists wrote")
     parser.add_argument("--signals", default="m,mk,mt,mkt", help="signal sets to fit (letters of m, k, t)")
     parser.add_argument("--compare", default="", help="b,m,k,t,c: read the held-out parts for these (once)")
+    parser.add_argument("--bm25", choices=tuple(SCALES), default="minmax", help="BM25's scaling in the fit and given")
     args = parser.parse_args(argv)
+    SCALE[0] = args.bm25
     fusion_eval.W_GRID = np.array([0.5])  # fusion_eval's own weight table is not used here
     qs = fusion_eval.load([Path(p) for p in args.lists])
     tune = [q for q in qs if q.split == "tune"]
