@@ -125,11 +125,11 @@ STATUS_COUNTS = {
     "indexing": "files_pending",
 }
 """Which count a document's status adds to (``indexing``: a long document whose pages read so far are searchable
-while its parse goes on, :mod:`foldermind.workers.indexer.pages`). Skipped (too large, a name that cannot be
+while its parse goes on, :mod:`foldermind.workers.indexer.ingest.pages`). Skipped (too large, a name that cannot be
 indexed, a link out of the folder) is counted apart from failed (a parser could not read it); each has its reason."""
 SEARCHABLE = ("indexed", "indexing", "failed")
 """The statuses whose documents' chunks searches find: a failed document holds chunks only when its parse failed
-after pages of it were indexed (:mod:`foldermind.workers.indexer.pages`), and keeps those."""
+after pages of it were indexed (:mod:`foldermind.workers.indexer.ingest.pages`), and keeps those."""
 SEARCHABLE_SQL = f"d.status IN {SEARCHABLE!r}"
 """A document ``d`` of the searchable statuses, as SQL."""
 

@@ -19,7 +19,7 @@ class Embeddings(Table):
 
     def reembedding(self) -> str:
         """While the index is being embedded again after a change of model or precision, what it held
-        before (:func:`~foldermind.workers.model_files.vectors_key`); empty otherwise."""
+        before (:func:`~foldermind.workers.embedding.model_files.vectors_key`); empty otherwise."""
         return self.database.get_meta("embed_reembedding")
 
     def reembedded(self) -> None:
@@ -28,7 +28,7 @@ class Embeddings(Table):
 
     def unembedded(self, limit: int, exclude: set[int]) -> list[tuple[int, str, str, str]]:
         """(id, text, its document's title or "", the start of its document's first chunk) of chunks without
-        vectors: what :mod:`foldermind.workers.indexer.units` makes the texts they are embedded as of."""
+        vectors: what :mod:`foldermind.workers.indexer.ingest.units` makes the texts they are embedded as of."""
         rows = self.db.execute(
             "SELECT c.id, c.text, d.title, (SELECT substr(f.text, 1, 1000) FROM chunks f WHERE f.doc_id = c.doc_id "
             "ORDER BY f.ordinal LIMIT 1) FROM chunks c JOIN documents d ON d.id = c.doc_id "
