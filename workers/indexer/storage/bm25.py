@@ -38,7 +38,7 @@ import tantivy
 
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.protocol.runtime.home import fsync_path
-from foldermind.workers.indexer.search.search.stopwords import STOP_WORDS
+from foldermind.workers.indexer.search.stopwords import STOP_WORDS
 from foldermind.workers.indexer.storage.fields import BOOSTS, Boosts, name_words
 from foldermind.workers.indexer.storage.languages import ENGLISH, STEMMERS, stemmed_as
 
@@ -289,7 +289,7 @@ class KeywordIndex:
 
         Each word is looked for in every stem ``languages`` give it (its distinct stems or'ed: a word whose
         stems agree counts once). ``phrases``, ``required`` and ``excluded`` are tokens of :func:`query_tokens`
-        (:mod:`foldermind.workers.indexer.search.search.query` reads them from the query): each phrase must stand in the text
+        (:mod:`foldermind.workers.indexer.search.query` reads them from the query): each phrase must stand in the text
         or the heading, each required token in one of them, no excluded token in either, in one language's stems.
         They only narrow: the score is the terms' BM25. ``docs``: a search filter's ``(doc ids, exclude)``, only
         those documents or all but those; ``where``: one Tantivy applies by its ``ext`` and ``mtime`` fields
