@@ -383,7 +383,7 @@ class SearchPolicy(_Strict):
         " chunks, ~0.5-1 ms more.",
     )
     exact_search_vectors: int = Field(
-        100_000,
+        30_000,
         ge=0,
         le=10_000_000,
         description="Up to this many vectors a search is exact and the HNSW graph a cheap draft; above, the graph"
