@@ -732,7 +732,8 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best
     root = short_tmpdir("fmv-")
     try:
         store = Store(root / "index.sqlite")
-        vectors = VectorIndex(root / "v.usearch", 8)
+        # An unscoped search walks the graph here (a narrow beam: it misses true neighbours); a scoped one scans.
+        vectors = VectorIndex(root / "v.usearch", 8, expansion_search=16, exact_search_vectors=0)
         rng = np.random.default_rng(7)
         folders = {name: store.folders.add(str(root / name), name, "").id for name in ("big", "small")}
         ids: dict[str, list[int]] = {"big": [], "small": []}
@@ -761,9 +762,19 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best
         query /= np.linalg.norm(query)
         best_unit = np.full(len(all_ids), -2.0)
         np.maximum.at(best_unit, owner, matrix @ query)
+        scans: list[bool] = []  # what each usearch search was asked: an exact scan or a graph walk
+        walk = vectors.index.search
+
+        def search(*args: Any, exact: bool = False, **kwargs: Any) -> Any:
+            scans.append(exact)
+            return walk(*args, exact=exact, **kwargs)
+
+        vectors.index.search = search
         for name, limit in (("small", 20_000), ("big", 20_000), ("big", 50), ("small", 5)):
             scoped = ScopedVectors(store, vectors, exact_limit=limit)
+            scans.clear()
             got = scoped.search(folders[name], query, 5)
+            assert all(scans) and (limit < len(matrix)) == bool(scans), (name, limit)  # past the limit: a scan
             members = np.array([all_ids.index(i) for i in ids[name]])
             best = members[np.argsort(-best_unit[members])[:5]]
             assert [c for c, _ in got] == [all_ids[i] for i in best], (name, limit)
@@ -773,9 +784,10 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best
             assert [s for _, s in got] == pytest.approx(exact_scores, abs=0 if exact else 2e-3), (name, limit)
             assert scoped.count(folders[name]) == len(ids[name])
         # Unscoped, usearch returns each chunk once, at its best unit, however many of its units are near.
-        got = vectors.search(query, 10)
+        got = vectors.search(query, 10, exact=True)
         assert len({c for c, _ in got}) == 10
         assert [c for c, _ in got] == [all_ids[i] for i in np.argsort(-best_unit)[:10]]
+        assert len({c for c, _ in vectors.search(query, 10)}) == 10 and scans[-1] is False  # walked: each chunk once
         # The cache follows SQLite: a chunk deleted elsewhere leaves the scoped results at once.
         scoped = ScopedVectors(store, vectors)
         first = scoped.search(folders["small"], query, 1)[0][0]

@@ -201,12 +201,15 @@ def indexed_kernel(home: Path | None, docs: int, config: str = "") -> Iterator[t
 
 
 def bench_args(
-    doc: str, queries: int, report: Path, argv: list[str] | None
+    doc: str, queries: int, report: Path, argv: list[str] | None, options: dict[str, str] | None = None
 ) -> tuple[argparse.Namespace, Path | None, list[str]]:
-    """A SciFact latency bench's command line (``--home``, ``--queries``, ``--warmup``, ``--report``): the parsed
-    arguments, the kept home (None: a throw-away one) and the queries, warm-up ones first."""
+    """A SciFact latency bench's command line (``--home``, ``--queries``, ``--warmup``, ``--report`` and the bench's
+    own ``options``, name -> help, each a string or None): the parsed arguments, the kept home (None: a throw-away
+    one) and the queries, warm-up ones first."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--home", default=None, help="keep (and reuse) the indexed SciFact home here")
+    for name, what in (options or {}).items():
+        parser.add_argument(f"--{name}", default=None, help=what)
     parser.add_argument("--queries", type=int, default=queries)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--report", default=str(report))

@@ -3,8 +3,9 @@
 A chunk has a vector per unit (:mod:`.units`), all under its id (usearch's ``multi`` index: a key may hold
 several vectors, ``remove`` drops them all). A search asks usearch for units and returns chunks, each at its
 best unit's cosine, deepening until it has the chunks asked for. Up to ``[search] exact_search_vectors`` it
-compares the query with every vector (a document's units lie close together, and a graph search among them
-misses true neighbours); above, the HNSW graph answers.
+compares the query with every vector (below that size a scan costs what a graph walk does, and a document's units
+lie close together, where a walk misses true neighbours); above, the HNSW graph answers, unless the caller asks
+for an exact search (a folder's, :mod:`.scoped`).
 
 SQLite keeps every vector (``chunks.vector``), so this file is a cache of them: it is saved atomically now and
 then, and on start it is brought back in line with SQLite (keys of deleted chunks removed, missing vectors added).
@@ -202,8 +203,9 @@ class VectorIndex:
             self.index.remove(np.asarray(keys, dtype=np.uint64))
             self.dirty = True
 
-    def search(self, vector: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity of its best unit) of the ``k`` nearest chunks, best first."""
+    def search(self, vector: NDArray[np.float32], k: int, exact: bool = False) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity of its best unit) of the ``k`` nearest chunks, best first; ``exact``:
+        compared with every vector whatever the index's size."""
         # A fresh, owned float32 array: usearch refuses views of foreign buffers (e.g. a bus frame).
         query = np.array(vector, dtype=np.float32, copy=True)
         depth = k * UNITS_PER_CHUNK
@@ -212,8 +214,8 @@ class VectorIndex:
                 total = len(self.index)
                 if total == 0 or k <= 0:
                     return []
-                exact = total <= self.exact_search_vectors or self.draft
-                matches = self.index.search(query, min(depth, total), exact=exact)
+                scan = exact or self.draft or total <= self.exact_search_vectors
+                matches = self.index.search(query, min(depth, total), exact=scan)
             # Best first: a chunk's first unit is its best; the first of each key, in their order.
             keys, first = np.unique(matches.keys, return_index=True)
             if len(keys) >= k or depth >= total:
