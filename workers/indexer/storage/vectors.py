@@ -1,6 +1,6 @@
 """The usearch side of the index: one cosine HNSW index of the chunks' unit vectors, keyed by chunk id.
 
-A chunk has a vector per unit (:mod:`.units`), all under its id (usearch's ``multi`` index: a key may hold
+A chunk has a vector per unit (:mod:`..ingest.units`), all under its id (usearch's ``multi`` index: a key may hold
 several vectors, ``remove`` drops them all). A search asks usearch for units and returns chunks, each at its
 best unit's cosine, deepening until it has the chunks asked for. Up to ``[search] exact_search_vectors`` it
 compares the query with every vector (below that size a scan costs what a graph walk does, and a document's units
@@ -17,8 +17,8 @@ vectors are added :data:`ADD_SLICE` at a time, and between two slices a waiting 
 While every search is exact the graph is never walked, so it is built as a draft, with a narrow insert beam
 (:data:`DRAFT_EXPANSION_ADD`: about half the insert CPU); searches stay exact over a draft however large it
 grows, and once it has outgrown the limit the ingest thread, at its first idle moment, builds a full graph from
-SQLite beside it (:meth:`VectorIndex.rebuilt`) and puts it in its place. A draft file has a ``.draft`` marker.
-Measured: docs/tuning.md#vector-search.
+SQLite beside it (:meth:`VectorIndex.rebuilt`) and puts it in its place. A draft file has a ``.draft`` marker
+(measured: docs/tuning.md#vector-search).
 
 SQLite commits a batch's vectors before they are added here (a hit found here always has its vector in SQLite).
 Between the two, the batch's keys are :attr:`VectorIndex.arriving`, and a count of embedded chunks read from
