@@ -17,7 +17,7 @@ vectors are added :data:`ADD_SLICE` at a time, and between two slices a waiting 
 While every search is exact the graph is never walked, so it is built as a draft (a narrow insert beam,
 :data:`DRAFT_EXPANSION_ADD`; a ``.draft`` marker file); once it outgrows the limit, the ingest thread builds a
 full graph from SQLite beside it at its first idle moment (:meth:`VectorIndex.rebuilt`) and puts it in its
-place. Measured: docs/tuning.md#vector-search.
+place; searches stay exact over a draft however large. Measured: docs/tuning.md#vector-search.
 
 SQLite commits a batch's vectors before they are added here (a hit found here always has its vector in SQLite).
 Between the two, the batch's keys are :attr:`VectorIndex.arriving`, and a count of embedded chunks read from
