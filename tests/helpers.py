@@ -142,10 +142,14 @@ class RunningKernel:
         self.root = root
         self.home = Home.resolve(root)
         self.home.ensure()
-        self.home.supervisor_override.write_text(with_model_cache({} if config is None else config))
+        self.configure({} if config is None else config)
         self._clients: list[BusClient] = []
         self.events: list[WorkerStateEvent] = []
         self._sub: zmq.Socket[bytes] | None = None
+
+    def configure(self, config: Mapping[str, Any] | str) -> None:
+        """Write the home's supervisor.toml (a kernel reads it at its next start), as :func:`with_model_cache`."""
+        self.home.supervisor_override.write_text(with_model_cache(config))
 
     def start(self, *args: str) -> RunningKernel:
         try:
