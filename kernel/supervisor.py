@@ -20,8 +20,6 @@ interpreter and imports while idle (the embedder ~105 MiB, the llm ~80 MiB with 
 docs/benchmarks/llm.md).
 
 The states and their legal changes are declared in :mod:`foldermind.kernel.states`; this module makes them.
-Its length (~470 lines): the restart policy and the process handling of the slots, whose transitions are
-asserted together.
 """
 
 from __future__ import annotations

@@ -16,14 +16,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from foldermind.protocol.errors import (
         BusError,
-        DeadlineExceeded,
         ErrorCode,
         ErrorInfo,
         JobError,
         KernelUnavailable,
         ProtocolError,
-        ServiceUnavailable,
-        WorkerLost,
     )
     from foldermind.protocol.messages import PROTOCOL_VERSION, REGISTRY, Envelope, Message
 
@@ -32,14 +29,11 @@ _HOME = {
     **dict.fromkeys(
         [
             "BusError",
-            "DeadlineExceeded",
             "ErrorCode",
             "ErrorInfo",
             "JobError",
             "KernelUnavailable",
             "ProtocolError",
-            "ServiceUnavailable",
-            "WorkerLost",
         ],
         "errors",
     ),
@@ -49,7 +43,6 @@ __all__ = [
     "PROTOCOL_VERSION",
     "REGISTRY",
     "BusError",
-    "DeadlineExceeded",
     "Envelope",
     "ErrorCode",
     "ErrorInfo",
@@ -57,8 +50,6 @@ __all__ = [
     "KernelUnavailable",
     "Message",
     "ProtocolError",
-    "ServiceUnavailable",
-    "WorkerLost",
 ]
 
 

@@ -97,14 +97,25 @@ def field_table(kind: str) -> str:
     return "\n".join(rows)
 
 
+def served_by(module: str) -> str:
+    """The ``SERVED_BY`` of ``module``, else of the package it is in (the indexer's kinds are a package)."""
+    while module:
+        served = getattr(sys.modules.get(module), "SERVED_BY", "")
+        if served:
+            return str(served)
+        module = module.rpartition(".")[0]
+    return ""
+
+
 def services() -> str:
-    """Who serves what: each module of :mod:`foldermind.protocol.messages`, its ``SERVED_BY`` and its kinds."""
+    """Who serves what: each module of :mod:`foldermind.protocol.messages` (in name order), its ``SERVED_BY`` and its
+    kinds."""
     by_module: dict[str, list[str]] = {}
     for kind, cls in REGISTRY.items():
         by_module.setdefault(cls.__module__, []).append(kind)
     rows = ["| module | served by | requests (each answered by its `.reply`) | other kinds |", "|---|---|---|---|"]
-    for module, kinds in by_module.items():
-        served = getattr(sys.modules[module], "SERVED_BY", "")
+    for module, kinds in sorted(by_module.items()):
+        served = served_by(module)
         requests = ", ".join(f"`{k}`" for k in kinds if k.endswith(".request"))
         others = ", ".join(f"`{k}`" for k in kinds if not k.endswith((".request", ".reply")))
         rows.append(f"| `{module.removeprefix('foldermind.protocol.messages.')}` | {served} | {requests} | {others} |")

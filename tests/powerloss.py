@@ -21,8 +21,7 @@ index_discrepancies, failed_starts, then what the run went through: the acknowle
 per mode, the cuts that took back part of the Tantivy folder or the usearch file, the starts whose indexer
 rebuilt or repaired either from SQLite, and the workers' restarts after the starts. What went wrong goes to
 stderr (and --report PATH). The folder lives off the mount: it is the user's disk, not the one losing power.
-Its length (~420 lines): one run's steps (commands, cut, checks) share its bookkeeping; the client keys' are
-in tests/powerloss_keys.py.
+The client keys' steps are in tests/powerloss_keys.py.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ import psutil
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
-from foldermind.workers.indexer.storage.store import SEARCHABLE
+from foldermind.workers.indexer.storage.database import SEARCHABLE
 from tests.config import Config
 from tests.filemakers import make_docx, make_pdf
 from tests.helpers import RunningKernel, cli, kill9, short_tmpdir, wait_for

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import pytest
 
-from foldermind.kernel.cli.keys import since_time
+from foldermind.kernel.cli.clients.keys import since_time
 from foldermind.protocol.runtime import activity
 from foldermind.protocol.runtime.config import ActivityPolicy
 

@@ -26,7 +26,8 @@ from foldermind.protocol.messages import (
 )
 from foldermind.workers.indexer.analysis import analyze, find_date, infer_type, key_entities, keywords, summarize, text
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
-from foldermind.workers.indexer.storage.store import SCHEMA, Store
+from foldermind.workers.indexer.storage.database import SCHEMA
+from foldermind.workers.indexer.storage.store import Store
 from tests.config import merge
 from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir, wait_for
 
@@ -377,23 +378,23 @@ def test_huge_text_is_capped_and_stays_cheap() -> None:
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     s = Store(tmp_path / "index.sqlite")
-    folder = s.add_folder("/f", "F", "")
+    folder = s.folders.add("/f", "F", "")
     with s.tx() as db:
         for name in ("a.txt", "b.txt"):
-            s.mark_pending(db, folder.id, f"/f/{name}", 1, 1)
+            s.documents.mark_pending(db, folder.id, f"/f/{name}", 1, 1)
     return s
 
 
 def index(store: Store, path: str, fields: dict[str, Any]) -> int:
-    doc = store.document(path)
+    doc = store.documents.get(path)
     assert doc is not None
     chunk = {"ordinal": 0, "text": "t", "tokens": 1, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
     with store.tx() as db:
-        store.write_document(db, doc.id, 1, 1, "sha", "txt", None, None, [chunk])
-    due = store.due_at(path)
+        store.documents.write(db, doc.id, 1, 1, "sha", "txt", None, None, [chunk])
+    due = store.analyses.due_at(path)
     assert due is not None, "a written document's analysis is due"
-    store.store_analyses([(due, fields)])
-    assert store.due_at(path) is None
+    store.analyses.store([(due, fields)])
+    assert store.analyses.due_at(path) is None
     return doc.id
 
 
@@ -414,60 +415,62 @@ def test_an_old_database_gains_the_enriched_column(tmp_path: Path) -> None:
     Store(tmp_path / "old.sqlite")  # a second opening finds the column there
     columns = [r[1] for r in store.db.execute("PRAGMA table_info(analysis)")]
     assert columns[-1] == "enriched"
-    assert [p[:3] for p in store.pending_enrichment(5)] == [(1, "/f/a", {"summary": "old"})]
+    assert [p[:3] for p in store.analyses.pending_enrichment(5)] == [(1, "/f/a", {"summary": "old"})]
 
 
 def test_pending_enrichment_and_enrich(store: Store) -> None:
     a = index(store, "/f/a.txt", {"summary": "first", "keywords": ["x"]})
     time.sleep(0.01)  # analyzed_at orders them
     b = index(store, "/f/b.txt", {"summary": "second"})
-    assert [p[:2] for p in store.pending_enrichment(10)] == [(a, "/f/a.txt"), (b, "/f/b.txt")]
-    assert [p[:3] for p in store.pending_enrichment(1)] == [(a, "/f/a.txt", {"summary": "first", "keywords": ["x"]})]
-    before = store.analysis("/f/a.txt")
+    assert [p[:2] for p in store.analyses.pending_enrichment(10)] == [(a, "/f/a.txt"), (b, "/f/b.txt")]
+    assert [p[:3] for p in store.analyses.pending_enrichment(1)] == [
+        (a, "/f/a.txt", {"summary": "first", "keywords": ["x"]})
+    ]
+    before = store.analyses.get("/f/a.txt")
     assert before is not None
     updates = {"summary": "by the model", "summary_model": "m1", "analyzed_at": 1, "file_path": "/elsewhere"}
-    assert store.enrich_analysis(a, updates, 1)
-    after = store.analysis("/f/a.txt")
+    assert store.analyses.enrich(a, updates, 1)
+    after = store.analyses.get("/f/a.txt")
     assert after is not None
     assert after["summary"] == "by the model" and after["summary_model"] == "m1" and after["keywords"] == ["x"]
     assert after["file_path"] == "/f/a.txt" and after["analyzed_at"] >= before["analyzed_at"]
-    assert [p[0] for p in store.pending_enrichment(10)] == [b]
-    assert store.enrich_analysis(b, {}, 2) and store.pending_enrichment(10) == []
-    assert not store.enrich_analysis(9999, {"summary": "nobody"}, 1)  # the row is gone: ignored
+    assert [p[0] for p in store.analyses.pending_enrichment(10)] == [b]
+    assert store.analyses.enrich(b, {}, 2) and store.analyses.pending_enrichment(10) == []
+    assert not store.analyses.enrich(9999, {"summary": "nobody"}, 1)  # the row is gone: ignored
     # Given the analyzed_at it read, a late enrichment of content re-analyzed since changes nothing.
     stale_at = after["analyzed_at"]
     index(store, "/f/a.txt", {"summary": "edited"})
-    assert not store.enrich_analysis(a, {"summary": "stale"}, 1, analyzed_at=stale_at)
-    fresh = store.analysis("/f/a.txt")
+    assert not store.analyses.enrich(a, {"summary": "stale"}, 1, analyzed_at=stale_at)
+    fresh = store.analyses.get("/f/a.txt")
     assert fresh is not None and fresh["summary"] == "edited"
-    assert [p[0] for p in store.pending_enrichment(10)] == [a]  # re-analysis waits for the model again
+    assert [p[0] for p in store.analyses.pending_enrichment(10)] == [a]  # re-analysis waits for the model again
     with pytest.raises(ValueError):
-        store.enrich_analysis(a, {}, 3)
+        store.analyses.enrich(a, {}, 3)
 
 
 def test_moves_keep_the_analysis_failures_and_deletes_drop_it(store: Store) -> None:
     a = index(store, "/f/a.txt", {"summary": "a"})
     with store.tx() as db:
-        assert store.move_document(db, "/f/a.txt", "/f/c.txt", store.folders()[0].id)
+        assert store.documents.move(db, "/f/a.txt", "/f/c.txt", store.folders.all()[0].id)
     for path in ("/f/c.txt", "/f/a.txt"):
-        found = store.analysis(path)
+        found = store.analyses.get(path)
         assert found is not None and found["summary"] == "a" and found["file_path"] == "/f/c.txt", path
-    store.set_failed(a, "now unreadable")
-    assert store.analysis("/f/c.txt") is None and store.analysis("/f/a.txt") is None
+    store.documents.set_failed(a, "now unreadable")
+    assert store.analyses.get("/f/c.txt") is None and store.analyses.get("/f/a.txt") is None
     b = index(store, "/f/b.txt", {"summary": "b"})
     with store.tx() as db:
-        store.mark_skipped(db, store.folders()[0].id, "/f/b.txt", "too large")
-    assert store.analysis("/f/b.txt") is None
+        store.documents.mark_skipped(db, store.folders.all()[0].id, "/f/b.txt", "too large")
+    assert store.analyses.get("/f/b.txt") is None
     index(store, "/f/b.txt", {"summary": "b again"})
     with store.tx() as db:
-        store.delete_documents(db, [b])
-    assert store.analysis("/f/b.txt") is None and store.pending_enrichment(10) == []
+        store.documents.delete(db, [b])
+    assert store.analyses.get("/f/b.txt") is None and store.analyses.pending_enrichment(10) == []
 
 
 def test_pending_enrichment_skips_documents_not_indexed(store: Store) -> None:
     a = index(store, "/f/a.txt", {"summary": "a"})
-    store.requeue(a)  # edited, waiting for its parse: the model should not summarise the old text
-    assert store.pending_enrichment(10) == []
+    store.documents.requeue(a)  # edited, waiting for its parse: the model should not summarise the old text
+    assert store.analyses.pending_enrichment(10) == []
 
 
 # ------------------------------------------------------------------------------------------------

@@ -148,7 +148,8 @@ def test_a_quote_under_a_generic_section_is_labelled_with_the_page_s_name(served
     question = "What does the system use the password change information for?"
     out = chat(url, token, {"query": question, "answer_mode": "extractive"})
     assert cites_chage(out, "This information is used by the system"), out
-    assert "chage(1): \u201cThis information is used by the system" in out["answer"], out["answer"]
+    # "This information" is quoted with the sentence it refers to (evidence/reach.py), under the page's name
+    assert "chage(1): \u201cThe chage command changes the number of days" in out["answer"], out["answer"]
     assert "DESCRIPTION:" not in out["answer"], out["answer"]
 
 
@@ -172,3 +173,37 @@ def test_a_question_about_a_name_the_pages_never_hold_is_refused_though_its_best
     out = chat(url, token, {"query": "How does chage sync the expiry date with Kerberos?", "answer_mode": "extractive"})
     assert out["grounded"] is False and out["citations"] == [], out
     assert out["answer"].startswith("The documents do not say"), out["answer"]
+
+
+def test_a_quote_that_refers_back_brings_the_sentence_it_refers_to(served: Any) -> None:
+    _k, url, token, _root = served
+    out = chat(
+        url,
+        token,
+        {"query": "What can be planned for in advance by use of the -W option?", "answer_mode": "extractive"},
+    )
+    quote = next(c["quote"] for c in out["citations"] if "This occurrence can be planned" in c["quote"])
+    before = quote.find("LAST_DAY is less than the current day")  # what "this" is (a chunk may start mid-sentence)
+    assert 0 <= before < quote.find("This occurrence"), quote
+    check_markers(out)
+
+
+def test_a_generated_sentence_that_reverses_its_source_s_negation_is_not_backed(served: Any) -> None:
+    # The real sentence vectors find chage(1)'s "will also not report any inconsistency ..." nearest to both claims;
+    # every word of the second is there too, and it says the opposite.
+    k, _url, _token, _root = served
+    question = "Does chage report inconsistencies between the shadow and passwd files?"
+    policy = LlmPolicy()
+    ask = EvidenceRequest(question=question, max_files=5, per_file=policy.chunks_per_file, max_spans=5)
+    evidence = Evidence(k.client().request("indexer", ask, EvidenceReply, timeout=60).body)
+    windows = [evidence.window(s) for s in evidence.sources(policy.evidence_sources)]
+    said = [
+        Claim(
+            text="The chage program will not report any inconsistency between the shadow and passwd files.", sources=[]
+        ),
+        Claim(text="The chage program will report any inconsistency between the shadow and passwd files.", sources=[]),
+    ]
+    check = k.client().request("indexer", CheckRequest(question, said, windows), CheckReply, timeout=60).body
+    negated, affirmed = check.checks
+    assert negated["supported"] and "not report any inconsistency" in negated["quote"], negated
+    assert not affirmed["supported"], affirmed

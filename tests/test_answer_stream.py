@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from foldermind.kernel.cli.clients import AnswerScreen
+from foldermind.kernel.cli.clients.commands import AnswerScreen
 from foldermind.protocol.messages import ChatPartial
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import quotes as answers

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from mcp.types import CallToolResult
 
-from foldermind.kernel.cli.clients import AnswerScreen
+from foldermind.kernel.cli.clients.commands import AnswerScreen
 from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from tests import mcpclient as mc

@@ -1,4 +1,5 @@
-"""Meta-tests of where things live: test switches only in the faults module, test-only kinds only in tests/."""
+"""Meta-tests of where things live: test switches only in the faults module, test-only kinds only in tests/, error
+codes only in the catalogue, and no module of the product code over 500 lines."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import ast
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,9 +119,9 @@ def test_the_code_scan_finds_a_mapping_table_a_string_code_and_a_string_comparis
 
 
 def test_error_codes_are_written_only_in_the_catalogue() -> None:
-    """Every code is an ``ErrorCode`` member (protocol/errors.py) with its fault, retryable default and MCP
+    """Every code is an ``ErrorCode`` member (protocol/errors/codes.py) with its fault, retryable default and MCP
     code; nothing else keeps a table of codes or decides on a code spelled as a string."""
-    catalogue = REPO / "protocol" / "errors.py"
+    catalogue = REPO / "protocol" / "errors" / "codes.py"
     offenders = [
         f"{path.relative_to(REPO)}:{hit}"
         for path in _production_files()
@@ -129,18 +131,75 @@ def test_error_codes_are_written_only_in_the_catalogue() -> None:
     assert not offenders, f"error codes written outside the catalogue: {offenders}"
 
 
-LONG_MODULE = 400
-"""Lines past which a module must say at its top why it is one module (the project's rule for long modules)."""
+MAX_MODULE_LINES = 500
+"""No module of the product code is longer: a longer one is split by idea (the project's rule, without exceptions)."""
 
 
-def test_every_module_over_400_lines_says_at_its_top_why_it_is_that_long() -> None:
-    unexplained = []
-    for package in PRODUCTION:
-        for path in sorted((REPO / package).rglob("*.py")):
-            source = path.read_text(encoding="utf-8")
-            if source.count("\n") <= LONG_MODULE:
-                continue
-            doc = ast.get_docstring(ast.parse(source)) or ""
-            if "Its length (~" not in doc:
-                unexplained.append(f"{path.relative_to(REPO)} ({source.count(chr(10))} lines)")
-    assert not unexplained, f"no 'Its length (~N lines): why' in the docstring of {unexplained}"
+def _long_modules(paths: list[Path]) -> list[str]:
+    """Each of ``paths`` over :data:`MAX_MODULE_LINES` lines, with its count."""
+    counts = {path: path.read_text(encoding="utf-8").count("\n") for path in paths}
+    return [
+        f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path.name} ({lines} lines)"
+        for path, lines in counts.items()
+        if lines > MAX_MODULE_LINES
+    ]
+
+
+def test_no_module_of_the_product_code_is_over_500_lines() -> None:
+    long = _long_modules(_production_files())
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by idea): {long}"
+
+
+def test_the_length_check_finds_a_module_one_line_over_the_limit(tmp_path: Path) -> None:
+    at, over = tmp_path / "at.py", tmp_path / "over.py"
+    at.write_text("x = 1\n" * MAX_MODULE_LINES, encoding="utf-8")
+    over.write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
+    assert _long_modules([at, over]) == [f"over.py ({MAX_MODULE_LINES + 1} lines)"]
+
+
+MAX_FOLDER_MODULES = 20
+"""No folder of the product code holds more modules: a fuller one is split into packages by role."""
+
+
+def _crowded_folders(paths: list[Path]) -> list[str]:
+    """Each folder of ``paths`` with more than :data:`MAX_FOLDER_MODULES` modules, with its count."""
+    counts = Counter(path.parent for path in paths)
+    return [f"{_shown(folder)} ({n} modules)" for folder, n in counts.items() if n > MAX_FOLDER_MODULES]
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
+
+
+def test_no_folder_of_the_product_code_holds_over_20_modules() -> None:
+    crowded = _crowded_folders(_production_files())
+    assert not crowded, f"folders over {MAX_FOLDER_MODULES} modules (split them by role): {crowded}"
+
+
+def test_the_folder_check_finds_a_folder_one_module_over_the_limit(tmp_path: Path) -> None:
+    full, over = tmp_path / "full", tmp_path / "over"
+    paths = [full / f"m{i}.py" for i in range(MAX_FOLDER_MODULES)]
+    paths += [over / f"m{i}.py" for i in range(MAX_FOLDER_MODULES + 1)]
+    assert _crowded_folders(paths) == [f"over ({MAX_FOLDER_MODULES + 1} modules)"]
+
+
+def _silent_packages(paths: list[Path]) -> list[str]:
+    """Each package of ``paths`` whose ``__init__.py`` has no docstring saying what the folder is for."""
+    return [
+        _shown(path.parent)
+        for path in paths
+        if path.name == "__init__.py" and not (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "")
+    ]
+
+
+def test_every_package_of_the_product_code_says_its_role_in_its_docstring() -> None:
+    silent = _silent_packages(_production_files())
+    assert not silent, f"packages whose __init__.py does not say what the folder is for: {silent}"
+
+
+def test_the_role_check_finds_a_package_without_a_docstring(tmp_path: Path) -> None:
+    (tmp_path / "said").mkdir()
+    (tmp_path / "silent").mkdir()
+    (tmp_path / "said" / "__init__.py").write_text('"""Parsers of one format each."""\n', encoding="utf-8")
+    (tmp_path / "silent" / "__init__.py").write_text("from x import y\n", encoding="utf-8")
+    assert _silent_packages([tmp_path / "said" / "__init__.py", tmp_path / "silent" / "__init__.py"]) == ["silent"]

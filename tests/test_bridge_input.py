@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from foldermind.kernel.cli import stdio_lines
-from foldermind.kernel.cli.bridge_link import BridgeFailure
+from foldermind.kernel.cli.bridge import stdio_lines
+from foldermind.kernel.cli.bridge.link import BridgeFailure
 from tests import mcpclient as mc
 from tests.config import merge
 from tests.helpers import FAST_RESTART, RunningKernel, kill9, only_workers, remove_tree, short_tmpdir, wait_for

@@ -28,7 +28,7 @@ import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
-from foldermind.kernel.cli.bridge_link import BridgeFailure
+from foldermind.kernel.cli.bridge.link import BridgeFailure
 from foldermind.protocol.errors import ErrorCode
 from tests import mcpclient as mc
 from tests.config import merge, render

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from foldermind.kernel.cli import entries
+from foldermind.kernel.cli.clients import entries
 from tests.config import merge
 from tests.helpers import RunningKernel, only_workers, remove_tree, short_tmpdir, wait_for
 
@@ -45,16 +45,16 @@ HEAVY = frozenset(
         "foldermind.kernel.cli.lifecycle",
         "foldermind.kernel.cli.worker",
         "foldermind.kernel.cli.bus",
-        "foldermind.kernel.cli.clients",
+        "foldermind.kernel.cli.clients.commands",
         "foldermind.kernel.cli.bridge",
         "foldermind.kernel.cli.doctor",
-        "foldermind.kernel.cli.install",
-        "foldermind.kernel.cli.clientconfig",
-        "foldermind.kernel.cli.clientfacts",
-        "foldermind.kernel.cli.clientfile",
-        "foldermind.kernel.cli.entries",
-        "foldermind.kernel.cli.jsonedit",
-        "foldermind.kernel.cli.keys",
+        "foldermind.kernel.cli.clients.install",
+        "foldermind.kernel.cli.clients.config",
+        "foldermind.kernel.cli.clients.facts",
+        "foldermind.kernel.cli.clients.file",
+        "foldermind.kernel.cli.clients.entries",
+        "foldermind.kernel.cli.clients.jsonedit",
+        "foldermind.kernel.cli.clients.keys",
     }
 )
 """Modules (and packages, with everything under them) a ``foldermind search`` must not import."""
@@ -62,9 +62,9 @@ HEAVY = frozenset(
 SNIPPET_NEEDS = frozenset(
     {
         "keyring",  # the URL forms carry the owner's token, read from the secret store
-        "foldermind.kernel.cli.clientconfig",
-        "foldermind.kernel.cli.clientfacts",
-        "foldermind.kernel.cli.entries",
+        "foldermind.kernel.cli.clients.config",
+        "foldermind.kernel.cli.clients.facts",
+        "foldermind.kernel.cli.clients.entries",
     }
 )
 """What ``config snippet --json`` does import of :data:`HEAVY`: with the front door up, its URL is the live one,
@@ -150,7 +150,7 @@ def test_the_version_imports_no_heavy_module_nor_the_message_kinds(indexer_only:
 
 
 def test_the_help_of_the_stdio_bridge_imports_neither_the_mcp_sdk_nor_keyring(indexer_only: RunningKernel) -> None:
-    done, heavy = loaded_by(indexer_only, "mcp", "--help", watch=HEAVY - {"foldermind.kernel.cli.clients"})
+    done, heavy = loaded_by(indexer_only, "mcp", "--help", watch=HEAVY - {"foldermind.kernel.cli.clients.commands"})
     assert done.returncode == 0, done.stderr
     assert "stdio bridge" in done.stdout, done.stdout
     assert not heavy, f"foldermind mcp --help imported {sorted(heavy)}"

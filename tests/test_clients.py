@@ -3,7 +3,7 @@ real files under a temporary $HOME, kept byte for byte around our entry; and ``d
 no longer matches this install.
 
 The expected shapes below are written out from the clients' documentation again (not read from
-``kernel/cli/clientfacts.py``), so a wrong fact in that table fails here. No kernel runs: the commands run
+``kernel/cli/clients/facts.py``), so a wrong fact in that table fails here. No kernel runs: the commands run
 in-process with click's runner, the URL being the configured one.
 """
 
@@ -23,8 +23,10 @@ import json5
 import pytest
 from click.testing import CliRunner, Result
 
-from foldermind.kernel.cli import cli, clientfile, jsonedit
-from foldermind.kernel.cli.clientfacts import CLIENTS, TOKEN_ENV
+from foldermind.kernel.cli import cli
+from foldermind.kernel.cli.clients import file as clientfile
+from foldermind.kernel.cli.clients import jsonedit
+from foldermind.kernel.cli.clients.facts import CLIENTS, TOKEN_ENV
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home, KernelLock
 from foldermind.protocol.runtime.token_store import TokenStore
@@ -453,11 +455,11 @@ def test_a_changed_entry_is_replaced_in_place_and_a_duplicate_is_refused() -> No
     new = clientfile.with_entry(text, client, {"command": "new"}, None)
     assert new == '{\n  "mcpServers": {\n    "foldermind": {\n      "command": "new"\n    }, "b": {}\n  }\n}\n'
     twice = '{"mcpServers": {"foldermind": {}, "foldermind": {}}}'
-    with pytest.raises(jsonedit.ParseError, match="appears 2 times"):
+    with pytest.raises(jsonedit.JsonError, match="appears 2 times"):
         clientfile.with_entry(twice, client, {"command": "new"}, None)
-    with pytest.raises(jsonedit.ParseError, match="not an object"):
+    with pytest.raises(jsonedit.JsonError, match="not an object"):
         clientfile.with_entry('{"mcpServers": []}', client, {}, None)
-    with pytest.raises(jsonedit.ParseError, match="top level"):
+    with pytest.raises(jsonedit.JsonError, match="top level"):
         clientfile.with_entry("[]", client, {}, None)
 
 

@@ -1,4 +1,4 @@
-"""Config is declared once (``protocol/runtime/config.py``); ``supervisor.toml`` is its rendering, and a home's
+"""Config is declared once (``protocol/runtime/config/``); ``supervisor.toml`` is its rendering, and a home's
 override is merged over the declared defaults."""
 
 from __future__ import annotations

@@ -310,14 +310,14 @@ def chunked_store(tmp_path: Path, text: str, max_tokens: int) -> tuple[Store, st
     parsed = parse_txt(text.encode())
     chunks = chunk(parsed.segments, load_tokenizer(), max_tokens=max_tokens, overlap_tokens=16)
     store = Store(tmp_path / "index.sqlite")
-    folder = store.add_folder(str(tmp_path), "F", "")
+    folder = store.folders.add(str(tmp_path), "F", "")
     path = str(tmp_path / "style.txt")
     with store.tx() as db:
-        store.mark_pending(db, folder.id, path, 1, 1)
-    doc = store.document(path)
+        store.documents.mark_pending(db, folder.id, path, 1, 1)
+    doc = store.documents.get(path)
     assert doc is not None
     with store.tx() as db:
-        store.write_document(db, doc.id, 1, 1, "sha", "txt", None, None, [dict(c) for c in chunks])
+        store.documents.write(db, doc.id, 1, 1, "sha", "txt", None, None, [dict(c) for c in chunks])
     return store, path, chunks
 
 
@@ -424,8 +424,8 @@ def test_a_short_unfinished_line_before_a_description_is_its_term_and_is_quoted_
         _span_of(text, 2, figure=False)["text"]
         == "--enable-gapcmon This option enables building the GTK GUI front-end."
     )
-    plain = "It is built.\nThis option enables the USB driver.\n"
-    assert _span_of(plain, 1, figure=False)["text"] == "This option enables the USB driver."
+    plain = "It is built.\nThe option enables the USB driver.\n"  # ("This option ..." would refer back to it)
+    assert _span_of(plain, 1, figure=False)["text"] == "The option enables the USB driver."
 
 
 def test_whether_the_documents_answer_is_judged_on_the_passages_of_the_best_few_sentences() -> None:
@@ -488,6 +488,27 @@ def test_a_close_page_that_lacks_a_rare_name_of_the_question_does_not_answer_unl
     assert floor.answers_at_all(close | {"unheld_name": 0.0})
     assert not floor.answers_at_all(close | {"unheld_name": 1.0})
     assert floor.answers_at_all(close | {"semantic": floor.NAME_RESCUE, "unheld_name": 1.0})  # very close: answered
+
+
+def test_a_long_sentence_s_clauses_are_compared_when_the_sentences_alone_would_not_answer() -> None:
+    long = (
+        "An OS crash or power loss is weaker: with synchronous=NORMAL, SQLite in WAL mode stays consistent but may "
+        "lose its most recent transactions; the file is not fsynced before its rename."
+    )
+    assert floor.clauses(long) == [
+        "An OS crash or power loss is weaker",
+        "with synchronous=NORMAL, SQLite in WAL mode stays consistent but may lose its most recent transactions",
+        "the file is not fsynced before its rename.",
+    ]
+    assert floor.clauses("Default: 200") == []  # a label and its value: one clause, the sentence itself
+    assert floor.clauses("A plain sentence without a cut.") == []
+    weak = {"semantic": 0.28, "lexical": 0.55, "rare": 0.78, "unheld_name": 0.0}
+    assert floor.needs_clauses(weak) and not floor.answers_at_all(weak)
+    assert floor.answers_at_all(weak | {"clause": floor.SUPPORT_SEMANTIC})  # its clause about power loss is close
+    assert not floor.answers_at_all(weak | {"clause": floor.SUPPORT_SEMANTIC - 0.01})
+    # A close clause does not rescue a question about a rare name no leading passage holds.
+    assert not floor.answers_at_all(weak | {"clause": 0.6, "unheld_name": 1.0})
+    assert not floor.needs_clauses({"semantic": 0.8, "lexical": 0.5, "rare": 0.9, "unheld_name": 0.0})
 
 
 def test_bracketed_numbers_inside_a_quote_are_escaped_so_only_the_answer_s_markers_resolve() -> None:

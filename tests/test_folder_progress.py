@@ -15,7 +15,7 @@ from tests.test_units import _document_with_chunks, _store_with_chunks
 
 def test_a_batch_committed_while_the_embedded_chunks_are_counted_is_never_taken_off_uncounted(tmp_path: Path) -> None:
     store, ids = _store_with_chunks(tmp_path, 3)
-    store.store_vectors(ids[:1], [b"\0" * 8])  # one chunk embedded long ago
+    store.embeddings.store(ids[:1], [b"\0" * 8])  # one chunk embedded long ago
     batch = tuple(ids[1:])
     calls: list[tuple[int, ...]] = []
 
@@ -24,41 +24,45 @@ def test_a_batch_committed_while_the_embedded_chunks_are_counted_is_never_taken_
         # query reads, and is still arriving (not yet in usearch) when the count looks again.
         if not calls:
             calls.append(())
-            store.store_vectors(list(batch), [b"\0" * 8] * len(batch))
+            store.embeddings.store(list(batch), [b"\0" * 8] * len(batch))
             return ()
         calls.append(batch)
         return batch
 
-    assert store.embedded(None, arriving_committed_during_the_count) == 1, "not 1 - 2 (taken off uncounted)"
-    assert store.embedded(None, lambda: batch) == 1, "still arriving: not yet found by a semantic search"
-    assert store.embedded(None, lambda: ()) == 3, "arrived"
-    folder = store.folders()[0].id
-    assert store.embedded(folder, lambda: ()) == 3 and store.embedded("another", lambda: ()) == 0
+    assert store.embeddings.count(None, arriving_committed_during_the_count) == 1, "not 1 - 2 (taken off uncounted)"
+    assert store.embeddings.count(None, lambda: batch) == 1, "still arriving: not yet found by a semantic search"
+    assert store.embeddings.count(None, lambda: ()) == 3, "arrived"
+    folder = store.folders.all()[0].id
+    assert store.embeddings.count(folder, lambda: ()) == 3 and store.embeddings.count("another", lambda: ()) == 0
 
 
 def test_the_embedded_count_of_each_folder_follows_its_vectors_in_a_database_made_before_its_index(
     tmp_path: Path,
 ) -> None:
     store, ids = _store_with_chunks(tmp_path, 4)
-    other = store.add_folder(str(tmp_path / "more"), "more", "")
+    other = store.folders.add(str(tmp_path / "more"), "more", "")
     with store.tx() as db:
         more = _document_with_chunks(store, db, other.id, str(tmp_path / "more" / "b.txt"), 3)
         # As a database of an older version holds it: the count's index is made when the store is opened.
         db.execute("DROP INDEX chunks_unembedded_doc")
     store = Store(tmp_path / "index.sqlite")
-    docs = store.find_folder(str(tmp_path / "docs")).id
-    store.store_vectors([ids[0], ids[2], more[1]], [b"\0" * 8] * 3)
-    assert store.embedded(docs, lambda: ()) == 2 and store.embedded(other.id, lambda: ()) == 1
-    assert store.embedded(None, lambda: ()) == 3
-    assert store.embedded(docs, lambda: (ids[2], more[1])) == 1, "arriving: not counted yet, the other folder's not"
+    docs = store.folders.find(str(tmp_path / "docs")).id
+    store.embeddings.store([ids[0], ids[2], more[1]], [b"\0" * 8] * 3)
+    assert store.embeddings.count(docs, lambda: ()) == 2 and store.embeddings.count(other.id, lambda: ()) == 1
+    assert store.embeddings.count(None, lambda: ()) == 3
+    assert store.embeddings.count(docs, lambda: (ids[2], more[1])) == 1, (
+        "arriving: not counted yet, the other folder's not"
+    )
     # The folder's chunks come from the same statement, whatever arrives.
-    assert store.chunk_counts(docs, lambda: (ids[2], more[1])) == (4, 1)
-    assert store.chunk_counts(other.id, lambda: ()) == (3, 1) and store.chunk_counts(None, lambda: ()) == (7, 3)
-    assert store.embedded(None, lambda: (ids[1],)) == 3, "arriving without a vector yet: nothing to leave out"
-    store.drop_vectors("m", "p", reembedding="")
-    assert store.embedded(docs, lambda: ()) == 0 and store.embedded(None, lambda: ()) == 0
-    store.store_vectors(ids, [b"\0" * 8] * len(ids))
-    assert store.embedded(docs, lambda: ()) == 4 and store.embedded(other.id, lambda: ()) == 0
+    assert store.embeddings.chunk_counts(docs, lambda: (ids[2], more[1])) == (4, 1)
+    assert store.embeddings.chunk_counts(other.id, lambda: ()) == (3, 1) and store.embeddings.chunk_counts(
+        None, lambda: ()
+    ) == (7, 3)
+    assert store.embeddings.count(None, lambda: (ids[1],)) == 3, "arriving without a vector yet: nothing to leave out"
+    store.embeddings.drop_all("m", "p", reembedding="")
+    assert store.embeddings.count(docs, lambda: ()) == 0 and store.embeddings.count(None, lambda: ()) == 0
+    store.embeddings.store(ids, [b"\0" * 8] * len(ids))
+    assert store.embeddings.count(docs, lambda: ()) == 4 and store.embeddings.count(other.id, lambda: ()) == 0
 
 
 def _folder(home: Path) -> dict[str, Any]:

@@ -39,7 +39,7 @@ import pytest
 from mcp.types import CallToolResult
 
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import DeadlineExceeded, ServiceUnavailable, WorkerLost
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
     FolderAddReply,
     FolderAddRequest,
@@ -229,6 +229,12 @@ def extracted(home: Path, doc_id: int) -> str:
     return "\n".join(r[0] for r in rows)
 
 
+REPLACED = frozenset(
+    {ErrorCode.WORKER_LOST, ErrorCode.SERVICE_UNAVAILABLE, ErrorCode.SHUTTING_DOWN, ErrorCode.DEADLINE_EXCEEDED}
+)
+"""What a request gets while its worker is being replaced."""
+
+
 def ask(k: RunningKernel, to: str, request: Message, reply: type[M], timeout: float = 60) -> M:
     """One bus request, asked again while the worker is being replaced: on a loaded machine a starved
     worker misses heartbeats and is restarted (the restarts themselves are checked at the end)."""
@@ -237,8 +243,8 @@ def ask(k: RunningKernel, to: str, request: Message, reply: type[M], timeout: fl
         try:
             with BusClient(k.home.bus_endpoint, name="hostile-test") as client:
                 return client.request(to, request, reply, timeout=30).body
-        except (WorkerLost, ServiceUnavailable, DeadlineExceeded):
-            if time.monotonic() > give_up:
+        except JobError as exc:
+            if exc.code not in REPLACED or time.monotonic() > give_up:
                 raise
             time.sleep(0.5)
 

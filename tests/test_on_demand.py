@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from foldermind.protocol.errors import DeadlineExceeded, WorkerLost
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import PingReply, PingRequest
 from tests.config import Config, merge
 from tests.faultworker import FaultRequest
@@ -53,7 +53,7 @@ def test_a_crash_of_an_on_demand_worker_with_a_job_in_hand_fails_the_job_and_res
     kernel = on_demand_kernel(home_dir)
     try:
         first = ping(kernel)
-        with pytest.raises(WorkerLost) as err, kernel.client() as client:
+        with pytest.raises(JobError, match=f"^{ErrorCode.WORKER_LOST}: ") as err, kernel.client() as client:
             client.request("testworker", FaultRequest("crash"), PingReply, timeout=20)
         assert err.value.retryable
         w = kernel.wait_state("testworker", "RUNNING", other_pid_than=first)  # restarted by policy, not IDLE
@@ -66,7 +66,7 @@ def test_a_crash_of_an_on_demand_worker_with_a_job_in_hand_fails_the_job_and_res
 def test_a_request_waiting_for_a_worker_to_start_still_misses_its_deadline(home_dir: Path) -> None:
     kernel = on_demand_kernel(home_dir, {"workers": {"testworker": {"env": {"FOLDERMIND_FAULT": "slow_start"}}}})
     try:
-        with pytest.raises(DeadlineExceeded) as err, kernel.client() as client:
+        with pytest.raises(JobError, match=f"^{ErrorCode.DEADLINE_EXCEEDED}: ") as err, kernel.client() as client:
             client.request("testworker", PingRequest(), PingReply, timeout=1.0)
         assert err.value.retryable  # no worker ever started on it
         assert ping(kernel) > 0  # the worker it started answers the next one

@@ -14,7 +14,7 @@ import pytest
 import zmq
 
 from foldermind.kernel import curve
-from foldermind.kernel.cli import clientfile
+from foldermind.kernel.cli.clients import file as clientfile
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home, fsync_path
 from foldermind.protocol.runtime.keys import ensure_keypair, load_keypair
@@ -49,7 +49,7 @@ import os, sys
 from pathlib import Path
 from foldermind.workers.indexer.storage.store import Store
 store = Store(Path(sys.argv[1]))
-store.add_folder(sys.argv[2], "Notes", "")
+store.folders.add(sys.argv[2], "Notes", "")
 print("registered", flush=True)
 os._exit(0)  # like kill -9: no close, no checkpoint
 """

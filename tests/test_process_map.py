@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from foldermind.protocol.errors import WorkerLost
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, PingReply, PingRequest
 from tests.config import merge
 from tests.faultworker import FaultRequest
@@ -235,7 +235,7 @@ def test_a_dropped_worker_run_copy_that_wakes_up_is_told_to_go(kernel: RunningKe
     try:
         kernel.wait_state("testworker", "RUNNING", other_pid_than=old_pid)
         assert kernel.worker("testworker")["pid"] == fg.pid
-        with kernel.client() as client, pytest.raises(WorkerLost):
+        with kernel.client() as client, pytest.raises(JobError, match=f"^{ErrorCode.WORKER_LOST}: "):
             client.request("testworker", FaultRequest("hang_gil", seconds=6), PingReply, timeout=30)
         back = kernel.wait_state("testworker", "RUNNING", other_pid_than=fg.pid)
         assert psutil.Process(back["pid"]).ppid() == kernel.kernel_pid

@@ -213,20 +213,20 @@ def test_each_store_survives_enospc_and_writes_again_once_space_is_freed(tmp_pat
         store = Store(disk / "index.sqlite")
         bm25 = KeywordIndex(disk / "tantivy")
         vectors = VectorIndex(disk / "vectors.usearch", 384)
-        folder = store.add_folder("/nowhere", "F", "")
+        folder = store.folders.add("/nowhere", "F", "")
         with store.tx() as db:
-            store.mark_pending(db, folder.id, "/nowhere/a.txt", 1, 1)
-        doc = store.pending(1)[0]
+            store.documents.mark_pending(db, folder.id, "/nowhere/a.txt", 1, 1)
+        doc = store.documents.pending(1)[0]
         ballast = disk / "ballast"
         fill(ballast, 0)
         chunks = [{"ordinal": i, "text": f"word{i} " * 300, "tokens": 9, "line_start": 0, "line_end": 0,
                    "char_start": 0, "char_end": 9} for i in range(400)]  # fmt: skip
 
         with pytest.raises(DiskFull) as sql_full, writing("a database write", store.path, disk), store.tx() as db:
-            store.write_document(db, doc.id, 1, 1, "x", "txt", None, None, chunks)
+            store.documents.write(db, doc.id, 1, 1, "x", "txt", None, None, chunks)
         assert "database or disk is full" in str(sql_full.value)
         assert not store.db.in_transaction  # the connection is usable: the next BEGIN works
-        assert store.document("/nowhere/a.txt").status == "pending"  # type: ignore[union-attr]
+        assert store.documents.get("/nowhere/a.txt").status == "pending"  # type: ignore[union-attr]
 
         rows = [{"id": i, "doc_id": 1, "text": f"word{i} " * 300, "heading": "", "folder_id": "f"} for i in range(3000)]
         with pytest.raises(DiskFull, match="Tantivy"), writing("the Tantivy commit", bm25.path, disk):
@@ -244,7 +244,7 @@ def test_each_store_survives_enospc_and_writes_again_once_space_is_freed(tmp_pat
 
         ballast.unlink()
         with store.tx() as db:
-            store.write_document(db, doc.id, 1, 1, "x", "txt", None, None, chunks[:5])
+            store.documents.write(db, doc.id, 1, 1, "x", "txt", None, None, chunks[:5])
         bm25.replace([1], rows[:5])
         bm25.commit()
         vectors.save()

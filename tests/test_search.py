@@ -40,8 +40,9 @@ from foldermind.workers.indexer.search.encoder import QueryEncoder
 from foldermind.workers.indexer.search.scoped import ScopedVectors
 from foldermind.workers.indexer.search.snippets import snippet
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.chunks import ChunkPos
 from foldermind.workers.indexer.storage.extracted import read_lines, rebuild
-from foldermind.workers.indexer.storage.store import ChunkPos, Store
+from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import document_text, parse_md, parse_txt
@@ -581,10 +582,10 @@ def test_rebuilt_text_matches_the_parsers_text(lines: list[str], overlap: int) -
 def indexed(store: Store, folder_id: str, path: str, chunks: list[dict[str, Any]]) -> int:
     """The id of a document at ``path``, written to the store with ``chunks`` as the pipeline writes one."""
     with store.tx() as db:
-        store.mark_pending(db, folder_id, path, 1, 1)
-        doc = store.document(path)
+        store.documents.mark_pending(db, folder_id, path, 1, 1)
+        doc = store.documents.get(path)
         assert doc is not None
-        store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, chunks)
+        store.documents.write(db, doc.id, 1, 1, "h", "txt", None, None, chunks)
     return doc.id
 
 
@@ -622,7 +623,7 @@ def test_read_lines_returns_every_range_of_the_rebuilt_text(
     root = short_tmpdir("fmr-")
     try:
         store = Store(root / "index.sqlite")
-        folder = store.add_folder(str(root / "docs"), "docs", "")
+        folder = store.folders.add(str(root / "docs"), "docs", "")
         path = str(root / "docs" / "doc.md")
         doc_id = indexed(store, folder.id, path, [dict(c) for c in chunks])
         whole = rebuild(
@@ -630,7 +631,7 @@ def test_read_lines_returns_every_range_of_the_rebuilt_text(
         )
         lines = whole.split("\n") if chunks else []
         total = len(lines)
-        assert store.last_line(doc_id) == total
+        assert store.chunks.last_line(doc_id) == total
         for start in range(1, total + 2):
             for end in range(start - 1 if start > total else start, total + 2):
                 got = read_lines(store, doc_id, start, end, 100_000)
@@ -668,16 +669,16 @@ def test_a_folder_counts_files_not_yet_in_the_keyword_index_until_its_commit() -
     root = short_tmpdir("fmj-")
     try:
         store = Store(root / "index.sqlite")
-        a, b = (store.add_folder(str(root / name), name, "") for name in ("a", "b"))
+        a, b = (store.folders.add(str(root / name), name, "") for name in ("a", "b"))
         one = {"ordinal": 0, "text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
         doc_id = indexed(store, a.id, str(root / "a" / "x.txt"), [one])
-        assert store.progress(a.id)["files_pending"] == 0
-        assert store.progress(a.id)["files_not_yet_searchable"] == 1
-        assert store.progress(b.id)["files_not_yet_searchable"] == 0
-        seq, ids = store.journal_after(0)
+        assert store.folders.progress(a.id)["files_pending"] == 0
+        assert store.folders.progress(a.id)["files_not_yet_searchable"] == 1
+        assert store.folders.progress(b.id)["files_not_yet_searchable"] == 0
+        seq, ids = store.journal.after(0)
         assert ids == [doc_id]
-        store.journal_applied(seq)  # what the pipeline does once Tantivy has committed
-        assert store.progress(a.id)["files_not_yet_searchable"] == 0
+        store.journal.applied(seq)  # what the pipeline does once Tantivy has committed
+        assert store.folders.progress(a.id)["files_not_yet_searchable"] == 0
     finally:
         remove_tree(root)
 
@@ -686,7 +687,7 @@ def test_a_document_written_again_keeps_the_vectors_of_its_unchanged_chunks_and_
     root = short_tmpdir("fmv-")
     try:
         store = Store(root / "index.sqlite")
-        folder = store.add_folder(str(root), "f", "")
+        folder = store.folders.add(str(root), "f", "")
 
         def chunk(n: int, text: str) -> dict[str, Any]:
             return {"ordinal": n, "text": text, "tokens": 3, "line_start": n + 1, "line_end": n + 1}
@@ -702,10 +703,10 @@ def test_a_document_written_again_keeps_the_vectors_of_its_unchanged_chunks_and_
             int(r[0]) for r in store.db.execute("SELECT id FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,))
         ]
         blobs = [np.full(4, n, dtype=np.float32).tobytes() for n in range(3)]
-        assert store.store_vectors(old, blobs) == old
+        assert store.embeddings.store(old, blobs) == old
         edited = ["alpha beta", "gamma DELTA changed", "epsilon zeta", "a new chunk"]
         with store.tx() as db:
-            new = store.write_document(
+            new = store.documents.write(
                 db,
                 doc_id,
                 1,
@@ -716,11 +717,14 @@ def test_a_document_written_again_keeps_the_vectors_of_its_unchanged_chunks_and_
                 None,
                 [chunk(n, t) | {"char_start": 0, "char_end": 1} for n, t in enumerate(edited)],
             )
-        kept = dict(store.vectors(new))
+        kept = dict(store.embeddings.get(new))
         assert set(kept) == {new[0], new[2]}  # the unchanged texts, with their very vectors
         assert kept[new[0]] == blobs[0] and kept[new[2]] == blobs[2]
-        assert [row[0] for row in store.unembedded(10, set())] == [new[1], new[3]]  # only these go to the embedder
-        assert set(store.dead_vectors()) == set(old)  # the old ids leave the usearch file at its next save
+        assert [row[0] for row in store.embeddings.unembedded(10, set())] == [
+            new[1],
+            new[3],
+        ]  # only these go to the embedder
+        assert set(store.embeddings.dead()) == set(old)  # the old ids leave the usearch file at its next save
     finally:
         remove_tree(root)
 
@@ -731,17 +735,17 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best
         store = Store(root / "index.sqlite")
         vectors = VectorIndex(root / "v.usearch", 8)
         rng = np.random.default_rng(7)
-        folders = {name: store.add_folder(str(root / name), name, "").id for name in ("big", "small")}
+        folders = {name: store.folders.add(str(root / name), name, "").id for name in ("big", "small")}
         ids: dict[str, list[int]] = {"big": [], "small": []}
         for name, n in (("big", 400), ("small", 12)):
             with store.tx() as db:
                 for i in range(n):
                     path = str(root / name / f"{i}.txt")
-                    store.mark_pending(db, folders[name], path, 1, 1)
-                    doc = store.document(path)
+                    store.documents.mark_pending(db, folders[name], path, 1, 1)
+                    doc = store.documents.get(path)
                     assert doc is not None
                     chunk_row = {"ordinal": 0, "text": "x", "tokens": 3, "line_start": 1, "line_end": 1}
-                    ids[name] += store.write_document(
+                    ids[name] += store.documents.write(
                         db, doc.id, 1, 1, "h", "txt", None, None, [{**chunk_row, "char_start": 0, "char_end": 1}]
                     )
         all_ids = ids["big"] + ids["small"]
@@ -751,7 +755,7 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
         owner = np.repeat(np.arange(len(all_ids)), counts)
         blobs = [units.pack(matrix[owner == i]) for i in range(len(all_ids))]
-        store.store_vectors(all_ids, blobs)
+        store.embeddings.store(all_ids, blobs)
         vectors.add(*units.stack(list(zip(all_ids, blobs, strict=True)), 8))
         assert len(vectors) == len(matrix) and [int(k) for k in vectors.keys()] == sorted(all_ids)  # noqa: SIM118
         query = matrix[0] + 0.1

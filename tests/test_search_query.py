@@ -211,17 +211,17 @@ def test_the_evidence_for_an_answer_is_fused_without_the_repeat_penalty(tmp_path
     # A real store (the penalty reads each candidate's document there), and the two ranked lists as the indexes
     # would hand them over: one file of five passages above another file's one.
     store = Store(tmp_path / "index.sqlite")
-    folder = store.add_folder(str(tmp_path / "docs"), "docs", "")
+    folder = store.folders.add(str(tmp_path / "docs"), "docs", "")
     row = {"text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
     ids: dict[str, list[int]] = {}
     with store.tx() as db:
         for name, n in (("long.txt", 5), ("short.txt", 1)):
             path = str(tmp_path / "docs" / name)
-            store.mark_pending(db, folder.id, path, 1, 1)
-            doc = store.document(path)
+            store.documents.mark_pending(db, folder.id, path, 1, 1)
+            doc = store.documents.get(path)
             assert doc is not None
             rows = [{**row, "ordinal": i} for i in range(n)]
-            ids[name] = store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, rows)
+            ids[name] = store.documents.write(db, doc.id, 1, 1, "h", "txt", None, None, rows)
     encoder = QueryEncoder(SearchPolicy(), IngestPolicy(), "tcp://127.0.0.1:9", "t")  # not started: not asked
     vectors = VectorIndex(tmp_path / "v.usearch", 8)
     service = SearchService(store, KeywordIndex(tmp_path / "kw"), vectors, encoder, SearchPolicy())

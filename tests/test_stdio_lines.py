@@ -7,7 +7,7 @@ import io
 import json
 from typing import Any
 
-from foldermind.kernel.cli import stdio_lines
+from foldermind.kernel.cli.bridge import stdio_lines
 
 LIMIT = 1000
 

@@ -104,7 +104,7 @@ def test_a_file_of_one_vector_per_chunk_is_started_afresh(tmp_path: Path) -> Non
 def _store_with_chunks(root: Path, n: int, **meta: str) -> tuple[Store, list[int]]:
     """A real store holding one indexed document of ``n`` chunks (no vectors yet) and the ``meta`` given."""
     store = Store(root / "index.sqlite")
-    folder = store.add_folder(str(root / "docs"), "docs", "")
+    folder = store.folders.add(str(root / "docs"), "docs", "")
     with store.tx() as db:
         ids = _document_with_chunks(store, db, folder.id, str(root / "docs" / "a.txt"), n)
         for key, value in meta.items():
@@ -114,11 +114,11 @@ def _store_with_chunks(root: Path, n: int, **meta: str) -> tuple[Store, list[int
 
 def _document_with_chunks(store: Store, db: sqlite3.Connection, folder_id: str, path: str, n: int) -> list[int]:
     """An indexed document at ``path`` of ``n`` chunks (no vectors yet), written in ``db``'s transaction."""
-    store.mark_pending(db, folder_id, path, 1, 1)
-    doc = store.document(path)
+    store.documents.mark_pending(db, folder_id, path, 1, 1)
+    doc = store.documents.get(path)
     assert doc is not None
     row = {"text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
-    return store.write_document(db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "ordinal": i} for i in range(n)])
+    return store.documents.write(db, doc.id, 1, 1, "h", "txt", None, None, [{**row, "ordinal": i} for i in range(n)])
 
 
 def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:
@@ -126,20 +126,20 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:
     try:
         store, ids = _store_with_chunks(root, 1, embed_model="all-MiniLM-L6-v2", embed_precision="int8")
         vector = _unit_vectors(1, 8, 2)
-        store.store_vectors(ids, [vector.tobytes()])  # as the index kept it before units: no embed_units
+        store.embeddings.store(ids, [vector.tobytes()])  # as the index kept it before units: no embed_units
         vectors = VectorIndex(root / "v.usearch", 8)
         vectors.add(ids, vector)
         pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
         pipeline.upkeep.reconcile(pipeline.embeds.embedded_with)
-        assert store.vector_ids() == [] and len(vectors) == 0
+        assert store.embeddings.ids() == [] and len(vectors) == 0
         assert store.get_meta("embed_units") == units.VERSION
-        assert store.reembedding() == "all-MiniLM-L6-v2 int8 chunk"
-        assert [r[0] for r in store.unembedded(10, set())] == ids  # every chunk goes to the embedder again
+        assert store.embeddings.reembedding() == "all-MiniLM-L6-v2 int8 chunk"
+        assert [r[0] for r in store.embeddings.unembedded(10, set())] == ids  # every chunk goes to the embedder again
         # Embedded by units, the index is left as it is at the next start.
-        store.store_vectors(ids, [units.pack(_unit_vectors(2, 8, 4))])
-        store.reembedded()
+        store.embeddings.store(ids, [units.pack(_unit_vectors(2, 8, 4))])
+        store.embeddings.reembedded()
         pipeline.upkeep.reconcile(pipeline.embeds.embedded_with)
-        assert store.vector_ids() == ids and len(vectors) == 2 and store.reembedding() == ""
+        assert store.embeddings.ids() == ids and len(vectors) == 2 and store.embeddings.reembedding() == ""
     finally:
         remove_tree(root)
 
@@ -148,7 +148,7 @@ def test_vectors_restored_from_sqlite_count_as_arriving_until_usearch_has_them()
     root = short_tmpdir("fmu-")
     try:
         store, ids = _store_with_chunks(root, 3, embed_units=units.VERSION)
-        store.store_vectors(ids, [units.pack(_unit_vectors(2, 8, i)) for i in range(3)])
+        store.embeddings.store(ids, [units.pack(_unit_vectors(2, 8, i)) for i in range(3)])
         vectors = VectorIndex(root / "v.usearch", 8)  # the file lost: every vector is in SQLite only
         seen: list[tuple[int, ...]] = []
         real_add = vectors.add
@@ -161,7 +161,7 @@ def test_vectors_restored_from_sqlite_count_as_arriving_until_usearch_has_them()
         pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
         pipeline.upkeep.reconcile(pipeline.embeds.embedded_with)
         assert seen and set(ids) <= set(seen[0])  # the restored chunks did not count as embedded meanwhile
-        assert vectors.arriving == () and len(vectors) == 6 and store.embedded_among(tuple(ids), None) == 3
+        assert vectors.arriving == () and len(vectors) == 6 and store.embeddings.count_among(tuple(ids), None) == 3
     finally:
         remove_tree(root)
 
@@ -233,7 +233,7 @@ def test_the_ingest_thread_replaces_an_outgrown_draft_by_a_full_graph_of_sqlites
     root = short_tmpdir("fmu-")
     try:
         store, ids = _store_with_chunks(root, 12, embed_units=units.VERSION)
-        store.store_vectors(ids, [units.pack(_unit_vectors(3, 8, i)) for i in range(12)])  # 36 units
+        store.embeddings.store(ids, [units.pack(_unit_vectors(3, 8, i)) for i in range(12)])  # 36 units
         vectors = VectorIndex(root / "v.usearch", 8, exact_search_vectors=30)
         pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
         # The file lost: the draft filled again from SQLite, and saved.

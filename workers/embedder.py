@@ -19,9 +19,6 @@ model is freed and, on demand, the worker exits.
 
 Vectors travel as one raw buffer frame (``count`` x ``dim`` float32, C order). Also read: ``FOLDERMIND_EMBED_BATCH``
 (texts per pass: 1 under ONNX, 32 under torch) and ``FOLDERMIND_EMBED_RETRY_S`` (least time between load attempts).
-
-Its length (~400 lines): one worker whose model loads in the background, falls back, unloads when idle and is
-waited for: one state machine under one lock.
 """
 
 from __future__ import annotations

@@ -18,8 +18,6 @@ no parser reads are not documents, but users ask why a file is not found: each s
 lists the first of them, and the indexer keeps that of the folder's last scan for ``index_status`` and
 ``folders show`` (a file added later is counted at the next scan; rescanning on every such event would cost
 a folder walk per unrelated file).
-
-Its length (~410 lines): the scan, the event rules and the debounce share the folder table they read.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from foldermind.kernel.bus.jobs import Job
 from foldermind.kernel.bus.members import MEMBER_FAULTS, Peer, pick
 from foldermind.kernel.bus.routing import Routing
 from foldermind.protocol import frames
-from foldermind.protocol.errors import ErrorCode, ErrorInfo, ProtocolError
+from foldermind.protocol.errors import ErrorCode, ErrorInfo, OversizedMessage, ProtocolError
 from foldermind.protocol.messages import Disconnect, Envelope, Heartbeat, JobCancel, WorkerReady
 
 log = logging.getLogger("foldermind.broker")
@@ -55,9 +55,8 @@ class Broker(Routing):
                 if sock is self.remote_sock:
                     sender = REMOTE_PREFIX + sender
                 self._bad.warn("dropped a bad message from %r: %s", sender, exc)
-                env = getattr(exc, "env", None)
-                if isinstance(env, Envelope):
-                    self._refuse_oversized(sender, env, str(exc))
+                if isinstance(exc, OversizedMessage) and isinstance(exc.env, Envelope):
+                    self._refuse_oversized(sender, exc.env, str(exc))
                 continue
             ident = frames.identity_of(packet.route[0])
             if sock is self.remote_sock:

@@ -6,12 +6,11 @@ module is imported only when it runs).
 - :mod:`.worker`: ``worker run`` (here or, with ``--connect``, against a kernel on another machine), ``worker keys``;
 - :mod:`.bus`: ``bus keys|allow|deny``, the kernel's keys and allow list for remote workers;
 - :mod:`.folders`: ``folders add|list|remove``, ``search``;
-- :mod:`.clients`: what MCP clients need (``mcp``, ``token``, ``test-connection``, ``ask``, ``summary``),
-  with :mod:`.bridge` for the stdio bridge;
-- :mod:`.clientconfig`, :mod:`.install`: ``config defaults|snippet|install|uninstall`` (the last two loaded
-  by the ``config`` group when they run), from the one table of client facts in :mod:`.clientfacts` (entries
-  built by :mod:`.entries`, files edited by :mod:`.clientfile` and :mod:`.jsonedit`);
-- :mod:`.keys`: the client keys behind ``token add|list|revoke|rotate NAME``, and ``activity``;
+- :mod:`.clients`, what MCP clients are given: :mod:`.clients.commands` (``mcp``, ``token``,
+  ``test-connection``, ``ask``, ``summary``), :mod:`.clients.keys` (the client keys behind
+  ``token add|list|revoke|rotate NAME``, and ``activity``), :mod:`.clients.config` and :mod:`.clients.install`
+  (``config defaults|snippet|install|uninstall``, the last two loaded by the ``config`` group when they run);
+- :mod:`.bridge`: the stdio bridge ``mcp`` runs;
 - :mod:`.doctor`: ``doctor``, the checks of a setup;
 - :mod:`.console`: ``console``, the web console opened signed in;
 - :mod:`.common`: the helpers they share (``--home``, the home's config, a bus client).
@@ -41,16 +40,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("folders", "search"),
     "doctor": ("doctor", "doctor"),
     "repair": ("repair", "repair"),
-    "mcp": ("clients", "mcp_cmd"),
-    "token": ("clients", "token"),
-    "config": ("clientconfig", "config"),  # install's two subcommands are loaded by the group when they run
-    "test-connection": ("clients", "test_connection"),
-    "ask": ("clients", "ask"),
-    "summary": ("clients", "summary"),
+    "mcp": ("clients.commands", "mcp_cmd"),
+    "token": ("clients.commands", "token"),
+    "config": ("clients.config", "config"),  # install's two subcommands are loaded by the group when they run
+    "test-connection": ("clients.commands", "test_connection"),
+    "ask": ("clients.commands", "ask"),
+    "summary": ("clients.commands", "summary"),
     "console": ("console", "console"),
-    "activity": ("keys", "activity"),
+    "activity": ("clients.keys", "activity"),
 }
-"""Command name -> (its module in this package, the click command in it)."""
+"""Command name -> (its module under this package, the click command in it)."""
 
 
 class LazyGroup(click.Group):

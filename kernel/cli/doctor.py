@@ -24,11 +24,13 @@ from urllib.parse import urlsplit
 
 import click
 
-from foldermind.kernel.cli import clientfile, entries, keys, repair
-from foldermind.kernel.cli.clientfacts import CLIENTS, Client, config_file
+from foldermind.kernel.cli import repair
+from foldermind.kernel.cli.clients import entries, keys
+from foldermind.kernel.cli.clients import file as clientfile
+from foldermind.kernel.cli.clients.facts import CLIENTS, Client, config_file
+from foldermind.kernel.cli.clients.jsonedit import JsonError
 from foldermind.kernel.cli.common import connect, current_config, current_home, home_option, stray_config, typed
 from foldermind.kernel.cli.consolecheck import console_checks, listener
-from foldermind.kernel.cli.jsonedit import ParseError
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import FolderListReply, FolderListRequest, StatusReply, StatusRequest
 from foldermind.protocol.runtime.config import SupervisorConfig
@@ -133,7 +135,7 @@ def _client_file(home: Home, client: Client, path: Path, project: Path | None) -
     install = typed(home, "config", "install", "--client", client.name, *in_project)
     try:
         entry = clientfile.current(clientfile.read(path), client)
-    except (ParseError, OSError) as exc:
+    except (JsonError, OSError) as exc:
         return Check(client.name, "fail", f"{path}: cannot be read ({exc})", "fix the file by hand, then install again")
     if entry is None:
         return Check(client.name, "info", f"{path}: no foldermind entry", f"`{install}`")

@@ -14,7 +14,7 @@ import click
 import psutil
 
 from foldermind.kernel import __version__
-from foldermind.kernel.cli.clientfacts import CLIENTS
+from foldermind.kernel.cli.clients.facts import CLIENTS
 from foldermind.kernel.cli.common import (
     activate_hint,
     connect,

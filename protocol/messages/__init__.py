@@ -1,11 +1,12 @@
-"""Every message kind of the bus, declared once, in the module of the service that answers it.
+"""Every message kind of the bus, declared once, in the module (or package) of the service that answers it.
 
 - :mod:`.envelope`: the header, the body base class, the shape checks and :data:`REGISTRY`;
 - :mod:`.lifecycle`: worker <-> kernel (ready, heartbeat, disconnect, job.cancel) and the requests every
   worker answers (ping, describe, echo);
 - :mod:`.control`: the kernel's control API and its events;
 - :mod:`.parser`, :mod:`.embedder`, :mod:`.indexer`, :mod:`.llm`, :mod:`.watcher`, :mod:`.frontdoor`, :mod:`.console`:
-  the kinds each of those workers serves (:mod:`.criteria`: the indexer's criteria Smart Folders).
+  the kinds each of those workers serves (:mod:`.indexer` is a package, a module per group of kinds;
+  :mod:`.criteria`: the indexer's criteria Smart Folders).
 
 Each kind is a dataclass whose docstring is its specification; ``docs/protocol.md`` documents every
 kind and a test fails when one is missing there. Importing this package declares them all; the names

@@ -21,7 +21,7 @@ WIDTH = 120
 
 HEADER = """\
 # foldermind supervisor policy: every setting the kernel and its workers apply, with its default and what it does.
-# Generated from protocol/runtime/config.py (`foldermind config defaults`): edit the declarations there, not this file.
+# Generated from protocol/runtime/config/ (`foldermind config defaults`): edit the declarations there, not this file.
 # A home overrides only the keys it names, in <home>/config/supervisor.toml; an unknown key is an error, so a typo
 # never silently does nothing. The measurements behind the defaults: docs/tuning.md.
 """

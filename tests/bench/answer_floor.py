@@ -21,7 +21,9 @@ chosen refuses the most tune no-answer questions without losing more tune answer
 ``--main`` does (ties: fewer lost, then the higher unheld name, then the lower rescue); it is then read once on the
 ``held_out`` halves, beside ``--main`` and the running code's floor. ``--shapes PATH`` adds the shape bench's
 answers (:mod:`tests.bench.shapes.answers`: paraphrases, how, which, number and ``none``) to both sides.
-``--replay PATH`` scores a kept ``--json`` again without a kernel; ``--report PATH`` writes the report.
+The cosine is the sentences' or, when the floor refuses on them, their clauses' (``support["clause"]``, measured
+only then: a grid floor stricter than the running one misses clause cosines). ``--replay PATH`` scores a kept
+``--json`` again without a kernel; ``--report PATH`` writes the report.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Asked:
     lexical: float = 0.0
     rare: float = 0.0  # the best share of the question's rare terms a leading passage holds
     unheld_name: float = 0.0  # the weight of the heaviest name of the question no leading passage holds
+    clause: float = 0.0  # the best cosine of a clause of a leading sentence (measured only when the floor refuses)
     support: dict[str, float] | None = None  # every measure the reply gave
     supported: bool = False
     holds_gold: bool = False  # the extractive answer, were the floor not there, holds the gold (answerable only)
@@ -120,6 +123,7 @@ def measure(home: Path | None) -> tuple[list[Asked], dict[str, Any]]:
                 a.semantic, a.lexical = float(support.get("semantic", 0.0)), float(support.get("lexical", 0.0))
                 a.rare = float(support.get("rare", 0.0))
                 a.unheld_name = float(support.get("unheld_name", 0.0))
+                a.clause = float(support.get("clause", 0.0))
                 a.support = dict(support)
                 a.supported = reply.supported
                 quoted = composer.extractive(composer.Evidence(reply), composer.Quoting.of(policy))
@@ -150,8 +154,9 @@ def _refused(a: Asked, at: Floor) -> bool:
     always (as the indexer does), else evidence below both of the first two, or lacking a name that weighs the
     third with a cosine under the fourth."""
     sem, lex, unheld, rescue = at
-    close = a.semantic >= sem or a.lexical >= lex
-    return not sentences.content_terms(a.question) or not close or (a.unheld_name >= unheld and a.semantic < rescue)
+    cosine = max(a.semantic, a.clause)
+    close = cosine >= sem or a.lexical >= lex
+    return not sentences.content_terms(a.question) or not close or (a.unheld_name >= unheld and cosine < rescue)
 
 
 def score(asked: list[Asked], split: str, at: Floor) -> tuple[int, int, int, int]:
@@ -192,7 +197,7 @@ def shape_rows(path: Path) -> list[Asked]:
         gold = r["holds_gold_floorless"] or (r["shape"] == "paraphrase" and r["cites_gold_floorless"])
         a = Asked(r["id"], kind, r["corpus"], r["split"], r["query"], support=s, holds_gold=gold)
         a.semantic, a.lexical, a.rare = s.get("semantic", 0.0), s.get("lexical", 0.0), s.get("rare", 0.0)
-        a.unheld_name = s.get("unheld_name", 0.0)
+        a.unheld_name, a.clause = s.get("unheld_name", 0.0), s.get("clause", 0.0)
         out.append(a)
     return out
 
@@ -242,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             for a in asked:  # the rule above, whatever the kept run wrote
                 a.split = splits.get(a.id, a.split)
                 a.unheld_name = (a.support or {}).get("unheld_name", a.unheld_name)
+                a.clause = (a.support or {}).get("clause", a.clause)
         else:
             asked, setup = measure(Path(args.home) if args.home else None)
             if args.json:

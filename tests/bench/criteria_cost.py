@@ -47,7 +47,7 @@ FOLDERS: dict[str, dict[str, object]] = {
 def build(work: Path) -> SearchService:
     store = Store(work / "index.sqlite")
     root = "/bench/scifact"
-    folder = store.add_folder(root, "scifact", "")
+    folder = store.folders.add(root, "scifact", "")
     with open(scifact_dir() / "corpus.jsonl", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     start, span = 1577836800, 6 * 365 * 86400  # 2020-01-01, six years
@@ -55,7 +55,7 @@ def build(work: Path) -> SearchService:
         for i, row in enumerate(rows):
             path = f"{root}/{row['_id']}{SUFFIXES[i % len(SUFFIXES)]}"
             mtime = (start + span * i // len(rows)) * 10**9
-            store.mark_pending(db, folder.id, path, 1, mtime)
+            store.documents.mark_pending(db, folder.id, path, 1, mtime)
             doc = db.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()[0]
             words = f"{row.get('title', '')}\n\n{row['text']}".split()
             chunks = [
@@ -70,7 +70,7 @@ def build(work: Path) -> SearchService:
                 }
                 for n, k in enumerate(range(0, max(len(words), 1), WORDS))
             ]
-            store.write_document(db, doc, 1, mtime, str(i), "txt", None, None, chunks)
+            store.documents.write(db, doc, 1, mtime, str(i), "txt", None, None, chunks)
     ids = [int(r[0]) for r in store.db.execute("SELECT id FROM chunks ORDER BY id")]
     rng = np.random.default_rng(1)
     matrix = rng.standard_normal((len(ids), NDIM)).astype(np.float32)
@@ -83,7 +83,7 @@ def build(work: Path) -> SearchService:
     vectors.add(ids, matrix)
     bm25 = KeywordIndex(work / "tantivy")
     docs = [int(r[0]) for r in store.db.execute("SELECT id FROM documents")]
-    bm25.replace(docs, store.chunks_for_index(docs))
+    bm25.replace(docs, store.journal.chunks_for_index(docs))
     bm25.commit()
     return SearchService(store, bm25, vectors, FixedEncoder(), SearchPolicy())  # type: ignore[arg-type]
 
@@ -101,7 +101,7 @@ def main() -> int:
     try:
         t0 = time.perf_counter()
         service = build(work)
-        totals = service.store.totals()
+        totals = service.store.census.totals()
         print(
             f"built in {time.perf_counter() - t0:.1f} s: {totals['files_indexed']} documents, {totals['chunks']} chunks"
         )

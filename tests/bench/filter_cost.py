@@ -72,7 +72,7 @@ def build(db: Path, work: Path) -> SearchService:
     vectors.add(ids, matrix)
     bm25 = KeywordIndex(work / "tantivy")
     doc_ids = [int(r[0]) for r in store.db.execute("SELECT id FROM documents WHERE status = 'indexed'")]
-    bm25.replace(doc_ids, store.chunks_for_index(doc_ids))
+    bm25.replace(doc_ids, store.journal.chunks_for_index(doc_ids))
     bm25.commit()
     return SearchService(store, bm25, vectors, FixedEncoder(), SearchPolicy())  # type: ignore[arg-type]
 
@@ -129,7 +129,7 @@ def main() -> int:
             admitted = (
                 len(service.filters.admitted(wanted, None).docs)
                 if wanted.active
-                else service.store.totals()["files_indexed"]
+                else service.store.census.totals()["files_indexed"]
             )
             print(
                 f"| {name} | {admitted:,} | {statistics.median(s['all']):.1f} | {pct(s['all'], 0.95):.1f} | "

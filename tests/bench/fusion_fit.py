@@ -1,99 +1,202 @@
-"""``evidence`` fusion's three parameters fitted across every query shape at once, chosen by leaving one set out.
+"""``evidence`` fusion's parameters fitted across every query shape at once, chosen by leaving one set out.
 
-``python -m tests.bench.fusion_fit LISTS.json ...`` from the repository root, on what
-:mod:`tests.bench.fusion_lists` wrote (loaded and scored as :mod:`tests.bench.fusion_eval` does). Each query's
-score is tabulated once on a grid of keyword weights (:data:`W_GRID`) times coverage weights (:data:`C_GRID`), each
-cell the module's own :func:`~foldermind.workers.indexer.search.fusion_evidence.rerank` of ``weighted`` at that keyword
-weight; a parameter set (bias, margin slope, coverage weight) then costs a table look-up per query. Printed: for
-each variant (the coverage weight fixed at 0: the margin alone; the three), every set's tune score under the
+``python -m tests.bench.fusion_fit LISTS.json ... [--signals m,mt,...] [--bm25 top] [--compare B,M,K,T,C]`` from
+the repository root, on what :mod:`tests.bench.fusion_lists` wrote (loaded and scored as :mod:`tests.bench.fusion_eval`
+does). The keyword weight is ``sigmoid(b + m * margin + k * cosine + t * top)``: ``margin`` BM25's first-two margin
+(the shipped signal), ``cosine`` the semantic side's margin, ``top`` the share of the query's IDF mass BM25's first
+hit holds; then the module's coverage rerank at weight ``c`` and the repeat penalty (``[search]
+evidence_repeat_penalty``), as the indexer runs them (``--bm25 top``: BM25 divided by its first score instead of
+min-max, a candidate not shipped). Each query's score is tabulated once on a grid of keyword weights
+(:data:`W_GRID`) times coverage weights (:data:`C_GRID`); a parameter set then costs a table look-up per query, and
+every set's mean under every grid row is one matrix, from which each leave-one-set-out fit is read.
+
+Printed, tune parts only: per signal set (``--signals``: letters of m, k, t), every set's tune score under the
 parameters fitted on every other set's tune part, and the fit on every tune part. The objective is the mean over
-sets of each set's own score, every set weighing the same; the held-out parts are not read here
-(``fusion_eval --held-out`` reads them, once per decision). The repeat penalty that follows the fusion in the
-indexer (``[search] evidence_repeat_penalty``) is left out of the fit: it was chosen after it.
+sets of each set's own score, every set weighing the same. ``--compare`` reads the held-out parts (once per
+decision): every fusion per set, tune and held out, the shipped ``evidence`` beside the given parameters, with
+the issue's targets checked per set.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
+from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer.search import fusion, fusion_evidence
-from tests.bench.fusion_eval import Query, covers, load, score
+from tests.bench import fusion_eval
+from tests.bench.fusion_eval import Query, covers, documents_of, fixed, score
 
 W_GRID = np.linspace(0.0, 1.0, 51)
 C_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
 BIASES = np.arange(-3.0, 3.0001, 0.5)
-MARGINS = np.arange(0.0, 10.0001, 1.0)
+SLOPES = {"m": np.arange(0.0, 10.0001, 1.0), "k": np.arange(-4.0, 4.0001, 2.0), "t": np.arange(-4.0, 4.0001, 2.0)}
+POLICY = SearchPolicy()
+SHIPPED = (POLICY.evidence_bias, POLICY.evidence_margin, 0.0, 0.0, POLICY.evidence_coverage)
+KNOWN = ("known", "remembered", "shape-fragment", "shape-scramble", "shape-keywords", "shape-heading", "shape-command")
+
+
+def signals(q: Query) -> tuple[float, float, float]:
+    return q.margin, q.cosine, q.coverage
+
+
+def top_scaled(keyword: fusion.Ranking, semantic: fusion.Ranking, w: float) -> fusion.Ranking:
+    """``weighted`` with BM25's scores divided by its first instead of min-max (``--bm25 top``; not shipped)."""
+    first = keyword[0][1] if keyword and keyword[0][1] > 0 else 1.0
+    kw, sem = {cid: s / first for cid, s in keyword}, fusion.min_max(semantic)
+    return fusion.by_score({cid: w * kw.get(cid, 0.0) + (1.0 - w) * sem.get(cid, 0.0) for cid in kw | sem})
+
+
+SCALES: dict[str, Callable[[fusion.Ranking, fusion.Ranking, float], fusion.Ranking]] = {
+    "minmax": fusion.weighted,
+    "top": top_scaled,
+}
+SCALE = ["minmax"]
+"""How the fit and ``--compare``'s "given" scale BM25 (the shipped ``evidence`` is always min-max)."""
+
+
+def ranked(q: Query, w: float, c: float, scale: str = "minmax") -> list[int]:
+    """``weighted`` at ``w``, the coverage rerank at ``c``, then the repeat penalty: the indexer's ``evidence``."""
+    fused = SCALES[scale](q.keyword, q.semantic, w) if q.keyword else list(q.semantic)
+    out = fusion_evidence.rerank(fused, partial(covers, q), c) if q.keyword else fused
+    files = documents_of({cid: f for cid, (f, _, _) in q.where.items()})
+    return [cid for cid, _ in fusion.spread(out, files, POLICY.evidence_repeat_penalty)]
 
 
 def tabulate(q: Query) -> NDArray[np.float64]:
     """The query's score for every (keyword weight, coverage weight) of the grids."""
     out = np.zeros((len(W_GRID), len(C_GRID)))
     for i, w in enumerate(W_GRID):
-        fused = fusion.weighted(q.keyword, q.semantic, float(w)) if q.keyword else list(q.semantic)
         for j, c in enumerate(C_GRID):
-            ranked = fusion_evidence.rerank(fused, partial(covers, q), float(c)) if q.keyword else fused
-            out[i, j] = score(q, [cid for cid, _ in ranked])[0]
+            out[i, j] = score(q, ranked(q, float(w), float(c), SCALE[0]))[0]
     return out
 
 
-def objective(qs: Sequence[Query], tables: NDArray[np.float64], grid: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The mean over sets of each set's mean score, for every row (bias, margin slope, coverage weight) of ``grid``."""
-    margins = np.array([q.margin for q in qs])
-    members = [np.array([i for i, q in enumerate(qs) if q.set == s]) for s in sorted({q.set for q in qs})]
-    x = grid[:, :1] + grid[:, 1:2] * margins[None, :]
-    w = 1.0 / (1.0 + np.exp(-np.clip(x, -50, 50)))
-    wi = np.rint(w * (len(W_GRID) - 1)).astype(np.int64)
-    ci = np.rint(grid[:, 2] / 0.05).astype(np.int64)[:, None].repeat(len(qs), axis=1)
-    scores = tables[np.arange(len(qs))[None, :], wi, ci]
-    result: NDArray[np.float64] = np.mean([scores[:, m].mean(axis=1) for m in members], axis=0)
-    return result
+def weight(params: Sequence[float], sig: tuple[float, float, float]) -> float:
+    x = params[0] + sum(p * s for p, s in zip(params[1:4], sig, strict=True))
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, x))))
 
 
-def candidates(coverage: bool) -> NDArray[np.float64]:
-    return np.array(list(itertools.product(BIASES, MARGINS, C_GRID if coverage else [0.0])))
+def grid_of(letters: str) -> NDArray[np.float64]:
+    """Rows (b, m, k, t) of the grid for a signal set."""
+    slopes = [SLOPES[name] if name in letters else [0.0] for name in "mkt"]
+    return np.array(list(itertools.product(BIASES, *slopes)))
 
 
-def fit(qs: Sequence[Query], tables: NDArray[np.float64], coverage: bool) -> tuple[NDArray[np.float64], float]:
-    grid = candidates(coverage)
-    values = objective(qs, tables, grid)
-    best = float(values.max())
-    # Among ties, the least committed: the smallest coverage weight, then slope, then the bias nearest 0.
-    ties = [i for i in range(len(grid)) if values[i] >= best - 1e-12]
-    i = min(ties, key=lambda j: (float(grid[j][2]), abs(float(grid[j][1])), abs(float(grid[j][0]))))
-    return grid[i], best
+def set_means(
+    sig: NDArray[np.float64], tables: NDArray[np.float64], members: list[NDArray[np.int64]], grid: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """``[row, set, c]``: each set's mean score under each grid row and coverage weight."""
+    x = grid[:, :1] + grid[:, 1:] @ sig.T
+    wi = np.rint(1.0 / (1.0 + np.exp(-np.clip(x, -50, 50))) * (len(W_GRID) - 1)).astype(np.int64)
+    out = np.zeros((len(grid), len(members), len(C_GRID)))
+    for start in range(0, len(grid), 256):
+        got = tables[np.arange(len(sig))[None, :], wi[start : start + 256], :]
+        for k, m in enumerate(members):
+            out[start : start + 256, k, :] = got[:, m, :].mean(axis=1)
+    return out
+
+
+def pick(grid: NDArray[np.float64], values: NDArray[np.float64]) -> tuple[int, int]:
+    """The best (row, c); among ties the least committed: the smallest c, then slopes, then the bias nearest 0."""
+    ties = np.argwhere(values >= values.max() - 1e-12)
+    r, c = min(ties, key=lambda rc: (C_GRID[rc[1]], float(np.abs(grid[rc[0]][1:]).sum()), abs(grid[rc[0]][0])))
+    return int(r), int(c)
+
+
+def fit(qs: Sequence[Query], letters: Sequence[str]) -> list[str]:
+    tables = np.stack([tabulate(q) for q in qs])
+    sig = np.array([signals(q) for q in qs])
+    names = sorted({q.set for q in qs})
+    members = [np.array([i for i, q in enumerate(qs) if q.set == s]) for s in names]
+    shipped = set_means(sig, tables, members, np.array([SHIPPED[:4]]))[0, :, list(C_GRID).index(SHIPPED[4])]
+    lines = ["| signals | " + " | ".join(names) + " | mean |", "|---|" + "---:|" * (len(names) + 1)]
+    lines.append(
+        "| shipped weights, no fit | " + " | ".join(f"{v:.3f}" for v in shipped) + f" | {shipped.mean():.4f} |"
+    )
+    fits = []
+    for sigs in letters:
+        grid = grid_of(sigs)
+        means = set_means(sig, tables, members, grid)
+        cv = [
+            means[(rc := pick(grid, np.delete(means, k, axis=1).mean(axis=1)))[0], k, rc[1]] for k in range(len(names))
+        ]
+        lines.append(f"| {sigs} | " + " | ".join(f"{v:.3f}" for v in cv) + f" | {np.mean(cv):.4f} |")
+        r, c = pick(grid, means.mean(axis=1))
+        fits.append(f"{sigs}: b, m, k, t = {grid[r].tolist()}, c = {C_GRID[c]} (objective {means[r, :, c].mean():.4f})")
+    return [*lines, "", "Fitted on every tune part:", "", *(f"- {f}" for f in fits)]
+
+
+def compare(qs: Sequence[Query], params: Sequence[float]) -> list[str]:
+    """Every fusion per set, tune and held out; "shipped" is ``evidence`` at the ``[search]`` defaults."""
+    names = ("keyword", "semantic", "weighted", "rrf", "blend", "shipped", "given")
+
+    def run(q: Query, name: str) -> tuple[float, float, float]:
+        if name in ("shipped", "given"):
+            p, scale = (SHIPPED, "minmax") if name == "shipped" else (params, SCALE[0])
+            return score(q, ranked(q, weight(p[:4], signals(q)), p[4], scale))
+        return fixed(q, name)
+
+    out = []
+    for split in ("tune", "held_out"):
+        means: dict[str, dict[str, float]] = {}
+        out += ["", f"| set ({split}) | n | " + " | ".join(names) + " |", "|---|---:|" + "---:|" * len(names)]
+        for s in sorted({q.set for q in qs}):
+            mine = [q for q in qs if q.set == s and q.split == split]
+            if not mine:
+                continue
+            got = {n: np.array([run(q, n) for q in mine]) for n in names}
+            means[s] = {n: float(g[:, 0].mean()) for n, g in got.items()}
+            top = mine[0].metric == "top1"
+            cells = [f"{int(g[:, 1].sum())}" if top else f"{g[:, 0].mean():.3f}" for g in got.values()]
+            out.append(f"| {s} [{mine[0].metric}] | {len(mine)} | " + " | ".join(cells) + " |")
+        shapes = [s for s in means if s.startswith("shape-")]
+        out.append("")
+        for n in names:
+            every, shape = np.mean([m[n] for m in means.values()]), np.mean([means[s][n] for s in shapes])
+            out.append(
+                f"- {split}, {n}: mean over {len(means)} sets {every:.4f}, over {len(shapes)} shape sets {shape:.4f}"
+            )
+        for n in ("shipped", "given"):
+            misses = [
+                s
+                for s, m in means.items()
+                if m[n] < (m["keyword"] if s.startswith(KNOWN) else max(m["keyword"], m["semantic"])) - 1e-12
+            ]
+            out.append(f"- {split}, {n}: below the issue's target on {', '.join(misses) or 'no set'}")
+    sf = [q for q in qs if q.set == "scifact"]
+    out += ["", "| SciFact nDCG@10 | tune | held out | all |", "|---|---:|---:|---:|"]
+    for n in names:
+        parts = [
+            np.mean([run(q, n)[0] for q in sf if part in (q.split, "all")]) for part in ("tune", "held_out", "all")
+        ]
+        out.append(f"| {n} | " + " | ".join(f"{v:.4f}" for v in parts) + " |")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.fusion_fit", description=__doc__.split("\n")[0])
     parser.add_argument("lists", nargs="+", help="the JSON files tests.bench.fusion_lists wrote")
+    parser.add_argument("--signals", default="m,mk,mt,mkt", help="signal sets to fit (letters of m, k, t)")
+    parser.add_argument("--compare", default="", help="b,m,k,t,c: read the held-out parts for these (once)")
+    parser.add_argument("--bm25", choices=tuple(SCALES), default="minmax", help="BM25's scaling in the fit and given")
     args = parser.parse_args(argv)
-    tune = [q for q in load([Path(p) for p in args.lists]) if q.split == "tune"]
-    tables = np.stack([tabulate(q) for q in tune])
-    sets = sorted({q.set for q in tune})
-    print(f"{len(tune)} tune queries, {len(sets)} sets\n")
-    print("| variant | " + " | ".join(sets) + " | mean |")
-    print("|---|" + "---:|" * (len(sets) + 1))
-    fits = {}
-    for name, coverage in (("margin", False), ("margin+coverage", True)):
-        cv = {}
-        for s in sets:
-            rest = np.array([q.set != s for q in tune])
-            params, _ = fit([q for q in tune if q.set != s], tables[rest], coverage)
-            mine = [q for q in tune if q.set == s]
-            cv[s] = float(objective(mine, tables[~rest], params[None, :])[0])
-        print(f"| {name} | " + " | ".join(f"{cv[s]:.3f}" for s in sets) + f" | {np.mean(list(cv.values())):.4f} |")
-        fits[name] = fit(tune, tables, coverage)
-    for name, (params, best) in fits.items():
-        print(f"\nfitted on every tune part ({name}): bias {params[0]}, margin {params[1]}, coverage {params[2]}")
-        print(f"(objective {best:.4f})")
+    SCALE[0] = args.bm25
+    fusion_eval.W_GRID = np.array([0.5])  # fusion_eval's own weight table is not used here
+    qs = fusion_eval.load([Path(p) for p in args.lists])
+    tune = [q for q in qs if q.split == "tune"]
+    print(f"{len(tune)} tune queries, {len({q.set for q in tune})} sets\n")
+    print("\n".join(fit(tune, args.signals.split(","))))
+    if args.compare:
+        print("\n".join(compare(qs, [float(x) for x in args.compare.split(",")])))
     return 0
 
 

@@ -89,7 +89,7 @@ def _factoid_items(corpus: str) -> Iterator[Item]:
     name = FACTOID_CORPUS[corpus]
     for path in sorted(FACTOIDS.glob("*.jsonl")):
         rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
-        mine = [r for r in rows if r["corpus"] == name]
+        mine = [r for r in rows if r["corpus"] == name and "gold_file" in r]  # no-answer rows have no gold
         for i, r in enumerate(mine):
             split = r["split"] if r["split"] in ("tune", "held_out") else _third(i)
             gold = {r["gold_file"]: 1}

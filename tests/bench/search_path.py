@@ -122,7 +122,7 @@ class Local:
             return fusion.spread(ranked, documents, penalty)
 
         ranked = _timed(add, "raw.fusion", fuse)
-        rows = _timed(add, "raw.rows", lambda: self.store.hits([cid for cid, _ in ranked[: TOP_K * 2 + 8]]))
+        rows = _timed(add, "raw.rows", lambda: self.store.chunks.hits([cid for cid, _ in ranked[: TOP_K * 2 + 8]]))
         texts = [str(rows[cid]["text"]) for cid, _ in ranked[:TOP_K] if cid in rows]
         _timed(add, "raw.snippets", lambda: [snippet(t, query) for t in texts])
 

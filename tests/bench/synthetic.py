@@ -14,9 +14,9 @@ precision the index already holds (the real SciFact subset's), so the indexer ta
 never embeds them again. ``[ingest] embed_quantize = "int8"`` is the model's precision only: every vector is
 stored as float32 in SQLite and as half floats in the usearch file (``dtype="f16"`` in :mod:`.vectors`) whatever it is.
 
-The writes are the ingest thread's: ``Store.mark_pending`` + ``Store.write_document`` (chunks journaled for
+The writes are the ingest thread's: ``Documents.mark_pending`` + ``Documents.write`` (chunks journaled for
 Tantivy) in one transaction per batch of documents (the pipeline makes one per document: batching changes
-the commit count, not the rows), ``Store.store_vectors``, the journal applied to ``KeywordIndex`` exactly as
+the commit count, not the rows), ``Embeddings.store``, the journal applied to ``KeywordIndex`` exactly as
 ``KeywordJournal.apply`` does (one commit per ~50k chunks), then ``VectorIndex.add`` (one thread, as the
 pipeline adds) and ``VectorIndex.save`` (every 100k chunks and at the end). Not written: the per-document
 analysis (``get_document_summary``'s row, ~1 KB a document against ~25 KB of chunks and vectors), so SQLite
@@ -42,7 +42,8 @@ from numpy.typing import NDArray
 
 from foldermind.protocol.messages import EXTRACTION
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
-from foldermind.workers.indexer.storage.store import Folder, Store
+from foldermind.workers.indexer.storage.folders import Folder
+from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 
 FOLDER_NAME = "synthetic"
@@ -110,7 +111,7 @@ class Synthetic:
         self.store = Store(data_dir / "index.sqlite")
         if self.store.get_meta("extraction") != str(EXTRACTION):
             raise ValueError(f"{data_dir} was not indexed by this version's indexer (extraction {EXTRACTION})")
-        self.model = self.store.embedded_with()
+        self.model = self.store.embeddings.model()
         if not self.model[0]:
             raise ValueError(f"{data_dir} holds no vectors yet: index the real subset first")
         self.dim = int(self.store.get_meta("vector_dim", "384"))
@@ -121,10 +122,10 @@ class Synthetic:
         self.pool = sentences(scifact)
 
     def _folder(self, path: str) -> Folder:
-        for f in self.store.folders():
+        for f in self.store.folders.all():
             if f.path == path:
                 return f
-        return self.store.add_folder(path, FOLDER_NAME, "a synthetic corpus for the single-box ceiling bench")
+        return self.store.folders.add(path, FOLDER_NAME, "a synthetic corpus for the single-box ceiling bench")
 
     def counts(self) -> tuple[int, int]:
         """(documents, chunks) of the synthetic folder."""
@@ -156,7 +157,7 @@ class Synthetic:
             ids = self._write(batch, t)
             matrix = unit_vectors(np.random.default_rng([self.seed, docs]), len(ids), self.dim)
             s = time.monotonic()
-            self.store.store_vectors(ids, [row.tobytes() for row in matrix])
+            self.store.embeddings.store(ids, [row.tobytes() for row in matrix])
             t.sqlite_s += time.monotonic() - s
             since_commit += len(ids)
             if since_commit >= COMMIT_CHUNKS:
@@ -226,9 +227,9 @@ class Synthetic:
         ids: list[int] = []
         with self.store.tx() as db:
             for path_s, size, mtime_ns, digest, chunk_rows in rows:
-                self.store.mark_pending(db, self.folder.id, path_s, size, mtime_ns)
+                self.store.documents.mark_pending(db, self.folder.id, path_s, size, mtime_ns)
                 doc_id = int(db.execute("SELECT id FROM documents WHERE path = ?", (path_s,)).fetchone()[0])
-                ids += self.store.write_document(db, doc_id, size, mtime_ns, digest, "txt", None, None, chunk_rows)
+                ids += self.store.documents.write(db, doc_id, size, mtime_ns, digest, "txt", None, None, chunk_rows)
         t.sqlite_s += time.monotonic() - s
         return ids
 
@@ -236,11 +237,11 @@ class Synthetic:
         """``Pipeline._apply_journal``: the journal since the last Tantivy commit, replayed and committed."""
         s = time.monotonic()
         applied = int(self.store.get_meta("tantivy_seq", "0"))
-        seq, doc_ids = self.store.journal_after(applied)
+        seq, doc_ids = self.store.journal.after(applied)
         if doc_ids:
-            self.bm25.replace(doc_ids, self.store.chunks_for_index(doc_ids))
+            self.bm25.replace(doc_ids, self.store.journal.chunks_for_index(doc_ids))
             self.bm25.commit()
-            self.store.journal_applied(seq)
+            self.store.journal.applied(seq)
         t.tantivy_s += time.monotonic() - s
 
     def _repair(self, t: Timings) -> int:
@@ -256,12 +257,12 @@ class Synthetic:
         ]
         if bare:
             blobs = [unit_vectors(np.random.default_rng([self.seed, -1, i]), 1, self.dim)[0].tobytes() for i in bare]
-            self.store.store_vectors(bare, blobs)
+            self.store.embeddings.store(bare, blobs)
         self._apply_journal(t)
-        wanted = np.asarray(self.store.vector_ids(), dtype=np.uint64)
+        wanted = np.asarray(self.store.embeddings.ids(), dtype=np.uint64)
         missing = np.setdiff1d(wanted, self.vectors.keys())
         for start in range(0, len(missing), 2000):
-            part = self.store.vectors([int(k) for k in missing[start : start + 2000]])
+            part = self.store.embeddings.get([int(k) for k in missing[start : start + 2000]])
             if part:
                 matrix = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in part])
                 self.vectors.add([k for k, _ in part], matrix)

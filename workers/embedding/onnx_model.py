@@ -19,9 +19,6 @@ Every load (:func:`open_checked`) hashes the file against its record (~0.1 CPU-s
 the recorded torch vectors (cosine >= :data:`MIN_COSINE`): a corrupt file, a record that disagrees or an onnxruntime
 that computes otherwise is caught without torch. An export that is missing or unusable is made again (once, in the
 child, which checks it against torch); when that fails too, :class:`OnnxError` says why and the caller uses torch.
-
-Its length (~430 lines): the cache's naming, the check record and the encoder it vouches for are one contract,
-written by :mod:`.onnx_trace` and extended by :mod:`.onnx_int8`; a change to one is a change to the others.
 """
 
 from __future__ import annotations

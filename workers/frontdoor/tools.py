@@ -5,9 +5,7 @@ worker that owns the data through the broker with a deadline. A handler signals 
 raising :class:`~foldermind.protocol.errors.JobError`; :class:`FoldermindServer` turns it into a
 tool error (``isError``) whose text is the JSON ``{"code": ..., "message": ...}``.
 
-Its length (~500 lines): one short handler per MCP tool (seven) and the server class that registers them
-and turns a :class:`~foldermind.protocol.errors.JobError` into a tool error; the tool bodies share the
-validation, the bus call and the result conversion here; the chat tool's is :mod:`foldermind.workers.answers`.
+The chat tool's body is :mod:`foldermind.workers.answers`.
 """
 
 from __future__ import annotations

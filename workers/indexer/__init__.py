@@ -5,8 +5,6 @@ whole-index questions behind the MCP tools (:mod:`.documents`).
 
 Its serving thread handles requests; its ingest thread (:mod:`.ingest`) parses and writes; a
 background thread loads the query model (:mod:`.encoder`) without holding up READY.
-
-Its length (~435 lines): one handler per request kind, each a few lines that hand over to the services.
 """
 
 from __future__ import annotations
@@ -60,6 +58,7 @@ from foldermind.workers.indexer.search import snippets, visibility
 from foldermind.workers.indexer.search.encoder import QueryEncoder
 from foldermind.workers.indexer.search.search import SearchService
 from foldermind.workers.indexer.search.visibility import Visibility
+from foldermind.workers.indexer.storage.folders import Folder
 from foldermind.workers.indexer.storage.integrity import (
     Damage,
     is_database_damage,
@@ -69,7 +68,7 @@ from foldermind.workers.indexer.storage.integrity import (
 from foldermind.workers.indexer.storage.persistent import PersistentFault, named_fault, with_fix
 from foldermind.workers.indexer.storage.reserved import own_folders, refusal
 from foldermind.workers.indexer.storage.storage import classify, disk_bytes
-from foldermind.workers.indexer.storage.store import Folder, Store
+from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 
 log = logging.getLogger("foldermind.indexer")
@@ -139,7 +138,7 @@ class IndexerWorker(Worker):
         if self.store.get_meta("extraction") == str(EXTRACTION):
             return
         with self.store.tx() as db:
-            n = self.store.reparse_all(db)
+            n = self.store.documents.reparse_all(db)
             self.store.set_meta(db, "extraction", str(EXTRACTION))
         if n:
             log.info("%d documents will be parsed again: this version's parsers read files differently", n)
@@ -252,13 +251,13 @@ class IndexerWorker(Worker):
     # folders
 
     def folder_info(self, folder: Folder) -> FolderInfo:
-        p = self.store.progress(folder.id)
+        p = self.store.folders.progress(folder.id)
         # A batch committed to SQLite but not yet in usearch is not embedded yet.
-        p["chunks"], p["chunks_embedded"] = self.store.chunk_counts(folder.id, lambda: self.vectors.arriving)
+        p["chunks"], p["chunks_embedded"] = self.store.embeddings.chunk_counts(folder.id, lambda: self.vectors.arriving)
         # "ready" promises that a keyword search finds every indexed file: not before Tantivy's commit.
         busy = p["files_pending"] or p["files_not_yet_searchable"] or folder.id in self.unscanned
         state = "indexing" if busy else "ready"
-        unsupported = self.store.unsupported(folder.id)
+        unsupported = self.store.folders.unsupported(folder.id)
         if busy and self.pipeline.disk_full is not None:
             state = "disk_full"
         elif not busy and p["chunks_embedded"] < p["chunks"] and self.pipeline.embed_error is None:
@@ -281,7 +280,7 @@ class IndexerWorker(Worker):
             chunks=p["chunks"],
             chunks_embedded=p["chunks_embedded"],
             state=state,
-            changed_at=self.store.changed_at(folder.id),
+            changed_at=self.store.folders.changed_at(folder.id),
         )
 
     def on_folder_add(self, req: Request[FolderAddRequest]) -> Result:
@@ -292,7 +291,7 @@ class IndexerWorker(Worker):
         if not os.path.isdir(path):
             raise JobError(ErrorCode.INVALID_PATH, f"not a folder: {raw}")
         with self._writing("registering a Smart Folder"):
-            folder = self.store.add_folder(path, req.body.name[:200], req.body.description[:2000], self._refusal)
+            folder = self.store.folders.add(path, req.body.name[:200], req.body.description[:2000], self._refusal)
         log.info("Smart Folder %s registered", folder.id)
         self.unscanned.add(folder.id)
         self.pipeline.tell_watcher()
@@ -301,7 +300,7 @@ class IndexerWorker(Worker):
     def on_folder_list(self, req: Request[FolderListRequest]) -> Result:
         scopes, visible = self.searches.criteria_scopes, visibility.current()
         return FolderListReply(
-            [self.folder_info(f) for f in self.store.folders() if visible is None or visible.sees_folder(f.id)],
+            [self.folder_info(f) for f in self.store.folders.all() if visible is None or visible.sees_folder(f.id)],
             [scopes.info(c) for c in self.searches.criteria.all() if visible is None or visible.sees_folder(c.id)]
             if req.body.with_criteria
             else [],
@@ -310,7 +309,7 @@ class IndexerWorker(Worker):
     def on_folder_remove(self, req: Request[FolderRemoveRequest]) -> Result:
         table, scopes = self.searches.criteria, self.searches.criteria_scopes
         try:
-            folder = self.store.find_folder(req.body.folder)
+            folder = self.store.folders.find(req.body.folder)
         except JobError:
             saved = table.find(req.body.folder)
             if saved is None:
@@ -324,7 +323,7 @@ class IndexerWorker(Worker):
         removed = [scopes.info(c) for c in inside]
         # First: after a crash between the two, the folder is still registered and removing it again finishes.
         table.remove([c.id for c in inside])
-        purged = self.store.remove_folder(folder.id)
+        purged = self.store.folders.remove(folder.id)
         self.pipeline.tell_watcher()
         log.info(
             "Smart Folder %s removed (%d documents purged, %d criteria folders)", folder.id, len(purged), len(inside)
@@ -339,12 +338,12 @@ class IndexerWorker(Worker):
         return CriteriaAddReply(self.searches.criteria_scopes.info(saved))
 
     def _folder_of(self, path: str) -> str | None:
-        folder = self.store.folder_for_path(path)
+        folder = self.store.folders.containing(path)
         return folder.id if folder is not None else None
 
     def on_folder_documents(self, req: Request[FolderDocumentsRequest]) -> Result:
         body, visible = req.body, visibility.current()
-        folder_id = self.store.find_folder(body.folder).id if body.folder else None
+        folder_id = self.store.folders.find(body.folder).id if body.folder else None
         if visible is not None and folder_id is not None and not visible.sees_folder(folder_id):
             raise visibility.hidden_folder(body.folder)
         limit = max(1, min(int(body.limit), MAX_DOCUMENT_PAGE))
@@ -352,7 +351,7 @@ class IndexerWorker(Worker):
         after = max(0, int(body.after))
         documents: list[DocumentEntry] = []
         while True:  # a scoped key's pages leave the others' documents out: read on until one is full
-            rows = self.store.document_page(folder_id, after, limit + 1, statuses)
+            rows = self.store.documents.page(folder_id, after, limit + 1, statuses)
             for r in rows:
                 if visible is None or visible.sees_document(r["folder_id"], r["id"]):
                     documents.append(cast(DocumentEntry, dict(r)))  # the SELECT names its keys
@@ -368,8 +367,8 @@ class IndexerWorker(Worker):
 
     def on_reconcile(self, req: Request[ReconcileRequest]) -> Result:
         body = req.body
-        folder = self.store.find_folder(body.folder_id)
-        known = self.store.documents_in(folder.id)
+        folder = self.store.folders.find(body.folder_id)
+        known = self.store.documents.in_folder(folder.id)
         new = changed = unchanged = 0
         seen: set[str] = set()
         with self._writing("recording a folder scan"), self.store.tx() as db:
@@ -379,21 +378,23 @@ class IndexerWorker(Worker):
                 doc = known.get(path)
                 if entry["size"] > self.policy.max_file_bytes:
                     reason = f"file too large ({entry['size']} bytes > {self.policy.max_file_bytes})"
-                    self.store.mark_skipped(db, folder.id, path, reason)
+                    self.store.documents.mark_skipped(db, folder.id, path, reason)
                 elif doc is None:
-                    self.store.mark_pending(db, folder.id, path, entry["size"], entry["mtime_ns"])
+                    self.store.documents.mark_pending(db, folder.id, path, entry["size"], entry["mtime_ns"])
                     new += 1
                 elif (doc.size, doc.mtime_ns) != (entry["size"], entry["mtime_ns"]) or doc.status == "skipped":
-                    self.store.mark_pending(db, folder.id, path, entry["size"], entry["mtime_ns"])
+                    self.store.documents.mark_pending(db, folder.id, path, entry["size"], entry["mtime_ns"])
                     changed += 1
                 else:
                     unchanged += 1
             for path, reason in body.skipped.items():
                 seen.add(path)
-                self.store.mark_skipped(db, folder.id, path, reason[:500])
-            self.store.set_unsupported(db, folder.id, body.unsupported, body.unsupported_files[:MAX_UNSUPPORTED_LISTED])
+                self.store.documents.mark_skipped(db, folder.id, path, reason[:500])
+            self.store.folders.set_unsupported(
+                db, folder.id, body.unsupported, body.unsupported_files[:MAX_UNSUPPORTED_LISTED]
+            )
             gone = [doc.id for path, doc in known.items() if path not in seen]
-            self.store.delete_documents(db, gone)
+            self.store.documents.delete(db, gone)
         self.unscanned.discard(folder.id)
         self.pipeline.wake()
         log.info(

@@ -41,9 +41,10 @@ from foldermind.workers.indexer.search import visibility
 from foldermind.workers.indexer.search.encoder import QueryEncoder
 from foldermind.workers.indexer.search.search import hit_from_row
 from foldermind.workers.indexer.search.snippets import snippet
+from foldermind.workers.indexer.storage import analyses, database, folders
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.extracted import read_lines
-from foldermind.workers.indexer.storage.store import SEARCHABLE, Folder, Store, analysis_map
+from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser import formats
 from foldermind.workers.parser.formats import ocr
@@ -68,7 +69,7 @@ class DocumentService:
         bm25: KeywordIndex,
         vectors: VectorIndex,
         encoder: QueryEncoder,
-        folder_info: Callable[[Folder], FolderInfo],
+        folder_info: Callable[[folders.Folder], FolderInfo],
         embed_error: Callable[[], str | None],
     ) -> None:
         self.store, self.bm25, self.vectors, self.encoder = store, bm25, vectors, encoder
@@ -86,7 +87,7 @@ class DocumentService:
         if ".." in raw.replace(os.sep, "/").split("/"):
             raise JobError(ErrorCode.INVALID_PATH, f"'..' segments are not accepted: {_short(raw)}")
         real = os.path.realpath(raw)
-        folder = self.store.folder_for_path(real)
+        folder = self.store.folders.containing(real)
         visible = visibility.current()
         if folder is None or (visible is not None and not self._sees(visible, folder.id, real)):
             # A document the client's key does not see is refused in the same words as one outside every folder.
@@ -94,7 +95,7 @@ class DocumentService:
         return real
 
     def _sees(self, visible: visibility.Visible, folder_id: str, real: str) -> bool:
-        state = self.store.document_state(real) if not visible.folders or folder_id not in visible.folders else None
+        state = self.store.documents.state(real) if not visible.folders or folder_id not in visible.folders else None
         return visible.sees_document(folder_id, state[0] if state is not None else None)
 
     def indexed_document(self, raw: object) -> tuple[str, int]:
@@ -102,13 +103,13 @@ class DocumentService:
         real = self.resolve(raw)
         if not os.path.isfile(real):
             raise JobError(ErrorCode.INVALID_PATH, f"not a file: {_short(real)}")
-        state = self.store.document_state(real)
+        state = self.store.documents.state(real)
         if state is None:
             raise JobError(
                 ErrorCode.FILE_NOT_INDEXED, f"{Path(real).name} is not indexed (hidden, unsupported, or not seen yet)"
             )
         doc_id, status, error = state
-        if status != "indexed" and not (status in SEARCHABLE and self.store.chunk_count(doc_id)):
+        if status != "indexed" and not (status in database.SEARCHABLE and self.store.chunks.count(doc_id)):
             why = f": {error}" if error else ""
             raise JobError(ErrorCode.FILE_NOT_INDEXED, f"{Path(real).name} is not indexed (status {status}{why})")
         return real, doc_id
@@ -132,7 +133,7 @@ class DocumentService:
         lines = read_lines(self.store, doc_id, start, end, min(max_chars, MAX_READ_CHARS))
         scanned = [
             OcrPage(page=page, line_start=first, line_end=last, confidence=round(confidence, 3))
-            for page, first, last, confidence in self.store.ocr_pages(doc_id, lines.start_line, lines.end_line)
+            for page, first, last, confidence in self.store.chunks.ocr_pages(doc_id, lines.start_line, lines.end_line)
         ]
         return ReadDocumentReply(
             file_path=real,
@@ -150,10 +151,10 @@ class DocumentService:
             raise JobError(ErrorCode.INVALID_PATH, "give the file's path, or a chunk_id from a search result")
         if not isinstance(chunk_id, int) or isinstance(chunk_id, bool):
             raise JobError(ErrorCode.BAD_REQUEST, "chunk_id must be an integer")
-        path = self.store.chunk_file(chunk_id) if 0 < chunk_id <= MAX_CHUNK_ID else None
+        path = self.store.chunks.file(chunk_id) if 0 < chunk_id <= MAX_CHUNK_ID else None
         visible = visibility.current()
         if path is not None and visible is not None:
-            folder = self.store.folder_for_path(path)
+            folder = self.store.folders.containing(path)
             if folder is None or not self._sees(visible, folder.id, path):
                 path = None  # another client's chunk is no chunk for this one
         if path is None:
@@ -178,19 +179,19 @@ class DocumentService:
             f"chunk {chunk_id} is not a chunk of {Path(real).name} now: the file changed since the search that "
             "gave it (search again), or the chunk is another file's",
         )
-        place = self.store.chunk_place(chunk_id) if 0 < chunk_id <= MAX_CHUNK_ID else None
+        place = self.store.chunks.place(chunk_id) if 0 < chunk_id <= MAX_CHUNK_ID else None
         if place is None or place[0] != doc_id:
             raise stale
         ordinal = place[1]
         if unit == "chunks":
-            span = self.store.chunk_lines(doc_id, max(0, ordinal - before), ordinal + min(after, MAX_ORDINAL))
+            span = self.store.chunks.lines(doc_id, max(0, ordinal - before), ordinal + min(after, MAX_ORDINAL))
         else:
-            span = self.store.chunk_lines(doc_id, ordinal, ordinal)
+            span = self.store.chunks.lines(doc_id, ordinal, ordinal)
         if span is None:  # written again between the two reads
             raise stale
         _, _, first, last = span
         if unit == "lines":
-            first, last = max(1, first - before), min(self.store.last_line(doc_id), last + after)
+            first, last = max(1, first - before), min(self.store.chunks.last_line(doc_id), last + after)
         return first, last
 
     # ---------------------------------------------------------------------------------------
@@ -201,8 +202,8 @@ class DocumentService:
             raise JobError(ErrorCode.BAD_REQUEST, "top_k must be an integer")
         top_k = max(1, min(body.top_k, MAX_SIMILAR))
         real, doc_id = self.indexed_document(body.path)
-        ndim = self.vectors.ndim
-        embedded = [rows for _, blob in self.store.doc_vectors(doc_id) if (rows := unpack(blob, ndim)) is not None]
+        blobs, ndim = self.store.embeddings.of_document(doc_id), self.vectors.ndim
+        embedded = [rows for _, blob in blobs if (rows := unpack(blob, ndim)) is not None]
         if not embedded:
             why = self.embed_error()
             raise JobError(
@@ -217,7 +218,7 @@ class DocumentService:
             raise JobError(ErrorCode.NOT_EMBEDDED, f"{Path(real).name} has no usable vector")
         centroid = (centroid / norm).astype(np.float32)
         results = self._nearest_documents(centroid, doc_id, top_k, len(embedded))
-        chunks = self.store.chunk_count(doc_id)
+        chunks = self.store.chunks.count(doc_id)
         note = None
         if len(embedded) < chunks:
             note = f"based on {len(embedded)} of {chunks} chunks: the rest are not embedded yet"
@@ -229,7 +230,7 @@ class DocumentService:
         visible = visibility.current()
         while True:
             ranked = self.vectors.search(centroid, depth)
-            rows = self.store.hits([chunk_id for chunk_id, _ in ranked])
+            rows = self.store.chunks.hits([chunk_id for chunk_id, _ in ranked])
             best: dict[int, SearchHit] = {}
             for chunk_id, score in ranked:  # best first: a document's first chunk seen is its best
                 row = rows.get(chunk_id)
@@ -249,14 +250,14 @@ class DocumentService:
 
     def summary(self, body: SummaryRequest) -> SummaryReply:
         real = self.resolve(body.path)  # the path it was analyzed at may not exist any more
-        due = self.store.due_at(real)
+        due = self.store.analyses.due_at(real)
         if due is not None:  # written since its last analysis, which the ingest thread makes once search is ready
             fields = analyze_stored(self.store, self.bm25, due)
-            return SummaryReply(analysis_map(fields, due.written_at, due.path, due.language))
-        analysis = self.store.analysis(real)
-        state = self.store.document_state(real)
+            return SummaryReply(analyses.analysis_map(fields, due.written_at, due.path, due.language))
+        analysis = self.store.analyses.get(real)
+        state = self.store.documents.state(real)
         if analysis is None and state is not None and state[1] in ("failed", "skipped"):
-            folder = self.store.folder_for_path(real)
+            folder = self.store.folders.containing(real)
             raise JobError(
                 ErrorCode.FILE_NOT_ANALYZED,
                 f"{Path(real).name} could not be indexed, so it has no summary ({state[1]}: {state[2] or 'no reason'});"
@@ -274,28 +275,29 @@ class DocumentService:
     def status(self, body: IndexStatusRequest) -> IndexStatusReply:
         limit = body.max_failures if _is_int(body.max_failures) else 20
         visible = visibility.current()
-        folder_id = self.store.find_folder(body.folder).id if body.folder else None
+        folder_id = self.store.folders.find(body.folder).id if body.folder else None
         if visible is not None and folder_id is not None and folder_id not in visible.folders:
             raise visibility.hidden_folder(body.folder)
-        shown = [f for f in self.store.folders() if visible is None or f.id in visible.folders]
+        shown = [f for f in self.store.folders.all() if visible is None or f.id in visible.folders]
         infos = [self.folder_info(f) for f in shown]
         # The folders whose failures and unsupported files are listed; None: every one (an unscoped request).
         ids: list[str | None] = [folder_id] if folder_id is not None else [f.id for f in shown]
         if visible is None:
-            totals = self.store.totals()
-            totals["chunks_embedded"] = self.store.embedded(None, lambda: self.vectors.arriving)  # as folder_info
-            totals["files_unsupported"] = sum(self.store.unsupported().values())
+            totals = self.store.census.totals()
+            # as folder_info counts them
+            totals["chunks_embedded"] = self.store.embeddings.count(None, lambda: self.vectors.arriving)
+            totals["files_unsupported"] = sum(self.store.folders.unsupported().values())
             ids = [folder_id]
         else:
             totals = _scoped_totals(infos)
             if visible.criteria:  # the criteria folders' documents beyond the key's path folders count too
-                extra = self.store.totals_among(visible.docs, visible.folders, tuple(self.vectors.arriving))
+                extra = self.store.census.totals_among(visible.docs, visible.folders, tuple(self.vectors.arriving))
                 totals = {name: totals[name] + extra[name] for name in extra} | {
                     "files_unsupported": totals["files_unsupported"]
                 }
         unsupported: dict[str, int] = {}
         for fid in ids:
-            for suffix, n in self.store.unsupported(fid).items():
+            for suffix, n in self.store.folders.unsupported(fid).items():
                 unsupported[suffix] = unsupported.get(suffix, 0) + n
         limit = max(0, min(limit, MAX_FAILURES))
         failures, indexing = (
@@ -313,7 +315,7 @@ class DocumentService:
             formats=[FormatInfo(format=f, suffixes=list(s), ocr=o) for f, s, o in formats.table()],
             ocr=_ocr_info(),
             unsupported=unsupported,
-            unsupported_files=[p for fid in ids for p in self.store.unsupported_files(fid)],
+            unsupported_files=[p for fid in ids for p in self.store.folders.unsupported_files(fid)],
             indexing=indexing,
         )
 
@@ -321,16 +323,16 @@ class DocumentService:
         self, limit: int, ids: list[str | None], statuses: tuple[str, ...], visible: visibility.Visible | None
     ) -> list[Any]:
         """The documents with ``statuses`` in folders ``ids``, and in a key's criteria folders (``visible``)."""
-        rows = [r for fid in ids for r in self.store.recent_failures(limit, fid, statuses)]
+        rows = [r for fid in ids for r in self.store.census.recent_failures(limit, fid, statuses)]
         if visible is not None and visible.criteria:
-            rows += self.store.failures_among(limit, visible.docs, visible.folders, statuses)
+            rows += self.store.census.failures_among(limit, visible.docs, visible.folders, statuses)
         return rows
 
     def _embedding(self, totals: dict[str, int]) -> EmbeddingInfo:
         error = self.embed_error()
         embedded, chunks = totals["chunks_embedded"], totals["chunks"]
-        before = self.store.reembedding()
-        model, precision = self.store.embedded_with()
+        before = self.store.embeddings.reembedding()
+        model, precision = self.store.embeddings.model()
         if error:
             state, note = "unavailable", error
         elif before:

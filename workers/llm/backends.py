@@ -5,10 +5,6 @@ Two implementations: ``ctransformers`` (the default; its 2023 llama.cpp runs lla
 and ``llama-cpp`` (llama-cpp-python, optional, for newer architectures). What both share -- the
 generation loop with its UTF-8 reassembly, stop sequences, token budget and context limit -- lives in
 :class:`Backend`; a backend only supplies a token stream, a token's bytes and its end-of-turn test.
-
-Its length (~420 lines): the shared generation loop (:class:`Backend`, with the UTF-8 reassembly and stop
-sequences that are easy to get wrong) and the two backends it drives, each with the quirks of its library
-(ctransformers' tokenizer patch and build check); one interface read in one file.
 """
 
 from __future__ import annotations

@@ -17,9 +17,10 @@ import os
 import traceback
 
 from foldermind.workers.indexer.analysis import MAX_CHARS, Analysis, analyze
+from foldermind.workers.indexer.storage.analyses import DueDocument
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.extracted import rebuild
-from foldermind.workers.indexer.storage.store import DueDocument, Store
+from foldermind.workers.indexer.storage.store import Store
 
 log = logging.getLogger("foldermind.indexer.analyzer")
 
@@ -30,7 +31,7 @@ SLICE = 32
 def analyze_stored(store: Store, bm25: KeywordIndex, doc: DueDocument) -> Analysis:
     """The analysis of ``doc`` as stored now: its text rebuilt from its chunks (a section's chunks overlap:
     no word counts twice), up to :data:`.analysis.MAX_CHARS`."""
-    chunks = store.chunks_from(doc.id, 0)
+    chunks = store.chunks.from_ordinal(doc.id, 0)
     head = list(itertools.takewhile(lambda c: c.char_start < MAX_CHARS, chunks))
     chunks.close()
     doc_freq, total = bm25.term_stats(doc.language or "")
@@ -49,7 +50,7 @@ def analyze_stored(store: Store, bm25: KeywordIndex, doc: DueDocument) -> Analys
 def analyze_due(store: Store, bm25: KeywordIndex, limit: int = SLICE) -> int:
     """Analyse and store up to ``limit`` due documents; returns how many were due. An analysis never fails
     indexing: on any error the document stays without one."""
-    due = store.analysis_due(limit)
+    due = store.analyses.due(limit)
     done: list[tuple[DueDocument, Analysis | None]] = []
     for doc in due:
         try:
@@ -65,5 +66,5 @@ def analyze_due(store: Store, bm25: KeywordIndex, limit: int = SLICE) -> int:
                 "analysis of document %d failed (%s%s); it stays without one", doc.id, type(exc).__name__, where
             )
     if done:
-        store.store_analyses(done)
+        store.analyses.store(done)
     return len(due)

@@ -3,13 +3,16 @@
 Checking a claim (a sentence a model wrote): it must state something the question does not (a content word or a
 fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks, share
 most of its content words with the source (words of the question count as given), and have a sentence in the
-source whose vector is close to its own. A claim that cites sources is tried against those only: a sentence
+source whose vector is close to its own and that negates what it negates (:func:`negations`: "ORDER BY does not
+sort rows when neither ASC nor DESC is given" shares every word with the sentence saying it sorts them ascending,
+and says the opposite). A claim that cites sources is tried against those only: a sentence
 credited to a file that does not hold it is refused, even when another source does (the model mixed up its
 sources, or a document forged another's number). A claim that cites none is tried against every source, and the
 first that passes supports it. Without a local model the vector test is skipped and the reply says so in its
 checks' ``similarity`` (-1).
 
-Backed is not enough: a claim must also be about what the question asks (``about``). It is when the claim, the
+Backed is not enough: a claim must also be about what the question asks (``about``): it states a thing of the kind
+the question asks for that the question lacks (a figure, a name: :func:`_asked_thing`), and the claim, the
 sentence that backs it and the term or label lines just before that sentence (a definition list's "-E,
 --expiredate EXPIRE_DATE", a window's section name) hold :data:`ABOUT_SHARE` of the question's terms, each
 weighted by its idf over the sources' sentences: the rare terms are the question's subject ("-E" in "What does
@@ -19,6 +22,7 @@ days between password changes" is backed and about chage, not about -E.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -35,6 +39,11 @@ ABOUT_SHARE = 0.5
 LEAD_CHARS = 80
 """A line before the backing sentence this short that does not end a sentence, or ends with a colon, names what
 the sentence is about (a definition list's term, a section's name)."""
+
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|none|neither|nor|nothing|nobody|nowhere|without|cannot|can't|won't)\b|n't\b", re.IGNORECASE
+)
+_SAME_NEGATION = {"cannot": "not", "can't": "not", "won't": "not", "n't": "not"}
 
 Vectors = Callable[[list[str]], tuple[NDArray[np.float32] | None, str, int]]
 """Sentence vectors for texts: (vectors or None, why none, how many were made now); the evidence service's,
@@ -55,6 +64,7 @@ class ClaimChecker:
         flat = [s for group in split_sources for s in group]
         vectors, _why, _made = self.vectors(claim_texts + flat) if claim_texts else (None, "", 0)
         asked = _weights(sentences.content_terms(body.question), flat)
+        thing = _asked_thing(body.question)
         checks: list[ClaimCheck] = []
         for i, claim in enumerate(body.claims):
             text = claim_texts[i]
@@ -68,11 +78,14 @@ class ClaimChecker:
             for k in order:
                 missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
                 coverage = len(own & source_terms[k]) / len(own) if own else 1.0
-                at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k)
+                at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k, terms)
                 quote = split_sources[k][at]
-                ok = adds and not missing and coverage >= CLAIM_COVERAGE
+                same_sense = negations(text) == negations(quote)
+                ok = adds and not missing and coverage >= CLAIM_COVERAGE and same_sense
                 ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
-                about = _share(asked, terms | _backing_terms(split_sources[k], at)) >= ABOUT_SHARE
+                lead = _lead_terms(split_sources[k], at)
+                backing = sentences.content_terms(quote) | lead
+                about = _share(asked, terms | backing) >= ABOUT_SHARE and thing(text, lead - given)
                 result = ClaimCheck(
                     supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing, about=about
                 )
@@ -95,16 +108,46 @@ class ClaimChecker:
 
     @staticmethod
     def _closest(
-        vectors: NDArray[np.float32] | None, claim: int, n_claims: int, groups: list[list[str]], k: int
+        vectors: NDArray[np.float32] | None, claim: int, n_claims: int, groups: list[list[str]], k: int, terms: set[str]
     ) -> tuple[int, float]:
         """The place of the sentence of source ``k`` nearest the claim, and its cosine (-1 without vectors: then
-        the source's first sentence)."""
+        the sentence sharing most of the claim's ``terms``)."""
         if vectors is None:
-            return 0, -1.0
+            return max(range(len(groups[k])), key=lambda j: len(terms & sentences.content_terms(groups[k][j]))), -1.0
         start = n_claims + sum(len(g) for g in groups[:k])
         sims = vectors[start : start + len(groups[k])] @ vectors[claim]
         j = int(np.argmax(sims))
         return j, float(sims[j])
+
+
+_WHICH = re.compile(r"\b(?:which|who|whom|whose)\b", re.IGNORECASE)
+"""An entity question that picks a named thing ("Which transcription factor ...", "Who ..."), not one asking what
+something does ("What does chage -E do?"), whose answer is a description."""
+
+
+def _asked_thing(question: str) -> Callable[[str, set[str]], bool]:
+    """Whether a claim states the kind of thing ``question`` asks for, one the question lacks (the tests the evidence
+    scoring uses): a figure; a name as code, or a term its backing's term line names (a name question); a name (an
+    entity question asked with "which" or "who"). Any claim will do for other questions. Called with the claim and
+    the terms of its backing's term or label lines that the question lacks."""
+    given = sentences.fact_forms(question)
+    if sentences.asks_for_figure(question):
+        return lambda text, _new: any(_is_figure(f) for f in sentences.facts(text) - given)
+    if sentences.asks_for_name(question):
+        return lambda text, new: sentences.names_code(text, question) or bool(sentences.content_terms(text) & new)
+    if sentences.asks_for_entity(question) and _WHICH.search(question):
+        return lambda text, _new: sentences.names_new(text, question)
+    return lambda _text, _new: True
+
+
+def _is_figure(fact: str) -> bool:
+    return any(ch.isdigit() for ch in fact) or fact in sentences.NUMBER_WORDS or fact in sentences.MONTHS
+
+
+def negations(text: str) -> set[str]:
+    """The negating words of ``text`` ("not", "n't" and "cannot" as one): two sentences that share their words
+    state the same only when they negate with the same words."""
+    return {_SAME_NEGATION.get(m.group(0).lower(), m.group(0).lower()) for m in _NEGATION.finditer(text)}
 
 
 def _weights(terms: set[str], texts: list[str]) -> dict[str, float]:
@@ -122,10 +165,10 @@ def _share(weights: dict[str, float], held: set[str]) -> float:
     return sum(w for t, w in weights.items() if t in held) / total if total else 1.0
 
 
-def _backing_terms(group: list[str], at: int) -> set[str]:
-    """The terms of the backing sentence ``group[at]`` and of the lines right before it that name its subject (a
-    term, a section's name: short, and unfinished or ending with a colon)."""
-    terms = sentences.content_terms(group[at])
+def _lead_terms(group: list[str], at: int) -> set[str]:
+    """The terms of the lines right before the backing sentence ``group[at]`` that name its subject (a term, a
+    section's name: short, and unfinished or ending with a colon)."""
+    terms: set[str] = set()
     k = at - 1
     while k >= 0 and len(group[k]) <= LEAD_CHARS and (not sentences.finished(group[k]) or group[k].endswith(":")):
         terms |= sentences.content_terms(group[k])

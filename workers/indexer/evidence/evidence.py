@@ -19,9 +19,6 @@ On top of that score, bonuses for what the question asks (a figure, a default, a
 question lacks) and a penalty for a fragment; the quote of a sentence may take in a neighbour (:mod:`.reach`).
 
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
-
-Its length (~450 lines): the score's weights and bonuses are documented where they are defined (the counts that
-chose them: docs/tuning.md#answer-evidence); splitting them from the scoring that uses them would scatter one idea.
 """
 
 from __future__ import annotations
@@ -149,6 +146,17 @@ def _each_file_first(hits: list[SearchHit], ranked: list[_Candidate]) -> list[_C
     return firsts + [c for c in ranked if id(c) not in chosen]
 
 
+def _is_title(hit: SearchHit, c: _Candidate) -> bool:
+    """Whether ``c`` is its document's title: the first sentence of its first chunk, on one line, with a blank line
+    or an underline after it. A title names the document's topic in the question's words ("The Impact of Location
+    of Progressive Visual Field Loss on ... Glaucoma.") and states no figure or name of its own: for a question
+    asking for one it is scored (the floor's measures count it) but never quoted."""
+    if c.at != 0 or int(hit["chunk_index"]) != 0 or len(c.siblings) < 2:
+        return False
+    title, after = c.siblings[0], c.siblings[1]
+    return title.line_start == title.line_end and after.line_start - title.line_end > 1
+
+
 def _interleaved(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
     """Two rankings taken in turns, each chunk once: a follow-up's passages are those its words with the previous
     question's find ("and what does --inactive do?" after "What does chage -E do?": chage's page, its -E entry
@@ -183,10 +191,10 @@ def continuation(store: Store, hit: SearchHit) -> str:
     """The text after ``hit``'s chunk to the end of its paragraph (at most :data:`CONTINUE_CHARS`, ending
     at a line or sentence end), when the next chunk carries on the same section (it overlaps this one;
     a new section starts a chunk of its own); else nothing."""
-    doc = store.document(hit["file_path"])
+    doc = store.documents.get(hit["file_path"])
     if doc is None:
         return ""
-    pair = list(itertools.islice(store.chunks_from(doc.id, int(hit["chunk_index"])), 2))
+    pair = list(itertools.islice(store.chunks.from_ordinal(doc.id, int(hit["chunk_index"])), 2))
     if len(pair) < 2 or pair[0].text != hit.get("text", ""):
         return ""  # the last chunk, or the document changed since the search
     this, after = pair
@@ -261,10 +269,11 @@ class EvidenceService:
         spread = sentences.asks_whether(question)
         if spread:
             ranked = _each_file_first(hits, ranked)
+        asks_a_thing = figure or default or name or entity
         spans: list[EvidenceSpan] = []
         seen: set[str] = set()
         for c in ranked:
-            if c.sentence.text.lower() in seen:
+            if c.sentence.text.lower() in seen or (asks_a_thing and _is_title(hits[c.passage], c)):
                 continue
             seen.add(c.sentence.text.lower())
             spans.append(self._span(hits, c, figure))
@@ -276,6 +285,9 @@ class EvidenceService:
         names = sentences.name_terms(question)
         named = {t: w for t, w in rare.items() if t in names}
         support["unheld_name"] = round(floor.unheld(named, self._held(ranked).values(), floor.rare_most(total)), 4)
+        if floor.needs_clauses(support) and not vectors_why:
+            support["clause"], made = self._clause_cosine(question, query, ranked)
+            encoded += made
         # A first question without a single content term ("hi", "thanks!", "who are you?") asks the documents
         # nothing, however close a sentence of acknowledgements comes; a follow-up leans on its context.
         asks = bool(sentences.content_terms(question)) or bool(body.context.strip())
@@ -316,6 +328,23 @@ class EvidenceService:
             "lexical": round(max((c.coverage for c in leading), default=0.0), 4),
             "rare": round(floor.rare_share(rare, held.values()), 4),
         }
+
+    def _clause_cosine(self, question: str, query: str, ranked: list[_Candidate]) -> tuple[float, int]:
+        """The best cosine of the question with a clause (:func:`.floor.clauses`) of an encoded sentence of a leading
+        passage; (cosine, vectors made now). Asked only when the sentences alone would not answer."""
+        held = self._held(ranked)
+        parts = [p for c in ranked if c.passage in held and c.semantic for p in floor.clauses(c.sentence.text)]
+        if not parts:
+            return 0.0, 0
+        ndim, model = self._model()
+        qvec, _why = self.encoder.encode(question, ndim, model or None)
+        if query != question:
+            joined, _why = self.encoder.encode(query, ndim, model or None)
+            qvec = None if qvec is None or joined is None else (1 - CONTEXT_WEIGHT) * qvec + CONTEXT_WEIGHT * joined
+        vectors, _why, made = self.vectors(parts)
+        if qvec is None or vectors is None:
+            return 0.0, made
+        return round(float(np.max(vectors @ qvec)), 4), made
 
     @staticmethod
     def _held(ranked: list[_Candidate]) -> dict[int, set[str]]:
@@ -417,7 +446,7 @@ class EvidenceService:
 
     def _model(self) -> tuple[int, str]:
         """The index's vector size and what its vectors are (model and precision; empty before any)."""
-        model, precision = self.searches.store.embedded_with()
+        model, precision = self.searches.store.embeddings.model()
         return self.searches.vectors.ndim, model_files.vectors_key(model, precision) if model else ""
 
     @staticmethod

@@ -1,12 +1,15 @@
 """Whether the documents answer a question at all: the weak-evidence floor of ``evidence.request``.
 
 The evidence is the passages of the best :data:`SUPPORT_FROM` sentences. It answers when it is close to the
-question (a sentence's cosine reaches :data:`SUPPORT_SEMANTIC`, or it holds :data:`SUPPORT_LEXICAL` of the
-question's terms) and does not lack the thing asked: a name of the question ("Brotli" in "Which middleware
-compresses responses with Brotli?") that no leading passage holds and that is rare in the index
-(``support["unheld_name"]`` at least :data:`UNHELD_NAME`) refuses the question unless a sentence comes very close
-to it (:data:`NAME_RESCUE`). A page about the subject is not an answer about a thing it never names; a
-paraphrase's missing words are everyday words, not names, and do not count.
+question (a sentence's or a clause's cosine reaches :data:`SUPPORT_SEMANTIC`, or a sentence holds
+:data:`SUPPORT_LEXICAL` of the question's terms) and does not lack the thing asked: a name of the question
+("Brotli" in "Which middleware compresses responses with Brotli?") that no leading passage holds and that is rare
+in the index (``support["unheld_name"]`` at least :data:`UNHELD_NAME`) refuses the question unless it comes very
+close (:data:`NAME_RESCUE`). A page about the subject is not an answer about a thing it never names; a
+paraphrase's missing words are everyday words, not names, and do not count. A long sentence's cosine is diluted
+by its other clauses ("An OS crash or power loss is weaker: with synchronous=NORMAL, SQLite ... may lose its most
+recent transactions" for "What does a power cut lose?"), so when the sentences alone would not answer, the
+clauses of the leading sentences (:func:`clauses`) are compared too (``support["clause"]``).
 
 Beside it the reply reports the *rare share* (``support["rare"]``), measured and not judged: the best share of the
 question's terms one leading passage holds with its heading, each term weighted by its idf over the whole index to
@@ -16,16 +19,21 @@ docs/benchmarks/answer-relevance.md and docs/tuning.md#answer-evidence.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 
 from foldermind.workers.indexer.evidence import sentences
 from foldermind.workers.indexer.storage import bm25
 
-SUPPORT_SEMANTIC = 0.475
+SUPPORT_SEMANTIC = 0.47
 SUPPORT_LEXICAL = 0.6
-"""The evidence is close to the question when a sentence of a leading passage has a cosine of SUPPORT_SEMANTIC or
-holds SUPPORT_LEXICAL of the question's terms (idf over the candidate sentences). Its passage, not only itself:
-the sentence stating a figure often names little of the question its passage is about."""
+"""The evidence is close to the question when a sentence of a leading passage, or a clause of one, has a cosine of
+SUPPORT_SEMANTIC or a sentence holds SUPPORT_LEXICAL of the question's terms (idf over the candidate sentences).
+Its passage, not only itself: the sentence stating a figure often names little of the question its passage is
+about."""
+CLAUSE_WORDS = 3
+"""A clause (:func:`clauses`) has at least this many words; shorter pieces ("Default", "Note") are labels."""
+_CLAUSE_CUT = re.compile(r"[:;]| - | \u2013 ")
 UNHELD_NAME = 0.7
 NAME_RESCUE = 0.725
 """A question is refused when a name of it that no leading passage holds weighs UNHELD_NAME of a name no chunk holds
@@ -72,9 +80,23 @@ def unheld(weights: dict[str, float], passages: Iterable[set[str]], most: float)
     return max((w for t, w in weights.items() if t not in held), default=0.0) / most if most else 0.0
 
 
+def clauses(sentence: str) -> list[str]:
+    """The clauses of a sentence cut at ":", ";" and a dash, each of :data:`CLAUSE_WORDS` words or more; none when
+    it has fewer than two (the sentence is its own clause)."""
+    parts = [p.strip() for p in _CLAUSE_CUT.split(sentence)]
+    parts = [p for p in parts if len(p.split()) >= CLAUSE_WORDS]
+    return parts if len(parts) > 1 else []
+
+
+def needs_clauses(support: dict[str, float]) -> bool:
+    """Whether the clauses' cosine could change :func:`answers_at_all`: the sentences alone would refuse."""
+    return not answers_at_all(support)
+
+
 def answers_at_all(support: dict[str, float]) -> bool:
-    """Whether evidence this strong answers the question at all: close to it (``semantic`` or ``lexical``), and not
-    lacking a rare name of the question unless very close."""
-    close = support["semantic"] >= SUPPORT_SEMANTIC or support["lexical"] >= SUPPORT_LEXICAL
-    lacks = support.get("unheld_name", 0.0) >= UNHELD_NAME and support["semantic"] < NAME_RESCUE
+    """Whether evidence this strong answers the question at all: close to it (``semantic``, or ``clause`` when
+    measured, or ``lexical``), and not lacking a rare name of the question unless very close."""
+    cosine = max(support["semantic"], support.get("clause", 0.0))
+    close = cosine >= SUPPORT_SEMANTIC or support["lexical"] >= SUPPORT_LEXICAL
+    lacks = support.get("unheld_name", 0.0) >= UNHELD_NAME and cosine < NAME_RESCUE
     return close and not lacks

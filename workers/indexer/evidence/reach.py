@@ -1,12 +1,18 @@
 """What a quote takes in around the sentence chosen for it (:func:`quoted`): the term a description describes, the
-figure a neighbour states for a figure question, the lines a sentence ending with a colon introduces.
+figure a neighbour states for a figure question, the lines a sentence ending with a colon introduces, and the
+sentence a back-reference points to.
 
 A sentence is chosen by its score (:mod:`.evidence`); what a reader needs of it is sometimes on the lines next to
 it: "--enable-gapcmon" over "This option enables building the GTK GUI front-end.", "By default, this is set to
 200." after "Set list_max_show_all to ...", the command after "... to set an account to expire in 180 days:".
+A quote stands on its own: "For this reason the old English dictionary will no longer work." says nothing without
+"The dictionary option strip-accents has been removed.", nor "If no arguments are given, Asymptote runs in
+interactive mode." without "In this case, the default output file is out.eps." (:func:`_linked`).
 """
 
 from __future__ import annotations
+
+import re
 
 from foldermind.workers.indexer.evidence import sentences
 from foldermind.workers.indexer.evidence.sentences import Sentence
@@ -18,11 +24,36 @@ LIST_CHARS = 300
 """How much a sentence ending with a colon brings of the lines it introduces (:func:`_introduced`)."""
 
 
+_BACK_REFERENCE = re.compile(
+    r"^\W*(?:this|these|that|those|it|they|such|thus|hence|therefore|consequently|"
+    r"in\s+(?:this|that|such|either|each|both)\s+cases?|for\s+(?:this|that|these|those)\s+reasons?|"
+    r"because\s+of\s+(?:this|that)|as\s+a\s+(?:result|consequence))\b",
+    re.IGNORECASE,
+)
+"""A sentence opening with a word or phrase that points to the sentence before it: its subject is there."""
+
+
 def quoted(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool) -> tuple[int, int]:
-    """The sentences quoted for ``siblings[at]`` (first, last): :func:`_around`, and after it what its last
-    sentence introduces (:func:`_introduced`)."""
+    """The sentences quoted for ``siblings[at]`` (first, last): :func:`_around`, after it what its last sentence
+    introduces (:func:`_introduced`), and the sentences a back-reference links to it (:func:`_linked`)."""
     first, last = _around(siblings, at, titles, figure)
-    return first, _introduced(siblings, last, titles)
+    last = _introduced(siblings, last, titles)
+    if first > 0 and _linked(siblings, first, titles):
+        first -= 1
+    if last + 1 < len(siblings) and _linked(siblings, last + 1, titles):
+        last += 1
+    return first, last
+
+
+def _linked(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
+    """Whether ``siblings[at]`` opens with a back-reference to the sentence just before it ("For this reason
+    ...", "In this case ...", "These ..."), both being sentences of one paragraph (on adjacent lines, neither a
+    heading nor unfinished): one is not understood without the other, so a quote of either takes in both."""
+    before, this = siblings[at - 1], siblings[at]
+    if _BACK_REFERENCE.match(this.text) is None or this.line_start - before.line_end > 1:
+        return False
+    whole = sentences.finished(before.text) and sentences.finished(this.text)
+    return whole and before.text.lower() not in titles
 
 
 def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str]) -> int:

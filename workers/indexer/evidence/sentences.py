@@ -271,10 +271,11 @@ _FIGURE = re.compile(
 """A number standing as one; not the digits of a name (``Ang-1``, ``HER2``, ``23S``, ``COVID-19``), which state
 no figure: a figure question's bonus went to "the effects of Ang-1" over "1 μg of rhAng-1"."""
 _CODE = re.compile(
-    r"``[^`]+``|`[^`]+`|(?<![\w-])--?[a-z][\w-]+|\b[a-z]+(?:_[a-z0-9]+)+\b|\b\w+(?:\.\w+)+\(|"
+    r"``[^`]+``|`[^`]+`|\u2018[^\u2019\n]{1,60}\u2019|(?<![\w-])--?[a-z][\w-]+|\b[a-z]+(?:_[a-z0-9]+)+\b|\b\w+(?:\.\w+)+\(|"
     r"(?<![\w.])\.[a-z]{2,4}\b|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b[a-z]+[A-Z]\w*\b|\b[A-Z]\w*[a-z][A-Z]\w*\b"
 )
-"""A name as code is written: ``quoted``, an option (``--enable-usb``, ``-d``), snake_case, a call, a file
+"""A name as code is written: ``quoted`` (or in the single typographic quotes, U+2018 and U+2019, Texinfo's HTML puts
+code in: "use \u2018aspell dump modes\u2019"), an option (``--enable-usb``, ``-d``), snake_case, a call, a file
 extension (``.kbd``), CONSTANT_CASE, camelCase, CamelCase."""
 _FINISHED = re.compile(r"[.!?:;\u2026][\"')\]\u201d\u2019]*$")
 
@@ -288,7 +289,7 @@ def states_default(text: str) -> bool:
 def names_code(text: str, question: str) -> bool:
     """Whether ``text`` holds a name written as code that the question does not already hold."""
     asked = question.lower()
-    return any(m.group(0).strip("`").lower() not in asked for m in _CODE.finditer(text))
+    return any(m.group(0).strip("`\u2018\u2019").lower() not in asked for m in _CODE.finditer(text))
 
 
 def heading_name(path: str, question: str) -> str:

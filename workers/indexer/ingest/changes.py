@@ -20,7 +20,7 @@ from foldermind.workers.indexer.storage.store import Store
 def apply(store: Store, db: sqlite3.Connection, kind: str, path: str, dest: str | None, max_file_bytes: int) -> int:
     """Apply one event; returns how many documents it touched (0 for a path outside every Smart Folder)."""
     if kind == "moved" and dest:
-        target = store.folder_for_path(dest)
+        target = store.folders.containing(dest)
         if target is None:  # moved out of every Smart Folder
             return apply(store, db, "deleted", path, None, max_file_bytes)
         if _move(store, db, path, dest, target.id):
@@ -29,29 +29,29 @@ def apply(store: Store, db: sqlite3.Connection, kind: str, path: str, dest: str 
         prefix = path.rstrip("/") + "/"
         moved = sum(
             _move(store, db, old, dest.rstrip("/") + "/" + old[len(prefix) :], target.id)
-            for old in store.paths_under(db, path)
+            for old in store.documents.paths_under(db, path)
         )
         return moved or apply(store, db, "created", dest, None, max_file_bytes)
     if kind == "deleted":
-        ids = store.ids_at_or_under(db, path)
-        store.delete_documents(db, ids)
+        ids = store.documents.ids_at_or_under(db, path)
+        store.documents.delete(db, ids)
         return len(ids)
-    folder = store.folder_for_path(path)
+    folder = store.folders.containing(path)
     if folder is None:
         return 0
     try:
         st = _stat(store, path)
     except userfiles.Outside:
-        store.mark_skipped(db, folder.id, path, userfiles.LINK_OUTSIDE)
+        store.documents.mark_skipped(db, folder.id, path, userfiles.LINK_OUTSIDE)
         return 1
     except OSError:
         return apply(store, db, "deleted", path, None, max_file_bytes)
-    doc = store.document(path)
+    doc = store.documents.get(path)
     if st.st_size > max_file_bytes:
         reason = f"file too large ({st.st_size} bytes > {max_file_bytes})"  # as a reconcile says
-        store.mark_skipped(db, folder.id, path, reason)
+        store.documents.mark_skipped(db, folder.id, path, reason)
     elif doc is None or (doc.size, doc.mtime_ns) != (st.st_size, st.st_mtime_ns) or doc.status != "indexed":
-        store.mark_pending(db, folder.id, path, st.st_size, st.st_mtime_ns)
+        store.documents.mark_pending(db, folder.id, path, st.st_size, st.st_mtime_ns)
     return 1
 
 
@@ -59,20 +59,20 @@ def _move(store: Store, db: sqlite3.Connection, old: str, new: str, folder_id: s
     """Point the document at ``old`` to ``new`` (False if unknown). When the file now at ``new`` is not what
     was indexed, it is queued again: a "modified" applied before the move would otherwise be overwritten by
     the moved document's old chunks."""
-    if not store.move_document(db, old, new, folder_id):
+    if not store.documents.move(db, old, new, folder_id):
         return False
-    doc = store.document(new)
+    doc = store.documents.get(new)
     try:
         st = _stat(store, new)
     except userfiles.Outside:
-        store.mark_skipped(db, folder_id, new, userfiles.LINK_OUTSIDE)
+        store.documents.mark_skipped(db, folder_id, new, userfiles.LINK_OUTSIDE)
         return True
     except OSError:
         return True  # gone again: its delete event follows
     if doc is not None and (doc.size, doc.mtime_ns) != (st.st_size, st.st_mtime_ns):
-        store.mark_pending(db, folder_id, new, st.st_size, st.st_mtime_ns)
+        store.documents.mark_pending(db, folder_id, new, st.st_size, st.st_mtime_ns)
     return True
 
 
 def _stat(store: Store, path: str) -> os.stat_result:
-    return userfiles.stat_file(path, lambda real: store.folder_for_path(real) is not None)
+    return userfiles.stat_file(path, lambda real: store.folders.containing(real) is not None)

@@ -58,7 +58,7 @@ class EmbedWindow:
         self._retry_at = 0.0
         self.error: str | None = None
         """Why no chunk can be embedded now (the model cannot load, another dimension); None when they can."""
-        self.embedded_with = store.embedded_with()
+        self.embedded_with = store.embeddings.model()
         """(model, precision) of the stored vectors, ("", "") before any."""
         self._probed = False  # asked the embedder what it runs since this start
         self.probe = "not yet"
@@ -79,10 +79,10 @@ class EmbedWindow:
         while len(self.inflight) < self.policy.embed_window:
             if not self.backlog:
                 busy = {i for sent in self.inflight.values() for i in sent.ids}
-                rows = self.store.unembedded(size * self.LOOKAHEAD, busy)
+                rows = self.store.embeddings.unembedded(size * self.LOOKAHEAD, busy)
                 if not rows:
-                    if not self.inflight and self.store.reembedding():
-                        self.store.reembedded()
+                    if not self.inflight and self.store.embeddings.reembedding():
+                        self.store.embeddings.reembedded()
                         log.info("re-embedding done: every chunk has a %s vector", " ".join(self.embedded_with))
                     return
                 backlog = [(chunk_id, text, units.title_of(title, first)) for chunk_id, text, title, first in rows]
@@ -140,7 +140,7 @@ class EmbedWindow:
             log.error("embed reply holds %d vectors for %d units; dropped", body.count, sum(sent.counts))
             return
         matrix = np.frombuffer(frames.buffer_bytes(packet.buffers[0]), dtype=np.float32).reshape(body.count, body.dim)
-        if body.dim != self.vectors.ndim and not self.store.vector_ids():
+        if body.dim != self.vectors.ndim and not self.store.embeddings.ids():
             self.vectors.reset(body.dim)  # first vectors of a (re)configured model: size the index to it
             with self.store.tx() as db:
                 self.store.set_meta(db, "vector_dim", str(body.dim))
@@ -152,7 +152,7 @@ class EmbedWindow:
         spans = zip(ids, sent.counts, ends, strict=True)
         blobs = {chunk_id: units.pack(matrix[end - n : end]) for chunk_id, n, end in spans}
         with self.vectors.arrival(ids):
-            kept = self.store.store_vectors(ids, [blobs[i] for i in ids])
+            kept = self.store.embeddings.store(ids, [blobs[i] for i in ids])
             self._wrote()
             keys, rows = units.stack([(k, blobs[k]) for k in kept], body.dim)
             self.vectors.add(keys, rows, self._hold)
@@ -186,7 +186,7 @@ class EmbedWindow:
         if made == self.embedded_with:
             return True
         before = self.embedded_with
-        holds = bool(len(self.vectors) or self.store.vector_ids())
+        holds = bool(len(self.vectors) or self.store.embeddings.ids())
         wanted = onnx_model.precision_label(self.policy.embed_quantize)
         if before[1] == wanted != made[1] and before[0] == made[0] and holds:
             self._unavailable(
@@ -199,7 +199,7 @@ class EmbedWindow:
             # The usearch index first: a search between the two steps finds no vector (and answers from
             # keyword search), never an old vector beside the new record.
             self.vectors.reset(self.vectors.ndim)
-            dropped = self.store.drop_vectors(*made, reembedding=model_files.vectors_key(*before))
+            dropped = self.store.embeddings.drop_all(*made, reembedding=model_files.vectors_key(*before))
             self.backlog = []
             log.info(
                 "the embedder now makes %s vectors, the index held %s: %d vectors dropped, every chunk is"

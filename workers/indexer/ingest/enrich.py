@@ -50,24 +50,24 @@ class Enricher:
         it queries the store) says the ingest queue is empty and the embedder has been released (``turns``)."""
         if not self.policy.analysis or self.inflight is not None or time.monotonic() < self.retry_at or not idle():
             return
-        pending = self.store.pending_enrichment(1)
+        pending = self.store.analyses.pending_enrichment(1)
         if not pending:
             return
         doc_id, path, fields, analyzed_at = pending[0]
         text = self.lead_text(doc_id)
         if not text.strip():
-            self.store.enrich_analysis(doc_id, {}, DONE)  # nothing to summarise beyond what is stored
+            self.store.analyses.enrich(doc_id, {}, DONE)  # nothing to summarise beyond what is stored
             return
         if not turns.take(LLM, client):
             return  # the embedder's model goes first (the release is on its way)
-        done, waiting = self.store.enrichment_counts()
+        done, waiting = self.store.analyses.enrichment_counts()
         request = AnalyzeRequest(file_name=os.path.basename(path), text=text, number=done + 1, of=done + waiting)
         env = client.send("llm", request, timeout=self.policy.analysis_timeout_s)
         self.inflight, self.doc_id, self.fields, self.analyzed_at = env.id, doc_id, fields, analyzed_at
 
     def lead_text(self, doc_id: int) -> str:
         """The document's first LEAD_CHARS characters of text, rebuilt from its overlapping chunks."""
-        chunks = self.store.chunks_from(doc_id, 0)
+        chunks = self.store.chunks.from_ordinal(doc_id, 0)
         first = next(chunks, None)
         if first is None:
             return ""
@@ -98,7 +98,7 @@ class Enricher:
         if isinstance(confidence, int) and body.summary:
             updates["confidence"] = min(100, confidence + 20)
         # Refused when the file was re-analysed meanwhile: the fresh analysis waits for its own turn.
-        self.store.enrich_analysis(doc_id, updates, DONE, analyzed_at=self.analyzed_at)
+        self.store.analyses.enrich(doc_id, updates, DONE, analyzed_at=self.analyzed_at)
 
     def _failed(self, doc_id: int, error: ErrorInfo) -> None:
         if error.code.fault is Fault.UNAVAILABLE:
@@ -112,4 +112,4 @@ class Enricher:
                 return
         log.warning("document %d keeps its deterministic analysis: %s", doc_id, error.code)
         self.attempts.pop(doc_id, None)
-        self.store.enrich_analysis(doc_id, {}, GAVE_UP)
+        self.store.analyses.enrich(doc_id, {}, GAVE_UP)

@@ -46,7 +46,7 @@ class KeywordJournal:
         """Before the thread starts: the keyword index is being refilled from SQLite for ``why`` (None: it is not)."""
         self.rebuild = why
         if why is not None:
-            self.total = self.left = self.store.journal_size()
+            self.total = self.left = self.store.journal.size()
 
     def note(self) -> str | None:
         if self.rebuild is None:
@@ -70,13 +70,13 @@ class KeywordJournal:
             return False
         self.next_commit = now + self.COMMIT_EVERY_S
         applied = int(self.store.get_meta("tantivy_seq", "0"))
-        seq, doc_ids = self.store.journal_after(applied, self.REPLAY_SLICE)
+        seq, doc_ids = self.store.journal.after(applied, self.REPLAY_SLICE)
         if not doc_ids:
             self.dirty = False
             self.rebuild = None  # nothing was indexed: the empty index is the whole of it
             return False
         try:
-            rows = self._with_languages(self.store.chunks_for_index(doc_ids))
+            rows = self._with_languages(self.store.journal.chunks_for_index(doc_ids))
             with writing("the Tantivy commit", self.bm25.path, self.data_dir):
                 self.bm25.replace(doc_ids, rows)
                 if self._hold is not None:
@@ -86,13 +86,13 @@ class KeywordJournal:
             # Stays dirty: the journal is replayed into a fresh writer on the next try.
             self.bm25.discard()
             raise
-        self.store.journal_applied(seq)
+        self.store.journal.applied(seq)
         # More than a slice left: the next slice at once (a refill shows its progress between them).
-        self.dirty = bool(self.store.journal_after(seq, 1)[1])
+        self.dirty = bool(self.store.journal.after(seq, 1)[1])
         if self.dirty:
             self.next_commit = time.monotonic()
         if self.rebuild is not None:
-            self.left = self.store.journal_size()
+            self.left = self.store.journal.size()
             if not self.left:
                 log.info("%s: rebuilt from the database, %d documents", self.rebuild, self.total)
                 self.rebuild = None
@@ -108,5 +108,5 @@ class KeywordJournal:
         if not texts:
             return rows
         found = {doc_id: languages.detect(parts) for doc_id, parts in texts.items()}
-        self.store.set_languages(found)
+        self.store.documents.set_languages(found)
         return [{**dict(row), "language": found.get(int(row["doc_id"]), row["language"])} for row in rows]

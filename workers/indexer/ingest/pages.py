@@ -15,10 +15,10 @@ as a parse in one go leaves it, the same chunks with the same ordinals, each onc
   try's, which stay searchable until they do.
 - A parse that fails after pages were written (no progress for its deadline twice, the parser lost twice, a
   page it cannot read) keeps them: the document is ``failed`` with the reason and "n of N pages indexed", and
-  its pages stay searchable (:meth:`.Store.failed_with_pages`). Any other failure (the file gone, grown too
+  its pages stay searchable (:meth:`.Documents.failed_with_pages`). Any other failure (the file gone, grown too
   large, unreadable) drops them, as before.
 - A document left ``indexing`` by a parse that no longer runs (the indexer or the kernel killed midway, a reply
-  that could not be stored) is parsed again from the start, as a pending one is (:meth:`.Store.pending`); its
+  that could not be stored) is parsed again from the start, as a pending one is (:meth:`.Documents.pending`); its
   pages stay searchable until the new parse's replace them, and the vectors of replaced chunks go to new chunks
   of the same text (``reusable``), so nothing is embedded twice. SQLite stays the source of truth: Tantivy and
   usearch follow its journal and its vectors, as for any write.
@@ -63,24 +63,26 @@ class PageWriter:
         done = PagesRead(len(chunks), part.pages_read, part.pages or 0)
         with self.vectors.arrival():
             with self.store.tx() as db:
-                ids = self.store.write_pages(db, doc_id, read.written, new, part.title, done.note() + ", reading on")
+                ids = self.store.documents.write_pages(
+                    db, doc_id, read.written, new, part.title, done.note() + ", reading on"
+                )
                 self.vectors.arriving = tuple(ids)
-            if reused := self.store.vectors(ids):  # pages that an earlier parse had embedded
+            if reused := self.store.embeddings.get(ids):  # pages that an earlier parse had embedded
                 self.vectors.add(*units.stack(reused, self.vectors.ndim))
         read.written, read.pages_read, read.pages = done.written, done.pages_read, done.pages
 
     def may_write(self, doc_id: int, path: str, read: PagesRead) -> bool:
         """Whether the document at ``path`` is still the one parsed and has not been touched since this parse's
         last write (queued again, failed or skipped by a change seen meanwhile)."""
-        state = self.store.document_state(path)
+        state = self.store.documents.state(path)
         if state is None or state[0] != doc_id:
             return False
         return state[1] == "indexing" if read.written else state[1] in ("pending", "indexing")
 
     def failed(self, doc_id: int, path: str, read: PagesRead, reason: str) -> bool:
         """The parse failed with ``reason``: its pages read stay, if it wrote any that are still there (then True)."""
-        state = self.store.document_state(path)
+        state = self.store.documents.state(path)
         if not read.pages_read or state is None or state[0] != doc_id or state[1] != "indexing":
             return False
-        self.store.failed_with_pages(doc_id, f"{reason} ({read.note()}; they stay searchable)")
+        self.store.documents.failed_with_pages(doc_id, f"{reason} ({read.note()}; they stay searchable)")
         return True

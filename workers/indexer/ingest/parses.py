@@ -27,7 +27,8 @@ from foldermind.workers.indexer.ingest.journal import KeywordJournal
 from foldermind.workers.indexer.ingest.pages import PagesRead, PageWriter
 from foldermind.workers.indexer.ingest.retry import Next, decide
 from foldermind.workers.indexer.storage import languages
-from foldermind.workers.indexer.storage.store import Document, Store
+from foldermind.workers.indexer.storage.lifecycle import Document
+from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.ingest_rules import parse_format
 
@@ -87,7 +88,7 @@ class ParseWindow:
         if room <= 0 or time.monotonic() < self._retry_at:
             return
         busy = {p.doc.id for p in self.inflight.values()}
-        for doc in self.store.pending(room + len(busy)):
+        for doc in self.store.documents.pending(room + len(busy)):
             if doc.id in busy:
                 continue
             if room <= 0:
@@ -98,7 +99,7 @@ class ParseWindow:
             st, data = read
             digest = hashlib.sha256(data).hexdigest()
             if digest == doc.sha256 and doc.attempts == 0 and self._has_chunks(doc.id):
-                self.store.mark_unchanged(doc.id, st.st_size, st.st_mtime_ns)  # touched, not changed
+                self.store.documents.mark_unchanged(doc.id, st.st_size, st.st_mtime_ns)  # touched, not changed
                 self.journal.touched()  # Tantivy's mtime field follows the touch
                 continue
             job = _Parse(doc, st.st_size, st.st_mtime_ns, digest, 1, userfiles.identity(st))
@@ -123,7 +124,7 @@ class ParseWindow:
     # reading and sending
 
     def _inside(self, real: str) -> bool:
-        return self.store.folder_for_path(real) is not None
+        return self.store.folders.containing(real) is not None
 
     def _read(
         self, client: BusClient, doc: Document, same: tuple[int, int] | None = None
@@ -153,7 +154,7 @@ class ParseWindow:
             self._fail(doc.id, userfiles.LINK_OUTSIDE)
             return None
         except userfiles.Replaced:
-            self.store.requeue(doc.id)  # another file since the one parsed: looked at afresh
+            self.store.documents.requeue(doc.id)  # another file since the one parsed: looked at afresh
             return None
         except (FileNotFoundError, NotADirectoryError, userfiles.NotRegular):
             self._forget(doc)
@@ -162,22 +163,22 @@ class ParseWindow:
             self._fail(doc.id, f"unreadable: {exc.strerror or exc}")
             return None
         if len(data) > limit:  # it grew since its fstat: its event follows
-            self.store.requeue(doc.id)
+            self.store.documents.requeue(doc.id)
             return None
         return st, data
 
     def _fail(self, doc_id: int, reason: str) -> None:
-        self.store.set_failed(doc_id, reason)
+        self.store.documents.set_failed(doc_id, reason)
         self.journal.touched()  # its chunks leave Tantivy too
 
     def _forget(self, doc: Document) -> None:
         """The file is gone (or is no longer a regular file) since it was queued: it leaves the index
         instead of staying behind as a failure of a file that does not exist. A document moved
         meanwhile is not touched: it is parsed again at its new path."""
-        current = self.store.document(doc.path)
+        current = self.store.documents.get(doc.path)
         if current is not None and current.id == doc.id:
             with self.store.tx() as db:
-                self.store.delete_documents(db, [doc.id])
+                self.store.documents.delete(db, [doc.id])
             self.journal.touched()
 
     def _has_chunks(self, doc_id: int) -> bool:
@@ -196,7 +197,7 @@ class ParseWindow:
         )
         deadline = self.policy.parse_deadline_s(job.size)
         # Recorded before a parser can hold it: a crash during the parse finds its attempt counted.
-        self.store.set_attempts(job.doc.id, job.attempt)
+        self.store.documents.set_attempts(job.doc.id, job.attempt)
         job.parts.clear()  # a retry's parts start over
         job.read.written = 0
         env = client.send(job.to, request, (content,), timeout=deadline, attempt=job.attempt)
@@ -210,7 +211,7 @@ class ParseWindow:
             return
         if hashlib.sha256(read[1]).hexdigest() != job.sha256:
             log.info("document %d changed before it was sent again; parsing it again", job.doc.id)
-            self.store.requeue(job.doc.id)
+            self.store.documents.requeue(job.doc.id)
             return
         job.to = to
         self._send(client, job, read[1])
@@ -253,7 +254,7 @@ class ParseWindow:
             # has already come, so the file is looked at again instead of the failure kept (a file that is gone
             # is then forgotten, one that became a link out of the folder fails with that reason).
             log.info("document %d changed while it was parsed; looking at it again", job.doc.id)
-            self.store.requeue(job.doc.id)
+            self.store.documents.requeue(job.doc.id)
             return
         if decision.next is Next.WAIT:
             log.warning("document %d stays pending: %s", job.doc.id, error.code)
@@ -272,13 +273,13 @@ class ParseWindow:
         return st.st_size, st.st_mtime_ns, userfiles.identity(st)
 
     def _store(self, job: _Parse, reply: ParseReply) -> None:
-        if self.store.document(job.doc.path) is None:
+        if self.store.documents.get(job.doc.path) is None:
             return  # deleted or moved while it was being parsed
         now = self._now(job)
         if now is None:
             # Gone, or no longer a file of the folder: nothing is written for it; looked at again, it is
             # forgotten, or failed with the reason.
-            self.store.requeue(job.doc.id)
+            self.store.documents.requeue(job.doc.id)
             return
         changed_meanwhile = now != job.parsed()
         chunks = [dict(c) for c in (*job.parts, *reply.chunks)]
@@ -287,8 +288,8 @@ class ParseWindow:
         with self.vectors.arrival():
             with self.store.tx() as db:
                 # Pages written as they were read stay (:mod:`.pages`) when they are all still there.
-                start = job.read.written if self.store.written_through(job.doc.id, job.read.written) else 0
-                ids = self.store.write_document(
+                start = job.read.written if self.store.documents.written_through(job.doc.id, job.read.written) else 0
+                ids = self.store.documents.write(
                     db,
                     job.doc.id,
                     job.size,
@@ -303,9 +304,9 @@ class ParseWindow:
                 )
                 # Chunks whose text is unchanged keep their vectors: committed here, added to usearch below.
                 self.vectors.arriving = tuple(ids)
-            if reused := self.store.vectors(ids):
+            if reused := self.store.embeddings.get(ids):
                 self.vectors.add(*units.stack(reused, self.vectors.ndim))
         self.disk.wrote()
         self.journal.touched()
         if changed_meanwhile:
-            self.store.requeue(job.doc.id)  # a change arrived during the parse: index the newer content
+            self.store.documents.requeue(job.doc.id)  # a change arrived during the parse: index the newer content

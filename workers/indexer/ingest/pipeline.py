@@ -265,6 +265,6 @@ class Pipeline(threading.Thread):
         """Nothing to parse or embed: only then may the model's analysis run (it never delays indexing)."""
         if self.parses.inflight or self.embeds.busy() or self.disk.full is not None:
             return False
-        if self.embeds.error is None and self.store.unembedded(1, set()):
+        if self.embeds.error is None and self.store.embeddings.unembedded(1, set()):
             return False
-        return not self.store.pending(1)
+        return not self.store.documents.pending(1)

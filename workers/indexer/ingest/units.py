@@ -11,7 +11,7 @@ docs/tuning.md#sentence-vectors.
 
 The title is the parser's, else the document's first line (at most :data:`TITLE_CHARS` characters): a plain
 text file's title is its first line by custom (a corpus of abstracts is "title, blank line, abstract"). A chunk
-whose text is unchanged when its file is parsed again keeps its vectors (``Store.write_document``) even if the
+whose text is unchanged when its file is parsed again keeps its vectors (``Documents.write``) even if the
 title changed meanwhile: a retitled file is embedded again only where its text changed.
 
 SQLite keeps a chunk's units as one blob (:func:`pack`: its unit vectors one after another), so "a chunk has a

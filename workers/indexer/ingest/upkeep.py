@@ -54,13 +54,13 @@ class VectorUpkeep:
         self.save()
 
     def save(self) -> None:
-        dead = self.store.dead_vectors()
+        dead = self.store.embeddings.dead()
         self.vectors.remove(dead)
         wrote = self.vectors.dirty
         with writing("saving the vector index", self.vectors.path, self.data_dir):
             self.vectors.save()
         if dead:
-            self.store.forget_dead(dead)
+            self.store.embeddings.forget_dead(dead)
         if wrote:
             self._wrote()
 
@@ -68,14 +68,14 @@ class VectorUpkeep:
         """Bring the usearch file in line with SQLite after whatever ended the last run (and an index embedded
         by another scheme than :mod:`.units` into the re-embedding that replaces its vectors)."""
         if self.store.get_meta("embed_units") != units.VERSION:
-            if self.store.vector_ids():
+            if self.store.embeddings.ids():
                 self.vectors.reset(self.vectors.ndim)
                 held = f"{model_files.vectors_key(*embedded_with)} chunk"
-                dropped = self.store.drop_vectors(*embedded_with, reembedding=held)
+                dropped = self.store.embeddings.drop_all(*embedded_with, reembedding=held)
                 log.info("the index held one vector per chunk: %d dropped, every chunk is embedded again", dropped)
             with self.store.tx() as db:
                 self.store.set_meta(db, "embed_units", units.VERSION)
-        wanted = np.asarray(self.store.vector_ids(), dtype=np.uint64)
+        wanted = np.asarray(self.store.embeddings.ids(), dtype=np.uint64)
         have = self.vectors.keys()
         extra = np.setdiff1d(have, wanted)
         missing = insert_order(np.setdiff1d(wanted, have))
@@ -103,7 +103,7 @@ class VectorUpkeep:
         shuffled order, as at a repair) and saved. Run when nothing is left to parse or embed: new work waits
         for it (~55k vectors take a few seconds: docs/tuning.md#vector-search)."""
         started = time.monotonic()
-        ids = insert_order(np.asarray(self.store.vector_ids(), dtype=np.uint64))
+        ids = insert_order(np.asarray(self.store.embeddings.ids(), dtype=np.uint64))
         read = (self._stored_units(ids[start : start + STORED_BATCH]) for start in range(0, len(ids), STORED_BATCH))
         self.vectors.rebuilt(stored for stored in read if stored is not None)
         took = time.monotonic() - started
@@ -112,5 +112,5 @@ class VectorUpkeep:
 
     def _stored_units(self, ids: NDArray[np.uint64]) -> tuple[list[int], NDArray[np.float32]] | None:
         """The unit vectors SQLite holds for the chunks ``ids``, as usearch takes them (None: none has any now)."""
-        part = self.store.vectors([int(k) for k in ids])
+        part = self.store.embeddings.get([int(k) for k in ids])
         return units.stack(part, self.vectors.ndim) if part else None

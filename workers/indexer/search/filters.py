@@ -14,7 +14,7 @@ Why fields for types and dates: a term set on ``doc_id`` costs the same large am
 range on a fast field costs about what the text query alone does (measured: docs/tuning.md#search-filters). A glob
 has no field to match against, so it keeps the id set. Tantivy's ``mtime`` follows the file: a file written
 again with the same bytes is not parsed again, but its journal row has Tantivy read its chunks again
-(:meth:`Store.mark_unchanged`). The resolved set still decides what is returned (a document being parsed again
+(:meth:`Documents.mark_unchanged`). The resolved set still decides what is returned (a document being parsed again
 keeps its old chunks, and their old fields, in Tantivy until the new ones replace them).
 
 What each filter means (documented in README and the tool's schema) is on the fields of :class:`Filters`.
@@ -37,7 +37,8 @@ from wcmatch import glob as wcglob
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.workers.indexer.storage.bm25 import Where, extension
-from foldermind.workers.indexer.storage.store import SEARCHABLE, Store
+from foldermind.workers.indexer.storage.database import SEARCHABLE
+from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.parser import formats
 
 MAX_TYPES = 32
@@ -243,7 +244,7 @@ class FilterIndex:
     def keys(self, admitted: Admitted) -> NDArray[np.uint64]:
         with self._lock:
             if admitted.keys is None:
-                admitted.keys = np.asarray(self.store.vector_ids_of(sorted(admitted.docs)), dtype=np.uint64)
+                admitted.keys = np.asarray(self.store.embeddings.ids_of(sorted(admitted.docs)), dtype=np.uint64)
             return admitted.keys
 
     def _resolve(self, filters: Filters, folder_id: str | None) -> Admitted:
@@ -251,7 +252,7 @@ class FilterIndex:
         absolute = filters.glob.startswith("/")
         docs: set[int] = set()
         others: list[int] = []
-        for doc_id, path, mtime_ns, status, root in self.store.filter_candidates(folder_id):
+        for doc_id, path, mtime_ns, status, root in self.store.documents.filter_candidates(folder_id):
             ok = status in SEARCHABLE
             if ok and filters.types:
                 ok = extension(path) in filters.types

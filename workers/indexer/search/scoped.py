@@ -100,7 +100,7 @@ class ScopedVectors:
             depth = min(total, depth * 2)
 
     def _folder(self, folder_id: str) -> _Folder:
-        return self._entry(folder_id, lambda: np.asarray(self.store.folder_vector_ids(folder_id), dtype=np.uint64))
+        return self._entry(folder_id, lambda: np.asarray(self.store.embeddings.folder_ids(folder_id), dtype=np.uint64))
 
     def _entry(self, folder_id: str, read_keys: Callable[[], NDArray[np.uint64]]) -> _Folder:
         with self._lock:
@@ -127,7 +127,7 @@ class ScopedVectors:
 
     def _chunks(self, matrix: NDArray[np.float32] | None) -> int:
         """The embedded chunks of every folder, for a folder searched through usearch (an exact one needs none)."""
-        return self.store.embedded(None, lambda: self.vectors.arriving) if matrix is None else 0
+        return self.store.embeddings.count(None, lambda: self.vectors.arriving) if matrix is None else 0
 
     def _matrix(
         self, keys: NDArray[np.uint64], old: _Folder | None
@@ -148,7 +148,7 @@ class ScopedVectors:
                     kept[int(old.keys[j])] = old.matrix[start:end]
         count = sum(len(rows) for rows in kept.values())
         # A chunk deleted since the key list was read has no rows: the search never returns it.
-        for chunk_id, blob in self.store.vectors([int(k) for k in keys if int(k) not in kept]):
+        for chunk_id, blob in self.store.embeddings.get([int(k) for k in keys if int(k) not in kept]):
             rows = unpack(blob, ndim)
             if rows is not None:  # a vector of another dimension can only be a stale leftover
                 kept[chunk_id] = rows

@@ -56,7 +56,7 @@ CUT_DEPTH = 2
 STAGES = ("embed", "keyword", "vector", "fuse", "rows")
 Ranking = fusion.Ranking
 Rows = dict[int, Any]
-"""Chunk rows (:meth:`Store.hits`) by chunk id."""
+"""Chunk rows (:meth:`Chunks.hits`) by chunk id."""
 
 
 class SearchService:
@@ -189,7 +189,7 @@ class SearchService:
             return None, None
         visible = visibility.current()
         try:
-            found = self.store.find_folder(str(folder)).id  # an id or the folder's path
+            found = self.store.folders.find(str(folder)).id  # an id or the folder's path
             if visible is not None and not visible.sees_folder(found):
                 raise visibility.hidden_folder(str(folder))  # as a folder that does not exist
             return found, None
@@ -202,7 +202,7 @@ class SearchService:
     def _roots(self) -> list[str]:
         """The folders an absolute path_glob may name: those the request's client key sees."""
         visible = visibility.current()
-        return [f.path for f in self.store.folders() if visible is None or f.id in visible.folders]
+        return [f.path for f in self.store.folders.all() if visible is None or f.id in visible.folders]
 
     def _keyword(
         self, q: operators.Query, depth: int, scope: str | None, only: filters.Admitted | None
@@ -233,18 +233,18 @@ class SearchService:
         """The rows of ``chunks`` that exist, in their order: those ``rows`` lacks read from SQLite (and kept there)."""
         missing = [c for c in chunks if c not in rows]
         if missing:
-            rows.update(self.store.hits(missing))
+            rows.update(self.store.chunks.hits(missing))
         return {c: rows[c] for c in chunks if c in rows}
 
     def _same_file(self, a: int, b: int) -> bool:
         """Whether two chunks are of one document (blend's same-file rule; asked only when the blend's first hit
         is not BM25's: one SQLite read of two rows)."""
-        found = self.store.documents_of([a, b])
+        found = self.store.chunks.documents_of([a, b])
         return a in found and found.get(a) == found.get(b)
 
     def _documents(self, keyword: Ranking, semantic: Ranking) -> dict[int, int]:
         """Each candidate chunk's document, for the per-document evidence of :func:`.fusion.blend`."""
-        return self.store.documents_of(list({cid for cid, _ in keyword} | {cid for cid, _ in semantic}))
+        return self.store.chunks.documents_of(list({cid for cid, _ in keyword} | {cid for cid, _ in semantic}))
 
     def _semantic(
         self, vector: NDArray[np.float32], depth: int, scope: str | None, only: filters.Admitted | None
@@ -258,8 +258,8 @@ class SearchService:
     def _query_vector(
         self, query: str, scope: str | None, only: filters.Admitted | None = None
     ) -> tuple[NDArray[np.float32] | None, str]:
-        before = self.store.reembedding()
-        model, precision = self.store.embedded_with()
+        before = self.store.embeddings.reembedding()
+        model, precision = self.store.embeddings.model()
         if before:  # checked first: right after the change no vector is left either
             return None, (
                 f"the index is being embedded again with {model_files.vectors_key(model, precision)}"

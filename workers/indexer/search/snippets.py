@@ -83,7 +83,7 @@ def mark(hits: list[SearchHit], query: str, store: Store) -> None:
     """Set each hit's ``marks`` (:func:`marks`) for the words ``query`` looks for (its operators parsed out, as the
     search does), in its document's language: one SQLite read of the hits' rows."""
     words = parse(query).text
-    rows = store.hits([hit["chunk_id"] for hit in hits])
+    rows = store.chunks.hits([hit["chunk_id"] for hit in hits])
     for hit in hits:
         row = rows.get(hit["chunk_id"])
         hit["marks"] = marks(hit["snippet"], words, stemmed_as(row["language"]) if row is not None else ENGLISH)

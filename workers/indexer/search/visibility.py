@@ -103,7 +103,7 @@ class Visibility:
             return visible
 
     def _resolve(self, scope: tuple[str, ...]) -> Visible:
-        registered = {f.id for f in self.store.folders()}
+        registered = {f.id for f in self.store.folders.all()}
         folders = frozenset(s for s in scope if s in registered)
         saved = [c for s in scope if s not in registered and (c := self.criteria.find(s)) is not None and c.id == s]
         docs: set[int] = set()

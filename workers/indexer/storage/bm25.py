@@ -19,9 +19,6 @@ plain words, never syntax. Two content words in a row (:mod:`.stopwords` left ou
 phrase in ``text``, at ``[search] keyword_proximity`` of its BM25.
 
 A change to these fields bumps :data:`SCHEMA_VERSION`: the index is rebuilt from SQLite (``rebuild_keyword_index``).
-
-Its length (~450 lines): the schema, how a chunk is written into it and every query built on it (terms, phrases,
-exclusions, scope, filters) read the same field list; split apart, each part would have to repeat it.
 """
 
 from __future__ import annotations
@@ -439,7 +436,7 @@ class KeywordIndex:
 
     def census(self, except_docs: Sequence[int]) -> tuple[int, int]:
         """(count, sum of the ``chunk_id`` fast field) of the chunks of every document but ``except_docs``, from
-        one committed snapshot: what :meth:`.store.Store.keyword_census` says it must hold. Reads every segment's
+        one committed snapshot: what :meth:`.Journal.keyword_census` says it must hold. Reads every segment's
         ids, so a missing or damaged file fails here."""
         searcher = self.index.searcher()
         q = tantivy.Query.all_query()

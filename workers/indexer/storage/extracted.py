@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from foldermind.workers.indexer.storage.store import ChunkPos, Store
+from foldermind.workers.indexer.storage.chunks import ChunkPos
+from foldermind.workers.indexer.storage.store import Store
 
 
 def rebuild(chunks: Iterable[ChunkPos], pos: int = 0, line: int = 1) -> str:
@@ -54,7 +55,7 @@ def read_lines(store: Store, doc_id: int, start_line: int, end_line: int | None,
     """Lines ``start_line..end_line`` (1-based, inclusive; ``None``: to the end) of the document's
     extracted text, whole lines only while they fit in ``max_chars`` (a first line longer than that
     is cut). Only the chunks around the range are read, so paging through a big file stays cheap."""
-    total = store.last_line(doc_id)
+    total = store.chunks.last_line(doc_id)
     last_wanted = total if end_line is None else min(end_line, total)
     asked_past_end = end_line is not None and end_line > total
     if start_line > last_wanted:
@@ -64,7 +65,7 @@ def read_lines(store: Store, doc_id: int, start_line: int, end_line: int | None,
     begin = max(0, first - 1)
     picked: list[ChunkPos] = []
     budget_end: int | None = None
-    stream = store.chunks_from(doc_id, begin)
+    stream = store.chunks.from_ordinal(doc_id, begin)
     try:
         for c in stream:
             picked.append(c)
@@ -99,10 +100,10 @@ def read_lines(store: Store, doc_id: int, start_line: int, end_line: int | None,
 
 def _first_chunk_reaching(store: Store, doc_id: int, line: int) -> int:
     """The first ordinal whose chunk ends on or after ``line`` (chunk ends only grow with ordinal)."""
-    lo, hi = 0, store.chunk_count(doc_id) - 1
+    lo, hi = 0, store.chunks.count(doc_id) - 1
     while lo < hi:
         mid = (lo + hi) // 2
-        if store.chunk_line_end(doc_id, mid) >= line:
+        if store.chunks.line_end(doc_id, mid) >= line:
             hi = mid
         else:
             lo = mid + 1

@@ -94,7 +94,7 @@ def outdated_keyword_index(store: Store, path: Path) -> bool:
     if store.get_meta("tantivy_schema") == str(SCHEMA_VERSION):
         return False
     shutil.rmtree(path, ignore_errors=True)
-    n = store.rebuild_keyword_index(SCHEMA_VERSION)
+    n = store.journal.rebuild_keyword_index(SCHEMA_VERSION)
     if n:
         log.info("the keyword index is built again from %d documents: this version's fields differ", n)
     return n > 0
@@ -114,7 +114,7 @@ def _why_unopened(exc: BaseException) -> str:
 
 def disagreement(bm25: KeywordIndex, store: Store) -> str | None:
     """How the keyword index differs from what SQLite says it holds, or None when they agree."""
-    journaled, want_count, want_sum = store.keyword_census()
+    journaled, want_count, want_sum = store.journal.keyword_census()
     have_count, have_sum = bm25.census(journaled)
     if have_count != want_count:
         return f"it holds {have_count} chunks, the database {want_count}"
@@ -145,6 +145,6 @@ def open_keyword_index(path: Path, store: Store, policy: SearchPolicy) -> tuple[
     else:  # a file (or a link) where the folder should be
         path.unlink(missing_ok=True)
     fresh = KeywordIndex(path, proximity=policy.keyword_proximity)
-    n = store.rebuild_keyword_index(SCHEMA_VERSION)
+    n = store.journal.rebuild_keyword_index(SCHEMA_VERSION)
     log.info("keyword index: %d documents to replay from the database", n)
     return fresh, f"keyword index damaged ({why})"

@@ -22,7 +22,7 @@ from json5.parser import parse_source
 from json5.utils import JSON5DecodeError
 
 
-class ParseError(ValueError):
+class JsonError(ValueError):
     """The file cannot be read as its client's format; ``line`` and ``column`` are 1-based."""
 
     def __init__(self, message: str, line: int, column: int) -> None:
@@ -61,14 +61,14 @@ class Document:
             try:
                 json.loads(text)
             except json.JSONDecodeError as exc:
-                raise ParseError(exc.msg, exc.lineno, exc.colno) from None
+                raise JsonError(exc.msg, exc.lineno, exc.colno) from None
         try:
             model = parse_source(text)
         except JSON5DecodeError as exc:
             raise _position(exc, text) from None
         self._line_starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
         if not isinstance(model.value, JSONObject):
-            raise ParseError("the top level is not an object", 1, 1)
+            raise JsonError("the top level is not an object", 1, 1)
         self.root = model.value
 
     def offset(self, line: int | None, column: int | None) -> int:
@@ -93,7 +93,7 @@ class Document:
         found = [v for k, v in obj.key_value_pairs if _key_name(k) == name]
         if len(found) > 1:
             line = self.offset(obj.lineno, obj.col_offset)
-            raise ParseError(f'"{name}" appears {len(found)} times; keep one by hand', *self.line_col(line))
+            raise JsonError(f'"{name}" appears {len(found)} times; keep one by hand', *self.line_col(line))
         return found[0] if found else None
 
     def line_col(self, offset: int) -> tuple[int, int]:
@@ -108,14 +108,14 @@ def _key_name(key: Node) -> str:
     return key.name
 
 
-def _position(exc: JSON5DecodeError, text: str) -> ParseError:
+def _position(exc: JSON5DecodeError, text: str) -> JsonError:
     """json-five's error, with a column even when it reports several errors (it keeps the first token)."""
     message = str(exc).split("\n", 2)
     first = message[2].strip() if len(message) > 2 and message[0].startswith("There were") else message[0]
     token = exc.token
     if token is not None:
-        return ParseError(first.split(" at:")[0], token.lineno, token.colno + 1)
-    return ParseError(first, text.count("\n") + 1, len(text) - text.rfind("\n"))
+        return JsonError(first.split(" at:")[0], token.lineno, token.colno + 1)
+    return JsonError(first, text.count("\n") + 1, len(text) - text.rfind("\n"))
 
 
 # -- the edits: each returns the new text; the caller re-parses between edits ----------------------------

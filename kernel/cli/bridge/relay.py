@@ -8,8 +8,8 @@ the models again. stdout carries the MCP stream only: everything this module say
 
 Nothing a client writes stops it: a line that cannot be relayed is answered here (:mod:`.stdio_lines`), and
 what happens to one request on its way to the front door becomes that request's error
-(:mod:`.bridge_transport`). Nothing foldermind does stops it either: the URL and the token are read again
-when a request cannot use them (:mod:`.bridge_link`), so a rotated token, a stop and start, a killed kernel
+(:mod:`.transport`). Nothing foldermind does stops it either: the URL and the token are read again
+when a request cannot use them (:mod:`.link`), so a rotated token, a stop and start, a killed kernel
 or a new port is followed, a supervisor that is not running is started, and a request that cannot be served
 in a few seconds gets a typed error; the client's session goes on.
 """
@@ -26,9 +26,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
 
-from foldermind.kernel.cli import stdio_lines
-from foldermind.kernel.cli.bridge_link import BridgeFailure, Link
-from foldermind.kernel.cli.bridge_transport import Guarded
+from foldermind.kernel.cli.bridge import stdio_lines
+from foldermind.kernel.cli.bridge.link import BridgeFailure, Link
+from foldermind.kernel.cli.bridge.transport import Guarded
 from foldermind.protocol.runtime.home import Home
 
 

@@ -1,55 +1,16 @@
-"""The error catalogue and the typed errors of the bus.
+"""The error catalogue: every error code foldermind produces, declared once as a member of :class:`ErrorCode`.
 
-Every error code foldermind produces is declared once, in :class:`ErrorCode`: its wire value, what kind
-of failure it is (:class:`Fault`, which is how callers decide to wait, retry or give up), whether it is
-retryable by default, who produces it, the sentence a user reads, and the code an MCP client sees. There
-is no other table of codes: the broker, the workers, the front door and the CLI all read these members,
-and docs/protocol.md's error table is rendered from them (:mod:`foldermind.protocol.reference`).
-
-A failed job travels as an error reply whose ``error`` is ``{code, message, retryable}``
-(:class:`ErrorInfo`). One exception carries it all the way (the httpx idea of a shallow hierarchy): a
-handler raises :class:`JobError`, the worker framework sends its ``info``, the client raises a
-:class:`JobError` again from the reply (a subclass for the three cases a caller acts on), and the MCP
-front door raises the same class for its own failures and shows ``code.mcp`` to the client.
-
-Its length (~540 lines) is the catalogue itself: one member per code, each with its sentence.
+Each member holds its wire value, its :class:`~foldermind.protocol.errors.fault.Fault`, whether it is retryable by
+default, who produces it, the sentence a user reads, and the code an MCP client sees. There is no other table of
+codes: the broker, the workers, the front door and the CLI all read these members, docs/protocol.md's error table
+is rendered from them (:mod:`foldermind.protocol.reference`), and a test forbids code strings anywhere else.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
 
-
-class Fault(StrEnum):
-    """What kind of failure a code is: the one thing a caller decides on (wait, retry once, give up)."""
-
-    meaning: str
-
-    def __new__(cls, value: str, meaning: str) -> Fault:
-        member = str.__new__(cls, value)
-        member._value_ = value
-        member.meaning = meaning
-        return member
-
-    UNAVAILABLE = (
-        "unavailable",
-        "No worker can take the job now (none running, a model still loading, the kernel stopping): wait, "
-        "then ask again.",
-    )
-    TIMEOUT = "timeout", "The job ran past its deadline."
-    LOST = "lost", "The job died with its worker or inside its handler: asking once more may work."
-    REJECTED = (
-        "rejected",
-        "The request cannot be served as asked (its fields, its target, its size, the index's state): the "
-        "same request fails the same way.",
-    )
-    FAILED = (
-        "failed",
-        "The work itself failed: a file that cannot be parsed, a full disk, a secret that cannot be stored.",
-    )
-    CANCELLED = "cancelled", "The caller gave the job up."
+from foldermind.protocol.errors.fault import Fault
 
 
 class ErrorCode(StrEnum):
@@ -450,94 +411,3 @@ class ErrorCode(StrEnum):
         "JSON-RPC error -32012: the connection to the front door broke before the answer came (a restart, a "
         "stop, a kill); the request may or may not have run. Asking again reaches the front door serving then.",
     )
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
-    """The typed error carried by an error reply."""
-
-    code: ErrorCode
-    message: str
-    retryable: bool = False
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"code": str(self.code), "message": self.message, "retryable": self.retryable}
-
-    @classmethod
-    def from_wire(cls, raw: Any) -> ErrorInfo:
-        if not isinstance(raw, dict):
-            raise ProtocolError("error field is not a map")
-        return cls(
-            code=ErrorCode.of(raw.get("code", ErrorCode.INTERNAL)),
-            message=str(raw.get("message", "")),
-            retryable=bool(raw.get("retryable", False)),
-        )
-
-
-class BusError(Exception):
-    """Base of every error a bus caller can see."""
-
-
-class ProtocolError(BusError):
-    """A frame that is not a foldermind message: garbage, truncated, wrong version or oversized."""
-
-
-class OversizedMessage(ProtocolError):
-    """A well-formed message over the size limit; ``env`` lets the receiver answer its sender."""
-
-    def __init__(self, message: str, env: object) -> None:
-        super().__init__(message)
-        self.env = env
-
-
-class KernelUnavailable(BusError):
-    """No kernel answers on this home's bus (not started, or it died)."""
-
-
-class JobError(BusError):
-    """A job that ended with a typed error.
-
-    Raised by a handler (the worker framework answers with :attr:`info`), raised again by the client that
-    receives the error reply (:meth:`of`), and raised by the MCP front door for a tool's own failures.
-    ``retryable`` defaults to the code's catalogue entry.
-    """
-
-    def __init__(self, code: ErrorCode, message: str, retryable: bool | None = None) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.retryable = code.retryable if retryable is None else retryable
-
-    @property
-    def info(self) -> ErrorInfo:
-        return ErrorInfo(self.code, self.message, self.retryable)
-
-    @classmethod
-    def of(cls, info: ErrorInfo) -> JobError:
-        """The exception for an error reply: the subclass that matches its code, else a JobError."""
-        kind: type[JobError] = next((sub for sub in _ACTIONABLE if info.code in sub.codes), JobError)
-        return kind(info.code, info.message, info.retryable)
-
-    codes: ClassVar[frozenset[ErrorCode]] = frozenset()
-    """The codes a subclass is raised for."""
-
-
-class WorkerLost(JobError):
-    """The worker died holding the job (``worker_lost``)."""
-
-    codes = frozenset({ErrorCode.WORKER_LOST})
-
-
-class DeadlineExceeded(JobError):
-    """The job missed its deadline (``deadline_exceeded``)."""
-
-    codes = frozenset({ErrorCode.DEADLINE_EXCEEDED})
-
-
-class ServiceUnavailable(JobError):
-    """No worker can take the job (``service_unavailable``, ``shutting_down``)."""
-
-    codes = frozenset({ErrorCode.SERVICE_UNAVAILABLE, ErrorCode.SHUTTING_DOWN})
-
-
-_ACTIONABLE = (WorkerLost, DeadlineExceeded, ServiceUnavailable)

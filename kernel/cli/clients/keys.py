@@ -1,5 +1,5 @@
 """Client keys and what clients did: ``token add|list|revoke`` and ``token rotate [NAME]`` (the ``token`` group is
-:mod:`.clients`'), and ``activity``.
+:mod:`.commands`'), and ``activity``.
 
 A key is stored as the owner's token is (:mod:`foldermind.protocol.runtime.client_keys`); its scope is a list of
 Smart Folder ids, resolved here from ids or names through the running indexer.

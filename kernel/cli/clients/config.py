@@ -15,13 +15,13 @@ from typing import Any
 
 import click
 
-from foldermind.kernel.cli import entries
-from foldermind.kernel.cli.clientfacts import CLIENTS, GENERIC, NAMES, user_file
+from foldermind.kernel.cli.clients import entries
+from foldermind.kernel.cli.clients.facts import CLIENTS, GENERIC, NAMES, user_file
 from foldermind.kernel.cli.common import current_config, current_home, home_option, typed
 from foldermind.protocol.runtime.home import Home
 
-LATER = {"install": "install", "uninstall": "install"}
-"""Subcommands defined in another module of this package (name -> module), imported when they run."""
+LATER = {"install": "clients.install", "uninstall": "clients.install"}
+"""Subcommands defined in another module of the CLI (name -> module under it), imported when they run."""
 
 
 class ConfigGroup(click.Group):

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import click
 
-from foldermind.kernel.cli import clientfile, entries, keys
-from foldermind.kernel.cli.clientconfig import config, say_url_source, target, transport_options, wants_stdio
-from foldermind.kernel.cli.clientfacts import CLIENTS, Client, Secret, config_file
+from foldermind.kernel.cli.clients import entries, keys
+from foldermind.kernel.cli.clients import file as clientfile
+from foldermind.kernel.cli.clients.config import config, say_url_source, target, transport_options, wants_stdio
+from foldermind.kernel.cli.clients.facts import CLIENTS, Client, Secret, config_file
+from foldermind.kernel.cli.clients.jsonedit import JsonError
 from foldermind.kernel.cli.common import current_home, home_option, typed
-from foldermind.kernel.cli.jsonedit import ParseError
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home
 
@@ -68,7 +69,7 @@ def _read(path: Path, client: Client) -> str:
     old = clientfile.read(path)
     try:
         clientfile.parse(old, client)
-    except ParseError as exc:
+    except JsonError as exc:
         fmt = "JSON with comments" if client.jsonc else "JSON"
         raise click.ClickException(f"{path} is not valid {fmt} ({exc}); nothing was changed") from None
     return old
@@ -106,7 +107,7 @@ def install_cmd(
     item = entries.vscode_input() if entries.needs_input(client, stdio) else None
     try:
         new = clientfile.with_entry(old, client, entries.entry(client, stdio, t), item)
-    except ParseError as exc:
+    except JsonError as exc:
         raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
     literal = not stdio and client.http is not None and client.http.secret is Secret.LITERAL
     loose = clientfile.readable_by_others(path) if literal else None
@@ -127,7 +128,7 @@ def _presented(home: Home, client: Client, text: str) -> str | None:
     """The registered client key the file's entry presents now (None: the owner's token, or no entry)."""
     try:
         entry = clientfile.current(text, client)
-    except ParseError:
+    except JsonError:
         return None
     return keys.presented_key(home, entry) if isinstance(entry, dict) else None
 
@@ -186,7 +187,7 @@ def uninstall_cmd(name: str, project: Path | None, dry_run: bool) -> None:
     old = _read(path, client)
     try:
         new = clientfile.without_entry(old, client)
-    except ParseError as exc:
+    except JsonError as exc:
         raise click.ClickException(f"{path}: {exc}; nothing was changed") from None
     removed = _change(path, old, new, dry_run, "foldermind entry removed")
     key = _presented(current_home(), client, old) if removed else None
@@ -194,7 +195,7 @@ def uninstall_cmd(name: str, project: Path | None, dry_run: bool) -> None:
         click.echo(f"client key {key!r} is kept: `{typed(current_home(), 'token', 'revoke', key)}` ends it", err=True)
 
 
-# `config` is clientconfig's group; its two subcommands that edit files join it here, so the group is
+# `config` is config.py's group; its two subcommands that edit files join it here, so the group is
 # complete wherever it is reached from (the command line asks this module for it).
 config.add_command(install_cmd)
 config.add_command(uninstall_cmd)

@@ -1,5 +1,5 @@
 """Commands that connect MCP clients: ``mcp`` (the stdio bridge), ``token`` and ``test-connection``, and the
-terminal forms of the tools (``ask``, ``summary``). ``config`` is in :mod:`.clientconfig`."""
+terminal forms of the tools (``ask``, ``summary``). ``config`` is in :mod:`.config`."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _store(home: Home) -> TokenStore:
 
 
 def _serving(home: Home) -> dict[str, Any]:
-    from foldermind.kernel.cli import bridge
+    from foldermind.kernel.cli.bridge import relay as bridge
 
     if not kernel_running(home):
         raise click.ClickException("foldermind is not running: `foldermind start` first")
@@ -49,7 +49,7 @@ def mcp_cmd(key: str | None) -> None:
     """stdio bridge for MCP clients that launch a command (Claude Desktop, Claude Code, ...).
 
     Starts the supervisor if none runs, then relays MCP between stdin/stdout and the front door."""
-    from foldermind.kernel.cli import bridge
+    from foldermind.kernel.cli.bridge import relay as bridge
     from foldermind.protocol.runtime.config import SupervisorConfig
 
     home = current_home()
@@ -81,7 +81,7 @@ def token() -> None:
 @click.option("--json", "as_json", is_flag=True, help='Print {"name", "token", "folders"}.')
 def token_add(name: str, folders: str | None, as_json: bool) -> None:
     """Make a key for one MCP client: every folder, or only --folders."""
-    from foldermind.kernel.cli import keys
+    from foldermind.kernel.cli.clients import keys
 
     keys.token_add(name, folders, as_json)
 
@@ -91,7 +91,7 @@ def token_add(name: str, folders: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def token_list(as_json: bool) -> None:
     """The client keys: name, scope, created, last used (never the token)."""
-    from foldermind.kernel.cli import keys
+    from foldermind.kernel.cli.clients import keys
 
     keys.token_list(as_json)
 
@@ -101,7 +101,7 @@ def token_list(as_json: bool) -> None:
 @click.argument("name")
 def token_revoke(name: str) -> None:
     """Delete a client key: refused at once, its open sessions closed."""
-    from foldermind.kernel.cli import keys
+    from foldermind.kernel.cli.clients import keys
 
     keys.token_revoke(name)
 
@@ -114,7 +114,7 @@ def token_show(name: str | None) -> None:
     home = current_home()
     home.ensure()
     if name:
-        from foldermind.kernel.cli import keys
+        from foldermind.kernel.cli.clients import keys
 
         keys.token_show_named(home, name)
         return
@@ -130,7 +130,7 @@ def token_show(name: str | None) -> None:
 def token_rotate(name: str | None) -> None:
     """Make a new token (the owner's, or client key NAME's); the old one stops working at once."""
     if name:
-        from foldermind.kernel.cli import keys
+        from foldermind.kernel.cli.clients import keys
 
         keys.token_rotate_named(name)
         return

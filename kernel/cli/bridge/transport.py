@@ -3,7 +3,7 @@
 The SDK's streamable HTTP client lets a transport exception (a reset, a refused connection, a timeout) end its
 task group, and with it the bridge. :class:`Guarded` turns each into a JSON-RPC error in a failed response's
 JSON body, which the SDK hands back to the client under the request's own id, and follows foldermind through
-what happens to it (:class:`~.bridge_link.Link` reads the URL and the token again):
+what happens to it (:class:`~.link.Link` reads the URL and the token again):
 
 - every request goes to where the front door serves now, with the token read last;
 - a refused connection (a stop, a kill, a restart on another port) reads where the front door serves again,
@@ -26,7 +26,7 @@ import sys
 import httpx2
 from mcp_types import INVALID_REQUEST
 
-from foldermind.kernel.cli.bridge_link import CALL_WAIT_S, BridgeFailure, Link
+from foldermind.kernel.cli.bridge.link import CALL_WAIT_S, BridgeFailure, Link
 
 SESSION = "mcp-session-id"
 VERSION = "mcp-protocol-version"

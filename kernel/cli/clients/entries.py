@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from foldermind.kernel.cli.clientfacts import CLIENTS, GENERIC, TOKEN_ENV, VSCODE_INPUT_ID, Client, Secret
+from foldermind.kernel.cli.clients.facts import CLIENTS, GENERIC, TOKEN_ENV, VSCODE_INPUT_ID, Client, Secret
 from foldermind.kernel.cli.common import installed_exe
 from foldermind.protocol.runtime.home import Home
 

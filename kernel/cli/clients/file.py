@@ -16,10 +16,10 @@ from typing import Any
 
 from json5.model import JSONArray, JSONObject
 
-from foldermind.kernel.cli import jsonedit
-from foldermind.kernel.cli.clientfacts import VSCODE_INPUT_ID, Client
-from foldermind.kernel.cli.entries import SERVER_NAME
-from foldermind.kernel.cli.jsonedit import Document, ParseError
+from foldermind.kernel.cli.clients import jsonedit
+from foldermind.kernel.cli.clients.entries import SERVER_NAME
+from foldermind.kernel.cli.clients.facts import VSCODE_INPUT_ID, Client
+from foldermind.kernel.cli.clients.jsonedit import Document, JsonError
 from foldermind.protocol.runtime.home import fsync_path
 
 BACKUP_SUFFIX = ".foldermind.bak"
@@ -43,7 +43,7 @@ def _servers(doc: Document, client: Client) -> JSONObject | None:
     node = doc.member(doc.root, client.servers_key)
     if node is not None and not isinstance(node, JSONObject):
         line, col = doc.line_col(doc.offset(node.lineno, node.col_offset))
-        raise ParseError(f'"{client.servers_key}" is not an object', line, col)
+        raise JsonError(f'"{client.servers_key}" is not an object', line, col)
     return node
 
 
@@ -51,12 +51,12 @@ def _our_slot(doc: Document, box: jsonedit.Container) -> jsonedit.Slot | None:
     """Our member of the servers object; two of them are refused (which one would the client use?)."""
     ours = [s for s in box.slots if s.name == SERVER_NAME]
     if len(ours) > 1:
-        raise ParseError(f'"{SERVER_NAME}" appears {len(ours)} times; keep one by hand', *doc.line_col(ours[1].start))
+        raise JsonError(f'"{SERVER_NAME}" appears {len(ours)} times; keep one by hand', *doc.line_col(ours[1].start))
     return ours[0] if ours else None
 
 
 def current(text: str, client: Client) -> Any | None:
-    """Our entry as the file holds it, or None. Raises ParseError like an edit would."""
+    """Our entry as the file holds it, or None. Raises JsonError like an edit would."""
     doc = parse(text, client)
     if doc is None:
         return None
@@ -96,7 +96,7 @@ def _inputs(doc: Document) -> JSONArray | None:
     node = doc.member(doc.root, "inputs")
     if node is not None and not isinstance(node, JSONArray):
         line, col = doc.line_col(doc.offset(node.lineno, node.col_offset))
-        raise ParseError('"inputs" is not an array', line, col)
+        raise JsonError('"inputs" is not an array', line, col)
     return node
 
 
