@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.config import merge
 from tests.helpers import FAST_RESTART, LIGHT_MAP, TESTWORKER, RunningKernel, remove_tree, short_tmpdir
 
 pytest_plugins = ("tests.cpu_report",)
@@ -35,7 +36,7 @@ def kernel(home_dir: Path, request: pytest.FixtureRequest) -> Iterator[RunningKe
     """The default process map plus the fault-injection test worker, fast restarts; a test marked
     ``light_map`` gets the map without the embedder, indexer, llm and front door."""
     light = request.node.get_closest_marker("light_map") is not None
-    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + (LIGHT_MAP if light else ""))
+    k = RunningKernel(home_dir, merge(FAST_RESTART, TESTWORKER, LIGHT_MAP if light else {}))
     try:
         yield k.start()
     finally:

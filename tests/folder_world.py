@@ -12,6 +12,7 @@ from typing import TypeVar
 from foldermind.protocol.messages import (
     SearchHit,
 )
+from tests.config import merge
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
 from tests.world import KernelWorld
 
@@ -21,7 +22,7 @@ class FolderWorld(KernelWorld):
 
     def __init__(self, root: Path, files: Mapping[str, str], name: str = "folder-world") -> None:
         self.files, self.world_name = files, name
-        self.kernel = RunningKernel(root, FAST_RESTART + SEARCH_OVER_BUS)
+        self.kernel = RunningKernel(root, merge(FAST_RESTART, SEARCH_OVER_BUS))
         self.root = root
 
     def start(self) -> None:
@@ -30,7 +31,7 @@ class FolderWorld(KernelWorld):
 
     def restart(self) -> None:
         """A new kernel in the same home (the old one stopped by the caller), as a user starts it again."""
-        self.kernel = RunningKernel(self.root, FAST_RESTART + SEARCH_OVER_BUS)
+        self.kernel = RunningKernel(self.root, merge(FAST_RESTART, SEARCH_OVER_BUS))
         self.start()
 
     def hits(self, query: str, mode: str = "keyword") -> list[SearchHit]:

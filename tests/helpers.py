@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import StatusReply, StatusRequest, StopReply, StopRequest, WorkerStateEvent
 from foldermind.protocol.runtime.config import PROCESS_MAP
 from foldermind.protocol.runtime.home import Home
+from tests.config import Config, merge, render
 
 T = TypeVar("T")
 
@@ -36,18 +37,22 @@ once per machine, so a test kernel's embedder and indexer load it without import
 per start). Safe to share: a file is named by its model's digest and verified against its check record on
 every load. Tests of the export itself use a cache of their own."""
 # Quick restarts so fault tests do not wait on production backoff.
-FAST_RESTART = """
-[restart]
-backoff_initial_s = 0.1
-backoff_max_s = 1.0
-stable_after_s = 5.0
-start_timeout_s = 20.0
-stop_grace_s = 3.0
-"""
+FAST_RESTART: Config = {
+    "restart": {
+        "backoff_initial_s": 0.1,
+        "backoff_max_s": 1.0,
+        "stable_after_s": 5.0,
+        "start_timeout_s": 20.0,
+        "stop_grace_s": 3.0,
+    }
+}
 
 
-def with_model_cache(config: str, cache: Path = MODEL_CACHE) -> str:
-    """``config`` (a supervisor.toml) with ``[ingest] model_cache_dir`` set to ``cache`` unless it sets one."""
+def with_model_cache(config: Mapping[str, Any] | str, cache: Path = MODEL_CACHE) -> str:
+    """supervisor.toml text of ``config`` (parts merged by :func:`tests.config.merge`) with ``[ingest]
+    model_cache_dir`` set to ``cache`` unless it sets one. Text is kept as the test wrote it, the line added."""
+    if isinstance(config, Mapping):
+        return render(merge({"ingest": {"model_cache_dir": cache}}, config))
     try:
         data = tomllib.loads(config)
     except tomllib.TOMLDecodeError:
@@ -64,35 +69,29 @@ def with_model_cache(config: str, cache: Path = MODEL_CACHE) -> str:
     return config.rstrip("\n") + f"\n\n[ingest]\n{line}\n"
 
 
-TESTWORKER = """
-[workers.testworker]
-module = "tests.faultworker"
-"""
+TESTWORKER: Config = {"workers": {"testworker": {"module": "tests.faultworker"}}}
 
 
-def only_workers(*keep: str) -> str:
+def only_workers(*keep: str) -> Config:
     """supervisor.toml tables that leave every worker of the default map out but ``keep`` (a test home's map
     trimmed to what the test uses: each worker left out is a process start less, ~0.6-2.4 CPU-s)."""
-    return "".join(f"\n[workers.{name}]\nenabled = false\n" for name in PROCESS_MAP if name not in keep)
+    return {"workers": {name: {"enabled": False} for name in PROCESS_MAP if name not in keep}}
 
 
-LIGHT_MAP = only_workers("watcher", "parser") + "\n[workers.parser]\non_demand = false\n"
+LIGHT_MAP = merge(only_workers("watcher", "parser"), {"workers": {"parser": {"on_demand": False}}})
 """The default map without its model and MCP workers, for a test of the kernel's handling of one worker (the
 fault worker) that the others only watch: the watcher and the parser pool stay as bystanders, running (not on
 demand), so "the rest of the map is unaffected" is still checked. The four left out cost ~8 of ~13 CPU-s of a
 test kernel's start (psutil on the process tree, 2026-12-02: embedder 2.4, indexer 2.3, frontdoor 2.4, llm 0.6)."""
 
 
-ONE_PARSER = """
-[workers.parser]
-count = 1
-"""
+ONE_PARSER: Config = {"workers": {"parser": {"count": 1}}}
 """A parser pool of one (its instance is then named ``parser``, not ``parser#1``), for a test home whose
 subject is not the pool: the second parser's start is ~0.6 CPU-s (psutil on the process tree, 2026-12-02)."""
 
-AUTO_ASKS_THE_MODEL = 'auto_model_shapes = ["yes-no", "default", "figure", "name", "entity", "other"]\n'
-"""A line for an ``[llm]`` table: auto mode asks the model after the quotes for every question, for a test of the
-model's path through auto (by default auto answers with the quotes alone)."""
+AUTO_ASKS_THE_MODEL: Config = {"llm": {"auto_model_shapes": ["yes-no", "default", "figure", "name", "entity", "other"]}}
+"""Auto mode asks the model after the quotes for every question, for a test of the model's path through auto (by
+default auto answers with the quotes alone)."""
 
 NO_LLM = only_workers("watcher", "parser", "embedder", "indexer", "frontdoor")
 """The default map without the llm, for a test home that searches and reads but never chats or reads a model
@@ -100,7 +99,7 @@ summary: whenever the ingest queue is idle the llm summarises every indexed file
 psutil on the process tree, 2026-12-02), which competes with the tests for the CPU. The deterministic analysis
 a summary test reads is the indexer's."""
 
-SEARCH_OVER_BUS = only_workers("watcher", "parser", "embedder", "indexer") + ONE_PARSER
+SEARCH_OVER_BUS = merge(only_workers("watcher", "parser", "embedder", "indexer"), ONE_PARSER)
 """The ingestion pipeline alone, for a test home searched and read over the bus or through the CLI: no front
 door, no llm (see :data:`NO_LLM`), one parser."""
 
@@ -139,14 +138,18 @@ def cli_process(home: Path, *args: str, **popen: Any) -> subprocess.Popen[str]:
 class RunningKernel:
     """A kernel started with `foldermind start` in its own home, torn down however the test ended."""
 
-    def __init__(self, root: Path, config: str = "") -> None:
+    def __init__(self, root: Path, config: Mapping[str, Any] | str | None = None) -> None:
         self.root = root
         self.home = Home.resolve(root)
         self.home.ensure()
-        self.home.supervisor_override.write_text(with_model_cache(config))
+        self.configure({} if config is None else config)
         self._clients: list[BusClient] = []
         self.events: list[WorkerStateEvent] = []
         self._sub: zmq.Socket[bytes] | None = None
+
+    def configure(self, config: Mapping[str, Any] | str) -> None:
+        """Write the home's supervisor.toml (a kernel reads it at its next start), as :func:`with_model_cache`."""
+        self.home.supervisor_override.write_text(with_model_cache(config))
 
     def start(self, *args: str) -> RunningKernel:
         try:

@@ -43,12 +43,13 @@ import zmq
 
 from foldermind.kernel import curve
 from foldermind.protocol.runtime.home import Home
+from tests.config import merge
 from tests.helpers import NO_LLM, ONE_PARSER, cli, cli_process, remove_tree, short_tmpdir, wait_for
 from tests.powercut_fs import MODES, PowerCutMount, fsync, fuse_missing
 from tests.powerloss_keys import KeyLedger
 from tests.soak import Soak, start_kernel, wait_quiet
 
-CONFIG = NO_LLM + ONE_PARSER  # the front door serves the token check; no background summaries
+CONFIG = merge(NO_LLM, ONE_PARSER)  # the front door serves the token check; no background summaries
 EXTRA_FOLDERS = 3
 SETTLE_S = 600.0
 COMMANDS = ("folder", "criteria", "token", "key", "client")

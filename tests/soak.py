@@ -50,6 +50,7 @@ import psutil
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.workers.indexer.storage.database import SEARCHABLE
+from tests.config import Config
 from tests.filemakers import make_docx, make_pdf
 from tests.helpers import RunningKernel, cli, kill9, short_tmpdir, wait_for
 
@@ -64,9 +65,9 @@ START_TIMEOUT_S = 300.0
 # The soak runs on the production policy (restart backoff, the ONNX query encoder and all). Its homes share
 # the machine's checked export (RunningKernel's tests/helpers.MODEL_CACHE), so an indexer killed and started
 # again loads it instead of importing torch: the short soak's tree used ~67 CPU-s with torch queries.
-SOAK_CONFIG = ""
+SOAK_CONFIG: Config = {}
 # The reference index is not what is under test: no background summaries competing for the CPU.
-FRESH_CONFIG = "[llm]\nanalysis = false\n"
+FRESH_CONFIG: Config = {"llm": {"analysis": False}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,7 +520,7 @@ class SoakReport:
         return "\n".join(lines) + "\n"
 
 
-def start_kernel(home: Path, config: str) -> RunningKernel:
+def start_kernel(home: Path, config: Config) -> RunningKernel:
     """`foldermind start`, as RunningKernel.start does, with room for a loaded machine (its 60 s is tight
     when other kernels share the two cores)."""
     k = RunningKernel(home, config)

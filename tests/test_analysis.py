@@ -28,6 +28,7 @@ from foldermind.workers.indexer.analysis import analyze, find_date, infer_type, 
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.database import SCHEMA
 from foldermind.workers.indexer.storage.store import Store
+from tests.config import merge
 from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir, wait_for
 
 MTIME = datetime(2024, 5, 17, 23, 30, tzinfo=UTC).timestamp()
@@ -503,16 +504,7 @@ def test_term_stats_stem_like_the_index_and_see_commits(tmp_path: Path) -> None:
 
 # The LLM would replace the summary and the embedder has nothing to do with analysis: both are left
 # out, so the test sees the deterministic analysis alone and starts fast.
-NO_MODELS = (
-    FAST_RESTART
-    + """
-[workers.llm]
-enabled = false
-
-[workers.embedder]
-enabled = false
-"""
-)
+NO_MODELS = merge(FAST_RESTART, {"workers": {"llm": {"enabled": False}, "embedder": {"enabled": False}}})
 CONTRACT_DOC = """Acme MSA Extension
 
 This extension of the Master Services Agreement is made on June 30, 2026 between Acme Corp and Globex LLC.

@@ -20,6 +20,7 @@ import pytest
 from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.indexer.evidence import floor
+from tests.config import merge
 from tests.helpers import FAST_RESTART, NO_LLM, ONE_PARSER, RunningKernel, short_tmpdir
 from tests.test_answers import chat, kernel_with_folder
 
@@ -31,7 +32,7 @@ ANSWER = "may lose its most recent transactions"
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunningKernel, str, str]]:
     root = short_tmpdir()
-    config = FAST_RESTART + ONE_PARSER + NO_LLM + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    config = merge(FAST_RESTART, ONE_PARSER, NO_LLM, {"mcp": {"port": 0, "rate_per_minute": 6000}})
     with kernel_with_folder(root, config, "", 180, page) as (k, _docs, url, token):
         yield k, url, token
 

@@ -20,6 +20,7 @@ import pytest
 from foldermind.protocol.messages import CheckReply, CheckRequest, Claim, EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers.quotes import Evidence
+from tests.config import merge
 from tests.helpers import (
     AUTO_ASKS_THE_MODEL,
     FAST_RESTART,
@@ -44,13 +45,13 @@ MODES = ("extractive", "generative", "auto")
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunningKernel, str, str, Path]]:
     root = short_tmpdir()
-    config = (
-        FAST_RESTART
-        + ONE_PARSER
-        + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
-        + '[llm]\ntimeout_s = 30\nanalysis = false\nload = "at_start"\n'
-        + AUTO_ASKS_THE_MODEL
-        + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_SAY = "{root / "say"}" }}\n'
+    config = merge(
+        FAST_RESTART,
+        ONE_PARSER,
+        {"mcp": {"port": 0, "rate_per_minute": 6000}},
+        {"llm": {"timeout_s": 30, "analysis": False, "load": "at_start"}},
+        AUTO_ASKS_THE_MODEL,
+        {"workers": {"llm": {"env": {"FOLDERMIND_TEST_LLM_SAY": root / "say"}}}},
     )
     with kernel_with_folder(root, config, "ready", 120, pages) as (k, _docs, url, token):
         yield k, url, token, root

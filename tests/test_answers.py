@@ -29,6 +29,7 @@ from foldermind.kernel.cli.clients.commands import AnswerScreen
 from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from tests import mcpclient as mc
+from tests.config import Config, merge
 from tests.filemakers import make_docx, make_pdf
 from tests.helpers import (
     AUTO_ASKS_THE_MODEL,
@@ -89,7 +90,7 @@ def write_folder(root: Path) -> Path:
 
 @contextlib.contextmanager
 def kernel_with_folder(
-    root: Path, config: str, llm_note: str, timeout: float, fill: Callable[[Path], Path] = write_folder
+    root: Path, config: Config, llm_note: str, timeout: float, fill: Callable[[Path], Path] = write_folder
 ) -> Iterator[tuple[RunningKernel, Path, str, str]]:
     """A kernel that has indexed a folder (``fill(root)`` writes it: by default the three-file folder) and whose
     llm's note says ``llm_note`` (ready, failed); (kernel, folder, MCP URL, token). ``root`` is removed
@@ -110,14 +111,14 @@ def kernel_with_folder(
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
     root = short_tmpdir()
-    config = (
-        FAST_RESTART
-        + ONE_PARSER  # three small files
-        + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
-        + '[llm]\ntimeout_s = 30\nanalysis = false\nload = "at_start"\n'
-        + AUTO_ASKS_THE_MODEL
-        + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_SAY = "{root / "say"}", '
-        + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
+    llm_env = {"FOLDERMIND_TEST_LLM_SAY": root / "say", "FOLDERMIND_TEST_LLM_SLOW": f"{SLOW_TOKEN_S}:{root / 'slow'}"}
+    config = merge(
+        FAST_RESTART,
+        ONE_PARSER,  # three small files
+        {"mcp": {"port": 0, "rate_per_minute": 6000}},
+        {"llm": {"timeout_s": 30, "analysis": False, "load": "at_start"}},
+        AUTO_ASKS_THE_MODEL,
+        {"workers": {"llm": {"env": llm_env}}},
     )
     with kernel_with_folder(root, config, "ready", 120) as (k, docs, url, token):
         yield k, docs, url, token, root
@@ -477,11 +478,10 @@ def test_without_a_model_every_mode_still_answers_from_the_quotes() -> None:
     root = short_tmpdir()
     bad = root / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
-    config = (
-        FAST_RESTART
-        + ONE_PARSER
-        + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
-        + f'[llm]\nmodel_path = "{bad}"\nanalysis = false\n'
+    config = merge(
+        FAST_RESTART,
+        ONE_PARSER,
+        {"mcp": {"port": 0, "rate_per_minute": 6000}, "llm": {"model_path": bad, "analysis": False}},
     )
     # The model loads on first use (the llm, on demand, starts for it): the first answer that wants it tries,
     # fails and falls back; it is not tried again (the status line keeps the reason). Auto mode, by default

@@ -19,10 +19,11 @@ import pytest
 from foldermind.kernel.cli.bridge import stdio_lines
 from foldermind.kernel.cli.bridge.link import BridgeFailure
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.helpers import FAST_RESTART, RunningKernel, kill9, only_workers, remove_tree, short_tmpdir, wait_for
 
 # The front door alone: nothing here is indexed or searched.
-CONFIG = FAST_RESTART + only_workers("frontdoor") + "[mcp]\nport = 0\n"
+CONFIG = merge(FAST_RESTART, only_workers("frontdoor"), {"mcp": {"port": 0}})
 SIX_MB = 6 * 1024 * 1024
 
 
@@ -144,7 +145,7 @@ def test_a_message_the_front_door_refuses_is_answered_and_the_bridge_keeps_servi
     start): the 6 MB message goes out, the front door answers 413 and closes the connection."""
     override = kernel.home.supervisor_override
     before = override.read_text()
-    override.write_text(before.replace("[mcp]\n", "[mcp]\nmax_body_mb = 50\n", 1))
+    kernel.configure(merge(CONFIG, {"mcp": {"max_body_mb": 50}}))
     with bridge_of(kernel.root) as bridge:
         try:
             bridge.handshake()  # the bridge read its config before it relayed anything

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from foldermind.kernel.cli.bridge.link import BridgeFailure
 from foldermind.protocol.errors import ErrorCode
 from tests import mcpclient as mc
+from tests.config import merge, render
 from tests.helpers import (
     FAST_RESTART,
     RunningKernel,
@@ -44,7 +45,7 @@ from tests.helpers import (
 )
 
 # The front door and the indexer its tools/call reaches (list_smart_folders): nothing is indexed.
-CONFIG = FAST_RESTART + only_workers("frontdoor", "indexer") + "[mcp]\nport = 0\n"
+CONFIG = merge(FAST_RESTART, only_workers("frontdoor", "indexer"), {"mcp": {"port": 0}})
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +160,7 @@ def test_a_stdio_client_follows_a_restart_on_another_port(kernel: RunningKernel)
         old = int(mc.mcp_info(kernel.root)["port"])
         cli(kernel.root, "stop", timeout=120)
         port = _free_port(old)
-        override.write_text(config.replace("[mcp]\nport = 0\n", f"[mcp]\nport = {port}\n"))
+        kernel.configure(merge(CONFIG, {"mcp": {"port": port}}))
         start(kernel)
         assert int(mc.mcp_info(kernel.root)["port"]) == port != old
 
@@ -220,7 +221,7 @@ def test_a_bridge_launched_where_foldermind_cannot_start_answers_why() -> None:
     root = short_tmpdir()
     home = root / "home"
     (home / "config").mkdir(parents=True)
-    (home / "config" / "supervisor.toml").write_text(CONFIG + "\n[mcp\n")
+    (home / "config" / "supervisor.toml").write_text(render(CONFIG) + "\n[mcp\n")  # broken on purpose
 
     async def go() -> None:
         async with mc.stdio_client(home, "legacy"):

@@ -28,6 +28,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.workers.indexer.storage.gate import Gate
 from foldermind.workers.indexer.storage.vectors import ADD_SLICE, VectorIndex
+from tests.config import merge
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
 from tests.world import KernelWorld
 
@@ -199,9 +200,9 @@ def busy(home_dir: Path) -> Iterator[Busy]:
     flags.mkdir()
     (docs / "seed.txt").write_text(SEED)
     holds = ",".join(f"{stage}:{flags / stage}" for stage in ("vectors", "commit", "search"))
-    switch = f'[workers.indexer]\nenv = {{ FOLDERMIND_TEST_INDEXER_HOLD = "{holds}" }}\n'
+    switch = {"workers": {"indexer": {"env": {"FOLDERMIND_TEST_INDEXER_HOLD": holds}}}}
     # Two search threads: off by default ([search] search_threads), these tests are what it does when on.
-    config = SEARCH_OVER_BUS + FAST_RESTART + switch + "[search]\nsearch_threads = 2\n"
+    config = merge(SEARCH_OVER_BUS, FAST_RESTART, switch, {"search": {"search_threads": 2}})
     k = RunningKernel(home_dir, config)
     try:
         k.start()
@@ -290,7 +291,7 @@ def test_semantic_searches_side_by_side_each_get_their_own_query_vector_from_the
     docs = root / "docs"
     docs.mkdir()
     (docs / "seed.txt").write_text(SEED)
-    config = SEARCH_OVER_BUS + FAST_RESTART + '[search]\nsearch_threads = 2\nquery_encoder = "embedder"\n'
+    config = merge(SEARCH_OVER_BUS, FAST_RESTART, {"search": {"search_threads": 2, "query_encoder": "embedder"}})
     k = RunningKernel(home_dir, config)
     try:
         k.start()

@@ -23,6 +23,7 @@ import pytest
 from mcp.types import CallToolResult
 
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.helpers import (
     AUTO_ASKS_THE_MODEL,
     FAST_RESTART,
@@ -67,14 +68,18 @@ def served() -> Iterator[tuple[RunningKernel, Path, str, str, Path]]:
     root = short_tmpdir()
     armed = root / "hang-done"
     armed.touch()  # present = disarmed; a test removes it to make the next chat hang once
-    config = (
-        FAST_RESTART
-        + ONE_PARSER  # four small files
-        + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    llm_env = {
+        "FOLDERMIND_TEST_LLM_HANG": f"hang-once:{armed}",
+        "FOLDERMIND_TEST_LLM_SLOW": f"{SLOW_TOKEN_S}:{root / 'slow'}",
+    }
+    config = merge(
+        FAST_RESTART,
+        ONE_PARSER,  # four small files
+        {"mcp": {"port": 0, "rate_per_minute": 6000}},
         # at_start: the model loads at once, and the restarted llm's again (the tests wait for "ready")
-        + f'[llm]\ntimeout_s = {TIMEOUT_S}\nmax_answer_tokens = 96\nload = "at_start"\n{AUTO_ASKS_THE_MODEL}'
-        + f'[workers.llm]\nenv = {{ FOLDERMIND_TEST_LLM_HANG = "hang-once:{armed}", '
-        + f'FOLDERMIND_TEST_LLM_SLOW = "{SLOW_TOKEN_S}:{root / "slow"}" }}\n'
+        {"llm": {"timeout_s": TIMEOUT_S, "max_answer_tokens": 96, "load": "at_start"}},
+        AUTO_ASKS_THE_MODEL,
+        {"workers": {"llm": {"env": llm_env}}},
     )
     k = RunningKernel(root / "home", config)
     docs = write_docs(root)
@@ -397,8 +402,12 @@ def test_a_model_that_cannot_load_leaves_the_quotes_with_the_reason_and_search_i
     root = short_tmpdir()
     bad = root / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
-    config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + f'[llm]\nmodel_path = "{bad}"\n'
-    config += AUTO_ASKS_THE_MODEL
+    config = merge(
+        FAST_RESTART,
+        ONE_PARSER,
+        {"mcp": {"port": 0, "rate_per_minute": 6000}, "llm": {"model_path": bad}},
+        AUTO_ASKS_THE_MODEL,
+    )
     k = RunningKernel(root / "home", config)
     docs = write_docs(root)
     try:

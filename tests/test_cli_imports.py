@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from foldermind.kernel.cli.clients import entries
+from tests.config import merge
 from tests.helpers import RunningKernel, only_workers, remove_tree, short_tmpdir, wait_for
 
 HEAVY = frozenset(
@@ -93,7 +94,7 @@ def indexer_only() -> Iterator[RunningKernel]:
     """A kernel running the indexer (an empty index answers a keyword search) and the front door (its live URL is
     what a snippet shows)."""
     root = short_tmpdir("fmci-")
-    kernel = RunningKernel(root, only_workers("indexer", "frontdoor") + "[mcp]\nport = 0\n")
+    kernel = RunningKernel(root, merge(only_workers("indexer", "frontdoor"), {"mcp": {"port": 0}}))
     try:
         kernel.start()
         wait_for(lambda: entries.live_url(kernel.home), 60, 0.1, "the front door's live URL")

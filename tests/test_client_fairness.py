@@ -18,6 +18,7 @@ from mcp.types import CallToolResult
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.helpers import FAST_RESTART, RunningKernel, only_workers, remove_tree, short_tmpdir, wait_for
 
 RATE = 6  # [mcp] rate_per_minute: a token back every 10 s, so a burst's refusals stay refusals
@@ -35,10 +36,10 @@ class Served:
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
     root = short_tmpdir()
-    config = (
-        FAST_RESTART
-        + only_workers("frontdoor", "indexer")
-        + f"[mcp]\nport = 0\nrate_per_minute = {RATE}\nmax_sessions = {CAP}\n"
+    config = merge(
+        FAST_RESTART,
+        only_workers("frontdoor", "indexer"),
+        {"mcp": {"port": 0, "rate_per_minute": RATE, "max_sessions": CAP}},
     )
     k = RunningKernel(root / "home", config)
     try:

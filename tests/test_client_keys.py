@@ -24,6 +24,7 @@ from mcp.types import TextResourceContents
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.frontdoor.resources import document_uri, folder_uri
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.helpers import FAST_RESTART, NO_LLM, ONE_PARSER, RunningKernel, cli, remove_tree, short_tmpdir, wait_for
 from tests.keyworld import (
     SECRET_WORD,
@@ -42,7 +43,7 @@ from tests.keyworld import (
 @pytest.fixture(scope="module")
 def world() -> Iterator[dict[str, Any]]:
     root = short_tmpdir()
-    config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + NO_LLM
+    config = merge(FAST_RESTART, ONE_PARSER, {"mcp": {"port": 0, "rate_per_minute": 6000}}, NO_LLM)
     k = RunningKernel(root / "home", config)
     work, private = write_folders(root)
     try:

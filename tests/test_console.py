@@ -27,6 +27,7 @@ from PIL import Image
 
 from foldermind.protocol.messages import ConsoleLinkReply, ConsoleLinkRequest, RestartReply, RestartRequest
 from tests import mcpclient as mc
+from tests.config import Config, merge
 from tests.filemakers import make_pdf
 from tests.helpers import (
     FAST_RESTART,
@@ -46,11 +47,11 @@ MARKER = "zebracorn"
 PDF_WORD = "quasarfold"
 """A word on the second page of report.pdf only."""
 LINK_TTL_S = 8.0
-CONFIG = (
-    FAST_RESTART
-    + ONE_PARSER
-    + only_workers("watcher", "parser", "indexer", "frontdoor", "console")
-    + f"[mcp]\nport = 0\nrate_per_minute = 6000\n[console]\nport = 0\nlink_ttl_s = {LINK_TTL_S}\nstall_s = 5\n"
+CONFIG = merge(
+    FAST_RESTART,
+    ONE_PARSER,
+    only_workers("watcher", "parser", "indexer", "frontdoor", "console"),
+    {"mcp": {"port": 0, "rate_per_minute": 6000}, "console": {"port": 0, "link_ttl_s": LINK_TTL_S, "stall_s": 5}},
 )
 HANG = "hang"
 """The file (beside the home) that FOLDERMIND_TEST_CONSOLE_HANG watches: while it exists a search page blocks."""
@@ -69,7 +70,7 @@ def write_docs(root: Path) -> Path:
 
 
 @contextlib.contextmanager
-def serving(config: Callable[[Path], str]) -> Iterator[tuple[RunningKernel, Path]]:
+def serving(config: Callable[[Path], Config]) -> Iterator[tuple[RunningKernel, Path]]:
     """A kernel on a new home (its config made from the home's parent) with :func:`write_docs`' folder indexed."""
     root = short_tmpdir()
     k = RunningKernel(root / "home", config(root))
@@ -86,7 +87,7 @@ def serving(config: Callable[[Path], str]) -> Iterator[tuple[RunningKernel, Path
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunningKernel, Path]]:
     with serving(
-        lambda root: CONFIG + f'\n[workers.console]\nenv = {{ FOLDERMIND_TEST_CONSOLE_HANG = "{root / HANG}" }}\n'
+        lambda root: merge(CONFIG, {"workers": {"console": {"env": {"FOLDERMIND_TEST_CONSOLE_HANG": root / HANG}}}})
     ) as k:
         yield k
 

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.helpers import RunningKernel, cli, remove_tree, short_tmpdir
 from tests.test_console import CONFIG, MARKER, request, sign_in, write_docs
 
@@ -112,7 +113,7 @@ def test_without_a_session_the_activity_page_shows_nothing(served: dict[str, Any
 def test_with_record_queries_on_the_page_shows_each_calls_arguments() -> None:
     """Its own kernel: the setting is read at start."""
     root = short_tmpdir()
-    k = RunningKernel(root / "home", CONFIG + "[activity]\nrecord_queries = true\n")
+    k = RunningKernel(root / "home", merge(CONFIG, {"activity": {"record_queries": True}}))
     docs = write_docs(root)
     try:
         k.start()

@@ -21,6 +21,7 @@ from foldermind.workers.console.auth import SEEN_EVERY_S, SESSIONS_FILE, Session
 from foldermind.workers.console.views import marked
 from foldermind.workers.indexer.search.query import parse
 from foldermind.workers.indexer.search.snippets import marks
+from tests.config import merge
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, kill9, only_workers, wait_for
 from tests.test_console import MARKER, request, serving, sign_in
 from tests.test_console import csrf_of as csrf_of_page
@@ -34,8 +35,8 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def alone() -> Iterator[tuple[RunningKernel, Path]]:
-    config = FAST_RESTART + ONE_PARSER + only_workers("watcher", "parser", "indexer", "console")
-    with serving(lambda _: config + f"[console]\nport = {free_port()}\n") as k:
+    config = merge(FAST_RESTART, ONE_PARSER, only_workers("watcher", "parser", "indexer", "console"))
+    with serving(lambda _: merge(config, {"console": {"port": free_port()}})) as k:
         yield k
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.config import merge
 from tests.filemakers import make_pdf
 from tests.helpers import (
     FAST_RESTART,
@@ -52,7 +53,7 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
     # the llm out (~3 CPU-s).
     shown = ["embedder", "indexer", "llm"] if shot else ["indexer"]
     workers = ["watcher", "parser", *shown, "frontdoor", "console"]
-    config = FAST_RESTART + ONE_PARSER + only_workers(*workers) + "[mcp]\nport = 0\n[console]\nport = 0\n"
+    config = merge(FAST_RESTART, ONE_PARSER, only_workers(*workers), {"mcp": {"port": 0}, "console": {"port": 0}})
     k = RunningKernel(root / "home", config)
     docs = root / "docs"
     docs.mkdir()

@@ -21,10 +21,11 @@ import pytest
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import CliReply, CliRequest
+from tests.config import merge
 from tests.helpers import RunningKernel, cli, only_workers, remove_tree, short_tmpdir
 from tests.test_console import csrf_of, request, sign_in
 
-CONFIG = only_workers("frontdoor", "console") + "[mcp]\nport = 0\n[console]\nport = 0\n"
+CONFIG = merge(only_workers("frontdoor", "console"), {"mcp": {"port": 0}, "console": {"port": 0}})
 CURSOR = ".cursor/mcp.json"
 OTHER_SERVER = '{\n  "mcpServers": {\n    "other": {"command": "other-server"}\n  }\n}\n'
 

@@ -33,6 +33,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.workers.indexer.search import filters
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.filemakers import at, make_pdf, put
 from tests.helpers import (
     FAST_RESTART,
@@ -103,7 +104,7 @@ def world() -> Iterator[World]:
     base = short_tmpdir("fmc-")  # short: the home's socket paths must fit in sun_path
     root = base / "files"
     # Searched through the bus, the CLI and MCP, never chatted with: no llm, one parser.
-    config = FAST_RESTART + NO_LLM + ONE_PARSER + "[mcp]\nport = 0\n"
+    config = merge(FAST_RESTART, NO_LLM, ONE_PARSER, {"mcp": {"port": 0}})
     w = World(RunningKernel(base / "home", config), root)
     try:
         w.kernel.start()

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.config import merge
 from tests.helpers import RunningKernel, cli, only_workers, wait_for
 
 
@@ -27,7 +28,7 @@ def port_check(home: Path) -> dict[str, Any]:
 
 def test_doctor_takes_the_port_start_was_given_and_warns_only_when_it_was_taken(home_dir: Path) -> None:
     configured, chosen = free_port(), free_port()
-    config = only_workers("frontdoor") + f"[mcp]\nport = {configured}\n"
+    config = merge(only_workers("frontdoor"), {"mcp": {"port": configured}})
     k = RunningKernel(home_dir, config).start("--port", str(chosen))
     try:
         check = port_check(home_dir)
@@ -53,7 +54,7 @@ def console_check(home: Path) -> dict[str, Any]:
 
 def test_doctor_names_who_holds_the_console_port_and_that_the_console_moved_off_it(home_dir: Path) -> None:
     port = free_port()
-    config = only_workers("console") + f"[console]\nport = {port}\n"
+    config = merge(only_workers("console"), {"console": {"port": port}})
     RunningKernel(home_dir, config)  # the home and its config, not started
     assert console_check(home_dir)["status"] == "ok"
     with socket.socket() as held:  # another program holds the console's port
@@ -75,9 +76,9 @@ def test_doctor_names_who_holds_the_console_port_and_that_the_console_moved_off_
 
 def test_doctor_fails_a_console_whose_worker_runs_but_whose_web_server_does_not_answer(home_dir: Path) -> None:
     flag = home_dir / "hang"
-    switch = f'[workers.console]\nenv = {{ FOLDERMIND_TEST_CONSOLE_HANG = "{flag}" }}\n'
+    switch = {"workers": {"console": {"env": {"FOLDERMIND_TEST_CONSOLE_HANG": flag}}}}
     # stall_s: the console's own watchdog must not restart it while doctor looks.
-    config = only_workers("console") + "[console]\nport = 0\nstall_s = 600\n" + switch
+    config = merge(only_workers("console"), {"console": {"port": 0, "stall_s": 600}}, switch)
     k = RunningKernel(home_dir / "home", config).start()
     try:
         check = console_check(k.root)

@@ -24,12 +24,13 @@ from foldermind.protocol.messages import (
     PingRequest,
 )
 from foldermind.workers.embedding import model_files
+from tests.config import merge
 from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
 
 # The embedder alone: the other workers are not under test here, and each costs a process start.
-EMBEDDER_ONLY = FAST_RESTART + only_workers("embedder") + "\n[workers.embedder]\non_demand = false\n"
+EMBEDDER_ONLY = merge(FAST_RESTART, only_workers("embedder"), {"workers": {"embedder": {"on_demand": False}}})
 """The embedder alone, kept running: its own model residency is the subject here (it frees its model and stays
-up); its on-demand start and idle exit are the kernel's, tested in tests/test_on_demand.py. Ends in its table."""
+up); its on-demand start and idle exit are the kernel's, tested in tests/test_on_demand.py."""
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -75,7 +76,7 @@ def embed_kernel() -> Iterator[RunningKernel]:
     """One kernel for the module: each model load costs seconds."""
     root = short_tmpdir()
     # fp32: its vectors are compared with the model's own (the int8 default moves them; tests/test_precision.py)
-    k = RunningKernel(root, EMBEDDER_ONLY + '[ingest]\nembed_quantize = "fp32"\n')
+    k = RunningKernel(root, merge(EMBEDDER_ONLY, {"ingest": {"embed_quantize": "fp32"}}))
     try:
         yield start(k)
     finally:
@@ -120,9 +121,8 @@ def test_missing_model_is_a_typed_retryable_error_until_it_appears(home_dir: Pat
     # Long enough that the two requests below surely come within it on a loaded machine (2 s once did not).
     retry_s = 10
     late = home_dir / "late-model"  # does not exist yet
-    env = f'FOLDERMIND_EMBED_MODEL_DIR = "{late}", FOLDERMIND_EMBED_RETRY_S = "{retry_s}"'
-    config = f"env = {{ {env} }}\n"  # in EMBEDDER_ONLY's [workers.embedder] table
-    k = RunningKernel(home_dir, EMBEDDER_ONLY + config)
+    env = {"FOLDERMIND_EMBED_MODEL_DIR": late, "FOLDERMIND_EMBED_RETRY_S": str(retry_s)}
+    k = RunningKernel(home_dir, merge(EMBEDDER_ONLY, {"workers": {"embedder": {"env": env}}}))
     try:
         start(k)
         client = k.client()
@@ -166,7 +166,7 @@ def test_missing_model_is_a_typed_retryable_error_until_it_appears(home_dir: Pat
 
 def test_an_idle_embedder_frees_its_model_and_the_next_request_loads_it_again() -> None:
     root = short_tmpdir()
-    k = RunningKernel(root, EMBEDDER_ONLY + "[ingest]\nembed_idle_unload_s = 2\n")
+    k = RunningKernel(root, merge(EMBEDDER_ONLY, {"ingest": {"embed_idle_unload_s": 2}}))
     try:
         start(k)
         client = k.client()

@@ -16,6 +16,7 @@ from foldermind.protocol.messages import (
     PingReply,
     PingRequest,
 )
+from tests.config import merge
 from tests.faultworker import FaultReply, FaultRequest
 from tests.helpers import FAST_RESTART, LIGHT_MAP, TESTWORKER, RunningKernel, cli, kill9, wait_for
 
@@ -193,16 +194,12 @@ def test_unknown_service_and_unknown_kind_fail_fast_with_typed_errors(kernel: Ru
 def test_crash_loop_ends_failed_with_an_event_and_restart_brings_it_back(home_dir: Path) -> None:
     switch = home_dir / "crash-switch"
     switch.write_text("on")
-    config = (
-        FAST_RESTART
-        + LIGHT_MAP
-        + f"""
-[workers.flaky]
-module = "tests.faultworker"
-restart = {{ max_restarts = 3, window_s = 60.0 }}
-env = {{ FOLDERMIND_FAULT = "crash_on_start", FOLDERMIND_FAULT_WHILE = "{switch}" }}
-"""
-    )
+    flaky = {
+        "module": "tests.faultworker",
+        "restart": {"max_restarts": 3, "window_s": 60.0},
+        "env": {"FOLDERMIND_FAULT": "crash_on_start", "FOLDERMIND_FAULT_WHILE": str(switch)},
+    }
+    config = merge(FAST_RESTART, LIGHT_MAP, {"workers": {"flaky": flaky}})
     k = RunningKernel(home_dir, config)
     try:
         # Subscribed before the start (ZeroMQ reconnects once the kernel binds): `start` returns only
@@ -254,7 +251,7 @@ def test_kill9_of_the_kernel_takes_every_worker_with_it(kernel: RunningKernel) -
     )
     # The stale pid file and sockets are recognised and cleaned by the next start.
     assert kernel.home.pid_file.exists()
-    k2 = RunningKernel(kernel.root, FAST_RESTART + TESTWORKER).start()
+    k2 = RunningKernel(kernel.root, merge(FAST_RESTART, TESTWORKER)).start()
     try:
         assert k2.kernel_pid != kernel.kernel_pid
         assert ping(k2, "testworker").name == "testworker"
@@ -263,16 +260,12 @@ def test_kill9_of_the_kernel_takes_every_worker_with_it(kernel: RunningKernel) -
 
 
 def test_a_worker_that_never_sends_ready_is_killed_and_retried_with_growing_backoff(home_dir: Path) -> None:
-    config = (
-        FAST_RESTART
-        + LIGHT_MAP
-        + """
-[workers.mute]
-module = "tests.faultworker"
-restart = { start_timeout_s = 1.5, backoff_initial_s = 0.2, backoff_jitter = 0.0, max_restarts = 2 }
-env = { FOLDERMIND_FAULT = "no_ready" }
-"""
-    )
+    mute = {
+        "module": "tests.faultworker",
+        "restart": {"start_timeout_s": 1.5, "backoff_initial_s": 0.2, "backoff_jitter": 0.0, "max_restarts": 2},
+        "env": {"FOLDERMIND_FAULT": "no_ready"},
+    }
+    config = merge(FAST_RESTART, LIGHT_MAP, {"workers": {"mute": mute}})
     k = RunningKernel(home_dir, config)
     try:
         k.connect_events()  # before the start, as above: the backoff events may all come before it returns
@@ -293,7 +286,7 @@ env = { FOLDERMIND_FAULT = "no_ready" }
 
 
 def test_a_reply_too_big_for_the_bus_fails_the_caller_and_spares_the_worker(home_dir: Path) -> None:
-    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + LIGHT_MAP + "\n[bus]\nmax_message_mb = 1\n").start()
+    k = RunningKernel(home_dir, merge(FAST_RESTART, TESTWORKER, LIGHT_MAP, {"bus": {"max_message_mb": 1}})).start()
     try:
         pid = k.worker("testworker")["pid"]
         with k.client() as client:

@@ -28,6 +28,7 @@ from foldermind.protocol.messages import (
 from foldermind.workers.indexer.search import filters
 from foldermind.workers.indexer.storage.bm25 import TERM_SET, KeywordIndex, Where
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.filemakers import at, make_pdf, put
 from tests.helpers import (
     FAST_RESTART,
@@ -93,7 +94,7 @@ class World(KernelWorld):
 def world() -> Iterator[World]:
     root = short_tmpdir("fmf-")
     # Searched and read through MCP and the CLI, never chatted with.
-    config = FAST_RESTART + NO_LLM + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n"
+    config = merge(FAST_RESTART, NO_LLM, ONE_PARSER, {"mcp": {"port": 0, "rate_per_minute": 6000}})
     w = World(RunningKernel(root / "home", config), root)
     try:
         w.kernel.start()

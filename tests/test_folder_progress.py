@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from foldermind.workers.indexer.storage.store import Store
+from tests.config import merge
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, only_workers, wait_for
 from tests.test_units import _document_with_chunks, _store_with_chunks
 
@@ -75,8 +76,8 @@ def test_a_folder_is_embedding_until_its_chunks_are_embedded_and_only_then_ready
     for i in range(4):
         (docs / f"note{i}.txt").write_text(f"Note {i} about the migration of arctic terns and puffins.\n" * 20)
     # Each embedding request waits 2 s at the embedder: the files are found by keyword long before.
-    slow_embedder = '[workers.embedder]\nenv = { FOLDERMIND_TEST_DELAY = "embed.request:2" }\n'
-    config = FAST_RESTART + only_workers("watcher", "parser", "embedder", "indexer") + ONE_PARSER + slow_embedder
+    slow_embedder = {"workers": {"embedder": {"env": {"FOLDERMIND_TEST_DELAY": "embed.request:2"}}}}
+    config = merge(FAST_RESTART, only_workers("watcher", "parser", "embedder", "indexer"), ONE_PARSER, slow_embedder)
     k = RunningKernel(home_dir, config).start()
     try:
         cli(home_dir, "folders", "add", str(docs))

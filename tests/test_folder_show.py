@@ -15,18 +15,15 @@ from typing import Any
 import pytest
 
 from foldermind.workers.ingest_rules import Rules, starts_as_text
+from tests.config import merge
 from tests.helpers import ONE_PARSER, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
 
 BAD_NAME = os.fsdecode(b"bad-\xff\xfe-name.txt")  # not UTF-8
 BAD_SHOWN = "bad-\ufffd\ufffd-name.txt"
 NOT_UTF8 = "file name is not valid UTF-8"
-MAP = only_workers("watcher", "parser", "indexer") + ONE_PARSER
+MAP = merge(only_workers("watcher", "parser", "indexer"), ONE_PARSER)
 """No embedder (keyword search is enough here), no llm; the front door only where `summary` is run."""
-RULES = """
-[ingest]
-exclude = ["drafts", "*.bak"]
-extra_text_suffixes = ["dat"]
-"""
+RULES = {"ingest": {"exclude": ["drafts", "*.bak"], "extra_text_suffixes": ["dat"]}}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +40,7 @@ def world() -> Iterator[tuple[RunningKernel, Path, str]]:
     (docs / "legacy.dat").write_text("Pangolins roll into a ball.\n", encoding="utf-16")  # a BOM, then NULs
     (docs / "drafts" / "secret.txt").write_text("Narwhals have one long tooth.\n")
     (docs / "old.bak").write_text("Walruses rest on the ice.\n")
-    k = RunningKernel(root, only_workers("watcher", "parser", "indexer", "frontdoor") + ONE_PARSER + RULES)
+    k = RunningKernel(root, merge(only_workers("watcher", "parser", "indexer", "frontdoor"), ONE_PARSER, RULES))
     try:
         k.start()
         out = cli(root, "folders", "add", str(docs), "--name", "Docs", "--wait", timeout=120).stdout
@@ -146,9 +143,7 @@ def test_an_exclude_added_later_takes_indexed_files_out_of_the_index(home_dir: P
         cli(home_dir, "folders", "add", str(docs), "--wait", timeout=120)
         assert keyword(k, "tardigrades") == ["out.txt"]
         k.stop()
-        config = k.home.supervisor_override.read_text()
-        assert "[ingest]\n" in config  # the model cache's line is there
-        k.home.supervisor_override.write_text(config.replace("[ingest]\n", '[ingest]\nexclude = ["build"]\n', 1))
+        k.configure(merge(MAP, {"ingest": {"exclude": ["build"]}}))
         k.start()
         wait_for(lambda: keyword(k, "tardigrades") == [], 60, 0.2, "the excluded file out of the index")
         assert keyword(k, "axolotls") == ["kept.txt"]

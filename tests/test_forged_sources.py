@@ -19,6 +19,7 @@ from foldermind.workers.frontdoor import prompts
 from foldermind.workers.indexer.evidence.claims import ClaimChecker
 from foldermind.workers.llm import citations
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.helpers import FAST_RESTART, NO_LLM, ONE_PARSER, RunningKernel, cli, remove_tree, short_tmpdir
 
 CONTRACT = "# Contract\n\nThe contract value is 5,000 euro, payable by the buyer in March.\n"
@@ -123,7 +124,7 @@ def test_a_sentence_is_credited_to_a_file_not_to_one_of_its_passages() -> None:
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, str, Path]]:
     root = short_tmpdir()
-    k = RunningKernel(root / "home", FAST_RESTART + NO_LLM + ONE_PARSER + "[mcp]\nport = 0\n")
+    k = RunningKernel(root / "home", merge(FAST_RESTART, NO_LLM, ONE_PARSER, {"mcp": {"port": 0}}))
     docs = root / "docs"
     docs.mkdir()
     (docs / "contract.md").write_text(CONTRACT)

@@ -31,6 +31,7 @@ from foldermind.workers.parser.formats.mail import MAX_MESSAGES, too_many_messag
 from foldermind.workers.parser.formats.sheets import MAX_CELLS, too_many_cells
 from foldermind.workers.watcher import eligible_name
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.filemakers import (
     make_csv,
     make_docx,
@@ -350,13 +351,13 @@ def test_a_mailbox_of_ten_thousand_messages_is_read_and_one_more_is_refused(tmp_
 # average of 24 both its tries missed it and it was quarantined; its speed is the benchmark's to measure
 # (docs/benchmarks/ingest.md), so here the deadline is out of the way and the test asks only that a real parser
 # reads it whole under its memory cap.
-OFFICE_CONFIG = (
-    FAST_RESTART
-    + "\n[mcp]\nport = 0\nrate_per_minute = 6000\n"
+OFFICE_CONFIG = merge(
+    FAST_RESTART,
+    {"mcp": {"port": 0, "rate_per_minute": 6000}},
     # Searched and read, never embedded or chatted with: no embedder, no llm (its summaries of the indexed
     # files would compete with the parsers for the CPU).
-    + only_workers("watcher", "parser", "indexer", "frontdoor")
-    + "[ingest]\nparse_timeout_s = 600\n"
+    only_workers("watcher", "parser", "indexer", "frontdoor"),
+    {"ingest": {"parse_timeout_s": 600}},
 )
 
 

@@ -24,6 +24,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, McpInfoReply, McpInfoRequest
 from foldermind.workers.frontdoor.http import bind
 from tests import mcpclient as mc
+from tests.config import Config, merge
 from tests.helpers import (
     FAST_RESTART,
     NO_LLM,
@@ -59,7 +60,7 @@ def write_docs(root: Path) -> Path:
     return docs
 
 
-NO_SUMMARIES = "[llm]\nanalysis = false\n"
+NO_SUMMARIES: Config = {"llm": {"analysis": False}}
 """The llm serves chats but writes no summaries: these tests read a document's analysis (its type, its
 date) but never the model's summary, which the llm would otherwise write for every indexed file as soon as
 the queue is idle, competing with the tests for the CPU (see tests/README.md)."""
@@ -67,14 +68,14 @@ the queue is idle, competing with the tests for the CPU (see tests/README.md).""
 
 @contextmanager
 def serving(
-    write: Callable[[Path], Path] = write_docs, more: str = NO_SUMMARIES
+    write: Callable[[Path], Path] = write_docs, more: Config = NO_SUMMARIES
 ) -> Iterator[tuple[RunningKernel, Path, str, str]]:
     """A kernel serving MCP with the Smart Folder ``write`` makes: (kernel, folder, url, token), ``more``
     added to its supervisor.toml. Every tool is called, so every worker runs; one parser is enough for four
     small files."""
     root = short_tmpdir()
     # The product's query path (ONNX), as a user's front door runs it.
-    config = FAST_RESTART + ONE_PARSER + "[mcp]\nport = 0\nrate_per_minute = 6000\n" + more
+    config = merge(FAST_RESTART, ONE_PARSER, {"mcp": {"port": 0, "rate_per_minute": 6000}}, more)
     k = RunningKernel(root / "home", config)
     docs = write(root)
     try:
@@ -468,12 +469,12 @@ def guarded() -> Iterator[tuple[RunningKernel, str, int]]:
     taken.bind(("127.0.0.1", 0))
     taken.listen(1)
     port = taken.getsockname()[1]
-    config = (
-        FAST_RESTART
-        + NO_LLM
-        + ONE_PARSER
-        + f"[mcp]\nport = {port}\nrate_per_minute = 30\n"
-        + '[workers.indexer]\nenv = { FOLDERMIND_TEST_DELAY = "search.request:2" }\n'
+    config = merge(
+        FAST_RESTART,
+        NO_LLM,
+        ONE_PARSER,
+        {"mcp": {"port": port, "rate_per_minute": 30}},
+        {"workers": {"indexer": {"env": {"FOLDERMIND_TEST_DELAY": "search.request:2"}}}},
     )
     k = RunningKernel(root / "home", config)
     docs = write_docs(root)
@@ -635,7 +636,7 @@ def test_two_stdio_bridges_start_and_share_one_supervisor() -> None:
     home = root / "home"
     (home / "config").mkdir(parents=True)
     # The bridges need the front door; the embedder is the worker counted below. Nothing is indexed.
-    config = FAST_RESTART + only_workers("embedder", "frontdoor") + "[mcp]\nport = 0\n"
+    config = merge(FAST_RESTART, only_workers("embedder", "frontdoor"), {"mcp": {"port": 0}})
     (home / "config" / "supervisor.toml").write_text(with_model_cache(config))
     try:
 

@@ -68,6 +68,7 @@ from foldermind.protocol.runtime.home import Home, UnsafeHomeError
 from foldermind.protocol.runtime.token_store import TokenStore
 from foldermind.workers.frontdoor.guard import MAX_HEADER_BYTES, Guard
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.helpers import (
     AUTO_ASKS_THE_MODEL,
     FAST_RESTART,
@@ -83,13 +84,13 @@ READ_TIMEOUT_S = 2.0  # [mcp] request_timeout_s here: idle and half-sent connect
 ECHO_DELAY_S = 3.0  # the indexer holds echo requests this long: a job in flight to forge replies to
 
 # Every worker is a target (the tools call them all, the bus abuse reaches each), but one parser is enough.
-CONFIG = (
-    FAST_RESTART
-    + ONE_PARSER
-    + f"[mcp]\nport = 0\nrate_per_minute = 100000\nrequest_timeout_s = {READ_TIMEOUT_S}\n"
-    + "[llm]\nmax_answer_tokens = 8\nmax_prompt_tokens = 256\nanalysis = false\n"
-    + AUTO_ASKS_THE_MODEL  # a chat runs the model: an answer that streams for seconds
-    + f'[workers.indexer]\nenv = {{ FOLDERMIND_TEST_DELAY = "echo.request:{ECHO_DELAY_S}" }}\n'
+CONFIG = merge(
+    FAST_RESTART,
+    ONE_PARSER,
+    {"mcp": {"port": 0, "rate_per_minute": 100000, "request_timeout_s": READ_TIMEOUT_S}},
+    {"llm": {"max_answer_tokens": 8, "max_prompt_tokens": 256, "analysis": False}},
+    AUTO_ASKS_THE_MODEL,  # a chat runs the model: an answer that streams for seconds
+    {"workers": {"indexer": {"env": {"FOLDERMIND_TEST_DELAY": f"echo.request:{ECHO_DELAY_S}"}}}},
 )
 
 TOOL_CODES = {

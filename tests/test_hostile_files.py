@@ -54,6 +54,7 @@ from foldermind.workers.parser.formats import ParseError, decode_text, normalize
 from foldermind.workers.watcher import NAME_NOT_UTF8 as NAME_NOT_UTF8_REASON
 from foldermind.workers.watcher import eligible_path, scan
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.filemakers import (
     make_billion_laughs_docx,
     make_cyclic_pdf,
@@ -406,15 +407,14 @@ def hostile(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path, dict[st
     outside.write_text("secret outside text about basilisks\n")
     expect = make_folder(docs, outside)
     flag = root / "hold-flag"
-    holds = (
-        f'FOLDERMIND_TEST_PARSER_HOLD = "{HOLD_NEEDLE}:{flag}", '
-        f'FOLDERMIND_TEST_PARSER_HOLD_REPLY = "{REPLY_NEEDLE}:{flag}"'
-    )
-    config = (
-        FAST_RESTART
-        + f"[ingest]\nparser_pool_memory_mb = {2 * PARSER_MEMORY_MB}\n"  # two parsers (the default pool)
-        + "[mcp]\nport = 0\n"
-        + f"[workers.parser]\nenv = {{ {holds} }}\n"
+    holds = {
+        "FOLDERMIND_TEST_PARSER_HOLD": f"{HOLD_NEEDLE}:{flag}",
+        "FOLDERMIND_TEST_PARSER_HOLD_REPLY": f"{REPLY_NEEDLE}:{flag}",
+    }
+    config = merge(
+        FAST_RESTART,
+        {"ingest": {"parser_pool_memory_mb": 2 * PARSER_MEMORY_MB}},  # two parsers (the default pool)
+        {"mcp": {"port": 0}, "workers": {"parser": {"env": holds}}},
     )
     k = RunningKernel(home_dir, config)
     try:

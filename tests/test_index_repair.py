@@ -26,6 +26,7 @@ from foldermind.protocol.messages import (
     SummaryRequest,
 )
 from tests import mcpclient as mc
+from tests.config import Config, merge
 from tests.helpers import (
     FAST_RESTART,
     LIGHT_MAP,
@@ -43,11 +44,11 @@ WORD = "heronfield"
 """In every file once: a keyword search for it finds every document."""
 
 
-def _config(flags: Path, embed: bool, mcp: bool) -> str:
+def _config(flags: Path, embed: bool, mcp: bool) -> Config:
     # The first Tantivy commit after a start waits while ``flags/commit`` exists: a test reads the rebuild's note.
-    switch = f'[workers.indexer]\nenv = {{ FOLDERMIND_TEST_INDEXER_HOLD = "commit:{flags / "commit"}" }}\n'
+    switch = {"workers": {"indexer": {"env": {"FOLDERMIND_TEST_INDEXER_HOLD": f"commit:{flags / 'commit'}"}}}}
     workers = ("watcher", "parser", "indexer", *(["embedder"] if embed else []), *(["frontdoor"] if mcp else []))
-    return FAST_RESTART + only_workers(*workers) + ONE_PARSER + switch
+    return merge(FAST_RESTART, only_workers(*workers), ONE_PARSER, switch)
 
 
 def _corpus(docs: Path) -> None:
@@ -282,16 +283,12 @@ def test_a_database_with_overwritten_pages_is_named_and_repaired(damaged_home: W
 
 
 def test_a_crash_loops_cause_reaches_status_logs_and_doctor_in_one_line(home_dir: Path) -> None:
-    config = (
-        FAST_RESTART
-        + LIGHT_MAP
-        + """
-[workers.flaky]
-module = "tests.faultworker"
-restart = { max_restarts = 2, window_s = 60.0 }
-env = { FOLDERMIND_FAULT = "raise_on_start" }
-"""
-    )
+    flaky = {
+        "module": "tests.faultworker",
+        "restart": {"max_restarts": 2, "window_s": 60.0},
+        "env": {"FOLDERMIND_FAULT": "raise_on_start"},
+    }
+    config = merge(FAST_RESTART, LIGHT_MAP, {"workers": {"flaky": flaky}})
     k = RunningKernel(home_dir, config)
     try:
         cli(home_dir, "start")

@@ -13,13 +13,16 @@ from typing import Any
 import pytest
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, FolderListReply, FolderListRequest
+from tests.config import merge
 from tests.filemakers import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb_docx
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, kill9, only_workers, wait_for
 
 # The ingestion pipeline without the MCP front door, which no test here talks to (a process start less). The
 # llm stays up as a bystander but writes no summaries (the deterministic analysis is the indexer's): when the
 # queue is idle it would summarise every indexed file, 6-14 CPU-s for a few small files (2026-12-02).
-PIPELINE = FAST_RESTART + only_workers("watcher", "parser", "embedder", "indexer", "llm") + "[llm]\nanalysis = false\n"
+PIPELINE = merge(
+    FAST_RESTART, only_workers("watcher", "parser", "embedder", "indexer", "llm"), {"llm": {"analysis": False}}
+)
 
 
 def search(home: Path, query: str, mode: str = "keyword", **opts: str) -> dict[str, Any]:
@@ -364,7 +367,7 @@ def test_parser_killed_once_the_file_is_retried_and_indexed(home_dir: Path) -> N
     (docs / "big.txt").write_text("Long text about the nesting habits of the kittiwake. " * 200_000)
     # Keyword search is all this test asks: no embedder, which would spend the test's whole run embedding the
     # ~10 MB file's thousands of chunks beside it (its chunks then wait, keyword-searchable, as without a model).
-    k = RunningKernel(home_dir, PIPELINE + "[workers.embedder]\nenabled = false\n").start()
+    k = RunningKernel(home_dir, merge(PIPELINE, {"workers": {"embedder": {"enabled": False}}})).start()
     try:
         cli(home_dir, "folders", "add", str(docs))
         kill9(wait_for(lambda: _parser_holding_a_job(k), 60, 0.02, "a parser busy with big.txt"))
@@ -379,16 +382,8 @@ def test_without_a_model_documents_are_keyword_indexed_then_embedded_when_it_app
     from foldermind.workers.embedding.model_files import model_dir
 
     late_model = home_dir / "late-model"
-    config = (
-        PIPELINE
-        + f"""
-[ingest]
-embed_retry_s = 1.0
-
-[workers.embedder]
-env = {{ FOLDERMIND_EMBED_MODEL_DIR = "{late_model}", FOLDERMIND_EMBED_RETRY_S = "1" }}
-"""
-    )
+    late_env = {"FOLDERMIND_EMBED_MODEL_DIR": late_model, "FOLDERMIND_EMBED_RETRY_S": "1"}
+    config = merge(PIPELINE, {"ingest": {"embed_retry_s": 1.0}, "workers": {"embedder": {"env": late_env}}})
     docs = home_dir / "docs"
     make_corpus(docs)
     k = RunningKernel(home_dir, config).start()
@@ -421,7 +416,7 @@ def test_demo_folder_is_registered_only_when_no_folder_exists(home_dir: Path) ->
     other = home_dir / "other"
     other.mkdir()
     # The map is not the subject: the pipeline that makes a file keyword-searchable, and no llm to summarise it.
-    k = RunningKernel(home_dir, FAST_RESTART + only_workers("watcher", "parser", "indexer") + ONE_PARSER)
+    k = RunningKernel(home_dir, merge(FAST_RESTART, only_workers("watcher", "parser", "indexer"), ONE_PARSER))
     try:
         k.start("--demo-folder", str(demo))
         wait_for(lambda: files_found(home_dir, "walruses") == {"readme.md"}, 60, 0.3, "demo folder searchable")
@@ -440,7 +435,7 @@ def test_an_index_that_outgrows_exact_search_gets_a_full_graph_once_nothing_is_l
         (docs / f"notes{i}.txt").write_text(
             " ".join(f"Entry {j} of ledger {i} records {j * 3} crates of pears shipped north." for j in range(12))
         )
-    k = RunningKernel(home_dir, PIPELINE + "[search]\nexact_search_vectors = 30\n").start()
+    k = RunningKernel(home_dir, merge(PIPELINE, {"search": {"exact_search_vectors": 30}})).start()
     try:
         cli(home_dir, "folders", "add", str(docs))
         data = home_dir / "data"

@@ -25,6 +25,7 @@ from foldermind.protocol.runtime.config import ConfigError, load
 from foldermind.workers.parser import parts
 from foldermind.workers.parser.chunker import MAX_CHUNK_CHARS, chunk, load_tokenizer
 from foldermind.workers.parser.formats import ParseError, container, parse_file, parse_txt
+from tests.config import Config, merge, render
 from tests.filemakers import make_docx, make_epub, make_odt, make_pptx, make_xlsx
 from tests.helpers import (
     FAST_RESTART,
@@ -147,21 +148,21 @@ def test_every_zip_format_whose_parts_inflate_past_the_limit_is_refused_and_says
 
 
 def test_the_parser_memory_cap_is_the_pool_budget_shared_by_the_pool(tmp_path: Path) -> None:
-    def config(text: str) -> int:
+    def config(parts: Config) -> int:
         toml = tmp_path / "supervisor.toml"
-        toml.write_text(text)
+        toml.write_text(render(parts))
         cfg = load(toml)
         assert cfg.ingest_env()["FOLDERMIND_PARSER_MEMORY_MB"] == str(cfg.parser_memory_mb())
         return cfg.parser_memory_mb()
 
-    assert config("") == 3072 // 2  # the default budget over the default pool of two
-    assert config("[ingest]\nparser_pool_memory_mb = 4096\n[workers.parser]\ncount = 4\n") == 1024
-    assert config("[ingest]\nparser_pool_memory_mb = 4096\n[workers.parser]\ncount = 1\n") == 4096
-    assert config("[ingest]\nparser_pool_memory_mb = 0\n") == 0  # no cap
+    assert config({}) == 3072 // 2  # the default budget over the default pool of two
+    assert config({"ingest": {"parser_pool_memory_mb": 4096}, "workers": {"parser": {"count": 4}}}) == 1024
+    assert config({"ingest": {"parser_pool_memory_mb": 4096}, "workers": {"parser": {"count": 1}}}) == 4096
+    assert config({"ingest": {"parser_pool_memory_mb": 0}}) == 0  # no cap
     # A second table running the parser module shares the same budget.
-    assert config('[workers.parser2]\nmodule = "foldermind.workers.parser"\ncount = 2\n') == 3072 // 4
+    assert config({"workers": {"parser2": {"module": "foldermind.workers.parser", "count": 2}}}) == 3072 // 4
     with pytest.raises(ConfigError, match=r"leaves each parser 256 MiB; a parser needs at least 512"):
-        config("[ingest]\nparser_pool_memory_mb = 2048\n[workers.parser]\ncount = 8\n")
+        config({"ingest": {"parser_pool_memory_mb": 2048}, "workers": {"parser": {"count": 8}}})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -189,7 +190,9 @@ def test_a_one_line_text_file_past_the_bus_limit_is_indexed_in_parts_and_its_las
     line = numbered_text(0.85) + " the quetzalcoatlus glides " + numbered_text(0.001)  # no line break at all
     (docs / "one-line.txt").write_text(line)
     (docs / "no-spaces.txt").write_text("tide" * 220_000)  # 0.88 MB, one word: cut at a hard length
-    config = FAST_RESTART + only_workers("watcher", "parser", "indexer") + ONE_PARSER + "[bus]\nmax_message_mb = 1\n"
+    config = merge(
+        FAST_RESTART, only_workers("watcher", "parser", "indexer"), ONE_PARSER, {"bus": {"max_message_mb": 1}}
+    )
     k = RunningKernel(home_dir, config).start()
     try:
         cli(home_dir, "folders", "add", str(docs))
@@ -230,13 +233,16 @@ def test_a_one_line_text_file_past_the_bus_limit_is_indexed_in_parts_and_its_las
 # Real processes: the pool's budget and a DOCX whose XML inflates past its share
 
 POOL_BUDGET_MB = 2048
-POOL = f"[ingest]\nparser_pool_memory_mb = {POOL_BUDGET_MB}\n[workers.parser]\ncount = 2\non_demand = false\n"
+POOL = {
+    "ingest": {"parser_pool_memory_mb": POOL_BUDGET_MB},
+    "workers": {"parser": {"count": 2, "on_demand": False}},
+}
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[RunningKernel]:
     root = short_tmpdir()
-    k = RunningKernel(root, FAST_RESTART + only_workers("parser") + POOL)
+    k = RunningKernel(root, merge(FAST_RESTART, only_workers("parser"), POOL))
     try:
         k.start()
         k.wait_all_running(60)

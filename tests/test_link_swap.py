@@ -30,6 +30,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.workers import userfiles
 from foldermind.workers.userfiles import LINK_OUTSIDE
+from tests.config import merge
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, only_workers, remove_tree, short_tmpdir, wait_for
 
 SECRET = "quillwortsecret"
@@ -38,7 +39,7 @@ TRIES = 24
 # Swap delays after the append: most at the 0.15 s of the report (before the watcher's 0.5 s debounce ends),
 # some around and after the debounce, so the swap also lands while the indexer reads or the parser parses.
 DELAYS = (0.15, 0.15, 0.15, 0.05, 0.3, 0.45, 0.55, 0.7, 0.9, 1.2)
-PIPELINE = FAST_RESTART + only_workers("watcher", "parser", "indexer") + ONE_PARSER
+PIPELINE = merge(FAST_RESTART, only_workers("watcher", "parser", "indexer"), ONE_PARSER)
 
 
 def inside_of(*roots: Path) -> Callable[[str], bool]:
@@ -177,8 +178,8 @@ def swapping() -> Iterator[Swapping]:
     docs.mkdir()
     outside.write_text(f"Outside every Smart Folder: the {SECRET} ledger.\n" * 5)
     (docs / "anchor.txt").write_text("An anchor file about herons, indexed as usual.\n")
-    switch = f'[workers.indexer]\nenv = {{ FOLDERMIND_TEST_INDEXER_HOLD = "read:{flag}" }}\n'
-    k = RunningKernel(root / "home", PIPELINE + switch)
+    switch = {"workers": {"indexer": {"env": {"FOLDERMIND_TEST_INDEXER_HOLD": f"read:{flag}"}}}}
+    k = RunningKernel(root / "home", merge(PIPELINE, switch))
     try:
         k.start()
         client = k.client("link-swap")

@@ -19,6 +19,7 @@ from foldermind.protocol.messages import ChatReply, ChatRequest, DescribeReply, 
 from foldermind.workers.llm.backends import Backend, load_backend
 from foldermind.workers.llm.model_file import bundled_model
 from foldermind.workers.llm.residency import NotReady, Residency
+from tests.config import merge
 from tests.helpers import (
     MODEL_CACHE,
     RunningKernel,
@@ -40,7 +41,7 @@ def kernel() -> Iterator[RunningKernel]:
     root = short_tmpdir()
     # No summaries: nothing but this test's own requests may touch the model. The llm alone: nothing is
     # indexed or searched here, and the rest of the default map cost ~9 CPU-s to start (tests/README.md).
-    k = RunningKernel(root / "home", only_workers("llm") + f"[llm]\nidle_unload_s = {IDLE_S}\nanalysis = false\n")
+    k = RunningKernel(root / "home", merge(only_workers("llm"), {"llm": {"idle_unload_s": IDLE_S, "analysis": False}}))
     try:
         yield k.start()
     finally:

@@ -26,6 +26,7 @@ from foldermind.protocol.messages import (
     SummaryReply,
     SummaryRequest,
 )
+from tests.config import merge
 from tests.helpers import (
     FAST_RESTART,
     ONE_PARSER,
@@ -40,11 +41,11 @@ from tests.helpers import (
 require_bundled_model()
 
 # Both models on demand with their 600 s defaults, spelled out: the releases, not an idle time, let them go.
-CONFIG = (
-    FAST_RESTART
-    + ONE_PARSER
-    + only_workers("watcher", "parser", "embedder", "indexer", "llm")
-    + "\n[ingest]\nembed_idle_unload_s = 600.0\n[llm]\nidle_unload_s = 600.0\nanalysis = true\n"
+CONFIG = merge(
+    FAST_RESTART,
+    ONE_PARSER,
+    only_workers("watcher", "parser", "embedder", "indexer", "llm"),
+    {"ingest": {"embed_idle_unload_s": 600.0}, "llm": {"idle_unload_s": 600.0, "analysis": True}},
 )
 FILES = {
     "budget.txt": "The budget for the obsidianwave project is forty thousand dollars, approved in March.",
@@ -140,7 +141,7 @@ def test_summaries_after_a_restart_over_an_embedded_index_never_start_the_embedd
         (docs / name).write_text(text, encoding="utf-8")
     try:
         # Indexed and embedded with no llm: every summary is still to write.
-        k = RunningKernel(root / "home", CONFIG.replace("analysis = true", "analysis = false")).start()
+        k = RunningKernel(root / "home", merge(CONFIG, {"llm": {"analysis": False}})).start()
         try:
             client = k.client("turns-test")
             client.request("indexer", FolderAddRequest(str(docs), "docs"), FolderAddReply, timeout=20)

@@ -22,6 +22,7 @@ from foldermind.workers.parser.formats import NO_TEXT_PDF, format_of, ocr
 from foldermind.workers.parser.formats.image import FORMAT as IMAGE
 from foldermind.workers.watcher import eligible_name, scan
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.filemakers import make_image, make_image_bomb, make_mixed_pdf, make_scanned_pdf
 from tests.helpers import FAST_RESTART, NO_LLM, RunningKernel, cli, remove_tree, short_tmpdir, wait_for
 from tests.test_formats import parsed, refused
@@ -152,9 +153,11 @@ def served_scans() -> Iterator[tuple[RunningKernel, Path, str, str]]:
     # OCR's time limits are wall-clock: a page costs 5-8 CPU-s, but at a load average of 19 on this shared
     # 2-core machine every page here took over ocr_timeout_s (30 s). This test is about what is read and where;
     # the limits have their own test above, and the speed is the OCR bench's.
-    deadlines = "[ingest]\nocr_timeout_s = 600\nparse_timeout_s = 1200\n"
+    deadlines = {"ingest": {"ocr_timeout_s": 600, "parse_timeout_s": 1200}}
     # Searched, never chatted with.
-    k = RunningKernel(root / "home", FAST_RESTART + NO_LLM + "\n[mcp]\nport = 0\nrate_per_minute = 6000\n" + deadlines)
+    k = RunningKernel(
+        root / "home", merge(FAST_RESTART, NO_LLM, {"mcp": {"port": 0, "rate_per_minute": 6000}}, deadlines)
+    )
     try:
         k.start()
         info = mc.mcp_info(k.root)

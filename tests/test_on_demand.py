@@ -13,14 +13,15 @@ import pytest
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import PingReply, PingRequest
+from tests.config import Config, merge
 from tests.faultworker import FaultRequest
 from tests.helpers import FAST_RESTART, LIGHT_MAP, TESTWORKER, RunningKernel, cli, wait_for
 
-ON_DEMAND = TESTWORKER + "on_demand = true\nidle_exit_s = 1.0\n"
+ON_DEMAND = merge(TESTWORKER, {"workers": {"testworker": {"on_demand": True, "idle_exit_s": 1.0}}})
 
 
-def on_demand_kernel(home: Path, extra: str = "") -> RunningKernel:
-    return RunningKernel(home, FAST_RESTART + LIGHT_MAP + ON_DEMAND + extra).start()
+def on_demand_kernel(home: Path, extra: Config | None = None) -> RunningKernel:
+    return RunningKernel(home, merge(FAST_RESTART, LIGHT_MAP, ON_DEMAND, extra or {})).start()
 
 
 def ping(kernel: RunningKernel, timeout: float = 20.0) -> int:
@@ -63,7 +64,7 @@ def test_a_crash_of_an_on_demand_worker_with_a_job_in_hand_fails_the_job_and_res
 
 
 def test_a_request_waiting_for_a_worker_to_start_still_misses_its_deadline(home_dir: Path) -> None:
-    kernel = on_demand_kernel(home_dir, '\n[workers.testworker.env]\nFOLDERMIND_FAULT = "slow_start"\n')
+    kernel = on_demand_kernel(home_dir, {"workers": {"testworker": {"env": {"FOLDERMIND_FAULT": "slow_start"}}}})
     try:
         with pytest.raises(JobError, match=f"^{ErrorCode.DEADLINE_EXCEEDED}: ") as err, kernel.client() as client:
             client.request("testworker", PingRequest(), PingReply, timeout=1.0)

@@ -18,6 +18,7 @@ from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, EmbedReply, EmbedRequest
 from foldermind.workers.embedding import model_files, onnx_export, onnx_model
+from tests.config import merge
 from tests.helpers import (
     FAST_RESTART,
     MODEL_CACHE,
@@ -30,22 +31,10 @@ from tests.helpers import (
 )
 
 MODEL = "all-MiniLM-L6-v2"
-MODELS_ONLY = """
-[workers.llm]
-enabled = false
-
-[workers.frontdoor]
-enabled = false
-
-[workers.watcher]
-enabled = false
-
-[workers.parser]
-enabled = false
-
-[ingest]
-embed_quantize = "fp32"
-"""
+MODELS_ONLY = {
+    "workers": {name: {"enabled": False} for name in ("llm", "frontdoor", "watcher", "parser")},
+    "ingest": {"embed_quantize": "fp32"},
+}
 """Only the embedder and the indexer, the workers under test, on the export itself (the int8 copy made from it,
 the default, is tests/test_precision.py's)."""
 TEXTS = ["kittens chasing yarn", "The central bank raised interest rates to fight inflation.", "x"]
@@ -65,7 +54,7 @@ def root() -> Iterator[Path]:
 
 
 def kernel(home: Path, cache: Path = MODEL_CACHE) -> RunningKernel:
-    return RunningKernel(home, with_model_cache(FAST_RESTART + MODELS_ONLY, cache))
+    return RunningKernel(home, with_model_cache(merge(FAST_RESTART, MODELS_ONLY), cache))
 
 
 def settled(client: BusClient) -> dict[str, dict[str, Any]] | None:

@@ -32,6 +32,7 @@ from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import parse_content
+from tests.config import Config, merge
 from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, only_workers, remove_tree, short_tmpdir, wait_for
 from tests.test_parse_progress import FIRST, LAST, PAGES, document, found, long_pdf, starved
 
@@ -41,13 +42,9 @@ NOTE = re.compile(rf"^(\d+) of {PAGES} pages indexed")
 LIGHT = ("watcher", "parser", "indexer")
 
 
-def config(workers: tuple[str, ...], flag: Path, extra: str = "") -> str:
-    return (
-        FAST_RESTART
-        + only_workers(*workers)
-        + f'[workers.parser]\ncount = 1\nenv = {{ FOLDERMIND_TEST_PARSER_HOLD_PAGES = "manual:{flag}" }}\n'
-        + extra
-    )
+def config(workers: tuple[str, ...], flag: Path, extra: Config | None = None) -> Config:
+    parser = {"count": 1, "env": {"FOLDERMIND_TEST_PARSER_HOLD_PAGES": f"manual:{flag}"}}
+    return merge(FAST_RESTART, only_workers(*workers), {"workers": {"parser": parser}}, extra or {})
 
 
 Kernel = tuple[RunningKernel, Path, Path]
@@ -55,7 +52,7 @@ Kernel = tuple[RunningKernel, Path, Path]
 
 
 @contextlib.contextmanager
-def started(home_dir: Path, workers: tuple[str, ...], extra: str = "") -> Iterator[Kernel]:
+def started(home_dir: Path, workers: tuple[str, ...], extra: Config | None = None) -> Iterator[Kernel]:
     root = short_tmpdir("fmpages-")
     (root / "docs").mkdir()
     flag = root / "hold"
@@ -83,7 +80,7 @@ def embedding_kernel(home_dir: Path) -> Iterator[Kernel]:
 @pytest.fixture
 def impatient_kernel(home_dir: Path) -> Iterator[Kernel]:
     """A parse is cut off after 1 s without progress (a held one makes none)."""
-    with started(home_dir, LIGHT, "[ingest]\nparse_timeout_s = 1\n[bus]\noverrun_grace_s = 1\n") as running:
+    with started(home_dir, LIGHT, {"ingest": {"parse_timeout_s": 1}, "bus": {"overrun_grace_s": 1}}) as running:
         yield running
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from foldermind.workers.parser.formats import ocr, progress
+from tests.config import merge
 from tests.filemakers import make_pdf
 from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
 
@@ -178,12 +179,11 @@ def pipeline(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
     docs = root / "docs"
     docs.mkdir()
     flag = root / "hold-flag"
-    config = (
-        FAST_RESTART
-        + only_workers("watcher", "parser", "indexer")
-        + f'[workers.parser]\ncount = 1\nenv = {{ FOLDERMIND_TEST_PARSER_HOLD = "{STALL_NEEDLE}:{flag}" }}\n'
-        + f"[ingest]\nparse_timeout_s = {PARSE_TIMEOUT_S}\n"
-        + "[bus]\noverrun_grace_s = 1\n"
+    parser = {"count": 1, "env": {"FOLDERMIND_TEST_PARSER_HOLD": f"{STALL_NEEDLE}:{flag}"}}
+    config = merge(
+        FAST_RESTART,
+        only_workers("watcher", "parser", "indexer"),
+        {"workers": {"parser": parser}, "ingest": {"parse_timeout_s": PARSE_TIMEOUT_S}, "bus": {"overrun_grace_s": 1}},
     )
     k = RunningKernel(home_dir, config).start()
     try:

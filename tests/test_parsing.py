@@ -35,6 +35,7 @@ from foldermind.workers.parser.formats import (
     format_of,
     parse_file,
 )
+from tests.config import merge
 from tests.helpers import FAST_RESTART, RunningKernel, only_workers, remove_tree, short_tmpdir
 
 MB = 1024 * 1024
@@ -640,7 +641,7 @@ def test_worker_handler_maps_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def parser_kernel() -> Iterator[RunningKernel]:
     """A kernel running only the parser pool (the other workers have tests of their own)."""
     root = short_tmpdir()
-    k = RunningKernel(root, FAST_RESTART + only_workers("parser"))
+    k = RunningKernel(root, merge(FAST_RESTART, only_workers("parser")))
     try:
         yield k.start()
     finally:

@@ -24,6 +24,7 @@ import pytest
 from foldermind.workers.indexer.storage.integrity import is_database_damage
 from foldermind.workers.indexer.storage.persistent import NOTE_MAX, PersistentFault, named_fault, with_fix
 from foldermind.workers.indexer.storage.storage import is_disk_full
+from tests.config import merge
 from tests.helpers import (
     FAST_RESTART,
     SEARCH_OVER_BUS,
@@ -97,7 +98,7 @@ def test_a_folder_in_place_of_the_vector_file_is_shown_with_its_fix_logged_once_
     docs.mkdir()
     (docs / "first.txt").write_text("The heron waits by the mill pond.\n")
     home = home_dir / "home"
-    k = RunningKernel(home, FAST_RESTART + SEARCH_OVER_BUS).start()
+    k = RunningKernel(home, merge(FAST_RESTART, SEARCH_OVER_BUS)).start()
     try:
         cli(home, "folders", "add", str(docs), "--name", "Docs", "--wait", timeout=120)
         vectors = home / "data" / "vectors.usearch"
@@ -158,7 +159,7 @@ def test_a_data_folder_that_refuses_writes_while_running_is_shown_with_its_fix_a
     other.mkdir()
     (docs / "first.txt").write_text("The heron waits by the mill pond.\n")
     home = home_dir / "home"
-    k = RunningKernel(home, FAST_RESTART + SEARCH_OVER_BUS).start()
+    k = RunningKernel(home, merge(FAST_RESTART, SEARCH_OVER_BUS)).start()
     data = home / "data"
     frozen = [data, *(data / f"index.sqlite{end}" for end in ("", "-wal", "-shm"))]
     try:
@@ -212,7 +213,7 @@ def test_a_data_folder_that_refuses_writes_while_running_is_shown_with_its_fix_a
 
 
 def test_a_killed_worker_that_runs_healthy_again_shows_the_kill_as_past(home_dir: Path) -> None:
-    k = RunningKernel(home_dir, FAST_RESTART + TESTWORKER + only_workers()).start()
+    k = RunningKernel(home_dir, merge(FAST_RESTART, TESTWORKER, only_workers())).start()
     try:
         pid = k.worker("testworker")["pid"]
         killed_at = time.time()

@@ -32,6 +32,7 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.workers.embedding import model_files, onnx_export, onnx_int8, onnx_model
+from tests.config import Config, merge
 from tests.helpers import (
     FAST_RESTART,
     MODEL_CACHE,
@@ -44,30 +45,11 @@ from tests.helpers import (
 
 MODEL = "all-MiniLM-L6-v2"
 INT8 = onnx_model.precision_label("int8")
-NO_LLM = """
-[workers.llm]
-enabled = false
-
-[workers.frontdoor]
-enabled = false
-"""
-NO_EMBEDDER = """
-[workers.embedder]
-enabled = false
-"""
-QUANTIZED = """
-[ingest]
-embed_quantize = "int8"
-"""
-FP32 = """
-[ingest]
-embed_quantize = "fp32"
-"""
-FALLEN_BACK = """
-[ingest]
-embed_quantize = "int8"
-embed_backend = "torch"
-"""
+NO_LLM = {"workers": {"llm": {"enabled": False}, "frontdoor": {"enabled": False}}}
+NO_EMBEDDER = {"workers": {"embedder": {"enabled": False}}}
+QUANTIZED = {"ingest": {"embed_quantize": "int8"}}
+FP32 = {"ingest": {"embed_quantize": "fp32"}}
+FALLEN_BACK = {"ingest": {"embed_quantize": "int8", "embed_backend": "torch"}}
 """int8 asked for, and an embedder that runs torch: the state of one whose ONNX Runtime or int8 copy failed."""
 FILES = {
     "pets.txt": "Our neighbour's young cat naps on the sofa and chases string all afternoon.\n",
@@ -177,8 +159,8 @@ class Home:
         for name, text in FILES.items():
             (self.docs / name).write_text(text)
 
-    def kernel(self, config: str) -> RunningKernel:
-        return RunningKernel(self.root, FAST_RESTART + NO_LLM + config)
+    def kernel(self, *config: Config) -> RunningKernel:
+        return RunningKernel(self.root, merge(FAST_RESTART, NO_LLM, *config))
 
     def vectors(self) -> dict[int, bytes]:
         db = sqlite3.connect(self.root / "data" / "index.sqlite")
@@ -246,7 +228,7 @@ def test_a_change_of_precision_re_embeds_every_chunk_and_search_never_mixes_prec
 
     # 2. int8 configured, but no embedder to re-embed: the fp32 vectors stay, and the int8 query model is
     # never compared with them: semantic search answers from keyword search and says why.
-    k = home.kernel(QUANTIZED + NO_EMBEDDER).start()
+    k = home.kernel(QUANTIZED, NO_EMBEDDER).start()
     try:
         client = k.client("precision-test")
         wait_for(lambda: _query_precision(client) == INT8, 120, 0.2, "the int8 query model")
@@ -303,7 +285,7 @@ def test_an_embedder_fallen_back_to_fp32_leaves_an_int8_index_whole_and_new_chun
 ) -> None:
     home = Home(root)
     # 1. int8 (the default): an index of int8 vectors.
-    k = home.kernel("").start()
+    k = home.kernel().start()
     try:
         client = k.client("precision-test")
         _call(client, FolderAddRequest(str(home.docs), "docs"), FolderAddReply)
@@ -338,7 +320,7 @@ def test_an_embedder_fallen_back_to_fp32_leaves_an_int8_index_whole_and_new_chun
         k.stop()
 
     # 3. ONNX back: the waiting chunks get int8 vectors, and no other vector was made again.
-    k = home.kernel("").start()
+    k = home.kernel().start()
     try:
         client = k.client("precision-test")
         wait_for(lambda: _all_embedded(client, len(FILES) + 1), 180, 0.2, "the new file embedded at int8")
@@ -351,7 +333,7 @@ def test_an_embedder_fallen_back_to_fp32_leaves_an_int8_index_whole_and_new_chun
 
     # 4. Every chunk embedded with the configured vectors: a start does not wake the on-demand embedder to ask
     # what it runs (the configuration says it), so it stays IDLE, holding no model.
-    k = home.kernel("").start()
+    k = home.kernel().start()
     try:
         client = k.client("precision-test")
 

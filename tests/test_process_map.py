@@ -13,6 +13,7 @@ import pytest
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, PingReply, PingRequest
+from tests.config import merge
 from tests.faultworker import FaultRequest
 from tests.helpers import (
     FAST_RESTART,
@@ -131,11 +132,11 @@ def test_stop_is_orderly_and_reports_every_worker(home_dir: Path) -> None:
 
 def test_stop_kills_a_worker_that_ignores_sigterm(home_dir: Path) -> None:
     """The grace period ends in SIGKILL: a worker hung in C code cannot hold the stop up."""
-    grace = "restart = { stop_grace_s = 1.0 }\n"
+    grace = {"workers": {"testworker": {"restart": {"stop_grace_s": 1.0}}}}
     # The hung worker must still be the one holding the job when the stop comes: with the default liveness
     # (3 s) a `foldermind stop` slow to start on a loaded machine found it dropped and a fresh copy running.
-    patient = "[bus]\nheartbeat_liveness = 60\n"
-    k = RunningKernel(home_dir, patient + FAST_RESTART + LIGHT_MAP + TESTWORKER + grace).start()
+    patient = {"bus": {"heartbeat_liveness": 60}}
+    k = RunningKernel(home_dir, merge(patient, FAST_RESTART, LIGHT_MAP, TESTWORKER, grace)).start()
     with k.client() as client:
         running = home_dir / "hang-started"
         client.send("testworker", FaultRequest("hang_gil", seconds=300, started=str(running)), timeout=120)
@@ -148,7 +149,7 @@ def test_stop_kills_a_worker_that_ignores_sigterm(home_dir: Path) -> None:
 @pytest.mark.light_map
 def test_two_homes_run_side_by_side(kernel: RunningKernel) -> None:
     other_root = short_tmpdir()
-    other = RunningKernel(other_root, FAST_RESTART + LIGHT_MAP)
+    other = RunningKernel(other_root, merge(FAST_RESTART, LIGHT_MAP))
     try:
         other.start()
         assert other.kernel_pid != kernel.kernel_pid
@@ -251,7 +252,8 @@ def test_restart_is_refused_while_stopping_and_stop_still_completes(home_dir: Pa
     # lets the job in hand finish) while its heartbeats go on. A job holding the GIL would not do: its
     # missed heartbeats get it dropped after 3 s, and a CLI slow to start on a loaded machine then found the
     # stop already done and the kernel gone.
-    k = RunningKernel(home_dir, FAST_RESTART + LIGHT_MAP + TESTWORKER + "restart = { stop_grace_s = 10.0 }\n").start()
+    grace = {"workers": {"testworker": {"restart": {"stop_grace_s": 10.0}}}}
+    k = RunningKernel(home_dir, merge(FAST_RESTART, LIGHT_MAP, TESTWORKER, grace)).start()
     with k.client() as client:
         running = home_dir / "sleep-started"
         client.send("testworker", FaultRequest("hang_sleep", seconds=30, started=str(running)), timeout=60)

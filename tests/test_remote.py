@@ -31,6 +31,7 @@ from foldermind.protocol.runtime.home import Home
 from foldermind.workers.framework.base import Request
 from foldermind.workers.framework.heartbeat import EXIT_KEY_REFUSED
 from foldermind.workers.parser import ParserWorker
+from tests.config import merge, render
 from tests.faultworker import FaultReply, FaultRequest
 from tests.filemakers import make_docx
 from tests.helpers import (
@@ -62,7 +63,9 @@ def tcp_kernel() -> Iterator[RunningKernel]:
     """A kernel with only the test worker, listening for remote workers on a loopback port."""
     root = short_tmpdir()
     port = free_port()
-    k = RunningKernel(root, FAST_RESTART + TESTWORKER + ONLY_TESTWORKER + f'\n[bus]\nlisten_tcp = "127.0.0.1:{port}"\n')
+    k = RunningKernel(
+        root, merge(FAST_RESTART, TESTWORKER, ONLY_TESTWORKER, {"bus": {"listen_tcp": f"127.0.0.1:{port}"}})
+    )
     k.port = port  # type: ignore[attr-defined]
     try:
         yield k.start()
@@ -77,7 +80,7 @@ def remote_home() -> Iterator[Path]:
     root = short_tmpdir("fm-r-")
     home = Home.resolve(root)
     home.ensure()
-    home.supervisor_override.write_text(TESTWORKER)
+    home.supervisor_override.write_text(render(TESTWORKER))
     yield root
     remove_tree(root)
 

@@ -31,6 +31,7 @@ import pytest
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest
 from tests import mcpclient as mc
+from tests.config import merge
 from tests.helpers import (
     AUTO_ASKS_THE_MODEL,
     FAST_RESTART,
@@ -51,17 +52,7 @@ FREE_LEFT = 1024 * 1024  # what the ballast leaves for the index: a few dozen do
 CORPUS_FILES = 120
 SEED_WORD = "quillfeather"  # only in the seed folder, indexed before the disk fills
 
-DISK_CONFIG = (
-    FAST_RESTART
-    + """
-[mcp]
-port = 0
-rate_per_minute = 6000
-
-[workers.llm]
-enabled = false
-"""
-)
+DISK_CONFIG = merge(FAST_RESTART, {"mcp": {"port": 0, "rate_per_minute": 6000}, "workers": {"llm": {"enabled": False}}})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -438,22 +429,12 @@ def test_missing_llm_file_and_corrupt_embedding_model_leave_search_working() -> 
     root = short_tmpdir()
     missing = root / "gone" / "SmolLM2-missing.gguf"
     embed_dir = corrupt_model_dir(root / "junk-model")
-    config = (
-        FAST_RESTART
-        + ONE_PARSER
-        + f"""
-[mcp]
-port = 0
-rate_per_minute = 6000
-
-[llm]
-model_path = "{missing}"
-{AUTO_ASKS_THE_MODEL}
-
-[ingest]
-embed_model_dir = "{embed_dir}"
-embed_retry_s = 2.0
-"""
+    config = merge(
+        FAST_RESTART,
+        ONE_PARSER,
+        {"mcp": {"port": 0, "rate_per_minute": 6000}, "llm": {"model_path": missing}},
+        AUTO_ASKS_THE_MODEL,
+        {"ingest": {"embed_model_dir": embed_dir, "embed_retry_s": 2.0}},
     )
     docs = root / "docs"
     docs.mkdir()
@@ -514,10 +495,10 @@ def test_a_missing_embedding_model_directory_keeps_files_pending_with_the_reason
 
     root = short_tmpdir()
     late = root / "late-model"
-    config = (
-        FAST_RESTART
-        + SEARCH_OVER_BUS  # read through the CLI
-        + f'[ingest]\nembed_model_dir = "{late}"\nembed_retry_s = 1.0\n'
+    config = merge(
+        FAST_RESTART,
+        SEARCH_OVER_BUS,  # read through the CLI
+        {"ingest": {"embed_model_dir": late, "embed_retry_s": 1.0}},
     )
     docs = root / "docs"
     docs.mkdir()

@@ -46,6 +46,7 @@ from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import document_text, parse_md, parse_txt
+from tests.config import merge
 from tests.filemakers import make_pdf
 from tests.helpers import (
     FAST_RESTART,
@@ -177,7 +178,7 @@ BIG = 150
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     root = short_tmpdir("fms-")
-    w = World(RunningKernel(root, FAST_RESTART + SEARCH_OVER_BUS), root)
+    w = World(RunningKernel(root, merge(FAST_RESTART, SEARCH_OVER_BUS)), root)
     try:
         w.kernel.start()
         write_docs(w.docs, w.outside)
@@ -449,11 +450,11 @@ def test_local_query_vectors_equal_the_embedders(world: World) -> None:
 
 def test_without_vectors_hybrid_falls_back_and_similar_says_not_embedded() -> None:
     root = short_tmpdir("fmn-")
-    config = (
-        FAST_RESTART
-        + '[search]\nquery_encoder = "embedder"\nquery_backend = "torch"\n'
-        + only_workers("watcher", "parser", "indexer")
-        + ONE_PARSER
+    config = merge(
+        FAST_RESTART,
+        {"search": {"query_encoder": "embedder", "query_backend": "torch"}},
+        only_workers("watcher", "parser", "indexer"),
+        ONE_PARSER,
     )
     w = World(RunningKernel(root, config), root)
     try:

@@ -24,6 +24,7 @@ from foldermind.workers.indexer.search.search import SearchService
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
+from tests.config import merge
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, remove_tree, short_tmpdir, wait_for
 from tests.world import KernelWorld
 
@@ -269,7 +270,7 @@ class World(KernelWorld):
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     root = short_tmpdir("fmq-")
-    w = World(RunningKernel(root, FAST_RESTART + SEARCH_OVER_BUS), root)
+    w = World(RunningKernel(root, merge(FAST_RESTART, SEARCH_OVER_BUS)), root)
     try:
         w.kernel.start()
         write_docs(root / "docs")

@@ -29,6 +29,7 @@ import pytest
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
+from tests.config import merge
 from tests.helpers import NO_LLM, ONE_PARSER, RunningKernel, cli, remove_tree, short_tmpdir
 
 MODULES = (
@@ -109,7 +110,7 @@ def draw(lines: dict[str, list[str]]) -> dict[str, list[tuple[str, str]]]:
 @pytest.fixture(scope="module")
 def corpus() -> Iterator[tuple[BusClient, dict[str, list[str]]]]:
     root = short_tmpdir()
-    k = RunningKernel(root / "home", NO_LLM + ONE_PARSER)
+    k = RunningKernel(root / "home", merge(NO_LLM, ONE_PARSER))
     try:
         lines = write_corpus(root / "docs")
         k.start()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from foldermind.protocol.messages import ChangeEvent, ChangesReply, ChangesRequest
+from tests.config import merge
 from tests.helpers import FAST_RESTART, SEARCH_OVER_BUS, RunningKernel, cli, kill9, wait_for
 from tests.soak import run_soak
 
@@ -51,7 +52,7 @@ def test_a_rename_that_changes_the_extension_parses_the_file_again(home_dir: Pat
     text = "# Setup\n\nIntro about herons.\n\n## Windows\n\nInstall the frobnicator.\n\n## Linux\n\nUse quokkas.\n"
     (docs / "guide.md").write_text(text)
     (docs / "twin.txt").write_text(text)
-    k = RunningKernel(home_dir, FAST_RESTART + SEARCH_OVER_BUS).start()  # read from the index's SQLite
+    k = RunningKernel(home_dir, merge(FAST_RESTART, SEARCH_OVER_BUS)).start()  # read from the index's SQLite
     try:
         cli(home_dir, "folders", "add", str(docs), "--wait", timeout=120)
         as_markdown, as_text = _chunks(home_dir, "guide.md"), _chunks(home_dir, "twin.txt")
@@ -73,10 +74,10 @@ def test_a_move_applied_after_a_newer_change_of_its_destination_indexes_the_file
     docs.mkdir()
     (docs / "a.txt").write_text("The first file talks about ospreys and their nests.\n")
     (docs / "b.txt").write_text("The second file talks about pumas.\n")
-    config = (
-        FAST_RESTART
-        + SEARCH_OVER_BUS
-        + '\n[workers.watcher]\nmodule = "foldermind.workers.watcher"\nrestart = { policy = "never" }\n'
+    config = merge(
+        FAST_RESTART,
+        SEARCH_OVER_BUS,
+        {"workers": {"watcher": {"module": "foldermind.workers.watcher", "restart": {"policy": "never"}}}},
     )
     k = RunningKernel(home_dir, config).start()
     try:

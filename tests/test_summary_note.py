@@ -6,6 +6,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+from tests.config import merge
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, only_workers, wait_for
 
 FILES = 4
@@ -16,7 +17,7 @@ def test_status_shows_which_summary_of_how_many_the_llm_is_writing(home_dir: Pat
     docs.mkdir()
     for i in range(FILES):
         (docs / f"report{i}.txt").write_text(f"Report {i}: the harbour crane number {i} was repaired in spring.\n" * 8)
-    config = FAST_RESTART + ONE_PARSER + only_workers("watcher", "parser", "embedder", "indexer", "llm")
+    config = merge(FAST_RESTART, ONE_PARSER, only_workers("watcher", "parser", "embedder", "indexer", "llm"))
     k = RunningKernel(home_dir, config).start()
     try:
         cli(home_dir, "folders", "add", str(docs))

@@ -27,6 +27,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import DescribeReply, DescribeRequest
 from foldermind.protocol.runtime.home import Home
 from tests.bench.scifact import scifact_dir
+from tests.config import Config, merge
 from tests.helpers import (
     FAST_RESTART,
     SEARCH_OVER_BUS,
@@ -90,7 +91,7 @@ class KernelInNamespace(RunningKernel):
     """A test kernel started inside a network namespace (its ipc sockets are files, so the test's clients in
     this namespace still reach it; its tcp bus is on the namespace's own address)."""
 
-    def __init__(self, root: Path, config: str, ns: str) -> None:
+    def __init__(self, root: Path, config: Config, ns: str) -> None:
         super().__init__(root, config)
         self.ns = ns
 
@@ -163,14 +164,14 @@ def test_files_are_indexed_through_a_remote_host_and_a_cut_link_loses_no_chunk_a
     root, other, docs = short_tmpdir(), short_tmpdir("fm-r-"), short_tmpdir("fm-d-") / "scifact"
     # The ingestion pipeline over the bus and the CLI: no llm, no front door (~2.4 CPU-s and the wait for its
     # URL at start), one local parser.
-    config = FAST_RESTART + f'\n[bus]\nlisten_tcp = "{KERNEL_IP}:{PORT}"\n' + SEARCH_OVER_BUS
+    config = merge(FAST_RESTART, {"bus": {"listen_tcp": f"{KERNEL_IP}:{PORT}"}}, SEARCH_OVER_BUS)
     kernel = KernelInNamespace(root, config, link.kernel_ns)
     members: list[subprocess.Popen[str]] = []
     try:
         kernel.start()
         home = Home.resolve(other)
         home.ensure()
-        home.supervisor_override.write_text(with_model_cache(""))
+        home.supervisor_override.write_text(with_model_cache({}))
         worker_key = json.loads(cli(other, "worker", "keys", "--json").stdout)["public_key"]
         server_key = json.loads(cli(root, "bus", "keys", "--json").stdout)["public_key"]
         cli(root, "bus", "allow", "other-host", worker_key)
