@@ -35,7 +35,7 @@ PLAN = Plan(
     # Queries on the default ONNX backend (the machine's model cache holds the export): a torch query model
     # makes fp32 vectors the int8 index cannot use, so every query went to the embedder instead.
     # On a busy 2-core machine a worker loading its model can hold the GIL past the default liveness (3 s)
-    # and be killed as hung, again at each restart (found by the load bench; workers/model_files.gc_paused
+    # and be killed as hung, again at each restart (found by the load bench; workers/framework/memory.gc_paused
     # removes the worst of it). Hang detection is test_faults' subject; this test's is load: stalls get 10 s.
     extra_config="[bus]\nheartbeat_liveness = 10\n",
 )

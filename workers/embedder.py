@@ -39,6 +39,7 @@ from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.config import ingest_from_env
 from foldermind.protocol.runtime.home import model_cache_dir
 from foldermind.workers.embedding import model_files, onnx_int8, onnx_model
+from foldermind.workers.framework import memory
 from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
 
 if TYPE_CHECKING:
@@ -243,7 +244,7 @@ class EmbedderWorker(Worker):
         if unsafe:
             raise onnx_model.OnnxError(unsafe)
         quantize = self.policy.embed_quantize
-        with model_files.gc_paused():
+        with memory.gc_paused():
             loaded = onnx_int8.open_precision(path, name, self.cache_dir, ONNX_INTRA_OP, quantize, stop=self._stop)
         dim = onnx_model.dimension(loaded.encoder)
         elapsed = time.monotonic() - started
@@ -273,7 +274,7 @@ class EmbedderWorker(Worker):
     def _unload_when_idle(self) -> None:
         """Free the model once no request has used it for ``embed_idle_unload_s``."""
         idle_s = self.policy.embed_idle_unload_s
-        while not self._stop.wait(model_files.idle_check_every(idle_s)):
+        while not self._stop.wait(memory.idle_check_every(idle_s)):
             self._unload(idle_s, f"after {idle_s:g} s idle")
 
     def _unload(self, idle_s: float, why: str) -> None:
@@ -284,7 +285,7 @@ class EmbedderWorker(Worker):
             self._model = self._onnx = None
             self.state, self.unloads = "unloaded", self.unloads + 1
             self.status_note = f"model unloaded {why}: the next request loads it"[:200]
-        model_files.return_memory()
+        memory.return_memory()
         log.info("embedding model unloaded %s", why)
 
     def release(self) -> None:

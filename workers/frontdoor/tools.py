@@ -52,7 +52,7 @@ from foldermind.protocol.runtime.config import LlmPolicy, McpPolicy
 from foldermind.workers.answers.engine import CONTEXT_FILES, QUESTION_MAX, SESSION_ID_MAX, Chat
 from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.frontdoor import reading, schemas
-from foldermind.workers.frontdoor.changes import ChangeFeed
+from foldermind.workers.frontdoor.change_feed import ChangeFeed
 from foldermind.workers.frontdoor.disconnect import client_gone, until_gone
 from foldermind.workers.frontdoor.keyscope import KeyMiddleware, asker
 from foldermind.workers.frontdoor.paths import check_path

@@ -29,8 +29,8 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, ChatPartial, ChatReply, ChatRequest
 from foldermind.protocol.runtime.config import LlmPolicy, ingest_from_env, llm_from_env
 from foldermind.protocol.runtime.home import model_cache_dir
-from foldermind.workers.embedding.model_files import gc_paused
 from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route, testing
+from foldermind.workers.framework.memory import gc_paused
 from foldermind.workers.llm import citations, prompt
 from foldermind.workers.llm.backends import (
     Backend,

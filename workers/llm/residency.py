@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Literal
 
-from foldermind.workers.embedding.model_files import idle_check_every, return_memory
+from foldermind.workers.framework.memory import idle_check_every, return_memory
 from foldermind.workers.llm.backends import Backend
 from foldermind.workers.llm.model_file import ModelFileError
 

@@ -37,7 +37,7 @@ import psutil
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import ChunkInfo, ParsePartial, ParseReply, ParseRequest, RenderReply, RenderRequest
-from foldermind.workers.embedding import model_files
+from foldermind.workers.framework import memory
 from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.parser import parts
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
@@ -175,7 +175,7 @@ class ParserWorker(Worker):
         rss = psutil.Process().memory_info().rss
         if rss - self._settled_rss > TRIM_ABOVE:
             gc.collect()
-            model_files.trim_heap()
+            memory.trim_heap()
             self.trims += 1
             self._settled_rss = psutil.Process().memory_info().rss
             log.info("heap trimmed after a parse: %d -> %d MiB", rss >> 20, self._settled_rss >> 20)

@@ -46,6 +46,7 @@ from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.protocol.runtime.home import model_cache_dir
 from foldermind.workers.embedding import model_files, onnx_int8, onnx_model
+from foldermind.workers.framework import memory
 
 # Before the indexer imports usearch (its vector index, imported after this module): otherwise
 # loading onnxruntime later in this process crashes it. See onnx_model.init_cxx_locale.
@@ -175,7 +176,7 @@ class QueryEncoder:
         if self.policy.query_backend == "onnx":
             with self._lock:
                 self.backend_note = "onnx loading; queries go to the embedder meanwhile"
-            with model_files.gc_paused():  # loading or exporting the ONNX graph is a model load too
+            with memory.gc_paused():  # loading or exporting the ONNX graph is a model load too
                 why_torch = self._load_onnx(path, name, started)
             if not why_torch or self._stop.is_set():
                 return
