@@ -45,8 +45,9 @@ def wait_for_frontdoor(home: Home, timeout: float) -> dict[str, Any]:
     return info
 
 
-DRAIN_S = 10.0
-"""After the client closes stdin, how long the answers to its last requests may still take to go out."""
+READ_S = 300.0
+"""How long one answer of the front door may take (the HTTP read timeout); after the client closes stdin, the
+answers still owed wait as long: slow is not hung, and a busy machine's answer is still delivered."""
 
 
 class ClientSide:
@@ -94,7 +95,7 @@ async def relay(home: Home, link: Link, max_bytes: int) -> None:
     """Copy messages both ways until the client closes stdin. A failure of the connection to the front door
     answers the requests it held with a retryable error, and the bridge connects again: the client never
     sees its session end."""
-    timeout = httpx2.Timeout(30.0, read=300.0)
+    timeout = httpx2.Timeout(30.0, read=READ_S)
     client = ClientSide(max_bytes)
     pending: set[RequestId] = set()
     to_send, queued = anyio.create_memory_object_stream[SessionMessage](64)
@@ -151,7 +152,7 @@ async def _connect(
                 if isinstance(message.message, JSONRPCRequest):
                     pending.add(message.message.id)
                 await to_server.send(message)
-            with anyio.move_on_after(DRAIN_S):  # stdin closed: the answers still owed go out first
+            with anyio.move_on_after(READ_S):  # stdin closed: the answers still owed go out first
                 while pending and not client.gone:
                     await anyio.sleep(0.05)
             done = True
