@@ -138,11 +138,7 @@ MAX_MODULE_LINES = 500
 def _long_modules(paths: list[Path]) -> list[str]:
     """Each of ``paths`` over :data:`MAX_MODULE_LINES` lines, with its count."""
     counts = {path: path.read_text(encoding="utf-8").count("\n") for path in paths}
-    return [
-        f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path.name} ({lines} lines)"
-        for path, lines in counts.items()
-        if lines > MAX_MODULE_LINES
-    ]
+    return [f"{_shown(path)} ({lines} lines)" for path, lines in counts.items() if lines > MAX_MODULE_LINES]
 
 
 def test_no_module_of_the_product_code_is_over_500_lines() -> None:
