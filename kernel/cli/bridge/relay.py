@@ -164,14 +164,15 @@ async def _connect(
                     print(f"foldermind: front door error: {message}", file=sys.stderr)
                     continue
                 reply = message.message
-                if isinstance(reply, JSONRPCResponse | JSONRPCError):
-                    pending.discard(reply.id)
                 if isinstance(reply, JSONRPCError) and reply.error.code == CONNECTION_CLOSED:
                     # The SDK's word for a stream that broke mid-answer: the bridge's typed, retryable one.
                     why = f"the connection to the front door broke before the answer came ({reply.error.message})"
                     await client.write(_error_line(reply.id, BridgeFailure.CONNECTION_LOST, why + "; ask again"))
                 else:
                     await client.write(reply.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+                if isinstance(reply, JSONRPCResponse | JSONRPCError):
+                    # Owed until written: once stdin has closed, an empty ``pending`` ends the connection.
+                    pending.discard(reply.id)
                 if client.gone:
                     break  # the relay loop ends too
             tg.cancel_scope.cancel()
