@@ -17,10 +17,10 @@ in ``--cache``.
 
 The stage rescores the head ``(1 - a - b - t) * F + a * C + b * near + t * title`` (``F`` the ``evidence`` score and
 ``C`` the cosine, each min-max within the head), mapped back onto the head's own score range; the tail stays
-beneath, then the repeat penalty as shipped. Each
-query's score is tabulated on the grid once; leaving one set out picks a feature set, and ``--compare`` reads the
-held-out parts (once per decision) beside the shipped ``evidence``. The rule: ``/tmp`` scratch of the session that
-ran it, copied into docs/benchmarks/fusion.md with the figures.
+beneath, then the repeat penalty as shipped. Each query's score is tabulated on the grid once; leaving one set out
+picks a feature set, and ``--compare`` reads the held-out parts (once per decision) beside the shipped ``evidence``.
+``--scaled`` weighs the cosine by the query's semantic share; ``--fill`` gives the BM25-only passages of the head
+their own cosine on the semantic side instead (no parameter). The rules and figures: docs/benchmarks/fusion.md.
 """
 
 from __future__ import annotations
