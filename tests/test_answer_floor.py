@@ -77,3 +77,29 @@ def test_a_question_on_the_page_s_subject_about_a_name_it_never_holds_is_refused
     out = chat(url, token, {"query": question, "answer_mode": "extractive"})
     assert out["grounded"] is False and out["citations"] == [], out
     assert out["answer"].startswith("The documents do not say"), out["answer"]
+
+
+LAWYER = "Which lawyer approved the licence of the embedding model?"
+PASSWORD = "What password is an encrypted PDF tried with?"
+
+
+def test_a_question_on_the_page_s_subject_about_a_thing_it_never_states_is_refused_in_everyday_words(
+    served: Any,
+) -> None:
+    # The page is about the embedding model, its files and its vectors; it never speaks of a licence or a lawyer,
+    # and no word of the question is written as a name: the weak-evidence floor refuses it, not the name rule.
+    k, url, token = served
+    reply = evidence(k, LAWYER)
+    assert reply.support["unheld_name"] < floor.UNHELD_NAME and not reply.supported, reply.support
+    out = chat(url, token, {"query": LAWYER, "answer_mode": "extractive"})
+    assert out["grounded"] is False and out["citations"] == [], out
+    assert out["answer"].startswith("The documents do not say"), out["answer"]
+
+
+def test_the_neighbouring_question_the_page_answers_is_still_answered(served: Any) -> None:
+    k, url, token = served
+    reply = evidence(k, PASSWORD)
+    assert reply.supported, reply.support
+    out = chat(url, token, {"query": PASSWORD, "answer_mode": "extractive"})
+    assert out["grounded"] is True, out
+    assert any("empty password" in c["quote"] for c in out["citations"]), out["answer"]
