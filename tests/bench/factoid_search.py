@@ -36,10 +36,11 @@ from tests.bench.answers import Results, index_corpora
 from tests.bench.factoids import CORPORA, Question, build_corpora, load_questions
 from tests.bench.kernels import Kernel, say
 from tests.bench.transports import REPO
+from tests.config import Config
 
 MODES = ("keyword", "semantic", "hybrid")
 FILES = 10  # files ranked per question (MRR@10)
-NO_LLM = "[workers.llm]\nenabled = false\n"
+NO_LLM: Config = {"workers": {"llm": {"enabled": False}}}
 REMEMBERED = 6
 """Words of the gold sentence in a known-item query."""
 

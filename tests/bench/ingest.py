@@ -72,6 +72,7 @@ from tests.bench.machine import wait_for_quiet
 from tests.bench.markdown import merged
 from tests.bench.scifact import scifact_dir, scifact_queries, write_corpus
 from tests.bench.transports import REPO
+from tests.config import Config
 
 REPORT = REPO / "docs" / "benchmarks" / "ingest.md"
 LIMIT_ENV = "FOLDERMIND_BENCH_LIMIT"
@@ -94,7 +95,7 @@ PROGRESS_S = 0.25  # FolderListRequest to the indexer until every file is indexe
 PROGRESS_EMBED_S = 1.0  # then, until every chunk is embedded
 INGEST_TIMEOUT_S = 3600.0
 BARE_BATCH = 32
-NO_EMBEDDER = "[workers.embedder]\nenabled = false\n"
+NO_EMBEDDER: Config = {"workers": {"embedder": {"enabled": False}}}
 # The watcher's line goes on with more counts (skipped, unsupported) after the three read here.
 SCAN_LINE = re.compile(r"folder (\S+): (\d+) files scanned in ([0-9.]+) s \((\d+) new, (\d+) changed, (\d+) deleted\b")
 
