@@ -65,6 +65,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import IngestPolicy
 from foldermind.workers.indexer.ingest import units
+from foldermind.workers.indexer.storage import embeddings
 from tests.bench import machine
 from tests.bench.cpu import cpu_seconds
 from tests.bench.kernels import BenchFailure, Kernel, say
@@ -796,7 +797,7 @@ def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.flo
         return []
     # Every unit vector under its chunk's id, as vectors.py keeps them; recall is of the chunks of the top
     # RECALL_K units (exact against usearch's).
-    unit_keys, matrix = units.stack([(int(r[0]), r[1]) for r in rows], int(dim[0]) if dim else 384)
+    unit_keys, matrix = embeddings.stack([(int(r[0]), r[1]) for r in rows], int(dim[0]) if dim else 384)
     keys = np.asarray(unit_keys, dtype=np.uint64)
     ndim = matrix.shape[1]
 
