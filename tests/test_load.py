@@ -37,7 +37,7 @@ PLAN = Plan(
     # On a busy 2-core machine a worker loading its model can hold the GIL past the default liveness (3 s)
     # and be killed as hung, again at each restart (found by the load bench; workers/framework/memory.gc_paused
     # removes the worst of it). Hang detection is test_faults' subject; this test's is load: stalls get 10 s.
-    extra_config="[bus]\nheartbeat_liveness = 10\n",
+    extra_config={"bus": {"heartbeat_liveness": 10}},
 )
 
 

@@ -34,11 +34,11 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.workers.embedding import onnx_model
-from foldermind.workers.indexer.ingest import units
 from foldermind.workers.indexer.search import fusion
 from foldermind.workers.indexer.search.encoder import QueryEncoder
 from foldermind.workers.indexer.search.scoped import ScopedVectors
 from foldermind.workers.indexer.search.snippets import snippet
+from foldermind.workers.indexer.storage import embeddings
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.chunks import ChunkPos
 from foldermind.workers.indexer.storage.extracted import read_lines, rebuild
@@ -755,9 +755,9 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best
         matrix = rng.normal(size=(int(counts.sum()), 8)).astype(np.float32)
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
         owner = np.repeat(np.arange(len(all_ids)), counts)
-        blobs = [units.pack(matrix[owner == i]) for i in range(len(all_ids))]
+        blobs = [embeddings.pack(matrix[owner == i]) for i in range(len(all_ids))]
         store.embeddings.store(all_ids, blobs)
-        vectors.add(*units.stack(list(zip(all_ids, blobs, strict=True)), 8))
+        vectors.add(*embeddings.stack(list(zip(all_ids, blobs, strict=True)), 8))
         assert len(vectors) == len(matrix) and [int(k) for k in vectors.keys()] == sorted(all_ids)  # noqa: SIM118
         query = matrix[0] + 0.1
         query /= np.linalg.norm(query)

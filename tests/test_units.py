@@ -11,6 +11,7 @@ import numpy as np
 from foldermind.protocol.runtime.config import IngestPolicy
 from foldermind.workers.indexer.ingest import units
 from foldermind.workers.indexer.ingest.pipeline import Pipeline
+from foldermind.workers.indexer.storage import embeddings
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import ADD_SLICE, VectorIndex
@@ -55,11 +56,11 @@ def test_the_title_is_the_parsers_else_a_short_first_line() -> None:
 
 def test_a_blob_holds_a_chunks_units_and_a_blob_of_another_dimension_is_none() -> None:
     matrix = np.arange(12, dtype=np.float32).reshape(3, 4)
-    blob = units.pack(matrix)
-    rows = units.unpack(blob, 4)
+    blob = embeddings.pack(matrix)
+    rows = embeddings.unpack(blob, 4)
     assert rows is not None and np.array_equal(rows, matrix)
-    assert units.unpack(blob, 5) is None and units.unpack(b"", 4) is None
-    keys, stacked = units.stack([(7, blob), (9, units.pack(matrix[:1])), (11, b"xx")], 4)
+    assert embeddings.unpack(blob, 5) is None and embeddings.unpack(b"", 4) is None
+    keys, stacked = embeddings.stack([(7, blob), (9, embeddings.pack(matrix[:1])), (11, b"xx")], 4)
     assert keys == [7, 7, 7, 9] and np.array_equal(stacked, np.vstack([matrix, matrix[:1]]))
 
 
@@ -136,7 +137,7 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_once() -> None:
         assert store.embeddings.reembedding() == "all-MiniLM-L6-v2 int8 chunk"
         assert [r[0] for r in store.embeddings.unembedded(10, set())] == ids  # every chunk goes to the embedder again
         # Embedded by units, the index is left as it is at the next start.
-        store.embeddings.store(ids, [units.pack(_unit_vectors(2, 8, 4))])
+        store.embeddings.store(ids, [embeddings.pack(_unit_vectors(2, 8, 4))])
         store.embeddings.reembedded()
         pipeline.upkeep.reconcile(pipeline.embeds.embedded_with)
         assert store.embeddings.ids() == ids and len(vectors) == 2 and store.embeddings.reembedding() == ""
@@ -148,7 +149,7 @@ def test_vectors_restored_from_sqlite_count_as_arriving_until_usearch_has_them()
     root = short_tmpdir("fmu-")
     try:
         store, ids = _store_with_chunks(root, 3, embed_units=units.VERSION)
-        store.embeddings.store(ids, [units.pack(_unit_vectors(2, 8, i)) for i in range(3)])
+        store.embeddings.store(ids, [embeddings.pack(_unit_vectors(2, 8, i)) for i in range(3)])
         vectors = VectorIndex(root / "v.usearch", 8)  # the file lost: every vector is in SQLite only
         seen: list[tuple[int, ...]] = []
         real_add = vectors.add
@@ -233,7 +234,7 @@ def test_the_ingest_thread_replaces_an_outgrown_draft_by_a_full_graph_of_sqlites
     root = short_tmpdir("fmu-")
     try:
         store, ids = _store_with_chunks(root, 12, embed_units=units.VERSION)
-        store.embeddings.store(ids, [units.pack(_unit_vectors(3, 8, i)) for i in range(12)])  # 36 units
+        store.embeddings.store(ids, [embeddings.pack(_unit_vectors(3, 8, i)) for i in range(12)])  # 36 units
         vectors = VectorIndex(root / "v.usearch", 8, exact_search_vectors=30)
         pipeline = Pipeline(store, KeywordIndex(root / "kw"), vectors, "tcp://127.0.0.1:9", IngestPolicy(), "t")
         # The file lost: the draft filled again from SQLite, and saved.

@@ -48,6 +48,7 @@ from tests.bench.factoids import DATA, DJANGO, MANUALS, SCIFACT, build_corpora, 
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.mcpclient import kernel_config
 from tests.bench.transports import REPO
+from tests.config import merge
 
 NOANSWER = DATA / "noanswer.jsonl"
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
@@ -99,7 +100,7 @@ def measure(home: Path | None) -> tuple[list[Asked], dict[str, Any]]:
     asked = _questions()
     gold = {q.id: q for q in load_questions()}
     policy = LlmPolicy()
-    kernel = Kernel("answer-floor", kernel_config() + SLOW_PARSES, home)
+    kernel = Kernel("answer-floor", merge(kernel_config(), SLOW_PARSES), home)
     results = Results(machine=machine.facts(REPO), args={})
     try:
         corpora = build_corpora(kernel.root / "corpora", load_questions(), CORPORA)

@@ -84,6 +84,7 @@ from tests.bench.mcpclient import BlockingClient, front_door, kernel_config, set
 from tests.bench.scifact import wait_query_model
 from tests.bench.stats import pct
 from tests.bench.transports import REPO
+from tests.config import Config, merge
 
 REPORT = REPO / "docs" / "benchmarks" / "answers.md"
 CHAT = "chat_with_documents"
@@ -92,7 +93,7 @@ MODES = ("auto", "extractive", "generative")
 TOP_K = 5
 INDEX_TIMEOUT_S = 3600.0
 WARMUP_QUESTION = "What do these documents say about configuration defaults?"
-SLOW_PARSES = "\n[ingest]\nparse_timeout_s = 900\n"
+SLOW_PARSES: Config = {"ingest": {"parse_timeout_s": 900}}
 """gnuplot's 311-page manual can miss the default parse deadline on a loaded 2-core machine and be
 quarantined (:mod:`tests.bench.lookup` met it): this bench measures answers, not parse speed."""
 JUDGED = ("fresh4", "fresh3", "fresh2", "fresh", "held_out")
@@ -425,12 +426,9 @@ def run(args: argparse.Namespace, results: Results) -> None:
     if not questions:
         raise BenchFailure("no questions picked")
     results.questions = questions
-    kernel = Kernel(
-        "answers",
-        kernel_config(settings(args.search), llm={"load": '"at_start"', "idle_unload_s": "0", **settings(args.llm)})
-        + SLOW_PARSES,
-        Path(args.home) if args.home else None,
-    )
+    llm = {"load": "at_start", "idle_unload_s": 0, **settings(args.llm)}
+    config = merge(kernel_config(settings(args.search), llm=llm), SLOW_PARSES)
+    kernel = Kernel("answers", config, Path(args.home) if args.home else None)
     try:
         # Every question's corpus, whatever --split / --limit picked: a kept home's index stays the same.
         # With --index asked, only the corpora of the picked questions (a smaller home, its own).

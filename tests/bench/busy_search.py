@@ -34,6 +34,7 @@ from tests.bench.mcpclient import BlockingClient, front_door, kernel_config
 from tests.bench.scifact import indexed_kernel, scifact_queries, write_corpus
 from tests.bench.stats import pct
 from tests.bench.transports import REPO
+from tests.config import merge
 
 REPORT = REPO / "docs" / "benchmarks" / "busy-search.md"
 TABLE_HEAD = (
@@ -71,7 +72,7 @@ def main() -> int:
     facts = machine.facts(REPO)
     config = kernel_config()
     if args.embedder_nice is not None:
-        config += f"\n[workers.embedder]\nnice = {args.embedder_nice}\n"
+        config = merge(config, {"workers": {"embedder": {"nice": args.embedder_nice}}})
     queries = scifact_queries()
     extra = args.home / f"scifact-extra-{args.extra}"
     load_before = os.getloadavg()[0]

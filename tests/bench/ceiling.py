@@ -54,6 +54,7 @@ from tests.bench.scifact import SCIFACT_DOCS, doc_id_of, indexed_kernel, judged_
 from tests.bench.stats import Series
 from tests.bench.synthetic import Synthetic, corpus_bytes, disk, tantivy_segments
 from tests.bench.transports import REPO
+from tests.config import Config, merge
 
 STATE = "ceiling.json"
 TOP_K = 20  # two chunks a document for the ten nDCG@10 counts (most abstracts are one or two chunks)
@@ -64,11 +65,11 @@ STOP = threading.Event()
 START_TIMEOUT_S = 1800.0  # loading a 1M-vector usearch file and checking it against SQLite takes a while
 
 
-def serving_config() -> str:
+def serving_config() -> Config:
     """The search benches' override (front door on port 0, rate limit raised, cache off, no background
     analysis) with only the workers that serve a search: nothing parses, watches or chats."""
-    off = "".join(f"\n[workers.{name}]\nenabled = false\n" for name in PROCESS_MAP if name not in SERVING)
-    return kernel_config() + off
+    off = {name: {"enabled": False} for name in PROCESS_MAP if name not in SERVING}
+    return merge(kernel_config(), {"workers": off})
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from foldermind.protocol.client import BusClient
 from tests.bench import machine
 from tests.bench.console import CONFIG, _get, _sign_in
 from tests.bench.kernels import BenchKernel
-from tests.config import render
+from tests.config import merge
 from tests.helpers import only_workers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +101,7 @@ def _row(name: str, values: list[float]) -> str:
 
 def run(reps: int, before: str | None) -> list[str]:
     facts = machine.facts(REPO)
-    config = CONFIG + render(only_workers("frontdoor", "console"))  # the bench's own config is TOML text
+    config = merge(CONFIG, only_workers("frontdoor", "console"))
     times: dict[str, list[float]] = {}
     with ExitStack() as stack:
         sides: dict[str, tuple[BenchKernel, dict[str, str], tuple[str, str]]] = {}

@@ -136,7 +136,7 @@ def main() -> None:
     args = parser.parse_args()
     machine = facts(Path(__file__).resolve().parents[2])
     # No summaries: the llm would be writing them after every start, on the CPU the start is measured on.
-    config = f'[ingest]\nmodel_cache_dir = "{MODEL_CACHE}"\n[llm]\nanalysis = false\n'
+    config = {"ingest": {"model_cache_dir": MODEL_CACHE}, "llm": {"analysis": False}}
     kernel = Kernel("coldstart", config, Path(args.home) if args.home else None)
     starts: list[tuple[float, float, float, dict[str, float], dict[str, float]]] = []
     try:

@@ -43,6 +43,7 @@ from foldermind.protocol.messages import (
 from foldermind.protocol.runtime.config import LlmPolicy
 from tests.bench import machine
 from tests.bench.kernels import BenchKernel
+from tests.config import Config, merge
 from tests.filemakers import make_pdf
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +67,7 @@ QUESTIONS = [
     "What happens to a file outside the Smart Folders?",
 ]
 """Written before any run: questions a user of these docs would ask."""
-CONFIG = '[mcp]\nport = 0\n[console]\nport = 0\n[llm]\nanswer_mode = "extractive"\n'
+CONFIG: Config = {"mcp": {"port": 0}, "console": {"port": 0}, "llm": {"answer_mode": "extractive"}}
 """Extractive answers: the Ask page is then the engine's own work beside its evidence request, no model call."""
 MIB = 1024 * 1024
 
@@ -117,7 +118,7 @@ def _tree_idle(k: BenchKernel) -> tuple[int, int | None]:
 def run(reps: int) -> list[str]:
     facts = machine.facts(REPO)
     lines: list[str] = []
-    with BenchKernel(CONFIG + "[workers.console]\nenabled = false\n", "no console") as bare:
+    with BenchKernel(merge(CONFIG, {"workers": {"console": {"enabled": False}}}), "no console") as bare:
         tree_without, _ = _tree_idle(bare)
     with BenchKernel(CONFIG, "console") as k:
         tree_with, console_idle = _tree_idle(k)

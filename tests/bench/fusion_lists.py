@@ -187,8 +187,7 @@ def dump(corpus: str, home: Path, out: Path, shapes_only: bool = False) -> int:
     queries = [q for q in wanted if all((folder / f).is_file() for f in q.gold)]
     if missing := len(wanted) - len(queries):
         say(f"{corpus}: {missing} queries left out, a gold file not in {folder}")
-    ingest = "\n[ingest]\n" + "".join(f"{k} = {v}\n" for k, v in SLOW_PARSES.items())
-    kernel = Kernel(f"fusion-lists-{corpus}", kernel_config() + ingest, home)
+    kernel = Kernel(f"fusion-lists-{corpus}", kernel_config(ingest=SLOW_PARSES), home)
     dumped: list[Dumped] = []
     try:
         kernel.start()

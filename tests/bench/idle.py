@@ -82,7 +82,7 @@ def _settle(list_procs: Callable[[], list[psutil.Process]], at_least_s: float) -
 
 
 def measure(seconds: float, settle_s: float, say: Callable[[str], None]) -> Idle:
-    with BenchKernel("", "default kernel", strict=False) as kernel:
+    with BenchKernel(label="default kernel", strict=False) as kernel:
         if kernel.not_running:
             say(f"  NOT RUNNING: {kernel.not_running}; measuring the rest")
         say(f"  default tree up after {kernel.ready_s:.1f} s; settling at least {settle_s:g} s")

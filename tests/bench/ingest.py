@@ -65,6 +65,7 @@ from foldermind.protocol.messages import (
 )
 from foldermind.protocol.runtime.config import IngestPolicy
 from foldermind.workers.indexer.ingest import units
+from foldermind.workers.indexer.storage import embeddings
 from tests.bench import machine
 from tests.bench.cpu import cpu_seconds
 from tests.bench.kernels import BenchFailure, Kernel, say
@@ -72,6 +73,7 @@ from tests.bench.machine import wait_for_quiet
 from tests.bench.markdown import merged
 from tests.bench.scifact import scifact_dir, scifact_queries, write_corpus
 from tests.bench.transports import REPO
+from tests.config import Config
 
 REPORT = REPO / "docs" / "benchmarks" / "ingest.md"
 LIMIT_ENV = "FOLDERMIND_BENCH_LIMIT"
@@ -94,7 +96,7 @@ PROGRESS_S = 0.25  # FolderListRequest to the indexer until every file is indexe
 PROGRESS_EMBED_S = 1.0  # then, until every chunk is embedded
 INGEST_TIMEOUT_S = 3600.0
 BARE_BATCH = 32
-NO_EMBEDDER = "[workers.embedder]\nenabled = false\n"
+NO_EMBEDDER: Config = {"workers": {"embedder": {"enabled": False}}}
 # The watcher's line goes on with more counts (skipped, unsupported) after the three read here.
 SCAN_LINE = re.compile(r"folder (\S+): (\d+) files scanned in ([0-9.]+) s \((\d+) new, (\d+) changed, (\d+) deleted\b")
 
@@ -795,7 +797,7 @@ def usearch_recall(db_path: Path, live_file: Path, query_vectors: NDArray[np.flo
         return []
     # Every unit vector under its chunk's id, as vectors.py keeps them; recall is of the chunks of the top
     # RECALL_K units (exact against usearch's).
-    unit_keys, matrix = units.stack([(int(r[0]), r[1]) for r in rows], int(dim[0]) if dim else 384)
+    unit_keys, matrix = embeddings.stack([(int(r[0]), r[1]) for r in rows], int(dim[0]) if dim else 384)
     keys = np.asarray(unit_keys, dtype=np.uint64)
     ndim = matrix.shape[1]
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,6 +32,7 @@ from foldermind.protocol.runtime.config import PROCESS_MAP, IngestPolicy, load
 from foldermind.protocol.runtime.home import Home
 from tests.bench.cpu import cpu_seconds
 from tests.bench.transports import BenchError
+from tests.config import Config, merge, render
 
 REPO = Path(__file__).resolve().parents[2]
 # The fault worker (tests/faultworker.py) of the bus bench runs as a child of the kernel: the kernel's
@@ -63,28 +65,25 @@ def default_workers() -> list[str]:
     return list(PROCESS_MAP)
 
 
-def echo_only_config() -> str:
+def echo_only_config() -> Config:
     """A home override that disables every default worker and runs only the echo test worker."""
-    disabled = "".join(f"[workers.{name}]\nenabled = false\n\n" for name in default_workers())
-    return (
-        disabled
-        + """[workers.testworker]
-module = "tests.faultworker"
-env = { FOLDERMIND_CAPACITY = "64" }
-"""
+    return merge(
+        {"workers": {name: {"enabled": False} for name in default_workers()}},
+        {"workers": {"testworker": {"module": "tests.faultworker", "env": {"FOLDERMIND_CAPACITY": "64"}}}},
     )
 
 
 class BenchKernel:
     """``with BenchKernel(config) as k:`` runs ``foldermind start`` / ``stop`` around the block.
 
-    ``config`` is written to ``<home>/config/supervisor.toml``; empty means the default process map.
+    ``config`` (a dict, :mod:`tests.config`) is written to ``<home>/config/supervisor.toml``; empty means the
+    default process map.
     ``strict``: every worker must reach RUNNING; otherwise workers that settle FAILED or EXITED are
     listed in ``not_running`` and the rest is used. The home is removed afterwards unless something
     failed (then its logs are kept and named).
     """
 
-    def __init__(self, config: str = "", label: str = "kernel", strict: bool = True) -> None:
+    def __init__(self, config: Mapping[str, Any] | None = None, label: str = "kernel", strict: bool = True) -> None:
         self.label = label
         self.strict = strict
         self.not_running: dict[str, str] = {}
@@ -92,7 +91,7 @@ class BenchKernel:
         self.home = Home.resolve(self.root)
         self.home.ensure()
         if config:
-            self.home.supervisor_override.write_text(config, encoding="utf-8")
+            self.home.supervisor_override.write_text(render(config), encoding="utf-8")
         self.kernel_pid = 0
         self.start_s = 0.0
         self.ready_s = 0.0
@@ -176,19 +175,19 @@ class Kernel:
     (``tempfile.mkdtemp(prefix="fmi-")``) or in ``root``, a home that is kept (and whose index the next
     run reuses).
 
-    ``config`` is written to the home's supervisor.toml override (before the start). ``stop()`` also kills
-    whatever of the kernel's process tree is left, by pid; a fresh home is removed by ``cleanup()`` unless
-    ``keep`` is set (a failed stop sets it: the logs stay for inspection).
+    ``config`` (a dict, :mod:`tests.config`) is written to the home's supervisor.toml override (before the
+    start). ``stop()`` also kills whatever of the kernel's process tree is left, by pid; a fresh home is removed
+    by ``cleanup()`` unless ``keep`` is set (a failed stop sets it: the logs stay for inspection).
     """
 
-    def __init__(self, label: str, config: str = "", root: Path | None = None) -> None:
+    def __init__(self, label: str, config: Mapping[str, Any] | None = None, root: Path | None = None) -> None:
         self.label = label
         self.keep = root is not None
         self.root = root if root is not None else Path(tempfile.mkdtemp(prefix="fmi-"))
         self.home = Home.resolve(self.root)
         self.home.ensure()
         if config or self.home.supervisor_override.exists():  # a kept home: its last run's override goes
-            self.home.supervisor_override.write_text(config, encoding="utf-8")
+            self.home.supervisor_override.write_text(render(config or {}), encoding="utf-8")
         self.policy: IngestPolicy = load(self.home.supervisor_override).ingest
         self.kernel_pid = 0
         self.pids: set[int] = set()

@@ -81,6 +81,7 @@ from tests.bench.scifact import (
 )
 from tests.bench.stats import Series
 from tests.bench.transports import REPO
+from tests.config import Config
 
 REPORT = REPO / "docs" / "benchmarks" / "llm.md"
 OVERVIEW = REPO / "docs" / "benchmarks" / "README.md"
@@ -596,13 +597,12 @@ def tool_error(result: CallToolResult) -> str:
     return text[:300] or "error without text"
 
 
-def chat_config(attribute_uncited: bool) -> str:
+def chat_config(attribute_uncited: bool) -> Config:
     """The search benches' override, with no analysis job between two chats; the model loaded at start and
     never unloaded (an index built first can take longer than the idle time), so a question's time is a
     question's, not a load's."""
-    flag = "true" if attribute_uncited else "false"
     return kernel_config(
-        llm={"analysis": "false", "attribute_uncited": flag, "load": '"at_start"', "idle_unload_s": "0"}
+        llm={"analysis": False, "attribute_uncited": attribute_uncited, "load": "at_start", "idle_unload_s": 0}
     )
 
 
@@ -758,7 +758,7 @@ def search_round(http: BlockingClient, queries: list[str], into: Series) -> None
 def analysis_phase(args: argparse.Namespace, out: Analysis, results: Results) -> None:
     out.docs = args.analysis_docs
     queries = scifact_queries()[: args.search_queries]
-    config = kernel_config(llm={"analysis": "true", "load": '"at_start"', "idle_unload_s": "0"})
+    config = kernel_config(llm={"analysis": True, "load": "at_start", "idle_unload_s": 0})
     with indexed_kernel(None, args.analysis_docs, config) as (kernel, index), kernel.client("bench-llm") as client:
         out.index = index
         t_indexed = time.monotonic()

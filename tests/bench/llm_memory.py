@@ -84,7 +84,7 @@ def chat(kernel: Kernel) -> tuple[float, ChatReply]:
 
 
 def residency(idle_unload_s: float) -> dict[str, object]:
-    config = f'[ingest]\nmodel_cache_dir = "{MODEL_CACHE}"\n[llm]\nanalysis = false\nidle_unload_s = {idle_unload_s}\n'
+    config = {"ingest": {"model_cache_dir": MODEL_CACHE}, "llm": {"analysis": False, "idle_unload_s": idle_unload_s}}
     kernel = Kernel("llm-memory", config)
     try:
         kernel.start()

@@ -33,6 +33,7 @@ import sqlite3
 import sys
 import threading
 import time
+import tomllib
 import traceback
 from collections import Counter
 from collections.abc import Iterator
@@ -54,6 +55,8 @@ from tests.bench.mcpclient import Wire, front_door, http_client
 from tests.bench.scifact import SCIFACT_DOCS, Index, _lines, file_name, indexed_kernel, scifact_queries
 from tests.bench.stats import Series
 from tests.bench.transports import REPO
+from tests.config import Config, merge
+from tests.config import render as render_config
 
 REPORT = REPO / "docs" / "reliability-load.md"
 PROTOCOL = "legacy"  # an Mcp-Session-Id per client: "each its own session", each its own rate bucket
@@ -101,8 +104,8 @@ class Plan:
     analysis: bool = True  # the model's background summaries, as a user gets them (the product default)
     drain_timeout_s: float = 600.0
     seed: int = 6
-    search: dict[str, str] = field(default_factory=dict)  # more [search] keys, TOML values
-    extra_config: str = ""  # more tables of the home's override, TOML (reported with the rest)
+    search: dict[str, Any] = field(default_factory=dict)  # more [search] keys
+    extra_config: Config = field(default_factory=dict)  # more of the home's override, over the rest (reported)
 
 
 @dataclass(slots=True)
@@ -132,7 +135,7 @@ class Results:
     plan: Plan
     machine: dict[str, str] = field(default_factory=dict)
     index: Index | None = None
-    config: str = ""
+    config: Config = field(default_factory=dict)
     idle: Series = field(default_factory=Series)  # hybrid search, ms end to end
     idle_query_ms: Series = field(default_factory=Series)  # the indexer's own query_ms, same calls
     idle_errors: int = 0
@@ -204,16 +207,18 @@ def mib(n: int) -> str:
     return f"{n / 2**20:.1f}"
 
 
-def kernel_config(plan: Plan) -> str:
+def kernel_config(plan: Plan) -> Config:
     """The home's override: the front door on an OS-assigned port; the query-vector cache off (the load
     cycles through SciFact's queries, and a cache would answer repeats without the encode that a new
     question costs); the rate limit and background analysis as the plan says."""
-    mcp = "[mcp]\nport = 0\n" + (f"rate_per_minute = {plan.rate_per_minute}\n" if plan.rate_per_minute else "")
-    search = "".join(f"{k} = {v}\n" for k, v in {"query_cache_size": "0", **plan.search}.items())
-    # The model loaded at start and kept: a chat's time is a chat's, not a load's.
-    llm = f'[llm]\nanalysis = {str(plan.analysis).lower()}\nload = "at_start"\nidle_unload_s = 0\n'
-    text = f"{mcp}\n{llm}\n[search]\n{search}"
-    return text + (f"\n{plan.extra_config.strip()}\n" if plan.extra_config.strip() else "")
+    rate = {"rate_per_minute": plan.rate_per_minute} if plan.rate_per_minute else {}
+    return merge(
+        {"mcp": {"port": 0, **rate}},
+        # The model loaded at start and kept: a chat's time is a chat's, not a load's.
+        {"llm": {"analysis": plan.analysis, "load": "at_start", "idle_unload_s": 0}},
+        {"search": {"query_cache_size": 0, **plan.search}},
+        plan.extra_config,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -868,7 +873,9 @@ def render(r: Results) -> str:
         " Idle: the same hybrid searches one at a time over the same sessions in turn, before the load, nothing"
         f" else asked ({p.idle_queries} measured after {p.warmup_queries} warm-up). Then one call of every tool,"
         " a chat included, so that first-use allocations fall before the RSS at the start of the load."
-        " Home override (`config/supervisor.toml`): " + "; ".join(f"`{ln}`" for ln in r.config.splitlines() if ln) + "."
+        " Home override (`config/supervisor.toml`): "
+        + "; ".join(f"`{ln}`" for ln in render_config(r.config).splitlines() if ln)
+        + "."
     )
     lines += [*para(cond), ""]
     lines += ["## Calls per tool under load", ""]
@@ -1006,6 +1013,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-write", action="store_true", help="print the report only")
     args = parser.parse_args(argv)
+    try:
+        extra_config = tomllib.loads(args.config.replace("\\n", "\n"))
+    except tomllib.TOMLDecodeError as exc:
+        parser.error(f"--config: {exc}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the workers inherit it: nothing is downloaded
     plan = Plan(
         minutes=args.minutes,
@@ -1018,7 +1029,7 @@ def main(argv: list[str] | None = None) -> int:
         chats_in_flight=args.chats_in_flight,
         rate_per_minute=args.rate,
         analysis=args.analysis,
-        extra_config=args.config.replace("\\n", "\n"),
+        extra_config=extra_config,
     )
     facts = machine.facts(REPO)
     machine.versions(facts, *machine.MCP_STACK)

@@ -52,6 +52,7 @@ from tests.bench.retrieval import ndcg, recall
 from tests.bench.scifact import Query as SciFactQuery
 from tests.bench.scifact import file_name, index_corpus, judged_queries, scifact_dir
 from tests.bench.transports import REPO
+from tests.config import Config
 
 QUERIES = Path(__file__).with_name("lookup_data") / "queries.jsonl"
 SETS = ("queries.jsonl", "known2.jsonl", "natural2.jsonl")
@@ -61,7 +62,7 @@ SHOWN_SETTINGS = ("fusion", "blend_keyword_weight", "blend_lookup_keyword_weight
 REPORT = REPO / "docs" / "benchmarks" / "lookup.md"
 TOP_K = 10
 LIST_DEPTH = 200
-SLOW_PARSES = {"parse_timeout_s": "900"}
+SLOW_PARSES = {"parse_timeout_s": 900}
 """gnuplot's 311-page manual missed the default 60 s parse deadline twice on the shared 2-core machine under a
 load average of 20, and was quarantined: the bench measures search, not parse speed."""
 KINDS = ("known-item", "natural")
@@ -244,7 +245,7 @@ def write_scifact(dest: Path, distractors: int) -> tuple[int, list[SciFactQuery]
 
 
 def scifact_lists(
-    home: Path, distractors: int, modes: Sequence[tuple[str, str, str]], results: Results, config: str
+    home: Path, distractors: int, modes: Sequence[tuple[str, str, str]], results: Results, config: Config
 ) -> Lists:
     kernel = Kernel("lookup-scifact", config, home)
     try:

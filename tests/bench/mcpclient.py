@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+import tomllib
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -22,33 +23,34 @@ from mcp.client.streamable_http import streamable_http_client
 from foldermind.protocol.runtime.config import SearchPolicy
 from tests import mcpclient
 from tests.bench.kernels import BenchFailure
+from tests.config import Config, merge
 
 
 def kernel_config(
-    search: dict[str, str] | None = None, llm: dict[str, str] | None = None, ingest: dict[str, str] | None = None
-) -> str:
+    search: Mapping[str, Any] | None = None,
+    llm: Mapping[str, Any] | None = None,
+    ingest: Mapping[str, Any] | None = None,
+) -> Config:
     """The home's override for the search benches: the front door on an OS-assigned port, the rate limit
     raised, the model's background analysis off, and the indexer's query-vector cache off (where it has
     one), so that every search encodes its query (the latency rounds ask each query of several sessions and
-    modes in turn, and a cache would answer all but the first). ``search``: more ``[search]`` keys, as TOML
-    values (``{"fusion": '"rrf"'}``); ``llm`` and ``ingest``: ``[llm]`` and ``[ingest]`` keys the same way."""
-    table = {"query_cache_size": "0"} if "query_cache_size" in SearchPolicy.model_fields else {}
-    table.update(search or {})
+    modes in turn, and a cache would answer all but the first). ``search``, ``llm`` and ``ingest``: more keys of
+    those tables (``{"fusion": "rrf"}``), over these."""
+    table = {"query_cache_size": 0} if "query_cache_size" in SearchPolicy.model_fields else {}
     # The model's background summaries would share the CPU with the searches measured here; their
     # effect on search is measured on its own by tests.bench.llm.
-    llm_table = {"analysis": "false", **(llm or {})}
-    config = "[mcp]\nport = 0\nrate_per_minute = 1000000\n"
-    config += "\n[llm]\n" + "".join(f"{k} = {v}\n" for k, v in llm_table.items())
-    if table:
-        config += "\n[search]\n" + "".join(f"{k} = {v}\n" for k, v in table.items())
-    if ingest:
-        config += "\n[ingest]\n" + "".join(f"{k} = {v}\n" for k, v in ingest.items())
-    return config
+    return merge(
+        {"mcp": {"port": 0, "rate_per_minute": 1000000}, "llm": {"analysis": False}},
+        {"llm": llm or {}},
+        {"search": {**table, **(search or {})}} if table or search else {},
+        {"ingest": ingest} if ingest else {},
+    )
 
 
-def settings(pairs: list[str]) -> dict[str, str]:
-    """``KEY=VALUE`` command-line pairs (VALUE in TOML) as a table for :func:`kernel_config`."""
-    return {k.strip(): v.strip() for k, v in (kv.split("=", 1) for kv in pairs)}
+def settings(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` command-line pairs (VALUE in TOML: ``fusion="rrf"``, ``exact_search_vectors=0``) as a table
+    for :func:`kernel_config`."""
+    return {k.strip(): tomllib.loads(f"value = {v.strip()}")["value"] for k, v in (kv.split("=", 1) for kv in pairs)}
 
 
 SEARCH = "search_documents"

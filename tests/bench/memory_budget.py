@@ -38,22 +38,23 @@ from tests.bench import machine
 from tests.bench.ingest import Sampler, index_folder
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.scifact import write_corpus
+from tests.config import Config, merge
 
-IDLE_S = 30.0
+IDLE_S = 30
 """Both idle times in part 2 (the defaults are 600 s: the same code path, 20x sooner)."""
 AFTER_S = 60.0
 SAVED_AFTER_S = 30.0
-RUNNING = "\n[workers.llm]\non_demand = false\n[workers.embedder]\non_demand = false\n"
-PARSERS_RUNNING = "\n[workers.parser]\non_demand = false\n"
-PARSERS = f"\n[workers.parser]\non_demand = true\nidle_exit_s = {IDLE_S:g}\n"
+RUNNING: Config = {"workers": {"llm": {"on_demand": False}, "embedder": {"on_demand": False}}}
+PARSERS_RUNNING: Config = {"workers": {"parser": {"on_demand": False}}}
+PARSERS: Config = {"workers": {"parser": {"on_demand": True, "idle_exit_s": IDLE_S}}}
 MODELS = ("llm", "embedder")
 CONFIGS = (
     ("llm and embedder on demand", PARSERS_RUNNING, MODELS),
     ("the parsers too", PARSERS, (*MODELS, "parser#1", "parser#2")),
-    ("always running", RUNNING + PARSERS_RUNNING, ()),
+    ("always running", merge(RUNNING, PARSERS_RUNNING), ()),
 )
 """Each spelled out, whatever the defaults: the defaults are the second."""
-QUIET = f"\n[ingest]\nembed_idle_unload_s = {IDLE_S:g}\n[llm]\nidle_unload_s = {IDLE_S:g}\nanalysis = false\n"
+QUIET: Config = {"ingest": {"embed_idle_unload_s": IDLE_S}, "llm": {"idle_unload_s": IDLE_S, "analysis": False}}
 MIB = 1024 * 1024
 
 
@@ -140,11 +141,11 @@ def _ask(kernel: Kernel) -> None:
 
 
 def idle(
-    root: Path, corpus: Path, label: str, config: str, n: int, waits: tuple[str, ...]
+    root: Path, corpus: Path, label: str, config: Config, n: int, waits: tuple[str, ...]
 ) -> tuple[dict[str, int], int, list[float], float]:
     """The idle tree (per process, whole tree), the first search / new file / answer after idle, and how long
     the tree took to reach it."""
-    kernel = Kernel(label, config=QUIET + config, root=root / "home")
+    kernel = Kernel(label, config=merge(QUIET, config), root=root / "home")
     scans = _scans(kernel)
     kernel.start()
     try:

@@ -52,7 +52,6 @@ BOUNDS = {"parse_timeout_s": 3600, "ocr_timeout_s": 600}
 """The bench measures OCR, not its time limits: on this shared machine (load average 6 on 2 cores) the default
 parse deadline (60 s; OCR stops at 48) cost a six-page scan its last page, and one page ran past the default
 ocr_timeout_s (30 s)."""
-BOUNDS_TOML = "\n".join(f"{key} = {value}" for key, value in BOUNDS.items())
 MAX_BYTES = 256 * 1024 * 1024
 """Pillow writes a lossless PDF page as hex (a 300-dpi letter page: 17 MB), past the default 50 MiB for six."""
 LINE_CHARS = 78
@@ -205,7 +204,7 @@ def known_item(pdf: Path, pages: list[list[str]]) -> Search:
     docs = root / "scans"
     docs.mkdir()
     shutil.copy(pdf, docs / pdf.name)
-    kernel = RunningKernel(root / "home", f"[ingest]\n{BOUNDS_TOML}\n")
+    kernel = RunningKernel(root / "home", {"ingest": BOUNDS})
     try:
         kernel.start()
         cli(kernel.root, "folders", "add", str(docs), "--wait", timeout=900)

@@ -26,13 +26,14 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.home import Home
+from tests.config import Config, merge
 from tests.helpers import RunningKernel, cli, remove_tree, short_tmpdir, status_json, wait_for, with_model_cache
 
 SCIFACT = Path(os.environ.get("FOLDERMIND_SCIFACT", "/work/shared/eval/scifact")) / "corpus.jsonl"
 BATCH, IN_FLIGHT = 32, 4
-ONLY_EMBEDDER = "".join(
-    f"\n[workers.{name}]\nenabled = false\n" for name in ("watcher", "parser", "indexer", "llm", "frontdoor")
-)
+ONLY_EMBEDDER: Config = {
+    "workers": {name: {"enabled": False} for name in ("watcher", "parser", "indexer", "llm", "frontdoor")}
+}
 
 
 def texts(n: int) -> list[str]:
@@ -87,7 +88,7 @@ def main() -> None:
     corpus = texts(args.docs)
     root, other = short_tmpdir(), short_tmpdir("fm-r-")
     port = free_port()
-    kernel = RunningKernel(root, ONLY_EMBEDDER + f'\n[bus]\nlisten_tcp = "127.0.0.1:{port}"\n')
+    kernel = RunningKernel(root, merge(ONLY_EMBEDDER, {"bus": {"listen_tcp": f"127.0.0.1:{port}"}}))
     member: subprocess.Popen[str] | None = None
     try:
         kernel.start()
@@ -97,7 +98,7 @@ def main() -> None:
         local_s, local_done = embed_all(client, corpus)
         home = Home.resolve(other)
         home.ensure()
-        home.supervisor_override.write_text(with_model_cache(""))
+        home.supervisor_override.write_text(with_model_cache({}))
         worker_key = json.loads(cli(other, "worker", "keys", "--json").stdout)["public_key"]
         server_key = json.loads(cli(root, "bus", "keys", "--json").stdout)["public_key"]
         cli(root, "bus", "allow", "bench", worker_key)

@@ -23,6 +23,7 @@ from typing import Any
 from foldermind.protocol.client import BusClient
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.transports import REPO
+from tests.config import Config
 
 SCIFACT_ENV = "FOLDERMIND_SCIFACT"
 SCIFACT_DOCS = 5183
@@ -176,7 +177,7 @@ def wait_query_model(kernel: Kernel, client: BusClient, timeout: float = 180) ->
 
 
 @contextlib.contextmanager
-def indexed_kernel(home: Path | None, docs: int, config: str = "") -> Iterator[tuple[Kernel, Index]]:
+def indexed_kernel(home: Path | None, docs: int, config: Config | None = None) -> Iterator[tuple[Kernel, Index]]:
     """A running kernel (default process map, ``config`` over it) that has indexed and embedded the first
     ``docs`` abstracts, in ``<home>/scifact-<docs>``. ``home``: kept, and reused as it is when it has
     indexed them already (a run then takes seconds, not the ~11 minutes of indexing); None: a throw-away

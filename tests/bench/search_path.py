@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         kernel, index = stack.enter_context(indexed_kernel(home, SCIFACT_DOCS, kernel_config()))
         exact = None
         if exact_home is not None:
-            config = kernel_config({"exact_search_vectors": str(EXACT)})
+            config = kernel_config({"exact_search_vectors": EXACT})
             exact = stack.enter_context(indexed_kernel(exact_home, SCIFACT_DOCS, config))[0]
         say("waiting for the indexer's full graph (an outgrown draft is rebuilt at its first idle moment)")
         wait_full_graph(kernel.root / "data")

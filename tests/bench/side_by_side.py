@@ -60,7 +60,7 @@ def main() -> int:
     probes: dict[tuple[int, int], list[CpuProbe]] = {key: [] for key in outs}
     for r in range(args.rounds):
         for v in variants[r % len(variants) :] + variants[: r % len(variants)]:
-            config = kernel_config(search={"search_threads": str(v)})
+            config = kernel_config(search={"search_threads": v})
             with indexed_kernel(args.home, args.docs, config) as (kernel, _index):
                 url, token = front_door(kernel.root)
                 with kernel.client("bench-side") as bus:

@@ -36,13 +36,13 @@ from foldermind.protocol.messages import (
 )
 from foldermind.workers.embedding import model_files
 from foldermind.workers.indexer.analysis.analyzer import analyze_stored
-from foldermind.workers.indexer.ingest.units import unpack
 from foldermind.workers.indexer.search import visibility
 from foldermind.workers.indexer.search.encoder import QueryEncoder
 from foldermind.workers.indexer.search.search import hit_from_row
 from foldermind.workers.indexer.search.snippets import snippet
 from foldermind.workers.indexer.storage import analyses, database, folders
 from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.embeddings import unpack
 from foldermind.workers.indexer.storage.extracted import read_lines
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex

@@ -24,6 +24,7 @@ from foldermind.workers.embedding import model_files, onnx_model
 from foldermind.workers.indexer.ingest import units
 from foldermind.workers.indexer.ingest.retry import LOST
 from foldermind.workers.indexer.ingest.turns import EMBEDDER, Turns
+from foldermind.workers.indexer.storage import embeddings
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 
@@ -150,11 +151,11 @@ class EmbedWindow:
         self.error = None
         ends = np.cumsum(sent.counts)
         spans = zip(ids, sent.counts, ends, strict=True)
-        blobs = {chunk_id: units.pack(matrix[end - n : end]) for chunk_id, n, end in spans}
+        blobs = {chunk_id: embeddings.pack(matrix[end - n : end]) for chunk_id, n, end in spans}
         with self.vectors.arrival(ids):
             kept = self.store.embeddings.store(ids, [blobs[i] for i in ids])
             self._wrote()
-            keys, rows = units.stack([(k, blobs[k]) for k in kept], body.dim)
+            keys, rows = embeddings.stack([(k, blobs[k]) for k in kept], body.dim)
             self.vectors.add(keys, rows, self._hold)
 
     def _unavailable(self, why: str) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from foldermind.protocol.messages import ChunkInfo, ParsePartial
-from foldermind.workers.indexer.ingest import units
+from foldermind.workers.indexer.storage import embeddings
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 
@@ -68,7 +68,7 @@ class PageWriter:
                 )
                 self.vectors.arriving = tuple(ids)
             if reused := self.store.embeddings.get(ids):  # pages that an earlier parse had embedded
-                self.vectors.add(*units.stack(reused, self.vectors.ndim))
+                self.vectors.add(*embeddings.stack(reused, self.vectors.ndim))
         read.written, read.pages_read, read.pages = done.written, done.pages_read, done.pages
 
     def may_write(self, doc_id: int, path: str, read: PagesRead) -> bool:

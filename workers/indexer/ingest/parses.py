@@ -21,12 +21,11 @@ from foldermind.protocol.errors import ErrorCode, ErrorInfo
 from foldermind.protocol.messages import ChunkInfo, ParsePartial, ParseReply, ParseRequest
 from foldermind.protocol.runtime.config import IngestPolicy
 from foldermind.workers import userfiles
-from foldermind.workers.indexer.ingest import units
 from foldermind.workers.indexer.ingest.disk import DiskGuard
 from foldermind.workers.indexer.ingest.journal import KeywordJournal
 from foldermind.workers.indexer.ingest.pages import PagesRead, PageWriter
 from foldermind.workers.indexer.ingest.retry import Next, decide
-from foldermind.workers.indexer.storage import languages
+from foldermind.workers.indexer.storage import embeddings, languages
 from foldermind.workers.indexer.storage.lifecycle import Document
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
@@ -305,7 +304,7 @@ class ParseWindow:
                 # Chunks whose text is unchanged keep their vectors: committed here, added to usearch below.
                 self.vectors.arriving = tuple(ids)
             if reused := self.store.embeddings.get(ids):
-                self.vectors.add(*units.stack(reused, self.vectors.ndim))
+                self.vectors.add(*embeddings.stack(reused, self.vectors.ndim))
         self.disk.wrote()
         self.journal.touched()
         if changed_meanwhile:

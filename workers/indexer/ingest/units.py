@@ -14,16 +14,14 @@ text file's title is its first line by custom (a corpus of abstracts is "title, 
 whose text is unchanged when its file is parsed again keeps its vectors (``Documents.write``) even if the
 title changed meanwhile: a retitled file is embedded again only where its text changed.
 
-SQLite keeps a chunk's units as one blob (:func:`pack`: its unit vectors one after another), so "a chunk has a
-vector" stays one column, and usearch holds each unit under its chunk's id (a multi-key index,
-:mod:`.vectors`). :data:`VERSION` names this scheme in the index (``embed_units``): an index embedded
-otherwise (one vector per chunk, before it) is embedded again.
+SQLite keeps a chunk's units as one blob (:func:`foldermind.workers.indexer.storage.embeddings.pack`: its unit
+vectors one after another), so "a chunk has a vector" stays one column, and usearch holds each unit under its
+chunk's id (a multi-key index, :mod:`foldermind.workers.indexer.storage.vectors`). :data:`VERSION` names this
+scheme in the index (``embed_units``): an index embedded otherwise (one vector per chunk, before it) is embedded
+again.
 """
 
 from __future__ import annotations
-
-import numpy as np
-from numpy.typing import NDArray
 
 from foldermind.workers.indexer.evidence.sentences import split
 
@@ -71,27 +69,3 @@ def units(text: str, title: str) -> list[str]:
 
 def _with(head: str, sentence: str) -> str:
     return f"{head}. {sentence}" if head and sentence != head else sentence
-
-
-def pack(matrix: NDArray[np.float32]) -> bytes:
-    """A chunk's unit vectors (one row each) as the blob SQLite keeps."""
-    return np.ascontiguousarray(matrix, dtype=np.float32).tobytes()
-
-
-def unpack(blob: bytes, ndim: int) -> NDArray[np.float32] | None:
-    """The unit vectors of a blob, one row each; ``None`` for a blob of another dimension (a stale leftover)."""
-    if not blob or len(blob) % (ndim * 4):
-        return None
-    return np.frombuffer(blob, dtype=np.float32).reshape(-1, ndim)
-
-
-def stack(rows: list[tuple[int, bytes]], ndim: int) -> tuple[list[int], NDArray[np.float32]]:
-    """Chunks' blobs as usearch takes them: each unit's key (its chunk's id, repeated) and the matrix of units."""
-    keys: list[int] = []
-    parts: list[NDArray[np.float32]] = []
-    for chunk_id, blob in rows:
-        matrix = unpack(blob, ndim)
-        if matrix is not None:
-            keys += [chunk_id] * len(matrix)
-            parts.append(matrix)
-    return keys, np.vstack(parts) if parts else np.zeros((0, ndim), dtype=np.float32)

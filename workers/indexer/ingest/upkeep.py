@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from foldermind.workers.embedding import model_files
 from foldermind.workers.indexer.ingest import units
+from foldermind.workers.indexer.storage import embeddings
 from foldermind.workers.indexer.storage.storage import writing
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex, insert_order
@@ -113,4 +114,4 @@ class VectorUpkeep:
     def _stored_units(self, ids: NDArray[np.uint64]) -> tuple[list[int], NDArray[np.float32]] | None:
         """The unit vectors SQLite holds for the chunks ``ids``, as usearch takes them (None: none has any now)."""
         part = self.store.embeddings.get([int(k) for k in ids])
-        return units.stack(part, self.vectors.ndim) if part else None
+        return embeddings.stack(part, self.vectors.ndim) if part else None

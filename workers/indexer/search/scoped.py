@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from foldermind.workers.indexer.ingest.units import unpack
+from foldermind.workers.indexer.storage.embeddings import unpack
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 

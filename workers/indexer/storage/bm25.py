@@ -15,8 +15,8 @@ English documents ranks as with Tantivy's own ``en_stem``. Measured: docs/tuning
 
 Queries never go through Tantivy's query parser: the query is cut into words by our own rule, each word stemmed
 as its field was, and the terms combined as term queries, so a user's ``AND``, quotes, ``field:`` or ``*`` are
-plain words, never syntax. Two content words in a row (:mod:`.stopwords` left out, the gap kept) also score as a
-phrase in ``text``, at ``[search] keyword_proximity`` of its BM25.
+plain words, never syntax. Two content words in a row (:data:`.languages.STOP_WORDS` left out, the gap kept)
+also score as a phrase in ``text``, at ``[search] keyword_proximity`` of its BM25.
 
 A change to these fields bumps :data:`SCHEMA_VERSION`: the index is rebuilt from SQLite (``rebuild_keyword_index``).
 """
@@ -38,9 +38,8 @@ import tantivy
 
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.protocol.runtime.home import fsync_path
-from foldermind.workers.indexer.search.stopwords import STOP_WORDS
 from foldermind.workers.indexer.storage.fields import BOOSTS, Boosts, name_words
-from foldermind.workers.indexer.storage.languages import ENGLISH, STEMMERS, stemmed_as
+from foldermind.workers.indexer.storage.languages import ENGLISH, STEMMERS, STOP_WORDS, stemmed_as
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")

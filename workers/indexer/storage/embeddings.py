@@ -1,11 +1,17 @@
 """The chunks' vectors kept in SQLite (``chunks.vector``, ``dead_vectors``): which chunks wait to be embedded,
 storing and dropping vectors, the counts a folder's progress shows, and what the usearch file is rebuilt and
-checked from. The model and precision the vectors were made with are in ``meta``."""
+checked from. The model and precision the vectors were made with are in ``meta``.
+
+A chunk's vectors, one per unit (:mod:`foldermind.workers.indexer.ingest.units`), are one blob: :func:`pack`
+writes it, :func:`unpack` reads it, :func:`stack` turns blobs into what usearch takes (:mod:`.vectors`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import NDArray
 
 from foldermind.workers.indexer.storage.database import SEARCHABLE_SQL, Table
 
@@ -145,3 +151,27 @@ class Embeddings(Table):
             (json.dumps(doc_ids),),
         )
         return [int(r[0]) for r in rows]
+
+
+def pack(matrix: NDArray[np.float32]) -> bytes:
+    """A chunk's unit vectors (one row each) as the blob SQLite keeps."""
+    return np.ascontiguousarray(matrix, dtype=np.float32).tobytes()
+
+
+def unpack(blob: bytes, ndim: int) -> NDArray[np.float32] | None:
+    """The unit vectors of a blob, one row each; ``None`` for a blob of another dimension (a stale leftover)."""
+    if not blob or len(blob) % (ndim * 4):
+        return None
+    return np.frombuffer(blob, dtype=np.float32).reshape(-1, ndim)
+
+
+def stack(rows: list[tuple[int, bytes]], ndim: int) -> tuple[list[int], NDArray[np.float32]]:
+    """Chunks' blobs as usearch takes them: each unit's key (its chunk's id, repeated) and the matrix of units."""
+    keys: list[int] = []
+    parts: list[NDArray[np.float32]] = []
+    for chunk_id, blob in rows:
+        matrix = unpack(blob, ndim)
+        if matrix is not None:
+            keys += [chunk_id] * len(matrix)
+            parts.append(matrix)
+    return keys, np.vstack(parts) if parts else np.zeros((0, ndim), dtype=np.float32)

@@ -16,6 +16,9 @@ Measured: docs/tuning.md#keyword-index.
 CLD2 says whether it is sure: a short or mixed text it is not sure of is :data:`UNDETERMINED` and stemmed as
 English. CLD2 refuses text that is not valid UTF-8 (lone surrogates) and some control characters: those are dropped
 from the sample first, and any refusal left is :data:`UNDETERMINED` too, never an indexing failure.
+
+:data:`STOP_WORDS` are English's function words, which a search reads a query's words by (:mod:`.bm25`'s word
+pairs, the lookup rule of :mod:`foldermind.workers.indexer.search.fusion`, snippets).
 """
 
 from __future__ import annotations
@@ -54,6 +57,71 @@ ALIASES = {"nn": "no"}
 SAMPLE_CHARS = 4000
 """Detection reads the document's start, this many characters: 0.25 ms with CLD2, and past ~2,000 characters
 of prose it is sure already."""
+
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "may",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "this",
+        "those",
+        "to",
+        "was",
+        "were",
+        "which",
+        "will",
+        "with",
+        "we",
+        "our",
+        "you",
+        "your",
+        "if",
+        "when",
+        "than",
+        "also",
+    ]
+)
+"""English function words (lower case), for the places a search reads a query's words by their kind:
+
+- :func:`foldermind.workers.indexer.search.fusion.is_lookup`: a query with none of them is a list of words a user
+  remembers, not a sentence;
+- the keyword side's proximity bonus (:mod:`.bm25`): two words of a query that follow each other once these are
+  left out form a pair that scores more where the text holds them as the query does, the gap included ("rate
+  of decline" pairs "rate" and "decline", one word apart).
+
+A small hand list rather than a library's: it only has to tell a sentence from a word list and skip the words
+that separate a query's content words; a larger list (answers' evidence uses one,
+:data:`foldermind.workers.indexer.evidence.sentences.STOPWORDS`) would make more sentences and questions read as
+word lists (docs/tuning.md#keyword-index)."""
 
 _REFUSED = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 """Control characters (CLD2 rejects some as invalid input) and lone surrogates (not encodable as UTF-8)."""
