@@ -15,7 +15,8 @@ coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`
 :class:`~.encoder.VectorCache`, keyed by model and text):
 a question asked again, or a claim checked against a sentence already scored, costs no encode.
 
-On top of that score, bonuses for what the question asks (a figure, a default, a name as code, a name the
+A sentence holds the terms its abbreviations stand for (:func:`.sentences.abbreviations`). On top of that score,
+bonuses for what the question asks (a figure, a default, a name as code, a name the
 question lacks) and a penalty for a fragment; the quote of a sentence may take in a neighbour (:mod:`.reach`).
 
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
@@ -120,6 +121,8 @@ class _Candidate:
     """The headings of its heading path, lower-cased: a line that is one of them is a heading, not a term."""
     path: str = ""
     """Its heading path, as the passage's location has it."""
+    stands_for: frozenset[str] = frozenset()
+    """Terms its abbreviations stand for, as its passage defines them (:func:`.sentences.abbreviations`)."""
     coverage: float = 0.0
     semantic: float = 0.0
     score: float = 0.0
@@ -365,25 +368,28 @@ class EvidenceService:
             path = hit["location"].get("heading") or ""
             heading = sentences.content_terms(path.replace(" > ", "\n"))
             titles = frozenset(t.strip().lower() for t in path.split(" > ") if t.strip())
+            defined = sentences.abbreviations(text)
             for j, s in enumerate(found):
                 own = sentences.content_terms(s.text)
-                out.append(_Candidate(i, found, j, own, heading - own, titles, path))
+                short = frozenset(sentences.stands_for(s.text, defined) - own) if defined else frozenset()
+                out.append(_Candidate(i, found, j, own, heading - own, titles, path, short))
         return out
 
     @staticmethod
     def _cover(question: str, context: str, candidates: list[_Candidate]) -> None:
         """Each candidate's share of the question's terms, idf-weighted; a previous question's terms (a
-        follow-up's subject) count for :data:`CONTEXT_WEIGHT` of their idf."""
+        follow-up's subject) count for :data:`CONTEXT_WEIGHT` of their idf. A sentence holds the terms its
+        abbreviations stand for ("community-onset SSTI" holds "soft tissue infections")."""
         terms = sentences.content_terms(question)
         weight = dict.fromkeys(sentences.content_terms(context) - terms, CONTEXT_WEIGHT) | dict.fromkeys(terms, 1.0)
         if not weight or not candidates:
             return
         n = len(candidates)
-        held = {t: sum(t in c.terms for c in candidates) for t in weight}
+        held = {t: sum(t in c.terms or t in c.stands_for for c in candidates) for t in weight}
         idf = {t: weight[t] * bm25.idf(k, n) for t, k in held.items()}
         total = sum(idf.values())
         for c in candidates:
-            held_here = sum(w for t, w in idf.items() if t in c.terms)
+            held_here = sum(w for t, w in idf.items() if t in c.terms or t in c.stands_for)
             c.coverage = (held_here + SECTION_WEIGHT * sum(w for t, w in idf.items() if t in c.section)) / total
 
     @staticmethod

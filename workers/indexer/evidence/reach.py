@@ -1,6 +1,6 @@
 """What a quote takes in around the sentence chosen for it (:func:`quoted`): the term a description describes, the
-figure a neighbour states for a figure question, the lines a sentence ending with a colon introduces, and the
-sentence a back-reference points to.
+figure a neighbour states for a figure question, the lines a sentence ending with a colon introduces (and, for an
+item of a list, the line that introduces it), and the sentence a back-reference points to.
 
 A sentence is chosen by its score (:mod:`.evidence`); what a reader needs of it is sometimes on the lines next to
 it: "--enable-gapcmon" over "This option enables building the GTK GUI front-end.", "By default, this is set to
@@ -59,13 +59,13 @@ def _linked(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
 def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str]) -> int:
     """The last sibling a quote ending at ``last`` takes in: a sentence ending with a colon brings the lines it
     introduces (the command of "... to expire in 180 days:", the items of "exits with the following values:"),
-    the first whatever it is, then each one that does not end like a sentence, up to :data:`LIST_CHARS` in all;
-    a definition list's term brings its description (:func:`_describes`)."""
+    the first whatever it is, then each item of its list (:func:`_listed`), up to :data:`LIST_CHARS` in all; a
+    definition list's term brings its description (:func:`_describes`)."""
     said = siblings[last].text
     if said.endswith(":"):
         k, size = last + 1, 0
         while k < len(siblings) and size + len(siblings[k].text) <= LIST_CHARS:
-            if k > last + 1 and sentences.finished(siblings[k].text):
+            if k > last + 1 and not _listed(siblings[k], titles):
                 break
             size += len(siblings[k].text)
             k += 1
@@ -75,9 +75,31 @@ def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str]) -> 
     return last
 
 
+def _listed(s: Sentence, titles: frozenset[str]) -> bool:
+    """Whether ``s`` is an item of a list: a bullet's line ("* The content body is less than 200 bytes long."), or a
+    line that does not end like a sentence (a command, "Portability fixes"), not a heading of its section."""
+    return (s.item or not sentences.finished(s.text)) and s.text.lower() not in titles
+
+
+def _introducer(siblings: list[Sentence], at: int, titles: frozenset[str]) -> int | None:
+    """The sentence ending with a colon that introduces the list ``siblings[at]`` is an item of: the one just before
+    it, or one further back over the items between ("News in 4ti2 version 1.4, compared to 1.3.2:" / "* Portability
+    fixes" / "* New abstract C and C++ API ...") when those fit in :data:`LIST_CHARS`; else None."""
+    if not _listed(siblings[at], titles):
+        return None
+    between = 0
+    for k in range(at - 1, -1, -1):
+        if siblings[k].text.endswith(":"):
+            return k
+        between += len(siblings[k].text)
+        if between > LIST_CHARS or not _listed(siblings[k], titles):
+            return None
+    return None
+
+
 def _around(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool) -> tuple[int, int]:
-    """The sentences around ``siblings[at]`` (first, last): the sentence before it when it ends with a colon
-    and introduces this unfinished line (a command, a list item); the term before it when it describes
+    """The sentences around ``siblings[at]`` (first, last): from the sentence ending with a colon that introduces
+    the list this line is an item of (a command, a list item: :func:`_introducer`); the term before it when it describes
     one (:func:`.sentences.is_term`: "--enable-gapcmon" / "This option enables building the GTK GUI
     front-end.", "normal" / "This is the default mode ..."; the description is what names the question, the
     term is the answer; never a heading:
@@ -88,8 +110,9 @@ def _around(siblings: list[Sentence], at: int, titles: frozenset[str], figure: b
     answered (docs/tuning.md#answer-evidence)."""
     if _described(siblings, at, titles):
         return at - 1, at  # a definition list's term and its description, quoted together
-    if at > 0 and siblings[at - 1].text.endswith(":") and not sentences.finished(siblings[at].text):
-        return at - 1, at  # a command or list item, with the sentence that introduces it
+    introducer = _introducer(siblings, at, titles)
+    if introducer is not None:
+        return introducer, at  # a command or list item, with the sentence that introduces its list
     if not figure or sentences.has_figure(siblings[at].text):
         return at, at
     ahead = range(at + 1, min(at + 1 + FOLLOW_ON, len(siblings)))
@@ -112,8 +135,8 @@ def _described(siblings: list[Sentence], at: int, titles: frozenset[str]) -> boo
 
 def _describes(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
     """Whether ``siblings[at]`` describes the term on the line just before it (see :func:`_described`)."""
-    if at == 0 or sentences.is_term(siblings[at].text):
-        return False
+    if at == 0 or sentences.is_term(siblings[at].text) or siblings[at].item or siblings[at - 1].item:
+        return False  # a list's items are items, not a term and its description ("* Portability fixes")
     before = siblings[at - 1]
     adjacent = siblings[at].line_start - before.line_end <= 1
     return adjacent and sentences.is_term(before.text) and before.text.lower() not in titles

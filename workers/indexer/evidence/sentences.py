@@ -49,6 +49,8 @@ _ABBREVIATIONS = _wordset(
 _END = re.compile(r"[.!?\u2026]+[\"')\]\u201d\u2019]*(?=\s)")
 _STARTS = re.compile(r"\s+([\"'(\[\u201c\u2018]*)([A-Z0-9\u00c0-\u024f]|[^\x00-\x7f])")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022\u2023\u25aa]|\d{1,3}[.)]|#{1,6})\s")
+_ITEM = re.compile(r"(?:[-*\u2022\u2023\u25aa]|\d{1,3}[.)])\s")
+"""A list item's bullet, where a sentence starts (a Markdown heading's ``#`` is not one)."""
 _SPACE = re.compile(r"\s+")
 _GOES_ON = re.compile(r"\s*[a-z0-9]")
 _LEAD = re.compile(r"^(?:#{1,6}\s+|[-*\u2022\u2023\u25aa]\s+|>\s+)+")
@@ -90,6 +92,8 @@ class Sentence:
     heading mark or list bullet left out. Never reworded."""
     line_start: int
     line_end: int
+    item: bool = False
+    """Its line opens with a list bullet ("* ", "- ", "1. "): an item of a list, finished sentence or not."""
 
 
 def split(text: str, first_line: int = 1) -> list[Sentence]:
@@ -101,7 +105,8 @@ def split(text: str, first_line: int = 1) -> list[Sentence]:
             if not quoted or not any(ch.isalnum() for ch in quoted):
                 continue
             line_start = first_line + text.count("\n", 0, c)
-            out.append(Sentence(c, d, quoted, line_start, line_start + text.count("\n", c, d)))
+            item = c == a and _ITEM.match(text, c) is not None
+            out.append(Sentence(c, d, quoted, line_start, line_start + text.count("\n", c, d), item))
     return out
 
 
@@ -243,6 +248,57 @@ def name_terms(question: str) -> set[str]:
         if _name(w) or _CODE.fullmatch(w):
             out.update(stems(w.lower()) or (w.lower(),))
     return out & content_terms(question)
+
+
+_SHORT_FORM = re.compile(r"\(([A-Za-z0-9][\w-]{1,9})\)")
+
+
+def abbreviations(text: str) -> dict[str, set[str]]:
+    """What each abbreviation ``text`` defines stands for: "skin and soft tissue infections (SSTIs)" gives SSTI
+    the content terms of "soft tissue infections" (Schwartz and Hearst's long form, 2003: the words before the
+    parenthesis in which each character of the short form occurs in order, the first starting a word). A short
+    form has two capitals or more, more than half its letters; its plural ``s`` is dropped. A sentence that
+    names its subject by the short form ("the proportion of community-onset SSTI due to MRSA peaked ...") is
+    about the long form's words."""
+    out: dict[str, set[str]] = {}
+    for m in _SHORT_FORM.finditer(text):
+        short = m.group(1)
+        if short.endswith("s") and short[-2:-1].isupper():
+            short = short[:-1]
+        capitals, letters = sum(ch.isupper() for ch in short), sum(ch.isalpha() for ch in short)
+        if capitals < 2 or 2 * capitals <= letters or short in out:
+            continue  # "(SQLite)", "(see below)": a name or words, not a short form
+        before = text[: m.start()].split()[-min(len(short) + 5, 2 * len(short)) :]
+        long_form = _long_form(short, " ".join(before))
+        if long_form:
+            out[short] = content_terms(long_form)
+    return out
+
+
+def _long_form(short: str, before: str) -> str:
+    """The end of ``before`` that ``short`` abbreviates (Schwartz and Hearst's match), or ""."""
+    s, k = len(short) - 1, len(before) - 1
+    while s >= 0:
+        ch = short[s].lower()
+        if not ch.isalnum():
+            s -= 1
+            continue
+        while k >= 0 and (before[k].lower() != ch or (s == 0 and k > 0 and before[k - 1].isalnum())):
+            k -= 1
+        if k < 0:
+            return ""
+        k -= 1
+        s -= 1
+    return before[before.rfind(" ", 0, k + 1) + 1 :]
+
+
+def stands_for(text: str, defined: dict[str, set[str]]) -> set[str]:
+    """The terms the abbreviations ``text`` holds stand for (``defined``: :func:`abbreviations` of its passage)."""
+    out: set[str] = set()
+    for w in words(text):
+        found = defined.get(w) or (defined.get(w[:-1]) if w.endswith("s") else None)
+        out |= found or set()
+    return out
 
 
 def fact_forms(text: str) -> set[str]:

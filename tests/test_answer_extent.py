@@ -1,0 +1,154 @@
+"""What a quote takes in and what a sentence holds (issue 38, answers that hold what is asked): a list's item is quoted
+with the line ending in a colon that introduces its list, and that line with every item of its list; a sentence that
+names its subject by an abbreviation holds the words the abbreviation stands for. Pure functions on real text (the
+4ti2 manual's NEWS chapter as the PDF parser extracts it, Django 4.2's GZip middleware section, SciFact abstract
+20649735); the same rules end to end through ``chat_with_documents`` on a real kernel, embedding model and MCP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foldermind.workers.indexer.evidence import evidence, sentences
+from tests.config import merge
+from tests.helpers import FAST_RESTART, ONE_PARSER, require_bundled_model, short_tmpdir
+from tests.test_answers import chat, check_markers, kernel_with_folder
+from tests.test_quote_context import _quoted
+
+require_bundled_model()
+
+NEWS = (  # 4ti2's manual (4ti2-doc, Debian 12), chapter 6, as the project's PDF parser extracts it
+    "Chapter 6. NEWS: Changes to 4ti2 since version 1.2 51\n"
+    "News in 4ti2 version 1.5, compared to 1.4:\n"
+    "* Latest version of new qsolve.\n"
+    "News in 4ti2 version 1.4, compared to 1.3.2:\n"
+    "* Portability fixes\n"
+    "* New abstract C and C++ API (callable library), header files in 4ti2/\n"
+    "* New implementation of zsolve in C++\n"
+    "News in 4ti2 version 1.3.2, compared to 1.3.1:\n"
+    "* New build system, using GNU Autoconf, Automake, and Libtool.\n"
+    'This allows 4ti2 to be built using the standard "./configure &&\n'
+    'make && make install" sequence.\n'
+    "* Bug fixes\n"
+)
+GZIP = (  # Django 4.2.16, docs/ref/middleware.txt, "GZip middleware" (its reST as the text parser reads it)
+    "GZip middleware\n"
+    "---------------\n\n"
+    "The ``django.middleware.gzip.GZipMiddleware`` compresses content for browsers\n"
+    "that understand GZip compression (all modern browsers).\n\n"
+    "This middleware should be placed before any other middleware that need to\n"
+    "read or write the response body so that compression happens afterward.\n\n"
+    "It will NOT compress content if any of the following are true:\n\n"
+    "* The content body is less than 200 bytes long.\n\n"
+    "* The response has already set the ``Content-Encoding`` header.\n\n"
+    "* The request (the browser) hasn't sent an ``Accept-Encoding`` header\n"
+    "  containing ``gzip``.\n\n"
+    "If the response has an ``ETag`` header, the ETag is made weak to comply with\n"
+    ":rfc:`9110#section-8.8.1`.\n"
+)
+ABSTRACT = (  # SciFact, abstract 20649735, as the corpus file holds it
+    "Outcome of repeated radiosurgery for recurrent metastatic brain tumors.\n\n"
+    "OBJECTIVE We investigated the outcome of repeated gamma knife radiosurgery (GKS) for local or remote recurrence "
+    "after initial radiosurgery. MATERIAL AND METHODS We retrospectively reviewed 204 patients who were treated with "
+    "GKS. Among them 43 patients (21%) underwent GKS more than once. The second GKS was given for recurrence at the "
+    "previously treated sites in 16 patients, new lesions at remote sites in 13, and both local recurrence and new "
+    "lesions in 14. RESULTS The median survival from the first GKS was 36 (7-190) weeks in all patients and 68 "
+    "(16-156) weeks in 43 patients with repeated GKS. The median time from the first GKS to the second was 37 weeks. "
+    "The median survival from the second radiosurgical intervention was 32 (7-132) weeks. Local control rate at 6 "
+    "months after salvage GKS was 90.7%. RPA class was the commonly dominant prognostic factor in both initial and "
+    "salvage GKS. CONCLUSION Recurrence is common for patients with metastatic brain tumors after initial "
+    "radiosurgery. Local control and survival time after salvage treatment are comparable with those after initial "
+    "radiosurgery. GKS as a salvage treatment may provide additional survival benefit in selected patients.\n"
+)
+
+
+def test_a_list_item_is_quoted_with_the_colon_line_that_introduces_its_list_over_the_items_before_it() -> None:
+    assert [s.item for s in sentences.split(NEWS, 1)][:4] == [False, False, True, False]
+    quote = _quoted(NEWS, "New implementation of zsolve")
+    assert quote.startswith("News in 4ti2 version 1.4, compared to 1.3.2: * Portability fixes"), quote
+    assert quote.endswith("New implementation of zsolve in C++"), quote
+    # an item is an item, not a definition list's term with its description
+    assert _quoted(NEWS, "New abstract C").startswith("News in 4ti2 version 1.4, compared to 1.3.2:")
+    # a finished item of a list brings its colon line too
+    assert _quoted(GZIP, "The content body is less than 200 bytes long.").startswith("It will NOT compress content")
+    # a paragraph is no list item: it stands alone
+    assert _quoted(GZIP, "If the response has an").startswith("If the response has an")
+
+
+def test_a_colon_line_brings_every_item_of_its_list_finished_sentences_or_not() -> None:
+    quote = _quoted(GZIP, "It will NOT compress content")
+    assert "less than 200 bytes long." in quote and "``Content-Encoding`` header." in quote, quote
+    assert quote.endswith("containing ``gzip``."), quote
+    assert "ETag" not in quote, quote  # the paragraph after the list is not an item of it
+
+
+def test_an_abbreviation_stands_for_the_words_before_its_parenthesis_that_spell_it() -> None:
+    defined = sentences.abbreviations(
+        ABSTRACT + " skin and soft tissue infections (SSTIs); 95% CI (1.5-2.0); see the table (below); a small "
+        "embedded SQL database library (SQLite)."
+    )
+    assert defined == {
+        "GKS": sentences.content_terms("gamma knife radiosurgery"),
+        "SSTI": sentences.content_terms("soft tissue infections"),
+    }
+    held = sentences.stands_for("Local control rate at 6 months after salvage GKS was 90.7%.", defined)
+    assert held == sentences.content_terms("gamma knife radiosurgery")
+    assert sentences.stands_for("the proportion of community-onset SSTIs", defined) == defined["SSTI"]
+    assert not sentences.stands_for("The median survival was 32 weeks.", defined)
+
+
+def test_a_sentence_naming_its_subject_by_abbreviation_covers_the_question_s_words_for_it() -> None:
+    hit = {"text": ABSTRACT, "chunk_index": 0, "location": {"line_start": 1, "heading": None}, "file_path": "/a.txt"}
+    found = evidence.EvidenceService._candidates([hit])  # type: ignore[list-item]
+    question = "What was the local control rate after salvage gamma knife radiosurgery?"
+    evidence.EvidenceService._cover(question, "", found)
+    by_text = {c.sentence.text: c.coverage for c in found}
+    answer = by_text["Local control rate at 6 months after salvage GKS was 90.7%."]
+    assert answer == pytest.approx(1.0), by_text  # every term of the question: "GKS" holds gamma knife radiosurgery
+    assert answer == max(by_text.values()), by_text
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[str, str]]:
+    root = short_tmpdir()
+    mcp = {"mcp": {"port": 0, "rate_per_minute": 6000}}
+    config = merge(FAST_RESTART, ONE_PARSER, mcp, {"llm": {"analysis": False}})
+
+    def folder(root: Path) -> Path:
+        docs = root / "docs"
+        docs.mkdir()
+        for name, text in (("4ti2-news.txt", NEWS), ("gzip-middleware.txt", GZIP), ("20649735.txt", ABSTRACT)):
+            (docs / name).write_text(text, "utf-8")
+        return docs
+
+    with kernel_with_folder(root, config, "", 120, folder) as (_k, _docs, url, token):
+        yield url, token
+
+
+def _extractive(served: Any, question: str) -> dict[str, Any]:
+    url, token = served
+    out = chat(url, token, {"query": question, "answer_mode": "extractive"})
+    check_markers(out)
+    assert out["grounded"], out
+    return dict(out)
+
+
+def test_a_release_note_item_is_answered_with_the_release_it_is_listed_under(served: Any) -> None:
+    out = _extractive(served, "Which 4ti2 release brought the new implementation of zsolve in C++?")
+    quote = next(c["quote"] for c in out["citations"] if "zsolve in C++" in c["quote"])
+    assert quote.startswith("News in 4ti2 version 1.4, compared to 1.3.2:"), out["answer"]
+
+
+def test_a_finished_list_item_is_quoted_with_the_line_that_says_what_its_list_is(served: Any) -> None:
+    out = _extractive(served, "Which response header keeps GZipMiddleware from compressing a response?")
+    quotes = [c["quote"] for c in out["citations"] if "Content-Encoding" in c["quote"]]
+    assert quotes and "It will NOT compress content if any of the following are true:" in quotes[0], out["answer"]
+
+
+def test_a_question_spelling_out_an_abbreviation_is_answered_by_the_sentence_using_it(served: Any) -> None:
+    # without the long form, the abstract's OBJECTIVE sentence (which spells it out) was quoted first
+    out = _extractive(served, "What was the median time between the first and second gamma knife radiosurgery?")
+    assert "The median time from the first GKS to the second was 37 weeks." in out["citations"][0]["quote"], out
