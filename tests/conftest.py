@@ -53,9 +53,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a conftest's; without it the marks came too late, every such module was spread over both workers and its
     fixture (a kernel that indexes, 10-60 CPU-s) started on each; :func:`pytest_runtest_setup` now fails a test
     whose group was lost."""
-    # Modules holding a `slow` test go first, each kept whole and in its own order: xdist hands out work in
-    # collection order, and a long test collected last (the short soak, 53 s; the two hosts) ran alone at the
-    # end of a parallel run while the other workers had finished.
+    # Modules holding a `slow` test go first, each kept whole and in its own order. xdist's loadgroup hands out
+    # its units largest first (a group counts its tests, a test outside any group is a unit of one) and units
+    # of one size in collection order: a long test outside a group collected late (the short soak, 53 s; the
+    # two hosts; the full disk) ran alone at the end of a parallel run while the other workers had finished.
     slow_modules = {item.module.__name__ for item in items if item.module and item.get_closest_marker("slow")}
     items.sort(key=lambda item: not (item.module and item.module.__name__ in slow_modules))
     for item in items:

@@ -23,7 +23,17 @@ import zmq
 
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.messages import StatusReply, StatusRequest, StopReply, StopRequest, WorkerStateEvent
+from foldermind.protocol.messages import (
+    FolderListReply,
+    FolderListRequest,
+    SearchReply,
+    SearchRequest,
+    StatusReply,
+    StatusRequest,
+    StopReply,
+    StopRequest,
+    WorkerStateEvent,
+)
 from foldermind.protocol.runtime.config import PROCESS_MAP
 from foldermind.protocol.runtime.home import Home
 from tests.config import Config, merge, render
@@ -198,6 +208,20 @@ class RunningKernel:
         with BusClient(self.home.bus_endpoint, name="status") as client:
             return client.request("kernel", StatusRequest(), StatusReply, timeout=10).body
 
+    def folders(self) -> list[dict[str, Any]]:
+        """What `foldermind folders list --json` prints, asked over the bus from this process. For a poll: a CLI
+        process costs ~0.75 CPU-s, so a test polls with this and checks the CLI's own answer once."""
+        with BusClient(self.home.bus_endpoint, name="folders") as client:
+            reply = client.request("indexer", FolderListRequest(), FolderListReply, timeout=10).body
+        return [dict(f) for f in reply.folders]
+
+    def search(self, query: str, mode: str = "keyword", **request: Any) -> dict[str, Any]:
+        """What `foldermind search QUERY --mode MODE --json` prints (``modified_at`` left a number), asked over the
+        bus from this process: for a poll, as :meth:`folders`."""
+        with BusClient(self.home.bus_endpoint, name="search") as client:
+            reply = client.request("indexer", SearchRequest(query, mode, **request), SearchReply, timeout=30).body
+        return reply.to_body()
+
     def worker(self, name: str) -> dict[str, Any]:
         for w in self.status().workers:
             if w["name"] == name:
@@ -268,6 +292,24 @@ class RunningKernel:
             if sig is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.kernel_pid, sig)
+
+
+def keyword_files(k: RunningKernel, query: str, via_cli: bool = False) -> set[str]:
+    """The names of the files a keyword search for ``query`` finds: over the bus from this process, or by
+    `foldermind search QUERY --mode keyword --json`."""
+    if via_cli:
+        hits = json.loads(cli(k.root, "search", query, "--mode", "keyword", "--json").stdout)
+    else:
+        hits = k.search(query)
+    return {Path(r["file_path"]).name for r in hits["results"]}
+
+
+def wait_found(k: RunningKernel, query: str, names: set[str], timeout: float, what: str) -> None:
+    """Until a keyword search for ``query`` finds exactly the files ``names``; then `foldermind search` must say
+    the same. Polled over the bus: a poll through the CLI ran a process (~0.75 CPU-s) every 0.1-0.5 s, taking
+    the CPU from the kernel it waited for."""
+    wait_for(lambda: keyword_files(k, query) == names, timeout, 0.1, what)
+    assert keyword_files(k, query, via_cli=True) == names
 
 
 def indexer_note(k: RunningKernel) -> str:

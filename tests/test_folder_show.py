@@ -16,7 +16,7 @@ import pytest
 
 from foldermind.workers.ingest_rules import Rules, starts_as_text
 from tests.config import merge
-from tests.helpers import ONE_PARSER, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
+from tests.helpers import ONE_PARSER, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_found
 
 BAD_NAME = os.fsdecode(b"bad-\xff\xfe-name.txt")  # not UTF-8
 BAD_SHOWN = "bad-\ufffd\ufffd-name.txt"
@@ -118,7 +118,8 @@ def test_text_without_a_known_suffix_is_found_and_excluded_files_are_not(
     # The watcher's events decide alike: a file in an excluded folder is left out, a new CHANGELOG is read.
     (docs / "drafts" / "later.txt").write_text("Okapis hide in the forest.\n")
     (docs / "ChangeLog").write_text("2026-12-01  Added support for capybaras.\n")
-    wait_for(lambda: keyword(k, "capybaras") == ["ChangeLog"], 60, 0.2, "a new ChangeLog indexed")
+    wait_found(k, "capybaras", {"ChangeLog"}, 60, "a new ChangeLog indexed")
+    assert keyword(k, "capybaras") == ["ChangeLog"]
     assert keyword(k, "okapis") == []
     assert "drafts/later.txt" not in states(show(k, folder_id))
 
@@ -145,7 +146,8 @@ def test_an_exclude_added_later_takes_indexed_files_out_of_the_index(home_dir: P
         k.stop()
         k.configure(merge(MAP, {"ingest": {"exclude": ["build"]}}))
         k.start()
-        wait_for(lambda: keyword(k, "tardigrades") == [], 60, 0.2, "the excluded file out of the index")
+        wait_found(k, "tardigrades", set(), 60, "the excluded file out of the index")
+        assert keyword(k, "tardigrades") == []
         assert keyword(k, "axolotls") == ["kept.txt"]
         assert set(states(show(k, str(docs)))) == {"kept.txt"}
     finally:

@@ -15,7 +15,7 @@ import pytest
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, FolderListReply, FolderListRequest
 from tests.config import merge
 from tests.filemakers import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb_docx
-from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, kill9, only_workers, wait_for
+from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, kill9, only_workers, wait_for, wait_found
 
 # The ingestion pipeline without the MCP front door, which no test here talks to (a process start less). The
 # llm stays up as a bystander but writes no summaries (the deterministic analysis is the indexer's): when the
@@ -57,6 +57,18 @@ def settled(home: Path) -> bool:
     """Nothing pending, per the indexer's own progress report."""
     folders = json.loads(cli(home, "folders", "list", "--json").stdout)
     return all(f["state"] == "ready" for f in folders)
+
+
+def ready(k: RunningKernel) -> bool:
+    """:func:`settled` asked over the bus from this process."""
+    return all(f["state"] == "ready" for f in k.folders())
+
+
+def wait_settled(k: RunningKernel, timeout: float, what: str) -> None:
+    """Until nothing is pending; then `foldermind folders list` says so too. Polled over the bus, as
+    :func:`tests.helpers.wait_found`."""
+    wait_for(lambda: ready(k), timeout, 0.1, what)
+    assert settled(k.root)
 
 
 def make_corpus(root: Path) -> None:
@@ -148,23 +160,23 @@ def test_edit_touch_rename_delete_and_changes_while_stopped(indexed: tuple[Runni
     notes = docs / "notes.txt"
     # edit -> new text found, old text gone
     notes.write_text("Now the notes talk about ocelots only.\n")
-    wait_for(lambda: files_found(home, "ocelots") == {"notes.txt"}, 15, 0.2, "edited text findable")
+    wait_found(k, "ocelots", {"notes.txt"}, 15, "edited text findable")
     assert files_found(home, "zanzibar") == set()
     # touch -> nothing reindexed (same chunk ids)
     before = chunk_ids(home, "guide.md")
     os.utime(docs / "guide.md", None)
     time.sleep(1.5)  # let a reindex happen if it (wrongly) would; the assertion below is the check
-    wait_for(lambda: settled(home), 10, 0.2, "settled")
+    wait_settled(k, 10, "settled")
     assert chunk_ids(home, "guide.md") == before
     # rename -> path updated, no reindex
     ids = chunk_ids(home, "deep.txt")
     (docs / "sub" / "deep.txt").rename(docs / "sub" / "renamed.txt")
-    wait_for(lambda: files_found(home, "marmots") == {"renamed.txt"}, 15, 0.2, "renamed path")
+    wait_found(k, "marmots", {"renamed.txt"}, 15, "renamed path")
     assert chunk_ids(home, "renamed.txt") == ids
     assert documents(home)["renamed.txt"]["original_path"].endswith("deep.txt")
     # delete -> gone from the index
     (docs / "page.html").unlink()
-    wait_for(lambda: files_found(home, "pelicans") == set(), 15, 0.2, "deleted file gone")
+    wait_found(k, "pelicans", set(), 15, "deleted file gone")
     assert "page.html" not in documents(home)
     # changes made while stopped are caught on start
     k.stop()
@@ -172,8 +184,8 @@ def test_edit_touch_rename_delete_and_changes_while_stopped(indexed: tuple[Runni
     (docs / "utf16.txt").unlink()
     (docs / "cjk.txt").write_text("Rewritten offline with platypus facts.\n")
     k.start()
-    wait_for(lambda: files_found(home, "wombats") == {"offline.md"}, 30, 0.3, "offline addition")
-    wait_for(lambda: files_found(home, "platypus") == {"cjk.txt"}, 30, 0.3, "offline edit")
+    wait_found(k, "wombats", {"offline.md"}, 30, "offline addition")
+    wait_found(k, "platypus", {"cjk.txt"}, 30, "offline edit")
     assert files_found(home, "xylophones") == set()
     assert files_found(home, "東京") == set()
 
@@ -182,7 +194,7 @@ def test_an_index_made_by_older_parsers_is_parsed_again_once_on_start(indexed: t
     k, docs = indexed
     home = k.root
     (docs / "manual.rst").write_text("Manual\n======\n\nInstall\n-------\n\nUnpack the gondola kit first.\n")
-    wait_for(lambda: files_found(home, "gondola") == {"manual.rst"}, 30, 0.3, "the .rst file indexed")
+    wait_found(k, "gondola", {"manual.rst"}, 30, "the .rst file indexed")
     assert search(home, "gondola")["results"][0]["location"]["heading"] == "Manual > Install"
     k.stop()
     # What an older version left: chunks without the headings this one finds, and its extraction number.
@@ -193,15 +205,16 @@ def test_an_index_made_by_older_parsers_is_parsed_again_once_on_start(indexed: t
     db.close()
     before = chunk_ids(home, "notes.txt")
     k.start()
+
     # Between the SQLite commit of a file's new chunks and the Tantivy commit that carries them, a keyword hit
     # names the old chunk ids, which are gone: for that moment the file has no result.
-    wait_for(
-        lambda: [r["location"].get("heading") for r in search(home, "gondola")["results"][:1]] == ["Manual > Install"],
-        60,
-        0.3,
-        "the file parsed again with this version's parsers",
-    )
-    wait_for(lambda: settled(home), 60, 0.3, "every document parsed again")
+    def heading(hits: dict[str, Any]) -> list[str | None]:
+        return [r["location"].get("heading") for r in hits["results"][:1]]
+
+    what = "the file parsed again with this version's parsers"
+    wait_for(lambda: heading(k.search("gondola")) == ["Manual > Install"], 60, 0.1, what)
+    assert heading(search(home, "gondola")) == ["Manual > Install"]
+    wait_settled(k, 60, "every document parsed again")
     assert chunk_ids(home, "notes.txt") != before  # unchanged files too: an upgrade reaches them
     assert files_found(home, "zanzibar") == {"notes.txt"}
     # Their texts did not change: every chunk kept its vector, none went to the embedder again, and the
@@ -218,7 +231,7 @@ def test_an_index_made_by_older_parsers_is_parsed_again_once_on_start(indexed: t
     parsed = chunk_ids(home, "notes.txt")
     k.stop()
     k.start()  # recorded: the next start parses nothing again
-    wait_for(lambda: settled(home), 60, 0.3, "settled after the second start")
+    wait_settled(k, 60, "settled after the second start")
     assert chunk_ids(home, "notes.txt") == parsed
 
 
@@ -275,7 +288,7 @@ def test_indexer_killed_mid_batch_indexes_every_file_exactly_once(home_dir: Path
         old = k.worker("indexer")["pid"]
         kill9(old)
         k.wait_state("indexer", "RUNNING", other_pid_than=old)
-        wait_for(lambda: settled(home_dir), 120, 0.3, "indexing finished after the crash")
+        wait_settled(k, 120, "indexing finished after the crash")
         state = documents(home_dir)
         assert len(state) == n and all(r["status"] == "indexed" for r in state.values())
         db = sqlite3.connect(home_dir / "data" / "index.sqlite")
@@ -322,9 +335,9 @@ def test_adding_or_removing_a_folder_is_one_request_and_the_watcher_follows(
     extra.mkdir()
     (extra / "kiwi.txt").write_text("The kiwi is a flightless bird of New Zealand.\n")
     cli(home, "folders", "add", str(extra))
-    wait_for(lambda: files_found(home, "flightless") == {"kiwi.txt"}, 60, 0.2, "the new folder scanned and indexed")
+    wait_found(k, "flightless", {"kiwi.txt"}, 60, "the new folder scanned and indexed")
     (extra / "tui.txt").write_text("The tui sings with two voice boxes, flightless it is not.\n")
-    wait_for(lambda: files_found(home, "voice boxes") == {"tui.txt"}, 60, 0.2, "a new file seen by the watcher")
+    wait_found(k, "voice boxes", {"tui.txt"}, 60, "a new file seen by the watcher")
 
 
 def _parser_holding_a_job(k: RunningKernel, other_than: int | None = None) -> int | None:
@@ -353,7 +366,7 @@ def test_parser_killed_mid_file_retries_once_then_quarantines(home_dir: Path) ->
         assert "quarantined" in documents(home_dir)["big.txt"]["error"]
         # A parser crash costs a restart, nothing more: the next file indexes.
         (docs / "small.txt").write_text("A small file about puffins.\n")
-        wait_for(lambda: files_found(home_dir, "puffins") == {"small.txt"}, 30, 0.2, "neighbour indexed")
+        wait_found(k, "puffins", {"small.txt"}, 30, "neighbour indexed")
         # ... and the crashed parser's restart by policy (it may still be on its backoff).
         up = lambda: all(w["state"] in ("RUNNING", "IDLE") for w in k.status().workers)  # noqa: E731
         wait_for(up, 30, 0.2, "every worker up again")
@@ -373,7 +386,7 @@ def test_parser_killed_once_the_file_is_retried_and_indexed(home_dir: Path) -> N
         kill9(wait_for(lambda: _parser_holding_a_job(k), 60, 0.02, "a parser busy with big.txt"))
         wait_for(lambda: documents(home_dir)["big.txt"]["status"] == "indexed", 120, 0.2, "indexed on retry")
         assert documents(home_dir)["big.txt"]["attempts"] == 2
-        wait_for(lambda: files_found(home_dir, "kittiwake") == {"big.txt"}, 60, 0.3, "findable")
+        wait_found(k, "kittiwake", {"big.txt"}, 60, "findable")
     finally:
         k.stop()
 
@@ -397,11 +410,11 @@ def test_without_a_model_documents_are_keyword_indexed_then_embedded_when_it_app
         assert hybrid["mode_used"] == "keyword" and "semantic search unavailable" in hybrid["note"]
         late_model.symlink_to(model_dir())  # the model becomes available: no restart, no --force
 
-        def all_embedded() -> bool:
-            f = json.loads(cli(home_dir, "folders", "list", "--json").stdout)[0]
-            return bool(f["chunks"] == f["chunks_embedded"])
+        def all_embedded(folders: list[dict[str, Any]]) -> bool:
+            return bool(folders[0]["chunks"] == folders[0]["chunks_embedded"])
 
-        wait_for(all_embedded, 120, 0.5, "every chunk embedded")
+        wait_for(lambda: all_embedded(k.folders()), 120, 0.1, "every chunk embedded")
+        assert all_embedded(json.loads(cli(home_dir, "folders", "list", "--json").stdout))
         semantic = search(home_dir, "where do the lighthouse birds live", mode="semantic")
         assert semantic["mode_used"] == "semantic" and semantic["results"]
         assert k.worker("embedder")["restarts"] == 0
@@ -419,7 +432,7 @@ def test_demo_folder_is_registered_only_when_no_folder_exists(home_dir: Path) ->
     k = RunningKernel(home_dir, merge(FAST_RESTART, only_workers("watcher", "parser", "indexer"), ONE_PARSER))
     try:
         k.start("--demo-folder", str(demo))
-        wait_for(lambda: files_found(home_dir, "walruses") == {"readme.md"}, 60, 0.3, "demo folder searchable")
+        wait_found(k, "walruses", {"readme.md"}, 60, "demo folder searchable")
         k.stop()
         k.start("--demo-folder", str(other))
         names = [f["name"] for f in json.loads(cli(home_dir, "folders", "list", "--json").stdout)]
@@ -439,7 +452,8 @@ def test_an_index_that_outgrows_exact_search_gets_a_full_graph_once_nothing_is_l
     try:
         cli(home_dir, "folders", "add", str(docs))
         data = home_dir / "data"
-        wait_for(lambda: settled(home_dir) and (data / "vectors.usearch").exists(), 120, 0.3, "indexed and saved")
+        wait_for(lambda: ready(k) and (data / "vectors.usearch").exists(), 120, 0.1, "indexed and saved")
+        assert settled(home_dir)
         # The ingest thread, idle, rebuilt the draft as a full graph and saved it without the draft marker.
         wait_for(lambda: not (data / "vectors.usearch.draft").exists(), 60, 0.3, "the draft replaced")
         logged = "".join(p.read_text(errors="replace") for p in k.home.log_dir.glob("indexer.log*"))

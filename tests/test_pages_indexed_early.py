@@ -33,7 +33,17 @@ from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import parse_content
 from tests.config import Config, merge
-from tests.helpers import FAST_RESTART, RunningKernel, cli, kill9, only_workers, remove_tree, short_tmpdir, wait_for
+from tests.helpers import (
+    FAST_RESTART,
+    RunningKernel,
+    cli,
+    kill9,
+    only_workers,
+    remove_tree,
+    short_tmpdir,
+    wait_for,
+    wait_found,
+)
 from tests.test_parse_progress import FIRST, LAST, PAGES, document, found, long_pdf, starved
 
 NOTE = re.compile(rf"^(\d+) of {PAGES} pages indexed")
@@ -144,7 +154,7 @@ def half_indexed(k: RunningKernel, docs: Path, flag: Path) -> Path:
     pdf = long_pdf(docs / "manual.pdf")
     cli(k.root, "folders", "add", str(docs))
     held_after_first_pages(k, flag)
-    wait_for(lambda: found(k.root, FIRST) == {"manual.pdf"}, 25, 0.1, "the first page found")
+    wait_found(k, FIRST, {"manual.pdf"}, 25, "the first page found")
     return pdf
 
 
@@ -178,7 +188,7 @@ def test_a_search_finds_the_first_page_of_a_long_pdf_while_it_is_parsed_and_it_e
     whole = in_one_go(pdf)
     assert stored_chunks(home, "manual.pdf") == whole
     assert row["chunks"] == len(whole)
-    wait_for(lambda: found(home, LAST) == {"manual.pdf"}, 60, 0.2, "the last page found")
+    wait_found(k, LAST, {"manual.pdf"}, 60, "the last page found")
     assert leftovers(home) == 0
 
 
@@ -200,7 +210,7 @@ def test_a_parser_killed_midway_leaves_pages_and_vectors_the_retry_replaces_with
     assert row["status"] == "indexed", row["error"]
     assert row["attempts"] == 2, "the retry on a fresh parser"
     assert stored_chunks(home, "manual.pdf") == in_one_go(pdf)
-    wait_for(lambda: found(home, LAST) == {"manual.pdf"}, 60, 0.2, "the last page found")
+    wait_found(k, LAST, {"manual.pdf"}, 60, "the last page found")
     assert found(home, FIRST) == {"manual.pdf"}
     vectors, chunks = wait_for(lambda: (n := embedded(home, "manual.pdf"))[0] == n[1] and n, 900, 0.5, "embedded")
     assert leftovers(home) == 0
@@ -244,7 +254,7 @@ def test_a_kernel_killed_midway_parses_the_half_indexed_pdf_again_after_its_rest
         row = finished(home)
         assert row["status"] == "indexed", row["error"]
         assert stored_chunks(home, "manual.pdf") == in_one_go(pdf)
-        wait_for(lambda: found(home, LAST) == {"manual.pdf"}, 60, 0.2, "the last page found")
+        wait_found(again, LAST, {"manual.pdf"}, 60, "the last page found")
     finally:
         again.stop()
     with index(home) as db:
@@ -282,7 +292,7 @@ def test_a_pdf_changed_while_its_pages_are_indexed_ends_as_its_new_version(kerne
     newer.write_bytes(newer.read_bytes().replace(FIRST.encode(), b"quetzalrevision"))
     newer.replace(pdf)  # the new version, while the old one is being read
     flag.unlink()
-    wait_for(lambda: found(home, "quetzalrevision") == {"manual.pdf"}, 600, 0.3, "the new version found")
+    wait_found(k, "quetzalrevision", {"manual.pdf"}, 600, "the new version found")
     row = finished(home)
     assert row["status"] == "indexed", row["error"]
     assert stored_chunks(home, "manual.pdf") == in_one_go(pdf)

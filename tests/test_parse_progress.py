@@ -27,7 +27,16 @@ import pytest
 from foldermind.workers.parser.formats import ocr, progress
 from tests.config import merge
 from tests.filemakers import make_pdf
-from tests.helpers import FAST_RESTART, RunningKernel, cli, only_workers, remove_tree, short_tmpdir, wait_for
+from tests.helpers import (
+    FAST_RESTART,
+    RunningKernel,
+    cli,
+    only_workers,
+    remove_tree,
+    short_tmpdir,
+    wait_for,
+    wait_found,
+)
 
 PARSE_TIMEOUT_S = 0.5
 HOGS = 6
@@ -257,10 +266,11 @@ def test_a_long_pdf_beside_cpu_hogs_outlives_its_deadline_and_is_indexed_and_a_s
     assert row["pages"] == PAGES
     # Before a parse's deadline followed its progress, this parse was cut off at its wall-clock deadline.
     assert took > deadline, f"the parse took {took:.1f} s, inside its {deadline:.1f} s deadline: nothing was tested"
+
     # Pages sent ahead reach Tantivy before the final reply, and the final reply's chunks at its next commit
     # (``KeywordJournal.COMMIT_EVERY_S`` after SQLite marks the document indexed): wait for both ends.
-    wait_for(lambda: found(home, FIRST) == {"manual.pdf"}, 60, 0.3, "the first page findable")
-    wait_for(lambda: found(home, LAST) == {"manual.pdf"}, 60, 0.3, "the last page findable")
+    wait_found(k, FIRST, {"manual.pdf"}, 60, "the first page findable")
+    wait_found(k, LAST, {"manual.pdf"}, 60, "the last page findable")
 
     # A parse that makes no progress at all (held by the parser's test switch: no page, no CPU) is cut off
     # at its deadline, retried once on a fresh parser, then failed with the reason.

@@ -6,12 +6,15 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.config import merge
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, only_workers, wait_for
 
 FILES = 4
 
 
+@pytest.mark.slow  # ~55 s alone (its module then goes first: tests/conftest.py)
 def test_status_shows_which_summary_of_how_many_the_llm_is_writing(home_dir: Path) -> None:
     docs = home_dir / "docs"
     docs.mkdir()

@@ -71,6 +71,7 @@ def _top(index: VectorIndex, queries: NDArray[np.float32], k: int, exact: bool =
     return [[c for c, _ in index.search(q, k, exact=exact)] for q in queries]
 
 
+@pytest.mark.slow  # ~45 s alone, the model encoding the docs (its module then goes first: tests/conftest.py)
 def test_the_graph_walk_finds_the_exact_scans_nearest_chunks_on_a_small_real_index(
     corpus: Corpus, tmp_path: Path
 ) -> None:
