@@ -294,22 +294,18 @@ class RunningKernel:
                     os.kill(self.kernel_pid, sig)
 
 
-def keyword_files(k: RunningKernel, query: str, via_cli: bool = False) -> set[str]:
-    """The names of the files a keyword search for ``query`` finds: over the bus from this process, or by
-    `foldermind search QUERY --mode keyword --json`."""
-    if via_cli:
-        hits = json.loads(cli(k.root, "search", query, "--mode", "keyword", "--json").stdout)
-    else:
-        hits = k.search(query)
+def found(home: Path, query: str) -> set[str]:
+    """The names of the files `foldermind search QUERY --mode keyword --json` finds in ``home``."""
+    hits = json.loads(cli(home, "search", query, "--mode", "keyword", "--json").stdout)
     return {Path(r["file_path"]).name for r in hits["results"]}
 
 
 def wait_found(k: RunningKernel, query: str, names: set[str], timeout: float, what: str) -> None:
     """Until a keyword search for ``query`` finds exactly the files ``names``; then `foldermind search` must say
-    the same. Polled over the bus: a poll through the CLI ran a process (~0.75 CPU-s) every 0.1-0.5 s, taking
-    the CPU from the kernel it waited for."""
-    wait_for(lambda: keyword_files(k, query) == names, timeout, 0.1, what)
-    assert keyword_files(k, query, via_cli=True) == names
+    the same (:func:`found`). Polled over the bus: a poll through the CLI ran a process (~0.75 CPU-s) every
+    0.1-0.5 s, taking the CPU from the kernel it waited for."""
+    wait_for(lambda: {Path(r["file_path"]).name for r in k.search(query)["results"]} == names, timeout, 0.1, what)
+    assert found(k.root, query) == names
 
 
 def indexer_note(k: RunningKernel) -> str:

@@ -37,6 +37,7 @@ from tests.helpers import (
     FAST_RESTART,
     RunningKernel,
     cli,
+    found,
     kill9,
     only_workers,
     remove_tree,
@@ -44,7 +45,7 @@ from tests.helpers import (
     wait_for,
     wait_found,
 )
-from tests.test_parse_progress import FIRST, LAST, PAGES, document, found, long_pdf, starved
+from tests.test_parse_progress import FIRST, LAST, PAGES, document, long_pdf, starved
 
 NOTE = re.compile(rf"^(\d+) of {PAGES} pages indexed")
 

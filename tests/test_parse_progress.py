@@ -11,7 +11,6 @@ read, no CPU used) is still cut off, retried once and failed with the reason.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sqlite3
@@ -31,6 +30,7 @@ from tests.helpers import (
     FAST_RESTART,
     RunningKernel,
     cli,
+    found,
     only_workers,
     remove_tree,
     short_tmpdir,
@@ -161,11 +161,6 @@ def document(home: Path, name: str) -> sqlite3.Row | None:
         db.row_factory = sqlite3.Row
         row: sqlite3.Row | None = db.execute("SELECT * FROM documents WHERE path LIKE ?", (f"%/{name}",)).fetchone()
         return row
-
-
-def found(home: Path, word: str) -> set[str]:
-    out = cli(home, "search", word, "--mode", "keyword", "--json")
-    return {Path(r["file_path"]).name for r in json.loads(out.stdout)["results"]}
 
 
 def long_pdf(path: Path) -> Path:
