@@ -15,7 +15,7 @@ import pytest
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, FolderListReply, FolderListRequest
 from tests.config import merge
 from tests.filemakers import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb_docx
-from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, kill9, only_workers, wait_for, wait_found
+from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, found, kill9, only_workers, wait_for, wait_found
 
 # The ingestion pipeline without the MCP front door, which no test here talks to (a process start less). The
 # llm stays up as a bystander but writes no summaries (the deterministic analysis is the indexer's): when the
@@ -29,10 +29,6 @@ def search(home: Path, query: str, mode: str = "keyword", **opts: str) -> dict[s
     args = ["search", query, "--mode", mode, "--json", *[x for k, v in opts.items() for x in (f"--{k}", v)]]
     data: dict[str, Any] = json.loads(cli(home, *args).stdout)
     return data
-
-
-def files_found(home: Path, query: str) -> set[str]:
-    return {Path(r["file_path"]).name for r in search(home, query)["results"]}
 
 
 def documents(home: Path) -> dict[str, sqlite3.Row]:
@@ -127,7 +123,7 @@ def test_every_format_is_findable_with_its_location(indexed: tuple[RunningKernel
         "cjk.txt",
         "deep.txt",
     }
-    assert files_found(home, "zanzibar") == {"notes.txt"}
+    assert found(home, "zanzibar") == {"notes.txt"}
     hit = search(home, "frobnicator")["results"][0]
     assert hit["file_name"] == "guide.md" and hit["location"]["heading"] == "Setup > Windows"
     assert "frobnicator" in hit["snippet"].lower()
@@ -135,16 +131,16 @@ def test_every_format_is_findable_with_its_location(indexed: tuple[RunningKernel
     narwhal = search(home, "narwhal")["results"][0]
     assert narwhal["file_name"] == "report.pdf" and narwhal["location"]["page"] == 2
     assert search(home, "budgets")["results"][0]["location"]["page"] == 1
-    assert files_found(home, "pelicans") == {"page.html"}
-    assert files_found(home, "secretscript") == set() and files_found(home, "navonlyword") == set()
+    assert found(home, "pelicans") == {"page.html"}
+    assert found(home, "secretscript") == set() and found(home, "navonlyword") == set()
     avalanche = search(home, "avalanche")["results"][0]
     assert avalanche["file_name"] == "plan.docx" and "Risks" in avalanche["location"]["heading"]
-    assert files_found(home, "crampons") == {"plan.docx"}  # table cells
-    assert files_found(home, "xylophones") == {"utf16.txt"}  # encoding detected, not assumed
-    assert files_found(home, "東京") == {"cjk.txt"}  # CJK query finds the CJK file
-    assert files_found(home, "富士山") == {"cjk.txt"}
-    assert files_found(home, "marmots") == {"deep.txt"}
-    assert files_found(home, "hiddenword") == set() and files_found(home, "swapword") == set()
+    assert found(home, "crampons") == {"plan.docx"}  # table cells
+    assert found(home, "xylophones") == {"utf16.txt"}  # encoding detected, not assumed
+    assert found(home, "東京") == {"cjk.txt"}  # CJK query finds the CJK file
+    assert found(home, "富士山") == {"cjk.txt"}
+    assert found(home, "marmots") == {"deep.txt"}
+    assert found(home, "hiddenword") == set() and found(home, "swapword") == set()
     # A user's query syntax never breaks the parser.
     for nasty in ['AND "zanzibar', "zanzibar*", "[(zanzibar", "!!!"]:
         search(home, nasty)
@@ -161,7 +157,7 @@ def test_edit_touch_rename_delete_and_changes_while_stopped(indexed: tuple[Runni
     # edit -> new text found, old text gone
     notes.write_text("Now the notes talk about ocelots only.\n")
     wait_found(k, "ocelots", {"notes.txt"}, 15, "edited text findable")
-    assert files_found(home, "zanzibar") == set()
+    assert found(home, "zanzibar") == set()
     # touch -> nothing reindexed (same chunk ids)
     before = chunk_ids(home, "guide.md")
     os.utime(docs / "guide.md", None)
@@ -186,8 +182,8 @@ def test_edit_touch_rename_delete_and_changes_while_stopped(indexed: tuple[Runni
     k.start()
     wait_found(k, "wombats", {"offline.md"}, 30, "offline addition")
     wait_found(k, "platypus", {"cjk.txt"}, 30, "offline edit")
-    assert files_found(home, "xylophones") == set()
-    assert files_found(home, "東京") == set()
+    assert found(home, "xylophones") == set()
+    assert found(home, "東京") == set()
 
 
 def test_an_index_made_by_older_parsers_is_parsed_again_once_on_start(indexed: tuple[RunningKernel, Path]) -> None:
@@ -216,7 +212,7 @@ def test_an_index_made_by_older_parsers_is_parsed_again_once_on_start(indexed: t
     assert heading(search(home, "gondola")) == ["Manual > Install"]
     wait_settled(k, 60, "every document parsed again")
     assert chunk_ids(home, "notes.txt") != before  # unchanged files too: an upgrade reaches them
-    assert files_found(home, "zanzibar") == {"notes.txt"}
+    assert found(home, "zanzibar") == {"notes.txt"}
     # Their texts did not change: every chunk kept its vector, none went to the embedder again, and the
     # vector index holds them under their new ids.
     folders = json.loads(cli(home, "folders", "list", "--json").stdout)
@@ -259,8 +255,8 @@ def test_bad_files_fail_with_reasons_while_neighbours_index(home_dir: Path) -> N
         assert reasons["bomb.docx"][0] == "failed" and "bomb" in reasons["bomb.docx"][1].lower()
         assert reasons["binary.txt"] == ("failed", "not a text file")
         assert "link.txt" not in state, "a symlink to a file outside the folder was indexed"
-        assert files_found(home_dir, "basilisks") == set()
-        assert files_found(home_dir, "capybaras") == {"fine.txt"}
+        assert found(home_dir, "basilisks") == set()
+        assert found(home_dir, "capybaras") == {"fine.txt"}
         k.wait_all_running(60)  # settled: on-demand workers may be starting or leaving for a moment
     finally:
         k.stop()
@@ -313,7 +309,7 @@ def test_folders_refuse_overlap_and_remove_purges(indexed: tuple[RunningKernel, 
     assert outer.returncode != 0 and "around the Smart Folder" in outer.stderr
     out = cli(home, "folders", "remove", str(docs)).stdout
     assert "8 documents purged" in out
-    assert files_found(home, "zanzibar") == set()
+    assert found(home, "zanzibar") == set()
     assert json.loads(cli(home, "folders", "list", "--json").stdout) == []
     assert (docs / "notes.txt").exists(), "removing a folder must never touch files"
 
@@ -402,7 +398,7 @@ def test_without_a_model_documents_are_keyword_indexed_then_embedded_when_it_app
     k = RunningKernel(home_dir, config).start()
     try:
         cli(home_dir, "folders", "add", str(docs), "--wait", timeout=120)
-        assert files_found(home_dir, "zanzibar") == {"notes.txt"}  # keyword search works meanwhile
+        assert found(home_dir, "zanzibar") == {"notes.txt"}  # keyword search works meanwhile
         folder = json.loads(cli(home_dir, "folders", "list", "--json").stdout)[0]
         assert folder["chunks"] > 0 and folder["chunks_embedded"] == 0
         wait_for(lambda: "model failed" in k.worker("embedder")["note"], 30, 0.2, "status says why")
