@@ -19,7 +19,6 @@ each single mode's, paired per claim.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -32,8 +31,7 @@ from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer.search import fusion, fusion_evidence
 from tests.bench import fusion_eval
 from tests.bench.fusion_eval import Query, covers, documents_of, fixed, score
-from tests.bench.shapes.rules import split_of
-from tests.bench.shapes.sets import WHICH
+from tests.bench.shapes.sets import reused
 
 POLICY = SearchPolicy()
 WEIGHTS = fusion_evidence.EvidenceWeights.of(POLICY)
@@ -124,13 +122,13 @@ def per_set(qs: Sequence[Query], split: str) -> tuple[list[str], dict[str, dict[
     return lines, means
 
 
-def which_rows(qs: Sequence[Query], texts: dict[str, str], split: str) -> list[str]:
+def which_rows(qs: Sequence[Query], split: str) -> list[str]:
     """The shape bench's (i) rows in this bench's lists, split as the shape bench splits them: MRR@10 per mode."""
+    rows = {item.id.removeprefix("i-"): item.split for item in reused()[0] if item.shape == "which"}
     mine = [
         q
         for q in qs
-        if (q.set == "shape-which" and q.split == split)
-        or (q.set.startswith("factoid-") and WHICH.match(texts[q.id]) and split_of(f"i-{q.id}") == split)
+        if (q.set == "shape-which" and q.split == split) or (q.set.startswith("factoid-") and rows.get(q.id) == split)
     ]
     if not mine:
         return []
@@ -225,10 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     fusion_eval.W_GRID = np.array([0.5])  # fusion_eval's own weight table is not used here
     paths = [Path(p) for p in args.lists]
     qs = fusion_eval.load(paths)
-    texts = {d["item"]["id"]: d["item"]["text"] for p in paths for d in json.loads(p.read_text("utf-8"))}
     for split in ("tune", "held_out") if args.held_out else ("tune",):
         lines, _ = per_set(qs, split)
-        print("\n".join(["", *lines, "", *which_rows(qs, texts, split)]))
+        print("\n".join(["", *lines, "", *which_rows(qs, split)]))
     if args.scifact_split:
         print("\n".join(["", *scifact_split(qs)]))
     return 0
