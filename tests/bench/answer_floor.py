@@ -22,8 +22,9 @@ chosen refuses the most tune no-answer questions without losing more tune answer
 ``held_out`` halves, beside ``--main`` and the running code's floor. ``--shapes PATH`` adds the shape bench's
 answers (:mod:`tests.bench.shapes.answers`: paraphrases, how, which, number and ``none``) to both sides.
 The cosine is the sentences' or, when the floor refuses on them, their clauses' (``support["clause"]``, measured
-only then: a grid floor stricter than the running one misses clause cosines). ``--replay PATH`` scores a kept
-``--json`` again without a kernel; ``--report PATH`` writes the report.
+only then: a grid floor stricter than the running one misses clause cosines). ``--soft`` sweeps a floor on
+the soft cover (``support["soft"]``, when the indexer reports it) on tune, ``--soft-at S`` reads one on both halves.
+``--replay PATH`` scores a kept ``--json`` again without a kernel; ``--report PATH`` writes the report.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ HELD_OUT = ("held_out", "fresh4", "fresh5")
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
 Floor = tuple[float, float, float, float]
+SOFT_GRID = [round(0.20 + 0.005 * i, 3) for i in range(141)]  # 0.20 .. 0.90
 CURRENT: Floor = (floor.SUPPORT_SEMANTIC, floor.SUPPORT_LEXICAL, floor.UNHELD_NAME, floor.NAME_RESCUE)
 
 
@@ -187,6 +189,42 @@ def choose(asked: list[Asked], main: Floor) -> Floor:
     return (main[0], main[1], -best[2], best[3])
 
 
+def soft_refused(a: Asked, at: Floor, soft: float | None) -> bool:
+    """Whether ``at`` refuses ``a``, or its soft cover (``support["soft"]``: the worst best cosine of a question
+    word no leading passage holds with a word of those passages; measured only when the floor answers) is under
+    ``soft``."""
+    cover = (a.support or {}).get("soft")
+    return _refused(a, at) or (soft is not None and cover is not None and cover < soft)
+
+
+def soft_score(asked: list[Asked], split: str, soft: float | None) -> tuple[int, int, int, int]:
+    """:func:`score` of the running floor with the soft cover under ``soft`` refused too (None: the floor alone)."""
+    none = [a for a in asked if a.kind != "answerable" and a.split == split]
+    held = [a for a in asked if a.kind == "answerable" and a.split == split and a.holds_gold]
+    refused = sum(soft_refused(a, CURRENT, soft) for a in none)
+    return refused, len(none), sum(soft_refused(a, CURRENT, soft) for a in held), len(held)
+
+
+def soft_sweep(asked: list[Asked]) -> list[str]:
+    """The soft cover's floors on the ``tune`` halves (held out is read with ``--soft-at``), and the one the rule
+    picks: the most refused at no more than one more loss than the running floor and at most 2% lost, the middle
+    of its plateau; none when no floor refuses more than the running one."""
+    base = soft_score(asked, "tune", None)
+    limit = min(base[2] + 1, int(0.02 * base[3]))
+    rows = [(s, *soft_score(asked, "tune", s)) for s in SOFT_GRID]
+    lines = [
+        "| soft cover under | tune refused | tune lost |",
+        "|---|---|---|",
+        f"| (running) | {base[0]}/{base[1]} | {base[2]}/{base[3]} |",
+    ]
+    lines += [f"| {s:.2f} | {r}/{n} | {lost}/{h} |" for s, r, n, lost, h in rows[::4]]
+    ok = [x for x in rows if x[3] <= limit]
+    best = max((x[1] for x in ok), default=base[0])
+    plateau = [x[0] for x in ok if x[1] == best] if best > base[0] else []
+    pick = f"{plateau[(len(plateau) - 1) // 2]:.3f}" if plateau else "none (no floor refuses more on tune)"
+    return [*lines, "", f"Chosen on tune: {pick}."]
+
+
 def shape_rows(path: Path) -> list[Asked]:
     """The shape bench's answers (:mod:`tests.bench.shapes.answers` ``--json``) as rows here: a ``none`` question
     is a no-answer one; an answerable one holds the gold when its answer would, were the floor not there, hold the
@@ -239,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", help="write the report here (default: print only)")
     parser.add_argument("--shapes", help="also judge on the shape bench's answers (its --json)")
     parser.add_argument("--main", default="0.475,0.6,1.01,1", help="the floor before: cosine,share,unheld,rescue")
+    parser.add_argument("--soft", action="store_true", help="also sweep the soft cover's floors on tune")
+    parser.add_argument("--soft-at", type=float, help="read the soft cover's floor at this value on both halves")
     args = parser.parse_args(argv)
     try:
         if args.replay:
@@ -260,6 +300,14 @@ def main(argv: list[str] | None = None) -> int:
         asked += shape_rows(Path(args.shapes))
     sem, lex, unheld, rescue = (float(v) for v in args.main.split(","))
     report = render(asked, setup, (sem, lex, unheld, rescue))
+    if args.soft:
+        report += "\n" + "\n".join(soft_sweep(asked)) + "\n"
+    if args.soft_at is not None:
+        for split in ("tune", "held_out"):
+            for label, at in (("running", None), (f"soft cover under {args.soft_at}", args.soft_at)):
+                refused, n, lost, h = soft_score(asked, split, at)
+                report += f"\n{split} {label}: refused {refused}/{n}, gold answers lost {lost}/{h}"
+        report += "\n"
     print(report)
     if args.report:
         Path(args.report).write_text(report, encoding="utf-8")
