@@ -1,6 +1,6 @@
 """The rules that write the shape bench's known-item queries (tests/bench/shapes/rules.py): seeded and
 repeatable, a scramble keeps the common words a person remembers, and the split is a hash of the id alone;
-and the bench's scores (tests/bench/shapes/run.py) on constructed outcomes.
+and the bench's scores (tests/bench/shapes/run.py) on constructed outcomes; batch 2's question checks.
 The text is the project's own architecture notes, read by the real parser (a real document, not a stub)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from tests.bench.shapes import rules
-from tests.bench.shapes.generate import KNOWN, draw_corpus
+from tests.bench.shapes.generate import KNOWN, _check_batch2, draw_corpus
 from tests.bench.shapes.run import Outcome, Run, Scores, rank, separation
 from tests.bench.shapes.sets import DATA
 
@@ -93,3 +93,17 @@ def test_the_scores_count_the_first_gold_file_and_the_floor_reads_top_scores() -
     )
     none, answerable, auc, n = separation(run, "keyword", "all")
     assert (none, answerable, n) == (2.5, 3.0, 2) and auc == 0.5  # beats the empty search (0), loses to 5.0
+
+
+def test_a_batch_2_question_that_holds_its_answer_or_copies_its_passage_is_reported() -> None:
+    passage = "To find out the current value of a particular option use aspell config option"
+    passages = {("manuals", "a.html"): passage}
+    row = {"id": "i-x", "corpus": "manuals", "drawn": "a.html", "answer": "aspell config", "query": ""}
+    page = "<p>use 'aspell config option' to print it</p>"
+    fine = {**row, "query": "Which command prints the current value of a single Aspell option?"}
+    assert _check_batch2(fine, page, passages) == []
+    own = {**row, "query": "What does aspell config print?"}
+    assert [p for p in _check_batch2(own, page, passages) if "its own answer" in p]
+    copied = {**row, "query": "How do I find out the current value of a particular option?"}
+    assert [p for p in _check_batch2(copied, page, passages) if "repeats 'find out the current value of'" in p]
+    assert [p for p in _check_batch2(fine, "<p>nothing here</p>", passages) if "does not hold" in p]

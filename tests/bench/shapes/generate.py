@@ -27,8 +27,9 @@ from tests.bench.shapes.corpora import CORPORA, DJANGO, MANUALS, PYTEST, SCIFACT
 
 DATA = Path(__file__).with_name("data")
 KNOWN = DATA / "known.jsonl"
-QUESTION_DRAWS = {PYTEST: 28, DJANGO: 16, SCIFACT: 16, MANUALS: 14}
-"""How many passages of each corpus's draw the questions were written from."""
+QUESTION_DRAWS = {PYTEST: 40, DJANGO: 33, SCIFACT: 29, MANUALS: 40}
+"""How many passages of each corpus's draw the questions were read from (the first batch: 28, 16, 16, 14)."""
+RUN = 6  # batch 2: a question repeats no run of this many consecutive words of its passage
 LETTERS = dict(zip(rules.SHAPES, "abcde", strict=True))
 
 
@@ -139,12 +140,30 @@ def check_questions(root: Path, draws: dict[str, int]) -> list[str]:
             problems.append(f"{row['id']}: a gold file is missing")
         if row["answer"] and not any(re.search(row["answer"], t, re.IGNORECASE) for t in texts):
             problems.append(f"{row['id']}: no gold file holds {row['answer']!r}")
+        if row.get("batch") == 2:
+            problems += _check_batch2(row, texts[0] if row["drawn"] == row["files"][0] and texts else "", passages)
         if row["shape"] == "paraphrase":
             page = set(rules.content_words(passages[(row["corpus"], row["drawn"])]))
             shared = [w for w in dict.fromkeys(rules.content_words(row["query"])) if w in page]
             if len(shared) > 2:
                 problems.append(f"{row['id']}: shares {shared} with its passage")
     return problems
+
+
+def _check_batch2(row: dict[str, str], drawn_text: str, passages: dict[tuple[str, str], str]) -> list[str]:
+    """Batch 2's own checks (``data/README.md``): the drawn document is the first gold file and holds the
+    answer; the question neither matches its answer pattern nor repeats RUN consecutive words of its passage."""
+    out = []
+    if not drawn_text or not re.search(row["answer"], drawn_text, re.IGNORECASE):
+        out.append(f"{row['id']}: the drawn document is not the first gold file or does not hold {row['answer']!r}")
+    if re.search(row["answer"], row["query"], re.IGNORECASE):
+        out.append(f"{row['id']}: the question holds its own answer {row['answer']!r}")
+    page = rules.word_string(passages[(row["corpus"], row["drawn"])])
+    words = [w.lower() for w in rules.tokens(row["query"])]
+    runs = [" ".join(words[i : i + RUN]) for i in range(len(words) - RUN + 1)]
+    if copied := [r for r in runs if f" {r} " in page]:
+        out.append(f"{row['id']}: repeats {copied[0]!r} of its passage")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
