@@ -1,24 +1,30 @@
-"""``evidence`` with each side's score pooled by file, against the shipped one, and SciFact's split read per mode.
+"""``evidence`` with a passage's score pooled over its file or its neighbours, against the shipped one, and
+SciFact's split read per mode.
 
-``python -m tests.bench.fusion_files LISTS.json ... [--pool both|semantic] [--held-out] [--scifact-split]`` from
-the repository root, on what :mod:`tests.bench.fusion_lists` wrote (loaded and scored as :mod:`tests.bench.fusion_eval`
-does; each hit's file stands for its document). Two fusions per query, at the ``[search]`` defaults, the repeat
-penalty after each: the shipped ``evidence``, and ``evidence`` with its weighted sum pooled by file (:func:`pooled`:
-each passage's normalised score raised to its file's best on both sides, or on the semantic side only). Pooling was
-tried and not adopted (docs/benchmarks/fusion.md, fifth slice); it is not in the indexer.
+``python -m tests.bench.fusion_files LISTS.json ... [--pool both|semantic] [--neighbours N --homes HOME ...]
+[--alpha A | --fit-alpha] [--held-out] [--scifact-split]`` from the repository root, on what
+:mod:`tests.bench.fusion_lists` wrote (loaded and scored as :mod:`tests.bench.fusion_eval` does; each hit's file
+stands for its document). Two fusions per query, at the ``[search]`` defaults, the repeat penalty after each: the
+shipped ``evidence``, and ``evidence`` with its weighted sum pooled (:func:`pooled`): each passage's normalised score,
+on both sides or the semantic side only, raised to its file's best there (the lift divided by ``n ** alpha``, ``n``
+the file's passages in that list), or with ``--neighbours N`` to the best of the passages within N chunk ordinals in
+its document (the ordinals read read-only from each list's home, ``--homes``, as :func:`ordinals`). None of these
+was adopted (docs/benchmarks/fusion.md, fifth and sixth slices); none is in the indexer.
 
 Printed, tune parts only unless ``--held-out`` (read once per decision): per set the score of each, the queries that
 gain and lose, the sum of per-query scores, the mean over sets; and the shape bench's "which" rows as that bench
 splits them (``shape-which`` and the reused factoid "Which ..." questions, split by
-:func:`tests.bench.shapes.rules.split_of` of ``i-<id>``). ``--scifact-split`` (the shipped fusions only): SciFact's
-held-out less tune nDCG@10 in every mode with a bootstrap interval (claims resampled within each part), the gap
-random splits of the same claims into parts of the same sizes make (a permutation test), and each fusion's gap less
-each single mode's, paired per claim.
+:func:`tests.bench.shapes.rules.split_of` of ``i-<id>``). ``--fit-alpha``: alpha fitted leaving one set out over the
+tune parts (:func:`fit_alpha`). ``--scifact-split`` (the shipped fusions only): SciFact's held-out less tune nDCG@10
+in every mode with a bootstrap interval, the gap random splits of the same claims make (a permutation test), and
+each fusion's gap less each single mode's, paired per claim.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -28,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.protocol.runtime.config import SearchPolicy
+from foldermind.protocol.runtime.home import Home
 from foldermind.workers.indexer.search import fusion, fusion_evidence
 from tests.bench import fusion_eval
 from tests.bench.fusion_eval import Query, covers, documents_of, fixed, score
@@ -41,26 +48,91 @@ BOOTSTRAP = 10_000
 POOL = ["both"]
 """The sides :func:`pooled` raises to their file's best (``--pool``): ``both`` or ``semantic``."""
 
+REACH = [0]
+"""``--neighbours``: how far (in chunk ordinals) a passage's pool reaches within its document; 0: the whole file."""
 
-def pooled(keyword: fusion.Ranking, semantic: fusion.Ranking, w: float, documents: dict[int, int]) -> fusion.Ranking:
-    """``weighted`` at ``w`` with each passage's min-max score on the pooled sides raised to its file's best there: a
-    file whose words are in one passage and its meaning in another scores as one passage holding both. A file's
-    passages, which then tie, keep the order of their own sum (and the coverage rerank's sort is stable)."""
+ALPHA = [0.0]
+"""File pooling's length discount (``--alpha``): the lift to a file's best is divided by ``n ** alpha``, ``n`` the
+file's passages in that list; ``inf`` is no pooling, the shipped fusion (with ``n`` 1 the lift is whole at any finite
+alpha: a keyword-only passage whose file has one semantic passage)."""
+INF = float("inf")
+ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, INF)
+
+ORDINALS: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
+"""Per query (set, id): chunk id -> (document id, chunk ordinal), from the homes the lists came from."""
+
+
+def pooled(
+    keyword: fusion.Ranking,
+    semantic: fusion.Ranking,
+    w: float,
+    documents: dict[int, int],
+    places: dict[int, tuple[int, int]],
+) -> fusion.Ranking:
+    """``weighted`` at ``w`` with each passage's min-max score on the pooled sides raised to its file's best there (the
+    lift discounted by :data:`ALPHA`), or to the best of its neighbours within :data:`REACH` ordinals (``places``:
+    chunk id -> (document, ordinal)): a file whose words are in one passage and its meaning in another scores as one
+    passage holding both. Passages that then tie keep the order of their own sum (the coverage rerank's sort is
+    stable)."""
     sides = [fusion.min_max(keyword), fusion.min_max(semantic)]
     pool = (0, 1) if POOL[0] == "both" else (1,)
-    best: dict[tuple[int, int], float] = {}
-    for side in pool:
-        for cid, s in sides[side].items():
-            key = (side, documents[cid])
-            best[key] = max(best.get(key, 0.0), s)
+    if REACH[0] > 0:
+        reach = range(-REACH[0], REACH[0] + 1)
+        at = [{places[cid]: s for cid, s in scores.items()} for scores in sides]
 
-    def of(cid: int, side: int) -> float:
-        return best.get((side, documents[cid]), 0.0) if side in pool else sides[side].get(cid, 0.0)
+        def of(cid: int, side: int) -> float:
+            if side not in pool:
+                return sides[side].get(cid, 0.0)
+            doc, n = places[cid]
+            return max(at[side].get((doc, n + d), 0.0) for d in reach)
+    else:
+        best: dict[tuple[int, int], float] = {}
+        many: dict[tuple[int, int], int] = {}
+        for side in pool:
+            for cid, s in sides[side].items():
+                key = (side, documents[cid])
+                best[key] = max(best.get(key, 0.0), s)
+                many[key] = many.get(key, 0) + 1
+
+        def of(cid: int, side: int) -> float:
+            own = sides[side].get(cid, 0.0)
+            if side not in pool or ALPHA[0] == INF:
+                return own
+            key = (side, documents[cid])
+            lift = best.get(key, 0.0) - own
+            return own + (lift if ALPHA[0] == 0 else lift * many.get(key, 1) ** -ALPHA[0] if lift > 0 else 0.0)
 
     ids = sides[0] | sides[1]
     own = {cid: w * sides[0].get(cid, 0.0) + (1.0 - w) * sides[1].get(cid, 0.0) for cid in ids}
     fused = {cid: w * of(cid, 0) + (1.0 - w) * of(cid, 1) for cid in ids}
     return [(cid, fused[cid]) for cid in sorted(ids, key=lambda cid: (-fused[cid], -own[cid], cid))]
+
+
+def ordinals(lists: Path, store: Path) -> dict[tuple[str, str], dict[int, tuple[int, int]]]:
+    """Per query (set, id) in ``lists``, each listed chunk's (document id, ordinal), from the SQLite index of the home
+    the lists were dumped from (``store``: the home, or its ``index.sqlite``; a copy: a WAL database opened read-only
+    still writes its ``-shm``), every chunk's path checked against the dumped file."""
+    path = store if store.is_file() else Home.resolve(store).data_dir / "index.sqlite"
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    dumped = json.loads(lists.read_text("utf-8"))
+    files = {int(h[0]): str(h[2]) for d in dumped for h in d["keyword"] + d["semantic"]}
+    ids = sorted(files)
+    rows: dict[int, tuple[int, int]] = {}
+    for i in range(0, len(ids), 900):
+        part = ids[i : i + 900]
+        marks = ",".join("?" * len(part))
+        sql = (
+            "SELECT c.id, c.doc_id, c.ordinal, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            f" WHERE c.id IN ({marks})"
+        )
+        for cid, doc, n, where in db.execute(sql, part):
+            if not str(where).endswith(files[cid]):
+                raise SystemExit(f"{lists}: chunk {cid} is {where} in {path}, {files[cid]} in the lists")
+            rows[int(cid)] = (int(doc), int(n))
+    db.close()
+    if len(rows) != len(ids):
+        raise SystemExit(f"{lists}: {len(ids) - len(rows)} listed chunks are not in {path}")
+    return {(d["item"]["set"], d["item"]["id"]): rows for d in dumped}
 
 
 def rerank(fused: fusion.Ranking, q: Query) -> fusion.Ranking:
@@ -81,7 +153,7 @@ def run(q: Query, pool: bool) -> list[int]:
         ranked = fusion_evidence.evidence(q.keyword, q.semantic, partial(covers, q), WEIGHTS)
     else:
         w = fusion_evidence.keyword_weight(q.keyword, WEIGHTS)
-        ranked = rerank(pooled(q.keyword, q.semantic, w, documents), q)
+        ranked = rerank(pooled(q.keyword, q.semantic, w, documents, ORDINALS.get((q.set, q.id), {})), q)
     return [cid for cid, _ in fusion.spread(ranked, documents, POLICY.evidence_repeat_penalty)]
 
 
@@ -120,6 +192,55 @@ def per_set(qs: Sequence[Query], split: str) -> tuple[list[str], dict[str, dict[
         + " | | |"
     )
     return lines, means
+
+
+def fit_alpha(qs: Sequence[Query]) -> list[str]:
+    """The length discount :data:`ALPHA` fitted leaving one set out over the tune parts (the best mean over the other
+    sets' scores on :data:`ALPHAS`, ties to the larger alpha), each set scored at its fold's alpha; and the fit on
+    every tune part. Per set, the sum of per-query scores against the shipped fusion's (``inf``)."""
+    tune = [q for q in qs if q.split == "tune"]
+    sets = sorted({q.set for q in tune})
+    sums = np.zeros((len(sets), len(ALPHAS)))
+    sizes = np.array([sum(q.set == s for q in tune) for s in sets], dtype=float)
+    for j, alpha in enumerate(ALPHAS):
+        ALPHA[0] = alpha
+        for i, s in enumerate(sets):
+            sums[i, j] = sum(score(q, run(q, pool=True))[0] for q in tune if q.set == s)
+    means = sums / sizes[:, None]
+
+    def best(rows: NDArray[np.bool_]) -> int:
+        mean = means[rows].mean(axis=0)
+        return max(range(len(ALPHAS)), key=lambda j: (round(float(mean[j]), 12), ALPHAS[j]))
+
+    shipped = len(ALPHAS) - 1
+    lines = [
+        "Leave one set out (tune parts): alpha fitted on the other sets, the set scored at it",
+        "",
+        "| set | n | shipped sum | fold alpha | its sum | change | falls > 1 query |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    loso = []
+    for i, s in enumerate(sets):
+        j = best(np.arange(len(sets)) != i)
+        loso.append(means[i, j])
+        change = sums[i, j] - sums[i, shipped]
+        fall = "yes" if change < -1.0 - 1e-9 else ""
+        cells = f"{sums[i, shipped]:.2f} | {ALPHAS[j]} | {sums[i, j]:.2f} | {change:+.2f} | {fall}"
+        lines.append(f"| {s} | {int(sizes[i])} | {cells} |")
+    every = best(np.ones(len(sets), dtype=bool))
+    lines += [
+        f"| mean of {len(sets)} sets | | {means[:, shipped].mean():.4f} | | {np.mean(loso):.4f} | | |",
+        "",
+        "Every tune part, per alpha (mean of sets; sets falling by more than one query):",
+        "",
+        "| alpha | mean | falls > 1 query |",
+        "|---:|---:|---|",
+    ]
+    for j, alpha in enumerate(ALPHAS):
+        falls = [s for i, s in enumerate(sets) if sums[i, j] - sums[i, shipped] < -1.0 - 1e-9]
+        lines.append(f"| {alpha} | {means[:, j].mean():.4f} | {', '.join(falls)} |")
+    lines.append(f"Fitted on every tune part: alpha {ALPHAS[every]}")
+    return lines
 
 
 def which_rows(qs: Sequence[Query], split: str) -> list[str]:
@@ -218,11 +339,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out", action="store_true", help="also the held-out parts (read once per decision)")
     parser.add_argument("--scifact-split", action="store_true", help="SciFact's tune / held-out gap per mode")
     parser.add_argument("--pool", choices=("both", "semantic"), default="both", help="the sides pooled by file")
+    parser.add_argument("--neighbours", type=int, default=0, help="pool over ordinals +-N in a document, not a file")
+    parser.add_argument("--alpha", type=float, default=0.0, help="file pooling's length discount (inf: none)")
+    parser.add_argument("--fit-alpha", action="store_true", help="fit --alpha leaving one set out (tune parts)")
+    parser.add_argument("--homes", nargs="*", type=Path, default=[], help="each list's home (or its index.sqlite)")
     args = parser.parse_args(argv)
     POOL[0] = args.pool
+    REACH[0] = args.neighbours
+    ALPHA[0] = args.alpha
+    if args.neighbours and len(args.homes) != len(args.lists):
+        parser.error("--neighbours needs --homes, one per list, in the same order")
+    for lists, home in zip(args.lists, args.homes, strict=False):
+        ORDINALS.update(ordinals(Path(lists), home))
     fusion_eval.W_GRID = np.array([0.5])  # fusion_eval's own weight table is not used here
     paths = [Path(p) for p in args.lists]
     qs = fusion_eval.load(paths)
+    if args.fit_alpha:
+        print("\n".join(fit_alpha(qs)))
+        ALPHA[0] = args.alpha
     for split in ("tune", "held_out") if args.held_out else ("tune",):
         lines, _ = per_set(qs, split)
         print("\n".join(["", *lines, "", *which_rows(qs, split)]))
