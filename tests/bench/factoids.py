@@ -5,211 +5,41 @@ project wrote, and the three corpora as folders of files ready to be indexed.
 a temporary folder) and checks every question against them; ``tests.bench.answers`` is the bench that
 asks them.
 
-How the questions were made
----------------------------
-
-Five sets: the first 72 (``factoid_data/questions.jsonl``, split ``tune`` / ``held_out``), 36 fresh ones
-(``factoid_data/fresh.jsonl``, split ``fresh``), written later because the held-out third of the first set
-had been seen by the engineers tuning the answer engine, 36 more (``factoid_data/fresh2.jsonl``, split
-``fresh2``), written before a second round of tuning because the fresh set had then been asked once,
-36 more again (``factoid_data/fresh3.jsonl``, split ``fresh3``), written before a third round of tuning
-because ``fresh2`` had then been asked twice, and 36 more (``factoid_data/fresh4.jsonl``, split
-``fresh4``), written before a fourth round because ``fresh3`` had then been asked four times and is to be
-tuned on.
-:func:`load_questions` reads all five.
-
-All 72 of the first set were written by hand, before the evidence-based ``chat_with_documents`` existed
-and without looking at any answer engine's output, in one pass per corpus; ``factoid_data/questions.jsonl``
-keeps them in the order they were written. For each one a passage was read, a single sentence holding a
-short answer (a number, a name, a term, a date) was picked, and the question was phrased as a user would
-ask it, in other words than the sentence's where that was natural. Each question records:
-
-- ``id`` (``sf-NN`` / ``dj-NN``; ``sf2-NN`` / ``mn-NN`` in the fresh set, ``sf3-NN`` / ``mn2-NN`` in the
-  second, ``sf4-NN`` / ``mn3-NN`` in the third, ``sf5-NN`` / ``mn4-NN`` in the fourth; in order of
-  writing), ``corpus`` and ``split``;
-- ``question``; ``answer``, a case-insensitive regular expression for the short answer as the document
-  writes it, with the obvious variants (``1,?209,?600|2 weeks``);
-- ``gold_file``, the file name as indexed: ``<abstract id>.txt`` for SciFact
-  (:func:`tests.bench.scifact.file_name`), the path under the docs folder for Django (``ref/settings.txt``;
-  several Django files share a base name, so a citation is matched on its path);
-- ``doc_id``, the SciFact abstract id (or the Django path), so that the runner can index every gold
-  abstract even though it indexes only the first 1,500 abstracts as distractors;
-- ``sentence``, the sentence the answer is found in, as the document has it (whitespace collapsed;
-  for a few Django ones the heading above the sentence is included, where the heading is the answer);
-- ``keys``, regular expressions for the question's identifying terms.
-
-:func:`check` verifies each question mechanically: the gold file is in its corpus, the sentence is in the
-gold text, the answer matches the sentence, every key matches the gold text, and exactly one document of
-the corpus matches all the keys and the answer: the question's terms point to one document, and that one
-holds the answer. For SciFact this is checked over all 5,183 abstracts, not only the indexed ones. The
-report also shows how many documents the answer pattern alone matches (a bare number such as ``100`` is in
-many; the keys are what single out the document).
-
-Five first drafts failed that check and were replaced by new questions in the same positions (so the split
-below is unchanged), still before any answer engine was run: sf-13 (another abstract gives Dscam's 18,000
-isoforms too), dj-02 and dj-06 (the same default is also in the tutorial, the same limit in the 1.5
-release notes), dj-28 and dj-36 (the 4.2 release notes and the committing guide repeat the fact); sf-10
-only had its pattern fixed (``Asn332`` has no word boundary before 332), and dj-04 and dj-11 a key added
-(their numbers also stand in unrelated sentences of other files).
-
-The split, fixed before any answer was seen: in each corpus, every third question in order of writing
-(``sf-03``, ``sf-06``, ... ``sf-36`` and the same for ``dj-``) is ``held_out``, the other two thirds
-``tune``: 12 and 24 per corpus. Tune the answer engine on ``tune`` only and report ``held_out`` apart.
-By 2026-12-02 the held-out answers had been read while the engine was tuned, so ``held_out`` no longer
-gives an honest figure; the fresh set below replaces it as the one to judge on.
-
-The fresh set
-~~~~~~~~~~~~~
-
-36 questions written by hand on 2026-12-02, before that day's further tuning of the answer engine, by an
-engineer who had not seen the engine's answers to any of them (no answer engine was run on them before
-they were committed), the same way as the first set: a passage read, one sentence with a short answer
-picked, the question phrased as a user would ask it, the same fields. They mix kinds: how many, which,
-what is the name, when / which version, what default, which command or option.
-
-- ``sf2-01`` .. ``sf2-18`` over SciFact abstracts no earlier question uses, one from each eighteenth of
-  ``corpus.jsonl`` (abstracts 0-286, 287-574, ... 4895-5182): at a seeded random place in each stretch
-  the first two unused abstracts were read and the one with a short, unambiguous answer taken;
-- ``mn-01`` .. ``mn-18`` over the Debian manuals (below), a corpus the answer bench had not used: gnuplot
-  (4), Asymptote (2, and 1 on its ``CAD.pdf`` paper), 4ti2 (2), Aspell (3 files), apcupsd (3) and SQLite
-  (3 files). ``gold_file`` and ``doc_id`` are the path under the ``manuals`` folder
-  (``gnuplot-doc/gnuplot.pdf``); for the PDFs, the sentence is as the project's own parser extracts it
-  (:mod:`foldermind.workers.parser.formats`, pypdf), which is also the text :func:`check` reads for
-  every file of this corpus (HTML too: visible text, navigation lines included).
-
-Three fresh drafts failed the same check (run on the manuals' extracted text) and were replaced by new
-questions in the same positions, before any answer engine was run on them: mn-10 (Aspell's ChangeLog
-credits the nroff filter to the same author), mn-12 (the word-list page names the same 32-bit hash
-configure option), mn-16 (the ON CONFLICT page gives UPSERT's version too); mn-11 had a key tightened
-(``.multi`` also matched ``settings.multipleView`` in Asymptote's files) and mn-06 its sentence cut to
-the part pypdf extracts unbroken (the sentence before it hyphenates "Inter-active" over a line).
-
-The split rule: every fresh question was held out until the ``fresh2`` set below was written and asked
-once. Since then (2026-12-02, 21:30 UTC) the fresh questions are tuned on, like the tune split: their misses
-were read to choose the sentence for version and count questions. Report them apart still; the answer bench
-judges its quality targets on the newest fresh set a run asks.
-
-The second fresh set
-~~~~~~~~~~~~~~~~~~~~
-
-36 questions written by hand on 2026-12-02, after the fresh set above had been asked once and before the
-second round of tuning of the extractive answer's sentence choice (on ``tune``), by an engineer who had
-not seen the engine's answers to any of them (no answer engine, search or kernel was run on them before
-they were committed), the same way and with the same fields as the fresh set:
-
-- ``sf3-01`` .. ``sf3-18`` over SciFact abstracts no earlier question uses (neither ``questions.jsonl``
-  nor ``fresh.jsonl``), one from each eighteenth of ``corpus.jsonl``: at a place in each stretch drawn
-  with ``random.Random(14)`` (``randrange`` over the stretch, stretches in order) the first two unused
-  abstracts were read and the one with a short, unambiguous answer taken. 13 of them lie past the first
-  1,500, so the indexed folder gains them as gold abstracts (1,551 abstracts in all);
-- ``mn2-01`` .. ``mn2-18`` over the Debian manuals, on passages no fresh question uses, spread over the
-  packages: gnuplot (4), Asymptote (2, and 1 on ``asy-latex.pdf``), 4ti2 (2), Aspell (3 files), apcupsd
-  (3) and SQLite (3 files), mostly what a user asks of a reference manual: what is the default of X,
-  which option, command or environment variable does Y, how many, since which version; sentences as the
-  project's parser extracts them.
-
-Drafts that failed :func:`check` before any answer engine was run: sf3-03 was first asked of abstract
-3893473 (which genus uses TAL effectors: 19099739 says Xanthomonas too); neither of the two abstracts
-read in that stretch had another unique short answer, so the next unused one (3898784) was taken.
-mn2-07 was first asked about the ``asydir`` command (``asymptote.pdf`` gives the same recipe) and was
-replaced by a question on the same page. mn2-06 had its key narrowed to ``spline tension`` (``tension``
-matched "extension" in gnuplot's manual), mn2-10 its second key changed to ``default mode`` (The-Options
-and Spellchecking-Individual-Files list the same suggestion modes without naming the default), and
-mn2-07's replacement a second key added (``keepAspect`` is also an argument of Asymptote's ``size``).
-
-The split rule: every ``fresh2`` question was held out while it was the newest set. It was asked twice and
-reported (``docs/benchmarks/answers-fresh2.md``); from 2026-12-03, once the ``fresh3`` set below was
-committed, ``fresh2`` is tuned on like the fresh set. Report it apart still.
-
-The third fresh set
-~~~~~~~~~~~~~~~~~~~
-
-36 questions written by hand on 2026-12-03, after ``fresh2`` had been asked twice and before the third
-round of tuning, by an engineer who had not seen the engine's answers to any of them (no answer engine,
-search or kernel was run on them before they were committed; only the documents were read), the same way
-and with the same fields as the two sets above:
-
-- ``sf4-01`` .. ``sf4-18`` over SciFact abstracts no earlier question uses (none of ``questions.jsonl``,
-  ``fresh.jsonl`` and ``fresh2.jsonl``), one from each eighteenth of ``corpus.jsonl``: at a place in each
-  stretch drawn with ``random.Random(15)`` (``randrange`` over the stretch, stretches in order) the first
-  two unused abstracts were read and the one with a short, unambiguous answer taken (in every stretch one
-  of those two had one). 13 of them lie past the first 1,500, so the indexed folder gains them as gold
-  abstracts (1,564 abstracts in all);
-- ``mn3-01`` .. ``mn3-18`` over the Debian manuals, on passages no earlier question uses, spread over the
-  packages like ``fresh2``: gnuplot (4), Asymptote (2, and 1 on ``CAD.pdf``), 4ti2 (2), Aspell (3 files
-  no earlier question uses), apcupsd (3) and SQLite (3 files no earlier question uses): what is the
-  default of X, which option, command or environment variable does Y, what is the name of, how many,
-  since which version; sentences as the project's parser extracts them (mn3-09's is a heading of 4ti2's
-  NEWS with the bullets under it, as pypdf extracts them, the version being in the heading).
-
-One draft failed :func:`check` and was fixed before any answer engine was run: mn3-04's answer pattern
-first refused any dot after the version, so it missed the version ending its sentence, and one of its keys
-spanned two words that pypdf puts on two lines; the pattern now refuses only a further version part, and
-the key allows any whitespace between the words. No draft had to be replaced.
-
-The split rule: every ``fresh3`` question was held out while it was the newest set. It was asked four times
-and reported, its misses unread (``docs/benchmarks/answers-fresh3.md``); from 2026-12-03, once the
-``fresh4`` set below was committed, ``fresh3`` is tuned on like ``fresh2``. Report it apart still.
-
-The fourth fresh set
-~~~~~~~~~~~~~~~~~~~~
-
-36 questions written by hand on 2026-12-03, after ``fresh3`` had been asked four times (its misses unread)
-and before the fourth round of tuning, by an engineer who had not seen the engine's answers to any of them
-(no answer engine, search, kernel or answers bench was run on them before they were committed, and no bench
-output was read to choose them; only the documents were read), the same way and with the same fields as
-the sets above:
-
-- ``sf5-01`` .. ``sf5-18`` over SciFact abstracts no earlier question uses (none of ``questions.jsonl``,
-  ``fresh.jsonl``, ``fresh2.jsonl`` and ``fresh3.jsonl``), one from each eighteenth of ``corpus.jsonl``:
-  at a place in each stretch drawn with ``random.Random(16)`` (``randrange`` over the stretch, stretches
-  in order) the first two unused abstracts were read and the one with a short, unambiguous answer taken
-  (in every stretch one of those two had one). 13 of them lie past the first 1,500, so the indexed folder
-  gains them as gold abstracts (1,577 abstracts in all);
-- ``mn4-01`` .. ``mn4-18`` over the Debian manuals, on passages no earlier question uses, spread over the
-  packages like ``fresh3``: gnuplot (4), Asymptote (2, and 1 on ``asy-latex.pdf``), 4ti2 (2), Aspell (3
-  files no earlier question uses), apcupsd (3) and SQLite (3 files no earlier question uses): what is the
-  default of X, which option, command or environment variable does Y, which version, how many, which
-  name; sentences as the project's parser extracts them.
-
-Two drafts failed :func:`check` and had a key narrowed before any answer engine was run; none was
-replaced: sf5-01's ``Chordin`` became ``Chordin-proteinase inhibitor`` (abstract 6076903 names Sizzled
-too, as a ventral BMP antagonist, beside Chordin and the Spemann organizer), and mn4-11 gained the key
-``case and accents`` (Aspell's ChangeLog has "8-bit", "distinct characters" and a "30" in a patch name).
-
-The split rule: every ``fresh4`` question is held out. Never tune on them; report them apart (the answer
-bench judges its quality targets on them when they are asked). They were asked once, on 2026-12-03 after the
-fourth round of tuning was committed, their misses unread (``docs/benchmarks/answers-fresh4.md``).
+How the questions were made, set by set (the first set and its ``tune`` / ``held_out`` split, then ``fresh``
+to ``fresh5``, each written before a round of tuning by an engineer who had not seen the engine's answers), and
+the drafts the check replaced: ``factoid_data/README.md``. :func:`load_questions` reads every set; :func:`check`
+verifies each question mechanically: the gold file is in its corpus, the sentence is in the gold text, the answer
+matches the sentence, every key matches the gold text, and exactly one document of the corpus matches all the keys
+and the answer (for SciFact over all 5,183 abstracts; for the manuals over the text the project's parser extracts).
 
 The corpora
 -----------
 
-- ``scifact``: SciFact abstracts (``../shared/eval/scifact/corpus.jsonl`` or ``$FOLDERMIND_SCIFACT``; BEIR
-  format), written one file per abstract by :func:`tests.bench.scifact.write_corpus` (title, blank line,
-  text). 36 questions over abstracts spread across the whole corpus (one from each stretch of 143
-  abstracts), 18 fresh ones over 18 other abstracts, 18 ``fresh2`` ones over 18 more, 18 ``fresh3`` ones
-  over 18 more again and 18 ``fresh4`` ones over 18 more. The indexed folder holds the first
-  :data:`SCIFACT_DISTRACTORS` abstracts plus every gold abstract, so retrieval has distractors, and a
-  question's abstract is there even when it lies past them. Licence: SciFact (Wadden et al., 2020) is CC
-  BY-NC 2.0: evaluation only, never shipped; the fresh sets are under the same terms.
-- ``django-docs``: the reference manual, topic guides, how-tos, internals and all release notes of Django
-  4.2.16: every ``.txt`` file (reStructuredText, the form the docs are written in) under ``docs/`` of the
-  pinned sdist from PyPI (``Django-4.2.16.tar.gz``, sha256 below), folders starting with ``_`` (theme and
-  Sphinx extensions) left out: 587 files, 5.8 MB. The runner gets it by itself on a fresh machine:
-  ``python -m pip download --no-deps --no-binary :all: --require-hashes`` into a cache folder
-  (``$FOLDERMIND_BENCH_CACHE``, default ``~/.cache/foldermind-bench``) once, then extracts the docs. 36
-  questions over 35 files from every part of the docs (FAQ, tutorials, reference, topics, how-tos,
-  internals, release notes). Licence: Django and its documentation are BSD-3-Clause (the sdist's
-  ``LICENSE``).
-- ``manuals``: the lookup bench's corpus, built by :func:`tests.bench.manuals.build` (six Debian 12
-  documentation packages pinned by version and sha256, fetched with ``apt-get download`` into the same cache
-  folder, unpacked with ``dpkg-deb``): the gnuplot 5.4, Asymptote 2.85 and 4ti2 1.6.9 PDF manuals,
-  Asymptote's ``CAD.pdf`` and ``asy-latex.pdf``, and the Aspell 0.60.8, apcupsd 3.14.14 and SQLite 3.40 HTML
-  pages: 109 files, indexed whole. 18 fresh, 18 ``fresh2``, 18 ``fresh3`` and 18 ``fresh4`` questions. Licences, as each
-  package's ``usr/share/doc/<package>/copyright`` states: gnuplot-doc, gnuplot's own licence (use, copy and
-  distribute freely; modifications only as patches); asymptote-doc GPL-3+ (``asy-latex`` GPL-2+); 4ti2-doc
-  GPL-2+; aspell-doc, the manual GFDL-1.2+ (the rest LGPL-2.1+); apcupsd-doc GPL-2+; sqlite3-doc public
-  domain. The bench reads them where they are unpacked; nothing of them is shipped.
+- ``scifact``: SciFact abstracts (``../shared/eval/scifact/corpus.jsonl`` or ``$FOLDERMIND_SCIFACT``; BEIR format),
+  written one file per abstract by :func:`tests.bench.scifact.write_corpus` (title, blank line, text). 36 questions
+  over abstracts spread across the whole corpus (one from each stretch of 143 abstracts), 18 fresh ones over 18
+  other abstracts, 18 ``fresh2`` ones over 18 more, 18 ``fresh3`` ones over 18 more again, 18 ``fresh4`` ones over
+  18 more and 12 ``fresh5`` ones over 12 more. The indexed folder holds the first :data:`SCIFACT_DISTRACTORS`
+  abstracts plus every gold abstract, so retrieval has distractors, and a question's abstract is there even when it
+  lies past them. Licence: SciFact (Wadden et al., 2020) is CC BY-NC 2.0: evaluation only, never shipped; the fresh
+  sets are under the same terms. With ``fresh5`` the folder holds 1,585 abstracts.
+- ``django-docs``: the reference manual, topic guides, how-tos, internals and all release notes of Django 4.2.16:
+  every ``.txt`` file (reStructuredText, the form the docs are written in) under ``docs/`` of the pinned sdist from
+  PyPI (``Django-4.2.16.tar.gz``, sha256 below), folders starting with ``_`` (theme and Sphinx extensions) left out:
+  587 files, 5.8 MB. The runner gets it by itself on a fresh machine: ``python -m pip download --no-deps --no-binary
+  :all: --require-hashes`` into a cache folder (``$FOLDERMIND_BENCH_CACHE``, default ``~/.cache/foldermind-bench``)
+  once, then extracts the docs. 36 questions over 35 files from every part of the docs (FAQ, tutorials, reference,
+  topics, how-tos, internals, release notes), and 12 ``fresh5`` ones over 12 more. Licence: Django and its
+  documentation are BSD-3-Clause (the sdist's ``LICENSE``).
+- ``manuals``: the lookup bench's corpus, built by :func:`tests.bench.manuals.build` (six Debian 12 documentation
+  packages pinned by version and sha256, fetched with ``apt-get download`` into the same cache folder, unpacked with
+  ``dpkg-deb``): the gnuplot 5.4, Asymptote 2.85 and 4ti2 1.6.9 PDF manuals, Asymptote's ``CAD.pdf`` and
+  ``asy-latex.pdf``, and the Aspell 0.60.8, apcupsd 3.14.14 and SQLite 3.40 HTML pages: 109 files, indexed whole. 18
+  fresh, 18 ``fresh2``, 18 ``fresh3``, 18 ``fresh4`` and 12 ``fresh5`` questions. Licences, as each package's
+  ``usr/share/doc/<package>/copyright`` states: gnuplot-doc, gnuplot's own licence (use, copy and distribute freely;
+  modifications only as patches); asymptote-doc GPL-3+ (``asy-latex`` GPL-2+); 4ti2-doc GPL-2+; aspell-doc, the
+  manual GFDL-1.2+ (the rest LGPL-2.1+); apcupsd-doc GPL-2+; sqlite3-doc public domain. The bench reads them where
+  they are unpacked; nothing of them is shipped.
 """
 
 from __future__ import annotations
@@ -241,13 +71,14 @@ FRESH = DATA / "fresh.jsonl"
 FRESH2 = DATA / "fresh2.jsonl"
 FRESH3 = DATA / "fresh3.jsonl"
 FRESH4 = DATA / "fresh4.jsonl"
-QUESTION_FILES = (QUESTIONS, FRESH, FRESH2, FRESH3, FRESH4)
+FRESH5 = DATA / "fresh5.jsonl"
+QUESTION_FILES = (QUESTIONS, FRESH, FRESH2, FRESH3, FRESH4, FRESH5)
 
 SCIFACT = "scifact"
 DJANGO = "django-docs"
 MANUALS = "manuals"
 CORPORA = (SCIFACT, DJANGO, MANUALS)
-SPLITS = ("tune", "held_out", "fresh", "fresh2", "fresh3", "fresh4")
+SPLITS = ("tune", "held_out", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
 
 SCIFACT_DISTRACTORS = 1500
 """The first N abstracts are indexed beside the gold ones."""
