@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import cast
 
-import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -720,22 +719,3 @@ def test_a_generated_sentence_backed_by_a_passage_but_not_about_the_question_s_s
     ]
     echo = ClaimChecker(_no_vectors).check(CheckRequest(question, restated, sources))  # type: ignore[arg-type]
     assert not any(c["supported"] for c in echo.checks), echo.checks
-
-
-def test_the_soft_cover_is_the_worst_missing_word_s_best_cosine_with_a_word_of_the_passages() -> None:
-    # Hand-made unit vectors: "passphrase" is close to the page's "password", "cipher" to none of its words.
-    axes = {"passphrase": [1.0, 0.0, 0.0], "password": [0.8, 0.6, 0.0], "cipher": [0.0, 0.0, 1.0]}
-    asked: list[list[str]] = []
-
-    def vectors(texts: list[str]) -> tuple[np.ndarray, str, int]:
-        asked.append(texts)
-        return np.array([axes.get(t, [0.0, 1.0, 0.0]) for t in texts], dtype=np.float32), "", len(texts)
-
-    page = ["An encrypted PDF is tried with the empty password."]
-    held = sentences.content_terms(page[0])
-    soft, made = floor.soft_cover("Which passphrase opens an encrypted PDF?", page, held, vectors)
-    assert soft == 0.8 and asked[0] == ["opens", "passphrase"] and made == len(asked[0]) + len(asked[1])
-    assert "password" in asked[1] and "pdf" in asked[1]
-    soft, _made = floor.soft_cover("Which cipher opens an encrypted PDF?", page, held, vectors)
-    assert soft == 0.0  # the worst word decides: "cipher" has nothing close
-    assert floor.soft_cover("Which password is an encrypted PDF tried with?", page, held, vectors) == (None, 0)

@@ -64,8 +64,7 @@ class EvidenceReply(Message):
     sentences, best first; ``supported``: whether the best of them answers the question at all (else
     the documents do not say); ``mode_used`` and ``note`` of the search (keyword-only when vectors are
     unavailable, and then sentences are scored by their terms alone); ``timings`` in ms (``search``,
-    ``split``, ``encode``, ``score``, and ``soft`` within it) and ``encoded``: vectors made (sentences, clauses,
-    words; not from the cache)."""
+    ``split``, ``encode``, ``score``) and ``encoded``: sentence vectors made (not from the cache)."""
 
     passages: list[SearchHit]
     """The chunks searched, as `SearchHit`s (see `search.reply`), rank order, without `text`."""
@@ -79,9 +78,9 @@ class EvidenceReply(Message):
     note: str | None = None
     """The search's note, or `sentences scored by their words only (REASON)` when no sentence vector could be made."""
     timings: dict[str, float] = field(default_factory=dict)
-    """Milliseconds: `search`, `split`, `encode`, `score` (`soft`: the soft cover's part of `score`)."""
+    """Milliseconds: `search`, `split`, `encode`, `score`."""
     encoded: int = 0
-    """Vectors made for this request: sentences, clauses, words (the rest came from the cache)."""
+    """Sentence vectors made for this request (the rest came from the cache)."""
     spread: bool = False
     """The spans lead with each file's best sentence (a yes-no question: what each document says about the
     statement); an answer quotes the first few that score close to the first (``[llm] yes_no_files``,
@@ -89,8 +88,7 @@ class EvidenceReply(Message):
     support: dict[str, float] = field(default_factory=dict)
     """What `supported` was judged on: `semantic`, the best cosine, and `lexical`, the best share of the question's
     terms, over the sentences of the leading passages; beside them `rare`, measured and not judged: the best share of
-    the question's rare terms (idf over the index) one leading passage holds, and `soft`, measured only when it
-    answers: the worst best cosine of a question word no leading passage holds with a word of those passages."""
+    the question's rare terms (idf over the index) one leading passage holds."""
 
 
 class Claim(TypedDict):

@@ -295,15 +295,6 @@ class EvidenceService:
         # nothing, however close a sentence of acknowledgements comes; a follow-up leans on its context.
         asks = bool(sentences.content_terms(question)) or bool(body.context.strip())
         supported = asks and floor.answers_at_all(support)
-        t_soft = time.perf_counter()
-        if supported and not vectors_why:  # words the leading passages lack, against the passages' words
-            lead = self._held(ranked)
-            texts = [f"{hits[p].get('text', '')}\n{hits[p]['location'].get('heading') or ''}" for p in lead]
-            soft, made = floor.soft_cover(question, texts, set().union(*lead.values()), self.vectors)
-            encoded += made
-            if soft is not None:
-                support["soft"] = soft
-                supported = floor.answers_at_all(support)
         note = found.note
         if vectors_why and candidates:
             note = f"sentences scored by their words only ({vectors_why})"
@@ -322,7 +313,6 @@ class EvidenceService:
                 "split": _ms(t_search, t_split),
                 "encode": _ms(t_split, t_encode),
                 "score": _ms(t_encode, done),
-                "soft": _ms(t_soft, done),
             },
             encoded=encoded,
             spread=spread,

@@ -9,9 +9,7 @@ close (:data:`NAME_RESCUE`). A page about the subject is not an answer about a t
 paraphrase's missing words are everyday words, not names, and do not count. A long sentence's cosine is diluted
 by its other clauses ("An OS crash or power loss is weaker: with synchronous=NORMAL, SQLite ... may lose its most
 recent transactions" for "What does a power cut lose?"), so when the sentences alone would not answer, the
-clauses of the leading sentences (:func:`clauses`) are compared too (``support["clause"]``). When it answers, the
-*soft cover* (``support["soft"]``, :func:`soft_cover`) is measured: how close, by single-word vectors, the
-leading passages come to the question's words they do not hold.
+clauses of the leading sentences (:func:`clauses`) are compared too (``support["clause"]``).
 
 Beside it the reply reports the *rare share* (``support["rare"]``), measured and not judged: the best share of the
 question's terms one leading passage holds with its heading, each term weighted by its idf over the whole index to
@@ -23,9 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-
-import numpy as np
-from numpy.typing import NDArray
 
 from foldermind.workers.indexer.evidence import sentences
 from foldermind.workers.indexer.storage import bm25
@@ -43,10 +38,6 @@ UNHELD_NAME = 0.7
 NAME_RESCUE = 0.725
 """A question is refused when a name of it that no leading passage holds weighs UNHELD_NAME of a name no chunk holds
 (index idf to :data:`RARE_POWER`), unless a sentence's cosine reaches NAME_RESCUE."""
-SOFT_COVER = -1.0
-"""A question the floor would answer is refused when a word of it that no leading passage holds has no word of
-those passages closer than SOFT_COVER by the embedding model (:func:`soft_cover`). -1: off, measured only (no value
-refused more without losing answers)."""
 RARE_POWER = 1.5
 """How much more a rare term weighs than a common one: its index idf to this power (1: plain idf)."""
 SUPPORT_FROM = 3
@@ -108,23 +99,4 @@ def answers_at_all(support: dict[str, float]) -> bool:
     cosine = max(support["semantic"], support.get("clause", 0.0))
     close = cosine >= SUPPORT_SEMANTIC or support["lexical"] >= SUPPORT_LEXICAL
     lacks = support.get("unheld_name", 0.0) >= UNHELD_NAME and cosine < NAME_RESCUE
-    return close and not lacks and support.get("soft", 1.0) >= SOFT_COVER
-
-
-Vectors = Callable[[list[str]], tuple[NDArray[np.float32] | None, str, int]]
-
-
-def soft_cover(question: str, texts: Iterable[str], held: set[str], vectors: Vectors) -> tuple[float | None, int]:
-    """How close the leading passages come to the question's words they do not hold: for each such word, the best
-    cosine of its vector with a word of the passages (``texts``, with their headings), and the worst of those.
-    A paraphrase's everyday word finds its synonym in the page; the thing a page never speaks of finds nothing
-    close. (None when not measured: no word missing, no word in the passages, no vectors; vectors made now.)"""
-    missing = sorted({w for t, w in sentences.term_words(question).items() if t not in held})
-    words = sorted({w for text in texts for w in sentences.term_words(text).values()})
-    if not missing or not words:
-        return None, 0
-    asked, _why, made = vectors(missing)
-    page, _why, more = vectors(words)
-    if asked is None or page is None:
-        return None, made + more
-    return round(float(np.min(np.max(asked @ page.T, axis=1))), 4), made + more
+    return close and not lacks
