@@ -22,8 +22,9 @@ chosen refuses the most tune no-answer questions without losing more tune answer
 ``held_out`` halves, beside ``--main`` and the running code's floor. ``--shapes PATH`` adds the shape bench's
 answers (:mod:`tests.bench.shapes.answers`: paraphrases, how, which, number and ``none``) to both sides.
 The cosine is the sentences' or, when the floor refuses on them, their clauses' (``support["clause"]``, measured
-only then: a grid floor stricter than the running one misses clause cosines). ``--soft`` sweeps a floor on
-the soft cover (``support["soft"]``, when the indexer reports it) on tune, ``--soft-at S`` reads one on both halves.
+only then: a grid floor stricter than the running one misses clause cosines). ``--soft`` / ``--focus`` sweep a
+floor on the soft or the focus cover (``support["soft"]``, ``support["focus"]``, when the indexer reports them) on
+tune; ``--soft-at S`` / ``--focus-at F`` read one on both halves, by kind and by answer shape.
 ``--replay PATH`` scores a kept ``--json`` again without a kernel; ``--report PATH`` writes the report.
 """
 
@@ -79,6 +80,7 @@ class Asked:
     supported: bool = False
     holds_gold: bool = False  # the extractive answer, were the floor not there, holds the gold (answerable only)
     answer: str = ""
+    shape: str = ""  # a shape bench row's shape ("how", "paraphrase", ...); a factoid's is read from its question
 
 
 def _questions() -> list[Asked]:
@@ -189,40 +191,75 @@ def choose(asked: list[Asked], main: Floor) -> Floor:
     return (main[0], main[1], -best[2], best[3])
 
 
-def soft_refused(a: Asked, at: Floor, soft: float | None) -> bool:
-    """Whether ``at`` refuses ``a``, or its soft cover (``support["soft"]``: the worst best cosine of a question
-    word no leading passage holds with a word of those passages; measured only when the floor answers) is under
-    ``soft``."""
-    cover = (a.support or {}).get("soft")
-    return _refused(a, at) or (soft is not None and cover is not None and cover < soft)
+def cover_refused(a: Asked, key: str, at: float | None) -> bool:
+    """Whether the running floor refuses ``a``, or its cover ``support[key]`` (measured only when the floor answers:
+    ``soft``, the worst best cosine of a question word no leading passage holds with a word of those passages;
+    ``focus``, the same for the thing the question asks for alone) is under ``at`` (None: the floor alone)."""
+    cover = (a.support or {}).get(key)
+    return _refused(a, CURRENT) or (at is not None and cover is not None and cover < at)
 
 
-def soft_score(asked: list[Asked], split: str, soft: float | None) -> tuple[int, int, int, int]:
-    """:func:`score` of the running floor with the soft cover under ``soft`` refused too (None: the floor alone)."""
+def cover_score(asked: list[Asked], split: str, key: str, at: float | None) -> tuple[int, int, int, int]:
+    """:func:`score` of the running floor with ``support[key]`` under ``at`` refused too."""
     none = [a for a in asked if a.kind != "answerable" and a.split == split]
     held = [a for a in asked if a.kind == "answerable" and a.split == split and a.holds_gold]
-    refused = sum(soft_refused(a, CURRENT, soft) for a in none)
-    return refused, len(none), sum(soft_refused(a, CURRENT, soft) for a in held), len(held)
+    refused = sum(cover_refused(a, key, at) for a in none)
+    return refused, len(none), sum(cover_refused(a, key, at) for a in held), len(held)
 
 
-def soft_sweep(asked: list[Asked]) -> list[str]:
-    """The soft cover's floors on the ``tune`` halves (held out is read with ``--soft-at``), and the one the rule
-    picks: the most refused at no more than one more loss than the running floor and at most 2% lost, the middle
-    of its plateau; none when no floor refuses more than the running one."""
-    base = soft_score(asked, "tune", None)
+def cover_sweep(asked: list[Asked], key: str) -> list[str]:
+    """A cover's floors on the ``tune`` halves (held out is read with ``--soft-at`` / ``--focus-at``), and the one
+    the rule picks: the most refused at no more than one more loss than the running floor and at most 2% lost, the
+    middle of its plateau; none when no floor refuses more than the running one."""
+    base = cover_score(asked, "tune", key, None)
     limit = min(base[2] + 1, int(0.02 * base[3]))
-    rows = [(s, *soft_score(asked, "tune", s)) for s in SOFT_GRID]
+    rows = [(s, *cover_score(asked, "tune", key, s)) for s in SOFT_GRID]
     lines = [
-        "| soft cover under | tune refused | tune lost |",
+        f"| {key} cover under | tune refused | tune lost |",
         "|---|---|---|",
         f"| (running) | {base[0]}/{base[1]} | {base[2]}/{base[3]} |",
     ]
-    lines += [f"| {s:.2f} | {r}/{n} | {lost}/{h} |" for s, r, n, lost, h in rows[::4]]
+    lines += [f"| {s:.3f} | {r}/{n} | {lost}/{h} |" for s, r, n, lost, h in rows[::4]]
     ok = [x for x in rows if x[3] <= limit]
     best = max((x[1] for x in ok), default=base[0])
     plateau = [x[0] for x in ok if x[1] == best] if best > base[0] else []
     pick = f"{plateau[(len(plateau) - 1) // 2]:.3f}" if plateau else "none (no floor refuses more on tune)"
-    return [*lines, "", f"Chosen on tune: {pick}."]
+    return [*lines, "", f"Chosen on tune ({key}): {pick}."]
+
+
+def cover_read(asked: list[Asked], key: str, at: float) -> list[str]:
+    """The running floor and ``support[key]`` under ``at`` on both halves: no-answer refused by kind, gold answers
+    lost by answer shape (a factoid's as the composer reads it, a shape bench row's own)."""
+    lines = [f"| group | split | running | {key} under {at} |", "|---|---|---:|---:|"]
+    for split in ("tune", "held_out"):
+        refused, n, lost, h = cover_score(asked, split, key, None)
+        r2, _n, l2, _h = cover_score(asked, split, key, at)
+        lines.append(f"| no-answer refused | {split} | {refused}/{n} | {r2}/{n} |")
+        lines.append(f"| gold answers lost | {split} | {lost}/{h} | {l2}/{h} |")
+    kinds = sorted({a.kind for a in asked if a.kind != "answerable"})
+    shapes = sorted({_shape(a) for a in asked if a.kind == "answerable"})
+    for split in ("tune", "held_out"):
+        for kind in kinds:
+            group = [a for a in asked if a.kind == kind and a.split == split]
+            before = sum(cover_refused(a, key, None) for a in group)
+            lines.append(
+                f"| {kind} refused | {split} | {before}/{len(group)} | "
+                f"{sum(cover_refused(a, key, at) for a in group)}/{len(group)} |"
+            )
+        for shape in shapes:
+            group = [a for a in asked if a.kind == "answerable" and a.holds_gold and a.split == split]
+            group = [a for a in group if _shape(a) == shape]
+            before = sum(cover_refused(a, key, None) for a in group)
+            lines.append(
+                f"| {shape} lost | {split} | {before}/{len(group)} | "
+                f"{sum(cover_refused(a, key, at) for a in group)}/{len(group)} |"
+            )
+    return lines
+
+
+def _shape(a: Asked) -> str:
+    """An answerable question's shape: the shape bench's own, else the composer's (``factoid default``, ...)."""
+    return a.shape or f"factoid {composer.shape(a.question)}"
 
 
 def shape_rows(path: Path) -> list[Asked]:
@@ -234,7 +271,7 @@ def shape_rows(path: Path) -> list[Asked]:
         s = r.get("support") or {}
         kind = "shape-none" if r["shape"] == "none" else "answerable"
         gold = r["holds_gold_floorless"] or (r["shape"] == "paraphrase" and r["cites_gold_floorless"])
-        a = Asked(r["id"], kind, r["corpus"], r["split"], r["query"], support=s, holds_gold=gold)
+        a = Asked(r["id"], kind, r["corpus"], r["split"], r["query"], support=s, holds_gold=gold, shape=r["shape"])
         a.semantic, a.lexical, a.rare = s.get("semantic", 0.0), s.get("lexical", 0.0), s.get("rare", 0.0)
         a.unheld_name, a.clause = s.get("unheld_name", 0.0), s.get("clause", 0.0)
         out.append(a)
@@ -279,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--main", default="0.475,0.6,1.01,1", help="the floor before: cosine,share,unheld,rescue")
     parser.add_argument("--soft", action="store_true", help="also sweep the soft cover's floors on tune")
     parser.add_argument("--soft-at", type=float, help="read the soft cover's floor at this value on both halves")
+    parser.add_argument("--focus", action="store_true", help="also sweep the focus cover's floors on tune")
+    parser.add_argument("--focus-at", type=float, help="read the focus cover's floor at this value on both halves")
     args = parser.parse_args(argv)
     try:
         if args.replay:
@@ -300,14 +339,11 @@ def main(argv: list[str] | None = None) -> int:
         asked += shape_rows(Path(args.shapes))
     sem, lex, unheld, rescue = (float(v) for v in args.main.split(","))
     report = render(asked, setup, (sem, lex, unheld, rescue))
-    if args.soft:
-        report += "\n" + "\n".join(soft_sweep(asked)) + "\n"
-    if args.soft_at is not None:
-        for split in ("tune", "held_out"):
-            for label, at in (("running", None), (f"soft cover under {args.soft_at}", args.soft_at)):
-                refused, n, lost, h = soft_score(asked, split, at)
-                report += f"\n{split} {label}: refused {refused}/{n}, gold answers lost {lost}/{h}"
-        report += "\n"
+    for key, sweep, at in (("soft", args.soft, args.soft_at), ("focus", args.focus, args.focus_at)):
+        if sweep:
+            report += "\n" + "\n".join(cover_sweep(asked, key)) + "\n"
+        if at is not None:
+            report += "\n" + "\n".join(cover_read(asked, key, at)) + "\n"
     print(report)
     if args.report:
         Path(args.report).write_text(report, encoding="utf-8")
