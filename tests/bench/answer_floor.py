@@ -3,7 +3,7 @@ those they can, and which floor tells them apart.
 
 ``python -m tests.bench.answer_floor [--home DIR] [--json PATH] [--replay PATH] [--report PATH]`` from the
 repository root. A real kernel (the answers bench's setup, :mod:`tests.bench.answers`) indexes SciFact (the
-answer bench's 1,585 abstracts), the Django docs and the Debian manuals as three Smart Folders, then asks the indexer's
+answer bench's 1,590 abstracts), the Django docs and the Debian manuals as three Smart Folders, then asks the indexer's
 ``evidence.request`` (five files, as ``chat_with_documents`` asks) for every question of the no-answer set
 (``factoid_data/noanswer.jsonl``: greetings, questions on subjects no document names, near misses and neighbours;
 its README) and every answerable factoid question of those corpora. For each it keeps the reply's ``support``

@@ -6,7 +6,7 @@ all|tune|held_out|fresh|fresh2|fresh3|fresh4|fresh5|fresh6] [--corpus all|scifac
 [--index all|asked] [--hogs N] [--no-write] [--report PATH] [--json PATH] [--search KEY=VALUE ...] [--llm KEY=VALUE
 ...]`` from the repository root. A real kernel (default process map; the front door on an OS-assigned port, the rate
 limit raised, the model's background analysis off, the parse deadline raised as the lookup bench does for gnuplot's
-311-page manual) indexes the three corpora of :mod:`tests.bench.factoids` as three Smart Folders (1,577 SciFact
+311-page manual) indexes the three corpora of :mod:`tests.bench.factoids` as three Smart Folders (1,590 SciFact
 abstracts: the first 1,500 and every gold one; Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of
 the Debian manuals, fetched with ``apt-get download`` once) and waits until every file is indexed and every chunk
 embedded, the indexer's query model and the llm worker's model are ready. Every corpus is indexed whatever ``--corpus``
