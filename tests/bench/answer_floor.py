@@ -3,14 +3,14 @@ those they can, and which floor tells them apart.
 
 ``python -m tests.bench.answer_floor [--home DIR] [--json PATH] [--replay PATH] [--report PATH]`` from the
 repository root. A real kernel (the answers bench's setup, :mod:`tests.bench.answers`) indexes SciFact (the
-answer bench's 1,585 abstracts), the Django docs and the Debian manuals as three Smart Folders, then asks the indexer's
+answer bench's 1,590 abstracts), the Django docs and the Debian manuals as three Smart Folders, then asks the indexer's
 ``evidence.request`` (five files, as ``chat_with_documents`` asks) for every question of the no-answer set
 (``factoid_data/noanswer.jsonl``: greetings, questions on subjects no document names, near misses and neighbours;
 its README) and every answerable factoid question of those corpora. For each it keeps the reply's ``support``
 (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, and for an answerable
 one whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
-is the sets the engine was tuned on before (tune, fresh, fresh2, fresh3), their held-out part the first held-out
-third and the two newest sets (fresh4; fresh5, names and figures).
+is the sets the engine was tuned on before (tune, fresh, fresh2, fresh3; fresh5, read once), their held-out part the
+first held-out third, fresh4 and the newest set (fresh6, figures).
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
@@ -56,7 +56,7 @@ NOANSWER = DATA / "noanswer.jsonl"
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS)
 MAX_FILES = 5
-HELD_OUT = ("held_out", "fresh4", "fresh5")
+HELD_OUT = ("held_out", "fresh4", "fresh6")
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
 Floor = tuple[float, float, float, float]
@@ -96,7 +96,7 @@ def _questions() -> list[Asked]:
 
 def _split(factoid_split: str) -> str:
     """An answerable question's part here: the sets the answer engine was already tuned on (tune, fresh, fresh2,
-    fresh3) are tune; the first held-out third and the newest sets (fresh4, fresh5) are held out."""
+    fresh3; fresh5, read once) are tune; the first held-out third, fresh4 and the newest set (fresh6) are held out."""
     return "held_out" if factoid_split in HELD_OUT else "tune"
 
 
