@@ -7,13 +7,15 @@ names its subject by an abbreviation holds the words the abbreviation stands for
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from foldermind.workers.indexer.evidence import evidence, sentences
-from tests.helpers import require_bundled_model
-from tests.test_answers import chat, check_markers, serving
+from tests.config import merge
+from tests.helpers import FAST_RESTART, ONE_PARSER, require_bundled_model, short_tmpdir
+from tests.test_answers import chat, check_markers, kernel_with_folder
 from tests.test_quote_context import _quoted
 
 require_bundled_model()
@@ -111,8 +113,19 @@ def test_a_sentence_naming_its_subject_by_abbreviation_covers_the_question_s_wor
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, str]]:
-    with serving({"4ti2-news.txt": NEWS, "gzip-middleware.txt": GZIP, "20649735.txt": ABSTRACT}) as served:
-        yield served
+    root = short_tmpdir()
+    mcp = {"mcp": {"port": 0, "rate_per_minute": 6000}}
+    config = merge(FAST_RESTART, ONE_PARSER, mcp, {"llm": {"analysis": False}})
+
+    def folder(root: Path) -> Path:
+        docs = root / "docs"
+        docs.mkdir()
+        for name, text in (("4ti2-news.txt", NEWS), ("gzip-middleware.txt", GZIP), ("20649735.txt", ABSTRACT)):
+            (docs / name).write_text(text, "utf-8")
+        return docs
+
+    with kernel_with_folder(root, config, "", 120, folder) as (_k, _docs, url, token):
+        yield url, token
 
 
 def _extractive(served: Any, question: str) -> dict[str, Any]:

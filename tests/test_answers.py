@@ -89,24 +89,6 @@ def write_folder(root: Path) -> Path:
 
 
 @contextlib.contextmanager
-def serving(files: dict[str, str], folder: str = "docs") -> Iterator[tuple[str, str]]:
-    """A kernel that has indexed a folder of ``files`` (name -> text), its MCP front door on an OS-assigned port and the
-    model's background analysis off, for questions asked in extractive mode; (MCP URL, token)."""
-    mcp = {"mcp": {"port": 0, "rate_per_minute": 6000}}
-    config = merge(FAST_RESTART, ONE_PARSER, mcp, {"llm": {"analysis": False}})
-
-    def fill(root: Path) -> Path:
-        docs = root / folder
-        docs.mkdir()
-        for name, text in files.items():
-            (docs / name).write_text(text, "utf-8")
-        return docs
-
-    with kernel_with_folder(short_tmpdir(), config, "", 120, fill) as (_k, _docs, url, token):
-        yield url, token
-
-
-@contextlib.contextmanager
 def kernel_with_folder(
     root: Path, config: Config, llm_note: str, timeout: float, fill: Callable[[Path], Path] = write_folder
 ) -> Iterator[tuple[RunningKernel, Path, str, str]]:

@@ -38,23 +38,9 @@ _NAME_QUESTION = re.compile(
 """A question whose answer is a name as a manual writes it: a command, an option, a setting, a file."""
 
 
-_DATE_QUESTION = re.compile(
-    r"^\W*(?:and\s+|so\s+|but\s+)?when\s+(?:was|were|did)\b|\b(?:what|which)\s+(?:[\w-]+\s+)?(?:date|year|month)s?\b",
-    re.IGNORECASE,
-)
-"""A question whose answer is a date: "When was Django 3.2.18 released?", "In what year ...?", "What start date
-...?", "From which date ...?". Not every "when": "When does a trigger fire ...?" and "... when none is set" ask for a
-condition."""
-
-
 def asks_for_figure(question: str) -> bool:
     """Whether the question's answer is a figure: a count, an amount, a date, a default value."""
     return _FIGURE_QUESTION.search(question) is not None
-
-
-def asks_for_date(question: str) -> bool:
-    """Whether the question's answer is a date (see :data:`_DATE_QUESTION`); such a question asks for a figure too."""
-    return _DATE_QUESTION.search(question) is not None
 
 
 def asks_for_default(question: str) -> bool:

@@ -70,9 +70,7 @@ COUNTED_BONUS = 0.2
 """Added, on top of FIGURE_BONUS, to a sentence whose figure comes with the thing the question counts
 ("How many patients were pooled ...?" / "A total of 9020 patients were included."; :func:`.sentences.counts`:
 the figure stands before it, not merely in the same sentence as "patients ... was 2.56%"). With the figure
-follow-on from the sentence before (:meth:`EvidenceService._span`); and to a sentence stating a date the question
-does not hold when it asks for a date (:func:`.sentences.states_date`: "What date did Django 4.1.13 come out?" / the
-notes' "*November 1, 2023*"). Measured: docs/tuning.md#answer-evidence."""
+follow-on from the sentence before (:meth:`EvidenceService._span`). Measured: docs/tuning.md#answer-evidence."""
 DEFAULT_BONUS = 0.1
 """Added to a sentence that names a default when the question asks for one (:func:`.sentences.asks_for_default`:
 "by default", "when none is named"): a manual states it in so many words ("The default transaction behavior is
@@ -253,7 +251,6 @@ class EvidenceService:
         t_encode = time.perf_counter()
         figure = sentences.asks_for_figure(question)
         counted = sentences.counted(question)
-        date = sentences.asks_for_date(question)
         default = sentences.asks_for_default(question)
         name = sentences.asks_for_name(question)
         entity = sentences.asks_for_entity(question)
@@ -262,9 +259,7 @@ class EvidenceService:
             c.score = SEMANTIC * c.semantic + LEXICAL * c.coverage + PRIOR / (1 + c.passage)
             c.score += PASSAGE * about[c.passage]
             if figure and sentences.has_figure(c.sentence.text):
-                asked = date and sentences.states_date(c.sentence.text, question)
-                asked = asked or sentences.counts(c.sentence.text, counted)
-                c.score += FIGURE_BONUS + (COUNTED_BONUS if asked else 0.0)
+                c.score += FIGURE_BONUS + (COUNTED_BONUS if sentences.counts(c.sentence.text, counted) else 0.0)
             if default and sentences.states_default(c.sentence.text):
                 c.score += DEFAULT_BONUS
             if name and (sentences.names_code(c.sentence.text, question) or sentences.heading_name(c.path, question)):

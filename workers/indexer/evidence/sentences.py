@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from foldermind.workers.indexer.storage.bm25 import stems
 from foldermind.workers.questions import DEFAULT
-from foldermind.workers.questions import asks_for_date as asks_for_date
 from foldermind.workers.questions import asks_for_default as asks_for_default
 from foldermind.workers.questions import asks_for_entity as asks_for_entity
 from foldermind.workers.questions import asks_for_figure as asks_for_figure
@@ -433,26 +432,6 @@ _FIGURE_WORDS = (NUMBER_WORDS | MONTHS) - {"one", "first", "second", "once", "ha
 verb), "one" ("at least one of", "one of the"), "first" and "second" (an order, a unit of time), "once",
 "half": "each word must be in at least one of search_fields" took a figure question's bonus from "PostgreSQL's
 defaults are 35 and 15."."""
-
-
-_YEAR = re.compile(r"(?<![\w.,])(?:1[5-9]\d\d|20\d\d)(?!\w|[.,]\d)")
-"""A year: a four-digit number from 1500 to 2099 standing as a figure ("in 2006", "2017-01-02", "SQL:2003"), not
-part of a larger one ("1,995", "2006.5")."""
-_MAY_DATE = re.compile(r"\bMay\s+\d")
-
-
-def dates(text: str) -> set[str]:
-    """The dates ``text`` states, lower-cased: its years (:data:`_YEAR`) and month names ("May" only before a day: the
-    verb is far more common)."""
-    found = {w.lower() for w in words(text) if w.lower() in MONTHS - {"may"}}
-    return found | set(_YEAR.findall(text)) | ({"may"} if _MAY_DATE.search(text) else set())
-
-
-def states_date(text: str, question: str) -> bool:
-    """Whether ``text`` states a date the question does not hold: what "What date did Django 4.1.13 come out?" asks is
-    the release notes' date line ("*November 1, 2023*"), which names nothing of the question, not the next line, which
-    repeats its version ("Django 4.1.13 fixes a security issue ... in 4.1.12.")."""
-    return bool(dates(text) - dates(question))
 
 
 def has_figure(text: str) -> bool:
