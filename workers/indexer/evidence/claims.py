@@ -73,10 +73,12 @@ class ClaimChecker:
             terms = sentences.content_terms(text)
             own = terms - given
             facts = sentences.facts(text)
+            names = {n for n in sentences.code_names(text) if not sentences.holds_name(body.question, n)}
             adds = bool(own) or bool(facts - given_forms)  # it states something the question does not
             best: ClaimCheck | None = None
             for k in order:
                 missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
+                missing += sorted(n for n in names if not sentences.holds_name(body.sources[k], n))
                 coverage = len(own & source_terms[k]) / len(own) if own else 1.0
                 at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k, terms)
                 quote = split_sources[k][at]
@@ -85,7 +87,8 @@ class ClaimChecker:
                 ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
                 lead = _lead_terms(split_sources[k], at)
                 backing = sentences.content_terms(quote) | lead
-                about = _share(asked, terms | backing) >= ABOUT_SHARE and thing(text, lead - given)
+                about = _share(asked, terms | backing) >= ABOUT_SHARE
+                about = about and (thing(text, lead - given) if thing else _names_asked(asked, terms, lead))
                 result = ClaimCheck(
                     supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing, about=about
                 )
@@ -96,7 +99,7 @@ class ClaimChecker:
                     best = result
             if best is None:
                 best = ClaimCheck(
-                    supported=False, source=-1, quote="", similarity=0.0, missing=sorted(facts), about=False
+                    supported=False, source=-1, quote="", similarity=0.0, missing=sorted(facts | names), about=False
                 )
             elif not best["supported"]:
                 best["source"], best["quote"] = -1, ""
@@ -125,11 +128,11 @@ _WHICH = re.compile(r"\b(?:which|who|whom|whose)\b", re.IGNORECASE)
 something does ("What does chage -E do?"), whose answer is a description."""
 
 
-def _asked_thing(question: str) -> Callable[[str, set[str]], bool]:
+def _asked_thing(question: str) -> Callable[[str, set[str]], bool] | None:
     """Whether a claim states the kind of thing ``question`` asks for, one the question lacks (the tests the evidence
     scoring uses): a figure; a name as code, or a term its backing's term line names (a name question); a name (an
-    entity question asked with "which" or "who"). Any claim will do for other questions. Called with the claim and
-    the terms of its backing's term or label lines that the question lacks."""
+    entity question asked with "which" or "who"). None for other questions (how, what does): see :func:`_names_asked`.
+    Called with the claim and the terms of its backing's term or label lines that the question lacks."""
     given = sentences.fact_forms(question)
     if sentences.asks_for_figure(question):
         return lambda text, _new: any(_is_figure(f) for f in sentences.facts(text) - given)
@@ -137,7 +140,15 @@ def _asked_thing(question: str) -> Callable[[str, set[str]], bool]:
         return lambda text, new: sentences.names_code(text, question) or bool(sentences.content_terms(text) & new)
     if sentences.asks_for_entity(question) and _WHICH.search(question):
         return lambda text, _new: sentences.names_new(text, question)
-    return lambda _text, _new: True
+    return None
+
+
+def _names_asked(asked: dict[str, float], terms: set[str], lead: set[str]) -> bool:
+    """Whether a claim answering a question that asks for no kind of thing (how, what does) names what it asks in
+    its own words or its backing's term line: one of the question's terms the sources hold (``asked``), not only
+    in the backing sentence. "pytest_configure(pytest" is backed by a sentence on tests, and says nothing of "How
+    can I parametrize a test ..."; "It sets the date ..." under the term line "-E, --expiredate" is about -E."""
+    return not asked or any(t in terms or t in lead for t in asked)
 
 
 def _is_figure(fact: str) -> bool:
