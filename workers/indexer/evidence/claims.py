@@ -88,7 +88,8 @@ class ClaimChecker:
                 lead = _lead_terms(split_sources[k], at)
                 backing = sentences.content_terms(quote) | lead
                 about = _share(asked, terms | backing) >= ABOUT_SHARE
-                about = about and (thing(text, lead - given) if thing else _names_asked(asked, terms, lead))
+                named = _lead_terms(split_sources[k], at, lines=1)
+                about = about and (thing(text, lead - given) if thing else _names_asked(asked, terms, named))
                 result = ClaimCheck(
                     supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing, about=about
                 )
@@ -145,9 +146,10 @@ def _asked_thing(question: str) -> Callable[[str, set[str]], bool] | None:
 
 def _names_asked(asked: dict[str, float], terms: set[str], lead: set[str]) -> bool:
     """Whether a claim answering a question that asks for no kind of thing (how, what does) names what it asks in
-    its own words or its backing's term line: one of the question's terms the sources hold (``asked``), not only
-    in the backing sentence. "pytest_configure(pytest" is backed by a sentence on tests, and says nothing of "How
-    can I parametrize a test ..."; "It sets the date ..." under the term line "-E, --expiredate" is about -E."""
+    its own words or its backing's term line (the one line right before it: the walk up a window's code lines
+    reaches its section's name): one of the question's terms the sources hold (``asked``), not only in the backing
+    sentence. "pytest_configure(pytest" is backed by a sentence on tests, and says nothing of "How can I
+    parametrize a test ..."; "It sets the date ..." under the term line "-E, --expiredate" is about -E."""
     return not asked or any(t in terms or t in lead for t in asked)
 
 
@@ -176,12 +178,17 @@ def _share(weights: dict[str, float], held: set[str]) -> float:
     return sum(w for t, w in weights.items() if t in held) / total if total else 1.0
 
 
-def _lead_terms(group: list[str], at: int) -> set[str]:
+def _lead_terms(group: list[str], at: int, lines: int = 0) -> set[str]:
     """The terms of the lines right before the backing sentence ``group[at]`` that name its subject (a term, a
-    section's name: short, and unfinished or ending with a colon)."""
+    section's name: short, and unfinished or ending with a colon); of the ``lines`` nearest only, when given."""
     terms: set[str] = set()
     k = at - 1
-    while k >= 0 and len(group[k]) <= LEAD_CHARS and (not sentences.finished(group[k]) or group[k].endswith(":")):
+    stop = at - lines if lines else 0
+    while (
+        k >= max(stop, 0)
+        and len(group[k]) <= LEAD_CHARS
+        and (not sentences.finished(group[k]) or group[k].endswith(":"))
+    ):
         terms |= sentences.content_terms(group[k])
         k -= 1
     return terms
