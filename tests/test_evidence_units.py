@@ -762,3 +762,12 @@ def test_a_backed_fragment_naming_none_of_a_how_question_s_terms_is_not_about_it
     fragment, named = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
     assert fragment["supported"] and not fragment["about"], fragment
     assert named["supported"] and named["about"], named
+    # The window as the model is shown it: its section's name, then code lines, short and unfinished or ending
+    # with a colon, up to the backing sentence. Only the line right before it names what it is about.
+    window = (
+        "Custom marker and command line option to control test runs\n\ndef pytest_addoption(parser):\n"
+        'parser.addoption(\n"-E", action="store", help="only run tests matching the environment NAME.") '
+        "def pytest_configure(config):"
+    )
+    labelled = ClaimChecker(_no_vectors).check(CheckRequest(question, claims[:1], [window]))  # type: ignore[arg-type]
+    assert labelled.checks[0]["supported"] and not labelled.checks[0]["about"], labelled.checks
