@@ -743,31 +743,3 @@ def test_a_generated_sentence_naming_an_option_its_source_lacks_is_not_backed() 
     assert not invented["supported"] and invented["missing"] == ["mono-font"], invented
     assert held["supported"] and held["missing"] == [], held
     assert sentences.code_names("Use os.path.join( or `quoted` and my_var") == {"os.path.join", "my_var"}
-
-
-def test_a_backed_fragment_naming_none_of_a_how_question_s_terms_is_not_about_it() -> None:
-    # Its backing sentence holds the question's word "test"; the claim itself says nothing of it.
-    from foldermind.protocol.messages import CheckRequest
-    from foldermind.workers.indexer.evidence.claims import ClaimChecker
-
-    question = "How can I parametrize a test from a custom command line option?"
-    sources = [
-        'parser.addoption("--env", help="only run tests matching the environment NAME.") def pytest_configure(config):',
-        "The setup stage runs before the session starts.",
-    ]
-    claims = [
-        {"text": "pytest_configure(pytest.", "sources": [0]},
-        {"text": "It adds an option to only run tests matching the environment NAME.", "sources": [0]},
-    ]
-    fragment, named = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
-    assert fragment["supported"] and not fragment["about"], fragment
-    assert named["supported"] and named["about"], named
-    # The window as the model is shown it: its section's name, then code lines, short and unfinished or ending
-    # with a colon, up to the backing sentence. Only the line right before it names what it is about.
-    window = (
-        "Custom marker and command line option to control test runs\n\ndef pytest_addoption(parser):\n"
-        'parser.addoption(\n"-E", action="store", help="only run tests matching the environment NAME.") '
-        "def pytest_configure(config):"
-    )
-    labelled = ClaimChecker(_no_vectors).check(CheckRequest(question, claims[:1], [window]))  # type: ignore[arg-type]
-    assert labelled.checks[0]["supported"] and not labelled.checks[0]["about"], labelled.checks

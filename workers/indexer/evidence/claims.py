@@ -1,15 +1,15 @@
 """``evidence.check.request``: whether each sentence a model wrote is backed by a passage it was shown.
 
 Checking a claim (a sentence a model wrote): it must state something the question does not (a content word or a
-fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks, share
-most of its content words with the source (words of the question count as given), and have a sentence in the
-source whose vector is close to its own and that negates what it negates (:func:`negations`: "ORDER BY does not
-sort rows when neither ASC nor DESC is given" shares every word with the sentence saying it sorts them ascending,
-and says the opposite). A claim that cites sources is tried against those only: a sentence
-credited to a file that does not hold it is refused, even when another source does (the model mixed up its
-sources, or a document forged another's number). A claim that cites none is tried against every source, and the
-first that passes supports it. Without a local model the vector test is skipped and the reply says so in its
-checks' ``similarity`` (-1).
+fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks (a name
+written as code too: an invented ``-mono-font`` is one), share most of its content words with the source (words of
+the question count as given), and have a sentence in the source whose vector is close to its own and that negates
+what it negates (:func:`negations`: "ORDER BY does not sort rows when neither ASC nor DESC is given" shares every
+word with the sentence saying it sorts them ascending, and says the opposite). A claim that cites sources is tried
+against those only: a sentence credited to a file that does not hold it is refused, even when another source does
+(the model mixed up its sources, or a document forged another's number). A claim that cites none is tried against
+every source, and the first that passes supports it. Without a local model the vector test is skipped and the reply
+says so in its checks' ``similarity`` (-1).
 
 Backed is not enough: a claim must also be about what the question asks (``about``): it states a thing of the kind
 the question asks for that the question lacks (a figure, a name: :func:`_asked_thing`), and the claim, the
@@ -87,9 +87,7 @@ class ClaimChecker:
                 ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
                 lead = _lead_terms(split_sources[k], at)
                 backing = sentences.content_terms(quote) | lead
-                about = _share(asked, terms | backing) >= ABOUT_SHARE
-                named = _lead_terms(split_sources[k], at, lines=1)
-                about = about and (thing(text, lead - given) if thing else _names_asked(asked, terms, named))
+                about = _share(asked, terms | backing) >= ABOUT_SHARE and thing(text, lead - given)
                 result = ClaimCheck(
                     supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing, about=about
                 )
@@ -129,11 +127,11 @@ _WHICH = re.compile(r"\b(?:which|who|whom|whose)\b", re.IGNORECASE)
 something does ("What does chage -E do?"), whose answer is a description."""
 
 
-def _asked_thing(question: str) -> Callable[[str, set[str]], bool] | None:
+def _asked_thing(question: str) -> Callable[[str, set[str]], bool]:
     """Whether a claim states the kind of thing ``question`` asks for, one the question lacks (the tests the evidence
     scoring uses): a figure; a name as code, or a term its backing's term line names (a name question); a name (an
-    entity question asked with "which" or "who"). None for other questions (how, what does): see :func:`_names_asked`.
-    Called with the claim and the terms of its backing's term or label lines that the question lacks."""
+    entity question asked with "which" or "who"). Any claim will do for other questions. Called with the claim and
+    the terms of its backing's term or label lines that the question lacks."""
     given = sentences.fact_forms(question)
     if sentences.asks_for_figure(question):
         return lambda text, _new: any(_is_figure(f) for f in sentences.facts(text) - given)
@@ -141,16 +139,7 @@ def _asked_thing(question: str) -> Callable[[str, set[str]], bool] | None:
         return lambda text, new: sentences.names_code(text, question) or bool(sentences.content_terms(text) & new)
     if sentences.asks_for_entity(question) and _WHICH.search(question):
         return lambda text, _new: sentences.names_new(text, question)
-    return None
-
-
-def _names_asked(asked: dict[str, float], terms: set[str], lead: set[str]) -> bool:
-    """Whether a claim answering a question that asks for no kind of thing (how, what does) names what it asks in
-    its own words or its backing's term line (the one line right before it: the walk up a window's code lines
-    reaches its section's name): one of the question's terms the sources hold (``asked``), not only in the backing
-    sentence. "pytest_configure(pytest" is backed by a sentence on tests, and says nothing of "How can I
-    parametrize a test ..."; "It sets the date ..." under the term line "-E, --expiredate" is about -E."""
-    return not asked or any(t in terms or t in lead for t in asked)
+    return lambda _text, _new: True
 
 
 def _is_figure(fact: str) -> bool:
@@ -178,17 +167,12 @@ def _share(weights: dict[str, float], held: set[str]) -> float:
     return sum(w for t, w in weights.items() if t in held) / total if total else 1.0
 
 
-def _lead_terms(group: list[str], at: int, lines: int = 0) -> set[str]:
+def _lead_terms(group: list[str], at: int) -> set[str]:
     """The terms of the lines right before the backing sentence ``group[at]`` that name its subject (a term, a
-    section's name: short, and unfinished or ending with a colon); of the ``lines`` nearest only, when given."""
+    section's name: short, and unfinished or ending with a colon)."""
     terms: set[str] = set()
     k = at - 1
-    stop = at - lines if lines else 0
-    while (
-        k >= max(stop, 0)
-        and len(group[k]) <= LEAD_CHARS
-        and (not sentences.finished(group[k]) or group[k].endswith(":"))
-    ):
+    while k >= 0 and len(group[k]) <= LEAD_CHARS and (not sentences.finished(group[k]) or group[k].endswith(":")):
         terms |= sentences.content_terms(group[k])
         k -= 1
     return terms
