@@ -7,15 +7,13 @@ names its subject by an abbreviation holds the words the abbreviation stands for
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from foldermind.workers.indexer.evidence import evidence, sentences
-from tests.config import merge
-from tests.helpers import FAST_RESTART, ONE_PARSER, require_bundled_model, short_tmpdir
-from tests.test_answers import chat, check_markers, kernel_with_folder
+from tests.helpers import require_bundled_model
+from tests.test_answers import extractive, serving
 from tests.test_quote_context import _quoted
 
 require_bundled_model()
@@ -113,42 +111,23 @@ def test_a_sentence_naming_its_subject_by_abbreviation_covers_the_question_s_wor
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, str]]:
-    root = short_tmpdir()
-    mcp = {"mcp": {"port": 0, "rate_per_minute": 6000}}
-    config = merge(FAST_RESTART, ONE_PARSER, mcp, {"llm": {"analysis": False}})
-
-    def folder(root: Path) -> Path:
-        docs = root / "docs"
-        docs.mkdir()
-        for name, text in (("4ti2-news.txt", NEWS), ("gzip-middleware.txt", GZIP), ("20649735.txt", ABSTRACT)):
-            (docs / name).write_text(text, "utf-8")
-        return docs
-
-    with kernel_with_folder(root, config, "", 120, folder) as (_k, _docs, url, token):
-        yield url, token
-
-
-def _extractive(served: Any, question: str) -> dict[str, Any]:
-    url, token = served
-    out = chat(url, token, {"query": question, "answer_mode": "extractive"})
-    check_markers(out)
-    assert out["grounded"], out
-    return dict(out)
+    with serving({"4ti2-news.txt": NEWS, "gzip-middleware.txt": GZIP, "20649735.txt": ABSTRACT}) as url_token:
+        yield url_token
 
 
 def test_a_release_note_item_is_answered_with_the_release_it_is_listed_under(served: Any) -> None:
-    out = _extractive(served, "Which 4ti2 release brought the new implementation of zsolve in C++?")
+    out = extractive(served, "Which 4ti2 release brought the new implementation of zsolve in C++?")
     quote = next(c["quote"] for c in out["citations"] if "zsolve in C++" in c["quote"])
     assert quote.startswith("News in 4ti2 version 1.4, compared to 1.3.2:"), out["answer"]
 
 
 def test_a_finished_list_item_is_quoted_with_the_line_that_says_what_its_list_is(served: Any) -> None:
-    out = _extractive(served, "Which response header keeps GZipMiddleware from compressing a response?")
+    out = extractive(served, "Which response header keeps GZipMiddleware from compressing a response?")
     quotes = [c["quote"] for c in out["citations"] if "Content-Encoding" in c["quote"]]
     assert quotes and "It will NOT compress content if any of the following are true:" in quotes[0], out["answer"]
 
 
 def test_a_question_spelling_out_an_abbreviation_is_answered_by_the_sentence_using_it(served: Any) -> None:
     # without the long form, the abstract's OBJECTIVE sentence (which spells it out) was quoted first
-    out = _extractive(served, "What was the median time between the first and second gamma knife radiosurgery?")
+    out = extractive(served, "What was the median time between the first and second gamma knife radiosurgery?")
     assert "The median time from the first GKS to the second was 37 weeks." in out["citations"][0]["quote"], out
