@@ -1,12 +1,15 @@
 """What a quote takes in and what a sentence holds (issue 38, answers that hold what is asked): a list's item is quoted
-with the line ending in a colon that introduces its list, and that line with every item of its list; a sentence that
-names its subject by an abbreviation holds the words the abbreviation stands for. Pure functions on real text (the
-4ti2 manual's NEWS chapter as the PDF parser extracts it, Django 4.2's GZip middleware section, SciFact abstract
-20649735); the same rules end to end through ``chat_with_documents`` on a real kernel, embedding model and MCP."""
+with the line ending in a colon that introduces its list, and that line with every item of its list; an item is quoted
+whole, with its sentences on its bullet's line or indented under it; a sentence that names its subject by an
+abbreviation holds the words the abbreviation stands for. Pure functions on real text (the 4ti2 manual's NEWS chapter
+as the PDF parser extracts it, Django 4.2's GZip middleware section, SciFact abstract 20649735, pytest's release notes:
+tests/pytest_docs/); the same rules end to end through ``chat_with_documents`` on a real kernel, embedding model and
+MCP."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,6 +66,15 @@ ABSTRACT = (  # SciFact, abstract 20649735, as the corpus file holds it
 )
 
 
+RELEASE = (Path(__file__).parent / "pytest_docs" / "release-2.0.0.rst").read_text("utf-8")
+CHANGES = (  # pytest 8.3.4's docs, announce/release-2.8.6.rst: two items of its list of changes
+    "- fix #628: fixed internal UnicodeDecodeError when doctests contain unicode.\n"
+    "  Thanks Jason R. Coombs for the report and Bruno Oliveira for the PR.\n\n"
+    "- fix #1334: Add captured stdout to jUnit XML report on setup error.\n"
+    "  Thanks Georgy Dyuldin for the PR.\n"
+)
+
+
 def test_a_list_item_is_quoted_with_the_colon_line_that_introduces_its_list_over_the_items_before_it() -> None:
     assert [s.item for s in sentences.split(NEWS, 1)][:4] == [False, False, True, False]
     quote = _quoted(NEWS, "New implementation of zsolve")
@@ -81,6 +93,19 @@ def test_a_colon_line_brings_every_item_of_its_list_finished_sentences_or_not() 
     assert "less than 200 bytes long." in quote and "``Content-Encoding`` header." in quote, quote
     assert quote.endswith("containing ``gzip``."), quote
     assert "ETag" not in quote, quote  # the paragraph after the list is not an item of it
+
+
+def test_a_list_item_is_quoted_whole_with_its_sentences_on_its_line_or_indented_under_its_bullet() -> None:
+    assert _quoted(RELEASE, 'removed the "disabled"') == (
+        'removed the "disabled" attribute in test classes. Use the skipping and pytestmark mechanism to skip or xfail '
+        "a test class."
+    )
+    assert _quoted(CHANGES, "fix #1334") == (
+        "fix #1334: Add captured stdout to jUnit XML report on setup error. Thanks Georgy Dyuldin for the PR."
+    )
+    assert _quoted(CHANGES, "fix #628").endswith("Jason R. Coombs for the report and Bruno Oliveira for the PR.")
+    # a line not indented under the bullet is not the item's: the next release's heading stays out
+    assert _quoted(NEWS, "Latest version of new qsolve").endswith("* Latest version of new qsolve.")
 
 
 def test_an_abbreviation_stands_for_the_words_before_its_parenthesis_that_spell_it() -> None:
@@ -111,7 +136,8 @@ def test_a_sentence_naming_its_subject_by_abbreviation_covers_the_question_s_wor
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, str]]:
-    with serving({"4ti2-news.txt": NEWS, "gzip-middleware.txt": GZIP, "20649735.txt": ABSTRACT}) as url_token:
+    files = {"4ti2-news.txt": NEWS, "gzip-middleware.txt": GZIP, "20649735.txt": ABSTRACT, "release-2.0.0.rst": RELEASE}
+    with serving(files) as url_token:
         yield url_token
 
 
@@ -131,3 +157,9 @@ def test_a_question_spelling_out_an_abbreviation_is_answered_by_the_sentence_usi
     # without the long form, the abstract's OBJECTIVE sentence (which spells it out) was quoted first
     out = extractive(served, "What was the median time between the first and second gamma knife radiosurgery?")
     assert "The median time from the first GKS to the second was 37 weeks." in out["citations"][0]["quote"], out
+
+
+def test_a_removed_feature_s_item_is_quoted_with_what_replaces_it_the_rest_of_its_list_item(served: Any) -> None:
+    out = extractive(served, "What replaces the disabled attribute on test classes in pytest 2.0?")
+    removed = next(c["quote"] for c in out["citations"] if 'removed the "disabled" attribute' in c["quote"])
+    assert removed.endswith("Use the skipping and pytestmark mechanism to skip or xfail a test class."), out["answer"]
