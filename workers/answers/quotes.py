@@ -149,10 +149,7 @@ def after_quotes(quoted: Composed, generated: Composed) -> Composed:
 
 
 def _chosen(evidence: Evidence, quoting: Quoting) -> list[EvidenceSpan]:
-    """The spans quoted, in score order: the first ``max_quotes`` that score within :data:`QUOTE_RATIO` of the best,
-    the last giving way to the one closest to the question in meaning (its cosine) when that one is not among them.
-    A passage's rank and its share of the question lift all its sentences alike, and three sentences of a page's
-    first section kept out a later section's sentence that answers (docs/benchmarks/answer-relevance.md). Or, for
+    """The spans quoted: the first ``max_quotes`` that score within :data:`QUOTE_RATIO` of the best; or, for
     spans that lead with each file's best sentence (``spread``: a yes-no question), those leads, one per file,
     at most ``yes_no_files``, each further one while it scores ``yes_no_ratio`` of the first. A yes-no answer is
     what each document says, and the best file's sentences score higher than another file's best (the rank of
@@ -171,13 +168,9 @@ def _chosen(evidence: Evidence, quoting: Quoting) -> list[EvidenceSpan]:
             return []
         best = leads[0]["score"]
         return leads[:1] + [s for s in leads[1:] if s["score"] >= best * quoting.yes_no_ratio]
-    best = evidence.spans[0]["score"]
-    close = [s for s in evidence.spans if s["score"] >= best * QUOTE_RATIO] or evidence.spans[:1]
-    chosen = close[: quoting.max_quotes]
-    closest = max(close, key=lambda s: s["semantic"])
-    if quoting.max_quotes > 1 and all(s is not closest for s in chosen):  # the best one always leads
-        chosen = [*chosen[: quoting.max_quotes - 1], closest]
-    return chosen
+    spans = evidence.spans[: quoting.max_quotes]
+    best = spans[0]["score"]
+    return [s for s in spans if s["score"] >= best * QUOTE_RATIO] or spans[:1]
 
 
 def _quote(evidence: Evidence, span: EvidenceSpan, number: int) -> str:
