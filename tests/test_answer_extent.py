@@ -1,8 +1,10 @@
 """What a quote takes in and what a sentence holds (issue 38, answers that hold what is asked): a list's item is quoted
-with the line ending in a colon that introduces its list, and that line with every item of its list; a sentence that
-names its subject by an abbreviation holds the words the abbreviation stands for. Pure functions on real text (the
-4ti2 manual's NEWS chapter as the PDF parser extracts it, Django 4.2's GZip middleware section, SciFact abstract
-20649735); the same rules end to end through ``chat_with_documents`` on a real kernel, embedding model and MCP."""
+with the line ending in a colon that introduces its list, and that line with every item of its list; an item is quoted
+whole, with its sentences on its bullet's line or indented under it; a sentence that names its subject by an
+abbreviation holds the words the abbreviation stands for. Pure functions on real text (the 4ti2 manual's NEWS chapter
+as the PDF parser extracts it, Django 4.2's GZip middleware section, SciFact abstract 20649735, pytest's release notes:
+tests/pytest_docs/); the same rules end to end through ``chat_with_documents`` on a real kernel, embedding model and
+MCP."""
 
 from __future__ import annotations
 
@@ -13,9 +15,8 @@ from typing import Any
 import pytest
 
 from foldermind.workers.indexer.evidence import evidence, sentences
-from tests.config import merge
-from tests.helpers import FAST_RESTART, ONE_PARSER, require_bundled_model, short_tmpdir
-from tests.test_answers import chat, check_markers, kernel_with_folder
+from tests.helpers import require_bundled_model
+from tests.test_answers import extractive, serving
 from tests.test_quote_context import _quoted
 
 require_bundled_model()
@@ -65,6 +66,15 @@ ABSTRACT = (  # SciFact, abstract 20649735, as the corpus file holds it
 )
 
 
+RELEASE = (Path(__file__).parent / "pytest_docs" / "release-2.0.0.rst").read_text("utf-8")
+CHANGES = (  # pytest 8.3.4's docs, announce/release-2.8.6.rst: two items of its list of changes
+    "- fix #628: fixed internal UnicodeDecodeError when doctests contain unicode.\n"
+    "  Thanks Jason R. Coombs for the report and Bruno Oliveira for the PR.\n\n"
+    "- fix #1334: Add captured stdout to jUnit XML report on setup error.\n"
+    "  Thanks Georgy Dyuldin for the PR.\n"
+)
+
+
 def test_a_list_item_is_quoted_with_the_colon_line_that_introduces_its_list_over_the_items_before_it() -> None:
     assert [s.item for s in sentences.split(NEWS, 1)][:4] == [False, False, True, False]
     quote = _quoted(NEWS, "New implementation of zsolve")
@@ -83,6 +93,19 @@ def test_a_colon_line_brings_every_item_of_its_list_finished_sentences_or_not() 
     assert "less than 200 bytes long." in quote and "``Content-Encoding`` header." in quote, quote
     assert quote.endswith("containing ``gzip``."), quote
     assert "ETag" not in quote, quote  # the paragraph after the list is not an item of it
+
+
+def test_a_list_item_is_quoted_whole_with_its_sentences_on_its_line_or_indented_under_its_bullet() -> None:
+    assert _quoted(RELEASE, 'removed the "disabled"') == (
+        'removed the "disabled" attribute in test classes. Use the skipping and pytestmark mechanism to skip or xfail '
+        "a test class."
+    )
+    assert _quoted(CHANGES, "fix #1334") == (
+        "fix #1334: Add captured stdout to jUnit XML report on setup error. Thanks Georgy Dyuldin for the PR."
+    )
+    assert _quoted(CHANGES, "fix #628").endswith("Jason R. Coombs for the report and Bruno Oliveira for the PR.")
+    # a line not indented under the bullet is not the item's: the next release's heading stays out
+    assert _quoted(NEWS, "Latest version of new qsolve").endswith("* Latest version of new qsolve.")
 
 
 def test_an_abbreviation_stands_for_the_words_before_its_parenthesis_that_spell_it() -> None:
@@ -113,42 +136,30 @@ def test_a_sentence_naming_its_subject_by_abbreviation_covers_the_question_s_wor
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, str]]:
-    root = short_tmpdir()
-    mcp = {"mcp": {"port": 0, "rate_per_minute": 6000}}
-    config = merge(FAST_RESTART, ONE_PARSER, mcp, {"llm": {"analysis": False}})
-
-    def folder(root: Path) -> Path:
-        docs = root / "docs"
-        docs.mkdir()
-        for name, text in (("4ti2-news.txt", NEWS), ("gzip-middleware.txt", GZIP), ("20649735.txt", ABSTRACT)):
-            (docs / name).write_text(text, "utf-8")
-        return docs
-
-    with kernel_with_folder(root, config, "", 120, folder) as (_k, _docs, url, token):
-        yield url, token
-
-
-def _extractive(served: Any, question: str) -> dict[str, Any]:
-    url, token = served
-    out = chat(url, token, {"query": question, "answer_mode": "extractive"})
-    check_markers(out)
-    assert out["grounded"], out
-    return dict(out)
+    files = {"4ti2-news.txt": NEWS, "gzip-middleware.txt": GZIP, "20649735.txt": ABSTRACT, "release-2.0.0.rst": RELEASE}
+    with serving(files) as url_token:
+        yield url_token
 
 
 def test_a_release_note_item_is_answered_with_the_release_it_is_listed_under(served: Any) -> None:
-    out = _extractive(served, "Which 4ti2 release brought the new implementation of zsolve in C++?")
+    out = extractive(served, "Which 4ti2 release brought the new implementation of zsolve in C++?")
     quote = next(c["quote"] for c in out["citations"] if "zsolve in C++" in c["quote"])
     assert quote.startswith("News in 4ti2 version 1.4, compared to 1.3.2:"), out["answer"]
 
 
 def test_a_finished_list_item_is_quoted_with_the_line_that_says_what_its_list_is(served: Any) -> None:
-    out = _extractive(served, "Which response header keeps GZipMiddleware from compressing a response?")
+    out = extractive(served, "Which response header keeps GZipMiddleware from compressing a response?")
     quotes = [c["quote"] for c in out["citations"] if "Content-Encoding" in c["quote"]]
     assert quotes and "It will NOT compress content if any of the following are true:" in quotes[0], out["answer"]
 
 
 def test_a_question_spelling_out_an_abbreviation_is_answered_by_the_sentence_using_it(served: Any) -> None:
     # without the long form, the abstract's OBJECTIVE sentence (which spells it out) was quoted first
-    out = _extractive(served, "What was the median time between the first and second gamma knife radiosurgery?")
+    out = extractive(served, "What was the median time between the first and second gamma knife radiosurgery?")
     assert "The median time from the first GKS to the second was 37 weeks." in out["citations"][0]["quote"], out
+
+
+def test_a_removed_feature_s_item_is_quoted_with_what_replaces_it_the_rest_of_its_list_item(served: Any) -> None:
+    out = extractive(served, "What replaces the disabled attribute on test classes in pytest 2.0?")
+    removed = next(c["quote"] for c in out["citations"] if 'removed the "disabled" attribute' in c["quote"])
+    assert removed.endswith("Use the skipping and pytestmark mechanism to skip or xfail a test class."), out["answer"]

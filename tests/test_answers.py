@@ -14,11 +14,12 @@ import json
 import os
 import pty
 import re
+import shutil
 import signal
 import subprocess
 import termios
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,37 @@ def check_markers(out: dict[str, Any]) -> None:
     assert out["grounded"] is bool(cites)
     for c in cites:
         assert c["quote"] and c["location"]["line_start"] <= c["location"]["line_end"]
+
+
+@contextlib.contextmanager
+def serving(files: Mapping[str, str | Path]) -> Iterator[tuple[str, str]]:
+    """(MCP URL, token) of a kernel without the model's analysis that has indexed a folder of ``files`` (a name and its
+    text, or the file to copy)."""
+    root = short_tmpdir()
+    mcp = {"mcp": {"port": 0, "rate_per_minute": 6000}}
+    config = merge(FAST_RESTART, ONE_PARSER, mcp, {"llm": {"analysis": False}})
+
+    def folder(root: Path) -> Path:
+        docs = root / "docs"
+        docs.mkdir()
+        for name, text in files.items():
+            if isinstance(text, Path):
+                shutil.copyfile(text, docs / name)
+            else:
+                (docs / name).write_text(text, "utf-8")
+        return docs
+
+    with kernel_with_folder(root, config, "", 120, folder) as (_k, _docs, url, token):
+        yield url, token
+
+
+def extractive(served: tuple[str, str], question: str) -> dict[str, Any]:
+    """The extractive answer to ``question`` (grounded, its markers checked)."""
+    url, token = served
+    out = chat(url, token, {"query": question, "answer_mode": "extractive"})
+    check_markers(out)
+    assert out["grounded"], out
+    return dict(out)
 
 
 def cites_budget(out: dict[str, Any]) -> bool:

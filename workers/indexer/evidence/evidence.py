@@ -463,7 +463,7 @@ class EvidenceService:
         settings entry's "Default: 259200" / "The number of seconds a password reset link is valid for."); its
         window is the sentence before and the one after that, line by line (an option's line stays its own)."""
         text = hits[c.passage].get("text", "")
-        first, last = reach.quoted(c.siblings, c.at, c.titles, figure)
+        first, last = reach.quoted(c.siblings, c.at, c.titles, figure, text)
         quoted = sentences.quote(text[c.siblings[first].start : c.siblings[last].end])
         before, after = c.siblings[max(0, first - 1)], c.siblings[min(len(c.siblings) - 1, last + 1)]
         window = "\n".join(line for line in map(sentences.quote, text[before.start : after.end].splitlines()) if line)

@@ -1,6 +1,6 @@
 """What a quote takes in around the sentence chosen for it (:func:`quoted`): the term a description describes, the
 figure a neighbour states for a figure question, the lines a sentence ending with a colon introduces (and, for an
-item of a list, the line that introduces it), and the sentence a back-reference points to.
+item of a list, the line that introduces it), the rest of a list item, and the sentence a back-reference points to.
 
 A sentence is chosen by its score (:mod:`.evidence`); what a reader needs of it is sometimes on the lines next to
 it: "--enable-gapcmon" over "This option enables building the GTK GUI front-end.", "By default, this is set to
@@ -33,11 +33,12 @@ _BACK_REFERENCE = re.compile(
 """A sentence opening with a word or phrase that points to the sentence before it: its subject is there."""
 
 
-def quoted(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool) -> tuple[int, int]:
+def quoted(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool, text: str = "") -> tuple[int, int]:
     """The sentences quoted for ``siblings[at]`` (first, last): :func:`_around`, after it what its last sentence
-    introduces (:func:`_introduced`), and the sentences a back-reference links to it (:func:`_linked`)."""
+    introduces (:func:`_introduced`) or the rest of the list item it opens (:func:`_item_rest`, in the chunk's
+    ``text``), and the sentences a back-reference links to it (:func:`_linked`)."""
     first, last = _around(siblings, at, titles, figure)
-    last = _introduced(siblings, last, titles)
+    last = _item_rest(siblings, _introduced(siblings, last, titles), text)
     if first > 0 and _linked(siblings, first, titles):
         first -= 1
     if last + 1 < len(siblings) and _linked(siblings, last + 1, titles):
@@ -73,6 +74,34 @@ def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str]) -> 
     if last + 1 < len(siblings) and _describes(siblings, last + 1, titles):
         return last + 1
     return last
+
+
+def _item_rest(siblings: list[Sentence], last: int, text: str) -> int:
+    """The last sibling of the list item ``siblings[last]`` opens (else ``last``): each next sentence that is no item
+    itself and goes on from the line the one before ends, or from the next line indented deeper than the item's
+    bullet, while they fit in :data:`LIST_CHARS`. A bullet is one unit: "removed the "disabled" attribute in test
+    classes.  Use the skipping and pytestmark mechanism ..."; "fix #1334: Add captured stdout ..." / "Thanks Georgy
+    Dyuldin for the PR." (docs/benchmarks/answer-relevance.md)."""
+    if not text or not siblings[last].item:
+        return last
+    indent = _indent(text, siblings[last].start)
+    k, size = last, 0
+    while k + 1 < len(siblings) and not siblings[k + 1].item:
+        after, before = siblings[k + 1], siblings[k]
+        same_line = after.line_start == before.line_end
+        if not same_line and (after.line_start != before.line_end + 1 or _indent(text, after.start) <= indent):
+            break
+        size += len(after.text)
+        if size > LIST_CHARS:
+            break
+        k += 1
+    return k
+
+
+def _indent(text: str, at: int) -> int:
+    """How far the line holding offset ``at`` of ``text`` is indented."""
+    line = text[text.rfind("\n", 0, at) + 1 :]
+    return len(line) - len(line.lstrip(" \t"))
 
 
 def _listed(s: Sentence, titles: frozenset[str]) -> bool:
