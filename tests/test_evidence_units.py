@@ -719,3 +719,27 @@ def test_a_generated_sentence_backed_by_a_passage_but_not_about_the_question_s_s
     ]
     echo = ClaimChecker(_no_vectors).check(CheckRequest(question, restated, sources))  # type: ignore[arg-type]
     assert not any(c["supported"] for c in echo.checks), echo.checks
+
+
+def test_a_generated_sentence_naming_an_option_its_source_lacks_is_not_backed() -> None:
+    # A name written as code is a name: "-mono-font" is lower case, so no capitalised fact, and most of the
+    # sentence's words are its source's; the option is the model's invention. One the source prints with an en
+    # dash for "--" is held.
+    from foldermind.protocol.messages import CheckRequest
+    from foldermind.workers.indexer.evidence.claims import ClaimChecker
+
+    question = "Which option gives the x11 terminal its font for multibyte strings?"
+    sources = [
+        "Set the font for multibyte strings in the x11 terminal, if gnuplot is built with \u2013enable-x11-mbfonts."
+    ]
+    claims = [
+        {
+            "text": "Set -mono-font for the font of multibyte strings if gnuplot is built for the x11 terminal.",
+            "sources": [0],
+        },
+        {"text": "Set the font for multibyte strings if gnuplot is built with --enable-x11-mbfonts.", "sources": [0]},
+    ]
+    invented, held = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
+    assert not invented["supported"] and invented["missing"] == ["mono-font"], invented
+    assert held["supported"] and held["missing"] == [], held
+    assert sentences.code_names("Use os.path.join( or `quoted` and my_var") == {"os.path.join", "my_var"}

@@ -1,15 +1,15 @@
 """``evidence.check.request``: whether each sentence a model wrote is backed by a passage it was shown.
 
 Checking a claim (a sentence a model wrote): it must state something the question does not (a content word or a
-fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks, share
-most of its content words with the source (words of the question count as given), and have a sentence in the
-source whose vector is close to its own and that negates what it negates (:func:`negations`: "ORDER BY does not
-sort rows when neither ASC nor DESC is given" shares every word with the sentence saying it sorts them ascending,
-and says the opposite). A claim that cites sources is tried against those only: a sentence
-credited to a file that does not hold it is refused, even when another source does (the model mixed up its
-sources, or a document forged another's number). A claim that cites none is tried against every source, and the
-first that passes supports it. Without a local model the vector test is skipped and the reply says so in its
-checks' ``similarity`` (-1).
+fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks (a name
+written as code too: an invented ``-mono-font`` is one), share most of its content words with the source (words of
+the question count as given), and have a sentence in the source whose vector is close to its own and that negates
+what it negates (:func:`negations`: "ORDER BY does not sort rows when neither ASC nor DESC is given" shares every
+word with the sentence saying it sorts them ascending, and says the opposite). A claim that cites sources is tried
+against those only: a sentence credited to a file that does not hold it is refused, even when another source does
+(the model mixed up its sources, or a document forged another's number). A claim that cites none is tried against
+every source, and the first that passes supports it. Without a local model the vector test is skipped and the reply
+says so in its checks' ``similarity`` (-1).
 
 Backed is not enough: a claim must also be about what the question asks (``about``): it states a thing of the kind
 the question asks for that the question lacks (a figure, a name: :func:`_asked_thing`), and the claim, the
@@ -73,10 +73,12 @@ class ClaimChecker:
             terms = sentences.content_terms(text)
             own = terms - given
             facts = sentences.facts(text)
+            names = {n for n in sentences.code_names(text) if not sentences.holds_name(body.question, n)}
             adds = bool(own) or bool(facts - given_forms)  # it states something the question does not
             best: ClaimCheck | None = None
             for k in order:
                 missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
+                missing += sorted(n for n in names if not sentences.holds_name(body.sources[k], n))
                 coverage = len(own & source_terms[k]) / len(own) if own else 1.0
                 at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k, terms)
                 quote = split_sources[k][at]
@@ -96,7 +98,7 @@ class ClaimChecker:
                     best = result
             if best is None:
                 best = ClaimCheck(
-                    supported=False, source=-1, quote="", similarity=0.0, missing=sorted(facts), about=False
+                    supported=False, source=-1, quote="", similarity=0.0, missing=sorted(facts | names), about=False
                 )
             elif not best["supported"]:
                 best["source"], best["quote"] = -1, ""

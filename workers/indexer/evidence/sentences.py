@@ -336,6 +336,22 @@ extension (``.kbd``), CONSTANT_CASE, camelCase, CamelCase."""
 _FINISHED = re.compile(r"[.!?:;\u2026][\"')\]\u201d\u2019]*$")
 
 
+def code_names(text: str) -> set[str]:
+    """The names ``text`` writes as code (:data:`_CODE`'s forms, not its quoted spans), lower-cased, an option
+    without its leading dashes (a PDF prints ``--enable-x`` as ``\u2013enable-x``), a call without its parenthesis."""
+    out: set[str] = set()
+    for m in _CODE.finditer(text):
+        name = m.group()
+        if name[0] not in "`\u2018":
+            out.add(name.lstrip("-").rstrip("(").lower())
+    return out
+
+
+def holds_name(text: str, name: str) -> bool:
+    """Whether ``text`` holds the code name ``name`` (as :func:`code_names` gives it) as a whole token."""
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
+
+
 def states_default(text: str) -> bool:
     """Whether ``text`` says what a default is: it names one ("Default: ``1209600``", "BEFORE is the default
     when neither keyword is present", "keepAspect ... [default true]")."""
