@@ -13,12 +13,12 @@ semantic side cannot), ``min_score`` and ``group_by_file`` (a file's best chunk 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -341,7 +341,7 @@ def hit_from_row(row: Any, score: float, text: str) -> SearchHit:
         chunk_id=int(row["id"]),
         chunk_index=int(row["ordinal"]),
         file_path=row["path"],
-        file_name=Path(row["path"]).name,
+        file_name=os.path.basename(row["path"]),
         score=round(float(score), 6),
         snippet=text,
         smart_folder=row["folder_name"],
