@@ -731,6 +731,8 @@ def test_the_coverage_reads_the_terms_a_passage_holds_from_the_keyword_index_as_
                 assert held[cid] == [t in analysed(cid) for t in terms]
             assert any(held[german[0]]) and any(held[english[0]][MASK_TERMS:])
         assert kw.held(english, [stem("running")]) == {english[0]: [True], english[1]: [False]}
+        assert kw.held(english, []) == {english[0]: [], english[1]: []}  # a query of no term (CJK only, say)
+        assert kw.held([], [stem("running")]) == {}
 
         policy = SearchPolicy()
         service = SearchService(
