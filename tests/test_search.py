@@ -36,12 +36,15 @@ from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.workers.embedding import onnx_model
 from foldermind.workers.indexer.search import fusion
 from foldermind.workers.indexer.search.encoder import QueryEncoder
+from foldermind.workers.indexer.search.fusion_evidence import idf_share
 from foldermind.workers.indexer.search.scoped import ScopedVectors
+from foldermind.workers.indexer.search.search import SearchService
 from foldermind.workers.indexer.search.snippets import snippet
 from foldermind.workers.indexer.storage import embeddings
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.bm25 import MASK_TERMS, KeywordIndex, idf, query_tokens, stem, text_terms
 from foldermind.workers.indexer.storage.chunks import ChunkPos
 from foldermind.workers.indexer.storage.extracted import read_lines, rebuild
+from foldermind.workers.indexer.storage.languages import stemmed_as
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
@@ -680,6 +683,77 @@ def test_a_folder_counts_files_not_yet_in_the_keyword_index_until_its_commit() -
         store.journal.applied(seq)  # what the pipeline does once Tantivy has committed
         assert store.folders.progress(a.id)["files_not_yet_searchable"] == 0
     finally:
+        remove_tree(root)
+
+
+def test_the_coverage_reads_the_terms_a_passage_holds_from_the_keyword_index_as_the_analyzer_finds_them() -> None:
+    """The rescoring's coverage (``evidence`` fusion) asks the keyword index which query terms each passage's
+    text or heading holds (:meth:`KeywordIndex.held`) instead of analysing the text again: the analyzer's answer,
+    past one search's :data:`MASK_TERMS` terms, in each document's language. A passage not committed to the
+    index yet is left out there, and the coverage analyses its text."""
+    root = short_tmpdir("fmh-")
+    kw = KeywordIndex(root / "tantivy")
+    try:
+        store = Store(root / "index.sqlite")
+        folder = store.folders.add(str(root), "f", "")
+
+        def chunk(n: int, text: str, heading: str | None = None) -> dict[str, Any]:
+            lines = {"line_start": n + 1, "line_end": n + 1, "char_start": 0, "char_end": len(text)}
+            return {"ordinal": n, "text": text, "heading": heading, "tokens": 3} | lines
+
+        def written(name: str, chunks: list[dict[str, Any]], language: str | None = None) -> list[int]:
+            with store.tx() as db:
+                store.documents.mark_pending(db, folder.id, str(root / name), 1, 1)
+                doc = store.documents.get(str(root / name))
+                assert doc is not None
+                return store.documents.write(db, doc.id, 1, 1, "h", "txt", None, None, chunks, language)
+
+        english = written("a.txt", [chunk(0, "The runners were running quickly", "Installing"), chunk(1, "no such")])
+        german = written("b.txt", [chunk(0, "Die Häuser standen am Fluss")], "de")
+        docs = [store.documents.get(str(root / name)) for name in ("a.txt", "b.txt")]
+        kw.replace([], store.journal.chunks_for_index([d.id for d in docs if d is not None]))
+        kw.commit()
+        later = written("c.txt", [chunk(0, "running installations of houses")])  # not in the index yet
+        words = ["houses", "runner", "quick", "instal", *(f"zz{i}" for i in range(24)), "run", "Häuser", "fluss"]
+        passages = [*english, *german, *later]
+        rows = store.chunks.hits(passages)
+
+        def analysed(cid: int) -> set[str]:  # the passage's terms, as its document's language indexes them
+            text = f"{rows[cid]['heading'] or ''}\n{rows[cid]['text']}"
+            return set(text_terms(text, stemmed_as(rows[cid]["language"])))
+
+        for language in ("en", "de"):
+            terms = [stem(w, language) for w in words]
+            assert len(terms) > MASK_TERMS
+            held = kw.held(passages, terms)
+            assert set(held) == {*english, *german}
+            for cid in held:
+                assert held[cid] == [t in analysed(cid) for t in terms]
+            assert any(held[german[0]]) and any(held[english[0]][MASK_TERMS:])
+        assert kw.held(english, [stem("running")]) == {english[0]: [True], english[1]: [False]}
+        assert kw.held(english, []) == {english[0]: [], english[1]: []}  # a query of no term (CJK only, say)
+        assert kw.held([], [stem("running")]) == {}
+
+        policy = SearchPolicy()
+        service = SearchService(
+            store,
+            kw,
+            VectorIndex(root / "v.usearch", 4),
+            QueryEncoder(policy, IngestPolicy(), "inproc://x", "t"),
+            policy,
+        )
+        query = "how quickly do runners install houses by the fluss"
+        tokens = list(dict.fromkeys(query_tokens(query)))
+        expected = {}
+        for cid in passages:
+            language = stemmed_as(rows[cid]["language"])
+            doc_freq, total = kw.term_stats(language)
+            idfs = [idf(doc_freq(t), total) for t in tokens]
+            expected[cid] = idf_share(idfs, [stem(t, language) in analysed(cid) for t in tokens])
+        assert service._coverage(query, {}, passages) == expected
+        assert expected[later[0]] > 0 and expected[german[0]] > 0 and expected[english[1]] == 0
+    finally:
+        kw.close()
         remove_tree(root)
 
 

@@ -81,7 +81,7 @@ ROWS = (
     ("raw.usearch", "raw: usearch exact search, the units the indexer asks for"),
     ("raw.graph", "raw: usearch graph search (HNSW, expansion_search as configured), the same units"),
     ("raw.tantivy", "raw: Tantivy search of the built query (top 40, with the count)"),
-    ("raw.coverage", "raw: the rescoring's coverage of the first 20 (their rows + analyzer)"),
+    ("raw.coverage", "raw: the rescoring's coverage of the first 20 (their rows + the terms the keyword index holds)"),
     ("raw.fusion", "raw: the fusion's arithmetic (coverage given)"),
     ("raw.rows", "raw: SQLite rows of the first 28 ranked chunks"),
     ("raw.snippets", "raw: snippets of the 10 hits"),

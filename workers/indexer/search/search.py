@@ -13,12 +13,12 @@ semantic side cannot), ``min_score`` and ``group_by_file`` (a file's best chunk 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -214,19 +214,26 @@ class SearchService:
 
     def _coverage(self, query: str, rows: Rows, chunks: Sequence[int]) -> dict[int, float]:
         """The share of the query's IDF mass each of ``chunks`` holds in its text or heading (``evidence``
-        fusion): one SQLite read of their rows (kept in ``rows``), a pass of the analyzer over each and a term
-        lookup per query word."""
+        fusion): one SQLite read of their rows (kept in ``rows``: their language, and whether they are still
+        searchable), then which query terms each holds, asked of the keyword index, which analysed the same text
+        and heading at ingest (a chunk not committed there yet is analysed here)."""
         found = self._rows(rows, chunks)
         tokens = list(dict.fromkeys(query_tokens(query)))
-        idfs: dict[str, list[float]] = {}
-        out = {}
+        by_language: dict[str, list[int]] = {}
         for cid, row in found.items():
-            language = stemmed_as(row["language"])
-            if language not in idfs:
-                doc_freq, total = self.bm25.term_stats(language)
-                idfs[language] = [idf(doc_freq(t), total) for t in tokens]
-            held = set(text_terms(f"{row['heading'] or ''}\n{row['text']}", language))
-            out[cid] = fusion_evidence.idf_share(idfs[language], [stem(t, language) in held for t in tokens])
+            by_language.setdefault(stemmed_as(row["language"]), []).append(cid)
+        out = {}
+        for language, ids in by_language.items():
+            doc_freq, total = self.bm25.term_stats(language)
+            idfs = [idf(doc_freq(t), total) for t in tokens]
+            terms = [stem(t, language) for t in tokens]
+            held = self.bm25.held(ids, terms)
+            for cid in ids:
+                if cid not in held:
+                    row = found[cid]
+                    analysed = set(text_terms(f"{row['heading'] or ''}\n{row['text']}", language))
+                    held[cid] = [term in analysed for term in terms]
+                out[cid] = fusion_evidence.idf_share(idfs, held[cid])
         return out
 
     def _rows(self, rows: Rows, chunks: Sequence[int]) -> Rows:
@@ -334,7 +341,7 @@ def hit_from_row(row: Any, score: float, text: str) -> SearchHit:
         chunk_id=int(row["id"]),
         chunk_index=int(row["ordinal"]),
         file_path=row["path"],
-        file_name=Path(row["path"]).name,
+        file_name=os.path.basename(row["path"]),
         score=round(float(score), 6),
         snippet=text,
         smart_folder=row["folder_name"],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from foldermind.protocol.messages import SearchHit
@@ -18,17 +19,24 @@ LEAD = 60
 """How much text before the first match a snippet keeps, so the match reads in context."""
 
 
+@functools.lru_cache(maxsize=256)
+def looked_for(query: str, language: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The query's terms in a language's documents and its distinct CJK bigrams: the same for every hit of one
+    search, so they are worked out once."""
+    return frozenset(query_terms(query, language)), tuple(dict.fromkeys(cjk_grams(query)))
+
+
 def first_match(text: str, query: str, language: str = ENGLISH) -> int | None:
     """Offset of the first word of ``text`` that matches a query term (stemmed for ``language``, any case), or
     of the first of the query's CJK bigrams; ``None`` when neither occurs."""
-    terms = set(query_terms(query, language))
+    terms, grams = looked_for(query, language)
     best: int | None = None
     if terms:
         for offset, word in word_spans(text):
             if terms.intersection(stems(word, language)):
                 best = offset
                 break
-    for gram in dict.fromkeys(cjk_grams(query)):
+    for gram in grams:
         found = text.find(gram, 0, best if best is not None else len(text))
         if found >= 0 and (best is None or found < best):
             best = found

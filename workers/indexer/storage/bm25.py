@@ -48,6 +48,8 @@ MAX_QUERY_TERMS = 64
 """Past this many terms a query gets no better, only slower (a 1000-character query is ~150 words)."""
 TERM_SET = 1000
 """The most ids in one Tantivy term set of a search filter (see :meth:`KeywordIndex.build_query`)."""
+MASK_TERMS = 24
+"""Terms per search of :meth:`KeywordIndex.held` (a float32 score holds a sum of distinct powers of 2 below 2**24)."""
 SCHEMA_VERSION = 4
 """The Tantivy fields' version: 1 English-stemmed by Tantivy, 2 stemmed here in each document's language, 3 with
 the ``title`` and ``name`` fields, 4 with ``ext`` and ``mtime``."""
@@ -393,6 +395,32 @@ class KeywordIndex:
             for field in ("text", "heading")
         ]
         return tantivy.Query.boolean_query(parts) if parts else None
+
+    def held(self, chunk_ids: Sequence[int], terms: Sequence[str]) -> dict[int, list[bool]]:
+        """Whether each of ``chunk_ids``' text or heading holds each indexed term of ``terms``, read from the
+        committed index (a chunk it lacks is left out), not by analysing the text again: one search per
+        :data:`MASK_TERMS` terms, where the ``i``-th term's clause scores ``2**i`` when it matches, so a hit's
+        score is the mask of the terms it holds."""
+        if not chunk_ids:
+            return {}
+        searcher = self.index.searcher()
+        ids = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "chunk_id", int(c))) for c in chunk_ids]
+        only = (tantivy.Occur.Must, tantivy.Query.const_score_query(tantivy.Query.boolean_query(ids), 0.0))
+        masks: dict[int, int] = {}
+        for at in range(0, max(len(terms), 1), MASK_TERMS):
+            clauses = [only]
+            for i, term in enumerate(terms[at : at + MASK_TERMS]):
+                either = [
+                    (tantivy.Occur.Should, tantivy.Query.term_query(self.schema, f, term)) for f in ("text", "heading")
+                ]
+                mask = tantivy.Query.const_score_query(tantivy.Query.boolean_query(either), float(1 << i))
+                clauses.append((tantivy.Occur.Should, mask))
+            hits = searcher.search(tantivy.Query.boolean_query(clauses), len(chunk_ids), count=False).hits
+            found = searcher.fast_field_values("chunk_id", [address for _, address in hits])
+            for (score, _), cid in zip(hits, found, strict=True):
+                if cid is not None:
+                    masks[int(cid)] = masks.get(int(cid), 0) | int(score) << at
+        return {cid: [bool(mask >> i & 1) for i in range(len(terms))] for cid, mask in masks.items()}
 
     def documents_matching(self, q: tantivy.Query) -> set[int]:
         """The ``doc_id`` of every chunk ``q`` matches, unranked and uncut (a criteria Smart Folder's members).
