@@ -404,16 +404,15 @@ class KeywordIndex:
         if not chunk_ids:
             return {}
         searcher = self.index.searcher()
-        ids = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "chunk_id", int(c))) for c in chunk_ids]
-        only = (tantivy.Occur.Must, tantivy.Query.const_score_query(tantivy.Query.boolean_query(ids), 0.0))
+        ids = tantivy.Query.term_set_query(self.schema, "chunk_id", [int(c) for c in chunk_ids])
+        only = (tantivy.Occur.Must, tantivy.Query.const_score_query(ids, 0.0))
         masks: dict[int, int] = {}
         for at in range(0, max(len(terms), 1), MASK_TERMS):
             clauses = [only]
             for i, term in enumerate(terms[at : at + MASK_TERMS]):
-                either = [
-                    (tantivy.Occur.Should, tantivy.Query.term_query(self.schema, f, term)) for f in ("text", "heading")
-                ]
-                mask = tantivy.Query.const_score_query(tantivy.Query.boolean_query(either), float(1 << i))
+                holds = self.holding_any([term])
+                assert holds is not None  # a term gives a query
+                mask = tantivy.Query.const_score_query(holds, float(1 << i))
                 clauses.append((tantivy.Occur.Should, mask))
             hits = searcher.search(tantivy.Query.boolean_query(clauses), len(chunk_ids), count=False).hits
             found = searcher.fast_field_values("chunk_id", [address for _, address in hits])
