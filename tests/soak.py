@@ -371,7 +371,7 @@ class IndexState:
 
 def read_index(home: Path, markers: set[str]) -> IndexState:
     """Everything the three stores hold, read directly from disk (the kernel must be stopped)."""
-    from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+    from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
     from foldermind.workers.indexer.storage.vectors import VectorIndex
 
     data = home / "data"

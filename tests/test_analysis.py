@@ -25,8 +25,8 @@ from foldermind.protocol.messages import (
     SummaryRequest,
 )
 from foldermind.workers.indexer.analysis import analyze, find_date, infer_type, key_entities, keywords, summarize, text
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.database import SCHEMA
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 from tests.config import merge
 from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir, wait_for

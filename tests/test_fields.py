@@ -1,4 +1,4 @@
-"""The boosted keyword fields (file name, title, heading; :mod:`foldermind.workers.indexer.storage.bm25`) and
+"""The boosted keyword fields (file name, title, heading; :mod:`foldermind.workers.indexer.storage.keyword.bm25`) and
 per-document evidence (:func:`foldermind.workers.indexer.search.fusion.with_evidence`): in-process on a real Tantivy
 index, then a real kernel indexing a folder and searched over the bus, and an index of the previous field layout built
 again from SQLite on start without losing a chunk."""
@@ -16,8 +16,9 @@ import tantivy
 
 from foldermind.protocol.messages import DescribeReply, DescribeRequest, SearchHit
 from foldermind.workers.indexer.search import fusion
-from foldermind.workers.indexer.storage.bm25 import SCHEMA_VERSION, KeywordIndex, text_terms
-from foldermind.workers.indexer.storage.fields import Boosts, name_words
+from foldermind.workers.indexer.storage.keyword.bm25 import SCHEMA_VERSION, KeywordIndex
+from foldermind.workers.indexer.storage.keyword.fields import Boosts, name_words
+from foldermind.workers.indexer.storage.keyword.terms import text_terms
 from tests.folder_world import FolderWorld, folder_world
 from tests.helpers import remove_tree, wait_for
 

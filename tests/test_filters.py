@@ -26,7 +26,7 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.workers.indexer.search import filters
-from foldermind.workers.indexer.storage.bm25 import TERM_SET, KeywordIndex, Where
+from foldermind.workers.indexer.storage.keyword.bm25 import TERM_SET, KeywordIndex, Where
 from tests import mcpclient as mc
 from tests.config import merge
 from tests.filemakers import at, make_pdf, put

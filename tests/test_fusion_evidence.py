@@ -23,7 +23,7 @@ from foldermind.workers.indexer.search.fusion_evidence import (
     margin,
     rerank,
 )
-from foldermind.workers.indexer.storage.bm25 import idf
+from foldermind.workers.indexer.storage.keyword.terms import idf
 
 SHIPPED = EvidenceWeights.of(SearchPolicy())
 

@@ -1,6 +1,6 @@
-"""Each document stemmed in its own language (:mod:`foldermind.workers.indexer.storage.languages`): detection on real
-text in-process, then a real kernel indexing a mixed folder (German, French, Spanish, English, Japanese) and
-searched over the bus, and an index of the previous field layout built again from SQLite on start."""
+"""Each document stemmed in its own language (:mod:`foldermind.workers.indexer.storage.keyword.languages`):
+detection on real text in-process, then a real kernel indexing a mixed folder (German, French, Spanish, English,
+Japanese) and searched over the bus, and an index of the previous field layout built again from SQLite on start."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from foldermind.protocol.messages import (
     SummaryRequest,
 )
 from foldermind.workers.indexer.search.snippets import first_match
-from foldermind.workers.indexer.storage.bm25 import SCHEMA_VERSION, KeywordIndex, text_terms
-from foldermind.workers.indexer.storage.languages import SAMPLE_CHARS, UNDETERMINED, detect, stemmed_as
+from foldermind.workers.indexer.storage.keyword.bm25 import SCHEMA_VERSION, KeywordIndex
+from foldermind.workers.indexer.storage.keyword.languages import SAMPLE_CHARS, UNDETERMINED, detect, stemmed_as
+from foldermind.workers.indexer.storage.keyword.terms import text_terms
 from tests.folder_world import FolderWorld, folder_world
 from tests.helpers import remove_tree, wait_for
 

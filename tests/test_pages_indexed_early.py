@@ -28,7 +28,7 @@ import pytest
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import IndexStatusReply, IndexStatusRequest
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import parse_content

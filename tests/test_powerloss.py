@@ -19,7 +19,7 @@ from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home, fsync_path
 from foldermind.protocol.runtime.keys import ensure_keypair, load_keypair
 from foldermind.protocol.runtime.token_store import TokenStore
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from tests.powercut_fs import PowerCutMount, fuse_missing, powercut_mount
 from tests.powerloss import run_powerloss
@@ -109,7 +109,7 @@ COMMIT = """
 import os, sys
 from pathlib import Path
 from foldermind.protocol.runtime.home import fsync_path
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 index = KeywordIndex(Path(sys.argv[1]))
 fsync_path(Path(sys.argv[1]).parent)
@@ -192,7 +192,7 @@ import os, sys
 from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenStore
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 
 def then_die(real):

@@ -193,7 +193,7 @@ def keyword_search(home: Path, query: str) -> dict[str, Any]:
 def tantivy_chunk_ids(home: Path) -> list[int]:
     import tantivy
 
-    from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+    from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 
     index = KeywordIndex(home / "data" / "tantivy").index  # opened beside the indexer's writer: read only
     index.reload()
@@ -212,7 +212,7 @@ def test_each_store_survives_enospc_and_writes_again_once_space_is_freed(tmp_pat
     space left), leaves nothing half-done behind, and the same objects write again after the ballast goes."""
     import numpy as np
 
-    from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+    from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
     from foldermind.workers.indexer.storage.storage import DiskFull, writing
     from foldermind.workers.indexer.storage.store import Store
     from foldermind.workers.indexer.storage.vectors import VectorIndex

@@ -41,10 +41,11 @@ from foldermind.workers.indexer.search.scoped import ScopedVectors
 from foldermind.workers.indexer.search.search import SearchService
 from foldermind.workers.indexer.search.snippets import snippet
 from foldermind.workers.indexer.storage import embeddings
-from foldermind.workers.indexer.storage.bm25 import MASK_TERMS, KeywordIndex, idf, query_tokens, stem, text_terms
 from foldermind.workers.indexer.storage.chunks import ChunkPos
 from foldermind.workers.indexer.storage.extracted import read_lines, rebuild
-from foldermind.workers.indexer.storage.languages import stemmed_as
+from foldermind.workers.indexer.storage.keyword.bm25 import MASK_TERMS, KeywordIndex
+from foldermind.workers.indexer.storage.keyword.languages import stemmed_as
+from foldermind.workers.indexer.storage.keyword.terms import idf, query_tokens, stem, text_terms
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer

@@ -21,7 +21,7 @@ from foldermind.workers.indexer.search import fusion
 from foldermind.workers.indexer.search.encoder import QueryEncoder
 from foldermind.workers.indexer.search.query import admits, parse
 from foldermind.workers.indexer.search.search import SearchService
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from tests.config import merge

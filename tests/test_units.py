@@ -12,7 +12,7 @@ from foldermind.protocol.runtime.config import IngestPolicy
 from foldermind.workers.indexer.ingest import units
 from foldermind.workers.indexer.ingest.pipeline import Pipeline
 from foldermind.workers.indexer.storage import embeddings
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import ADD_SLICE, VectorIndex
 from tests.helpers import remove_tree, short_tmpdir

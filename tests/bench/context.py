@@ -8,7 +8,7 @@ neither the title nor the opening. A chunk deep in a manual's section lacks its 
 document here goes through the pipeline's own path: the txt parser (:func:`foldermind.workers.parser.formats.txt.
 parse_txt`: its title and heading paths), the parsers' chunker (256/32), the embedder's int8 ONNX encoder (its
 256-token truncation: the prefix counts against it), exact cosine over every chunk, a real Tantivy index
-(:class:`~foldermind.workers.indexer.storage.bm25.KeywordIndex`, the default boosts) built in a temp dir, and the
+(:class:`~foldermind.workers.indexer.storage.keyword.bm25.KeywordIndex`, default boosts) built in a temp dir, and the
 indexer's ``blend`` (:func:`tests.bench.fields.fuse`, the default rules) over the two chunk rankings 200 deep.
 A document ranks at its best chunk. nDCG@10 and recall@100 per mode.
 
@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 
 from foldermind.workers.embedding import model_files, onnx_int8
 from foldermind.workers.indexer.search.fusion import DEFAULT_RULES
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import txt
 from tests.bench.fields import fuse

@@ -27,7 +27,7 @@ from foldermind.protocol.messages import CriteriaAddRequest, SearchRequest
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.indexer import criteria
 from foldermind.workers.indexer.search.search import SearchService
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from tests.bench.filter_cost import NDIM, FixedEncoder, pct

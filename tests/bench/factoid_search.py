@@ -15,7 +15,7 @@ report is printed as Markdown; nothing is written.
 
 ``--known`` reads the same files as known-item lookups as well: for each question, the words a user might
 remember of its gold sentence (:func:`remembered`: the sentence's first :data:`REMEMBERED` words that are not
-stop words (:data:`~foldermind.workers.indexer.storage.languages.STOP_WORDS`), a rule fixed before any run),
+stop words (:data:`~foldermind.workers.indexer.storage.keyword.languages.STOP_WORDS`), a rule fixed before any run),
 searched as typed.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
-from foldermind.workers.indexer.storage.languages import STOP_WORDS
+from foldermind.workers.indexer.storage.keyword.languages import STOP_WORDS
 from tests.bench import machine
 from tests.bench.answers import Results, index_corpora
 from tests.bench.factoids import CORPORA, Question, build_corpora, load_questions

@@ -4,8 +4,9 @@
 from the repository root, after ``python -m tests.bench.lookup --home DIR --scifact-home DIR --lists OUT`` has
 indexed both homes (the manuals and the SciFact subset) with this version's Tantivy fields and written each
 query's semantic ranking. The kernels are stopped; this opens each home's Tantivy index and SQLite read-only in
-this process and, for every combination of boosts (:class:`foldermind.workers.indexer.storage.fields.Boosts`) in the
-grid, runs every query's keyword search with :class:`~foldermind.workers.indexer.storage.bm25.KeywordIndex` itself, then
+this process and, for every combination of boosts
+(:class:`foldermind.workers.indexer.storage.keyword.fields.Boosts`) in the grid, runs every query's keyword search
+with :class:`~foldermind.workers.indexer.storage.keyword.bm25.KeywordIndex` itself, then
 fuses it with the written semantic ranking by :func:`foldermind.workers.indexer.search.fusion.blend` for each evidence
 share (:func:`~foldermind.workers.indexer.search.fusion.with_evidence`), exactly as the indexer does (depth 40 per side:
 top_k 10; SciFact 200 deep, for Recall@100).
@@ -32,9 +33,9 @@ from pathlib import Path
 from foldermind.protocol.runtime.home import Home
 from foldermind.workers.indexer.search import fusion
 from foldermind.workers.indexer.search import query as operators
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
-from foldermind.workers.indexer.storage.fields import Boosts
-from foldermind.workers.indexer.storage.languages import stemmed_as
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.fields import Boosts
+from foldermind.workers.indexer.storage.keyword.languages import stemmed_as
 from tests.bench.lookup import KINDS, Hit, Lists, Scores, load_lists, load_queries, scifact_split
 from tests.bench.retrieval import ndcg, recall
 from tests.bench.scifact import judged_queries

@@ -34,8 +34,9 @@ from pathlib import Path
 from foldermind.protocol.client import BusClient
 from foldermind.protocol.messages import SearchReply, SearchRequest
 from foldermind.protocol.runtime.home import Home
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex, idf, query_tokens, stem, text_terms
-from foldermind.workers.indexer.storage.languages import ENGLISH, stemmed_as
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.languages import ENGLISH, stemmed_as
+from foldermind.workers.indexer.storage.keyword.terms import idf, query_tokens, stem, text_terms
 from tests.bench import factoids, manuals
 from tests.bench.factoid_search import remembered
 from tests.bench.kernels import BenchFailure, Kernel, say

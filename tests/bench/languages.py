@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from foldermind.workers.indexer.storage import bm25, languages
+from foldermind.workers.indexer.storage.keyword import bm25, languages
 from tests.bench.machine import facts
 from tests.bench.scifact import scifact_dir, scifact_queries
 from tests.bench.transports import REPO

@@ -46,8 +46,9 @@ from foldermind.workers.embedding import model_files
 from foldermind.workers.indexer.ingest.units import title_of, unpack
 from foldermind.workers.indexer.search import fusion, fusion_evidence
 from foldermind.workers.indexer.search.encoder import QueryEncoder
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex, query_tokens, stem, text_terms
-from foldermind.workers.indexer.storage.languages import stemmed_as
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.languages import stemmed_as
+from foldermind.workers.indexer.storage.keyword.terms import query_tokens, stem, text_terms
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from tests.bench import fusion_eval
 from tests.bench.fusion_eval import Query, covers, documents_of, fixed, score

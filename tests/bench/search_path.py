@@ -45,7 +45,7 @@ from foldermind.workers.indexer.search import query as operators
 from foldermind.workers.indexer.search.encoder import QueryEncoder
 from foldermind.workers.indexer.search.search import SearchService
 from foldermind.workers.indexer.search.snippets import snippet
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import UNITS_PER_CHUNK, VectorIndex
 from tests import mcpclient

@@ -86,7 +86,7 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
                 "(workers/indexer/search/encoder.py",
             ),
         ),
-        ("keyword (Tantivy)", ("(workers/indexer/storage/bm25.py", "(tantivy/")),
+        ("keyword (Tantivy)", ("(workers/indexer/storage/keyword/bm25.py", "(tantivy/")),
         ("vector (usearch)", ("(usearch/", "(workers/indexer/storage/vectors.py", "(workers/indexer/search/scoped.py")),
         (
             "rows and snippets (SQLite)",

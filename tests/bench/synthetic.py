@@ -41,8 +41,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.protocol.messages import EXTRACTION
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.folders import Folder
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 

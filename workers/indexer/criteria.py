@@ -32,7 +32,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import CriteriaAddRequest
 from foldermind.workers.indexer.search import filters
 from foldermind.workers.indexer.search import query as operators
-from foldermind.workers.indexer.storage.bm25 import has_searchable_text
+from foldermind.workers.indexer.storage.keyword.terms import has_searchable_text
 from foldermind.workers.indexer.storage.store import Store
 
 SCHEMA = """

@@ -41,9 +41,9 @@ from foldermind.workers.indexer.search.encoder import QueryEncoder
 from foldermind.workers.indexer.search.search import hit_from_row
 from foldermind.workers.indexer.search.snippets import snippet
 from foldermind.workers.indexer.storage import analyses, database, folders
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.embeddings import unpack
 from foldermind.workers.indexer.storage.extracted import read_lines
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 from foldermind.workers.parser import formats

@@ -18,8 +18,8 @@ import traceback
 
 from foldermind.workers.indexer.analysis import MAX_CHARS, Analysis, analyze
 from foldermind.workers.indexer.storage.analyses import DueDocument
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.extracted import rebuild
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 
 log = logging.getLogger("foldermind.indexer.analyzer")

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from foldermind.protocol.messages import CheckReply, CheckRequest, ClaimCheck
 from foldermind.workers.indexer.evidence import sentences
-from foldermind.workers.indexer.storage.bm25 import idf
+from foldermind.workers.indexer.storage.keyword.terms import idf
 
 CLAIM_COVERAGE = 0.6
 CLAIM_SIMILARITY = 0.5

@@ -45,8 +45,8 @@ from foldermind.workers.indexer.evidence import floor, reach, sentences
 from foldermind.workers.indexer.evidence.sentences import Sentence
 from foldermind.workers.indexer.search.encoder import QueryEncoder, VectorCache
 from foldermind.workers.indexer.search.search import MAX_QUERY_CHARS, SearchService
-from foldermind.workers.indexer.storage import bm25
-from foldermind.workers.indexer.storage.languages import ENGLISH
+from foldermind.workers.indexer.storage.keyword import terms as index_terms
+from foldermind.workers.indexer.storage.keyword.languages import ENGLISH
 from foldermind.workers.indexer.storage.store import Store
 
 SEMANTIC = 0.55
@@ -386,7 +386,7 @@ class EvidenceService:
             return
         n = len(candidates)
         held = {t: sum(t in c.terms or t in c.stands_for for c in candidates) for t in weight}
-        idf = {t: weight[t] * bm25.idf(k, n) for t, k in held.items()}
+        idf = {t: weight[t] * index_terms.idf(k, n) for t, k in held.items()}
         total = sum(idf.values())
         for c in candidates:
             held_here = sum(w for t, w in idf.items() if t in c.terms or t in c.stands_for)
@@ -405,7 +405,7 @@ class EvidenceService:
         if not terms or not held:
             return dict.fromkeys(held, 0.0)
         n = len(held)
-        idf = {t: w * bm25.idf(k, n) for t, w in weight.items() for k in [sum(t in h for h in held.values())]}
+        idf = {t: w * index_terms.idf(k, n) for t, w in weight.items() for k in [sum(t in h for h in held.values())]}
         total = sum(idf.values()) or 1.0
         return {p: sum(w for t, w in idf.items() if t in h) / total for p, h in held.items()}
 

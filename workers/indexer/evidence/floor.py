@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from foldermind.workers.indexer.evidence import sentences
-from foldermind.workers.indexer.storage import bm25
+from foldermind.workers.indexer.storage.keyword import terms
 
 SUPPORT_SEMANTIC = 0.47
 SUPPORT_LEXICAL = 0.6
@@ -56,13 +56,13 @@ def rare_weights(
     words = {t: (w, context_weight) for t, w in sentences.term_words(context).items() if t not in asked}
     words |= {t: (w, 1.0) for t, w in asked.items()}
     n = max(total, 1)
-    return {t: weight * bm25.idf(min(doc_freq(w), n), n) ** RARE_POWER for t, (w, weight) in words.items()}
+    return {t: weight * terms.idf(min(doc_freq(w), n), n) ** RARE_POWER for t, (w, weight) in words.items()}
 
 
 def rare_most(total: int) -> float:
     """The weight :func:`rare_weights` gives a term of the question that no chunk of ``total`` holds."""
     n = max(total, 1)
-    return float(bm25.idf(0, n) ** RARE_POWER)
+    return float(terms.idf(0, n) ** RARE_POWER)
 
 
 def rare_share(weights: dict[str, float], passages: Iterable[set[str]]) -> float:

@@ -21,7 +21,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from foldermind.workers.indexer.storage.bm25 import stems
+from foldermind.workers.indexer.storage.keyword.terms import stems
 from foldermind.workers.questions import DEFAULT
 from foldermind.workers.questions import asks_for_default as asks_for_default
 from foldermind.workers.questions import asks_for_entity as asks_for_entity

@@ -25,7 +25,8 @@ from foldermind.workers.indexer.ingest.disk import DiskGuard
 from foldermind.workers.indexer.ingest.journal import KeywordJournal
 from foldermind.workers.indexer.ingest.pages import PagesRead, PageWriter
 from foldermind.workers.indexer.ingest.retry import Next, decide
-from foldermind.workers.indexer.storage import embeddings, languages
+from foldermind.workers.indexer.storage import embeddings
+from foldermind.workers.indexer.storage.keyword import languages
 from foldermind.workers.indexer.storage.lifecycle import Document
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex

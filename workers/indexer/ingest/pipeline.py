@@ -35,8 +35,8 @@ from foldermind.workers.indexer.ingest.journal import KeywordJournal
 from foldermind.workers.indexer.ingest.parses import ParseWindow
 from foldermind.workers.indexer.ingest.turns import EMBEDDER, LLM, Turns
 from foldermind.workers.indexer.ingest.upkeep import VectorUpkeep
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.integrity import Damage, is_database_damage
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.persistent import PersistentFault
 from foldermind.workers.indexer.storage.storage import DiskFull, classify
 from foldermind.workers.indexer.storage.store import Store

@@ -30,7 +30,7 @@ from foldermind.protocol.messages import CriteriaInfo
 from foldermind.workers.indexer.criteria import Criteria
 from foldermind.workers.indexer.search import filters
 from foldermind.workers.indexer.search import query as operators
-from foldermind.workers.indexer.storage.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
 from foldermind.workers.indexer.storage.store import Store
 
 CACHED_QUERIES = 16

@@ -4,8 +4,8 @@ A filter is resolved against SQLite, the source of truth, into the indexed docum
 kept until the next commit (:meth:`Store.change_token`), so a client paging with the same filter pays for it
 once. The keyword search then applies it inside Tantivy, so Tantivy's top N is already the filter's: a filter of
 types and dates only by Tantivy's own fields (``ext``, and ``mtime`` as a fast-field range:
-:class:`~foldermind.workers.indexer.storage.bm25.Where`), a path glob (and a criteria folder) by the admitted documents
-as a term-set clause on ``doc_id`` (or, when the filter admits most of them, the others as a must-not clause,
+:class:`~foldermind.workers.indexer.storage.keyword.bm25.Where`), a path glob (and a criteria folder) by the admitted
+documents as a term-set clause on ``doc_id`` (or, when the filter admits most of them, the others as a must-not clause,
 whichever set is smaller). The semantic search runs over the admitted chunks' vectors only
 (:meth:`ScopedVectors.search_keys`: exact up to its limit, usearch searched ever deeper above it). Nothing is
 cut after ranking, so a filter that admits ``top_k`` matching chunks or more returns ``top_k``.
@@ -36,8 +36,8 @@ from pydantic import TypeAdapter, ValidationError
 from wcmatch import glob as wcglob
 
 from foldermind.protocol.errors import ErrorCode, JobError
-from foldermind.workers.indexer.storage.bm25 import Where, extension
 from foldermind.workers.indexer.storage.database import SEARCHABLE
+from foldermind.workers.indexer.storage.keyword.bm25 import Where, extension
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.parser import formats
 

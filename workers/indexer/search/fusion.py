@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from foldermind.protocol.runtime.config import SearchPolicy
-from foldermind.workers.indexer.storage.languages import STOP_WORDS
+from foldermind.workers.indexer.storage.keyword.languages import STOP_WORDS
 
 Ranking = list[tuple[int, float]]
 FUSIONS = ("blend", "weighted", "rrf", "evidence")

@@ -1,8 +1,8 @@
 """What a search query asks beyond its words: ``"quoted phrases"`` and ``-excluded`` words.
 
 The query is read here, by our own rules, never by Tantivy's query parser: a user's ``AND``, ``field:``,
-``*`` or brackets stay plain words (:mod:`foldermind.workers.indexer.storage.bm25`), and the two operators below are
-turned into Tantivy queries built term by term from the same analysis the index was written with.
+``*`` or brackets stay plain words (:mod:`foldermind.workers.indexer.storage.keyword.bm25`), and the two operators
+below are turned into Tantivy queries built term by term from the same analysis the index was written with.
 
 - ``"write-ahead log"``: a phrase. Its words must stand in a chunk in that order, next to each other (after
   the index's analysis: lower case, stems of the chunk's language, so ``"Write-Ahead Logs"`` matches too).
@@ -13,9 +13,9 @@ turned into Tantivy queries built term by term from the same analysis the index 
   documents it asked to leave out.
 
 The operators are kept as the words' tokens before stemming: each language's fields stem them their own way
-(:mod:`.languages`). Every word of a phrase stays in the query's text too (it is embedded and scored as usual):
-the phrase only narrows, it never changes what "relevant" means. Excluded words leave the text; a minus inside
-quotes is never an operator.
+(:mod:`foldermind.workers.indexer.storage.keyword.languages`). Every word of a phrase stays in the query's text too
+(it is embedded and scored as usual): the phrase only narrows, it never changes what "relevant" means. Excluded
+words leave the text; a minus inside quotes is never an operator.
 
 The semantic side cannot be told about either, so :func:`admits` checks a chunk's own text after the fact (one
 pass of the analyzer), only when the query has an operator, and only for the chunks the keyword side did not
@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from foldermind.workers.indexer.storage.bm25 import query_tokens, stem, text_terms
-from foldermind.workers.indexer.storage.languages import ENGLISH
+from foldermind.workers.indexer.storage.keyword.languages import ENGLISH
+from foldermind.workers.indexer.storage.keyword.terms import query_tokens, stem, text_terms
 
 _QUOTE = re.compile(r'["“”„]([^"“”„]*)["“”„]')
 _MINUS_WORD = re.compile(r"(?:(?<=\s)|^)-([^\W\d_][\w'\u2019-]*)", re.UNICODE)

@@ -35,15 +35,9 @@ from foldermind.workers.indexer.search.criteria_scope import CriteriaScopes
 from foldermind.workers.indexer.search.encoder import QueryEncoder
 from foldermind.workers.indexer.search.scoped import ScopedVectors
 from foldermind.workers.indexer.search.snippets import snippet
-from foldermind.workers.indexer.storage.bm25 import (
-    KeywordIndex,
-    has_searchable_text,
-    idf,
-    query_tokens,
-    stem,
-    text_terms,
-)
-from foldermind.workers.indexer.storage.languages import stemmed_as
+from foldermind.workers.indexer.storage.keyword.bm25 import KeywordIndex
+from foldermind.workers.indexer.storage.keyword.languages import stemmed_as
+from foldermind.workers.indexer.storage.keyword.terms import has_searchable_text, idf, query_tokens, stem, text_terms
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
 

@@ -8,8 +8,15 @@ from typing import TYPE_CHECKING
 
 from foldermind.protocol.messages import SearchHit
 from foldermind.workers.indexer.search.query import parse
-from foldermind.workers.indexer.storage.bm25 import cjk_grams, query_terms, query_tokens, stem, stems, word_spans
-from foldermind.workers.indexer.storage.languages import ENGLISH, STOP_WORDS, stemmed_as
+from foldermind.workers.indexer.storage.keyword.languages import ENGLISH, STOP_WORDS, stemmed_as
+from foldermind.workers.indexer.storage.keyword.terms import (
+    cjk_grams,
+    query_terms,
+    query_tokens,
+    stem,
+    stems,
+    word_spans,
+)
 
 if TYPE_CHECKING:
     from foldermind.workers.indexer.storage.store import Store

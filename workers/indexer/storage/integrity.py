@@ -26,7 +26,7 @@ from typing import Any
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.workers.framework.base import Handler, Request, Result
-from foldermind.workers.indexer.storage.bm25 import SCHEMA_VERSION, KeywordIndex
+from foldermind.workers.indexer.storage.keyword.bm25 import SCHEMA_VERSION, KeywordIndex
 from foldermind.workers.indexer.storage.storage import causes
 from foldermind.workers.indexer.storage.store import Store
 

@@ -176,7 +176,7 @@ class Documents(Table):
     ) -> list[int]:
         """Replace a document's chunks from ordinal ``start`` on (those before it were written page by page, by
         :meth:`write_pages`, and are kept); returns the new chunk ids. Journaled for Tantivy. ``language``: the
-        content's (:mod:`.languages`); ``None`` leaves it to the Tantivy replay to detect.
+        content's (:mod:`.keyword.languages`); ``None`` leaves it to the Tantivy replay to detect.
 
         A new chunk whose text an old chunk of the document had keeps that chunk's vector (the same text
         makes the same vector): a file parsed again after an upgrade of the parsers, or edited in one place,

@@ -3,13 +3,13 @@
 Each document is stemmed with the stemmer of its language, so German "Genehmigung" finds "Genehmigungen" (the
 English stemmer leaves both as they are). Tantivy ships Snowball stemmers for the 18 languages of :data:`STEMMERS`;
 a document in any other language (Polish, Chinese, ...) or in no clear language is stemmed as English, as every
-document was before. Chinese, Japanese and Korean are found by their bigrams (:mod:`.bm25`) whatever the language.
+document was before. Chinese, Japanese and Korean are found by their bigrams (:mod:`.terms`) whatever the language.
 
 The language is detected once per content, from the document's first :data:`SAMPLE_CHARS` characters, by CLD2
 (``pycld2``: Google's Compact Language Detector 2, Apache-2.0, its tables compiled into the wheel; over 80
 languages; nothing to load at run time): a fraction of a millisecond and a few MiB, where py3langid, the other
 small, well-kept candidate, loads a model of ~80 MiB into the indexer, whose idle memory is budgeted. Indexing a
-document costs that detection, once, and stemming its chunks in Python instead of inside Tantivy (:mod:`.bm25`): a
+document costs that detection, once, and stemming its chunks in Python instead of inside Tantivy (:mod:`.terms`): a
 small share of indexing with embeddings, and searching got faster (the chunk text is no longer stored in Tantivy).
 Measured: docs/tuning.md#keyword-index.
 

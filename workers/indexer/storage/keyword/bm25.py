@@ -7,11 +7,12 @@ cutting: :mod:`.fields`), ``cjk`` (the text's Chinese/Japanese/Korean characters
 stemmed fields never match), ``lang`` (raw: the chunk's stemming language), and the two a search filter reads
 inside the query (:class:`Where`): ``ext`` (the file name's suffix, lower case) and ``mtime`` (ns, a fast field).
 
-Languages (:mod:`.languages`): a chunk is stemmed here with its document's language, and the terms of every
-language go into one ``text`` and one ``heading`` field, so BM25 weighs every document against the same average
-length and count. A query's words are stemmed for every language the index holds and each word's stems are
-or'ed, rather than the query's language detected (two or three words are too short to detect); an index of
-English documents ranks as with Tantivy's own ``en_stem``. Measured: docs/tuning.md#keyword-index.
+Terms (:mod:`.terms`, one rule for documents and queries) and languages (:mod:`.languages`): a chunk is stemmed
+with its document's language, and the terms of every language go into one ``text`` and one ``heading`` field, so
+BM25 weighs every document against the same average length and count. A query's words are stemmed for every
+language the index holds and each word's stems are or'ed, rather than the query's language detected (two or three
+words are too short to detect); an index of English documents ranks as with Tantivy's own ``en_stem``.
+Measured: docs/tuning.md#keyword-index.
 
 Queries never go through Tantivy's query parser: the query is cut into words by our own rule, each word stemmed
 as its field was, and the terms combined as term queries, so a user's ``AND``, quotes, ``field:`` or ``*`` are
@@ -24,11 +25,8 @@ A change to these fields bumps :data:`SCHEMA_VERSION`: the index is rebuilt from
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
-import math
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,14 +36,17 @@ import tantivy
 
 from foldermind.protocol.runtime.config import SearchPolicy
 from foldermind.protocol.runtime.home import fsync_path
-from foldermind.workers.indexer.storage.fields import BOOSTS, Boosts, name_words
-from foldermind.workers.indexer.storage.languages import ENGLISH, STEMMERS, STOP_WORDS, stemmed_as
+from foldermind.workers.indexer.storage.keyword.fields import BOOSTS, Boosts, name_words
+from foldermind.workers.indexer.storage.keyword.languages import ENGLISH, STOP_WORDS, stemmed_as
+from foldermind.workers.indexer.storage.keyword.terms import (
+    OTHER_LANGUAGES,
+    cjk_grams,
+    query_tokens,
+    stem,
+    stems,
+    text_terms,
+)
 
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(rf"[^\W_{_CJK}]+", re.UNICODE)
-MAX_QUERY_TERMS = 64
-"""Past this many terms a query gets no better, only slower (a 1000-character query is ~150 words)."""
 TERM_SET = 1000
 """The most ids in one Tantivy term set of a search filter (see :meth:`KeywordIndex.build_query`)."""
 MASK_TERMS = 24
@@ -53,90 +54,6 @@ MASK_TERMS = 24
 SCHEMA_VERSION = 4
 """The Tantivy fields' version: 1 English-stemmed by Tantivy, 2 stemmed here in each document's language, 3 with
 the ``title`` and ``name`` fields, 4 with ``ext`` and ``mtime``."""
-OTHER_LANGUAGES = tuple(sorted(code for code in STEMMERS if code != ENGLISH))
-
-
-def _builder() -> tantivy.TextAnalyzerBuilder:
-    # Tantivy's built-in en_stem without its stemmer: simple tokenizer, words over 40 bytes dropped, lower case.
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-    )
-
-
-@functools.cache
-def analyzer(language: str) -> tantivy.TextAnalyzer:
-    """The analysis of a language's documents (for English, en_stem rebuilt). Query terms must come out exactly
-    as the indexed ones did."""
-    return _builder().filter(tantivy.Filter.stemmer(STEMMERS[language])).build()
-
-
-_TOKENS = _builder().build()
-
-
-@functools.lru_cache(maxsize=65536)
-def idf(doc_freq: int, total: int) -> float:
-    """BM25's IDF of a term that ``doc_freq`` of ``total`` texts hold (Tantivy's formula; a count past the total,
-    as deleted chunks leave, is capped)."""
-    df = min(doc_freq, total)
-    return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
-
-
-@functools.lru_cache(maxsize=65536)
-def stems(word: str, language: str = ENGLISH) -> tuple[str, ...]:
-    """The indexed terms of one word of a language's documents (usually one; none for an over-long word)."""
-    return tuple(analyzer(language).analyze(word))
-
-
-@functools.lru_cache(maxsize=65536)
-def stem(token: str, language: str = ENGLISH) -> str:
-    """A token of :func:`query_tokens` as a language's documents index it (a stemmer maps one token to one
-    term)."""
-    terms = analyzer(language).analyze(token)
-    return terms[0] if terms else token
-
-
-def cjk_grams(text: str) -> list[str]:
-    """Bigrams of every CJK run (a lone character stands for itself)."""
-    grams: list[str] = []
-    for run in _CJK_RUN.findall(text):
-        grams.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
-    return grams
-
-
-def query_words(query: str) -> list[str]:
-    """The query's words (letters and digits), lower-cased; everything else separates words."""
-    return [w.lower() for w in _WORD.findall(query)]
-
-
-def query_tokens(query: str) -> list[str]:
-    """The query's tokens before stemming, in order: what :func:`query_terms` stems, for any language."""
-    tokens = [token for word in query_words(query) for token in _TOKENS.analyze(word)]
-    return tokens[:MAX_QUERY_TERMS]
-
-
-def query_terms(query: str, language: str = ENGLISH) -> list[str]:
-    """The query's indexed terms in a language's documents, in order (a repeated word counts twice, as it
-    would in BM25)."""
-    return [stem(token, language) for token in query_tokens(query)]
-
-
-def text_terms(text: str, language: str = ENGLISH) -> list[str]:
-    """Every indexed term of ``text`` in a language's documents, in order (the whole text: no cap, unlike a
-    query)."""
-    return list(analyzer(language).analyze(text))
-
-
-def has_searchable_text(query: str) -> bool:
-    """Whether the query holds any word or CJK character: ``!!!`` or ``"*"`` do not."""
-    return bool(_WORD.search(query) or _CJK_RUN.search(query))
-
-
-def word_spans(text: str) -> Iterable[tuple[int, str]]:
-    """(offset, word) of every word of ``text``, as the stemmed fields see words."""
-    for m in _WORD.finditer(text):
-        yield m.start(), m.group()
 
 
 def _column(row: Any, name: str) -> Any:
