@@ -28,8 +28,8 @@ def test_only_asks_the_named_set_alone() -> None:
 
 
 def test_the_shape_bench_s_none_rows_are_tune_whatever_their_own_split(tmp_path: Path) -> None:
-    row = {"id": "k-any-11", "shape": "none", "corpus": "*", "split": "held_out", "query": "hi", "support": {}}
-    row |= {"holds_gold_floorless": False, "cites_gold_floorless": False}
+    row: dict[str, object] = {"id": "k-any-11", "shape": "none", "corpus": "*", "split": "held_out", "query": "hi"}
+    row |= {"support": {}, "holds_gold_floorless": False, "cites_gold_floorless": False}
     answerable = row | {"id": "f-x", "shape": "how", "split": "held_out"}
     path = tmp_path / "shapes.json"
     path.write_text(json.dumps([row, answerable]), encoding="utf-8")
