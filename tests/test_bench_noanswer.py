@@ -27,10 +27,10 @@ def test_only_asks_the_named_set_alone() -> None:
     assert len(asked) == 48 and {a.split for a in asked} == {"held_out"}
 
 
-def test_the_shape_bench_s_none_rows_are_tune_whatever_their_own_split(tmp_path: Path) -> None:
+def test_shape_none_rows_are_tune_and_the_newest_batch_held_out_whatever_their_own_split(tmp_path: Path) -> None:
     row: dict[str, object] = {"id": "k-any-11", "shape": "none", "corpus": "*", "split": "held_out", "query": "hi"}
     row |= {"support": {}, "holds_gold_floorless": False, "cites_gold_floorless": False}
-    answerable = row | {"id": "f-x", "shape": "how", "split": "held_out"}
+    answerable = row | {"id": "f-x", "shape": "how", "split": "tune", "batch": 3}
     path = tmp_path / "shapes.json"
     path.write_text(json.dumps([row, answerable]), encoding="utf-8")
     rows = answer_floor.shape_rows(path)
