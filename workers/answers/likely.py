@@ -20,6 +20,7 @@ from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import EvidenceReply, LikelyReply, LikelyRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import schemas
+from foldermind.workers.answers.quotes import Composed
 from foldermind.workers.framework.asyncbus import Bus
 
 LIKELY_BAND = 0.61
@@ -44,11 +45,12 @@ def in_band(support: dict[str, float]) -> bool:
     return max(support.get("semantic", 0.0), support.get("clause", 0.0)) < LIKELY_BAND
 
 
-async def read(bus: Bus, policy: LlmPolicy, question: str, reply: EvidenceReply, quotes: str) -> Reading:
-    """The model's reading of an answer the floor gives (``quotes``, the extractive answer's text)."""
-    if not policy.likely_floor or not in_band(reply.support or {}):
+async def read(bus: Bus, policy: LlmPolicy, question: str, reply: EvidenceReply, quoted: Composed) -> Reading:
+    """The model's reading of the answer the evidence floor gives (``quoted``, the extractive answer), when it
+    gives one."""
+    if not quoted.grounded or not policy.likely_floor or not in_band(reply.support or {}):
         return EVIDENCE_ONLY
-    text = _MARKER.sub("", quotes).strip()
+    text = _MARKER.sub("", quoted.answer).strip()
     try:
         got = await bus.call("llm", LikelyRequest(question, text), LikelyReply, timeout=policy.likely_wait_s)
     except JobError as exc:
