@@ -3,14 +3,16 @@ those they can, and which floor tells them apart.
 
 ``python -m tests.bench.answer_floor [--home DIR] [--json PATH] [--replay PATH] [--report PATH]`` from the
 repository root. A real kernel (the answers bench's setup, :mod:`tests.bench.answers`) indexes SciFact (the
-answer bench's 1,590 abstracts), the Django docs and the Debian manuals as three Smart Folders, then asks the indexer's
-``evidence.request`` (five files, as ``chat_with_documents`` asks) for every question of the no-answer set
-(``factoid_data/noanswer.jsonl``: greetings, questions on subjects no document names, near misses and neighbours;
-its README) and every answerable factoid question of those corpora. For each it keeps the reply's ``support``
+answer bench's 1,590 abstracts), the Django docs, the Debian manuals and pytest's docs (the shape bench's fourth
+corpus) as four Smart Folders, then asks the indexer's ``evidence.request`` (five files, as ``chat_with_documents``
+asks) for every question of the no-answer sets (``factoid_data/noanswer.jsonl`` and ``noanswer2.jsonl``: greetings,
+questions on subjects no document names, near misses and neighbours; its README) and every answerable factoid
+question of those corpora (``--only noanswer2``: that set's rows alone). For each it keeps the reply's ``support``
 (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, and for an answerable
 one whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
 is the sets the engine was tuned on before (tune, fresh, fresh2, fresh3; fresh5, read once), their held-out part the
-first held-out third, fresh4 and the newest set (fresh6, figures).
+first held-out third, fresh4 and the newest set (fresh6, figures). The no-answer rows' held-out part is the newest
+set, ``noanswer2``; every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
@@ -46,15 +48,18 @@ from foldermind.workers.answers import quotes as composer
 from foldermind.workers.indexer.evidence import floor, sentences
 from tests.bench import machine
 from tests.bench.answers import SLOW_PARSES, Results, index_corpora
-from tests.bench.factoids import DATA, DJANGO, MANUALS, SCIFACT, build_corpora, load_questions
+from tests.bench.factoids import DATA, DJANGO, MANUALS, SCIFACT, Corpus, build_corpora, load_questions
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.mcpclient import kernel_config
+from tests.bench.shapes.corpora import PYTEST, pytest_corpus
 from tests.bench.transports import REPO
 from tests.config import merge
 
 NOANSWER = DATA / "noanswer.jsonl"
+NOANSWER2 = DATA / "noanswer2.jsonl"
+NOANSWER_HELD_OUT = "noanswer2"  # the newest no-answer set: held out; every earlier no-answer row is tune
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
-CORPORA = (SCIFACT, DJANGO, MANUALS)
+CORPORA = (SCIFACT, DJANGO, MANUALS, PYTEST)
 MAX_FILES = 5
 HELD_OUT = ("held_out", "fresh4", "fresh6")
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
@@ -83,15 +88,27 @@ class Asked:
     shape: str = ""  # a shape bench row's shape ("how", "paraphrase", ...); a factoid's is read from its question
 
 
-def _questions() -> list[Asked]:
-    out = [
-        Asked(r["id"], r["kind"], r["corpus"], r["split"], r["question"])
-        for r in map(json.loads, NOANSWER.read_text("utf-8").splitlines())
-    ]
-    for q in load_questions():
-        if q.corpus in CORPORA:
-            out.append(Asked(q.id, "answerable", q.corpus, _split(q.split), q.question))
-    return out
+def _noanswer_rows() -> list[dict[str, str]]:
+    return [json.loads(line) for p in (NOANSWER, NOANSWER2) for line in p.read_text("utf-8").splitlines() if line]
+
+
+def _questions(only: str = "") -> list[Asked]:
+    """Every question asked: the no-answer rows (of the set ``only`` alone when given) and the answerable ones."""
+    rows = [r for r in _noanswer_rows() if not only or r["split"] == only]
+    out = [Asked(r["id"], r["kind"], r["corpus"], _noanswer_split(r["split"]), r["question"]) for r in rows]
+    if not only:
+        out += [Asked(q.id, "answerable", q.corpus, _split(q.split), q.question) for q in load_questions()]
+    return [a for a in out if a.corpus in (*CORPORA, "any")]
+
+
+def _noanswer_split(row_split: str) -> str:
+    return "held_out" if row_split == NOANSWER_HELD_OUT else "tune"
+
+
+def splits() -> dict[str, str]:
+    """Every question's part by the rules here, by id (a kept run's rows are read again by these)."""
+    out = {r["id"]: _noanswer_split(r["split"]) for r in _noanswer_rows()}
+    return out | {q.id: _split(q.split) for q in load_questions()}
 
 
 def _split(factoid_split: str) -> str:
@@ -100,16 +117,23 @@ def _split(factoid_split: str) -> str:
     return "held_out" if factoid_split in HELD_OUT else "tune"
 
 
-def measure(home: Path | None) -> tuple[list[Asked], dict[str, Any]]:
-    asked = _questions()
+def all_corpora(root: Path) -> dict[str, Corpus]:
+    """The four corpora under ``root``: the answers bench's three and pytest's docs (the shape bench's builder)."""
+    corpora = build_corpora(root, load_questions(), CORPORA)
+    pytest = pytest_corpus(root)
+    return corpora | {PYTEST: Corpus(pytest.name, pytest.folder, pytest.files)}
+
+
+def measure(home: Path | None, only: str = "") -> tuple[list[Asked], dict[str, Any]]:
+    asked = _questions(only)
     gold = {q.id: q for q in load_questions()}
     policy = LlmPolicy()
     kernel = Kernel("answer-floor", merge(kernel_config(), SLOW_PARSES), home)
     results = Results(machine=machine.facts(REPO), args={})
     try:
-        corpora = build_corpora(kernel.root / "corpora", load_questions(), CORPORA)
+        corpora = all_corpora(kernel.root / "corpora")
         kernel.start()
-        say("indexing SciFact, the Django docs and the manuals, or checking the kept index")
+        say("indexing SciFact, the Django docs, the manuals and pytest's docs, or checking the kept index")
         index_corpora(kernel, corpora, results)
         say(f"  indexed after {results.index_s:.0f} s")
         setup = {"machine": results.machine, "index_s": results.index_s, "started": time.strftime("%Y-%m-%d %H:%M")}
@@ -264,14 +288,16 @@ def _shape(a: Asked) -> str:
 
 def shape_rows(path: Path) -> list[Asked]:
     """The shape bench's answers (:mod:`tests.bench.shapes.answers` ``--json``) as rows here: a ``none`` question
-    is a no-answer one; an answerable one holds the gold when its answer would, were the floor not there, hold the
-    gold answer (or, for a paraphrase, which has no answer pattern, cite a gold file)."""
+    is a no-answer one, tune (the held-out no-answer set is the floor bench's own); an answerable one holds the gold
+    when its answer would, were the floor not there, hold the gold answer (or, for a paraphrase, which has no answer
+    pattern, cite a gold file)."""
     out = []
     for r in json.loads(path.read_text("utf-8")):
         s = r.get("support") or {}
         kind = "shape-none" if r["shape"] == "none" else "answerable"
         gold = r["holds_gold_floorless"] or (r["shape"] == "paraphrase" and r["cites_gold_floorless"])
-        a = Asked(r["id"], kind, r["corpus"], r["split"], r["query"], support=s, holds_gold=gold, shape=r["shape"])
+        split = "tune" if kind == "shape-none" else r["split"]
+        a = Asked(r["id"], kind, r["corpus"], split, r["query"], support=s, holds_gold=gold, shape=r["shape"])
         a.semantic, a.lexical, a.rare = s.get("semantic", 0.0), s.get("lexical", 0.0), s.get("rare", 0.0)
         a.unheld_name, a.clause = s.get("unheld_name", 0.0), s.get("clause", 0.0)
         out.append(a)
@@ -313,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", help="score a kept --json again (no kernel)")
     parser.add_argument("--report", help="write the report here (default: print only)")
     parser.add_argument("--shapes", help="also judge on the shape bench's answers (its --json)")
+    parser.add_argument("--only", default="", help="ask only this no-answer set's rows (e.g. noanswer2)")
     parser.add_argument("--main", default="0.475,0.6,1.01,1", help="the floor before: cosine,share,unheld,rescue")
     parser.add_argument("--soft", action="store_true", help="also sweep the soft cover's floors on tune")
     parser.add_argument("--soft-at", type=float, help="read the soft cover's floor at this value on both halves")
@@ -323,13 +350,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.replay:
             kept = json.loads(Path(args.replay).read_text("utf-8"))
             asked, setup = [Asked(**a) for a in kept["asked"]], kept["setup"]
-            splits = {q.id: _split(q.split) for q in load_questions()}
+            parts = splits()
             for a in asked:  # the rule above, whatever the kept run wrote
-                a.split = splits.get(a.id, a.split)
+                a.split = parts.get(a.id, a.split)
                 a.unheld_name = (a.support or {}).get("unheld_name", a.unheld_name)
                 a.clause = (a.support or {}).get("clause", a.clause)
         else:
-            asked, setup = measure(Path(args.home) if args.home else None)
+            asked, setup = measure(Path(args.home) if args.home else None, args.only)
             if args.json:
                 Path(args.json).write_text(json.dumps({"setup": setup, "asked": [asdict(a) for a in asked]}, indent=1))
     except BenchFailure as exc:

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench import answer_floor as af
-from tests.bench.factoids import load_questions
 from tests.bench.kernels import say
 from tests.bench.transports import REPO
 
@@ -149,7 +148,7 @@ def rows(floor_json: Path, shapes_json: Path | None) -> list[af.Asked]:
     """The floor bench's kept rows (splits by its rule, as its ``--replay`` does) and the shape bench's."""
     kept = json.loads(floor_json.read_text("utf-8"))
     asked = [af.Asked(**a) for a in kept["asked"]]
-    splits = {q.id: af._split(q.split) for q in load_questions()}
+    splits = af.splits()
     for a in asked:
         a.split = splits.get(a.id, a.split)
         a.unheld_name = (a.support or {}).get("unheld_name", a.unheld_name)
@@ -277,7 +276,6 @@ def cost(home: Path, n: int) -> dict[str, Any]:
     from foldermind.workers.answers import quotes as composer
     from tests.bench import machine
     from tests.bench.answers import SLOW_PARSES, Results, index_corpora
-    from tests.bench.factoids import build_corpora
     from tests.bench.kernels import Kernel
     from tests.bench.mcpclient import kernel_config
     from tests.config import merge
@@ -290,7 +288,7 @@ def cost(home: Path, n: int) -> dict[str, Any]:
     results = Results(machine=machine.facts(REPO), args={})
     out: dict[str, Any] = {"machine": results.machine, "rows": []}
     try:
-        corpora = build_corpora(kernel.root / "corpora", load_questions(), af.CORPORA)
+        corpora = af.all_corpora(kernel.root / "corpora")
         kernel.start()
         index_corpora(kernel, corpora, results)
         out["load_before"] = af._load()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import sys
 from collections import Counter
@@ -27,6 +28,8 @@ from tests.bench.shapes.corpora import CORPORA, DJANGO, MANUALS, PYTEST, SCIFACT
 
 DATA = Path(__file__).with_name("data")
 KNOWN = DATA / "known.jsonl"
+KNOWN2 = DATA / "known2.jsonl"
+KEYWORDS2_SEED = 50  # keyword lists, batch 2 (data/README.md): a seed no batch used
 QUESTION_DRAWS = {PYTEST: 40, DJANGO: 33, SCIFACT: 29, MANUALS: 40}
 """How many passages of each corpus's draw the questions were read from (the first batch: 28, 16, 16, 14)."""
 RUN = 6  # batch 2: a question repeats no run of this many consecutive words of its passage
@@ -106,6 +109,28 @@ def draw_corpus(corpus: str, folder: Path, per: int) -> list[dict[str, str]]:
     return out
 
 
+def draw_keywords2(corpus: str, folder: Path, per: int) -> list[dict[str, object]]:
+    """Keyword lists, batch 2: the (c) rule with seed :data:`KEYWORDS2_SEED`, on documents no ``known.jsonl`` keyword
+    list was drawn from; every row held out."""
+    paths, texts, _raws = documents(corpus, folder)
+    df, n_docs = rules.document_frequency(texts)
+    known = [json.loads(line) for line in KNOWN.read_text("utf-8").splitlines() if line.strip()]
+    used = {r["file"] for r in known if r["shape"] == "keywords" and r["corpus"] == corpus}
+    rng = random.Random(f"{KEYWORDS2_SEED}:{corpus}:keywords")
+    order = list(range(len(paths)))
+    rng.shuffle(order)
+    out: list[dict[str, object]] = []
+    for i in order:
+        if len(out) >= per:
+            break
+        query = None if paths[i] in used else rules.keywords(texts[i], rng, df, n_docs)
+        if query:
+            qid = f"c2-{corpus}-{len(out):02d}"
+            out.append({"id": qid, "shape": "keywords", "corpus": corpus, "split": "held_out", "batch": 2})
+            out[-1] |= {"query": query, "file": paths[i]}
+    return out
+
+
 def draw_passages(corpus: str, folder: Path, n: int) -> list[tuple[str, str]]:
     """``n`` seeded (document, passage) pairs to write questions from: documents drawn as for the shapes, a
     passage of ~120 words from a clean sentence on."""
@@ -173,12 +198,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", nargs="+", default=list(CORPORA))
     parser.add_argument("--draw", type=int, default=0, help="print N passages per corpus to write questions from")
     parser.add_argument("--check", action="store_true", help="check questions.jsonl against the corpora")
+    parser.add_argument("--keywords2", action="store_true", help="write data/known2.jsonl (keyword lists, batch 2)")
     args = parser.parse_args(argv)
     root = Path(args.home).resolve() / "corpora"
     if args.check:
         problems = check_questions(root, QUESTION_DRAWS)
         print("\n".join(problems) or "questions.jsonl: every check holds")
         return 1 if problems else 0
+    if args.keywords2:
+        rows2 = [row for name in args.corpus for row in draw_keywords2(name, build(name, root).folder, 10)]
+        KNOWN2.write_text("".join(json.dumps(r) + "\n" for r in rows2), encoding="utf-8")
+        print(Counter(str(r["corpus"]) for r in rows2))
+        return 0
     if args.draw:
         for name in args.corpus:
             for path, passage in draw_passages(name, build(name, root).folder, args.draw):

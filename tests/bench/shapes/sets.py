@@ -47,9 +47,10 @@ def _jsonl(path: Path) -> list[dict[str, object]]:
 
 
 def written() -> list[Item]:
-    """The rows of ``data/known.jsonl`` (one gold ``file``) and ``data/questions.jsonl`` (``files``, ``answer``)."""
+    """The rows of ``data/known.jsonl`` and ``known2.jsonl`` (one gold ``file``) and ``data/questions.jsonl``
+    (``files``, ``answer``)."""
     out = []
-    for row in _jsonl(DATA / "known.jsonl") + _jsonl(DATA / "questions.jsonl"):
+    for row in _jsonl(DATA / "known.jsonl") + _jsonl(DATA / "known2.jsonl") + _jsonl(DATA / "questions.jsonl"):
         files: list[object] = row["files"] if isinstance(row.get("files"), list) else [row["file"]]  # type: ignore[assignment]
         qid, shape, corpus, split, query = (str(row[k]) for k in ("id", "shape", "corpus", "split", "query"))
         out.append(
