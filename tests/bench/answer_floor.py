@@ -3,16 +3,16 @@ those they can, and which floor tells them apart.
 
 ``python -m tests.bench.answer_floor [--home DIR] [--json PATH] [--replay PATH] [--report PATH]`` from the
 repository root. A real kernel (the answers bench's setup, :mod:`tests.bench.answers`) indexes SciFact (the
-answer bench's 1,590 abstracts), the Django docs, the Debian manuals and pytest's docs (the shape bench's fourth
+answer bench's 1,595 abstracts), the Django docs, the Debian manuals and pytest's docs (the shape bench's fourth
 corpus) as four Smart Folders, then asks the indexer's ``evidence.request`` (five files, as ``chat_with_documents``
 asks) for every question of the no-answer sets (``factoid_data/noanswer.jsonl`` and ``noanswer2.jsonl``: greetings,
 questions on subjects no document names, near misses and neighbours; its README) and every answerable factoid
 question of those corpora (``--only noanswer2``: that set's rows alone). For each it keeps the reply's ``support``
 (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, and for an answerable
 one whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
-is the sets the engine was tuned on before (tune, fresh, fresh2, fresh3; fresh5, read once), their held-out part the
-first held-out third, fresh4 and the newest set (fresh6, figures). The no-answer rows' held-out part is the newest
-set, ``noanswer2``; every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
+is every set read before (tune, held_out, fresh .. fresh6), their held-out part the newest set (fresh7, figures), never
+read before this session. The no-answer rows' held-out part is the newest set, ``noanswer2``; every earlier no-answer
+row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
@@ -61,7 +61,8 @@ NOANSWER_HELD_OUT = "noanswer2"  # the newest no-answer set: held out; every ear
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS, PYTEST)
 MAX_FILES = 5
-HELD_OUT = ("held_out", "fresh4", "fresh6")
+HELD_OUT = ("fresh7",)
+SHAPE_HELD_OUT = (3,)  # the shape bench's batches never read before this session (its "batch" field)
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
 Floor = tuple[float, float, float, float]
@@ -112,8 +113,8 @@ def splits() -> dict[str, str]:
 
 
 def _split(factoid_split: str) -> str:
-    """An answerable question's part here: the sets the answer engine was already tuned on (tune, fresh, fresh2,
-    fresh3; fresh5, read once) are tune; the first held-out third, fresh4 and the newest set (fresh6) are held out."""
+    """An answerable question's part here: every set read before (tune, held_out, fresh .. fresh6) is tune; the newest
+    set (fresh7) is held out."""
     return "held_out" if factoid_split in HELD_OUT else "tune"
 
 
@@ -290,13 +291,14 @@ def shape_rows(path: Path) -> list[Asked]:
     """The shape bench's answers (:mod:`tests.bench.shapes.answers` ``--json``) as rows here: a ``none`` question
     is a no-answer one, tune (the held-out no-answer set is the floor bench's own); an answerable one holds the gold
     when its answer would, were the floor not there, hold the gold answer (or, for a paraphrase, which has no answer
-    pattern, cite a gold file)."""
+    pattern, cite a gold file). Held out: the answerable rows of a batch in SHAPE_HELD_OUT; every older row, read
+    before, is tune whatever its hash split."""
     out = []
     for r in json.loads(path.read_text("utf-8")):
         s = r.get("support") or {}
         kind = "shape-none" if r["shape"] == "none" else "answerable"
         gold = r["holds_gold_floorless"] or (r["shape"] == "paraphrase" and r["cites_gold_floorless"])
-        split = "tune" if kind == "shape-none" else r["split"]
+        split = "held_out" if kind != "shape-none" and r.get("batch") in SHAPE_HELD_OUT else "tune"
         a = Asked(r["id"], kind, r["corpus"], split, r["query"], support=s, holds_gold=gold, shape=r["shape"])
         a.semantic, a.lexical, a.rare = s.get("semantic", 0.0), s.get("lexical", 0.0), s.get("rare", 0.0)
         a.unheld_name, a.clause = s.get("unheld_name", 0.0), s.get("clause", 0.0)

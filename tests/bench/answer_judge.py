@@ -327,7 +327,6 @@ def cost_band(home: Path, n: int, band: float) -> dict[str, Any]:
     from foldermind.workers.answers import quotes as composer
     from tests.bench import machine
     from tests.bench.answers import SLOW_PARSES, Results, index_corpora
-    from tests.bench.factoids import build_corpora
     from tests.bench.kernels import Kernel
     from tests.bench.mcpclient import kernel_config
     from tests.config import merge
@@ -339,7 +338,7 @@ def cost_band(home: Path, n: int, band: float) -> dict[str, Any]:
     results = Results(machine=machine.facts(REPO), args={})
     out: dict[str, Any] = {"machine": results.machine, "band": band, "rows": []}
     try:
-        corpora = build_corpora(kernel.root / "corpora", load_questions(), af.CORPORA)
+        corpora = af.all_corpora(kernel.root / "corpora")
         kernel.start()
         index_corpora(kernel, corpora, results)
         with kernel.client("bench-answer-likely") as client:
