@@ -226,7 +226,7 @@ class Chat:
         evidence = Evidence(reply)
         quoted = answers.extractive(evidence, answers.Quoting.of(self.policy))
         shown = Shown(on_progress, self.policy.max_answer_tokens)
-        shown.floor = reading = await likely.read(self.bus, self.policy, query, reply, quoted)
+        shown.floor = reading = await likely.read(self.bus, self.policy, query, previous[:500], reply, quoted)
         if reading.refused:
             quoted = Composed(answers.NOT_FOUND)
         note = reply.note

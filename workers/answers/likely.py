@@ -45,18 +45,26 @@ def in_band(support: dict[str, float]) -> bool:
     return max(support.get("semantic", 0.0), support.get("clause", 0.0)) < LIKELY_BAND
 
 
-async def read(bus: Bus, policy: LlmPolicy, question: str, reply: EvidenceReply, quoted: Composed) -> Reading:
+async def read(
+    bus: Bus, policy: LlmPolicy, question: str, context: str, reply: EvidenceReply, quoted: Composed
+) -> Reading:
     """The model's reading of the answer the evidence floor gives (``quoted``, the extractive answer), when it
-    gives one."""
+    gives one. In a conversation a question the quotes do not make likely alone is read again with the previous
+    one (``context``) in front, as it was searched ("and the year before?" alone says nothing the quotes could
+    predict), and refused only if that reading is low too."""
     if not quoted.grounded or not policy.likely_floor or not in_band(reply.support or {}):
         return EVIDENCE_ONLY
     text = _MARKER.sub("", quoted.answer).strip()
-    try:
-        got = await bus.call("llm", LikelyRequest(question, text), LikelyReply, timeout=policy.likely_wait_s)
-    except JobError as exc:
-        note = f"the model could not read the question ({exc.code.mcp}: {exc.message[:200]}); the evidence floor"
-        return Reading(False, "evidence, model skipped", note + " decided alone")
-    if got.gain < LIKELY_GAIN:
-        note = f"the quotes do not make the question likely (query likelihood {got.gain:.2f} < {LIKELY_GAIN})"
-        return Reading(True, "evidence+model", note)
-    return Reading(False, "evidence+model")
+    readings = [question.strip()] + ([f"{context.strip()} {question.strip()}"] if context.strip() else [])
+    gain = 0.0
+    for asked in readings:
+        try:
+            got = await bus.call("llm", LikelyRequest(asked, text), LikelyReply, timeout=policy.likely_wait_s)
+        except JobError as exc:
+            note = f"the model could not read the question ({exc.code.mcp}: {exc.message[:200]}); the evidence floor"
+            return Reading(False, "evidence, model skipped", note + " decided alone")
+        gain = got.gain
+        if gain >= LIKELY_GAIN:
+            return Reading(False, "evidence+model")
+    note = f"the quotes do not make the question likely (query likelihood {gain:.2f} < {LIKELY_GAIN})"
+    return Reading(True, "evidence+model", note)
