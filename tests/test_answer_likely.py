@@ -19,10 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from foldermind.protocol.messages import EvidenceReply
+from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import likely
+from foldermind.workers.answers.quotes import Composed
+from foldermind.workers.answers.schemas import Citation, Location
 from tests.config import merge
 from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, require_bundled_model, short_tmpdir
 from tests.test_answer_floor import evidence
@@ -105,3 +109,32 @@ def test_with_the_llm_worker_frozen_the_evidence_floor_answers_alone_and_says_so
     assert out["floor"] == "evidence, model skipped", out
     assert "evidence floor decided alone" in out["note"], out
     k.wait_state("llm", "RUNNING", timeout=120, other_pid_than=old)
+
+
+def test_with_likely_floor_off_or_strong_evidence_the_bus_is_never_asked() -> None:
+    # No kernel: a bus that fails the test if asked stands in for one (the real path is tested above).
+    class NoBus:
+        async def call(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the model was asked")
+
+    quoted = Composed("“The passwd command changes passwords for user accounts.” [1]", [citation()])
+    weak = EvidenceReply([], [], True, "hybrid", support={"semantic": 0.5, "lexical": 0.3})
+    strong = EvidenceReply([], [], True, "hybrid", support={"semantic": 0.7, "lexical": 0.3})
+    off, on = LlmPolicy(likely_floor=False), LlmPolicy()
+    for policy, reply in ((off, weak), (on, strong)):
+        got = anyio.run(likely.read, NoBus(), policy, ANSWERED, "", reply, quoted)  # type: ignore[arg-type]
+        assert got == likely.EVIDENCE_ONLY
+
+
+def citation() -> Citation:
+    where = Location(line_start=1, line_end=1)
+    return Citation(
+        id=1,
+        file_path="/d/passwd.txt",
+        file_name="passwd.txt",
+        quote="q",
+        snippet="q",
+        chunk_index=0,
+        chunk_id=1,
+        location=where,
+    )
