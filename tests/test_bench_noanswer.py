@@ -30,11 +30,16 @@ def test_only_asks_the_named_set_alone() -> None:
 def test_shape_none_rows_are_tune_and_the_newest_batch_held_out_whatever_their_own_split(tmp_path: Path) -> None:
     row: dict[str, object] = {"id": "k-any-11", "shape": "none", "corpus": "*", "split": "held_out", "query": "hi"}
     row |= {"support": {}, "holds_gold_floorless": False, "cites_gold_floorless": False}
-    answerable = row | {"id": "f-x", "shape": "how", "split": "tune", "batch": 3}
+    answerable = row | {"id": "f-x", "shape": "how", "split": "held_out", "batch": answer_floor.SHAPE_HELD_OUT[0]}
+    older = answerable | {"id": "f-y", "batch": 1}  # read before this session: tune whatever its hash split
     path = tmp_path / "shapes.json"
-    path.write_text(json.dumps([row, answerable]), encoding="utf-8")
+    path.write_text(json.dumps([row, answerable, older]), encoding="utf-8")
     rows = answer_floor.shape_rows(path)
-    assert [(a.kind, a.split) for a in rows] == [("shape-none", "tune"), ("answerable", "held_out")]
+    assert [(a.kind, a.split) for a in rows] == [
+        ("shape-none", "tune"),
+        ("answerable", "held_out"),
+        ("answerable", "tune"),
+    ]
 
 
 def test_the_check_fails_a_row_whose_asked_thing_stands_beside_its_subject_or_whose_page_lacks_the_subject() -> None:

@@ -313,7 +313,7 @@ class ErrorCode(StrEnum):
         "model_not_ready",
         Fault.UNAVAILABLE,
         False,
-        "llm (`llm.chat.request`, `llm.analyze.request`), frontdoor",
+        "llm (`llm.chat.request`, `llm.analyze.request`, `llm.likely.request`), frontdoor",
         "The local model is still loading (then retryable), or could not be loaded; the message gives the "
         "reason (file missing, not a GGUF file, an architecture or tensor type the backend cannot run, ...).",
     )
@@ -328,7 +328,7 @@ class ErrorCode(StrEnum):
         "llm_timeout",
         Fault.TIMEOUT,
         False,
-        "llm (`llm.chat.request`), frontdoor",
+        "llm (`llm.chat.request`, `llm.likely.request`), frontdoor",
         "The request's deadline passed while generating; the worker stopped the generation itself. (A "
         "generation stuck in native code instead overruns the deadline: the broker answers `deadline_exceeded` "
         "and replaces the worker if it is still busy `bus.overrun_grace_s` later.)",
@@ -381,8 +381,9 @@ class ErrorCode(StrEnum):
         "generation_failed",
         Fault.LOST,
         False,
-        "frontdoor (`chat_with_documents`)",
-        "The model's answer failed (its worker lost, an error inside it); the quotes answer instead.",
+        "frontdoor (`chat_with_documents`), llm (`llm.likely.request`)",
+        "The model's answer failed (its worker lost, an error inside it); the quotes answer instead. From"
+        " `llm.likely.request`: the backend gives no log-probabilities (llama-cpp).",
     )
 
     # The stdio bridge (`foldermind mcp`): a JSON-RPC error its client sees, `{code, retryable}` in its data.

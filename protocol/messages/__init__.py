@@ -128,6 +128,8 @@ from foldermind.protocol.messages.llm import (
     ChatReply,
     ChatRequest,
     ChatTurn,
+    LikelyReply,
+    LikelyRequest,
 )
 from foldermind.protocol.messages.parser import (
     EXTRACTION,
@@ -203,6 +205,8 @@ __all__ = [
     "IndexStatusRequest",
     "JobCancel",
     "KernelInfo",
+    "LikelyReply",
+    "LikelyRequest",
     "Location",
     "McpInfo",
     "McpInfoReply",

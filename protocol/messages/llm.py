@@ -130,3 +130,36 @@ class AnalyzeReply(Message):
     """Tokens of the prompt."""
     completion_tokens: int = 0
     """Tokens generated."""
+
+
+@message("llm.likely.request")
+@dataclass(slots=True)
+class LikelyRequest(Message):
+    """-> llm: how much ``text`` (an extractive answer's quotes) makes ``question`` likely, as the model's answer
+    to "write the question this text answers": the question's mean token log-probability after the text less
+    after no text (query likelihood). Sent by the answers engine for a question its evidence floor nearly
+    refuses. Errors as ``llm.chat.request``; ``llm_timeout`` when the deadline passes first."""
+
+    question: str
+    """The user's question (the tool bounds it to 2000 characters)."""
+    text: str
+    """The quotes the answer would give, without citation markers; the worker cuts it to the model's window."""
+
+
+@message("llm.likely.reply")
+@dataclass(slots=True)
+class LikelyReply(Message):
+    """``gain`` = ``with_text`` - ``without_text``, the mean log-probability per question token (nats)."""
+
+    gain: float
+    """How much the text raises the question's mean token log-probability (higher: the text predicts it)."""
+    with_text: float
+    """The question's mean token log-probability after the text."""
+    without_text: float
+    """The same after no text."""
+    question_tokens: int
+    """Tokens of the question."""
+    seconds: float
+    """The model's time for both passes."""
+    model: str = ""
+    """The model's name (from its GGUF header)."""

@@ -10,8 +10,9 @@ questions on subjects no document names, near misses and neighbours; its README)
 question of those corpora (``--only noanswer2``: that set's rows alone). For each it keeps the reply's ``support``
 (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, and for an answerable
 one whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
-is every set read before (tune, held_out, fresh .. fresh6), their held-out part the newest set (fresh7, figures); the
-no-answer rows' held-out part is the newest set, ``noanswer2``, every earlier no-answer row is tune.
+is every set read before (tune, held_out, fresh .. fresh6), their held-out part the newest set (fresh7, figures), never
+read before this session. The no-answer rows' held-out part is the newest set, ``noanswer2``; every earlier no-answer
+row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
@@ -288,16 +289,16 @@ def _shape(a: Asked) -> str:
 
 def shape_rows(path: Path) -> list[Asked]:
     """The shape bench's answers (:mod:`tests.bench.shapes.answers` ``--json``) as rows here: a ``none`` question
-    is a no-answer one (tune: the held-out no-answer set is the floor bench's own); an answerable one holds the gold
+    is a no-answer one, tune (the held-out no-answer set is the floor bench's own); an answerable one holds the gold
     when its answer would, were the floor not there, hold the gold answer (or, for a paraphrase, which has no answer
-    pattern, cite a gold file). Held out: the rows of a batch in SHAPE_HELD_OUT; every older row, read before, is tune
-    whatever its hash split."""
+    pattern, cite a gold file). Held out: the answerable rows of a batch in SHAPE_HELD_OUT; every older row, read
+    before, is tune whatever its hash split."""
     out = []
     for r in json.loads(path.read_text("utf-8")):
         s = r.get("support") or {}
         kind = "shape-none" if r["shape"] == "none" else "answerable"
         gold = r["holds_gold_floorless"] or (r["shape"] == "paraphrase" and r["cites_gold_floorless"])
-        split = "held_out" if r.get("batch") in SHAPE_HELD_OUT and kind != "shape-none" else "tune"
+        split = "held_out" if kind != "shape-none" and r.get("batch") in SHAPE_HELD_OUT else "tune"
         a = Asked(r["id"], kind, r["corpus"], split, r["query"], support=s, holds_gold=gold, shape=r["shape"])
         a.semantic, a.lexical, a.rare = s.get("semantic", 0.0), s.get("lexical", 0.0), s.get("rare", 0.0)
         a.unheld_name, a.clause = s.get("unheld_name", 0.0), s.get("clause", 0.0)

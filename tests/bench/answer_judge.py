@@ -171,14 +171,20 @@ def _key(a: af.Asked) -> str:
     return f"{'shape' if a.kind == 'shape-none' or a.shape else 'floor'}:{a.corpus}:{a.id}"
 
 
-def score(asked: list[af.Asked], out: Path, splits: tuple[str, ...], measure: str) -> None:
+def in_band(a: af.Asked, band: float | None) -> bool:
+    """Whether ``a``'s evidence is under the band (its best cosine, sentence or clause, below ``band``): the rows
+    the banded floor asks the model about (all when ``band`` is None)."""
+    return band is None or max(a.semantic, a.clause) < band
+
+
+def score(asked: list[af.Asked], out: Path, splits: tuple[str, ...], measure: str, band: float | None = None) -> None:
     judge = Judge()
     ask = judge.verdict if measure == "judge" else judge.qlik
     out.mkdir(parents=True, exist_ok=True)
     for split in splits:
         path = out / f"{measure}-{split}.jsonl"
         done = {json.loads(line)["key"] for line in path.read_text("utf-8").splitlines()} if path.exists() else set()
-        todo = [a for a in asked if a.split == split and answered(a) and _key(a) not in done]
+        todo = [a for a in asked if a.split == split and answered(a) and in_band(a, band) and _key(a) not in done]
         say(f"{split}: {len(todo)} to score ({len(done)} kept), load {af._load()}")
         with path.open("a", encoding="utf-8") as fh:
             for i, a in enumerate(todo):
@@ -190,7 +196,7 @@ def score(asked: list[af.Asked], out: Path, splits: tuple[str, ...], measure: st
                     say(f"  {i}/{len(todo)} {v.seconds:.2f} s, {v.tokens} tokens, load {af._load()}")
 
 
-def attach(asked: list[af.Asked], out: Path, splits: tuple[str, ...], measure: str) -> int:
+def attach(asked: list[af.Asked], out: Path, splits: tuple[str, ...], measure: str, band: float | None = None) -> int:
     """Put the kept scores of ``splits`` into ``support[measure]``; returns how many rows the judge should have
     scored there and has not (then the sweep or the read is not complete)."""
     scores: dict[str, float] = {}
@@ -202,7 +208,7 @@ def attach(asked: list[af.Asked], out: Path, splits: tuple[str, ...], measure: s
                 scores[r["key"]] = r["score"]
     missing = 0
     for a in asked:
-        if a.split in splits and answered(a):
+        if a.split in splits and answered(a) and in_band(a, band):
             if _key(a) in scores:
                 a.support = {**(a.support or {}), measure: scores[_key(a)]}
             else:
@@ -311,6 +317,82 @@ def cost(home: Path, n: int) -> dict[str, Any]:
     return out
 
 
+def cost_band(home: Path, n: int, band: float) -> dict[str, Any]:
+    """As :func:`cost`, the product's path: per question the evidence request's wall time, and for a question the
+    floor answers with quotes under ``band`` the llm worker's ``llm.likely`` over the bus (its own thread count,
+    the model resident after one warm-up call not counted); the first ``n`` tune no-answer and ``2n`` tune
+    answerable questions."""
+    from foldermind.protocol.messages import EvidenceReply, EvidenceRequest, LikelyReply, LikelyRequest
+    from foldermind.protocol.runtime.config import LlmPolicy
+    from foldermind.workers.answers import quotes as composer
+    from tests.bench import machine
+    from tests.bench.answers import SLOW_PARSES, Results, index_corpora
+    from tests.bench.kernels import Kernel
+    from tests.bench.mcpclient import kernel_config
+    from tests.config import merge
+
+    asked = [a for a in af._questions() if a.split == "tune"]
+    asked = [a for a in asked if a.kind != "answerable"][:n] + [a for a in asked if a.kind == "answerable"][: 2 * n]
+    policy = LlmPolicy()
+    kernel = Kernel("answer-judge", merge(kernel_config(), SLOW_PARSES), home)
+    results = Results(machine=machine.facts(REPO), args={})
+    out: dict[str, Any] = {"machine": results.machine, "band": band, "rows": []}
+    try:
+        corpora = af.all_corpora(kernel.root / "corpora")
+        kernel.start()
+        index_corpora(kernel, corpora, results)
+        with kernel.client("bench-answer-likely") as client:
+            client.request("llm", LikelyRequest("warm up", "the model loads"), LikelyReply, timeout=300)
+            out["load_before"] = af._load()
+            for a in asked:
+                request = EvidenceRequest(
+                    question=a.question,
+                    context="",
+                    max_files=af.MAX_FILES,
+                    per_file=policy.chunks_per_file,
+                    max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
+                )
+                started = time.perf_counter()
+                reply = client.request("indexer", request, EvidenceReply, timeout=120).body
+                wall = time.perf_counter() - started
+                quoted = composer.extractive(composer.Evidence(reply), composer.Quoting.of(policy))
+                support = reply.support or {}
+                cosine = max(support.get("semantic", 0.0), support.get("clause", 0.0))
+                row = {"id": a.id, "kind": a.kind, "answered": quoted.grounded, "cos": cosine, "evidence_s": wall}
+                if quoted.grounded and cosine < band:
+                    started = time.perf_counter()
+                    got = client.request(
+                        "llm", LikelyRequest(a.question, evidence_text(quoted.answer)), LikelyReply, timeout=300
+                    ).body
+                    row |= {"likely_s": time.perf_counter() - started, "gain": got.gain, "model_s": got.seconds}
+                out["rows"].append(row)
+        out["load_after"] = af._load()
+    finally:
+        kernel.stop()
+        kernel.cleanup()
+    return out
+
+
+def cost_band_lines(run: dict[str, Any]) -> list[str]:
+    answered_ = [r for r in run["rows"] if r["answered"]]
+    paid = [r for r in answered_ if "likely_s" in r]
+    ratios = sorted(r.get("likely_s", 0.0) / r["evidence_s"] for r in answered_)
+    paid_ratios = sorted(r["likely_s"] / r["evidence_s"] for r in paid)
+
+    def at(xs: list[float], p: float) -> float:
+        return xs[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
+
+    return [
+        f"load before {run.get('load_before')}, after {run.get('load_after')}; {len(run['rows'])} questions, "
+        f"{len(answered_)} answered with quotes, {len(paid)} under the band {run['band']} "
+        f"(share {len(paid) / max(1, len(answered_)):.3f})",
+        f"evidence request median {statistics.median(r['evidence_s'] for r in run['rows']) * 1000:.0f} ms; "
+        f"llm.likely median {statistics.median(r['likely_s'] for r in paid) if paid else float('nan'):.2f} s",
+        f"added / evidence, all answered: median {at(ratios, 0.5):.2f}, p90 {at(ratios, 0.9):.2f}",
+        f"added / evidence, those that paid: median {at(paid_ratios, 0.5):.1f}, p90 {at(paid_ratios, 0.9):.1f}",
+    ]
+
+
 def cost_lines(run: dict[str, Any]) -> list[str]:
     rows_ = run["rows"]
     ratios = [r["judge_s"] / r["evidence_s"] for r in rows_]
@@ -338,8 +420,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--at", type=float, help="read: the threshold to read on both halves")
     parser.add_argument("--home", help="cost: a kept answers home")
     parser.add_argument("--n", type=int, default=30, help="cost: questions of each kind")
+    parser.add_argument("--band", type=float, help="score / read / cost: only rows whose best cosine is under it")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if args.step == "cost" and args.band is not None:
+        run = cost_band(Path(args.home), args.n, args.band)
+        (out / "cost-band.json").write_text(json.dumps(run, indent=1), encoding="utf-8")
+        print("\n".join(cost_band_lines(run)))
+        return 0
     if args.step == "cost":
         run = cost(Path(args.home), args.n)
         (out / "cost.json").write_text(json.dumps(run, indent=1), encoding="utf-8")
@@ -347,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     asked = rows(Path(args.floor), Path(args.shapes) if args.shapes else None)
     if args.step == "score":
-        score(asked, out, ("tune", "held_out") if args.split == "both" else (args.split,), args.measure)
+        score(asked, out, ("tune", "held_out") if args.split == "both" else (args.split,), args.measure, args.band)
         return 0
     if args.step == "sweep":
         missing = attach(asked, out, ("tune",), args.measure)
@@ -355,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.at is None:
         parser.error("read needs --at")
-    missing = attach(asked, out, ("tune", "held_out"), args.measure)
+    missing = attach(asked, out, ("tune", "held_out"), args.measure, args.band)
     print("\n".join([f"rows not scored: {missing}", *af.cover_read(asked, args.measure, args.at)]))
     return 0
 

@@ -41,8 +41,8 @@ from foldermind.protocol.messages import (
     Message,
 )
 from foldermind.protocol.runtime.config import LlmPolicy
+from foldermind.workers.answers import likely, schemas
 from foldermind.workers.answers import quotes as answers
-from foldermind.workers.answers import schemas
 from foldermind.workers.answers.quotes import Composed, Evidence
 from foldermind.workers.framework.asyncbus import Bus
 
@@ -86,6 +86,7 @@ class Shown:
 
     def __init__(self, on_progress: Callable[[ChatPartial], None] | None, max_tokens: int) -> None:
         self.on_progress, self.total, self.text = on_progress, max_tokens + 2, ""
+        self.floor = likely.EVIDENCE_ONLY  # what judged that the documents answer (the answer's ``floor``)
 
     def quotes(self, answer: str) -> None:
         self._send(answer, 1)
@@ -225,12 +226,17 @@ class Chat:
         evidence = Evidence(reply)
         quoted = answers.extractive(evidence, answers.Quoting.of(self.policy))
         shown = Shown(on_progress, self.policy.max_answer_tokens)
+        shown.floor = reading = await likely.read(self.bus, self.policy, query, previous[:500], reply, quoted)
+        if reading.refused:
+            quoted = Composed(answers.NOT_FOUND)
         note = reply.note
         if not reply.passages:
             note = "no document matched the question"
         elif not quoted.grounded:
             best = reply.passages[0]["file_name"]
             note = f"the closest passage (in {best}) does not answer the question"
+        if reading.note:
+            note = f"{note}: {reading.note}" if note else reading.note
         if not quoted.grounded or mode == "extractive":
             return self._done(session, query, quoted, "extractive", note, shown)
         if mode == "auto":
@@ -330,4 +336,5 @@ class Chat:
             answer_mode_used=used,
             dropped_sentences=dropped,
             fallback_reason=reason[:500] if reason else None,
+            floor=shown.floor.floor,
         )

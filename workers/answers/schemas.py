@@ -35,6 +35,7 @@ class TokensUsed(BaseModel):
 
 AnswerMode = Literal["auto", "extractive", "generative"]
 AnswerModeUsed = Literal["extractive", "generative", "generative+checked", "fallback"]
+FloorUsed = Literal["evidence", "evidence+model", "evidence, model skipped"]
 
 
 class ChatOutput(BaseModel):
@@ -56,4 +57,9 @@ class ChatOutput(BaseModel):
     dropped_sentences: int = Field(0, description="generated sentences removed because no passage supports them")
     fallback_reason: str | None = Field(
         None, description="why the model's answer is not the answer: MODEL_NOT_READY, LLM_TIMEOUT, ..."
+    )
+    floor: FloorUsed = Field(
+        "evidence",
+        description="what judged that the documents answer: the evidence alone; evidence+model: the local model "
+        "also read a question the evidence only just answers; 'evidence, model skipped': it could not (see note)",
     )

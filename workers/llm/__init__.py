@@ -26,12 +26,20 @@ from typing import Any
 import psutil
 
 from foldermind.protocol.errors import ErrorCode, JobError
-from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, ChatPartial, ChatReply, ChatRequest
+from foldermind.protocol.messages import (
+    AnalyzeReply,
+    AnalyzeRequest,
+    ChatPartial,
+    ChatReply,
+    ChatRequest,
+    LikelyReply,
+    LikelyRequest,
+)
 from foldermind.protocol.runtime.config import LlmPolicy, ingest_from_env, llm_from_env
 from foldermind.protocol.runtime.home import model_cache_dir
 from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.framework.memory import gc_paused
-from foldermind.workers.llm import citations, prompt
+from foldermind.workers.llm import citations, likelihood, prompt
 from foldermind.workers.llm.backends import (
     Backend,
     ContextOverflow,
@@ -140,6 +148,7 @@ class LlmWorker(Worker):
                 *super().handlers().items(),
                 route(ChatRequest, self.on_chat),
                 route(AnalyzeRequest, self.on_analyze),
+                route(LikelyRequest, self.on_likely),
             ]
         )
 
@@ -266,6 +275,28 @@ class LlmWorker(Worker):
                 "generate_s": round(out.seconds, 4),
             },
         )
+
+    def on_likely(self, req: Request[LikelyRequest]) -> Result:
+        deadline = req.env.deadline
+
+        def late() -> bool:  # as a chat: stop before the caller's deadline, so it hears LLM_TIMEOUT from us
+            return req.cancelled() or (bool(deadline) and time.time() > deadline - 0.5)
+
+        with self._using() as backend:
+            try:
+                got = likelihood.likelihood(backend, req.body.question, req.body.text, self.chat_threads(), late)
+            except likelihood.Late:
+                raise JobError(ErrorCode.LLM_TIMEOUT, "no query likelihood within the deadline") from None
+            except likelihood.Unsupported as exc:
+                raise JobError(ErrorCode.GENERATION_FAILED, str(exc)) from None
+            return LikelyReply(
+                gain=got.gain,
+                with_text=got.with_text,
+                without_text=got.without_text,
+                question_tokens=got.question_tokens,
+                seconds=round(got.seconds, 4),
+                model=backend.model.name,
+            )
 
     def on_analyze(self, req: Request[AnalyzeRequest]) -> Result:
         body = req.body

@@ -96,6 +96,17 @@ class LlmPolicy(Strict):
         description='Question shapes ("yes-no", "default", "figure", "name", "entity", "other") for'
         " which auto mode asks the model after the quotes; empty = the quotes alone (docs/benchmarks/answers.md).",
     )
+    likely_floor: bool = Field(
+        True,
+        description="A question the evidence only just answers is also read by the model: refused when the quotes"
+        " do not make it likely (query likelihood). false = the evidence floor alone, no model.",
+    )
+    likely_wait_s: float = Field(
+        20.0,
+        gt=0,
+        description="The longest an answer waits for that reading; past it, or with the model absent or failed,"
+        " the evidence floor decides alone and the answer's note says so.",
+    )
     evidence_sources: int = Field(
         3,
         ge=1,

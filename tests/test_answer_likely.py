@@ -1,0 +1,140 @@
+"""The model's reading beside the evidence floor, end to end (workers/answers/likely.py): a real kernel indexing two
+real manual pages (chage(1), passwd(1)) and pytest 2.0.0's release notes, the real embedding model judging the
+evidence, the real llm worker with the bundled SmolLM2-135M computing the query likelihood (``llm.likely``), and
+the mcp SDK client over HTTP, in extractive mode (where no model writes).
+
+"Which award did pytest 2.0 win?" is a near miss: the release notes are about pytest 2.0 and the evidence floor
+answers it with their welcome line, but nothing there makes the question likely. "Which command changes a user's
+password?" is answered by passwd(1) in other words; its evidence is as weak (both under the band), and the quotes
+make it likely. With the llm worker frozen (SIGSTOP) the evidence floor answers alone and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from foldermind.protocol.messages import EvidenceReply
+from foldermind.protocol.runtime.config import LlmPolicy
+from foldermind.workers.answers import likely
+from foldermind.workers.answers.quotes import Composed
+from foldermind.workers.answers.schemas import Citation, Location
+from tests.config import merge
+from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, require_bundled_model, short_tmpdir
+from tests.test_answer_floor import evidence
+from tests.test_answers import chat, kernel_with_folder
+
+require_bundled_model()
+
+TESTS = Path(__file__).parent
+FILES = ("manpages/chage.txt", "manpages/passwd.txt", "pytest_docs/release-2.0.0.rst")
+NEAR_MISS = "Which award did pytest 2.0 win?"
+ANSWERED = "Which command changes a user's password?"
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[RunningKernel, str, str]]:
+    root = short_tmpdir()
+    config = merge(
+        FAST_RESTART,
+        ONE_PARSER,
+        {"mcp": {"port": 0, "rate_per_minute": 6000}},
+        # A reading that is slow on a busy machine is waited for: the tests judge what it says, not its speed.
+        {"llm": {"analysis": False, "load": "at_start", "likely_wait_s": 600}},
+    )
+    with kernel_with_folder(root, config, "ready", 180, folder) as (k, _docs, url, token):
+        yield k, url, token
+
+
+def folder(root: Path) -> Path:
+    docs = root / "docs"
+    docs.mkdir()
+    for name in FILES:
+        shutil.copyfile(TESTS / name, docs / Path(name).name)
+    return docs
+
+
+def near_refusing(reply: EvidenceReply) -> bool:
+    """The evidence floor answers, with evidence under the band: the model is asked."""
+    return reply.supported and likely.in_band(reply.support)
+
+
+def test_a_near_miss_the_evidence_floor_answers_is_refused_by_the_model_s_reading(served: Any) -> None:
+    k, url, token = served
+    assert near_refusing(reply := evidence(k, NEAR_MISS)), reply.support
+    out = chat(url, token, {"query": NEAR_MISS, "answer_mode": "extractive"})
+    assert out["grounded"] is False and out["citations"] == [], out
+    assert out["answer"].startswith("The documents do not say"), out["answer"]
+    assert out["floor"] == "evidence+model", out
+    assert "query likelihood" in out["note"], out
+
+
+def test_a_question_answered_in_other_words_under_the_band_is_kept(served: Any) -> None:
+    k, url, token = served
+    assert near_refusing(reply := evidence(k, ANSWERED)), reply.support
+    out = chat(url, token, {"query": ANSWERED, "answer_mode": "extractive"})
+    assert out["grounded"] is True and out["floor"] == "evidence+model", out
+    assert any(c["file_name"] == "passwd.txt" for c in out["citations"]), out["answer"]
+
+
+def test_a_question_with_strong_evidence_never_asks_the_model(served: Any) -> None:
+    k, url, token = served
+    question = "Which option of chage lists the account aging information?"
+    reply = evidence(k, question)
+    assert reply.supported and not likely.in_band(reply.support), reply.support
+    out = chat(url, token, {"query": question, "answer_mode": "extractive"})
+    assert out["grounded"] is True and out["floor"] == "evidence", out
+
+
+def test_with_the_llm_worker_frozen_the_evidence_floor_answers_alone_and_says_so(served: Any) -> None:
+    k, url, token = served
+    old = k.worker("llm")["pid"]
+    os.kill(old, signal.SIGSTOP)
+    try:
+        # The frozen worker misses its heartbeats: the kernel replaces it and the reading fails (worker lost, or
+        # the new one still loading); the answer does not fail with it.
+        out = chat(url, token, {"query": NEAR_MISS, "answer_mode": "extractive"})
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed by the kernel by now, most likely
+            os.kill(old, signal.SIGCONT)
+    assert out["grounded"] is True and out["citations"], out
+    assert out["floor"] == "evidence, model skipped", out
+    assert "evidence floor decided alone" in out["note"], out
+    k.wait_state("llm", "RUNNING", timeout=120, other_pid_than=old)
+
+
+def test_with_likely_floor_off_or_strong_evidence_the_bus_is_never_asked() -> None:
+    # No kernel: a bus that fails the test if asked stands in for one (the real path is tested above).
+    class NoBus:
+        async def call(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the model was asked")
+
+    quoted = Composed("“The passwd command changes passwords for user accounts.” [1]", [citation()])
+    weak = EvidenceReply([], [], True, "hybrid", support={"semantic": 0.5, "lexical": 0.3})
+    strong = EvidenceReply([], [], True, "hybrid", support={"semantic": 0.7, "lexical": 0.3})
+    off, on = LlmPolicy(likely_floor=False), LlmPolicy()
+    for policy, reply in ((off, weak), (on, strong)):
+        got = anyio.run(likely.read, NoBus(), policy, ANSWERED, "", reply, quoted)  # type: ignore[arg-type]
+        assert got == likely.EVIDENCE_ONLY
+
+
+def citation() -> Citation:
+    where = Location(line_start=1, line_end=1)
+    return Citation(
+        id=1,
+        file_path="/d/passwd.txt",
+        file_name="passwd.txt",
+        quote="q",
+        snippet="q",
+        chunk_index=0,
+        chunk_id=1,
+        location=where,
+    )
