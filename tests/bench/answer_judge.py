@@ -266,12 +266,28 @@ def sweep(asked: list[af.Asked], key: str) -> list[str]:
     return lines
 
 
+def _evidence(client: Any, policy: Any, question: str) -> tuple[Any, float]:
+    """The evidence request ``chat_with_documents`` sends for ``question`` (an ``LlmPolicy``'s sizes), the reply
+    and its wall time in seconds."""
+    from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
+
+    request = EvidenceRequest(
+        question=question,
+        context="",
+        max_files=af.MAX_FILES,
+        per_file=policy.chunks_per_file,
+        max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
+    )
+    started = time.perf_counter()
+    reply = client.request("indexer", request, EvidenceReply, timeout=120).body
+    return reply, time.perf_counter() - started
+
+
 def cost(home: Path, n: int) -> dict[str, Any]:
     """Per question, the evidence request's wall time and the judge's forward pass on its extractive answer, in the
     same run over a kept answers home: the first ``n`` tune no-answer and ``n`` tune answerable questions."""
     import dataclasses
 
-    from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
     from foldermind.protocol.runtime.config import LlmPolicy
     from foldermind.workers.answers import quotes as composer
     from tests.bench import machine
@@ -294,16 +310,7 @@ def cost(home: Path, n: int) -> dict[str, Any]:
         out["load_before"] = af._load()
         with kernel.client("bench-answer-judge") as client:
             for a in asked:
-                request = EvidenceRequest(
-                    question=a.question,
-                    context="",
-                    max_files=af.MAX_FILES,
-                    per_file=policy.chunks_per_file,
-                    max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
-                )
-                started = time.perf_counter()
-                reply = client.request("indexer", request, EvidenceReply, timeout=120).body
-                wall = time.perf_counter() - started
+                reply, wall = _evidence(client, policy, a.question)
                 quoted = composer.extractive(
                     composer.Evidence(dataclasses.replace(reply, supported=True)), composer.Quoting.of(policy)
                 )
@@ -322,7 +329,7 @@ def cost_band(home: Path, n: int, band: float) -> dict[str, Any]:
     floor answers with quotes under ``band`` the llm worker's ``llm.likely`` over the bus (its own thread count,
     the model resident after one warm-up call not counted); the first ``n`` tune no-answer and ``2n`` tune
     answerable questions."""
-    from foldermind.protocol.messages import EvidenceReply, EvidenceRequest, LikelyReply, LikelyRequest
+    from foldermind.protocol.messages import LikelyReply, LikelyRequest
     from foldermind.protocol.runtime.config import LlmPolicy
     from foldermind.workers.answers import quotes as composer
     from tests.bench import machine
@@ -345,16 +352,7 @@ def cost_band(home: Path, n: int, band: float) -> dict[str, Any]:
             client.request("llm", LikelyRequest("warm up", "the model loads"), LikelyReply, timeout=300)
             out["load_before"] = af._load()
             for a in asked:
-                request = EvidenceRequest(
-                    question=a.question,
-                    context="",
-                    max_files=af.MAX_FILES,
-                    per_file=policy.chunks_per_file,
-                    max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
-                )
-                started = time.perf_counter()
-                reply = client.request("indexer", request, EvidenceReply, timeout=120).body
-                wall = time.perf_counter() - started
+                reply, wall = _evidence(client, policy, a.question)
                 quoted = composer.extractive(composer.Evidence(reply), composer.Quoting.of(policy))
                 support = reply.support or {}
                 cosine = max(support.get("semantic", 0.0), support.get("clause", 0.0))

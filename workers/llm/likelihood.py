@@ -44,16 +44,7 @@ class Likelihood:
 
 def cut(backend: Backend, text: str, most: int = MAX_TEXT_TOKENS) -> str:
     """``text`` cut to its longest head of at most ``most`` tokens."""
-    if backend.count(text) <= most:
-        return text
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if backend.count(text[:mid]) <= most:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo]
+    return text if backend.count(text) <= most else prompt.head_within(backend, text, most)
 
 
 def _mean_logprob(

@@ -176,8 +176,8 @@ def build_chat(
     return Prompt(tokens, len(sources))
 
 
-def _decode_prefix(backend: Backend, text: str, n_tokens: int) -> str:
-    """The longest prefix of ``text`` (cut at a word boundary) that takes at most ``n_tokens`` tokens."""
+def head_within(backend: Backend, text: str, n_tokens: int) -> str:
+    """The longest head of ``text`` that takes at most ``n_tokens`` tokens (a binary search on its length)."""
     lo, hi = 0, len(text)
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -185,7 +185,12 @@ def _decode_prefix(backend: Backend, text: str, n_tokens: int) -> str:
             lo = mid
         else:
             hi = mid - 1
-    cut = text[:lo]
+    return text[:lo]
+
+
+def _decode_prefix(backend: Backend, text: str, n_tokens: int) -> str:
+    """The longest prefix of ``text`` (cut at a word boundary) that takes at most ``n_tokens`` tokens."""
+    cut = head_within(backend, text, n_tokens)
     space = cut.rfind(" ")
     return (cut[:space] if space > len(cut) // 2 else cut) + " …"
 
