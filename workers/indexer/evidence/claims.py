@@ -2,13 +2,14 @@
 
 Checking a claim (a sentence a model wrote): it must state something the question does not (a content word or a
 fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks (a name
-written as code too: an invented ``-mono-font`` is one), share most of its content words with the source (words of
-the question count as given), and have a sentence in the source whose vector is close to its own and that negates
-what it negates (:func:`negations`: "ORDER BY does not sort rows when neither ASC nor DESC is given" shares every
-word with the sentence saying it sorts them ascending, and says the opposite). A claim that cites sources is tried
-against those only: a sentence credited to a file that does not hold it is refused, even when another source does
-(the model mixed up its sources, or a document forged another's number). A claim that cites none is tried against
-every source, and the first that passes supports it. Without a local model the vector test is skipped and the reply
+written as code too: an invented ``-mono-font`` is one; a figure with digits even when the question holds it: a
+date from 2.0.10's notes is not 2.2.10's), share most of its content words with the source (words of the question
+count as given), and have a sentence in the source whose vector is close to its own and that negates what it
+negates (:func:`negations`: "ORDER BY does not sort rows when neither ASC nor DESC is given" shares every word with
+the sentence saying it sorts them ascending, and says the opposite). A claim that cites sources is tried against
+those only: a sentence credited to a file that does not hold it is refused, even when another source does (the
+model mixed up its sources, or a document forged another's number). A claim that cites none is tried against every
+source, and the first that passes supports it. Without a local model the vector test is skipped and the reply
 says so in its checks' ``similarity`` (-1).
 
 Backed is not enough: a claim must also be about what the question asks (``about``): it states a thing of the kind
@@ -77,7 +78,9 @@ class ClaimChecker:
             adds = bool(own) or bool(facts - given_forms)  # it states something the question does not
             best: ClaimCheck | None = None
             for k in order:
-                missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
+                # A figure with digits must be its source's even when the question gives it: a date from another
+                # release's notes is not the asked release's.
+                missing = sorted(f for f in facts if f not in source_forms[k] and (_digits(f) or f not in given_forms))
                 missing += sorted(n for n in names if not sentences.holds_name(body.sources[k], n))
                 coverage = len(own & source_terms[k]) / len(own) if own else 1.0
                 at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k, terms)
@@ -142,8 +145,12 @@ def _asked_thing(question: str) -> Callable[[str, set[str]], bool]:
     return lambda _text, _new: True
 
 
+def _digits(fact: str) -> bool:
+    return any(ch.isdigit() for ch in fact)
+
+
 def _is_figure(fact: str) -> bool:
-    return any(ch.isdigit() for ch in fact) or fact in sentences.NUMBER_WORDS or fact in sentences.MONTHS
+    return _digits(fact) or fact in sentences.NUMBER_WORDS or fact in sentences.MONTHS
 
 
 def negations(text: str) -> set[str]:
