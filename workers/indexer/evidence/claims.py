@@ -4,13 +4,13 @@ Checking a claim (a sentence a model wrote): it must state something the questio
 fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks (a name
 written as code too: an invented ``-mono-font`` is one; a figure with digits even when the question holds it: a
 date from 2.0.10's notes is not 2.2.10's), share most of its content words with the source (words of the question
-count as given), and have a sentence in the source whose vector is close to its own and that negates what it
-negates (:func:`negations`: "ORDER BY does not sort rows when neither ASC nor DESC is given" shares every word with
-the sentence saying it sorts them ascending, and says the opposite). A claim that cites sources is tried against
-those only: a sentence credited to a file that does not hold it is refused, even when another source does (the
-model mixed up its sources, or a document forged another's number). A claim that cites none is tried against every
-source, and the first that passes supports it. Without a local model the vector test is skipped and the reply
-says so in its checks' ``similarity`` (-1).
+count as given), and have a sentence in the source (not the label line a window starts with) whose vector is close
+to its own and that negates what it negates (:func:`negations`: "ORDER BY does not sort rows when neither ASC nor
+DESC is given" shares every word with the sentence saying it sorts them ascending, and says the opposite). A claim
+that cites sources is tried against those only: a sentence credited to a file that does not hold it is refused,
+even when another source does (the model mixed up its sources, or a document forged another's number). A claim
+that cites none is tried against every source, and the first that passes supports it. Without a local model the
+vector test is skipped and the reply says so in its checks' ``similarity`` (-1).
 
 Backed is not enough: a claim must also be about what the question asks (``about``): it states a thing of the kind
 the question asks for that the question lacks (a figure, a name: :func:`_asked_thing`), and the claim, the
@@ -117,12 +117,14 @@ class ClaimChecker:
     ) -> tuple[int, float]:
         """The place of the sentence of source ``k`` nearest the claim, and its cosine (-1 without vectors: then
         the sentence sharing most of the claim's ``terms``)."""
+        first = int(_labelled(groups[k]))  # the window's label names it and states nothing: never the backing
         if vectors is None:
-            return max(range(len(groups[k])), key=lambda j: len(terms & sentences.content_terms(groups[k][j]))), -1.0
+            at = max(range(first, len(groups[k])), key=lambda j: len(terms & sentences.content_terms(groups[k][j])))
+            return at, -1.0
         start = n_claims + sum(len(g) for g in groups[:k])
-        sims = vectors[start : start + len(groups[k])] @ vectors[claim]
+        sims = vectors[start + first : start + len(groups[k])] @ vectors[claim]
         j = int(np.argmax(sims))
-        return j, float(sims[j])
+        return j + first, float(sims[j])
 
 
 _WHICH = re.compile(r"\b(?:which|who|whom|whose)\b", re.IGNORECASE)
@@ -172,6 +174,12 @@ def _share(weights: dict[str, float], held: set[str]) -> float:
     (nothing to judge by: the support check alone decides)."""
     total = sum(weights.values())
     return sum(w for t, w in weights.items() if t in held) / total if total else 1.0
+
+
+def _labelled(group: list[str]) -> bool:
+    """Whether a source's first sentence is a label (short, ending with a colon: the section's name the answer
+    engine puts before a window) with sentences after it."""
+    return len(group) > 1 and len(group[0]) <= LEAD_CHARS and group[0].endswith(":")
 
 
 def _lead_terms(group: list[str], at: int) -> set[str]:
