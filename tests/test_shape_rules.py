@@ -1,6 +1,7 @@
 """The rules that write the shape bench's known-item queries (tests/bench/shapes/rules.py): seeded and
 repeatable, a scramble keeps the common words a person remembers, and the split is a hash of the id alone;
-and the bench's scores (tests/bench/shapes/run.py) on constructed outcomes; batch 2's question checks.
+and the bench's scores (tests/bench/shapes/run.py) on constructed outcomes; batch 2's question checks; a held-out
+batch (3) held out whole, every other row by its hash.
 The text is the project's own architecture notes, read by the real parser (a real document, not a stub)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from tests.bench.shapes import rules
-from tests.bench.shapes.generate import KNOWN, _check_batch2, draw_corpus
+from tests.bench.shapes.generate import HELD_OUT_BATCHES, KNOWN, _check_batch2, _check_split, draw_corpus
 from tests.bench.shapes.run import Outcome, Run, Scores, rank, separation
 from tests.bench.shapes.sets import DATA
 
@@ -73,10 +74,21 @@ def test_the_split_is_a_hash_of_the_id_and_holds_out_about_a_third() -> None:
     ]
     assert len(rows) > 500
     for row in rows:
-        assert row["split"] == rules.split_of(row["id"]), row["id"]
-    held = sum(r["split"] == "held_out" for r in rows) / len(rows)
+        assert _check_split(row) == [], row["id"]
+    hashed = [r for r in rows if r.get("batch") not in HELD_OUT_BATCHES]
+    assert all(r["split"] == rules.split_of(r["id"]) for r in hashed)
+    held = sum(r["split"] == "held_out" for r in hashed) / len(hashed)
     assert 0.25 < held < 0.42
     assert rules.split_of("a-x-00") == rules.split_of("a-x-00")
+
+
+def test_a_held_out_batch_is_held_out_whole_and_an_older_row_keeps_its_hash() -> None:
+    tune_id = next(f"f-x-{n:02d}" for n in range(100) if rules.split_of(f"f-x-{n:02d}") == "tune")
+    assert _check_split({"id": tune_id, "split": "held_out", "batch": 3}) == []
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 3})
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 2}) == []
+    assert _check_split({"id": tune_id, "split": "held_out", "batch": 2})
+    assert _check_split({"id": tune_id, "split": "held_out"})
 
 
 def test_the_scores_count_the_first_gold_file_and_the_floor_reads_top_scores() -> None:

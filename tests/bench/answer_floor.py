@@ -3,14 +3,14 @@ those they can, and which floor tells them apart.
 
 ``python -m tests.bench.answer_floor [--home DIR] [--json PATH] [--replay PATH] [--report PATH]`` from the
 repository root. A real kernel (the answers bench's setup, :mod:`tests.bench.answers`) indexes SciFact (the
-answer bench's 1,590 abstracts), the Django docs and the Debian manuals as three Smart Folders, then asks the indexer's
+answer bench's 1,595 abstracts), the Django docs and the Debian manuals as three Smart Folders, then asks the indexer's
 ``evidence.request`` (five files, as ``chat_with_documents`` asks) for every question of the no-answer set
 (``factoid_data/noanswer.jsonl``: greetings, questions on subjects no document names, near misses and neighbours;
 its README) and every answerable factoid question of those corpora. For each it keeps the reply's ``support``
 (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, and for an answerable
 one whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
-is the sets the engine was tuned on before (tune, fresh, fresh2, fresh3; fresh5, read once), their held-out part the
-first held-out third, fresh4 and the newest set (fresh6, figures).
+is every set read before (tune, held_out, fresh .. fresh6), their held-out part the newest set (fresh7, figures), never
+read before this session.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
@@ -56,7 +56,8 @@ NOANSWER = DATA / "noanswer.jsonl"
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS)
 MAX_FILES = 5
-HELD_OUT = ("held_out", "fresh4", "fresh6")
+HELD_OUT = ("fresh7",)
+SHAPE_HELD_OUT = (3,)  # the shape bench's batches never read before this session (its "batch" field)
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
 Floor = tuple[float, float, float, float]
@@ -95,8 +96,8 @@ def _questions() -> list[Asked]:
 
 
 def _split(factoid_split: str) -> str:
-    """An answerable question's part here: the sets the answer engine was already tuned on (tune, fresh, fresh2,
-    fresh3; fresh5, read once) are tune; the first held-out third, fresh4 and the newest set (fresh6) are held out."""
+    """An answerable question's part here: every set read before (tune, held_out, fresh .. fresh6) is tune; the newest
+    set (fresh7) is held out."""
     return "held_out" if factoid_split in HELD_OUT else "tune"
 
 
@@ -265,13 +266,15 @@ def _shape(a: Asked) -> str:
 def shape_rows(path: Path) -> list[Asked]:
     """The shape bench's answers (:mod:`tests.bench.shapes.answers` ``--json``) as rows here: a ``none`` question
     is a no-answer one; an answerable one holds the gold when its answer would, were the floor not there, hold the
-    gold answer (or, for a paraphrase, which has no answer pattern, cite a gold file)."""
+    gold answer (or, for a paraphrase, which has no answer pattern, cite a gold file). Held out: the rows of a batch
+    in SHAPE_HELD_OUT; every older row, read before, is tune whatever its hash split."""
     out = []
     for r in json.loads(path.read_text("utf-8")):
         s = r.get("support") or {}
         kind = "shape-none" if r["shape"] == "none" else "answerable"
         gold = r["holds_gold_floorless"] or (r["shape"] == "paraphrase" and r["cites_gold_floorless"])
-        a = Asked(r["id"], kind, r["corpus"], r["split"], r["query"], support=s, holds_gold=gold, shape=r["shape"])
+        split = "held_out" if r.get("batch") in SHAPE_HELD_OUT else "tune"
+        a = Asked(r["id"], kind, r["corpus"], split, r["query"], support=s, holds_gold=gold, shape=r["shape"])
         a.semantic, a.lexical, a.rare = s.get("semantic", 0.0), s.get("lexical", 0.0), s.get("rare", 0.0)
         a.unheld_name, a.clause = s.get("unheld_name", 0.0), s.get("clause", 0.0)
         out.append(a)

@@ -2,17 +2,17 @@
 holds it, keep its ``[n]`` markers honest, and how fast, per answer mode.
 
 ``python -m tests.bench.answers [--home DIR] [--modes auto,extractive,generative] [--split
-all|tune|held_out|fresh|fresh2|fresh3|fresh4|fresh5|fresh6] [--corpus all|scifact|django-docs|manuals] [--limit N]
-[--index all|asked] [--hogs N] [--no-write] [--report PATH] [--json PATH] [--search KEY=VALUE ...] [--llm KEY=VALUE
+all|tune|held_out|fresh|fresh2|fresh3|fresh4|fresh5|fresh6|fresh7] [--corpus all|scifact|django-docs|manuals] [--limit
+N] [--index all|asked] [--hogs N] [--no-write] [--report PATH] [--json PATH] [--search KEY=VALUE ...] [--llm KEY=VALUE
 ...]`` from the repository root. A real kernel (default process map; the front door on an OS-assigned port, the rate
 limit raised, the model's background analysis off, the parse deadline raised as the lookup bench does for gnuplot's
-311-page manual) indexes the three corpora of :mod:`tests.bench.factoids` as three Smart Folders (1,590 SciFact
+311-page manual) indexes the three corpora of :mod:`tests.bench.factoids` as three Smart Folders (1,595 SciFact
 abstracts: the first 1,500 and every gold one; Django 4.2.16's 587 doc files, fetched from PyPI once; the 109 files of
 the Debian manuals, fetched with ``apt-get download`` once) and waits until every file is indexed and every chunk
-embedded, the indexer's query model and the llm worker's model are ready. Every corpus is indexed whatever ``--corpus``
-picks, so a kept home stays the same (``--index asked``: only the corpora of the picked questions, for a smaller slice
-in a home of its own). Then, after waiting for a quiet machine (and starting ``--hogs N`` busy-loop processes,
-:mod:`tests.bench.hogs`, which run until the last answer), for each question:
+embedded, the indexer's query model and the llm worker's model are ready. Every corpus is indexed whatever
+``--corpus`` picks, so a kept home stays the same (``--index asked``: only the corpora of the picked questions, for a
+smaller slice in a home of its own). Then, after waiting for a quiet machine (and starting ``--hogs N`` busy-loop
+processes, :mod:`tests.bench.hogs`, which run until the last answer), for each question:
 
 1. ``search_documents`` (hybrid, top_k 5) with the question: is the gold file among the five? This bounds
    what an answer can cite, so "gold file cited" is reported over all questions and over those;
@@ -95,12 +95,13 @@ WARMUP_QUESTION = "What do these documents say about configuration defaults?"
 SLOW_PARSES: Config = {"ingest": {"parse_timeout_s": 900}}
 """gnuplot's 311-page manual can miss the default parse deadline on a loaded 2-core machine and be
 quarantined (:mod:`tests.bench.lookup` met it): this bench measures answers, not parse speed."""
-JUDGED = ("fresh6", "fresh5", "fresh4", "fresh3", "fresh2", "fresh", "held_out")
+JUDGED = ("fresh7", "fresh6", "fresh5", "fresh4", "fresh3", "fresh2", "fresh", "held_out")
 """The splits the quality targets are judged on, the first the run asked: the fresh questions were written
 after the held-out third had been seen while tuning, the fresh2 ones after the fresh ones had been asked,
 the fresh3 ones after fresh2 had been asked twice, the fresh4 ones after fresh3 had been asked four times, the
 fresh5 ones (names and figures only) before any run on them, as the held-out part of those two answer shapes, the
-fresh6 ones (figures only) after fresh5 had been read once."""
+fresh6 ones (figures only) after fresh5 had been read once, the fresh7 ones (figures only) after fresh6 had been
+read, as every set before them counts as tune."""
 
 AIM_CONTAINS = 0.85  # the answer contains the gold answer
 AIM_CITED_TOP5 = 0.90  # the gold file is cited, where retrieval had it in the top 5
@@ -628,6 +629,8 @@ def render_summary(r: Results) -> list[str]:
     names = {SCIFACT: "SciFact", DJANGO: "Django docs", MANUALS: "Debian manuals"}
     judged = judged_split(r)
     why = {
+        "fresh7": "the fresh7 questions (figures, written 2026-12-07 after every earlier set had been read; all held"
+        " out)",
         "fresh6": "the fresh6 questions (figures, written 2026-12-07 after fresh5 had been read once; all held out)",
         "fresh5": "the fresh5 questions (names and figures, written 2026-12-06 for those answer shapes; all held out)",
         "fresh4": "the fresh4 questions (written after the fresh3 ones had been asked four times; all held out)",

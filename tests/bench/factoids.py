@@ -6,7 +6,7 @@ a temporary folder) and checks every question against them; ``tests.bench.answer
 asks them.
 
 How the questions were made, set by set (the first set and its ``tune`` / ``held_out`` split, then ``fresh``
-to ``fresh6``, each written before a round of tuning by an engineer who had not seen the engine's answers), and
+to ``fresh7``, each written before a round of tuning by an engineer who had not seen the engine's answers), and
 the drafts the check replaced: ``factoid_data/README.md``. :func:`load_questions` reads every set; :func:`check`
 verifies each question mechanically: the gold file is in its corpus, the sentence is in the gold text, the answer
 matches the sentence, every key matches the gold text, and exactly one document of the corpus matches all the keys
@@ -17,29 +17,30 @@ The corpora
 
 - ``scifact``: SciFact abstracts (``../shared/eval/scifact/corpus.jsonl`` or ``$FOLDERMIND_SCIFACT``; BEIR format),
   written one file per abstract by :func:`tests.bench.scifact.write_corpus` (title, blank line, text). 36 questions
-  over abstracts spread across the whole corpus (one from each stretch of 143 abstracts), 18 fresh ones over 18 other
-  abstracts, 18 ``fresh2`` ones over 18 more, 18 ``fresh3`` ones over 18 more again, 18 ``fresh4`` ones over 18 more,
-  12 ``fresh5`` ones over 12 more and 8 ``fresh6`` ones over 8 more. The indexed folder holds the first
-  :data:`SCIFACT_DISTRACTORS` abstracts plus every gold abstract, so retrieval has distractors, and a question's
-  abstract is there even when it lies past them. Licence: SciFact (Wadden et al., 2020) is CC BY-NC 2.0: evaluation
-  only, never shipped; the fresh sets are under the same terms. With ``fresh6`` the folder holds 1,590 abstracts.
+  over abstracts spread across the whole corpus (one from each stretch of 143 abstracts), 18 fresh ones over 18
+  other abstracts, 18 ``fresh2`` ones over 18 more, 18 ``fresh3`` ones over 18 more again, 18 ``fresh4`` ones over
+  18 more, 12 ``fresh5`` ones over 12 more, 8 ``fresh6`` ones over 8 more and 8 ``fresh7`` ones over 8 more. The
+  indexed folder holds the first :data:`SCIFACT_DISTRACTORS` abstracts plus every gold abstract, so retrieval has
+  distractors, and a question's abstract is there even when it lies past them. Licence: SciFact (Wadden et al.,
+  2020) is CC BY-NC 2.0: evaluation only, never shipped; the fresh sets are under the same terms. With ``fresh7``
+  the folder holds 1,595 abstracts.
 - ``django-docs``: the reference manual, topic guides, how-tos, internals and all release notes of Django 4.2.16:
   every ``.txt`` file (reStructuredText, the form the docs are written in) under ``docs/`` of the pinned sdist from
   PyPI (``Django-4.2.16.tar.gz``, sha256 below), folders starting with ``_`` (theme and Sphinx extensions) left out:
   587 files, 5.8 MB. The runner gets it by itself on a fresh machine: ``python -m pip download --no-deps --no-binary
   :all: --require-hashes`` into a cache folder (``$FOLDERMIND_BENCH_CACHE``, default ``~/.cache/foldermind-bench``)
   once, then extracts the docs. 36 questions over 35 files from every part of the docs (FAQ, tutorials, reference,
-  topics, how-tos, internals, release notes), 12 ``fresh5`` ones over 12 more and 8 ``fresh6`` ones over 7 more.
-  Licence: Django and its documentation are BSD-3-Clause (the sdist's ``LICENSE``).
+  topics, how-tos, internals, release notes), 12 ``fresh5`` ones over 12 more, 8 ``fresh6`` ones over 7 more and 8
+  ``fresh7`` ones over 8 more. Licence: Django and its documentation are BSD-3-Clause (the sdist's ``LICENSE``).
 - ``manuals``: the lookup bench's corpus, built by :func:`tests.bench.manuals.build` (six Debian 12 documentation
   packages pinned by version and sha256, fetched with ``apt-get download`` into the same cache folder, unpacked with
   ``dpkg-deb``): the gnuplot 5.4, Asymptote 2.85 and 4ti2 1.6.9 PDF manuals, Asymptote's ``CAD.pdf`` and
   ``asy-latex.pdf``, and the Aspell 0.60.8, apcupsd 3.14.14 and SQLite 3.40 HTML pages: 109 files, indexed whole. 18
-  fresh, 18 ``fresh2``, 18 ``fresh3``, 18 ``fresh4``, 12 ``fresh5`` and 8 ``fresh6`` questions. Licences, as each
-  package's ``usr/share/doc/<package>/copyright`` states: gnuplot-doc, gnuplot's own licence (use, copy and distribute
-  freely; modifications only as patches); asymptote-doc GPL-3+ (``asy-latex`` GPL-2+); 4ti2-doc GPL-2+; aspell-doc,
-  the manual GFDL-1.2+ (the rest LGPL-2.1+); apcupsd-doc GPL-2+; sqlite3-doc public domain. The bench reads them where
-  they are unpacked; nothing of them is shipped.
+  fresh, 18 ``fresh2``, 18 ``fresh3``, 18 ``fresh4``, 12 ``fresh5``, 8 ``fresh6`` and 8 ``fresh7`` questions.
+  Licences, as each package's ``usr/share/doc/<package>/copyright`` states: gnuplot-doc, gnuplot's own licence (use,
+  copy and distribute freely; modifications only as patches); asymptote-doc GPL-3+ (``asy-latex`` GPL-2+); 4ti2-doc
+  GPL-2+; aspell-doc, the manual GFDL-1.2+ (the rest LGPL-2.1+); apcupsd-doc GPL-2+; sqlite3-doc public domain. The
+  bench reads them where they are unpacked; nothing of them is shipped.
 """
 
 from __future__ import annotations
@@ -73,13 +74,14 @@ FRESH3 = DATA / "fresh3.jsonl"
 FRESH4 = DATA / "fresh4.jsonl"
 FRESH5 = DATA / "fresh5.jsonl"
 FRESH6 = DATA / "fresh6.jsonl"
-QUESTION_FILES = (QUESTIONS, FRESH, FRESH2, FRESH3, FRESH4, FRESH5, FRESH6)
+FRESH7 = DATA / "fresh7.jsonl"
+QUESTION_FILES = (QUESTIONS, FRESH, FRESH2, FRESH3, FRESH4, FRESH5, FRESH6, FRESH7)
 
 SCIFACT = "scifact"
 DJANGO = "django-docs"
 MANUALS = "manuals"
 CORPORA = (SCIFACT, DJANGO, MANUALS)
-SPLITS = ("tune", "held_out", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
+SPLITS = ("tune", "held_out", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
 
 SCIFACT_DISTRACTORS = 1500
 """The first N abstracts are indexed beside the gold ones."""

@@ -1,5 +1,5 @@
-"""``python -m tests.bench.shapes [--home DIR] [--corpus ...] [--shapes ...] [--split tune|held-out|all] [--json]
-[--write] [--lists OUT]``: the shape bench (issue 38). Indexes the corpora of :mod:`.corpora` in kept kernel
+"""``python -m tests.bench.shapes [--home DIR] [--corpus ...] [--shapes ...] [--split tune|held-out|all] [--batch N]
+[--json] [--write] [--lists OUT]``: the shape bench (issue 38). Indexes the corpora of :mod:`.corpora` in kept kernel
 homes under DIR (default ``~/.cache/foldermind-bench/shapes``; a rerun reuses them), runs the sets of
 :mod:`.sets` through search in every mode (:mod:`.run`) and prints the report (:mod:`.report`); ``--write``
 also writes ``docs/benchmarks/shapes.md``; ``--lists OUT`` writes each item's keyword and semantic hits (200
@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", nargs="+", choices=CORPORA, default=list(CORPORA))
     parser.add_argument("--shapes", nargs="+", choices=sets.SHAPES, default=list(sets.SHAPES))
     parser.add_argument("--split", choices=("tune", "held-out", "all"), default="tune")
+    parser.add_argument("--batch", type=int, default=0, help="only the written rows of this batch (default: all rows)")
     parser.add_argument("--scifact-all", action="store_true", help="SciFact: all 5,183 abstracts (default: 1,212)")
     parser.add_argument("--json", action="store_true", help="print JSON (scores and every outcome), not Markdown")
     parser.add_argument("--write", action="store_true", help=f"also write {DOC.relative_to(REPO)}")
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         items, dropped = sets.load(scifact_files)
         items = [i for i in items if i.shape in args.shapes and split in (i.split, "all")]
+        items = [i for i in items if args.batch in (0, i.batch)]
         out = Run(lists={} if args.lists else None)
         for corpus in args.corpus:
             run_corpus(home, corpus, items, MODES, out, args.scifact_all)
@@ -64,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report.as_json(out, modes, facts)))
         return 0
+    batch = f", batch {args.batch}" if args.batch else ""
     note = (
-        f"Split asked: {args.split}. Run time {time.monotonic() - t0:.0f} s. Reused SciFact factoids left out"
+        f"Split asked: {args.split}{batch}. Run time {time.monotonic() - t0:.0f} s. Reused SciFact factoids left out"
         f" (abstract not indexed): {dropped}."
     )
     text = report.render(out, modes, facts, note)

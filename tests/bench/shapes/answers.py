@@ -1,11 +1,11 @@
 """Extractive answers to the shape bench's new questions (issue 38's answer targets, per shape and split).
 
-``python -m tests.bench.shapes.answers HOME [--json PATH]``: for each corpus, the kept kernel of :mod:`.kernel`
-answers every new question of ``data/questions.jsonl`` of that corpus (how, paraphrase, which, number) and every
-``none`` question (asked of each corpus) as ``chat_with_documents`` does in its extractive mode: the indexer's
-``evidence.request`` (five files), then :func:`foldermind.workers.answers.quotes.extractive`. Scored: the answer
-holds the gold answer (rows with an ``answer`` pattern), it cites a gold file (answerable rows), and a ``none``
-question is refused ("the documents do not say"). The reused rows (factoid and lookup sets) are measured by
+``python -m tests.bench.shapes.answers HOME [--batch N] [--json PATH]``: for each corpus, the kept kernel of
+:mod:`.kernel` answers every new question of ``data/questions.jsonl`` of that corpus (how, paraphrase, which,
+number) and every ``none`` question (asked of each corpus) as ``chat_with_documents`` does in its extractive mode:
+the indexer's ``evidence.request`` (five files), then :func:`foldermind.workers.answers.quotes.extractive`. Scored:
+the answer holds the gold answer (rows with an ``answer`` pattern), it cites a gold file (answerable rows), and a
+``none`` question is refused ("the documents do not say"). The reused rows (factoid and lookup sets) are measured by
 :mod:`tests.bench.answer_floor` and :mod:`tests.bench.answers`. Prints a table per shape and split.
 """
 
@@ -48,8 +48,10 @@ def _ask(client: Any, question: str, policy: LlmPolicy) -> tuple[EvidenceReply, 
     return reply, quoted, floorless
 
 
-def measure(home: Path) -> list[dict[str, Any]]:
+def measure(home: Path, batch: int = 0) -> list[dict[str, Any]]:
+    """Every answer; ``batch``: only the rows of that batch (``none`` ones are batch 1), 0 for all."""
     rows = [json.loads(line) for line in QUESTIONS.read_text("utf-8").splitlines() if line.strip()]
+    rows = [r for r in rows if batch in (0, r.get("batch", 1))]
     policy = LlmPolicy()
     out: list[dict[str, Any]] = []
     for name in CORPORA:
@@ -65,6 +67,7 @@ def measure(home: Path) -> list[dict[str, Any]]:
                         "corpus": name,
                         "shape": r["shape"],
                         "split": r["split"],
+                        "batch": r.get("batch", 1),
                         "supported": reply.supported,
                         "support": reply.support,
                         "holds_gold": _holds(r, quoted),
@@ -113,11 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("home", help="the shape bench's home (kept kernels and corpora)")
     parser.add_argument("--json", help="keep every answer here")
     parser.add_argument("--replay", help="score a kept --json again (no kernel)")
+    parser.add_argument("--batch", type=int, default=0, help="only the rows of this batch (default: all)")
     args = parser.parse_args(argv)
     if args.replay:
         results = json.loads(Path(args.replay).read_text("utf-8"))
     else:
-        results = measure(Path(args.home).resolve())
+        results = measure(Path(args.home).resolve(), args.batch)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(render(results))

@@ -40,6 +40,7 @@ class Item:
     source: str = "new"  # "new", or where a reused row comes from
     answer: str = ""  # a case-insensitive pattern for the gold answer, where one applies
     relevant: dict[str, int] = field(default_factory=dict)  # SciFact claims: abstract id -> grade
+    batch: int = 0  # the written rows' batch (1, 2, 3: data/README.md); 0 for the reused rows
 
 
 def _jsonl(path: Path) -> list[dict[str, object]]:
@@ -52,9 +53,9 @@ def written() -> list[Item]:
     for row in _jsonl(DATA / "known.jsonl") + _jsonl(DATA / "questions.jsonl"):
         files: list[object] = row["files"] if isinstance(row.get("files"), list) else [row["file"]]  # type: ignore[assignment]
         qid, shape, corpus, split, query = (str(row[k]) for k in ("id", "shape", "corpus", "split", "query"))
-        out.append(
-            Item(qid, shape, corpus, split, query, tuple(str(f) for f in files), answer=str(row.get("answer", "")))
-        )
+        gold = tuple(str(f) for f in files)
+        batch = int(row.get("batch", 1))  # type: ignore[call-overload]
+        out.append(Item(qid, shape, corpus, split, query, gold, answer=str(row.get("answer", "")), batch=batch))
     return out
 
 
