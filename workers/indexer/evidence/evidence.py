@@ -7,10 +7,9 @@ read on to the end of the paragraph its chunk boundary cuts (:func:`continuation
     SEMANTIC * cosine(question, sentence) + LEXICAL * coverage + PRIOR * 1 / (1 + chunk rank)
         + PASSAGE * coverage of its whole passage
 
-where a line that is not a sentence ("*February 26, 2013*") is encoded after its heading path
-(:func:`.sentences.with_heading`), and coverage is the idf-weighted share of the question's content terms the
-sentence holds (idf over the candidate sentences, so a word every sentence has counts for little; a term only its
-heading path holds counts :data:`SECTION_WEIGHT` of its idf). Encoding every sentence would cost
+where coverage is the idf-weighted share of the question's content terms the sentence holds (idf over the
+candidate sentences, so a word every sentence has counts for little; a term only its heading path holds counts
+:data:`SECTION_WEIGHT` of its idf). Encoding every sentence would cost
 ~9 ms each on one thread (MiniLM on ONNX Runtime, measured here), so only the :data:`ENCODE_AT_MOST` best by
 coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`, in the query encoder's
 :class:`~.encoder.VectorCache`, keyed by model and text):
@@ -126,10 +125,6 @@ class _Candidate:
     """Terms its abbreviations stand for, as its passage defines them (:func:`.sentences.abbreviations`)."""
     coverage: float = 0.0
     semantic: float = 0.0
-    """Its cosine with the question as scored: a line that is not a sentence read with its heading path
-    (:func:`.sentences.with_heading`)."""
-    alone: float = 0.0
-    """Its own text's cosine: the floor's evidence (:meth:`EvidenceService._support`)."""
     score: float = 0.0
 
     @property
@@ -330,7 +325,7 @@ class EvidenceService:
         best share of the question's ``rare`` terms one of those passages holds with its heading."""
         held = EvidenceService._held(ranked)
         leading = [c for c in ranked if c.passage in held]
-        semantic = max((c.alone for c in leading), default=0.0) if with_vectors else 0.0
+        semantic = max((c.semantic for c in leading), default=0.0) if with_vectors else 0.0
         return {
             "semantic": round(semantic, 4),
             "lexical": round(max((c.coverage for c in leading), default=0.0), 4),
@@ -341,7 +336,7 @@ class EvidenceService:
         """The best cosine of the question with a clause (:func:`.floor.clauses`) of an encoded sentence of a leading
         passage; (cosine, vectors made now). Asked only when the sentences alone would not answer."""
         held = self._held(ranked)
-        parts = [p for c in ranked if c.passage in held and c.alone for p in floor.clauses(c.sentence.text)]
+        parts = [p for c in ranked if c.passage in held and c.semantic for p in floor.clauses(c.sentence.text)]
         if not parts:
             return 0.0, 0
         ndim, model = self._model()
@@ -430,16 +425,11 @@ class EvidenceService:
                 return 0, why
             qvec = (1 - CONTEXT_WEIGHT) * qvec + CONTEXT_WEIGHT * joined
         pre = sorted(candidates, key=lambda c: c.coverage + 0.25 / (1 + c.passage), reverse=True)[:ENCODE_AT_MOST]
-        read = [sentences.with_heading(c.sentence.text, c.path) for c in pre]
-        headed = [(c, t) for c, t in zip(pre, read, strict=True) if t != c.sentence.text]
-        vectors, why, made = self.vectors([c.sentence.text for c in pre] + [t for _c, t in headed])
+        vectors, why, made = self.vectors([c.sentence.text for c in pre])
         if vectors is None:
             return 0, why
-        cosines = vectors @ qvec
-        for c, cosine in zip(pre, cosines, strict=False):
-            c.semantic = c.alone = float(cosine)
-        for (c, _t), cosine in zip(headed, cosines[len(pre) :], strict=True):
-            c.semantic = float(cosine)
+        for c, v in zip(pre, vectors, strict=True):
+            c.semantic = float(np.dot(v, qvec))
         return made, ""
 
     def vectors(self, texts: list[str]) -> tuple[NDArray[np.float32] | None, str, int]:

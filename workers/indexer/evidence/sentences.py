@@ -455,14 +455,6 @@ def has_figure(text: str) -> bool:
     return bool(_FIGURE.search(text)) or any(w.lower() in _FIGURE_WORDS for w in words(text))
 
 
-def with_heading(text: str, path: str) -> str:
-    """``text`` as its cosine with a question is read: a line that is not a sentence (:func:`finished`: a date line,
-    "Default: ...", an option's or a method's signature, a command) after the headings of its ``path`` ("A > B"),
-    as the index's units carry a document's title ("Django 1.5 release notes. *February 26, 2013*"); else as it is."""
-    heads = [h.strip().rstrip(". ") for h in path.split(" > ") if h.strip().rstrip(". ")]
-    return ". ".join([*heads, text]) if heads and not finished(text) else text
-
-
 def finished(text: str) -> bool:
     """Whether ``text`` ends as a sentence does (a stop, a colon), unlike a title or a table row."""
     return _FINISHED.search(text) is not None
