@@ -6,7 +6,8 @@ the mcp SDK client over HTTP, in extractive mode (where no model writes).
 "Which award did pytest 2.0 win?" is a near miss: the release notes are about pytest 2.0 and the evidence floor
 answers it with their welcome line, but nothing there makes the question likely. "Which command changes a user's
 password?" is answered by passwd(1) in other words; its evidence is as weak (both under the band), and the quotes
-make it likely. With the llm worker frozen (SIGSTOP) the evidence floor answers alone and says so.
+make it likely. With the llm worker frozen (SIGSTOP), or slower than ``likely_wait_s``, the evidence floor answers
+alone and the note says why in a person's words.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from typing import Any
 import anyio
 import pytest
 
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import EvidenceReply
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import likely
 from foldermind.workers.answers.quotes import Composed
 from foldermind.workers.answers.schemas import Citation, Location
+from foldermind.workers.framework.asyncbus import Bus
 from tests.config import merge
-from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, require_bundled_model, short_tmpdir
+from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, require_bundled_model, short_tmpdir, wait_for
 from tests.test_answer_floor import evidence
 from tests.test_answers import chat, kernel_with_folder
 
@@ -108,7 +111,52 @@ def test_with_the_llm_worker_frozen_the_evidence_floor_answers_alone_and_says_so
     assert out["grounded"] is True and out["citations"], out
     assert out["floor"] == "evidence, model skipped", out
     assert "evidence floor decided alone" in out["note"], out
+    read_by_a_person(out["note"])
     k.wait_state("llm", "RUNNING", timeout=120, other_pid_than=old)
+
+
+def test_a_reading_slower_than_likely_wait_s_is_skipped_and_the_note_names_the_setting(served: Any) -> None:
+    k, _url, _token = served
+    reply = evidence(k, NEAR_MISS)
+    assert near_refusing(reply), reply.support
+    quoted = Composed("“Welcome to pytest 2.0.” [1]", [citation()])
+    # A model still loading (a replaced worker) is skipped for that reason instead; this case wants one that reads.
+    wait_for(lambda: str(k.worker("llm").get("note") or "").endswith("): ready"), 180, what="the model loaded")
+    bus = Bus(k.home.bus_endpoint, "likely-test", deadline_s=60)
+    try:
+        # A reading costs the model over a second; this wait is far shorter, so the real llm worker is past it.
+        got = anyio.run(likely.read, bus, LlmPolicy(likely_wait_s=0.2), NEAR_MISS, "", reply, quoted)
+    finally:
+        bus.close()
+    assert got.floor == "evidence, model skipped" and not got.refused, got
+    assert "not done within [llm] likely_wait_s, 0.2 s" in got.note, got
+    read_by_a_person(got.note)
+
+
+def test_with_the_llm_worker_not_running_the_note_says_so_without_the_bus_s_words() -> None:
+    # A kernel without the llm worker ([workers.llm] enabled = false) answers the bus call with this error, worded as
+    # the front door's bus raises it (workers/framework/asyncbus.py); a stand-in raises it here, as starting a second
+    # kernel for one sentence would cost a minute.
+    class NoLlm:
+        async def call(self, *args: Any, **kwargs: Any) -> Any:
+            raise JobError(
+                ErrorCode.SERVICE_UNAVAILABLE, "the llm worker is unavailable (service_unavailable); retry shortly"
+            )
+
+    weak = EvidenceReply([], [], True, "hybrid", support={"semantic": 0.5, "lexical": 0.3})
+    quoted = Composed("“The passwd command changes passwords for user accounts.” [1]", [citation()])
+    got = anyio.run(likely.read, NoLlm(), LlmPolicy(), ANSWERED, "", weak, quoted)  # type: ignore[arg-type]
+    assert got.floor == "evidence, model skipped" and not got.refused, got
+    assert (
+        got.note
+        == "the model did not read the question (the llm worker is not running); the evidence floor decided alone"
+    )
+
+
+def read_by_a_person(note: str) -> None:
+    """A note says what happened, not the bus's codes, and asks nothing of its reader (the answer is given)."""
+    assert note.startswith("the model did not read the question ("), note
+    assert "retry" not in note and not any(code.value in note or code.mcp in note for code in ErrorCode), note
 
 
 def test_with_likely_floor_off_or_strong_evidence_the_bus_is_never_asked() -> None:

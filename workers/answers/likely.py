@@ -7,8 +7,9 @@ a real answer. The llm worker's query likelihood (``llm.likely``) can: how much 
 token log-probability. It costs seconds, so it is asked only where the floor is near refusing, when the evidence's
 best cosine is under :data:`LIKELY_BAND`; above it the floor decides alone. When the model is absent, failed, busy
 past ``[llm] likely_wait_s`` or on a backend without log-probabilities, the floor decides alone and the answer's
-``floor`` and ``note`` say so: the reading never fails an answer. The band and the threshold were chosen on the
-no-answer and answer benches: docs/benchmarks/answer-relevance.md (tenth pass).
+``floor`` and ``note`` say so, in a person's words (:func:`skipped`): the reading never fails an answer. The band
+and the threshold were chosen on the no-answer and answer benches: docs/benchmarks/answer-relevance.md (tenth
+pass).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from foldermind.protocol.errors import JobError
+from foldermind.protocol.errors import ErrorCode, Fault, JobError
 from foldermind.protocol.messages import EvidenceReply, LikelyReply, LikelyRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import schemas
@@ -61,10 +62,26 @@ async def read(
         try:
             got = await bus.call("llm", LikelyRequest(asked, text), LikelyReply, timeout=policy.likely_wait_s)
         except JobError as exc:
-            note = f"the model could not read the question ({exc.code.mcp}: {exc.message[:200]}); the evidence floor"
-            return Reading(False, "evidence, model skipped", note + " decided alone")
+            return Reading(False, "evidence, model skipped", skipped(exc, policy.likely_wait_s))
         gain = got.gain
         if gain >= LIKELY_GAIN:
             return Reading(False, "evidence+model")
     note = f"the quotes do not make the question likely (query likelihood {gain:.2f} < {LIKELY_GAIN})"
     return Reading(True, "evidence+model", note)
+
+
+def skipped(exc: JobError, wait_s: float) -> str:
+    """The note of an answer the model did not read: what happened, in a person's words. Not the bus's message,
+    which names codes and says "retry shortly": a model slower than ``likely_wait_s`` is not an absent one, and
+    the answer has already been given."""
+    if exc.code.fault is Fault.TIMEOUT:
+        why = f"it was not done within [llm] likely_wait_s, {wait_s:g} s"
+    elif exc.code is ErrorCode.MODEL_NOT_READY:
+        why = "its model is still loading" if exc.retryable else exc.message[:200]
+    elif exc.code is ErrorCode.WORKER_LOST:
+        why = "the llm worker was lost while reading it"
+    elif exc.code.fault is Fault.UNAVAILABLE:
+        why = "the llm worker is not running"
+    else:
+        why = exc.message[:200]
+    return f"the model did not read the question ({why}); the evidence floor decided alone"

@@ -149,7 +149,9 @@ def after_quotes(quoted: Composed, generated: Composed) -> Composed:
 
 
 def _chosen(evidence: Evidence, quoting: Quoting) -> list[EvidenceSpan]:
-    """The spans quoted: the first ``max_quotes`` that score within :data:`QUOTE_RATIO` of the best; or, for
+    """The spans quoted: the first ``max_quotes`` that score within :data:`QUOTE_RATIO` of the best, then each further
+    one as close from a passage not quoted yet (the first passage's sentences restate one another; another passage's
+    is another section's statement: docs/benchmarks/answer-relevance.md); or, for
     spans that lead with each file's best sentence (``spread``: a yes-no question), those leads, one per file,
     at most ``yes_no_files``, each further one while it scores ``yes_no_ratio`` of the first. A yes-no answer is
     what each document says, and the best file's sentences score higher than another file's best (the rank of
@@ -168,9 +170,15 @@ def _chosen(evidence: Evidence, quoting: Quoting) -> list[EvidenceSpan]:
             return []
         best = leads[0]["score"]
         return leads[:1] + [s for s in leads[1:] if s["score"] >= best * quoting.yes_no_ratio]
-    spans = evidence.spans[: quoting.max_quotes]
-    best = spans[0]["score"]
-    return [s for s in spans if s["score"] >= best * QUOTE_RATIO] or spans[:1]
+    best = evidence.spans[0]["score"]
+    close = [s for s in evidence.spans if s["score"] >= best * QUOTE_RATIO]
+    chosen = close[: quoting.max_quotes] or evidence.spans[:1]
+    quoted = {s["passage"] for s in chosen}
+    for span in close[quoting.max_quotes :]:  # another passage's sentence as close: another section's statement
+        if span["passage"] not in quoted:
+            quoted.add(span["passage"])
+            chosen.append(span)
+    return chosen
 
 
 def _quote(evidence: Evidence, span: EvidenceSpan, number: int) -> str:

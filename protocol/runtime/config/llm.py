@@ -118,8 +118,8 @@ class LlmPolicy(Strict):
         3,
         ge=1,
         le=12,
-        description="Sentences an extractive answer quotes at most (after the first, only those that score close"
-        " to it).",
+        description="Sentences an extractive answer quotes (after the first, only those that score close to it);"
+        " past this many, only a sentence as close from a passage not quoted yet.",
     )
     yes_no_files: int = Field(
         5,
