@@ -743,3 +743,39 @@ def test_a_generated_sentence_naming_an_option_its_source_lacks_is_not_backed() 
     assert not invented["supported"] and invented["missing"] == ["mono-font"], invented
     assert held["supported"] and held["missing"] == [], held
     assert sentences.code_names("Use os.path.join( or `quoted` and my_var") == {"os.path.join", "my_var"}
+
+
+def test_a_generated_sentence_stating_the_question_s_figure_with_a_passage_of_another_release_is_not_backed() -> None:
+    # "State no figure its source lacks": the question's version number is no exemption. A date taken from the notes
+    # of 2.0.10 and pinned on the 2.2.10 the question names is backed by nothing; the same date stated of 2.0.10 is.
+    from foldermind.protocol.messages import CheckRequest
+    from foldermind.workers.indexer.evidence.claims import ClaimChecker
+
+    question = "When was the Django 2.2.10 security release published?"
+    sources = [
+        "Django 2.0.10 release notes:\n*January 4, 2019*\n\nDjango 2.0.10 fixes a security issue and several bugs in "
+        "2.0.9."
+    ]
+    claims = [
+        {"text": "The Django 2.2.10 security release is released on January 4, 2019.", "sources": [0]},
+        {"text": "The Django 2.0.10 security release is released on January 4, 2019.", "sources": [0]},
+    ]
+    other, own = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
+    assert not other["supported"] and other["missing"] == [sentences.number_key("2.2.10")], other
+    assert own["supported"] and own["about"], own
+
+
+def test_a_generated_sentence_is_never_backed_by_the_label_line_its_window_starts_with() -> None:
+    # The answer engine shows a window after its section's name on a line of its own; that label names the window
+    # and states nothing, so the sentence a claim is cited to is one of the window's own.
+    from foldermind.protocol.messages import CheckRequest
+    from foldermind.workers.indexer.evidence.claims import ClaimChecker
+
+    question = "When was the Django 2.0.10 security release published?"
+    sources = [
+        "Django 2.0.10 release notes:\n*January 4, 2019*\n\nDjango 2.0.10 fixes a security issue and several bugs in "
+        "2.0.9."
+    ]
+    claims = [{"text": "The Django 2.0.10 security release is released on January 4, 2019.", "sources": [0]}]
+    (check,) = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
+    assert check["supported"] and check["about"] and check["quote"] != "Django 2.0.10 release notes:", check

@@ -2,14 +2,15 @@
 
 Checking a claim (a sentence a model wrote): it must state something the question does not (a content word or a
 fact: "This is the answer to the question ..." answers nothing), state no figure or name its source lacks (a name
-written as code too: an invented ``-mono-font`` is one), share most of its content words with the source (words of
-the question count as given), and have a sentence in the source whose vector is close to its own and that negates
-what it negates (:func:`negations`: "ORDER BY does not sort rows when neither ASC nor DESC is given" shares every
-word with the sentence saying it sorts them ascending, and says the opposite). A claim that cites sources is tried
-against those only: a sentence credited to a file that does not hold it is refused, even when another source does
-(the model mixed up its sources, or a document forged another's number). A claim that cites none is tried against
-every source, and the first that passes supports it. Without a local model the vector test is skipped and the reply
-says so in its checks' ``similarity`` (-1).
+written as code too: an invented ``-mono-font`` is one; a figure with digits even when the question holds it: a
+date from 2.0.10's notes is not 2.2.10's), share most of its content words with the source (words of the question
+count as given), and have a sentence in the source (not the label line a window starts with) whose vector is close
+to its own and that negates what it negates (:func:`negations`: "ORDER BY does not sort rows when neither ASC nor
+DESC is given" shares every word with the sentence saying it sorts them ascending, and says the opposite). A claim
+that cites sources is tried against those only: a sentence credited to a file that does not hold it is refused,
+even when another source does (the model mixed up its sources, or a document forged another's number). A claim
+that cites none is tried against every source, and the first that passes supports it. Without a local model the
+vector test is skipped and the reply says so in its checks' ``similarity`` (-1).
 
 Backed is not enough: a claim must also be about what the question asks (``about``): it states a thing of the kind
 the question asks for that the question lacks (a figure, a name: :func:`_asked_thing`), and the claim, the
@@ -77,7 +78,9 @@ class ClaimChecker:
             adds = bool(own) or bool(facts - given_forms)  # it states something the question does not
             best: ClaimCheck | None = None
             for k in order:
-                missing = sorted(f for f in facts if f not in source_forms[k] and f not in given_forms)
+                # A figure with digits must be its source's even when the question gives it: a date from another
+                # release's notes is not the asked release's.
+                missing = sorted(f for f in facts if f not in source_forms[k] and (_digits(f) or f not in given_forms))
                 missing += sorted(n for n in names if not sentences.holds_name(body.sources[k], n))
                 coverage = len(own & source_terms[k]) / len(own) if own else 1.0
                 at, similarity = self._closest(vectors, i, len(claim_texts), split_sources, k, terms)
@@ -114,12 +117,14 @@ class ClaimChecker:
     ) -> tuple[int, float]:
         """The place of the sentence of source ``k`` nearest the claim, and its cosine (-1 without vectors: then
         the sentence sharing most of the claim's ``terms``)."""
+        first = int(_labelled(groups[k]))  # the window's label names it and states nothing: never the backing
         if vectors is None:
-            return max(range(len(groups[k])), key=lambda j: len(terms & sentences.content_terms(groups[k][j]))), -1.0
+            at = max(range(first, len(groups[k])), key=lambda j: len(terms & sentences.content_terms(groups[k][j])))
+            return at, -1.0
         start = n_claims + sum(len(g) for g in groups[:k])
-        sims = vectors[start : start + len(groups[k])] @ vectors[claim]
+        sims = vectors[start + first : start + len(groups[k])] @ vectors[claim]
         j = int(np.argmax(sims))
-        return j, float(sims[j])
+        return j + first, float(sims[j])
 
 
 _WHICH = re.compile(r"\b(?:which|who|whom|whose)\b", re.IGNORECASE)
@@ -142,8 +147,12 @@ def _asked_thing(question: str) -> Callable[[str, set[str]], bool]:
     return lambda _text, _new: True
 
 
+def _digits(fact: str) -> bool:
+    return any(ch.isdigit() for ch in fact)
+
+
 def _is_figure(fact: str) -> bool:
-    return any(ch.isdigit() for ch in fact) or fact in sentences.NUMBER_WORDS or fact in sentences.MONTHS
+    return _digits(fact) or fact in sentences.NUMBER_WORDS or fact in sentences.MONTHS
 
 
 def negations(text: str) -> set[str]:
@@ -165,6 +174,12 @@ def _share(weights: dict[str, float], held: set[str]) -> float:
     (nothing to judge by: the support check alone decides)."""
     total = sum(weights.values())
     return sum(w for t, w in weights.items() if t in held) / total if total else 1.0
+
+
+def _labelled(group: list[str]) -> bool:
+    """Whether a source's first sentence is a label (short, ending with a colon: the section's name the answer
+    engine puts before a window) with sentences after it."""
+    return len(group) > 1 and len(group[0]) <= LEAD_CHARS and group[0].endswith(":")
 
 
 def _lead_terms(group: list[str], at: int) -> set[str]:
