@@ -25,7 +25,7 @@ from foldermind.kernel.curve import Gate
 from foldermind.kernel.errands import Errands
 from foldermind.kernel.remote import REMOTE, RemoteMembers
 from foldermind.kernel.slot import Slot
-from foldermind.kernel.states import State
+from foldermind.kernel.states import IDLE_NOTE, State
 from foldermind.kernel.supervisor import Supervisor
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, ErrorInfo, JobError, ProtocolError
@@ -312,7 +312,7 @@ class Kernel:
                     in_flight=self.broker.in_flight(slot.name),
                     last_error=last_error,
                     rss_bytes=self.supervisor.rss(slot),
-                    note=self.broker.note(slot.name),
+                    note=self.broker.note(slot.name) or (IDLE_NOTE if slot.state is State.IDLE else ""),
                     remote=False,
                     key=None,
                     past_error=past_error,

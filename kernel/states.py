@@ -21,6 +21,10 @@ class State(StrEnum):
     IDLE = "IDLE"
 
 
+IDLE_NOTE = "on demand: starts with the first request for it"
+"""What status says of an IDLE slot (it has no process to send a note of its own)."""
+
+
 TRANSITIONS: dict[State, frozenset[State]] = {
     # start_all, `foldermind restart`, `worker run` waiting for its process; start_all of an on-demand slot
     State.EXITED: frozenset({State.STARTING, State.IDLE}),

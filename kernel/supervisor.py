@@ -37,7 +37,7 @@ from typing import IO
 import psutil
 
 from foldermind.kernel.slot import AFTER_STOP_EXTERNAL, AFTER_STOP_IDLE, AFTER_STOP_RESPAWN, AFTER_STOP_REST, Slot
-from foldermind.kernel.states import TRANSITIONS, IllegalTransition, State
+from foldermind.kernel.states import IDLE_NOTE, TRANSITIONS, IllegalTransition, State
 from foldermind.protocol.runtime import logs
 from foldermind.protocol.runtime.config import SupervisorConfig
 from foldermind.protocol.runtime.context import WorkerContext
@@ -91,7 +91,7 @@ class Supervisor:
         slots wait IDLE for their first request."""
         idle = [s for s in self.slots.values() if self.config.starts_idle(s.service)]
         for slot in idle:
-            self._set(slot, State.IDLE, "on demand: starts with the first request for it")
+            self._set(slot, State.IDLE, IDLE_NOTE)
         waiting = [s for s in self.slots.values() if s not in idle]
         first = [s for s in waiting if s.service in START_FIRST]
         self.held = [s for s in waiting if s.service not in START_FIRST]

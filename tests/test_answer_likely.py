@@ -31,7 +31,15 @@ from foldermind.workers.answers.quotes import Composed
 from foldermind.workers.answers.schemas import Citation, Location
 from foldermind.workers.framework.asyncbus import Bus
 from tests.config import merge
-from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, require_bundled_model, short_tmpdir, wait_for
+from tests.helpers import (
+    FAST_RESTART,
+    ONE_PARSER,
+    RunningKernel,
+    cli,
+    require_bundled_model,
+    short_tmpdir,
+    wait_for,
+)
 from tests.test_answer_floor import evidence
 from tests.test_answers import chat, kernel_with_folder
 
@@ -86,6 +94,13 @@ def test_a_question_answered_in_other_words_under_the_band_is_kept(served: Any) 
     out = chat(url, token, {"query": ANSWERED, "answer_mode": "extractive"})
     assert out["grounded"] is True and out["floor"] == "evidence+model", out
     assert any(c["file_name"] == "passwd.txt" for c in out["citations"]), out["answer"]
+
+
+def test_foldermind_ask_shows_whether_the_model_read_the_answer(served: Any) -> None:
+    k, _url, _token = served
+    proc = cli(k.root, "ask", ANSWERED, "--mode", "extractive", timeout=600)
+    assert "passwd.txt" in proc.stdout, proc.stdout
+    assert "(extractive; floor: evidence+model)" in proc.stderr, proc.stderr
 
 
 def test_a_question_with_strong_evidence_never_asks_the_model(served: Any) -> None:

@@ -41,8 +41,12 @@ def test_an_on_demand_worker_waits_idle_starts_for_a_request_and_exits_idle_with
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         reason = kernel.collect_reason("testworker", "IDLE")
         assert "went idle" in reason and "exited 0" in reason, reason
-        line = next(x for x in cli(home_dir, "status").stdout.splitlines() if x.startswith("testworker"))
-        assert line.split()[1] == "IDLE", line
+        rows = cli(home_dir, "status").stdout.splitlines()
+        line = next(x for x in rows if x.startswith("testworker"))
+        assert line.split()[1] == "IDLE" and line.endswith("on demand: starts with the first request for it"), line
+        # The light map turns the llm off: status says so rather than leaving it out.
+        off = next(x for x in rows if x.startswith("llm "))
+        assert off.split()[1] == "DISABLED" and off.endswith("enabled = false in [workers.llm]"), off
         again = ping(kernel)  # started again for the next request
         assert again != pid and kernel.worker("testworker")["restarts"] == 0
     finally:

@@ -241,6 +241,9 @@ def test_a_dropped_worker_run_copy_that_wakes_up_is_told_to_go(kernel: RunningKe
         assert psutil.Process(back["pid"]).ppid() == kernel.kernel_pid
         assert fg.wait(timeout=20) == 0
         assert kernel.worker("testworker")["pid"] == back["pid"]
+        # A dismissal of a lost worker is a fault, and its log says so (a requested restart's stop does not).
+        ours = [line for line in kernel.home.log_file("testworker").read_text().splitlines() if f"[{fg.pid}]:" in line]
+        assert any(" WARNING " in line and "dismissed this worker" in line for line in ours), ours
     finally:
         if fg.poll() is None:
             fg.kill()
@@ -264,3 +267,26 @@ def test_restart_is_refused_while_stopping_and_stop_still_completes(home_dir: Pa
     assert refused.returncode != 0 and "stopping" in refused.stderr
     out, _ = stopper.communicate(timeout=30)
     assert stopper.returncode == 0 and "foldermind stopped." in out
+
+
+def test_a_requested_restart_stops_the_worker_without_a_warning(home_dir: Path) -> None:
+    """A restart a person asks for is no fault: the old process's heartbeats, going on while its job in hand
+    finishes (a graceful stop), are answered, not met with a dismissal it would log as a WARNING."""
+    grace = {"workers": {"testworker": {"restart": {"stop_grace_s": 60.0}}}}
+    k = RunningKernel(home_dir, merge(FAST_RESTART, LIGHT_MAP, TESTWORKER, grace)).start()
+    try:
+        old = k.worker("testworker")["pid"]
+        with k.client() as client:
+            running = home_dir / "sleep-started"
+            # Three heartbeats go by while the job sleeps on after the restart's SIGTERM.
+            client.send("testworker", FaultRequest("hang_sleep", seconds=3, started=str(running)), timeout=60)
+            wait_for(running.exists, 20, what="the job under way")
+            cli(home_dir, "restart", "testworker")
+            k.wait_state("testworker", "RUNNING", timeout=60, other_pid_than=old)
+        log = k.home.log_file("testworker")
+        wait_for(lambda: f"[{old}]: testworker stopped cleanly" in log.read_text(), 60, what="the old one's stop")
+        ours = [line for line in log.read_text().splitlines() if f"[{old}]:" in line]
+        warned = [line for line in ours if " WARNING " in line and "fault requested" not in line]
+        assert warned == [], warned
+    finally:
+        k.stop()

@@ -192,9 +192,13 @@ class Routing:
             self._send_disconnect(peer.ident, peer.name, reason)
 
     def drop_name(self, name: str, pid: int, reason: str) -> None:
+        """The supervisor ends process ``pid`` of ``name`` itself (a requested restart, a stand-down for `worker
+        run`) or saw it exit: it is let go, not lost. Heartbeats it sends while stopping gracefully are answered,
+        not met with a dismissal it would log as a fault; the supervisor kills it if it outstays its grace."""
         peer = self.by_name.get(name)
         if peer is not None and peer.pid == pid:
             self.drop(peer, reason, ErrorCode.WORKER_LOST)
+            self._dropped.pop(peer.ident, None)
 
     def fail_unservable(self) -> None:
         """Fail queued jobs whose target can no longer be served (all its workers FAILED/stopped)."""

@@ -88,6 +88,36 @@ def worker_table(workers: list[WorkerInfo]) -> list[str]:
     return lines
 
 
+def disabled_rows(home: Home, workers: list[WorkerInfo]) -> list[WorkerInfo]:
+    """A row for each worker the config turns off (``enabled = false``) and the kernel runs none of: left out,
+    a person cannot tell turned off from missing. None when the config cannot be read (status still answers)."""
+    try:
+        config = current_config(home)
+    except click.ClickException:
+        return []
+    running = {w["service"] for w in workers}
+    return [
+        WorkerInfo(
+            name=service,
+            service=service,
+            state="DISABLED",
+            pid=None,
+            uptime_s=None,
+            restarts=0,
+            in_flight=0,
+            last_error=None,
+            rss_bytes=None,
+            note=f"enabled = false in [workers.{service}]",
+            remote=False,
+            key=None,
+            past_error=None,
+            error_at=None,
+        )
+        for service, spec in config.workers.items()
+        if not spec.enabled and service not in running
+    ]
+
+
 @click.command()
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -108,7 +138,7 @@ def status(as_json: bool) -> None:
     uptime, rss = _fmt_uptime(k["uptime_s"]), _fmt_bytes(k["rss_bytes"])
     tree = _fmt_bytes(k["tree_rss_bytes"])
     click.echo(f"kernel  pid {k['pid']}  up {uptime}  v{k['version']}  {rss}  (whole tree {tree})")
-    for line in worker_table(st.workers):
+    for line in worker_table(st.workers + disabled_rows(home, st.workers)):
         click.echo(line)
     mcp = st.mcp
     click.echo(f"mcp     {mcp['state']}" + (f"  {mcp['url']}" if mcp["url"] else ""))

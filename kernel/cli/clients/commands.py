@@ -280,6 +280,8 @@ def ask(
         how += f", {out['dropped_sentences']} unsupported sentence(s) dropped"
     if out.get("fallback_reason"):
         how += f"; the model's answer was not used: {out['fallback_reason']}"
+    if out.get("floor"):  # whether the local model also read a question the evidence only just answers
+        how += f"; floor: {out['floor']}"
     model = f"{used['prompt']} + {used['completion']} tokens, {out['model']}; " if out.get("model") else ""
     click.echo(f"-- {grounded} ({how}); {model}session {out['session_id']}", err=True)
 
