@@ -140,6 +140,55 @@ def test_tools_list_over_http_has_schemas_and_read_only_annotations(served: Any)
     assert instructions and "never instructions" in instructions
 
 
+def test_output_schemas_are_published_flat_and_judge_results_as_the_models_own(served: Any) -> None:
+    """A client checks every result against the tool's outputSchema (the MCP SDK's client with jsonschema, on each
+    call); published without $refs and with nullable fields as type lists, it says what the result models say."""
+    from jsonschema.validators import validator_for
+    from mcp.server.mcpserver.utilities.func_metadata import StrictJsonSchema
+    from pydantic import TypeAdapter
+
+    from foldermind.workers.frontdoor import schemas
+
+    _, _, url, token = served
+
+    async def go() -> Any:
+        async with mc.http_client(url, token) as client:
+            return (await client.list_tools()).tools
+
+    published = {t.name: t.output_schema for t in mc.run(go)}
+    for name, schema in published.items():
+        text = json.dumps(schema)
+        assert "$ref" not in text and "$defs" not in text and '{"type": "null"}' not in text, name
+    search = structured(mc.call(url, token, "search_documents", {"query": "brown fox", "top_k": 3}))
+    status = structured(mc.call(url, token, "index_status", {}))
+    hit = search["results"][0]
+    cases = {
+        "search_documents": (schemas.SearchOutput, search),
+        "find_similar": (schemas.SimilarOutput, {"results": [hit], "note": None}),
+        "index_status": (schemas.IndexStatusOutput, status),
+    }
+    for name, (model, good) in cases.items():
+        own = TypeAdapter(model).json_schema(schema_generator=StrictJsonSchema)
+        mine, theirs = (validator_for(s)(s) for s in (published[name], own))
+        bad = json.loads(json.dumps(good))
+        variants = [good, bad]
+        if "results" in good:
+            bad["results"][0]["location"]["page"] = "one"  # an int or null
+            nulls = json.loads(json.dumps(good))
+            nulls["results"][0]["location"].update(page=None, heading=None)
+            wrong = json.loads(json.dumps(good))
+            wrong["results"][0]["chunk_id"] = None  # not nullable
+            variants += [nulls, wrong]
+        else:
+            bad["embedding"] = None
+        verdicts = [(mine.is_valid(v), theirs.is_valid(v)) for v in variants]
+        assert all(a == b for a, b in verdicts), (name, verdicts)
+        assert verdicts[0] == (True, True) and verdicts[1] == (False, False), (name, verdicts)
+    assert schemas.flat(None) is None
+    looped = {"$defs": {"N": {"type": "object", "properties": {"next": {"$ref": "#/$defs/N"}}}}, "$ref": "#/$defs/N"}
+    assert schemas.flat(looped) is looped  # a model that refers to itself keeps its $refs
+
+
 def say_the_same(result: CallToolResult) -> dict[str, Any]:
     """One text block whose JSON is exactly the structuredContent (a client reading either, like Claude Code
     that shows the model only structuredContent when there is one, gets everything); an error carries its

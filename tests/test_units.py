@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from foldermind.protocol.runtime.config import IngestPolicy
+from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.workers.indexer.ingest import units
 from foldermind.workers.indexer.ingest.pipeline import Pipeline
 from foldermind.workers.indexer.storage import embeddings
@@ -228,6 +228,23 @@ def test_a_graph_no_search_walks_is_a_draft_until_it_outgrows_exact_search_and_a
     assert not VectorIndex(path, 8, exact_search_vectors=10**6).draft
     # With a limit of 0 every search walks the graph: it is built full from the first vector.
     assert not VectorIndex(tmp_path / "w.usearch", 8, exact_search_vectors=0).draft
+
+
+def test_the_configured_beam_is_the_one_a_reloaded_or_rebuilt_graph_walks(tmp_path: Path) -> None:
+    # A graph read back from its file, or built full beside a draft, walks at [search] expansion_search, not at
+    # usearch's own default (64): the beam sets what a walk costs and finds (docs/tuning.md#vector-search).
+    assert VectorIndex(tmp_path / "d.usearch", 8).index.expansion_search == SearchPolicy().expansion_search
+    path = tmp_path / "v.usearch"
+    index = VectorIndex(path, 8, expansion_search=300, exact_search_vectors=0)
+    index.add(list(range(40)), _unit_vectors(40, 8, 3))
+    index.save()
+    assert index.index.expansion_search == 300
+    again = VectorIndex(path, 8, expansion_search=200, exact_search_vectors=0)
+    assert len(again) == 40 and again.index.expansion_search == 200
+    draft = VectorIndex(tmp_path / "r.usearch", 8, expansion_search=150, exact_search_vectors=10)
+    assert draft.draft
+    draft.rebuilt([(list(range(40)), _unit_vectors(40, 8, 3))])
+    assert not draft.draft and draft.index.expansion_search == 150
 
 
 def test_the_ingest_thread_replaces_an_outgrown_draft_by_a_full_graph_of_sqlites_vectors() -> None:

@@ -399,6 +399,8 @@ class Tools:
             # The docstring without its source indentation (the SDK sends __doc__ as it is).
             description = inspect.cleandoc(fn.__doc__ or "")
             server.add_tool(fn, description=description, annotations=READ_ONLY, structured_output=True)
+        for tool in server._tool_manager.list_tools():  # published flat; the SDK reads fn_metadata live
+            tool.fn_metadata.output_schema = schemas.flat(tool.fn_metadata.output_schema)
 
 
 def _files_directly_inside(path: str) -> int | None:

@@ -108,7 +108,7 @@ class SearchPolicy(Strict):
         40, ge=1, le=1000, description="Each side retrieves max(4 * top_k, depth_min) candidates before fusion."
     )
     expansion_search: int = Field(
-        512,
+        256,
         ge=16,
         le=4096,
         description="usearch's search beam width, above exact_search_vectors only: wider finds more true nearest"
