@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foldermind.workers.answers.quotes import evidence_text
 from tests.bench import answer_floor as af
 from tests.bench.kernels import say
 from tests.bench.transports import REPO
@@ -45,12 +45,6 @@ THREADS = 1
 GRID = [round(-15.0 + 0.05 * i, 2) for i in range(601)]  # -15.00 .. +15.00
 REFUSAL = "The documents do not say"
 MEASURES = ("judge", "qlik")
-_MARKER = re.compile(r"\s*\[\d+\]")
-
-
-def evidence_text(answer: str) -> str:
-    """The extractive answer as the judge reads it: the quotes and their labels, without the citation markers."""
-    return _MARKER.sub("", answer).strip()
 
 
 @dataclass(slots=True)

@@ -14,21 +14,19 @@ pass).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from foldermind.protocol.errors import ErrorCode, Fault, JobError
 from foldermind.protocol.messages import EvidenceReply, LikelyReply, LikelyRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import schemas
-from foldermind.workers.answers.quotes import Composed
+from foldermind.workers.answers.quotes import Composed, evidence_text
 from foldermind.workers.framework.asyncbus import Bus
 
 LIKELY_BAND = 0.61
 """The model reads a question whose evidence's best cosine (a sentence's or a clause's) is under this."""
 LIKELY_GAIN = 0.55
 """Refused when the quotes raise the question's mean token log-probability by less than this (nats a token)."""
-_MARKER = re.compile(r"\s*\[\d+\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +53,7 @@ async def read(
     predict), and refused only if that reading is low too."""
     if not quoted.grounded or not policy.likely_floor or not in_band(reply.support or {}):
         return EVIDENCE_ONLY
-    text = _MARKER.sub("", quoted.answer).strip()
+    text = evidence_text(quoted.answer)
     readings = [question.strip()] + ([f"{context.strip()} {question.strip()}"] if context.strip() else [])
     gain = 0.0
     for asked in readings:

@@ -36,6 +36,8 @@ SECTION_CHARS = 80
 # A sentence ends at a stop followed by white space (so "2.2 angstroms" and "KOBAS 2.0" stay whole), or at
 # a line break.
 _CLAIM = re.compile(r"(?:[^.!?\n]|[.!?]+(?=[^\s.!?]))+(?:[.!?]+[\"')\u201d\u2019]*|$)|[.!?]+")
+_MARKERS = re.compile(rf"\s*{MARKER.pattern}")
+"""A citation marker with the space before it, as the quotes write it."""
 
 
 @dataclass(slots=True)
@@ -179,6 +181,11 @@ def _chosen(evidence: Evidence, quoting: Quoting) -> list[EvidenceSpan]:
             quoted.add(span["passage"])
             chosen.append(span)
     return chosen
+
+
+def evidence_text(answer: str) -> str:
+    """An extractive answer as a model reads it: the quotes and their labels, without the citation markers."""
+    return _MARKERS.sub("", answer).strip()
 
 
 def _quote(evidence: Evidence, span: EvidenceSpan, number: int) -> str:
