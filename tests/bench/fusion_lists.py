@@ -228,9 +228,12 @@ def shape_home_items(corpus: str) -> list[Item]:
     return out
 
 
-def dump_shape_home(corpus: str, home: Path, out: Path) -> int:
-    """As :func:`dump`, on the shape bench's kept home (``HOME/kernels/<corpus>``, ``tests.bench.shapes``)."""
+def dump_shape_home(corpus: str, home: Path, out: Path, batch: int = 0) -> int:
+    """As :func:`dump`, on the shape bench's kept home (``HOME/kernels/<corpus>``, ``tests.bench.shapes``); with
+    ``batch``, only that batch's held-out rows."""
     queries = shape_home_items(corpus)
+    if batch:
+        queries = [q for q in queries if q.split == "held_out" and HELD_OUT_BATCHES.get(q.set[6:]) == batch]
     dumped: list[Dumped] = []
     with indexed(home, corpus) as (kernel, built, index):
         folder, root = built.folder, kernel.root
@@ -259,12 +262,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", choices=CORPORA + shape_corpora.CORPORA, required=True)
     parser.add_argument("--home", required=True, help="the kernel's home (kept: its index is reused)")
     parser.add_argument("--shape-home", action="store_true", help="HOME is the shape bench's; the shape sets only")
+    parser.add_argument("--batch", type=int, default=0, help="with --shape-home: only this fresh batch's rows")
     parser.add_argument("--out", required=True, help="the JSON file to write")
     parser.add_argument("--shapes-only", action="store_true", help="only the shape sets' queries")
     args = parser.parse_args(argv)
     try:
         if args.shape_home:
-            dump_shape_home(args.corpus, Path(args.home).resolve(), Path(args.out))
+            dump_shape_home(args.corpus, Path(args.home).resolve(), Path(args.out), args.batch)
         else:
             dump(args.corpus, Path(args.home).resolve(), Path(args.out), args.shapes_only)
     except BenchFailure as exc:
