@@ -1,7 +1,7 @@
 """The rules that write the shape bench's known-item queries (tests/bench/shapes/rules.py): seeded and
 repeatable, a scramble keeps the common words a person remembers, and the split is a hash of the id alone;
 and the bench's scores (tests/bench/shapes/run.py) on constructed outcomes; batch 2's question checks; a held-out
-batch (3) held out whole, every other row by its hash.
+batch (3) held out whole, every other row by its hash; keyword-list batches repeatable, held out, on fresh documents.
 The text is the project's own architecture notes, read by the real parser (a real document, not a stub)."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.bench.shapes import rules
+import pytest
+
+from tests.bench.shapes import generate, rules
 from tests.bench.shapes.generate import HELD_OUT_BATCHES, KNOWN, _check_batch2, _check_split, draw_corpus
 from tests.bench.shapes.run import Outcome, Run, Scores, rank, separation
 from tests.bench.shapes.sets import DATA
@@ -119,3 +121,29 @@ def test_a_batch_2_question_that_holds_its_answer_or_copies_its_passage_is_repor
     copied = {**row, "query": "How do I find out the current value of a particular option?"}
     assert [p for p in _check_batch2(copied, page, passages) if "repeats 'find out the current value of'" in p]
     assert [p for p in _check_batch2(fine, "<p>nothing here</p>", passages) if "does not hold" in p]
+
+
+def test_a_keyword_list_batch_is_repeatable_held_out_and_skips_the_documents_used_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("architecture.md", "development.md", "reliability.md", "security.md", "tuning.md"):
+        shutil.copy(REPO / "docs" / name, tmp_path / name)
+    three = generate.draw_keywords("docs", tmp_path, 3, 3)
+    assert three == generate.draw_keywords("docs", tmp_path, 3, 3) and len(three) == 3
+    assert three != generate.draw_keywords("docs", tmp_path, 3, 2)  # another batch, another seed
+    for r in three:
+        assert str(r["id"]).startswith("c3-docs-") and r["split"] == "held_out" and r["batch"] == 3
+        words = set(rules.content_words((tmp_path / str(r["file"])).read_text("utf-8")))
+        assert set(str(r["query"]).split()) <= words
+    used = {str(three[0]["file"])}
+    monkeypatch.setattr(generate, "used_for_keywords", lambda corpus, batch: used)
+    assert all(r["file"] not in used for r in generate.draw_keywords("docs", tmp_path, 3, 3))
+
+
+def test_every_keyword_list_batch_on_disk_is_held_out_and_on_documents_no_earlier_list_used() -> None:
+    for batch, (path, _) in generate.KEYWORD_BATCHES.items():
+        rows = generate.keyword_rows(path)
+        assert len(rows) == 4 * generate.KEYWORDS_PER
+        for r in rows:
+            assert r["split"] == "held_out" and r["batch"] == batch and r["shape"] == "keywords"
+            assert r["file"] not in generate.used_for_keywords(r["corpus"], batch)

@@ -1,16 +1,17 @@
 """``evidence`` fusion's parameters fitted across every query shape at once, chosen by leaving one set out.
 
-``python -m tests.bench.fusion_fit LISTS.json ... [--signals m,mt,...] [--bm25 top] [--compare B,M,K,T,C]`` from
-the repository root, on what :mod:`tests.bench.fusion_lists` wrote (loaded and scored as :mod:`tests.bench.fusion_eval`
-does). The keyword weight is ``sigmoid(b + m * margin + k * cosine + t * top)``: ``margin`` BM25's first-two margin
-(the shipped signal), ``cosine`` the semantic side's margin, ``top`` the share of the query's IDF mass BM25's first
-hit holds; then the module's coverage rerank at weight ``c`` and the repeat penalty (``[search]
-evidence_repeat_penalty``), as the indexer runs them (``--bm25 top``: BM25 divided by its first score instead of
-min-max, a candidate not shipped). Each query's score is tabulated once on a grid of keyword weights
+``python -m tests.bench.fusion_fit LISTS.json ... [--signals m,mt,...] [--bm25 top] [--compare B,M,K,T,S,L,C]``
+from the repository root, on what :mod:`tests.bench.fusion_lists` wrote (loaded and scored as
+:mod:`tests.bench.fusion_eval` does). The keyword weight is ``sigmoid(b + m * margin + k * cosine + t * top + s *
+spread + l * level)``: ``margin`` BM25's first-two margin (the shipped signal), ``cosine`` the semantic side's margin,
+``top`` the share of the query's IDF mass BM25's first hit holds, ``spread`` ``1 - last / first`` of the semantic
+list's cosines, ``level`` its first cosine; then the module's coverage rerank at weight ``c`` and the repeat
+penalty (``[search] evidence_repeat_penalty``), as the indexer runs them (``--bm25 top``: BM25 divided by its first
+score instead of min-max, a candidate not shipped). Each query's score is tabulated once on a grid of keyword weights
 (:data:`W_GRID`) times coverage weights (:data:`C_GRID`); a parameter set then costs a table look-up per query, and
 every set's mean under every grid row is one matrix, from which each leave-one-set-out fit is read.
 
-Printed, tune parts only: per signal set (``--signals``: letters of m, k, t), every set's tune score under the
+Printed, tune parts only: per signal set (``--signals``: letters of m, k, t, s, l), every set's tune score under the
 parameters fitted on every other set's tune part, and the fit on every tune part. The objective is the mean over
 sets of each set's own score, every set weighing the same. ``--compare`` reads the held-out parts (once per
 decision): every fusion per set, tune and held out, the shipped ``evidence`` beside the given parameters, with
@@ -38,14 +39,26 @@ from tests.bench.fusion_eval import Query, covers, documents_of, fixed, score
 W_GRID = np.linspace(0.0, 1.0, 51)
 C_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
 BIASES = np.arange(-3.0, 3.0001, 0.5)
-SLOPES = {"m": np.arange(0.0, 10.0001, 1.0), "k": np.arange(-4.0, 4.0001, 2.0), "t": np.arange(-4.0, 4.0001, 2.0)}
+SLOPES = {
+    "m": np.arange(0.0, 10.0001, 1.0),
+    "k": np.arange(-4.0, 4.0001, 2.0),
+    "t": np.arange(-4.0, 4.0001, 2.0),
+    "s": np.arange(-8.0, 8.0001, 2.0),
+    "l": np.arange(-8.0, 8.0001, 2.0),
+}
+LETTERS = "mktsl"
 POLICY = SearchPolicy()
-SHIPPED = (POLICY.evidence_bias, POLICY.evidence_margin, 0.0, 0.0, POLICY.evidence_coverage)
+SHIPPED = (POLICY.evidence_bias, POLICY.evidence_margin, 0.0, 0.0, 0.0, 0.0, POLICY.evidence_coverage)
 KNOWN = ("known", "remembered", "shape-fragment", "shape-scramble", "shape-keywords", "shape-heading", "shape-command")
 
 
-def signals(q: Query) -> tuple[float, float, float]:
-    return q.margin, q.cosine, q.coverage
+def signals(q: Query) -> tuple[float, ...]:
+    """In :data:`LETTERS` order: BM25's margin, the cosine margin, the top hit's IDF share, the semantic list's
+    spread (``1 - last / first`` cosine: 0 when the list does not tell its hits apart) and its first cosine."""
+    cos = [s for _, s in q.semantic]
+    first = cos[0] if cos else 0.0
+    spread = 1.0 - cos[-1] / first if cos and first > 0 else 0.0
+    return q.margin, q.cosine, q.coverage, spread, first
 
 
 def top_scaled(keyword: fusion.Ranking, semantic: fusion.Ranking, w: float) -> fusion.Ranking:
@@ -80,14 +93,14 @@ def tabulate(q: Query) -> NDArray[np.float64]:
     return out
 
 
-def weight(params: Sequence[float], sig: tuple[float, float, float]) -> float:
-    x = params[0] + sum(p * s for p, s in zip(params[1:4], sig, strict=True))
+def weight(params: Sequence[float], sig: tuple[float, ...]) -> float:
+    x = params[0] + sum(p * s for p, s in zip(params[1:], sig, strict=True))
     return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, x))))
 
 
 def grid_of(letters: str) -> NDArray[np.float64]:
-    """Rows (b, m, k, t) of the grid for a signal set."""
-    slopes = [SLOPES[name] if name in letters else [0.0] for name in "mkt"]
+    """Rows (b, m, k, t, s, l) of the grid for a signal set."""
+    slopes = [SLOPES[name] if name in letters else [0.0] for name in LETTERS]
     return np.array(list(itertools.product(BIASES, *slopes)))
 
 
@@ -117,7 +130,7 @@ def fit(qs: Sequence[Query], letters: Sequence[str]) -> list[str]:
     sig = np.array([signals(q) for q in qs])
     names = sorted({q.set for q in qs})
     members = [np.array([i for i, q in enumerate(qs) if q.set == s]) for s in names]
-    shipped = set_means(sig, tables, members, np.array([SHIPPED[:4]]))[0, :, list(C_GRID).index(SHIPPED[4])]
+    shipped = set_means(sig, tables, members, np.array([SHIPPED[:-1]]))[0, :, list(C_GRID).index(SHIPPED[-1])]
     lines = ["| signals | " + " | ".join(names) + " | mean |", "|---|" + "---:|" * (len(names) + 1)]
     lines.append(
         "| shipped weights, no fit | " + " | ".join(f"{v:.3f}" for v in shipped) + f" | {shipped.mean():.4f} |"
@@ -131,7 +144,8 @@ def fit(qs: Sequence[Query], letters: Sequence[str]) -> list[str]:
         ]
         lines.append(f"| {sigs} | " + " | ".join(f"{v:.3f}" for v in cv) + f" | {np.mean(cv):.4f} |")
         r, c = pick(grid, means.mean(axis=1))
-        fits.append(f"{sigs}: b, m, k, t = {grid[r].tolist()}, c = {C_GRID[c]} (objective {means[r, :, c].mean():.4f})")
+        got = means[r, :, c].mean()
+        fits.append(f"{sigs}: b, m, k, t, s, l = {grid[r].tolist()}, c = {C_GRID[c]} (objective {got:.4f})")
     return [*lines, "", "Fitted on every tune part:", "", *(f"- {f}" for f in fits)]
 
 
@@ -142,7 +156,7 @@ def compare(qs: Sequence[Query], params: Sequence[float]) -> list[str]:
     def run(q: Query, name: str) -> tuple[float, float, float]:
         if name in ("shipped", "given"):
             p, scale = (SHIPPED, "minmax") if name == "shipped" else (params, SCALE[0])
-            return score(q, ranked(q, weight(p[:4], signals(q)), p[4], scale))
+            return score(q, ranked(q, weight(p[:-1], signals(q)), p[-1], scale))
         return fixed(q, name)
 
     out = []
@@ -156,7 +170,9 @@ def compare(qs: Sequence[Query], params: Sequence[float]) -> list[str]:
             got = {n: np.array([run(q, n) for q in mine]) for n in names}
             means[s] = {n: float(g[:, 0].mean()) for n, g in got.items()}
             top = mine[0].metric == "top1"
-            cells = [f"{int(g[:, 1].sum())}" if top else f"{g[:, 0].mean():.3f}" for g in got.values()]
+            cells = [
+                f"{int(g[:, 1].sum())}" if top else f"{g[:, 0].mean():.3f} ({g[:, 0].sum():.2f})" for g in got.values()
+            ]
             out.append(f"| {s} [{mine[0].metric}] | {len(mine)} | " + " | ".join(cells) + " |")
         shapes = [s for s in means if s.startswith("shape-")]
         out.append("")
@@ -185,8 +201,8 @@ def compare(qs: Sequence[Query], params: Sequence[float]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.fusion_fit", description=__doc__.split("\n")[0])
     parser.add_argument("lists", nargs="+", help="the JSON files tests.bench.fusion_lists wrote")
-    parser.add_argument("--signals", default="m,mk,mt,mkt", help="signal sets to fit (letters of m, k, t)")
-    parser.add_argument("--compare", default="", help="b,m,k,t,c: read the held-out parts for these (once)")
+    parser.add_argument("--signals", default="m,mk,mt,mkt", help="signal sets to fit (letters of m, k, t, s, l)")
+    parser.add_argument("--compare", default="", help="b,m,k,t,s,l,c: read the held-out parts (once)")
     parser.add_argument("--bm25", choices=tuple(SCALES), default="minmax", help="BM25's scaling in the fit and given")
     args = parser.parse_args(argv)
     SCALE[0] = args.bm25

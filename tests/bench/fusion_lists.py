@@ -44,6 +44,8 @@ from tests.bench.lookup import QUERIES, SETS, SLOW_PARSES, load_queries, scifact
 from tests.bench.mcpclient import kernel_config
 from tests.bench.scifact import file_name, index_corpus, judged_queries, write_corpus
 from tests.bench.shapes import corpora as shape_corpora
+from tests.bench.shapes import sets as shape_sets
+from tests.bench.shapes.kernel import indexed
 from tests.bench.shapes.sets import KNOWN_SHAPES, written
 
 DEPTH = 200
@@ -202,7 +204,50 @@ def dump(corpus: str, home: Path, out: Path, shapes_only: bool = False) -> int:
     finally:
         kernel.stop()
         kernel.cleanup()
-    evidence = Evidence(home)
+    _add_evidence(dumped, Evidence(home))
+    out.write_text(json.dumps([asdict(d) for d in dumped]), encoding="utf-8")
+    say(f"wrote {len(dumped)} queries' lists to {out}")
+    return len(dumped)
+
+
+HELD_OUT_BATCHES = {"keywords": 3, "how": 4, "number": 4, "which": 4}
+"""``--shape-home``: the fresh batches a decision reads (every older shape row has been read and is tune now)."""
+
+
+def shape_home_items(corpus: str) -> list[Item]:
+    """Every answerable shape-bench item of a shape-bench corpus (written, reused, claims): ``held_out`` only for
+    :data:`HELD_OUT_BATCHES`, ``tune`` for every other row."""
+    found, _ = shape_sets.load()
+    out = []
+    for row in found:
+        if row.corpus == corpus and row.files:
+            metric = "top1" if row.shape in KNOWN_SHAPES else "ndcg" if row.shape == "claim" else "mrr"
+            split = "held_out" if HELD_OUT_BATCHES.get(row.shape) == row.batch else "tune"
+            gold = row.relevant or dict.fromkeys(row.files, 1)
+            out.append(Item(row.id, f"shape-{row.shape}", split, metric, row.query, gold))
+    return out
+
+
+def dump_shape_home(corpus: str, home: Path, out: Path, batch: int = 0) -> int:
+    """As :func:`dump`, on the shape bench's kept home (``HOME/kernels/<corpus>``, ``tests.bench.shapes``); with
+    ``batch``, only that batch's held-out rows."""
+    queries = shape_home_items(corpus)
+    if batch:
+        queries = [q for q in queries if q.split == "held_out" and HELD_OUT_BATCHES.get(q.set[6:]) == batch]
+    dumped: list[Dumped] = []
+    with indexed(home, corpus) as (kernel, built, index):
+        folder, root = built.folder, kernel.root
+        say(f"  {index.files} files, {index.chunks} chunks; {len(queries)} queries")
+        with kernel.client("bench-fusion-lists") as client:
+            dumped = [Dumped(q, [], *_rankings(client, folder, q.text).values()) for q in queries]
+    _add_evidence(dumped, Evidence(root))
+    out.write_text(json.dumps([asdict(d) for d in dumped]), encoding="utf-8")
+    say(f"wrote {len(dumped)} queries' lists to {out}")
+    return len(dumped)
+
+
+def _add_evidence(dumped: list[Dumped], evidence: Evidence) -> None:
+    """Each query's terms' IDF and each hit's term mask (the module's docstring)."""
     for d in dumped:
         terms = list(dict.fromkeys(query_tokens(d.item.text)))
         d.terms = [round(evidence.idf(t), 4) for t in terms]
@@ -210,20 +255,22 @@ def dump(corpus: str, home: Path, out: Path, shapes_only: bool = False) -> int:
         masks = evidence.masks(terms, ids) if terms else {}
         for h in d.keyword + d.semantic:
             h.append(masks.get(int(str(h[0])), 0))
-    out.write_text(json.dumps([asdict(d) for d in dumped]), encoding="utf-8")
-    say(f"wrote {len(dumped)} queries' lists to {out}")
-    return len(dumped)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.fusion_lists", description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", choices=CORPORA, required=True)
+    parser.add_argument("--corpus", choices=CORPORA + shape_corpora.CORPORA, required=True)
     parser.add_argument("--home", required=True, help="the kernel's home (kept: its index is reused)")
+    parser.add_argument("--shape-home", action="store_true", help="HOME is the shape bench's; the shape sets only")
+    parser.add_argument("--batch", type=int, default=0, help="with --shape-home: only this fresh batch's rows")
     parser.add_argument("--out", required=True, help="the JSON file to write")
     parser.add_argument("--shapes-only", action="store_true", help="only the shape sets' queries")
     args = parser.parse_args(argv)
     try:
-        dump(args.corpus, Path(args.home).resolve(), Path(args.out), args.shapes_only)
+        if args.shape_home:
+            dump_shape_home(args.corpus, Path(args.home).resolve(), Path(args.out), args.batch)
+        else:
+            dump(args.corpus, Path(args.home).resolve(), Path(args.out), args.shapes_only)
     except BenchFailure as exc:
         say(f"bench failed: {exc}")
         return 1

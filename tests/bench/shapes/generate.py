@@ -31,12 +31,15 @@ from tests.bench.shapes.corpora import CORPORA, DJANGO, MANUALS, PYTEST, SCIFACT
 DATA = Path(__file__).with_name("data")
 KNOWN = DATA / "known.jsonl"
 KNOWN2 = DATA / "known2.jsonl"
-KEYWORDS2_SEED = 50  # keyword lists, batch 2 (data/README.md): a seed no batch used
-QUESTION_DRAWS = {PYTEST: 59, DJANGO: 49, SCIFACT: 46, MANUALS: 64}
+KNOWN3 = DATA / "known3.jsonl"
+KEYWORD_BATCHES = {2: (KNOWN2, 50), 3: (KNOWN3, 51)}
+"""Keyword-list batches (data/README.md): their file and seed, a seed no earlier batch used."""
+KEYWORDS_PER = 10  # keyword-list batches: queries per corpus
+QUESTION_DRAWS = {PYTEST: 71, DJANGO: 72, SCIFACT: 61, MANUALS: 84}
 """How many passages of each corpus's draw the questions were read from (the first batch: 28, 16, 16, 14; batch 2:
-40, 33, 29, 40)."""
+40, 33, 29, 40; batch 3: 59, 49, 46, 64)."""
 RUN = 6  # batches 2 and 3: a question repeats no run of this many consecutive words of its passage
-HELD_OUT_BATCHES = (3,)  # every row of these batches is held out, whatever its id's hash (data/README.md)
+HELD_OUT_BATCHES = (3, 4)  # every row of these batches is held out, whatever its id's hash (data/README.md)
 LETTERS = dict(zip(rules.SHAPES, "abcde", strict=True))
 
 
@@ -113,14 +116,24 @@ def draw_corpus(corpus: str, folder: Path, per: int) -> list[dict[str, str]]:
     return out
 
 
-def draw_keywords2(corpus: str, folder: Path, per: int) -> list[dict[str, object]]:
-    """Keyword lists, batch 2: the (c) rule with seed :data:`KEYWORDS2_SEED`, on documents no ``known.jsonl`` keyword
-    list was drawn from; every row held out."""
+def keyword_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()] if path.is_file() else []
+
+
+def used_for_keywords(corpus: str, batch: int) -> set[str]:
+    """The documents of ``corpus`` an earlier keyword list was drawn from (``known.jsonl``, earlier batches)."""
+    earlier = [path for b, (path, _) in KEYWORD_BATCHES.items() if b < batch]
+    rows = [r for path in (KNOWN, *earlier) for r in keyword_rows(path)]
+    return {r["file"] for r in rows if r["shape"] == "keywords" and r["corpus"] == corpus}
+
+
+def draw_keywords(corpus: str, folder: Path, per: int, batch: int) -> list[dict[str, object]]:
+    """A keyword-list batch: the (c) rule with the batch's seed (:data:`KEYWORD_BATCHES`), on documents no earlier
+    keyword list was drawn from; every row held out."""
     paths, texts, _raws = documents(corpus, folder)
     df, n_docs = rules.document_frequency(texts)
-    known = [json.loads(line) for line in KNOWN.read_text("utf-8").splitlines() if line.strip()]
-    used = {r["file"] for r in known if r["shape"] == "keywords" and r["corpus"] == corpus}
-    rng = random.Random(f"{KEYWORDS2_SEED}:{corpus}:keywords")
+    used = used_for_keywords(corpus, batch)
+    rng = random.Random(f"{KEYWORD_BATCHES[batch][1]}:{corpus}:keywords")
     order = list(range(len(paths)))
     rng.shuffle(order)
     out: list[dict[str, object]] = []
@@ -129,10 +142,31 @@ def draw_keywords2(corpus: str, folder: Path, per: int) -> list[dict[str, object
             break
         query = None if paths[i] in used else rules.keywords(texts[i], rng, df, n_docs)
         if query:
-            qid = f"c2-{corpus}-{len(out):02d}"
-            out.append({"id": qid, "shape": "keywords", "corpus": corpus, "split": "held_out", "batch": 2})
+            qid = f"c{batch}-{corpus}-{len(out):02d}"
+            out.append({"id": qid, "shape": "keywords", "corpus": corpus, "split": "held_out", "batch": batch})
             out[-1] |= {"query": query, "file": paths[i]}
     return out
+
+
+def check_keywords(root: Path, batch: int) -> list[str]:
+    """What is wrong with a keyword-list batch's file: a row other than a fresh draw gives (the same program and
+    seed, so every row, its order, its document and its words), a split other than held out, a document an
+    earlier keyword list used, a query word not among its document's words."""
+    path = KEYWORD_BATCHES[batch][0]
+    rows, problems = keyword_rows(path), []
+    want = [r for name in CORPORA for r in draw_keywords(name, build(name, root).folder, KEYWORDS_PER, batch)]
+    if rows != want:
+        problems.append(f"{path.name}: {len(rows)} rows, not the {len(want)} a fresh draw writes")
+    for row in rows:
+        folder = build(row["corpus"], root).folder
+        if row["split"] != "held_out" or row.get("batch") != batch:
+            problems.append(f"{row['id']}: split {row['split']!r}, batch {row.get('batch')!r}")
+        if row["file"] in used_for_keywords(row["corpus"], batch):
+            problems.append(f"{row['id']}: {row['file']} was an earlier keyword list's document")
+        page = set(rules.content_words(document_text(folder / row["file"], PARSE_LIMIT)))
+        if missing := [w for w in row["query"].split() if w not in page]:
+            problems.append(f"{row['id']}: {missing} not words of {row['file']}")
+    return problems
 
 
 def draw_passages(corpus: str, folder: Path, n: int) -> list[tuple[str, str]]:
@@ -170,7 +204,7 @@ def check_questions(root: Path, draws: dict[str, int]) -> list[str]:
             problems.append(f"{row['id']}: a gold file is missing")
         if row["answer"] and not any(re.search(row["answer"], t, re.IGNORECASE) for t in texts):
             problems.append(f"{row['id']}: no gold file holds {row['answer']!r}")
-        if row.get("batch") in (2, 3):
+        if row.get("batch") in (2, 3, 4):
             problems += _check_batch2(row, texts[0] if row["drawn"] == row["files"][0] and texts else "", passages)
         problems += _check_split(row)
         if row["shape"] == "paraphrase":
@@ -193,8 +227,9 @@ def _check_split(row: dict[str, Any]) -> list[str]:
 
 
 def _check_batch2(row: dict[str, str], drawn_text: str, passages: dict[tuple[str, str], str]) -> list[str]:
-    """Batch 2's own checks, batch 3's too (``data/README.md``): the drawn document is the first gold file and holds the
-    answer; the question neither matches its answer pattern nor repeats RUN consecutive words of its passage."""
+    """Batch 2's own checks, batches 3 and 4's too (``data/README.md``): the drawn document is the first gold file and
+    holds the answer; the question neither matches its answer pattern nor repeats RUN consecutive words of its
+    passage."""
     out = []
     if not drawn_text or not re.search(row["answer"], drawn_text, re.IGNORECASE):
         out.append(f"{row['id']}: the drawn document is not the first gold file or does not hold {row['answer']!r}")
@@ -216,16 +251,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draw", type=int, default=0, help="print N passages per corpus to write questions from")
     parser.add_argument("--check", action="store_true", help="check questions.jsonl against the corpora")
     parser.add_argument("--keywords2", action="store_true", help="write data/known2.jsonl (keyword lists, batch 2)")
+    parser.add_argument("--keywords3", action="store_true", help="write data/known3.jsonl (keyword lists, batch 3)")
+    parser.add_argument("--check-keywords", type=int, default=0, help="check keyword-list batch N's file")
     args = parser.parse_args(argv)
     root = Path(args.home).resolve() / "corpora"
     if args.check:
         problems = check_questions(root, QUESTION_DRAWS)
         print("\n".join(problems) or "questions.jsonl: every check holds")
         return 1 if problems else 0
-    if args.keywords2:
-        rows2 = [row for name in args.corpus for row in draw_keywords2(name, build(name, root).folder, 10)]
-        KNOWN2.write_text("".join(json.dumps(r) + "\n" for r in rows2), encoding="utf-8")
-        print(Counter(str(r["corpus"]) for r in rows2))
+    if args.check_keywords:
+        problems = check_keywords(root, args.check_keywords)
+        print("\n".join(problems) or f"keyword-list batch {args.check_keywords}: every check holds")
+        return 1 if problems else 0
+    if args.keywords2 or args.keywords3:
+        batch = 3 if args.keywords3 else 2
+        drawn = [r for name in args.corpus for r in draw_keywords(name, build(name, root).folder, KEYWORDS_PER, batch)]
+        KEYWORD_BATCHES[batch][0].write_text("".join(json.dumps(r) + "\n" for r in drawn), encoding="utf-8")
+        print(Counter(str(r["corpus"]) for r in drawn))
         return 0
     if args.draw:
         for name in args.corpus:

@@ -27,6 +27,7 @@ QUESTION_SHAPES = ("how", "paraphrase", "claim", "which", "number", "none")
 SHAPES = KNOWN_SHAPES + QUESTION_SHAPES
 LETTER = dict(zip(SHAPES, "abcdefghijk", strict=True))
 ANY = "*"  # a ``none`` question is asked of every corpus
+KNOWN_FILES = ("known.jsonl", "known2.jsonl", "known3.jsonl")  # the known-item rows, batch by batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +49,11 @@ def _jsonl(path: Path) -> list[dict[str, object]]:
 
 
 def written() -> list[Item]:
-    """The rows of ``data/known.jsonl`` and ``known2.jsonl`` (one gold ``file``) and ``data/questions.jsonl``
+    """The rows of ``data/known*.jsonl`` (:data:`KNOWN_FILES`, one gold ``file``) and ``data/questions.jsonl``
     (``files``, ``answer``)."""
     out = []
-    for row in _jsonl(DATA / "known.jsonl") + _jsonl(DATA / "known2.jsonl") + _jsonl(DATA / "questions.jsonl"):
+    known = [row for name in KNOWN_FILES if (DATA / name).is_file() for row in _jsonl(DATA / name)]
+    for row in known + _jsonl(DATA / "questions.jsonl"):
         files: list[object] = row["files"] if isinstance(row.get("files"), list) else [row["file"]]  # type: ignore[assignment]
         qid, shape, corpus, split, query = (str(row[k]) for k in ("id", "shape", "corpus", "split", "query"))
         gold = tuple(str(f) for f in files)
