@@ -86,7 +86,6 @@ class Shown:
 
     def __init__(self, on_progress: Callable[[ChatPartial], None] | None, max_tokens: int) -> None:
         self.on_progress, self.total, self.text = on_progress, max_tokens + 2, ""
-        self.floor = likely.EVIDENCE_ONLY  # what judged that the documents answer (the answer's ``floor``)
 
     def quotes(self, answer: str) -> None:
         self._send(answer, 1)
@@ -226,7 +225,8 @@ class Chat:
         evidence = Evidence(reply)
         quoted = answers.extractive(evidence, answers.Quoting.of(self.policy))
         shown = Shown(on_progress, self.policy.max_answer_tokens)
-        shown.floor = reading = await likely.read(self.bus, self.policy, query, previous[:500], reply, quoted)
+        reading = await likely.read(self.bus, self.policy, query, previous[:500], reply, quoted)
+        floor = reading.floor  # what judged that the documents answer
         if reading.refused:
             quoted = Composed(answers.NOT_FOUND)
         note = reply.note
@@ -238,30 +238,30 @@ class Chat:
         if reading.note:
             note = f"{note}: {reading.note}" if note else reading.note
         if not quoted.grounded or mode == "extractive":
-            return self._done(session, query, quoted, "extractive", note, shown)
+            return self._done(session, query, quoted, "extractive", note, floor, shown)
         if mode == "auto":
             shown.quotes(quoted.answer)
             if not answers.model_adds(query, self.policy.auto_model_shapes):
-                return self._done(session, query, quoted, "extractive", note, shown)
+                return self._done(session, query, quoted, "extractive", note, floor, shown)
         try:
             generated, dropped, out = await self._generate(session, query, persona, evidence, shown)
         except JobError as failure:
             fallback = f"{failure.code.mcp}: {failure.message}"
-            return self._done(session, query, quoted, "fallback", note, shown, reason=fallback)
+            return self._done(session, query, quoted, "fallback", note, floor, shown, reason=fallback)
         if not generated.grounded:
             reason = (
                 f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage and about the question"
                 f" ({generated.aside} backed but about something else)"
             )
-            return self._done(session, query, quoted, "fallback", note, shown, dropped, reason, out)
+            return self._done(session, query, quoted, "fallback", note, floor, shown, dropped, reason, out)
         if mode == "auto" and not generated.carries:
             # Backed, but it states none of the best quote's figures or names: it talks around the question.
             note = note or "the model's answer added nothing to the quoted sentences"
-            return self._done(session, query, quoted, "extractive", note, shown, dropped, llm=out)
+            return self._done(session, query, quoted, "extractive", note, floor, shown, dropped, llm=out)
         used: schemas.AnswerModeUsed = "generative" if dropped == 0 else "generative+checked"
         if mode == "auto":
             generated = answers.after_quotes(quoted, generated)
-        return self._done(session, query, generated, used, note, shown, dropped, llm=out)
+        return self._done(session, query, generated, used, note, floor, shown, dropped, llm=out)
 
     async def _generate(
         self,
@@ -314,6 +314,7 @@ class Chat:
         composed: Composed,
         used: schemas.AnswerModeUsed,
         note: str | None,
+        floor: schemas.FloorUsed,
         shown: Shown,
         dropped: int = 0,
         reason: str | None = None,
@@ -336,5 +337,5 @@ class Chat:
             answer_mode_used=used,
             dropped_sentences=dropped,
             fallback_reason=reason[:500] if reason else None,
-            floor=shown.floor.floor,
+            floor=floor,
         )
