@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 # test kernel start (measured with psutil on the process tree, 2026-12-02).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test lint typecheck pytest docs bench bench-llm bench-answers bench-ceiling load soak powerloss fuse install clean
+.PHONY: run demo test lint typecheck pytest docs bench bench-llm bench-answers bench-ceiling load soak powerloss fuse install clean
 
 # The venv is rebuilt when pyproject.toml changes. pip + venv (not uv) so that torch, when a later
 # worker needs it, resolves from the machine's local wheel cache instead of a multi-GB CUDA build.
@@ -27,9 +27,18 @@ $(BIN)/.deps: pyproject.toml
 install: $(BIN)/.deps
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
 
-# On the default home; docs/ becomes a demo Smart Folder when none is registered yet.
-run: install
-	$(BIN)/foldermind start --foreground --demo-folder docs
+# The demo Smart Folder `make run` registers when none is registered yet: the pages a user reads (README.md and
+# docs/*.md), copied with their times. Not docs/benchmarks/: its pages quote the benchmarks' questions word for word,
+# so a greeting would get grounded quotes from them.
+DEMO ?= .cache/demo
+demo:
+	mkdir -p $(DEMO)
+	rm -f $(DEMO)/*.md
+	cp -p README.md docs/*.md $(DEMO)/
+
+# On the default home; the demo folder above becomes a Smart Folder when none is registered yet.
+run: install demo
+	$(BIN)/foldermind start --foreground --demo-folder $(DEMO)
 
 lint: install
 	$(BIN)/ruff check $(CODE) tests

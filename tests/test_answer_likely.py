@@ -30,6 +30,7 @@ from foldermind.workers.answers import likely
 from foldermind.workers.answers.quotes import Composed
 from foldermind.workers.answers.schemas import Citation, Location
 from foldermind.workers.framework.asyncbus import Bus
+from tests.bench.product_answers import Asker
 from tests.config import merge
 from tests.helpers import (
     FAST_RESTART,
@@ -101,6 +102,20 @@ def test_foldermind_ask_shows_whether_the_model_read_the_answer(served: Any) -> 
     proc = cli(k.root, "ask", ANSWERED, "--mode", "extractive", timeout=600)
     assert "passwd.txt" in proc.stdout, proc.stdout
     assert "(extractive; floor: evidence+model)" in proc.stderr, proc.stderr
+
+
+def test_the_answer_benches_get_the_answer_a_user_gets(served: Any) -> None:
+    """The benches ask through the answers engine's own first step, so a near miss the model's reading refuses is
+    refused in a bench too (they composed the quotes alone, and emulated the reading apart)."""
+    k, url, token = served
+    with Asker(k.home.bus_endpoint) as asker:
+        asker.warm_up()
+        got = asker.ask(NEAR_MISS)
+        floorless = asker.floorless(got)
+    out = chat(url, token, {"query": NEAR_MISS, "answer_mode": "extractive"})
+    assert got.answer.answer == out["answer"] and not got.answer.grounded, got.answer
+    assert got.reading.floor == out["floor"] == "evidence+model"
+    assert got.quotes.grounded and floorless.answer == got.quotes.answer  # what the bench scores the floor on
 
 
 def test_a_question_with_strong_evidence_never_asks_the_model(served: Any) -> None:

@@ -22,6 +22,7 @@ import anyio
 import pytest
 from mcp.types import CallToolResult
 
+from foldermind.protocol.messages import ChatReply, ChatRequest
 from tests import mcpclient as mc
 from tests.config import merge
 from tests.helpers import (
@@ -388,6 +389,16 @@ def test_cli_ask_and_summary(served: Any) -> None:
     assert str(docs / "contract.md") in summary.stdout and "summary:" in summary.stdout
     missing = cli(k.root, "summary", str(docs / "nope.txt"), timeout=60, check=False)
     assert missing.returncode != 0 and "FILE_NOT_ANALYZED" in missing.stderr
+
+
+def test_the_model_is_shown_by_the_name_its_package_gives_it(served: Any) -> None:
+    k, *_ = served
+    shown = "SmolLM2-135M-Instruct.Q4_1"  # the package's and the README's name; not the header's run label
+    assert str(k.worker("llm").get("note") or "").startswith(f"{shown} (ctransformers")  # the console's too
+    status = cli(k.root, "status").stdout
+    assert shown in status and "Smollm2 135M 8k" not in status
+    asked = ChatRequest(QUESTION, [{"file_name": "france.txt", "text": "The capital of France is Paris."}])
+    assert k.client().request("llm", asked, ChatReply, timeout=120).body.model == shown  # an answer's `model`
 
 
 def test_logs_never_carry_questions_or_answers(served: Any) -> None:

@@ -4,15 +4,17 @@ those they can, and which floor tells them apart.
 ``python -m tests.bench.answer_floor [--home DIR] [--json PATH] [--replay PATH] [--report PATH]`` from the
 repository root. A real kernel (the answers bench's setup, :mod:`tests.bench.answers`) indexes SciFact (the
 answer bench's 1,595 abstracts), the Django docs, the Debian manuals and pytest's docs (the shape bench's fourth
-corpus) as four Smart Folders, then asks the indexer's ``evidence.request`` (five files, as ``chat_with_documents``
-asks) for every question of the no-answer sets (``factoid_data/noanswer.jsonl`` and ``noanswer2.jsonl``: greetings,
-questions on subjects no document names, near misses and neighbours; its README) and every answerable factoid
-question of those corpora (``--only noanswer2``: that set's rows alone). For each it keeps the reply's ``support``
-(:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, and for an answerable
-one whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
-is every set read before (tune, held_out, fresh .. fresh6), their held-out part the newest set (fresh7, figures), never
-read before this session. The no-answer rows' held-out part is the newest set, ``noanswer2``; every earlier no-answer
-row (and the shape bench's ``none`` rows) is tune.
+corpus) as four Smart Folders, then asks, as ``chat_with_documents`` does in its extractive mode (the answers
+engine's own first step, :mod:`tests.bench.product_answers`: the indexer's ``evidence.request`` over five files, the
+quotes, the model's reading where the evidence floor is near refusing), every question of the no-answer sets
+(``factoid_data/noanswer.jsonl`` and ``noanswer2.jsonl``: greetings, questions on subjects no document names, near
+misses and neighbours; its README) and every answerable factoid question of those corpora (``--only noanswer2``: that
+set's rows alone). For each it keeps the reply's ``support`` (:mod:`foldermind.workers.indexer.evidence.floor`),
+``supported`` as the running code judged it, the answer's ``floor`` and whether it was refused (by the evidence floor
+or the model), and for an answerable one whether the extractive answer (the quotes a user gets) holds the gold
+answer. The answerable questions' tune part is every set read before (tune, held_out, fresh .. fresh6), their
+held-out part the newest set (fresh7, figures), never read before this session. The no-answer rows' held-out part is
+the newest set, ``noanswer2``; every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
@@ -33,7 +35,6 @@ tune; ``--soft-at S`` / ``--focus-at F`` read one on both halves, by kind and by
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -42,8 +43,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
-from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import quotes as composer
 from foldermind.workers.indexer.evidence import floor, sentences
 from tests.bench import machine
@@ -51,6 +50,7 @@ from tests.bench.answers import SLOW_PARSES, Results, index_corpora
 from tests.bench.factoids import DATA, DJANGO, MANUALS, SCIFACT, Corpus, build_corpora, load_questions
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.mcpclient import kernel_config
+from tests.bench.product_answers import Asker
 from tests.bench.shapes.corpora import PYTEST, pytest_corpus
 from tests.bench.transports import REPO
 from tests.config import merge
@@ -60,7 +60,6 @@ NOANSWER2 = DATA / "noanswer2.jsonl"
 NOANSWER_HELD_OUT = "noanswer2"  # the newest no-answer set: held out; every earlier no-answer row is tune
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS, PYTEST)
-MAX_FILES = 5
 HELD_OUT = ("fresh7",)
 SHAPE_HELD_OUT = (3,)  # the shape bench's batches never read before this session (its "batch" field)
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
@@ -85,7 +84,9 @@ class Asked:
     support: dict[str, float] | None = None  # every measure the reply gave
     supported: bool = False
     holds_gold: bool = False  # the extractive answer, were the floor not there, holds the gold (answerable only)
-    answer: str = ""
+    answer: str = ""  # the evidence floor's quotes (the model's reading may refuse them: ``refused``)
+    refused: bool = False  # the answer a user gets is "the documents do not say" (the evidence floor's or the model's)
+    floor: str = ""  # the answer's ``floor``: what judged that the documents answer ("" in a run kept before it)
     shape: str = ""  # a shape bench row's shape ("how", "paraphrase", ...); a factoid's is read from its question
 
 
@@ -128,7 +129,6 @@ def all_corpora(root: Path) -> dict[str, Corpus]:
 def measure(home: Path | None, only: str = "") -> tuple[list[Asked], dict[str, Any]]:
     asked = _questions(only)
     gold = {q.id: q for q in load_questions()}
-    policy = LlmPolicy()
     kernel = Kernel("answer-floor", merge(kernel_config(), SLOW_PARSES), home)
     results = Results(machine=machine.facts(REPO), args={})
     try:
@@ -139,16 +139,11 @@ def measure(home: Path | None, only: str = "") -> tuple[list[Asked], dict[str, A
         say(f"  indexed after {results.index_s:.0f} s")
         setup = {"machine": results.machine, "index_s": results.index_s, "started": time.strftime("%Y-%m-%d %H:%M")}
         setup["load_before"] = _load()
-        with kernel.client("bench-answer-floor") as client:
+        with Asker(kernel.home.bus_endpoint) as asker:
+            asker.warm_up()
             for a in asked:
-                request = EvidenceRequest(
-                    question=a.question,
-                    context="",
-                    max_files=MAX_FILES,
-                    per_file=policy.chunks_per_file,
-                    max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
-                )
-                reply = client.request("indexer", request, EvidenceReply, timeout=120).body
+                got = asker.ask(a.question)
+                reply = got.evidence.reply
                 support = getattr(reply, "support", {}) or {}
                 a.semantic, a.lexical = float(support.get("semantic", 0.0)), float(support.get("lexical", 0.0))
                 a.rare = float(support.get("rare", 0.0))
@@ -156,17 +151,14 @@ def measure(home: Path | None, only: str = "") -> tuple[list[Asked], dict[str, A
                 a.clause = float(support.get("clause", 0.0))
                 a.support = dict(support)
                 a.supported = reply.supported
-                quoted = composer.extractive(composer.Evidence(reply), composer.Quoting.of(policy))
-                a.answer = quoted.answer
+                a.answer, a.refused, a.floor = got.quotes.answer, not got.answer.grounded, got.reading.floor
                 # whether the quotes hold the gold is judged without the floor: what the floor takes away
-                quoted = composer.extractive(
-                    composer.Evidence(dataclasses.replace(reply, supported=True)), composer.Quoting.of(policy)
-                )
+                quoted = asker.floorless(got)
                 if a.kind == "answerable":
                     a.holds_gold = gold[a.id].answered_by(quoted.answer)
                 say(
                     f"  {a.id}: sem {a.semantic:.3f} lex {a.lexical:.3f} rare {a.rare:.3f}"
-                    f" supported {a.supported} gold {a.holds_gold}"
+                    f" supported {a.supported} gold {a.holds_gold} floor {a.floor} refused {a.refused}"
                 )
         setup["load_after"] = _load()
         return asked, setup
@@ -300,6 +292,7 @@ def shape_rows(path: Path) -> list[Asked]:
         gold = r["holds_gold_floorless"] or (r["shape"] == "paraphrase" and r["cites_gold_floorless"])
         split = "held_out" if kind != "shape-none" and r.get("batch") in SHAPE_HELD_OUT else "tune"
         a = Asked(r["id"], kind, r["corpus"], split, r["query"], support=s, holds_gold=gold, shape=r["shape"])
+        a.refused, a.floor = r.get("refused", False), r.get("floor", "")
         a.semantic, a.lexical, a.rare = s.get("semantic", 0.0), s.get("lexical", 0.0), s.get("rare", 0.0)
         a.unheld_name, a.clause = s.get("unheld_name", 0.0), s.get("clause", 0.0)
         out.append(a)
@@ -326,6 +319,14 @@ def render(asked: list[Asked], setup: dict[str, Any], main: Floor) -> str:
         for split in ("tune", "held_out"):
             refused, n, lost, h = score(asked, split, at)
             lines.append(f"| {label} {at} | {split} | {refused}/{n} | {lost}/{h} |")
+    if any(a.floor for a in asked):  # the rows asked as a user asks (a run kept before that has no floor)
+        for split in ("tune", "held_out"):
+            mine = [a for a in asked if a.split == split and a.floor]
+            none = [a for a in mine if a.kind != "answerable"]
+            held = [a for a in mine if a.kind == "answerable" and a.holds_gold]
+            refused, lost = sum(a.refused for a in none), sum(a.refused for a in held)
+            label = "the answer a user gets (with the model's reading)"
+            lines.append(f"| {label} | {split} | {refused}/{len(none)} | {lost}/{len(held)} |")
     lines += ["", "By kind, with the chosen floor:", "", "| kind | split | refused |", "|---|---|---|"]
     for kind in ("greeting", "off-topic", "near-miss", "neighbour", "shape-none", "answerable"):
         for split in ("tune", "held_out"):

@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foldermind.workers.answers import likely
 from foldermind.workers.answers.quotes import evidence_text
 from tests.bench import answer_floor as af
 from tests.bench.kernels import say
+from tests.bench.product_answers import MAX_FILES, Asker
 from tests.bench.transports import REPO
 
 ASK = "Text: {evidence}\n\nQuestion: {question}\n\nDoes the text answer the question? Answer Yes or No."
@@ -166,9 +168,9 @@ def _key(a: af.Asked) -> str:
 
 
 def in_band(a: af.Asked, band: float | None) -> bool:
-    """Whether ``a``'s evidence is under the band (its best cosine, sentence or clause, below ``band``): the rows
-    the banded floor asks the model about (all when ``band`` is None)."""
-    return band is None or max(a.semantic, a.clause) < band
+    """Whether ``a``'s evidence is under the band (:func:`likely.in_band` at ``band``): the rows the banded floor
+    asks the model about (all when ``band`` is None)."""
+    return band is None or likely.in_band({"semantic": a.semantic, "clause": a.clause}, band)
 
 
 def score(asked: list[af.Asked], out: Path, splits: tuple[str, ...], measure: str, band: float | None = None) -> None:
@@ -263,15 +265,10 @@ def sweep(asked: list[af.Asked], key: str) -> list[str]:
 def _evidence(client: Any, policy: Any, question: str) -> tuple[Any, float]:
     """The evidence request ``chat_with_documents`` sends for ``question`` (an ``LlmPolicy``'s sizes), the reply
     and its wall time in seconds."""
-    from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
+    from foldermind.protocol.messages import EvidenceReply
+    from foldermind.workers.answers.engine import evidence_request
 
-    request = EvidenceRequest(
-        question=question,
-        context="",
-        max_files=af.MAX_FILES,
-        per_file=policy.chunks_per_file,
-        max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
-    )
+    request = evidence_request(policy, question, "", MAX_FILES)
     started = time.perf_counter()
     reply = client.request("indexer", request, EvidenceReply, timeout=120).body
     return reply, time.perf_counter() - started
@@ -318,12 +315,11 @@ def cost(home: Path, n: int) -> dict[str, Any]:
     return out
 
 
-def cost_band(home: Path, n: int, band: float) -> dict[str, Any]:
-    """As :func:`cost`, the product's path: per question the evidence request's wall time, and for a question the
-    floor answers with quotes under ``band`` the llm worker's ``llm.likely`` over the bus (its own thread count,
-    the model resident after one warm-up call not counted); the first ``n`` tune no-answer and ``2n`` tune
-    answerable questions."""
-    from foldermind.protocol.messages import LikelyReply, LikelyRequest
+def cost_band(home: Path, n: int) -> dict[str, Any]:
+    """As :func:`cost`, the product's path: per question the evidence request's wall time, and the model's reading
+    (:func:`likely.read`, which asks the llm worker's ``llm.likely`` over the bus for a question the floor answers with
+    quotes under the band; the model resident after one warm-up call not counted); the first ``n`` tune no-answer
+    and ``2n`` tune answerable questions."""
     from foldermind.protocol.runtime.config import LlmPolicy
     from foldermind.workers.answers import quotes as composer
     from tests.bench import machine
@@ -337,26 +333,22 @@ def cost_band(home: Path, n: int, band: float) -> dict[str, Any]:
     policy = LlmPolicy()
     kernel = Kernel("answer-judge", merge(kernel_config(), SLOW_PARSES), home)
     results = Results(machine=machine.facts(REPO), args={})
-    out: dict[str, Any] = {"machine": results.machine, "band": band, "rows": []}
+    out: dict[str, Any] = {"machine": results.machine, "band": likely.LIKELY_BAND, "rows": []}
     try:
         corpora = af.all_corpora(kernel.root / "corpora")
         kernel.start()
         index_corpora(kernel, corpora, results)
-        with kernel.client("bench-answer-likely") as client:
-            client.request("llm", LikelyRequest("warm up", "the model loads"), LikelyReply, timeout=300)
+        with kernel.client("bench-answer-likely") as client, Asker(kernel.home.bus_endpoint, policy) as asker:
+            asker.warm_up()
             out["load_before"] = af._load()
             for a in asked:
                 reply, wall = _evidence(client, policy, a.question)
                 quoted = composer.extractive(composer.Evidence(reply), composer.Quoting.of(policy))
-                support = reply.support or {}
-                cosine = max(support.get("semantic", 0.0), support.get("clause", 0.0))
-                row = {"id": a.id, "kind": a.kind, "answered": quoted.grounded, "cos": cosine, "evidence_s": wall}
-                if quoted.grounded and cosine < band:
-                    started = time.perf_counter()
-                    got = client.request(
-                        "llm", LikelyRequest(a.question, evidence_text(quoted.answer)), LikelyReply, timeout=300
-                    ).body
-                    row |= {"likely_s": time.perf_counter() - started, "gain": got.gain, "model_s": got.seconds}
+                row = {"id": a.id, "kind": a.kind, "answered": quoted.grounded, "evidence_s": wall}
+                started = time.perf_counter()
+                reading = asker.runner.run(likely.read(asker.bus, policy, a.question, "", reply, quoted))
+                if reading != likely.EVIDENCE_ONLY:  # the model was asked (or skipped: then its note says why)
+                    row |= {"likely_s": time.perf_counter() - started, "floor": reading.floor, "note": reading.note}
                 out["rows"].append(row)
         out["load_after"] = af._load()
     finally:
@@ -416,7 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     if args.step == "cost" and args.band is not None:
-        run = cost_band(Path(args.home), args.n, args.band)
+        if args.band != likely.LIKELY_BAND:
+            parser.error(f"cost reads the product's own band, {likely.LIKELY_BAND}")
+        run = cost_band(Path(args.home), args.n)
         (out / "cost-band.json").write_text(json.dumps(run, indent=1), encoding="utf-8")
         print("\n".join(cost_band_lines(run)))
         return 0

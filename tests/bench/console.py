@@ -30,7 +30,6 @@ from foldermind.protocol.messages import (
     ConsoleLinkReply,
     ConsoleLinkRequest,
     EvidenceReply,
-    EvidenceRequest,
     IndexStatusReply,
     IndexStatusRequest,
     RenderReply,
@@ -41,6 +40,7 @@ from foldermind.protocol.messages import (
     StatusRequest,
 )
 from foldermind.protocol.runtime.config import LlmPolicy
+from foldermind.workers.answers.engine import evidence_request
 from tests.bench import machine
 from tests.bench.kernels import BenchKernel
 from tests.config import Config, merge
@@ -274,8 +274,7 @@ def _asks(bus: BusClient, base: str, cookie: str, reps: int) -> dict[str, list[f
     times["first"].append(_ms(t0))
     for _ in range(max(1, reps // len(QUESTIONS))):
         for question in QUESTIONS:
-            spans = max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files)
-            ask = EvidenceRequest(question, "", 5, policy.chunks_per_file, spans)
+            ask = evidence_request(policy, question, "", 5)
             t0 = time.perf_counter()
             bus.request("indexer", ask, EvidenceReply, timeout=60)
             times["raw"].append(_ms(t0))

@@ -53,7 +53,10 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
             "thread hop (anyio.to_thread: queue, wake-ups)",
             ("Condition.notify (threading.py", "Condition.wait (threading.py", "(queue.py", "_write_to_self ("),
         ),
-        ("tool handler (tools.py, output model)", ("(workers/frontdoor/tools.py", "(workers/frontdoor/schemas.py")),
+        (
+            "tool handler (tools.py, output model)",
+            ("(workers/frontdoor/tools.py", "(workers/frontdoor/server.py", "(workers/frontdoor/schemas.py"),
+        ),
         ("json", ("(json/",)),
         ("pydantic", ("(pydantic/", "(pydantic_core/")),
         ("jsonschema", ("(jsonschema/", "(referencing/")),

@@ -78,6 +78,52 @@ def _generation_failed(exc: JobError) -> JobError:
     return JobError(ErrorCode.GENERATION_FAILED, exc.message)
 
 
+def evidence_request(policy: LlmPolicy, question: str, context: str, max_files: int) -> EvidenceRequest:
+    """The ``evidence.request`` an answer sends: ``context`` is the previous question of its conversation."""
+    return EvidenceRequest(
+        question=question[:1000],
+        context=context[:500],
+        max_files=max_files,
+        per_file=policy.chunks_per_file,
+        max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Quoted:
+    """An answer's first step: the evidence, the evidence floor's quotes, the model's reading of them, the note."""
+
+    evidence: Evidence
+    quotes: Composed
+    reading: likely.Reading
+    note: str | None
+
+    @property
+    def answer(self) -> Composed:
+        """The extractive answer a user gets: the quotes, unless the model's reading refuses them."""
+        return Composed(answers.NOT_FOUND) if self.reading.refused else self.quotes
+
+
+async def quote(bus: Bus, policy: LlmPolicy, question: str, previous: str, max_files: int) -> Quoted:
+    """Evidence, its quotes, and the model's reading where the evidence floor is near refusing: every answer's first
+    step (and the answer benches' own, so they measure what a user gets)."""
+    try:
+        reply = await bus.call("indexer", evidence_request(policy, question, previous, max_files), EvidenceReply)
+    except JobError as exc:
+        raise _step_failed(exc, ErrorCode.RETRIEVAL_FAILED) from None
+    evidence = Evidence(reply)
+    quoted = answers.extractive(evidence, answers.Quoting.of(policy))
+    reading = await likely.read(bus, policy, question, previous[:500], reply, quoted)
+    note = reply.note
+    if not reply.passages:
+        note = "no document matched the question"
+    elif not quoted.grounded or reading.refused:
+        note = f"the closest passage (in {reply.passages[0]['file_name']}) does not answer the question"
+    if reading.note:
+        note = f"{note}: {reading.note}" if note else reading.note
+    return Quoted(evidence, quoted, reading, note)
+
+
 class Shown:
     """What a streaming client is sent: pieces of the final answer only, in order, so that what it has shown
     is always a prefix of the answer. The quotes go at once (progress 1); while the model writes, progress
@@ -86,7 +132,6 @@ class Shown:
 
     def __init__(self, on_progress: Callable[[ChatPartial], None] | None, max_tokens: int) -> None:
         self.on_progress, self.total, self.text = on_progress, max_tokens + 2, ""
-        self.floor = likely.EVIDENCE_ONLY  # what judged that the documents answer (the answer's ``floor``)
 
     def quotes(self, answer: str) -> None:
         self._send(answer, 1)
@@ -209,59 +254,34 @@ class Chat:
         on_progress: Callable[[ChatPartial], None] | None,
     ) -> schemas.ChatOutput:
         previous = session.history[-1]["question"] if session.history else ""
-        try:
-            reply = await self.bus.call(
-                "indexer",
-                EvidenceRequest(
-                    question=query[:1000],
-                    context=previous[:500],
-                    max_files=max_files,
-                    per_file=self.policy.chunks_per_file,
-                    max_spans=max(self.policy.evidence_sources, self.policy.max_quotes, self.policy.yes_no_files),
-                ),
-                EvidenceReply,
-            )
-        except JobError as exc:
-            raise _step_failed(exc, ErrorCode.RETRIEVAL_FAILED) from None
-        evidence = Evidence(reply)
-        quoted = answers.extractive(evidence, answers.Quoting.of(self.policy))
+        first = await quote(self.bus, self.policy, query, previous, max_files)
+        evidence, quoted, note, floor = first.evidence, first.answer, first.note, first.reading.floor
         shown = Shown(on_progress, self.policy.max_answer_tokens)
-        shown.floor = reading = await likely.read(self.bus, self.policy, query, previous[:500], reply, quoted)
-        if reading.refused:
-            quoted = Composed(answers.NOT_FOUND)
-        note = reply.note
-        if not reply.passages:
-            note = "no document matched the question"
-        elif not quoted.grounded:
-            best = reply.passages[0]["file_name"]
-            note = f"the closest passage (in {best}) does not answer the question"
-        if reading.note:
-            note = f"{note}: {reading.note}" if note else reading.note
         if not quoted.grounded or mode == "extractive":
-            return self._done(session, query, quoted, "extractive", note, shown)
+            return self._done(session, query, quoted, "extractive", note, floor, shown)
         if mode == "auto":
             shown.quotes(quoted.answer)
             if not answers.model_adds(query, self.policy.auto_model_shapes):
-                return self._done(session, query, quoted, "extractive", note, shown)
+                return self._done(session, query, quoted, "extractive", note, floor, shown)
         try:
             generated, dropped, out = await self._generate(session, query, persona, evidence, shown)
         except JobError as failure:
             fallback = f"{failure.code.mcp}: {failure.message}"
-            return self._done(session, query, quoted, "fallback", note, shown, reason=fallback)
+            return self._done(session, query, quoted, "fallback", note, floor, shown, reason=fallback)
         if not generated.grounded:
             reason = (
                 f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage and about the question"
                 f" ({generated.aside} backed but about something else)"
             )
-            return self._done(session, query, quoted, "fallback", note, shown, dropped, reason, out)
+            return self._done(session, query, quoted, "fallback", note, floor, shown, dropped, reason, out)
         if mode == "auto" and not generated.carries:
             # Backed, but it states none of the best quote's figures or names: it talks around the question.
             note = note or "the model's answer added nothing to the quoted sentences"
-            return self._done(session, query, quoted, "extractive", note, shown, dropped, llm=out)
+            return self._done(session, query, quoted, "extractive", note, floor, shown, dropped, llm=out)
         used: schemas.AnswerModeUsed = "generative" if dropped == 0 else "generative+checked"
         if mode == "auto":
             generated = answers.after_quotes(quoted, generated)
-        return self._done(session, query, generated, used, note, shown, dropped, llm=out)
+        return self._done(session, query, generated, used, note, floor, shown, dropped, llm=out)
 
     async def _generate(
         self,
@@ -314,6 +334,7 @@ class Chat:
         composed: Composed,
         used: schemas.AnswerModeUsed,
         note: str | None,
+        floor: schemas.FloorUsed,
         shown: Shown,
         dropped: int = 0,
         reason: str | None = None,
@@ -336,5 +357,5 @@ class Chat:
             answer_mode_used=used,
             dropped_sentences=dropped,
             fallback_reason=reason[:500] if reason else None,
-            floor=shown.floor.floor,
+            floor=floor,
         )

@@ -39,9 +39,10 @@ class Reading:
 EVIDENCE_ONLY = Reading(False, "evidence")
 
 
-def in_band(support: dict[str, float]) -> bool:
-    """Whether the evidence is close enough to refusing that the model should read the question too."""
-    return max(support.get("semantic", 0.0), support.get("clause", 0.0)) < LIKELY_BAND
+def in_band(support: dict[str, float], band: float = LIKELY_BAND) -> bool:
+    """Whether the evidence is close enough to refusing that the model should read the question too: its best
+    cosine, a sentence's or a clause's, is under ``band``."""
+    return max(support.get("semantic", 0.0), support.get("clause", 0.0)) < band
 
 
 async def read(

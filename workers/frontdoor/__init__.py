@@ -38,8 +38,8 @@ from foldermind.workers.frontdoor import keyscope
 from foldermind.workers.frontdoor.guard import Guard
 from foldermind.workers.frontdoor.http import HttpServer, bind, build_app
 from foldermind.workers.frontdoor.keyscope import KeyMiddleware
+from foldermind.workers.frontdoor.server import build_server
 from foldermind.workers.frontdoor.sessions import EvictingSessionManager
-from foldermind.workers.frontdoor.tools import build_server
 
 log = logging.getLogger("foldermind.frontdoor")
 

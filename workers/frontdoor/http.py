@@ -16,8 +16,8 @@ from foldermind.protocol.runtime.config import McpPolicy
 from foldermind.workers.framework.httpserve import HttpServer, bind, loopback_hosts, loopback_origins
 from foldermind.workers.frontdoor.disconnect import WatchDisconnect
 from foldermind.workers.frontdoor.guard import Guard
+from foldermind.workers.frontdoor.server import FoldermindServer
 from foldermind.workers.frontdoor.sessions import session_app
-from foldermind.workers.frontdoor.tools import FoldermindServer
 
 __all__ = ["HttpServer", "bind", "build_app"]
 

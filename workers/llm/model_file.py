@@ -48,6 +48,9 @@ class ModelFileError(Exception):
 class ModelInfo:
     path: Path
     name: str
+    """What users see (status, the console, an answer's ``model``): the file's name without ``.gguf``, as its package
+    or its download names it (``SmolLM2-135M-Instruct.Q4_1``). Not the header's ``general.name``, often a converter's
+    run label (the bundled file's: "Smollm2 135M 8k Lc100K Mix1 Ep2")."""
     architecture: str
     version: int
     tokenizer_model: str
@@ -132,7 +135,7 @@ def inspect(path: Path) -> ModelInfo:
     names = {name for name, _ in header.tensors}
     return ModelInfo(
         path=path,
-        name=text("general.name") or path.stem,
+        name=path.stem,
         architecture=arch,
         version=header.version,
         tokenizer_model=tokenizer,

@@ -2,17 +2,17 @@
 
 ``python -m tests.bench.shapes.answers HOME [--batch N] [--json PATH]``: for each corpus, the kept kernel of
 :mod:`.kernel` answers every new question of ``data/questions.jsonl`` of that corpus (how, paraphrase, which,
-number) and every ``none`` question (asked of each corpus) as ``chat_with_documents`` does in its extractive mode:
-the indexer's ``evidence.request`` (five files), then :func:`foldermind.workers.answers.quotes.extractive`. Scored:
-the answer holds the gold answer (rows with an ``answer`` pattern), it cites a gold file (answerable rows), and a
-``none`` question is refused ("the documents do not say"). The reused rows (factoid and lookup sets) are measured by
-:mod:`tests.bench.answer_floor` and :mod:`tests.bench.answers`. Prints a table per shape and split.
+number) and every ``none`` question (asked of each corpus) as ``chat_with_documents`` does in its extractive mode,
+by the answers engine's own first step (:mod:`tests.bench.product_answers`: evidence, quotes, the model's reading
+where the evidence floor is near refusing). Scored: the answer holds the gold answer (rows with an ``answer``
+pattern), it cites a gold file (answerable rows), and a ``none`` question is refused ("the documents do not say").
+The reused rows (factoid and lookup sets) are measured by :mod:`tests.bench.answer_floor` and
+:mod:`tests.bench.answers`. Prints a table per shape and split.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import re
 import sys
@@ -20,45 +20,27 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
-from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import quotes as composer
 from tests.bench.markdown import table
+from tests.bench.product_answers import Asker
 from tests.bench.shapes.corpora import CORPORA
 from tests.bench.shapes.kernel import indexed
 
 QUESTIONS = Path(__file__).parent / "data" / "questions.jsonl"
-MAX_FILES = 5
-
-
-def _ask(client: Any, question: str, policy: LlmPolicy) -> tuple[EvidenceReply, composer.Composed, composer.Composed]:
-    """The reply, its extractive answer, and the answer it would be were the evidence judged to answer (what the
-    weak-evidence floor takes away)."""
-    request = EvidenceRequest(
-        question=question,
-        context="",
-        max_files=MAX_FILES,
-        per_file=policy.chunks_per_file,
-        max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
-    )
-    reply = client.request("indexer", request, EvidenceReply, timeout=120).body
-    quoting = composer.Quoting.of(policy)
-    quoted = composer.extractive(composer.Evidence(reply), quoting)
-    floorless = composer.extractive(composer.Evidence(dataclasses.replace(reply, supported=True)), quoting)
-    return reply, quoted, floorless
 
 
 def measure(home: Path, batch: int = 0) -> list[dict[str, Any]]:
     """Every answer; ``batch``: only the rows of that batch (``none`` ones are batch 1), 0 for all."""
     rows = [json.loads(line) for line in QUESTIONS.read_text("utf-8").splitlines() if line.strip()]
     rows = [r for r in rows if batch in (0, r.get("batch", 1))]
-    policy = LlmPolicy()
     out: list[dict[str, Any]] = []
     for name in CORPORA:
         mine = [r for r in rows if r["corpus"] in (name, "*")]
-        with indexed(home, name) as (kernel, corpus, _index), kernel.client("bench-shape-answers") as client:
+        with indexed(home, name) as (kernel, corpus, _index), Asker(kernel.home.bus_endpoint) as asker:
+            asker.warm_up()
             for r in mine:
-                reply, quoted, floorless = _ask(client, r["query"], policy)
+                got = asker.ask(r["query"])
+                reply, quoted, floorless = got.evidence.reply, got.answer, asker.floorless(got)
                 gold = {str(Path(corpus.folder) / f) for f in r.get("files", [])}
                 out.append(
                     {
@@ -68,7 +50,9 @@ def measure(home: Path, batch: int = 0) -> list[dict[str, Any]]:
                         "shape": r["shape"],
                         "split": r["split"],
                         "batch": r.get("batch", 1),
-                        "supported": reply.supported,
+                        "supported": reply.supported,  # the evidence floor's verdict
+                        "refused": not quoted.grounded,  # the answer's: the evidence floor's or the model's
+                        "floor": got.reading.floor,
                         "support": reply.support,
                         "holds_gold": _holds(r, quoted),
                         "cites_gold": any(c.file_path in gold for c in quoted.citations),
@@ -91,7 +75,7 @@ def render(results: list[dict[str, Any]]) -> str:
         for split in (r["split"], "all"):
             c = rows[(r["shape"], split)]
             if r["shape"] == "none":
-                c[4] += not r["supported"]
+                c[4] += r.get("refused", not r["supported"])  # a run kept before the model's reading: the floor's
                 c[5] += 1
                 continue
             if patterns.get(r["id"]):
