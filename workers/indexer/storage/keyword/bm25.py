@@ -321,8 +321,10 @@ class KeywordIndex:
         if not chunk_ids:
             return {}
         searcher = self.index.searcher()
-        ids = tantivy.Query.term_set_query(self.schema, "chunk_id", [int(c) for c in chunk_ids])
-        only = (tantivy.Occur.Must, tantivy.Query.const_score_query(ids, 0.0))
+        # Or'ed term queries, not a term set: for a few ids a term set costs several times as much
+        # (docs/benchmarks/search-path.md, s51).
+        ids = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "chunk_id", int(c))) for c in chunk_ids]
+        only = (tantivy.Occur.Must, tantivy.Query.const_score_query(tantivy.Query.boolean_query(ids), 0.0))
         masks: dict[int, int] = {}
         for at in range(0, max(len(terms), 1), MASK_TERMS):
             clauses = [only]
