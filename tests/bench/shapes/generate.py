@@ -193,8 +193,9 @@ def _check_split(row: dict[str, Any]) -> list[str]:
 
 
 def _check_batch2(row: dict[str, str], drawn_text: str, passages: dict[tuple[str, str], str]) -> list[str]:
-    """Batch 2's own checks, batches 3 and 4's too (``data/README.md``): the drawn document is the first gold file and holds the
-    answer; the question neither matches its answer pattern nor repeats RUN consecutive words of its passage."""
+    """Batch 2's own checks, batches 3 and 4's too (``data/README.md``): the drawn document is the first gold file and
+    holds the answer; the question neither matches its answer pattern nor repeats RUN consecutive words of its
+    passage."""
     out = []
     if not drawn_text or not re.search(row["answer"], drawn_text, re.IGNORECASE):
         out.append(f"{row['id']}: the drawn document is not the first gold file or does not hold {row['answer']!r}")
