@@ -57,12 +57,13 @@ from tests.config import merge
 
 NOANSWER = DATA / "noanswer.jsonl"
 NOANSWER2 = DATA / "noanswer2.jsonl"
-NOANSWER_HELD_OUT = "noanswer2"  # the newest no-answer set: held out; every earlier no-answer row is tune
+NOANSWER3 = DATA / "noanswer3.jsonl"
+NOANSWER_HELD_OUT = "noanswer3"  # the newest no-answer set: held out; every earlier no-answer row is tune
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS, PYTEST)
 MAX_FILES = 5
-HELD_OUT = ("fresh7",)
-SHAPE_HELD_OUT = (3,)  # the shape bench's batches never read before this session (its "batch" field)
+HELD_OUT: tuple[str, ...] = ()  # every factoid set has been read: all tune
+SHAPE_HELD_OUT = (4,)  # the shape bench's batches never read before this session (its "batch" field)
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
 Floor = tuple[float, float, float, float]
@@ -87,15 +88,19 @@ class Asked:
     holds_gold: bool = False  # the extractive answer, were the floor not there, holds the gold (answerable only)
     answer: str = ""
     shape: str = ""  # a shape bench row's shape ("how", "paraphrase", ...); a factoid's is read from its question
+    cited: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # the floorless quotes' citations
 
 
 def _noanswer_rows() -> list[dict[str, str]]:
-    return [json.loads(line) for p in (NOANSWER, NOANSWER2) for line in p.read_text("utf-8").splitlines() if line]
+    return [
+        json.loads(line) for p in (NOANSWER, NOANSWER2, NOANSWER3) for line in p.read_text("utf-8").splitlines() if line
+    ]
 
 
-def _questions(only: str = "") -> list[Asked]:
-    """Every question asked: the no-answer rows (of the set ``only`` alone when given) and the answerable ones."""
-    rows = [r for r in _noanswer_rows() if not only or r["split"] == only]
+def _questions(only: str = "", without: str = "") -> list[Asked]:
+    """Every question asked: the no-answer rows (of the set ``only`` alone when given, never of ``without``) and the
+    answerable ones."""
+    rows = [r for r in _noanswer_rows() if (not only or r["split"] == only) and r["split"] != without]
     out = [Asked(r["id"], r["kind"], r["corpus"], _noanswer_split(r["split"]), r["question"]) for r in rows]
     if not only:
         out += [Asked(q.id, "answerable", q.corpus, _split(q.split), q.question) for q in load_questions()]
@@ -125,8 +130,8 @@ def all_corpora(root: Path) -> dict[str, Corpus]:
     return corpora | {PYTEST: Corpus(pytest.name, pytest.folder, pytest.files)}
 
 
-def measure(home: Path | None, only: str = "") -> tuple[list[Asked], dict[str, Any]]:
-    asked = _questions(only)
+def measure(home: Path | None, only: str = "", without: str = "") -> tuple[list[Asked], dict[str, Any]]:
+    asked = _questions(only, without)
     gold = {q.id: q for q in load_questions()}
     policy = LlmPolicy()
     kernel = Kernel("answer-floor", merge(kernel_config(), SLOW_PARSES), home)
@@ -162,6 +167,7 @@ def measure(home: Path | None, only: str = "") -> tuple[list[Asked], dict[str, A
                 quoted = composer.extractive(
                     composer.Evidence(dataclasses.replace(reply, supported=True)), composer.Quoting.of(policy)
                 )
+                a.cited = [c.model_dump() for c in quoted.citations]
                 if a.kind == "answerable":
                     a.holds_gold = gold[a.id].answered_by(quoted.answer)
                 say(
@@ -300,6 +306,7 @@ def shape_rows(path: Path) -> list[Asked]:
         gold = r["holds_gold_floorless"] or (r["shape"] == "paraphrase" and r["cites_gold_floorless"])
         split = "held_out" if kind != "shape-none" and r.get("batch") in SHAPE_HELD_OUT else "tune"
         a = Asked(r["id"], kind, r["corpus"], split, r["query"], support=s, holds_gold=gold, shape=r["shape"])
+        a.cited = r.get("cited", [])
         a.semantic, a.lexical, a.rare = s.get("semantic", 0.0), s.get("lexical", 0.0), s.get("rare", 0.0)
         a.unheld_name, a.clause = s.get("unheld_name", 0.0), s.get("clause", 0.0)
         out.append(a)
@@ -342,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", help="write the report here (default: print only)")
     parser.add_argument("--shapes", help="also judge on the shape bench's answers (its --json)")
     parser.add_argument("--only", default="", help="ask only this no-answer set's rows (e.g. noanswer2)")
+    parser.add_argument("--without", default="", help="leave this no-answer set's rows out (e.g. the held-out one)")
     parser.add_argument("--main", default="0.475,0.6,1.01,1", help="the floor before: cosine,share,unheld,rescue")
     parser.add_argument("--soft", action="store_true", help="also sweep the soft cover's floors on tune")
     parser.add_argument("--soft-at", type=float, help="read the soft cover's floor at this value on both halves")
@@ -358,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                 a.unheld_name = (a.support or {}).get("unheld_name", a.unheld_name)
                 a.clause = (a.support or {}).get("clause", a.clause)
         else:
-            asked, setup = measure(Path(args.home) if args.home else None, args.only)
+            asked, setup = measure(Path(args.home) if args.home else None, args.only, args.without)
             if args.json:
                 Path(args.json).write_text(json.dumps({"setup": setup, "asked": [asdict(a) for a in asked]}, indent=1))
     except BenchFailure as exc:
