@@ -5,14 +5,15 @@ those they can, and which floor tells them apart.
 repository root. A real kernel (the answers bench's setup, :mod:`tests.bench.answers`) indexes SciFact (the
 answer bench's 1,595 abstracts), the Django docs, the Debian manuals and pytest's docs (the shape bench's fourth
 corpus) as four Smart Folders, then asks the indexer's ``evidence.request`` (five files, as ``chat_with_documents``
-asks) for every question of the no-answer sets (``factoid_data/noanswer.jsonl`` and ``noanswer2.jsonl``: greetings,
-questions on subjects no document names, near misses and neighbours; its README) and every answerable factoid
-question of those corpora (``--only noanswer2``: that set's rows alone). For each it keeps the reply's ``support``
-(:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, and for an answerable
-one whether the extractive answer (the quotes a user gets) holds the gold answer. The answerable questions' tune part
-is every set read before (tune, held_out, fresh .. fresh6), their held-out part the newest set (fresh7, figures), never
-read before this session. The no-answer rows' held-out part is the newest set, ``noanswer2``; every earlier no-answer
-row (and the shape bench's ``none`` rows) is tune.
+asks) for every question of the no-answer sets (``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` and
+``noanswer3.jsonl``: greetings, questions on subjects no document names, near misses and neighbours; its README) and
+every answerable factoid question of those corpora (``--only noanswer3``: that set's rows alone; ``--without
+noanswer3``: all but those). For each it keeps the reply's ``support``
+(:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, the floorless
+quotes' citations (``cited``), and for an answerable one whether the extractive answer (the quotes a user gets) holds
+the gold answer. Every answerable factoid set has been read before (tune .. fresh7): all tune; fresh answerable
+questions come from the shape bench's newest batch (``--shapes``). The no-answer rows' held-out part is the newest
+set, ``noanswer3``; every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
