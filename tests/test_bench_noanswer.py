@@ -1,5 +1,5 @@
 """The no-answer sets' parts and check, as ``tests/bench/factoid_data/README.md`` fixes them: the newest set
-(``noanswer2``) is the floor bench's held-out part, every earlier no-answer row (and the shape bench's ``none``
+(``noanswer3``) is the floor bench's held-out part, every earlier no-answer row (and the shape bench's ``none``
 rows) tune; the check fails a row whose ``absent`` and ``present`` meet in one document, or whose ``present`` misses
 the document it was written from."""
 
@@ -13,24 +13,33 @@ from tests.bench import answer_floor, noanswer_check
 
 def test_the_newest_no_answer_set_is_held_out_and_every_earlier_row_is_tune() -> None:
     asked = [a for a in answer_floor._questions() if a.kind != "answerable"]
-    newest = {json.loads(line)["id"] for line in answer_floor.NOANSWER2.read_text("utf-8").splitlines() if line}
-    earlier = {json.loads(line)["id"] for line in answer_floor.NOANSWER.read_text("utf-8").splitlines() if line}
-    assert len(newest) == 48 and len(earlier) == 90
+    newest = {json.loads(line)["id"] for line in answer_floor.NOANSWER3.read_text("utf-8").splitlines() if line}
+    earlier = {
+        json.loads(line)["id"]
+        for path in (answer_floor.NOANSWER, answer_floor.NOANSWER2)
+        for line in path.read_text("utf-8").splitlines()
+        if line
+    }
+    assert len(newest) == 48 and len(earlier) == 90 + 48
     assert {a.id for a in asked} == newest | earlier
     assert {a.id for a in asked if a.split == "held_out"} == newest
     parts = answer_floor.splits()
     assert {parts[i] for i in newest} == {"held_out"} and {parts[i] for i in earlier} == {"tune"}
 
 
-def test_only_asks_the_named_set_alone() -> None:
-    asked = answer_floor._questions("noanswer2")
+def test_only_asks_the_named_set_alone_and_without_leaves_it_out() -> None:
+    asked = answer_floor._questions("noanswer3")
     assert len(asked) == 48 and {a.split for a in asked} == {"held_out"}
+    rest = answer_floor._questions("", "noanswer3")
+    assert not {a.id for a in asked} & {a.id for a in rest} and {a.split for a in rest} == {"tune"}
 
 
-def test_shape_none_rows_are_tune_and_the_newest_batch_held_out_whatever_their_own_split(tmp_path: Path) -> None:
+def test_shape_rows_keep_their_citations_none_rows_tune_and_the_newest_batch_held_out(tmp_path: Path) -> None:
     row: dict[str, object] = {"id": "k-any-11", "shape": "none", "corpus": "*", "split": "held_out", "query": "hi"}
     row |= {"support": {}, "holds_gold_floorless": False, "cites_gold_floorless": False}
+    cited = [{"quote": "q", "snippet": "s", "file_name": "f.txt", "location": {"heading": "h"}}]
     answerable = row | {"id": "f-x", "shape": "how", "split": "held_out", "batch": answer_floor.SHAPE_HELD_OUT[0]}
+    answerable |= {"cited": cited}
     older = answerable | {"id": "f-y", "batch": 1}  # read before this session: tune whatever its hash split
     path = tmp_path / "shapes.json"
     path.write_text(json.dumps([row, answerable, older]), encoding="utf-8")
@@ -40,6 +49,7 @@ def test_shape_none_rows_are_tune_and_the_newest_batch_held_out_whatever_their_o
         ("answerable", "held_out"),
         ("answerable", "tune"),
     ]
+    assert rows[1].cited == cited and rows[2].cited == cited and rows[0].cited == []
 
 
 def test_the_check_fails_a_row_whose_asked_thing_stands_beside_its_subject_or_whose_page_lacks_the_subject() -> None:

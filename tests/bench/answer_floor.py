@@ -7,14 +7,15 @@ answer bench's 1,595 abstracts), the Django docs, the Debian manuals and pytest'
 corpus) as four Smart Folders, then asks, as ``chat_with_documents`` does in its extractive mode (the answers
 engine's own first step, :mod:`tests.bench.product_answers`: the indexer's ``evidence.request`` over five files, the
 quotes, the model's reading where the evidence floor is near refusing), every question of the no-answer sets
-(``factoid_data/noanswer.jsonl`` and ``noanswer2.jsonl``: greetings, questions on subjects no document names, near
-misses and neighbours; its README) and every answerable factoid question of those corpora (``--only noanswer2``: that
-set's rows alone). For each it keeps the reply's ``support`` (:mod:`foldermind.workers.indexer.evidence.floor`),
-``supported`` as the running code judged it, the answer's ``floor`` and whether it was refused (by the evidence floor
-or the model), and for an answerable one whether the extractive answer (the quotes a user gets) holds the gold
-answer. The answerable questions' tune part is every set read before (tune, held_out, fresh .. fresh6), their
-held-out part the newest set (fresh7, figures), never read before this session. The no-answer rows' held-out part is
-the newest set, ``noanswer2``; every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
+(``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` and ``noanswer3.jsonl``: greetings, questions on subjects no
+document names, near misses and neighbours; its README) and every answerable factoid question of those corpora
+(``--only noanswer3``: that set's rows alone; ``--without noanswer3``: all but those). For each it keeps the reply's
+``support`` (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, the
+answer's ``floor``, whether it was refused (by the evidence floor or the model), the floorless quotes' citations
+(``cited``), and for an answerable one whether the extractive answer (the quotes a user gets) holds the gold answer.
+Every answerable factoid set has been read before (tune .. fresh7): all tune; fresh answerable questions come from
+the shape bench's newest batch (``--shapes``). The no-answer rows' held-out part is the newest set, ``noanswer3``;
+every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
@@ -39,7 +40,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,12 @@ from tests.config import merge
 
 NOANSWER = DATA / "noanswer.jsonl"
 NOANSWER2 = DATA / "noanswer2.jsonl"
-NOANSWER_HELD_OUT = "noanswer2"  # the newest no-answer set: held out; every earlier no-answer row is tune
+NOANSWER3 = DATA / "noanswer3.jsonl"
+NOANSWER_HELD_OUT = "noanswer3"  # the newest no-answer set: held out; every earlier no-answer row is tune
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS, PYTEST)
-HELD_OUT = ("fresh7",)
-SHAPE_HELD_OUT = (3,)  # the shape bench's batches never read before this session (its "batch" field)
+HELD_OUT: tuple[str, ...] = ()  # every factoid set has been read: all tune
+SHAPE_HELD_OUT = (4,)  # the shape bench's batches never read before this session (its "batch" field)
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
 Floor = tuple[float, float, float, float]
@@ -88,15 +90,19 @@ class Asked:
     refused: bool = False  # the answer a user gets is "the documents do not say" (the evidence floor's or the model's)
     floor: str = ""  # the answer's ``floor``: what judged that the documents answer ("" in a run kept before it)
     shape: str = ""  # a shape bench row's shape ("how", "paraphrase", ...); a factoid's is read from its question
+    cited: list[dict[str, Any]] = field(default_factory=list)  # the floorless quotes' citations
 
 
 def _noanswer_rows() -> list[dict[str, str]]:
-    return [json.loads(line) for p in (NOANSWER, NOANSWER2) for line in p.read_text("utf-8").splitlines() if line]
+    return [
+        json.loads(line) for p in (NOANSWER, NOANSWER2, NOANSWER3) for line in p.read_text("utf-8").splitlines() if line
+    ]
 
 
-def _questions(only: str = "") -> list[Asked]:
-    """Every question asked: the no-answer rows (of the set ``only`` alone when given) and the answerable ones."""
-    rows = [r for r in _noanswer_rows() if not only or r["split"] == only]
+def _questions(only: str = "", without: str = "") -> list[Asked]:
+    """Every question asked: the no-answer rows (of the set ``only`` alone when given, never of ``without``) and the
+    answerable ones."""
+    rows = [r for r in _noanswer_rows() if (not only or r["split"] == only) and r["split"] != without]
     out = [Asked(r["id"], r["kind"], r["corpus"], _noanswer_split(r["split"]), r["question"]) for r in rows]
     if not only:
         out += [Asked(q.id, "answerable", q.corpus, _split(q.split), q.question) for q in load_questions()]
@@ -126,8 +132,8 @@ def all_corpora(root: Path) -> dict[str, Corpus]:
     return corpora | {PYTEST: Corpus(pytest.name, pytest.folder, pytest.files)}
 
 
-def measure(home: Path | None, only: str = "") -> tuple[list[Asked], dict[str, Any]]:
-    asked = _questions(only)
+def measure(home: Path | None, only: str = "", without: str = "") -> tuple[list[Asked], dict[str, Any]]:
+    asked = _questions(only, without)
     gold = {q.id: q for q in load_questions()}
     kernel = Kernel("answer-floor", merge(kernel_config(), SLOW_PARSES), home)
     results = Results(machine=machine.facts(REPO), args={})
@@ -154,6 +160,7 @@ def measure(home: Path | None, only: str = "") -> tuple[list[Asked], dict[str, A
                 a.answer, a.refused, a.floor = got.quotes.answer, not got.answer.grounded, got.reading.floor
                 # whether the quotes hold the gold is judged without the floor: what the floor takes away
                 quoted = asker.floorless(got)
+                a.cited = [c.model_dump() for c in quoted.citations]
                 if a.kind == "answerable":
                     a.holds_gold = gold[a.id].answered_by(quoted.answer)
                 say(
@@ -293,6 +300,7 @@ def shape_rows(path: Path) -> list[Asked]:
         split = "held_out" if kind != "shape-none" and r.get("batch") in SHAPE_HELD_OUT else "tune"
         a = Asked(r["id"], kind, r["corpus"], split, r["query"], support=s, holds_gold=gold, shape=r["shape"])
         a.refused, a.floor = r.get("refused", False), r.get("floor", "")
+        a.cited = r.get("cited", [])
         a.semantic, a.lexical, a.rare = s.get("semantic", 0.0), s.get("lexical", 0.0), s.get("rare", 0.0)
         a.unheld_name, a.clause = s.get("unheld_name", 0.0), s.get("clause", 0.0)
         out.append(a)
@@ -343,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", help="write the report here (default: print only)")
     parser.add_argument("--shapes", help="also judge on the shape bench's answers (its --json)")
     parser.add_argument("--only", default="", help="ask only this no-answer set's rows (e.g. noanswer2)")
+    parser.add_argument("--without", default="", help="leave this no-answer set's rows out (e.g. the held-out one)")
     parser.add_argument("--main", default="0.475,0.6,1.01,1", help="the floor before: cosine,share,unheld,rescue")
     parser.add_argument("--soft", action="store_true", help="also sweep the soft cover's floors on tune")
     parser.add_argument("--soft-at", type=float, help="read the soft cover's floor at this value on both halves")
@@ -359,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                 a.unheld_name = (a.support or {}).get("unheld_name", a.unheld_name)
                 a.clause = (a.support or {}).get("clause", a.clause)
         else:
-            asked, setup = measure(Path(args.home) if args.home else None, args.only)
+            asked, setup = measure(Path(args.home) if args.home else None, args.only, args.without)
             if args.json:
                 Path(args.json).write_text(json.dumps({"setup": setup, "asked": [asdict(a) for a in asked]}, indent=1))
     except BenchFailure as exc:

@@ -59,6 +59,7 @@ def measure(home: Path, batch: int = 0) -> list[dict[str, Any]]:
                         "holds_gold_floorless": _holds(r, floorless),
                         "cites_gold_floorless": any(c.file_path in gold for c in floorless.citations),
                         "answer": quoted.answer,
+                        "cited": [c.model_dump() for c in floorless.citations],
                     }
                 )
     return out
