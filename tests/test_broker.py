@@ -26,6 +26,8 @@ from foldermind.protocol.messages import (
     EchoRequest,
     Envelope,
     JobCancel,
+    Message,
+    PingRequest,
     WorkerReady,
 )
 from foldermind.protocol.runtime.config import BusPolicy
@@ -62,11 +64,12 @@ class Membership:
 class Worker:
     """A worker's two sockets: jobs, and heartbeats (where a ``job.cancel`` arrives)."""
 
-    def __init__(self, bus: Bus, name: str, service: str, capacity: int) -> None:
+    def __init__(self, bus: Bus, name: str, service: str, capacity: int, background: tuple[str, ...] = ()) -> None:
         self.name, self.ident = name, f"{name}.1.{uuid.uuid4().hex[:6]}".encode()
         self.jobs = bus.socket(self.ident)
         self.hb = bus.socket(self.ident + HB_SUFFIX)
-        frames.send(self.jobs, Envelope(kind=WorkerReady.KIND, src=name), WorkerReady(name, service, 1, capacity))
+        ready = WorkerReady(name, service, 1, capacity, background=list(background))
+        frames.send(self.jobs, Envelope(kind=WorkerReady.KIND, src=name), ready)
         bus.step()
 
     def answer(self, bus: Bus, job: frames.Packet, data: bytes = b"done") -> None:
@@ -101,13 +104,18 @@ class Bus:
         if self.router.poll(1000):
             self.broker.on_readable()
 
-    def worker(self, name: str, service: str | None = None, capacity: int = 1) -> Worker:
+    def worker(
+        self, name: str, service: str | None = None, capacity: int = 1, background: tuple[str, ...] = ()
+    ) -> Worker:
         self.membership.serving.update({name, service or name})
-        return Worker(self, name, service or name, capacity)
+        return Worker(self, name, service or name, capacity, background)
 
-    def request(self, caller: zmq.Socket[Any], to: str, deadline_s: float | None = 30.0) -> Envelope:
-        env = Envelope(kind=EchoRequest.KIND, src="test", to=to, deadline=time.time() + deadline_s if deadline_s else 0)
-        frames.send(caller, env, EchoRequest(b"x"))
+    def request(
+        self, caller: zmq.Socket[Any], to: str, deadline_s: float | None = 30.0, msg: Message | None = None
+    ) -> Envelope:
+        msg = msg or EchoRequest(b"x")
+        env = Envelope(kind=msg.KIND, src="test", to=to, deadline=time.time() + deadline_s if deadline_s else 0)
+        frames.send(caller, env, msg)
         self.step()
         return env
 
@@ -608,3 +616,34 @@ def test_progress_a_worker_reported_before_it_held_the_job_does_not_extend_its_d
     bus.tick(6.0, worker)
     code, _, message = error_of(received(caller))
     assert code == ErrorCode.DEADLINE_EXCEEDED and message == "echo.request made no progress for 5 s at parser"
+
+
+def test_a_background_job_goes_beside_the_job_in_hand_and_never_holds_back_a_foreground_one(bus: Bus) -> None:
+    """A worker's background kind (the llm's summaries) takes no slot of its capacity: one goes beside the job in
+    hand, a second waits for the first, and a foreground job queued behind that second one is not held back."""
+    worker, caller = bus.worker("llm", background=(PingRequest.KIND,)), bus.socket(b"caller")
+    chat = bus.request(caller, "llm")
+    summary = bus.request(caller, "llm", msg=PingRequest())
+    got = [received(worker.jobs), received(worker.jobs)]
+    assert [p.env.id for p in got] == [chat.id, summary.id]
+    second = bus.request(caller, "llm", msg=PingRequest())
+    question = bus.request(caller, "llm")
+    assert nothing_for(worker.jobs)  # the chat holds the slot, the first summary the background lane
+    worker.answer(bus, got[0])
+    assert received(worker.jobs).env.id == question.id  # past the summary waiting in the queue before it
+    worker.answer(bus, got[1])
+    assert received(worker.jobs).env.id == second.id
+    assert [received(caller).env.cid for _ in range(2)] == [chat.id, summary.id]
+
+
+def test_a_background_job_past_its_deadline_keeps_its_lane_busy_not_the_job_slot(bus: Bus) -> None:
+    worker, caller = bus.worker("llm", background=(PingRequest.KIND,)), bus.socket(b"caller")
+    bus.request(caller, "llm", deadline_s=5.0, msg=PingRequest())
+    summary = received(worker.jobs)
+    bus.tick(6.0, worker)
+    assert error_of(received(caller))[0] == ErrorCode.DEADLINE_EXCEEDED
+    later = bus.request(caller, "llm", msg=PingRequest())
+    chat = bus.request(caller, "llm")
+    assert received(worker.jobs).env.id == chat.id and nothing_for(worker.jobs)
+    worker.answer(bus, summary)  # the late answer ends the overrun: the lane is free again
+    assert received(worker.jobs).env.id == later.id

@@ -107,24 +107,34 @@ class Routing:
         return [peer] if peer is not None else []
 
     def _pump(self, target: str) -> None:
-        """Hand queued jobs for ``target`` to free workers, the one that will be done first first."""
+        """Hand queued jobs for ``target`` to free workers, the one that will be done first first. In order, lane by
+        lane: a job that waits for a member's job thread does not hold back one for its background lane."""
         queue = self.queues.get(target)
         if not queue:
             return
         candidates = self._candidates(target)
-        while queue:
-            if queue[0].done:
-                queue.popleft()
+        lanes = 2 if any(p.background for p in candidates) else 1
+        blocked: set[bool] = set()  # the lanes whose next job found no free member
+        kept: deque[Job] = deque()
+        while queue and len(blocked) < lanes:
+            job = queue.popleft()
+            if job.done:
                 continue
-            best = pick(candidates, queue[0].env.kind, len(queue))
+            lane = any(job.env.kind in p.background for p in candidates)
+            best = None if lane in blocked else pick(candidates, job.env.kind, len(queue) + 1)
             if best is None:
-                return
-            self._assign(queue.popleft(), best)
+                blocked.add(lane)
+                kept.append(job)
+            else:
+                self._assign(job, best)
+        queue.extendleft(reversed(kept))
 
     def _assign(self, job: Job, peer: Peer) -> None:
         job.worker = peer
         job.assigned = time.monotonic()
         peer.jobs.add(job.env.id)
+        if job.env.kind in peer.background:
+            peer.behind.add(job.env.id)
         self._forward(peer.ident, job.packet)
 
     def _finish(self, job: Job) -> None:
@@ -228,7 +238,7 @@ class Routing:
     # ---------------------------------------------------------------------------------------
     # overruns: a job past its deadline at a worker
 
-    def _overran(self, worker: Peer, job_id: str, now: float) -> None:
+    def _overran(self, worker: Peer, job: Job, now: float) -> None:
         """The caller has its ``deadline_exceeded``; the worker gets ``overrun_grace_s`` to notice.
 
         A worker past a deadline is usually slow, not hung: a CPU-starved model call that checks its
@@ -239,8 +249,8 @@ class Routing:
         if grace <= 0:
             self._stuck(worker, "missed a job deadline")
             return
-        self.jobs.overran(worker, job_id, now + grace)
-        cancel = Envelope(kind=JobCancel.KIND, src="kernel", to=worker.name, cid=job_id)
+        self.jobs.overran(worker, job.env.id, now + grace, job.env.kind in worker.background)
+        cancel = Envelope(kind=JobCancel.KIND, src="kernel", to=worker.name, cid=job.env.id)
         self._send(worker.ident + HB_SUFFIX, cancel, JobCancel("deadline"))
         log.warning("%s overran a job deadline; cancelled, %g s to answer before it is replaced", worker.name, grace)
 
@@ -282,7 +292,7 @@ class Routing:
             self.reply_error(job.client, job.env, info)
             self._finish(job)
             if worker is not None:
-                self._overran(worker, job.env.id, now)
+                self._overran(worker, job, now)
 
     def _replace_stuck_workers(self, now: float) -> None:
         for overrun in self.jobs.stuck(now, lambda peer: self.peers.get(peer.ident) is peer):
