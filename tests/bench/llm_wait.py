@@ -71,7 +71,12 @@ def round_(k: Any, url: str, token: str, quotes: str, text: str) -> dict[str, An
     started = time.monotonic()
     env = client.send("llm", AnalyzeRequest("chage.txt", text, 1, 1), timeout=600)
     answered: list[tuple[float, Any]] = []  # when the summary's reply came, and the reply (this thread's socket)
-    waiter = threading.Thread(target=lambda: answered.append((time.monotonic(), client.receive(600))))
+
+    def wait() -> None:
+        packet = client.receive(600)
+        answered.append((time.monotonic(), packet))
+
+    waiter = threading.Thread(target=wait)
     waiter.start()
     wait_for(lambda: "summarising" in str(k.worker("llm").get("note") or ""), 60, 0.05, what="a summary running")
     row["behind"], out = ask(url, token)
