@@ -27,7 +27,6 @@ from foldermind.protocol.messages import (
     Envelope,
     JobCancel,
     Message,
-    PingRequest,
     WorkerReady,
 )
 from foldermind.protocol.runtime.config import BusPolicy
@@ -616,34 +615,3 @@ def test_progress_a_worker_reported_before_it_held_the_job_does_not_extend_its_d
     bus.tick(6.0, worker)
     code, _, message = error_of(received(caller))
     assert code == ErrorCode.DEADLINE_EXCEEDED and message == "echo.request made no progress for 5 s at parser"
-
-
-def test_a_background_job_goes_beside_the_job_in_hand_and_never_holds_back_a_foreground_one(bus: Bus) -> None:
-    """A worker's background kind (the llm's summaries) takes no slot of its capacity: one goes beside the job in
-    hand, a second waits for the first, and a foreground job queued behind that second one is not held back."""
-    worker, caller = bus.worker("llm", background=(PingRequest.KIND,)), bus.socket(b"caller")
-    chat = bus.request(caller, "llm")
-    summary = bus.request(caller, "llm", msg=PingRequest())
-    got = [received(worker.jobs), received(worker.jobs)]
-    assert [p.env.id for p in got] == [chat.id, summary.id]
-    second = bus.request(caller, "llm", msg=PingRequest())
-    question = bus.request(caller, "llm")
-    assert nothing_for(worker.jobs)  # the chat holds the slot, the first summary the background lane
-    worker.answer(bus, got[0])
-    assert received(worker.jobs).env.id == question.id  # past the summary waiting in the queue before it
-    worker.answer(bus, got[1])
-    assert received(worker.jobs).env.id == second.id
-    assert [received(caller).env.cid for _ in range(2)] == [chat.id, summary.id]
-
-
-def test_a_background_job_past_its_deadline_keeps_its_lane_busy_not_the_job_slot(bus: Bus) -> None:
-    worker, caller = bus.worker("llm", background=(PingRequest.KIND,)), bus.socket(b"caller")
-    bus.request(caller, "llm", deadline_s=5.0, msg=PingRequest())
-    summary = received(worker.jobs)
-    bus.tick(6.0, worker)
-    assert error_of(received(caller))[0] == ErrorCode.DEADLINE_EXCEEDED
-    later = bus.request(caller, "llm", msg=PingRequest())
-    chat = bus.request(caller, "llm")
-    assert received(worker.jobs).env.id == chat.id and nothing_for(worker.jobs)
-    worker.answer(bus, summary)  # the late answer ends the overrun: the lane is free again
-    assert received(worker.jobs).env.id == later.id

@@ -41,6 +41,7 @@ class Overrun:
 
     peer: Peer
     until: float  # monotonic: if it has not answered by then, it is stuck
+    background: bool = False  # the job is one of the peer's background kinds
 
 
 class JobTable:
@@ -97,7 +98,7 @@ class JobTable:
         peer.jobs.add(job_id)  # its job thread is still busy: nothing new goes there meanwhile
         if background:
             peer.behind.add(job_id)
-        self._overruns[job_id] = Overrun(peer, until)
+        self._overruns[job_id] = Overrun(peer, until, background)
 
     def overrun_answered(self, peer: Peer | None, job_id: str) -> Overrun | None:
         """A late answer from ``peer``: the overrun it ends (its slot freed), or None if it ends none."""

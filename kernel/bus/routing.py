@@ -247,7 +247,7 @@ class Routing:
         answers (the answer is dropped) or the grace runs out (then it is stuck: killed, replaced)."""
         grace = self.policy.overrun_grace_s
         if grace <= 0:
-            self._stuck(worker, "missed a job deadline")
+            self._stuck(worker, "missed a job deadline", bystanders=job.env.kind not in worker.background)
             return
         self.jobs.overran(worker, job.env.id, now + grace, job.env.kind in worker.background)
         cancel = Envelope(kind=JobCancel.KIND, src="kernel", to=worker.name, cid=job.env.id)
@@ -262,8 +262,17 @@ class Routing:
         self._pump(overrun.peer.name)
         self._pump(overrun.peer.service)
 
-    def _stuck(self, worker: Peer, reason: str) -> None:
-        """Declared lost while its process may still run: dropped from routing, killed, replaced."""
+    def _stuck(self, worker: Peer, reason: str, bystanders: bool = False) -> None:
+        """Declared lost while its process may still run: dropped from routing, killed, replaced. ``bystanders``: it
+        is stuck on a job of its own slot, so the background job beside it did not cause it and waits for the
+        replacement at the head of the queue (a summary beside a hung chat is not the summary's failure)."""
+        for job_id in list(worker.behind) if bystanders else ():
+            worker.jobs.discard(job_id)
+            worker.behind.discard(job_id)
+            job = self.jobs.get(job_id)
+            if job is not None and not job.done:
+                job.worker = None
+                self.queues.setdefault(job.target, deque()).appendleft(job)
         self.drop(worker, reason, ErrorCode.WORKER_LOST)
         self.membership.worker_gone(worker.name, worker.pid, reason, kill=True)
 
@@ -297,7 +306,8 @@ class Routing:
     def _replace_stuck_workers(self, now: float) -> None:
         for overrun in self.jobs.stuck(now, lambda peer: self.peers.get(peer.ident) is peer):
             grace = self.policy.overrun_grace_s
-            self._stuck(overrun.peer, f"missed a job deadline and was still busy {grace:g} s later")
+            reason = f"missed a job deadline and was still busy {grace:g} s later"
+            self._stuck(overrun.peer, reason, bystanders=not overrun.background)
 
     def _drop_silent_workers(self, now: float) -> None:
         limit, loading_limit = now - self.policy.liveness_s, now - self.policy.loading_liveness_s

@@ -5,8 +5,8 @@ kernel hands one beside the job in hand: :attr:`~foldermind.workers.framework.ba
 of its own. The backend has one context and is not thread-safe, so one job at a time uses it: a foreground job
 waits only for the summary's next step (a token, or a slice of its prompt), where the summary steps aside; the
 summary takes the context back when no foreground job holds or wants it, and evaluates its tokens again (the
-foreground job reset the context). Nothing of the summary is lost, and it never runs beside a chat on the cores
-the chat measured as free.
+foreground job reset the context) as they were made, so it writes the same summary. It never runs beside a chat
+on the cores the chat measured as free.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ CANCEL_POLL_S = 0.5
 
 
 class Cancelled(Exception):
-    """A background job's caller gave it up while it waited for the context."""
+    """A background job gave up waiting for the context (its caller went, or its deadline is near)."""
 
 
 class Lanes:
