@@ -7,7 +7,8 @@ the mcp SDK client over HTTP, in extractive mode (where no model writes).
 answers it with their welcome line, but nothing there makes the question likely. "Which command changes a user's
 password?" is answered by passwd(1) in other words; its evidence is as weak (both under the band), and the quotes
 make it likely. With the llm worker frozen (SIGSTOP), or slower than ``likely_wait_s``, the evidence floor answers
-alone and the note says why in a person's words.
+alone and the note says why in a person's words. A question in the band asked while the llm worker summarises a
+document in the background is read at once: the summary steps aside and comes back to the same text.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import anyio
 import pytest
 
 from foldermind.protocol.errors import ErrorCode, JobError
-from foldermind.protocol.messages import EvidenceReply
+from foldermind.protocol.messages import AnalyzeReply, AnalyzeRequest, DescribeReply, DescribeRequest, EvidenceReply
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import likely
 from foldermind.workers.answers.quotes import Composed
@@ -61,6 +62,8 @@ def served() -> Iterator[tuple[RunningKernel, str, str]]:
         {"mcp": {"port": 0, "rate_per_minute": 6000}},
         # A reading that is slow on a busy machine is waited for: the tests judge what it says, not its speed.
         {"llm": {"analysis": False, "load": "at_start", "likely_wait_s": 600}},
+        # The summaries sent by hand below read a long lead: seconds of prompt for a question to come in during.
+        {"llm": {"analysis_input_tokens": 1200}},
     )
     with kernel_with_folder(root, config, "ready", 180, folder) as (k, _docs, url, token):
         yield k, url, token
@@ -125,6 +128,29 @@ def test_a_question_with_strong_evidence_never_asks_the_model(served: Any) -> No
     assert reply.supported and not likely.in_band(reply.support), reply.support
     out = chat(url, token, {"query": question, "answer_mode": "extractive"})
     assert out["grounded"] is True and out["floor"] == "evidence", out
+
+
+def test_a_question_in_the_band_is_read_while_a_background_summary_steps_aside_and_the_summary_is_unchanged(
+    served: Any,
+) -> None:
+    k, url, token = served
+    text = (TESTS / "manpages" / "chage.txt").read_text(encoding="utf-8")[:4000]  # as the indexer sends it
+    client = k.client("summaries")
+    alone = client.request("llm", AnalyzeRequest("chage.txt", text), AnalyzeReply, timeout=600).body
+    sent = client.send("llm", AnalyzeRequest("chage.txt", text, 1, 1), timeout=600)
+    wait_for(lambda: "summarising" in str(k.worker("llm").get("note") or ""), 120, 0.05, "the summary in hand")
+    out = chat(url, token, {"query": ANSWERED, "answer_mode": "extractive"})
+    assert out["grounded"] is True and out["floor"] == "evidence+model", out
+    # The model read the question while the summary was in hand: the summary is not answered yet.
+    assert not client.sock.poll(0), "the summary was answered first: the question's reading waited behind it"
+    reply = client.receive(600)
+    assert reply.env.cid == sent.id and reply.env.status == "ok", reply.env
+    summary = reply.body()
+    assert isinstance(summary, AnalyzeReply) and summary.summary, summary
+    # Nothing lost: it went on from the same state, so greedy decoding wrote the same summary.
+    assert (summary.summary, summary.entities) == (alone.summary, alone.entities)
+    details = client.request("llm", DescribeRequest(), DescribeReply, timeout=60).body.details
+    assert details["asides"] >= 1, details
 
 
 def test_with_the_llm_worker_frozen_the_evidence_floor_answers_alone_and_says_so(served: Any) -> None:

@@ -26,6 +26,7 @@ from foldermind.protocol.messages import (
     EchoRequest,
     Envelope,
     JobCancel,
+    Message,
     WorkerReady,
 )
 from foldermind.protocol.runtime.config import BusPolicy
@@ -62,11 +63,12 @@ class Membership:
 class Worker:
     """A worker's two sockets: jobs, and heartbeats (where a ``job.cancel`` arrives)."""
 
-    def __init__(self, bus: Bus, name: str, service: str, capacity: int) -> None:
+    def __init__(self, bus: Bus, name: str, service: str, capacity: int, background: tuple[str, ...] = ()) -> None:
         self.name, self.ident = name, f"{name}.1.{uuid.uuid4().hex[:6]}".encode()
         self.jobs = bus.socket(self.ident)
         self.hb = bus.socket(self.ident + HB_SUFFIX)
-        frames.send(self.jobs, Envelope(kind=WorkerReady.KIND, src=name), WorkerReady(name, service, 1, capacity))
+        ready = WorkerReady(name, service, 1, capacity, background=list(background))
+        frames.send(self.jobs, Envelope(kind=WorkerReady.KIND, src=name), ready)
         bus.step()
 
     def answer(self, bus: Bus, job: frames.Packet, data: bytes = b"done") -> None:
@@ -101,13 +103,18 @@ class Bus:
         if self.router.poll(1000):
             self.broker.on_readable()
 
-    def worker(self, name: str, service: str | None = None, capacity: int = 1) -> Worker:
+    def worker(
+        self, name: str, service: str | None = None, capacity: int = 1, background: tuple[str, ...] = ()
+    ) -> Worker:
         self.membership.serving.update({name, service or name})
-        return Worker(self, name, service or name, capacity)
+        return Worker(self, name, service or name, capacity, background)
 
-    def request(self, caller: zmq.Socket[Any], to: str, deadline_s: float | None = 30.0) -> Envelope:
-        env = Envelope(kind=EchoRequest.KIND, src="test", to=to, deadline=time.time() + deadline_s if deadline_s else 0)
-        frames.send(caller, env, EchoRequest(b"x"))
+    def request(
+        self, caller: zmq.Socket[Any], to: str, deadline_s: float | None = 30.0, msg: Message | None = None
+    ) -> Envelope:
+        msg = msg or EchoRequest(b"x")
+        env = Envelope(kind=msg.KIND, src="test", to=to, deadline=time.time() + deadline_s if deadline_s else 0)
+        frames.send(caller, env, msg)
         self.step()
         return env
 

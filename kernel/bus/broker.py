@@ -199,6 +199,7 @@ class Broker(Routing):
         if old is not None:
             self.drop(old, "replaced by a new READY", ErrorCode.WORKER_LOST, replaced=True)
         peer = Peer(body.name, body.service, body.pid, ident, max(1, body.capacity), time.monotonic(), key=key)
+        peer.background = frozenset(body.background)
         self.peers[ident] = peer
         self.by_name[peer.name] = peer
         self.by_service.setdefault(peer.service, []).append(peer)

@@ -41,6 +41,7 @@ class Overrun:
 
     peer: Peer
     until: float  # monotonic: if it has not answered by then, it is stuck
+    background: bool = False  # the job is one of the peer's background kinds
 
 
 class JobTable:
@@ -64,6 +65,7 @@ class JobTable:
         self._jobs.pop(job.env.id, None)
         if job.worker is not None:
             job.worker.jobs.discard(job.env.id)
+            job.worker.behind.discard(job.env.id)
 
     def next_due(self) -> float:
         """The monotonic time of the next deadline or overrun grace (infinity when there is none)."""
@@ -90,10 +92,13 @@ class JobTable:
                 continue
             yield job
 
-    def overran(self, peer: Peer, job_id: str, until: float) -> None:
-        """``peer`` is still busy with a job its caller gave up on: it keeps the slot until ``until``."""
+    def overran(self, peer: Peer, job_id: str, until: float, background: bool = False) -> None:
+        """``peer`` is still busy with a job its caller gave up on: it keeps the slot (``background``: its background
+        lane) until ``until``."""
         peer.jobs.add(job_id)  # its job thread is still busy: nothing new goes there meanwhile
-        self._overruns[job_id] = Overrun(peer, until)
+        if background:
+            peer.behind.add(job_id)
+        self._overruns[job_id] = Overrun(peer, until, background)
 
     def overrun_answered(self, peer: Peer | None, job_id: str) -> Overrun | None:
         """A late answer from ``peer``: the overrun it ends (its slot freed), or None if it ends none."""
@@ -102,6 +107,7 @@ class JobTable:
             return None
         del self._overruns[job_id]
         overrun.peer.jobs.discard(job_id)
+        overrun.peer.behind.discard(job_id)
         return overrun
 
     def stuck(self, now: float, routed: Callable[[Peer], bool]) -> Iterator[Overrun]:

@@ -1,6 +1,7 @@
 """A worker in routing, and the choice of the one that will be done first.
 
-A member is a worker that sent READY and has not been lost: its identity, its capacity, the jobs it holds, what
+A member is a worker that sent READY and has not been lost: its identity, its capacity, the jobs it holds (a job of
+one of its background kinds beside them: it takes no slot of the capacity, and a member holds one at most), what
 its last heartbeat said, and, by kind of job, a moving average of its time per job done and of its share of jobs
 done. From those :func:`pick` chooses, among the free members, the one that will be done with one more job
 first, and holds a job back from a slow member when the busy fast ones would finish it sooner: a slower machine
@@ -40,14 +41,19 @@ class Peer:
     progress: int = 0  # its last heartbeat's progress count
     progressed: float = 0.0  # monotonic: when that count last moved while it held a job
     jobs: set[str] = field(default_factory=set)
+    background: frozenset[str] = frozenset()  # kinds it runs beside its other jobs, one at a time, giving way to them
+    behind: set[str] = field(default_factory=set)  # the jobs of those kinds it holds (also in ``jobs``)
     key: str | None = None  # a remote member: the allow-list name of its key
     took: dict[str, float] = field(default_factory=dict)  # by kind: seconds per job, a moving average
     done_share: dict[str, float] = field(default_factory=dict)  # by kind: jobs done (1) or failed by it (0), averaged
     last_reply: float = 0.0  # monotonic
 
-    @property
-    def free(self) -> bool:
-        return len(self.jobs) < self.capacity
+    def held(self, kind: str) -> int:
+        """The jobs it holds in ``kind``'s lane: its background job, or the others."""
+        return len(self.behind) if kind in self.background else len(self.jobs) - len(self.behind)
+
+    def free_for(self, kind: str) -> bool:
+        return self.held(kind) < (1 if kind in self.background else self.capacity)
 
     def finishes_in(self, kind: str) -> float:
         """When one more job of ``kind`` would be done here, from its measured time per job done: a worker runs
@@ -58,7 +64,7 @@ class Peer:
         took = self.took.get(kind)
         if took is None:
             return 0.0 if share >= 1.0 else UNPROVEN_S
-        return took / max(share, 1 / UNPROVEN_S) * (len(self.jobs) + 1)
+        return took / max(share, 1 / UNPROVEN_S) * (self.held(kind) + 1)
 
     def measured(self, kind: str, assigned: float, now: float, done: bool = True) -> None:
         """A job of ``kind`` answered: done, or failed by this member (:data:`MEMBER_FAULTS`)."""
@@ -80,7 +86,9 @@ def pick(peers: Sequence[Peer], kind: str, waiting: int = 1) -> Peer | None:
     share of a batch while the faster ones are full, but not the last jobs, which they would finish sooner."""
     best: Peer | None = None
     for p in peers:
-        if p.free and (best is None or (p.finishes_in(kind), len(p.jobs)) < (best.finishes_in(kind), len(best.jobs))):
+        if p.free_for(kind) and (
+            best is None or (p.finishes_in(kind), p.held(kind)) < (best.finishes_in(kind), best.held(kind))
+        ):
             best = p
     if best is None:
         return None
@@ -88,6 +96,6 @@ def pick(peers: Sequence[Peer], kind: str, waiting: int = 1) -> Peer | None:
     sooner = 0  # jobs the busy members would finish, beyond those they hold, before `best` is done
     for p in peers:
         took = p.took.get(kind)
-        if not p.free and took:
-            sooner += max(0, int(alone / took) - len(p.jobs))
+        if not p.free_for(kind) and took:
+            sooner += max(0, int(alone / took) - p.held(kind))
     return None if alone > 0 and sooner >= waiting else best

@@ -107,24 +107,34 @@ class Routing:
         return [peer] if peer is not None else []
 
     def _pump(self, target: str) -> None:
-        """Hand queued jobs for ``target`` to free workers, the one that will be done first first."""
+        """Hand queued jobs for ``target`` to free workers, the one that will be done first first. In order, lane by
+        lane: a job that waits for a member's job thread does not hold back one for its background lane."""
         queue = self.queues.get(target)
         if not queue:
             return
         candidates = self._candidates(target)
-        while queue:
-            if queue[0].done:
-                queue.popleft()
+        lanes = 2 if any(p.background for p in candidates) else 1
+        blocked: set[bool] = set()  # the lanes whose next job found no free member
+        kept: deque[Job] = deque()
+        while queue and len(blocked) < lanes:
+            job = queue.popleft()
+            if job.done:
                 continue
-            best = pick(candidates, queue[0].env.kind, len(queue))
+            lane = any(job.env.kind in p.background for p in candidates)
+            best = None if lane in blocked else pick(candidates, job.env.kind, len(queue) + 1)
             if best is None:
-                return
-            self._assign(queue.popleft(), best)
+                blocked.add(lane)
+                kept.append(job)
+            else:
+                self._assign(job, best)
+        queue.extendleft(reversed(kept))
 
     def _assign(self, job: Job, peer: Peer) -> None:
         job.worker = peer
         job.assigned = time.monotonic()
         peer.jobs.add(job.env.id)
+        if job.env.kind in peer.background:
+            peer.behind.add(job.env.id)
         self._forward(peer.ident, job.packet)
 
     def _finish(self, job: Job) -> None:
@@ -228,7 +238,7 @@ class Routing:
     # ---------------------------------------------------------------------------------------
     # overruns: a job past its deadline at a worker
 
-    def _overran(self, worker: Peer, job_id: str, now: float) -> None:
+    def _overran(self, worker: Peer, job: Job, now: float) -> None:
         """The caller has its ``deadline_exceeded``; the worker gets ``overrun_grace_s`` to notice.
 
         A worker past a deadline is usually slow, not hung: a CPU-starved model call that checks its
@@ -237,10 +247,10 @@ class Routing:
         answers (the answer is dropped) or the grace runs out (then it is stuck: killed, replaced)."""
         grace = self.policy.overrun_grace_s
         if grace <= 0:
-            self._stuck(worker, "missed a job deadline")
+            self._stuck(worker, "missed a job deadline", bystanders=job.env.kind not in worker.background)
             return
-        self.jobs.overran(worker, job_id, now + grace)
-        cancel = Envelope(kind=JobCancel.KIND, src="kernel", to=worker.name, cid=job_id)
+        self.jobs.overran(worker, job.env.id, now + grace, job.env.kind in worker.background)
+        cancel = Envelope(kind=JobCancel.KIND, src="kernel", to=worker.name, cid=job.env.id)
         self._send(worker.ident + HB_SUFFIX, cancel, JobCancel("deadline"))
         log.warning("%s overran a job deadline; cancelled, %g s to answer before it is replaced", worker.name, grace)
 
@@ -252,8 +262,17 @@ class Routing:
         self._pump(overrun.peer.name)
         self._pump(overrun.peer.service)
 
-    def _stuck(self, worker: Peer, reason: str) -> None:
-        """Declared lost while its process may still run: dropped from routing, killed, replaced."""
+    def _stuck(self, worker: Peer, reason: str, bystanders: bool = False) -> None:
+        """Declared lost while its process may still run: dropped from routing, killed, replaced. ``bystanders``: it
+        is stuck on a job of its own slot, so the background job beside it did not cause it and waits for the
+        replacement at the head of the queue (a summary beside a hung chat is not the summary's failure)."""
+        for job_id in list(worker.behind) if bystanders else ():
+            worker.jobs.discard(job_id)
+            worker.behind.discard(job_id)
+            job = self.jobs.get(job_id)
+            if job is not None and not job.done:
+                job.worker = None
+                self.queues.setdefault(job.target, deque()).appendleft(job)
         self.drop(worker, reason, ErrorCode.WORKER_LOST)
         self.membership.worker_gone(worker.name, worker.pid, reason, kill=True)
 
@@ -282,12 +301,13 @@ class Routing:
             self.reply_error(job.client, job.env, info)
             self._finish(job)
             if worker is not None:
-                self._overran(worker, job.env.id, now)
+                self._overran(worker, job, now)
 
     def _replace_stuck_workers(self, now: float) -> None:
         for overrun in self.jobs.stuck(now, lambda peer: self.peers.get(peer.ident) is peer):
             grace = self.policy.overrun_grace_s
-            self._stuck(overrun.peer, f"missed a job deadline and was still busy {grace:g} s later")
+            reason = f"missed a job deadline and was still busy {grace:g} s later"
+            self._stuck(overrun.peer, reason, bystanders=not overrun.background)
 
     def _drop_silent_workers(self, now: float) -> None:
         limit, loading_limit = now - self.policy.liveness_s, now - self.policy.loading_liveness_s

@@ -315,7 +315,8 @@ class ErrorCode(StrEnum):
         False,
         "llm (`llm.chat.request`, `llm.analyze.request`, `llm.likely.request`), frontdoor",
         "The local model is still loading (then retryable), or could not be loaded; the message gives the "
-        "reason (file missing, not a GGUF file, an architecture or tensor type the backend cannot run, ...).",
+        "reason (file missing, not a GGUF file, an architecture or tensor type the backend cannot run, ...). A "
+        "summary that chats and readings kept from the model until near its deadline: retryable.",
     )
     PROMPT_TOO_LONG = (
         "prompt_too_long",

@@ -36,6 +36,9 @@ class WorkerReady(Message):
     """How many jobs the broker may hand it at once (values below 1 are treated as 1)."""
     kinds: list[str] = field(default_factory=list)
     """The request kinds it handles (informational; the broker does not use it)."""
+    background: list[str] = field(default_factory=list)
+    """Kinds it runs beside its other jobs, one at a time, giving way to them (the llm worker's summaries): the broker
+    hands it one such job beside those of `capacity`, and holds a second back until the first is answered."""
 
 
 @message("worker.heartbeat")

@@ -94,6 +94,9 @@ class Worker:
     """Kinds whose handlers may run at once, on :attr:`side_threads` threads beside the job thread (only
     handlers safe beside each other and beside every other handler)."""
     side_threads: int = 0
+    background: frozenset[str] = frozenset()
+    """Kinds the kernel hands beside the job in hand, one at a time, not counted in :attr:`capacity` (the llm
+    worker's summaries, which give way to a chat between tokens); they run on a side thread of their own."""
     status_note: str = ""
     """A short state line sent with every heartbeat and shown by ``foldermind status``."""
 

@@ -1,9 +1,10 @@
 """A worker process's life: the job loop on the main thread, from READY to a graceful stop or a rejoin.
 
 The job socket belongs to the main thread: READY, then requests in and replies out, one job at a time (the
-kinds a worker marks ``side_by_side`` run on a few threads beside it, :mod:`foldermind.workers.framework.side`). Each
-request goes to the handler its kind is routed to (:meth:`Worker.handlers`); a :class:`JobError` becomes a
-typed error reply, any other exception ``internal`` (the traceback stays in this worker's log).
+kinds a worker marks ``side_by_side`` or ``background`` run on a few threads beside it,
+:mod:`foldermind.workers.framework.side`). Each request goes to the handler its kind is routed to
+(:meth:`Worker.handlers`); a :class:`JobError` becomes a typed error reply, any other exception ``internal`` (the
+traceback stays in this worker's log).
 
 SIGTERM asks for a graceful stop: the job in hand finishes, a ``worker.disconnect`` is sent, then
 ``teardown()`` runs. An on-demand worker (``idle_exit_s`` > 0) idle that long, or released, asks the kernel to
@@ -127,14 +128,16 @@ class Runner:
         handlers = self.worker.handlers()
         if not self.rejoining:
             self.worker.setup()
-        if self.worker.side_by_side and self.worker.side_threads > 0 and self.side is None:
-            self.side = SidePool(self.worker.side_threads, self._wake)
+        threads = (self.worker.side_threads if self.worker.side_by_side else 0) + bool(self.worker.background)
+        if threads and self.side is None:
+            self.side = SidePool(threads, self._wake)
         ready = WorkerReady(
             name=self.ctx.name,
             service=self.ctx.service,
             pid=os.getpid(),
             capacity=self.worker.capacity,
             kinds=sorted(handlers),
+            background=sorted(self.worker.background),
         )
         frames.send(self.sock, Envelope(kind=WorkerReady.KIND, src=self.ctx.name, to="kernel"), ready)
         log.info("%s READY (service %s, pid %d)", self.ctx.name, self.ctx.service, os.getpid())
@@ -231,7 +234,7 @@ class Runner:
             self.worker.released = False
         self.running.add(env.id)
         side = self.side
-        if side is not None and env.kind in self.worker.side_by_side:
+        if side is not None and (env.kind in self.worker.side_by_side or env.kind in self.worker.background):
             partial: Callable[[Message], None] = lambda msg: side.post(lambda: self._send_partial(env, msg))  # noqa: E731
             side.submit(lambda: self._handle(env, body, packet.buffers, handler, partial))
         else:

@@ -8,10 +8,13 @@ ingest releases it (``release.request``, before it sends chunks to the embedder:
 that time; :mod:`foldermind.workers.indexer.ingest.turns`). With
 ``load = "at_start"`` it loads on a background thread after READY, and requests meanwhile fail with
 ``MODEL_NOT_READY`` (retryable). A model that cannot load fails requests with ``MODEL_NOT_READY`` and the
-reason, and ``foldermind status`` shows the state on this worker's line. Generation runs on the serving
-thread, one job at a time: a chat streams ``llm.chat.partial`` replies and stops at its deadline; a
-generation stuck inside the native library is the broker's to end (a worker that overruns a job's deadline
-is replaced).
+reason, and ``foldermind status`` shows the state on this worker's line. Chats and readings run on the serving
+thread, one at a time: a chat streams ``llm.chat.partial`` replies and stops at its deadline. A summary is a
+background job (the kernel hands one beside them) on a thread of its own, and gives the model's context to a chat
+or a reading between two of its steps (:mod:`.lanes`): a person never waits for more than a step of it. A summary
+kept waiting for the context until near its deadline answers ``MODEL_NOT_READY`` (retryable: the indexer asks
+again later). A generation stuck inside the native library is the broker's to end (a worker that overruns a job's
+deadline is replaced).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psutil
@@ -47,6 +50,7 @@ from foldermind.workers.llm.backends import (
     GenParams,
     load_backend,
 )
+from foldermind.workers.llm.lanes import Cancelled, Lanes
 from foldermind.workers.llm.model_file import resolve
 from foldermind.workers.llm.residency import NotReady, Residency
 
@@ -59,6 +63,8 @@ PARTIAL_EVERY_S = 0.1
 
 
 class LlmWorker(Worker):
+    background = frozenset({AnalyzeRequest.KIND})
+
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         self.policy: LlmPolicy = llm_from_env()
@@ -73,6 +79,7 @@ class LlmWorker(Worker):
         self.cancelled = 0  # chat answers stopped because their caller gave them up
         self.summarising = ""  # what a background summary is at, for the status note
         self.model = Residency(self._load, self.policy.idle_unload_s, self._noted)
+        self.lanes = Lanes()
         self.status_note = ""
         self._noted()
 
@@ -134,6 +141,7 @@ class LlmWorker(Worker):
             "threads": self.last_chat_threads or self.threads,
             "threads_auto": not self.policy.threads,
             "cancelled": self.cancelled,
+            "asides": self.lanes.asides,
         }
 
     def release(self) -> None:
@@ -187,7 +195,7 @@ class LlmWorker(Worker):
         )
 
     def on_chat(self, req: Request[ChatRequest]) -> Result:
-        with self._using() as backend:
+        with self._using() as backend, self.lanes.foreground():
             return self._chat(req, backend)
 
     def _chat(self, req: Request[ChatRequest], backend: Backend) -> Result:
@@ -282,7 +290,7 @@ class LlmWorker(Worker):
         def late() -> bool:  # as a chat: stop before the caller's deadline, so it hears LLM_TIMEOUT from us
             return req.cancelled() or (bool(deadline) and time.time() > deadline - 0.5)
 
-        with self._using() as backend:
+        with self._using() as backend, self.lanes.foreground():
             try:
                 got = likelihood.likelihood(backend, req.body.question, req.body.text, self.chat_threads(), late)
             except likelihood.Late:
@@ -304,21 +312,35 @@ class LlmWorker(Worker):
         which = f"document {body.number} of {body.of}" if 0 < body.number <= body.of else "a document"
         self.summarising = f"summarising {which} in the background (chats go first)"
         self._noted()
+        deadline = req.env.deadline
+
+        def gave_up() -> bool:  # while it waits for chats and readings: its caller went, or its deadline is near
+            return req.cancelled() or (bool(deadline) and time.time() > deadline - 1.0)
+
         try:
-            with self._using() as backend:
-                return self._analyze(req, backend)
+            with self._using() as backend, self.lanes.background(gave_up):
+                return self._analyze(req, backend, gave_up)
+        except Cancelled:
+            if req.cancelled():
+                raise JobError(ErrorCode.CANCELLED, "cancelled while waiting for the model") from None
+            raise JobError(
+                ErrorCode.MODEL_NOT_READY, "the model was busy with questions until this summary's deadline", True
+            ) from None
         finally:
             self.summarising = ""
             self._noted()
 
-    def _analyze(self, req: Request[AnalyzeRequest], backend: Backend) -> Result:
+    def _analyze(self, req: Request[AnalyzeRequest], backend: Backend, gave_up: Callable[[], bool]) -> Result:
         tokens = prompt.build_analysis(backend, req.body.file_name, req.body.text, self.policy.analysis_input_tokens)
         out = Generation()
         params = self._params(self.policy.analysis_max_tokens)
+        params.step_aside = lambda: self.lanes.step_aside(gave_up)
         try:
-            text = "".join(backend.stream(tokens, params, out))
+            text = "".join(backend.stream(tokens, params, out, req.cancelled))
         except ContextOverflow as exc:
             raise JobError(ErrorCode.PROMPT_TOO_LONG, str(exc)) from None
+        if out.finish == "cancelled":
+            raise JobError(ErrorCode.CANCELLED, f"cancelled by the caller after {out.completion_tokens} tokens")
         summary, entities = prompt.parse_analysis(text)
         return AnalyzeReply(
             summary=summary,

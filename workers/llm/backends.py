@@ -50,6 +50,10 @@ class GenParams:
     top_p: float = 0.95
     threads: int = 0
     """Threads for this generation; 0 = the backend's own (fixed at load for llama-cpp, which ignores it)."""
+    step_aside: Callable[[], bool] | None = None
+    """A background generation's turn (:meth:`foldermind.workers.llm.lanes.Lanes.step_aside`), asked between two
+    model steps: True when another job used the context meanwhile, so the stream evaluates its tokens again
+    (ctransformers; llama-cpp keeps the context to the end)."""
     fault_hang: bool = False
     """Set by the worker from a test switch only (:func:`foldermind.workers.framework.faults.llm_hang`): block forever
     after the first token."""
@@ -307,19 +311,11 @@ class CTransformersBackend(Backend):
     ) -> Iterator[int]:
         llm = self.llm
         greedy = params.temperature <= 0
-        # Every prompt is evaluated from scratch. Reusing a shared prefix saves its evaluation, but the
-        # prefix's cached state was computed in other batches, and the rounding that changes flips close
-        # greedy choices: the same question over the same sources would not give the same answer.
-        llm._context.clear()
-        llm.ctransformers_llm_reset()
         threads = params.threads or self.threads
-        # A long prompt takes seconds: it is evaluated a few batches at a time so a cancel is heard. Slices
-        # are whole batches, so the batches (and the greedy answer) are the same as in one call.
-        step = self.batch_size * EVAL_BATCHES_PER_CHECK
-        for start in range(0, len(tokens), step):
-            if start and cancelled():
-                return
-            llm.eval(tokens[start : start + step], batch_size=self.batch_size, threads=threads)
+        aside = params.step_aside
+        if not self._evaluate(tokens, [], threads, cancelled, aside):
+            return
+        made: list[int] = []
         while True:
             token = int(
                 llm.sample(
@@ -332,7 +328,46 @@ class CTransformersBackend(Backend):
                 )
             )
             yield token
-            llm.eval([token], batch_size=self.batch_size, threads=threads)
+            made.append(token)
+            if aside is not None and aside():  # another job reset the one context: evaluate it all again
+                if not self._evaluate(tokens, made, threads, cancelled, aside):
+                    return
+            else:
+                llm.eval([token], batch_size=self.batch_size, threads=threads)
+
+    def _evaluate(
+        self,
+        tokens: list[int],
+        made: list[int],
+        threads: int,
+        cancelled: Callable[[], bool],
+        aside: Callable[[], bool] | None,
+    ) -> bool:
+        """Evaluate a prompt, then the tokens made from it so far, from a reset context; False when ``cancelled()``
+        stopped it.
+
+        Every prompt is evaluated from scratch. Reusing a shared prefix saves its evaluation, but the prefix's
+        cached state was computed in other batches, and the rounding that changes flips close greedy choices: the
+        same question over the same sources would not give the same answer. So the prompt goes in whole batches
+        and the tokens made one at a time, as they were made: a summary that stepped aside goes on from the same
+        state. A long prompt takes seconds: it is evaluated a few batches at a time so a cancel is heard (a
+        background one a batch at a time, stepping aside between them)."""
+        llm = self.llm
+        step = self.batch_size * (1 if aside is not None else EVAL_BATCHES_PER_CHECK)
+        pieces = [tokens[start : start + step] for start in range(0, len(tokens), step)] + [[t] for t in made]
+        llm._context.clear()
+        llm.ctransformers_llm_reset()
+        done = 0
+        while done < len(pieces):
+            if done and cancelled():
+                return False
+            if done and aside is not None and aside():
+                llm._context.clear()
+                llm.ctransformers_llm_reset()
+                done = 0
+            llm.eval(pieces[done], batch_size=self.batch_size, threads=threads)
+            done += 1
+        return True
 
     def _piece(self, token: int) -> bytes:
         return bytes(self.llm.detokenize([token], decode=False))

@@ -12,7 +12,8 @@ is a small state machine of its own, apart from the requests that use it::
 itself (the first chat answer waits for the load, ~1-2 s for SmolLM2 on 2 cores, and the front door's
 quotes are out before that); in ``loading`` (a background load at start) and ``failed`` it raises
 :class:`NotReady` at once, so a caller falls back instead of waiting. While a request holds the model the
-unloader cannot free it: both take one lock, the unloader only when it is free.
+unloader cannot free it: requests are counted under one lock (a chat and a summary may hold it at once, taking
+turns on its context: :mod:`.lanes`), and the unloader frees it only at a count of none.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Residency:
         self.load_s = 0.0
         self.loads = self.unloads = 0
         self.last_used = time.monotonic()
+        self._users = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -104,11 +106,15 @@ class Residency:
             if self.state == "unloaded":
                 self._move("loading")
                 self._load_now()
-            if self.backend is None:
+            backend = self.backend
+            if backend is None:
                 raise NotReady(self.state, self.reason)
-            try:
-                yield self.backend
-            finally:
+            self._users += 1
+        try:
+            yield backend
+        finally:
+            with self._lock:
+                self._users -= 1
                 self.last_used = time.monotonic()
 
     def idle_s(self) -> float:
@@ -121,7 +127,7 @@ class Residency:
         if self.state != "ready" or self.idle_s() < least or not self._lock.acquire(blocking=False):
             return False
         try:
-            if self.state != "ready" or self.idle_s() < least:  # a request came in meanwhile
+            if self.state != "ready" or self._users or self.idle_s() < least:  # a request holds it
                 return False
             backend, self.backend = self.backend, None
             assert backend is not None
