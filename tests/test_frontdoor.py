@@ -189,27 +189,6 @@ def test_output_schemas_are_published_flat_and_judge_results_as_the_models_own(s
     assert schemas.flat(looped) is looped  # a model that refers to itself keeps its $refs
 
 
-def test_a_result_is_checked_once_by_the_model_it_is_dumped_from_not_again_by_the_sdk() -> None:
-    """Every tool result is dumped from its output model (``Tools.ok``); the SDK would validate that dict against
-    the same model on every call, so each tool publishes its schema without handing the SDK the model. No socket
-    opens: the server is only built."""
-    from foldermind.protocol.runtime.config import McpPolicy
-    from foldermind.workers.framework.asyncbus import Bus
-    from foldermind.workers.frontdoor.server import build_server
-
-    bus = Bus("ipc:///nonexistent-foldermind-test", "test.tools", 1.0)
-    try:
-        server = build_server(bus, McpPolicy(), "0")
-        tools = server._tool_manager.list_tools()
-        assert {t.name for t in tools} == TOOLS
-        for tool in tools:
-            assert tool.output_schema is not None and tool.output_schema.get("type") == "object", tool.name
-            unchecked = CallToolResult(content=[], structured_content={"not": "this tool's output"})
-            assert tool.fn_metadata.convert_result(unchecked) is unchecked, tool.name
-    finally:
-        bus.close()
-
-
 def say_the_same(result: CallToolResult) -> dict[str, Any]:
     """One text block whose JSON is exactly the structuredContent (a client reading either, like Claude Code
     that shows the model only structuredContent when there is one, gets everything); an error carries its

@@ -359,9 +359,6 @@ class Tools:
             server.add_tool(fn, description=description, annotations=READ_ONLY, structured_output=True)
         for tool in server._tool_manager.list_tools():  # published flat; the SDK reads fn_metadata live
             tool.fn_metadata.output_schema = schemas.flat(tool.fn_metadata.output_schema)
-            # Every result is dumped from its output model (`ok`), so the SDK's check of it against the same
-            # model would only repeat the work: a schema without a model is published, not checked again.
-            tool.fn_metadata.output_model = None
 
 
 def _files_directly_inside(path: str) -> int | None:
