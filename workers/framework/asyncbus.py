@@ -132,10 +132,12 @@ class Bus:
         try:
             await sock.send_multipart(frames.encode(env, msg), copy=False)
             while True:
-                wait_ms = int(max(give_up - time.monotonic(), 0) * 1000)
-                if not await sock.poll(wait_ms):  # POLLIN
+                parts: list[zmq.Frame] | None = None
+                with anyio.move_on_after(give_up - time.monotonic()):
+                    parts = await sock.recv_multipart(copy=False)
+                if parts is None:
                     raise KernelUnavailable(f"no answer from the kernel within {timeout + 1.0:.1f} s")
-                packet = frames.parse(await sock.recv_multipart(copy=False), 0)
+                packet = frames.parse(parts, 0)
                 if packet.env.cid == env.id and packet.env.status != "partial":
                     reply = BusClient._unwrap(packet, reply_type)
                     break
