@@ -123,7 +123,8 @@ def line(label: str, old: list[Pair], new: list[Pair]) -> str:
         def part(p: Pair) -> float:
             return p[0] - p[1] if f is None else p[f]
 
-        return statistics.median(part(b) / part(a) for a, b in pairs if part(a) > 0)
+        ratios = [part(b) / part(a) for a, b in pairs if part(a) > 0]
+        return statistics.median(ratios) if ratios else float("nan")  # tools/list has no query_ms
 
     diff = statistics.median(b[0] - a[0] for a, b in pairs)
     faster = sum(b[0] < a[0] for a, b in pairs)
