@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -84,3 +86,20 @@ def test_since_reads_dates_times_and_ages() -> None:
     assert since_time(None) is None
     with pytest.raises(click.BadParameter):
         since_time("yesterday")
+
+
+def test_a_recorded_row_wakes_no_thread_and_close_writes_what_is_queued(tmp_path: Path, monkeypatch: Any) -> None:
+    """The front door records a row on its HTTP loop for every call: that must not wake the writer thread (a
+    wake-up per call cost the loop its core under load; the writer drains every ``FLUSH_S``)."""
+    log = activity.ActivityLog(tmp_path, ActivityPolicy())
+
+    def no_wake(self: threading.Condition, n: int = 1) -> None:
+        raise AssertionError("recording a row woke a thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Condition, "notify", no_wake)
+        for n in range(50):
+            log.record(activity.Row("agent", "search_documents", "ok", [f"/docs/{n}.txt"], 1.0))
+    log.close()
+    got = activity.read(tmp_path, limit=100)
+    assert sorted(r["documents"][0] for r in got) == sorted(f"/docs/{n}.txt" for n in range(50))

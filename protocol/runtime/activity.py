@@ -3,7 +3,8 @@
 A row holds the time, the client key's name (``owner`` for the owner's token), the tool (or ``resources/read``),
 ``ok`` or the error code, the paths of the documents it returned or read, how many, and how long it took; the
 call's arguments (queries, questions) only with ``[activity] record_queries = true``. The front door writes
-(:class:`ActivityLog`, one writer thread, so no call waits on the disk) and prunes to ``keep_days`` and
+(:class:`ActivityLog`, one writer thread that drains its queue every ``FLUSH_S``, so no call waits on the disk
+or wakes a thread) and prunes to ``keep_days`` and
 ``max_rows``; ``foldermind activity`` reads.
 """
 
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import re
 import sqlite3
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +30,9 @@ FILE = "activity.sqlite"
 MAX_PATHS = 100
 """Paths kept per row (a search returns at most 50 results, a chat at most 20 files)."""
 PRUNE_EVERY = 500
+FLUSH_S = 0.25
+"""How often the writer takes what the calls queued: one transaction per batch, and a row is readable within it."""
+MAX_QUEUED = 10_000
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS activity (
     id INTEGER PRIMARY KEY,
@@ -64,26 +68,28 @@ def connect(path: Path) -> sqlite3.Connection:
 
 
 class ActivityLog:
-    """The front door's writer: :meth:`record` queues, a thread writes and prunes."""
+    """The front door's writer: :meth:`record` queues (no lock, no wake-up), a thread writes and prunes."""
 
     def __init__(self, data_dir: Path, policy: ActivityPolicy) -> None:
         self.path = data_dir / FILE
         self.policy = policy
-        self._queue: queue.Queue[Row | None] = queue.Queue(maxsize=10_000)
+        self._rows: deque[Row] = deque()
         self._written = 0
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="activity", daemon=True)
         self._thread.start()
 
     def record(self, row: Row) -> None:
         if not self.policy.record_queries:
             row.arguments = None
-        try:
-            self._queue.put_nowait(row)
-        except queue.Full:
+        if len(self._rows) >= MAX_QUEUED:
             log.warning("the activity log falls behind; a row was dropped")
+            return
+        self._rows.append(row)  # atomic; the writer takes it within FLUSH_S
 
     def close(self) -> None:
-        self._queue.put(None)
+        """Write what is queued, then stop the writer."""
+        self._stop.set()
         self._thread.join(10)
 
     def _run(self) -> None:
@@ -91,17 +97,10 @@ class ActivityLog:
         try:
             stop = False
             while not stop:
+                stop = self._stop.wait(FLUSH_S)
                 batch: list[Row] = []
-                item = self._queue.get()
-                while True:  # what queued up meanwhile goes in one transaction
-                    if item is None:
-                        stop = True
-                        break
-                    batch.append(item)
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
+                while self._rows:  # what queued up meanwhile goes in one transaction
+                    batch.append(self._rows.popleft())
                 if batch:
                     try:
                         self._write(db, batch)
