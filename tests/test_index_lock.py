@@ -40,7 +40,11 @@ def test_a_start_whose_sockets_folder_differs_is_refused_while_a_kernel_serves_t
         assert second.returncode == 1, second.stdout + second.stderr  # on main: a second kernel started
         assert "another foldermind kernel already serves this index" in second.stderr
         assert str(home_dir / "rt-a" / "foldermind") in second.stderr  # where the running kernel's sockets are
-        assert foldermind(client, "status").stdout == "foldermind is not running.\n"  # no second kernel
+        lines = foldermind(client, "status").stdout.splitlines()
+        assert lines[0] == "foldermind is not running."  # no second kernel
+        assert lines[1:] == [  # and where the one serving this index is
+            f"(another foldermind kernel serves this index with its sockets in {home_dir / 'rt-a' / 'foldermind'})"
+        ]
         assert "RUNNING" in foldermind(shell, "status").stdout  # the first kernel kept serving
     finally:
         for env in (client, shell):
