@@ -45,6 +45,8 @@ def test_a_start_whose_sockets_folder_differs_is_refused_while_a_kernel_serves_t
         assert lines[1:] == [  # and where the one serving this index is
             f"(another foldermind kernel serves this index with its sockets in {home_dir / 'rt-a' / 'foldermind'})"
         ]
+        repair = foldermind(client, "repair")  # never on an index a kernel is writing
+        assert repair.returncode == 1 and "foldermind is running with its sockets in" in repair.stderr, repair
         assert "RUNNING" in foldermind(shell, "status").stdout  # the first kernel kept serving
     finally:
         for env in (client, shell):
