@@ -67,12 +67,23 @@ def start(foreground: bool, port: int | None, detached: bool, demo_folder: str |
     if pid is not None:
         click.echo(f"foldermind is already running (pid {pid}).")
         return
+    _refuse_shared_index(home)
     demo = os.path.abspath(demo_folder) if demo_folder else None
     if foreground or detached:
         sys.exit(_run_foreground(home, config, log_to_terminal=not detached, demo_folder=demo))
     _start_background(home, config)
     if demo:
         _register_demo(home, demo)
+
+
+def _refuse_shared_index(home: Home) -> None:
+    """A kernel whose sockets are elsewhere (another XDG_RUNTIME_DIR) already serves this index: say where,
+    instead of starting a second kernel on the same files."""
+    if (holder := home.index_holder()) is not None:
+        raise click.ClickException(
+            f"another foldermind kernel already serves this index ({home.data_dir}) with its sockets in {holder},"
+            f" not {home.runtime_dir}: run foldermind with the XDG_RUNTIME_DIR that kernel had, or stop it from there"
+        )
 
 
 def _register_demo(home: Home, folder: str) -> None:
@@ -109,6 +120,7 @@ def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool,
 
     lock = KernelLock(home)
     if not lock.acquire():
+        _refuse_shared_index(home)
         click.echo(f"foldermind is already running (pid {home.running_pid()}).")
         return 0
     logs.setup(

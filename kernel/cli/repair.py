@@ -60,6 +60,8 @@ def repair() -> None:
     home = current_home()
     if kernel_running(home):
         raise click.ClickException(f"foldermind is running: `{typed(home, 'stop')}` first, then repair")
+    if (holder := home.index_holder()) is not None:  # a kernel with another XDG_RUNTIME_DIR
+        raise click.ClickException(f"foldermind is running with its sockets in {holder}: stop it first, then repair")
     data = home.data_dir
     db = data / DATABASE
     if not db.exists():

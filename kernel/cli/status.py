@@ -130,6 +130,9 @@ def status(as_json: bool) -> None:
             click.echo(json.dumps({"kernel": None, "workers": [], "mcp": None, "folders": [], "console": None}))
         else:
             click.echo("foldermind is not running.")
+            if (holder := home.index_holder()) is not None:
+                # Its sockets are where this command's XDG_RUNTIME_DIR does not point (docs/architecture.md).
+                click.echo(f"(another foldermind kernel serves this index with its sockets in {holder})")
         sys.exit(NOT_RUNNING_EXIT)
     if as_json:
         click.echo(json.dumps(st.to_body(), indent=2))

@@ -17,7 +17,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import platformdirs
 
@@ -182,6 +182,13 @@ class Home:
         return self.runtime_dir / "kernel.lock"
 
     @property
+    def index_lock_file(self) -> Path:
+        """Held by the running kernel beside the index, holding its runtime folder: the platform home's runtime
+        folder follows XDG_RUNTIME_DIR, which differs between a shell and a client-launched bridge, and two
+        kernels must never share one index whatever folder their sockets are in."""
+        return self.data_dir / "kernel.lock"
+
+    @property
     def supervisor_override(self) -> Path:
         return self.config_dir / "supervisor.toml"
 
@@ -209,22 +216,39 @@ class Home:
 
     def running_pid(self) -> int | None:
         """The pid of the kernel that holds this home's lock, or None when none does."""
+        if not _held(self.lock_file):
+            return None
         try:
-            # Opened for reading: flock needs no write access, so a home on a read-only disk is read too.
-            fh = open(self.lock_file)  # noqa: SIM115 - closed by the with below
-        except FileNotFoundError:
+            return int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return -1  # locked by a kernel still writing its pid file
+
+    def index_holder(self) -> str | None:
+        """The runtime folder of a kernel that holds this home's index (see :attr:`index_lock_file`), or None
+        when none does."""
+        if not _held(self.index_lock_file):
             return None
-        with fh:
-            try:
-                # A shared probe: it cannot succeed while a kernel holds the exclusive lock.
-                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                try:
-                    return int(self.pid_file.read_text().strip())
-                except (OSError, ValueError):
-                    return -1  # locked by a kernel still writing its pid file
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            return None
+        try:
+            return self.index_lock_file.read_text().strip() or "a folder it has not written yet"
+        except OSError:
+            return "a folder this user cannot read"
+
+
+def _held(lock_file: Path) -> bool:
+    """Whether a kernel holds the flock on ``lock_file`` (no file: none does)."""
+    try:
+        # Opened for reading: flock needs no write access, so a home on a read-only disk is read too.
+        fh = open(lock_file)  # noqa: SIM115 - closed by the with below
+    except FileNotFoundError:
+        return False
+    with fh:
+        try:
+            # A shared probe: it cannot succeed while a kernel holds the exclusive lock.
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
 
 
 class UnsafeHomeError(RuntimeError):
@@ -287,7 +311,7 @@ def _runtime_dir(preferred: Path, key: Path) -> Path:
 
 
 class KernelLock:
-    """An exclusive lock on the home, held for the kernel's whole life.
+    """An exclusive lock on the home (its runtime folder and its index), held for the kernel's whole life.
 
     The OS drops it when the kernel dies, however it dies, so a leftover pid file or socket from a
     crash is recognised as stale by the next start instead of blocking it.
@@ -296,17 +320,17 @@ class KernelLock:
     def __init__(self, home: Home) -> None:
         self.home = home
         self._fh = open(home.lock_file, "a+")  # noqa: SIM115 - held open for the kernel's life
+        self._index_fh = open(home.index_lock_file, "a+")  # noqa: SIM115 - held open for the kernel's life
 
     def acquire(self) -> bool:
-        # A `status` probing the lock holds it for microseconds: retry briefly before giving up.
-        for attempt in range(20):
-            try:
-                fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if attempt == 19:
-                    return False
-                time.sleep(0.05)
+        if not _flock_briefly(self._fh):
+            return False
+        if not _flock_briefly(self._index_fh):
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            return False
+        self._index_fh.truncate(0)
+        self._index_fh.write(str(self.home.runtime_dir))
+        self._index_fh.flush()
         for stale in [*self.home.socket_files, self.home.pid_file]:
             stale.unlink(missing_ok=True)
         tmp = self.home.pid_file.with_suffix(".tmp")
@@ -319,6 +343,21 @@ class KernelLock:
             path.unlink(missing_ok=True)
         fcntl.flock(self._fh, fcntl.LOCK_UN)
         self._fh.close()
+        fcntl.flock(self._index_fh, fcntl.LOCK_UN)
+        self._index_fh.close()
+
+
+def _flock_briefly(fh: IO[str]) -> bool:
+    """An exclusive lock on ``fh``, retried briefly: a `status` probing it holds it for microseconds."""
+    for attempt in range(20):
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt == 19:
+                return False
+            time.sleep(0.05)
+    return False
 
 
 def _read_info(path: Path) -> dict[str, Any] | None:
