@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import threading
 import time
@@ -35,20 +34,12 @@ from tests.bench import machine
 from tests.bench.markdown import table
 from tests.config import merge
 from tests.helpers import FAST_RESTART, ONE_PARSER, short_tmpdir, wait_for
+from tests.test_answer_likely import folder  # the test's folder: the same three documents
 from tests.test_answers import chat, kernel_with_folder
 
 TESTS = Path(__file__).resolve().parent.parent
-FILES = ("manpages/chage.txt", "manpages/passwd.txt", "pytest_docs/release-2.0.0.rst")
 QUESTION = "Which command changes a user's password?"
 SUMMARISED = TESTS / "manpages" / "chage.txt"
-
-
-def folder(root: Path) -> Path:
-    docs = root / "docs"
-    docs.mkdir()
-    for name in FILES:
-        shutil.copyfile(TESTS / name, docs / Path(name).name)
-    return docs
 
 
 def ask(url: str, token: str) -> tuple[float, dict[str, Any]]:
