@@ -5,7 +5,10 @@ vector search, query building) are checked in-process too, where many cases are 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import string
 import threading
 from collections.abc import Iterator, Mapping
@@ -479,6 +482,33 @@ def test_without_vectors_hybrid_falls_back_and_similar_says_not_embedded() -> No
             return emb if emb["state"] == "unavailable" else None
 
         assert wait_for(unavailable, 30, 0.2, "embedding unavailable")["note"]
+    finally:
+        w.kernel.stop()
+        remove_tree(root)
+
+
+def test_with_the_embedder_frozen_hybrid_answers_from_keywords_and_says_why_in_words() -> None:
+    root = short_tmpdir("fme-")
+    asks_embedder = {"query_encoder": "embedder", "query_backend": "torch", "query_embed_timeout_s": 2.0}
+    config = merge(FAST_RESTART, {"search": asks_embedder}, ONE_PARSER)
+    w = World(RunningKernel(root, config), root)
+    try:
+        w.kernel.start()
+        write_little(w.little)
+        w.add("little", w.little)
+        wait_for(lambda: w.settled({"little": 3}), 180, 0.2, "indexed and embedded")
+        assert w.search("sofa", "hybrid").mode_used == "hybrid"
+        pid = w.kernel.worker("embedder")["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            reply = w.search("cat naps", "hybrid")  # a new query: no cached vector
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        assert reply.mode_used == "keyword" and names(reply) == ["pets.txt"], reply
+        # The note reaches the person searching: the wait in words, not the bus's code and message.
+        assert reply.note and "the embedder, busy or starting, did not answer within 2 s" in reply.note, reply.note
+        assert "deadline_exceeded" not in reply.note and "embed.request" not in reply.note, reply.note
     finally:
         w.kernel.stop()
         remove_tree(root)

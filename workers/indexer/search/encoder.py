@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import BusError
+from foldermind.protocol.errors import BusError, Fault, JobError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.protocol.runtime.home import model_cache_dir
@@ -277,7 +277,7 @@ class QueryEncoder:
                 "embedder", EmbedRequest([query]), EmbedReply, timeout=self.policy.query_embed_timeout_s
             )
         except BusError as exc:
-            return None, f"{local_why}; embedder: {exc}"
+            return None, f"{local_why}; {embedder_failed(exc, self.policy.query_embed_timeout_s)}"
         body = reply.body
         if not reply.buffers or body.dim != ndim or body.count != 1:
             return None, f"{local_why}; the embedder answered no usable vector"
@@ -389,3 +389,16 @@ class QueryEncoder:
             "torch_loaded": "torch" in sys.modules,
             "cache": self.cache.describe(),
         }
+
+
+def embedder_failed(exc: BusError, timeout_s: float) -> str:
+    """Why the embedder gave the query no vector, in a person's words: it ends up in a search's or an answer's
+    note, where the bus's message ("deadline_exceeded: embed.request missed its deadline ...") means nothing."""
+    fault = exc.code.fault if isinstance(exc, JobError) else Fault.UNAVAILABLE
+    if fault is Fault.TIMEOUT:
+        return f"the embedder, busy or starting, did not answer within {timeout_s:g} s"
+    if fault is Fault.UNAVAILABLE:
+        return "the embedder is not running"
+    if fault is Fault.LOST:
+        return "the embedder was lost while encoding it"
+    return f"the embedder failed ({exc.code.value})" if isinstance(exc, JobError) else "the embedder failed"
