@@ -260,7 +260,7 @@ def _held(lock_file: Path) -> bool:
     try:
         # Opened for reading: flock needs no write access, so a home on a read-only disk is read too.
         fh = open(lock_file)  # noqa: SIM115 - closed by the with below
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no file, or a file where its folder belongs: start says so
         return False
     with fh:
         try:
