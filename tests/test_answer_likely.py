@@ -185,7 +185,7 @@ def test_a_reading_slower_than_likely_wait_s_is_skipped_and_the_note_names_the_s
     finally:
         bus.close()
     assert got.floor == "evidence, model skipped" and not got.refused, got
-    assert "not done within [llm] likely_wait_s, 0.2 s" in got.note, got
+    assert "did not answer within [llm] likely_wait_s, 0.2 s" in got.note, got
     read_by_a_person(got.note)
 
 

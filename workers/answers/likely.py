@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from foldermind.protocol.errors import ErrorCode, Fault, JobError
+from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import EvidenceReply, LikelyReply, LikelyRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import schemas
 from foldermind.workers.answers.quotes import Composed, evidence_text
+from foldermind.workers.framework import unanswered
 from foldermind.workers.framework.asyncbus import Bus
 
 LIKELY_BAND = 0.61
@@ -70,17 +71,8 @@ async def read(
 
 
 def skipped(exc: JobError, wait_s: float) -> str:
-    """The note of an answer the model did not read: what happened, in a person's words. Not the bus's message,
-    which names codes and says "retry shortly": a model slower than ``likely_wait_s`` is not an absent one, and
-    the answer has already been given."""
-    if exc.code.fault is Fault.TIMEOUT:
-        why = f"it was not done within [llm] likely_wait_s, {wait_s:g} s"
-    elif exc.code is ErrorCode.MODEL_NOT_READY:
-        why = "its model is still loading" if exc.retryable else exc.message[:200]
-    elif exc.code is ErrorCode.WORKER_LOST:
-        why = "the llm worker was lost while reading it"
-    elif exc.code.fault is Fault.UNAVAILABLE:
-        why = "the llm worker is not running"
-    else:
-        why = exc.message[:200]
+    """The note of an answer the model did not read: what happened, in a person's words
+    (:func:`.unanswered.why`): a model slower than ``likely_wait_s`` is not an absent one, and the answer has
+    already been given."""
+    why = unanswered.why(exc, "the llm worker", "reading it", f"[llm] likely_wait_s, {wait_s:g} s")
     return f"the model did not read the question ({why}); the evidence floor decided alone"
