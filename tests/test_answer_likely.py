@@ -49,6 +49,8 @@ require_bundled_model()
 
 TESTS = Path(__file__).parent
 FILES = ("manpages/chage.txt", "manpages/passwd.txt", "pytest_docs/release-2.0.0.rst")
+MODEL = "SmolLM2-135M-Instruct.Q4_1"
+"""The bundled model's name, as an answer's ``model`` gives it."""
 NEAR_MISS = "Which award did pytest 2.0 win?"
 ANSWERED = "Which command changes a user's password?"
 
@@ -90,6 +92,7 @@ def test_a_near_miss_the_evidence_floor_answers_is_refused_by_the_model_s_readin
     assert out["answer"].startswith("The documents do not say"), out["answer"]
     assert out["floor"] == "evidence+model", out
     assert "query likelihood" in out["note"], out
+    assert out["model"] == MODEL, out  # the model that refused it is named
 
 
 def test_a_question_answered_in_other_words_under_the_band_is_kept(served: Any) -> None:
@@ -98,6 +101,7 @@ def test_a_question_answered_in_other_words_under_the_band_is_kept(served: Any) 
     out = chat(url, token, {"query": ANSWERED, "answer_mode": "extractive"})
     assert out["grounded"] is True and out["floor"] == "evidence+model", out
     assert any(c["file_name"] == "passwd.txt" for c in out["citations"]), out["answer"]
+    assert out["model"] == MODEL and out["tokens_used"] == {"prompt": 0, "completion": 0}, out  # it read, wrote none
 
 
 def test_foldermind_ask_shows_whether_the_model_read_the_answer(served: Any) -> None:
@@ -128,6 +132,7 @@ def test_a_question_with_strong_evidence_never_asks_the_model(served: Any) -> No
     assert reply.supported and not likely.in_band(reply.support), reply.support
     out = chat(url, token, {"query": question, "answer_mode": "extractive"})
     assert out["grounded"] is True and out["floor"] == "evidence", out
+    assert out["model"] == "", out  # the quotes and the evidence alone
 
 
 def test_a_question_in_the_band_is_read_while_a_background_summary_steps_aside_and_the_summary_is_unchanged(

@@ -2,14 +2,14 @@
 not make it likely.
 
 The indexer's floor (:mod:`foldermind.workers.indexer.evidence.floor`) judges words and cosines; it cannot tell a
-page about the subject that lacks the relation asked ("Which company first sold metformin?") from a paraphrase of
-a real answer. The llm worker's query likelihood (``llm.likely``) can: how much the quotes raise the question's mean
+page about the subject that lacks the relation asked ("Which company first sold metformin?") from a paraphrase of a
+real answer. The llm worker's query likelihood (``llm.likely``) can: how much the quotes raise the question's mean
 token log-probability. It costs seconds, so it is asked only where the floor is near refusing, when the evidence's
 best cosine is under :data:`LIKELY_BAND`; above it the floor decides alone. When the model is absent, failed, busy
 past ``[llm] likely_wait_s`` or on a backend without log-probabilities, the floor decides alone and the answer's
-``floor`` and ``note`` say so, in a person's words (:func:`skipped`): the reading never fails an answer. The band
-and the threshold were chosen on the no-answer and answer benches: docs/benchmarks/answer-relevance.md (tenth
-pass).
+``floor`` and ``note`` say so, in a person's words (:func:`skipped`): the reading never fails an answer. The
+answer's ``model`` names the model that read it. The band and the threshold were chosen on the no-answer and answer
+benches: docs/benchmarks/answer-relevance.md (tenth pass).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class Reading:
     refused: bool
     floor: schemas.FloorUsed
     note: str = ""
+    model: str = ""
+    """The model that read the question (its name), when one did."""
 
 
 EVIDENCE_ONLY = Reading(False, "evidence")
@@ -65,9 +67,9 @@ async def read(
             return Reading(False, "evidence, model skipped", skipped(exc, policy.likely_wait_s))
         gain = got.gain
         if gain >= LIKELY_GAIN:
-            return Reading(False, "evidence+model")
+            return Reading(False, "evidence+model", model=got.model)
     note = f"the quotes do not make the question likely (query likelihood {gain:.2f} < {LIKELY_GAIN})"
-    return Reading(True, "evidence+model", note)
+    return Reading(True, "evidence+model", note, got.model)
 
 
 def skipped(exc: JobError, wait_s: float) -> str:
