@@ -194,6 +194,29 @@ def test_a_reading_slower_than_likely_wait_s_is_skipped_and_the_note_names_the_s
     read_by_a_person(got.note)
 
 
+def test_the_first_reading_of_a_cold_model_does_not_wait_for_its_load_which_goes_on_for_the_next_question() -> None:
+    """On a fresh install the llm worker is not running and its model is not loaded (``load = "on_use"``); loading it
+    cost 7-18 s there (the first conversion, cores shared with the embedding), past ``likely_wait_s`` with the reading
+    (docs/benchmarks/first-answer.md). The answer goes on without the reading and says why; the load goes on behind."""
+    root = short_tmpdir()
+    config = merge(
+        FAST_RESTART,
+        ONE_PARSER,
+        {"mcp": {"port": 0, "rate_per_minute": 6000}},
+        {"llm": {"analysis": False, "load": "on_use", "likely_wait_s": 600}},  # a wait for the load is not cut short
+    )
+    with kernel_with_folder(root, config, "", 180, folder) as (k, _docs, url, token):
+        assert k.worker("llm")["state"] == "IDLE", k.worker("llm")  # on demand: not started yet
+        first = chat(url, token, {"query": ANSWERED, "answer_mode": "extractive"})
+        assert first["grounded"] is True and first["floor"] == "evidence, model skipped", first
+        assert "(its model is still loading)" in first["note"] and first["model"] == "", first
+        read_by_a_person(first["note"][first["note"].index("the model did not read") :])
+        # No other request: the load the reading started goes on behind, and the next question is read.
+        wait_for(lambda: str(k.worker("llm").get("note") or "").endswith("): ready"), 300, what="the model loaded")
+        second = chat(url, token, {"query": ANSWERED, "answer_mode": "extractive"})
+        assert second["floor"] == "evidence+model" and second["model"] == MODEL, second
+
+
 def test_with_the_llm_worker_not_running_the_note_says_so_without_the_bus_s_words() -> None:
     # A kernel without the llm worker ([workers.llm] enabled = false) answers the bus call with this error, worded as
     # the front door's bus raises it (workers/framework/asyncbus.py); a stand-in raises it here, as starting a second

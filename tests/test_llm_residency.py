@@ -144,3 +144,17 @@ def test_an_illegal_state_change_is_a_bug_said_as_one() -> None:
     residency = Residency(lambda: real_load(bundled_model()), idle_unload_s=0, on_change=lambda: None)
     with pytest.raises(AssertionError, match="unloaded -> ready"):
         residency._move("ready")
+
+
+def test_a_request_that_must_not_wait_starts_the_load_behind_and_is_told_not_ready_and_the_load_goes_on() -> None:
+    """A reading (``llm.likely``) an answer can do without: it never pays a cold model's load."""
+    states: list[str] = []
+    model = bundled_model()
+    residency = Residency(lambda: real_load(model), idle_unload_s=0, on_change=lambda: states.append(residency.state))
+    with pytest.raises(NotReady) as err, residency.use(wait=False):
+        pass
+    assert err.value.state == "loading"
+    wait_for(lambda: residency.state == "ready", 120, 0.05, "the load behind")
+    with residency.use(wait=False) as backend:  # loaded: served as any request
+        assert backend is residency.backend
+    assert states == ["loading", "ready"] and residency.loads == 1

@@ -5,11 +5,12 @@ The indexer's floor (:mod:`foldermind.workers.indexer.evidence.floor`) judges wo
 page about the subject that lacks the relation asked ("Which company first sold metformin?") from a paraphrase of a
 real answer. The llm worker's query likelihood (``llm.likely``) can: how much the quotes raise the question's mean
 token log-probability. It costs seconds, so it is asked only where the floor is near refusing, when the evidence's
-best cosine is under :data:`LIKELY_BAND`; above it the floor decides alone. When the model is absent, failed, busy
-past ``[llm] likely_wait_s`` or on a backend without log-probabilities, the floor decides alone and the answer's
-``floor`` and ``note`` say so, in a person's words (:func:`skipped`): the reading never fails an answer. The
-answer's ``model`` names the model that read it. The band and the threshold were chosen on the no-answer and answer
-benches: docs/benchmarks/answer-relevance.md (tenth pass).
+best cosine is under :data:`LIKELY_BAND`; above it the floor decides alone. When the model is absent, failed, not
+loaded yet (the reading starts its load and does not wait for it), busy past ``[llm] likely_wait_s`` or on a backend
+without log-probabilities, the floor decides alone and the answer's ``floor`` and ``note`` say so, in a person's
+words (:func:`skipped`): the reading never fails an answer. The answer's ``model`` names the model that read it. The
+band and the threshold were chosen on the no-answer and answer benches: docs/benchmarks/answer-relevance.md (tenth
+pass).
 """
 
 from __future__ import annotations
