@@ -341,8 +341,8 @@ def test_html_visible_text_with_heading_paths(tmp_path: Path) -> None:
     assert by_text(doc, "Sharpen").text == "Sharpen knives weekly.\nStore them dry."
     assert by_text(doc, "Sharpen").heading == "Kitchen Handbook > Knives"
     assert by_text(doc, "magnetic").heading == "Kitchen Handbook > Knives > Storage"
-    assert by_text(doc, "Main |").text == "Main | 250 C"
-    assert by_text(doc, "Main |").heading == "Kitchen Handbook > Ovens"
+    assert by_text(doc, "Oven: Main").text == "Oven: Main; Max: 250 C"  # a row with its header (th)
+    assert by_text(doc, "Oven: Main").heading == "Kitchen Handbook > Ovens"
 
 
 def test_htm_suffix_and_declared_charset(tmp_path: Path) -> None:

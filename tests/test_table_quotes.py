@@ -1,4 +1,4 @@
-"""A markdown table quoted in an answer reads as the table's row with its header (workers/parser/formats/md.py,
+"""A markdown (or HTML) table quoted in an answer reads as the table's row with its header (formats/md.py, html.py,
 document.table_row): "command: foldermind restart WORKER; does: restart one worker ...", one row a quote, not the
 cells of several rows run together with pipes ("... progress foldermind restart WORKER | restart one worker ...",
 as the walk of s51 found it quoting the README). The parser's text, then end to end: a real kernel indexing the
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from foldermind.workers.parser.formats import html
 from foldermind.workers.parser.formats.md import parse_md
 from tests.test_answers import extractive, serving
 
@@ -44,6 +45,15 @@ def test_a_markdown_table_row_is_a_block_of_its_own_with_each_cell_after_its_hea
     assert "MCP; port: 53827" in texts and "console" in texts
     lines = doc.text.split("\n")
     assert lines[lines.index(ROW) + 1] == ""
+
+
+def test_an_html_table_row_is_said_with_its_th_header_and_a_table_without_one_cell_by_cell() -> None:
+    page = (
+        "<table><tr><th>Oven</th><th>Max</th></tr><tr><td>Main</td><td>250 C</td></tr>"
+        "<tr><td>Side</td><td>200 C</td></tr></table><table><tr><td>a</td><td>b</td></tr></table><p>after</p>"
+    )
+    doc = html.parse(f"<html><body>{page}</body></html>".encode(), 10**6)
+    assert doc.text == "Oven: Main; Max: 250 C\n\nOven: Side; Max: 200 C\n\na; b\n\nafter"
 
 
 @pytest.fixture(scope="module")
