@@ -108,7 +108,7 @@ def test_foldermind_ask_shows_whether_the_model_read_the_answer(served: Any) -> 
     k, _url, _token = served
     proc = cli(k.root, "ask", ANSWERED, "--mode", "extractive", timeout=600)
     assert "passwd.txt" in proc.stdout, proc.stdout
-    assert "(extractive; floor: evidence+model)" in proc.stderr, proc.stderr
+    assert f"(extractive; floor: evidence+model); {MODEL}; session" in proc.stderr, proc.stderr  # read, no tokens
 
 
 def test_the_answer_benches_get_the_answer_a_user_gets(served: Any) -> None:
