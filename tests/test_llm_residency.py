@@ -15,10 +15,19 @@ from pathlib import Path
 import psutil
 import pytest
 
-from foldermind.protocol.messages import ChatReply, ChatRequest, DescribeReply, DescribeRequest
+from foldermind.protocol.errors import ErrorCode, JobError
+from foldermind.protocol.messages import (
+    ChatReply,
+    ChatRequest,
+    DescribeReply,
+    DescribeRequest,
+    LikelyReply,
+    LikelyRequest,
+)
 from foldermind.workers.llm.backends import Backend, load_backend
 from foldermind.workers.llm.model_file import bundled_model
 from foldermind.workers.llm.residency import NotReady, Residency
+from tests.bench.product_answers import Asker
 from tests.config import merge
 from tests.helpers import (
     MODEL_CACHE,
@@ -91,6 +100,19 @@ def test_the_model_loads_on_the_first_chat_is_freed_after_the_idle_time_and_load
     again = ask(kernel)  # loads again, within the same request deadline
     assert again.completion_tokens > 0 and again.answer.strip(), again
     assert details(kernel)["loads"] == 2
+
+
+def test_a_reading_of_an_unloaded_model_starts_its_load_behind_and_the_benches_warm_up_waits_for_it(
+    kernel: RunningKernel,
+) -> None:
+    wait_for(lambda: details(kernel)["state"] == "unloaded", IDLE_S * 10, 0.2, "the model unloaded")
+    reading = LikelyRequest("What is the budget?", PASSAGE["text"])
+    with pytest.raises(JobError) as err:  # not waited for: told at once, the load goes on
+        kernel.client().request("llm", reading, LikelyReply, timeout=60)
+    assert err.value.code is ErrorCode.MODEL_NOT_READY and err.value.retryable, err.value
+    with Asker(kernel.home.bus_endpoint) as asker:
+        asker.warm_up(120)  # asks again until the model has read
+    assert details(kernel)["state"] == "ready"
 
 
 def real_load(path: Path) -> Backend:
