@@ -15,10 +15,19 @@ from pathlib import Path
 import psutil
 import pytest
 
-from foldermind.protocol.messages import ChatReply, ChatRequest, DescribeReply, DescribeRequest
+from foldermind.protocol.errors import ErrorCode, JobError
+from foldermind.protocol.messages import (
+    ChatReply,
+    ChatRequest,
+    DescribeReply,
+    DescribeRequest,
+    LikelyReply,
+    LikelyRequest,
+)
 from foldermind.workers.llm.backends import Backend, load_backend
 from foldermind.workers.llm.model_file import bundled_model
 from foldermind.workers.llm.residency import NotReady, Residency
+from tests.bench.product_answers import Asker
 from tests.config import merge
 from tests.helpers import (
     MODEL_CACHE,
@@ -93,6 +102,19 @@ def test_the_model_loads_on_the_first_chat_is_freed_after_the_idle_time_and_load
     assert details(kernel)["loads"] == 2
 
 
+def test_a_reading_of_an_unloaded_model_starts_its_load_behind_and_the_benches_warm_up_waits_for_it(
+    kernel: RunningKernel,
+) -> None:
+    wait_for(lambda: details(kernel)["state"] == "unloaded", IDLE_S * 10, 0.2, "the model unloaded")
+    reading = LikelyRequest("What is the budget?", PASSAGE["text"])
+    with pytest.raises(JobError) as err:  # not waited for: told at once, the load goes on
+        kernel.client().request("llm", reading, LikelyReply, timeout=60)
+    assert err.value.code is ErrorCode.MODEL_NOT_READY and err.value.retryable, err.value
+    with Asker(kernel.home.bus_endpoint) as asker:
+        asker.warm_up(120)  # asks again until the model has read
+    assert details(kernel)["state"] == "ready"
+
+
 def real_load(path: Path) -> Backend:
     return load_backend("ctransformers", path, MODEL_CACHE, 1024, 1, 64, 0)
 
@@ -144,3 +166,17 @@ def test_an_illegal_state_change_is_a_bug_said_as_one() -> None:
     residency = Residency(lambda: real_load(bundled_model()), idle_unload_s=0, on_change=lambda: None)
     with pytest.raises(AssertionError, match="unloaded -> ready"):
         residency._move("ready")
+
+
+def test_a_request_that_must_not_wait_starts_the_load_behind_and_is_told_not_ready_and_the_load_goes_on() -> None:
+    """A reading (``llm.likely``) an answer can do without: it never pays a cold model's load."""
+    states: list[str] = []
+    model = bundled_model()
+    residency = Residency(lambda: real_load(model), idle_unload_s=0, on_change=lambda: states.append(residency.state))
+    with pytest.raises(NotReady) as err, residency.use(wait=False):
+        pass
+    assert err.value.state == "loading"
+    wait_for(lambda: residency.state == "ready", 120, 0.05, "the load behind")
+    with residency.use(wait=False) as backend:  # loaded: served as any request
+        assert backend is residency.backend
+    assert states == ["loading", "ready"] and residency.loads == 1

@@ -341,8 +341,8 @@ def test_html_visible_text_with_heading_paths(tmp_path: Path) -> None:
     assert by_text(doc, "Sharpen").text == "Sharpen knives weekly.\nStore them dry."
     assert by_text(doc, "Sharpen").heading == "Kitchen Handbook > Knives"
     assert by_text(doc, "magnetic").heading == "Kitchen Handbook > Knives > Storage"
-    assert by_text(doc, "Main |").text == "Main | 250 C"
-    assert by_text(doc, "Main |").heading == "Kitchen Handbook > Ovens"
+    assert by_text(doc, "Oven: Main").text == "Oven: Main; Max: 250 C"  # a row with its header (th)
+    assert by_text(doc, "Oven: Main").heading == "Kitchen Handbook > Ovens"
 
 
 def test_htm_suffix_and_declared_charset(tmp_path: Path) -> None:
@@ -400,7 +400,7 @@ def test_markdown_nested_headings(tmp_path: Path) -> None:
     assert by_text(doc, "Prepare the tools.").heading == "Install Guide > Setup"
     assert by_text(doc, "the installer").text == "Use the installer."
     assert by_text(doc, "the installer").heading == "Install Guide > Setup > Windows"
-    assert by_text(doc, "Copy |").text == "Copy | 2 min"
+    assert by_text(doc, "Step: Copy").text == "Step: Copy; Time: 2 min"  # a row with its header
     assert by_text(doc, "make install").heading == "Install Guide > Setup > Linux"
     assert by_text(doc, "run it").heading == "Install Guide > Usage"
     assert by_text(doc, "Nothing here").heading == "Appendix"
@@ -417,7 +417,7 @@ def test_markdown_chunks_break_at_headings(tmp_path: Path, tokenizer: Tokenizer)
         "Install Guide > Usage",
         "Appendix",
     ]
-    assert chunks[2]["text"] == "Windows\nUse the installer.\n\nStep | Time\nCopy | 2 min"
+    assert chunks[2]["text"] == "Windows\nUse the installer.\n\nStep: Copy; Time: 2 min"
     lines = doc.text.split("\n")
     for c in chunks:
         assert doc.text[c["char_start"] : c["char_end"]] == c["text"]

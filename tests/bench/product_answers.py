@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from types import TracebackType
 
+from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import LikelyReply, LikelyRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import quotes as composer
@@ -33,8 +35,18 @@ class Asker:
         self.bus = Bus(endpoint, "bench-answers", deadline_s=300)
         self.runner = asyncio.Runner()
 
-    def warm_up(self) -> None:
-        self.bus.call_sync("llm", LikelyRequest("warm up", "the model loads"), LikelyReply, timeout=600)
+    def warm_up(self, wait_s: float = 600) -> None:
+        """The model loaded: a reading does not wait for a cold model (it starts the load and is told the model is
+        loading), so one is asked for until it is read."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.bus.call_sync("llm", LikelyRequest("warm up", "the model loads"), LikelyReply, timeout=wait_s)
+                return
+            except JobError as exc:
+                if exc.code is not ErrorCode.MODEL_NOT_READY or not exc.retryable or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
 
     def ask(self, question: str) -> Quoted:
         """The extractive answer ``chat_with_documents`` gives ``question`` opening a conversation."""

@@ -255,33 +255,33 @@ class Chat:
     ) -> schemas.ChatOutput:
         previous = session.history[-1]["question"] if session.history else ""
         first = await quote(self.bus, self.policy, query, previous, max_files)
-        evidence, quoted, note, floor = first.evidence, first.answer, first.note, first.reading.floor
+        evidence, quoted, note, read = first.evidence, first.answer, first.note, first.reading
         shown = Shown(on_progress, self.policy.max_answer_tokens)
         if not quoted.grounded or mode == "extractive":
-            return self._done(session, query, quoted, "extractive", note, floor, shown)
+            return self._done(session, query, quoted, "extractive", note, read, shown)
         if mode == "auto":
             shown.quotes(quoted.answer)
             if not answers.model_adds(query, self.policy.auto_model_shapes):
-                return self._done(session, query, quoted, "extractive", note, floor, shown)
+                return self._done(session, query, quoted, "extractive", note, read, shown)
         try:
             generated, dropped, out = await self._generate(session, query, persona, evidence, shown)
         except JobError as failure:
             fallback = f"{failure.code.mcp}: {failure.message}"
-            return self._done(session, query, quoted, "fallback", note, floor, shown, reason=fallback)
+            return self._done(session, query, quoted, "fallback", note, read, shown, reason=fallback)
         if not generated.grounded:
             reason = (
                 f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage and about the question"
                 f" ({generated.aside} backed but about something else)"
             )
-            return self._done(session, query, quoted, "fallback", note, floor, shown, dropped, reason, out)
+            return self._done(session, query, quoted, "fallback", note, read, shown, dropped, reason, out)
         if mode == "auto" and not generated.carries:
             # Backed, but it states none of the best quote's figures or names: it talks around the question.
             note = note or "the model's answer added nothing to the quoted sentences"
-            return self._done(session, query, quoted, "extractive", note, floor, shown, dropped, llm=out)
+            return self._done(session, query, quoted, "extractive", note, read, shown, dropped, llm=out)
         used: schemas.AnswerModeUsed = "generative" if dropped == 0 else "generative+checked"
         if mode == "auto":
             generated = answers.after_quotes(quoted, generated)
-        return self._done(session, query, generated, used, note, floor, shown, dropped, llm=out)
+        return self._done(session, query, generated, used, note, read, shown, dropped, llm=out)
 
     async def _generate(
         self,
@@ -334,7 +334,7 @@ class Chat:
         composed: Composed,
         used: schemas.AnswerModeUsed,
         note: str | None,
-        floor: schemas.FloorUsed,
+        read: likely.Reading,
         shown: Shown,
         dropped: int = 0,
         reason: str | None = None,
@@ -343,7 +343,6 @@ class Chat:
         shown.rest(composed.answer)
         session.history.append({"question": query, "answer": composed.answer})
         del session.history[:-HISTORY_TURNS]
-        generated = used in ("generative", "generative+checked")
         return schemas.ChatOutput(
             answer=composed.answer,
             citations=composed.citations,
@@ -352,10 +351,10 @@ class Chat:
             tokens_used=schemas.TokensUsed(
                 prompt=llm.prompt_tokens if llm else 0, completion=llm.completion_tokens if llm else 0
             ),
-            model=llm.model if llm and generated else "",
+            model=llm.model if llm else read.model,
             note=note,
             answer_mode_used=used,
             dropped_sentences=dropped,
             fallback_reason=reason[:500] if reason else None,
-            floor=floor,
+            floor=read.floor,
         )

@@ -2,13 +2,14 @@
 not make it likely.
 
 The indexer's floor (:mod:`foldermind.workers.indexer.evidence.floor`) judges words and cosines; it cannot tell a
-page about the subject that lacks the relation asked ("Which company first sold metformin?") from a paraphrase of
-a real answer. The llm worker's query likelihood (``llm.likely``) can: how much the quotes raise the question's mean
+page about the subject that lacks the relation asked ("Which company first sold metformin?") from a paraphrase of a
+real answer. The llm worker's query likelihood (``llm.likely``) can: how much the quotes raise the question's mean
 token log-probability. It costs seconds, so it is asked only where the floor is near refusing, when the evidence's
-best cosine is under :data:`LIKELY_BAND`; above it the floor decides alone. When the model is absent, failed, busy
-past ``[llm] likely_wait_s`` or on a backend without log-probabilities, the floor decides alone and the answer's
-``floor`` and ``note`` say so, in a person's words (:func:`skipped`): the reading never fails an answer. The band
-and the threshold were chosen on the no-answer and answer benches: docs/benchmarks/answer-relevance.md (tenth
+best cosine is under :data:`LIKELY_BAND`; above it the floor decides alone. When the model is absent, failed, not
+loaded yet (the reading starts its load and does not wait for it), busy past ``[llm] likely_wait_s`` or on a backend
+without log-probabilities, the floor decides alone and the answer's ``floor`` and ``note`` say so, in a person's
+words (:func:`skipped`): the reading never fails an answer. The answer's ``model`` names the model that read it. The
+band and the threshold were chosen on the no-answer and answer benches: docs/benchmarks/answer-relevance.md (tenth
 pass).
 """
 
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from foldermind.protocol.errors import ErrorCode, Fault, JobError
+from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import EvidenceReply, LikelyReply, LikelyRequest
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import schemas
 from foldermind.workers.answers.quotes import Composed, evidence_text
+from foldermind.workers.framework import unanswered
 from foldermind.workers.framework.asyncbus import Bus
 
 LIKELY_BAND = 0.61
@@ -34,6 +36,8 @@ class Reading:
     refused: bool
     floor: schemas.FloorUsed
     note: str = ""
+    model: str = ""
+    """The model that read the question (its name), when one did."""
 
 
 EVIDENCE_ONLY = Reading(False, "evidence")
@@ -64,23 +68,14 @@ async def read(
             return Reading(False, "evidence, model skipped", skipped(exc, policy.likely_wait_s))
         gain = got.gain
         if gain >= LIKELY_GAIN:
-            return Reading(False, "evidence+model")
+            return Reading(False, "evidence+model", model=got.model)
     note = f"the quotes do not make the question likely (query likelihood {gain:.2f} < {LIKELY_GAIN})"
-    return Reading(True, "evidence+model", note)
+    return Reading(True, "evidence+model", note, got.model)
 
 
 def skipped(exc: JobError, wait_s: float) -> str:
-    """The note of an answer the model did not read: what happened, in a person's words. Not the bus's message,
-    which names codes and says "retry shortly": a model slower than ``likely_wait_s`` is not an absent one, and
-    the answer has already been given."""
-    if exc.code.fault is Fault.TIMEOUT:
-        why = f"it was not done within [llm] likely_wait_s, {wait_s:g} s"
-    elif exc.code is ErrorCode.MODEL_NOT_READY:
-        why = "its model is still loading" if exc.retryable else exc.message[:200]
-    elif exc.code is ErrorCode.WORKER_LOST:
-        why = "the llm worker was lost while reading it"
-    elif exc.code.fault is Fault.UNAVAILABLE:
-        why = "the llm worker is not running"
-    else:
-        why = exc.message[:200]
+    """The note of an answer the model did not read: what happened, in a person's words
+    (:func:`.unanswered.why`): a model slower than ``likely_wait_s`` is not an absent one, and the answer has
+    already been given."""
+    why = unanswered.why(exc, "the llm worker", "reading it", f"[llm] likely_wait_s, {wait_s:g} s")
     return f"the model did not read the question ({why}); the evidence floor decided alone"

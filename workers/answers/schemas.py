@@ -47,7 +47,11 @@ class ChatOutput(BaseModel):
     grounded: bool = Field(description="false when no passage supports an answer (then nothing is cited)")
     session_id: str = Field(description="pass it back to continue the conversation (60 minutes idle TTL)")
     tokens_used: TokensUsed
-    model: str = Field(description="the local model that wrote the answer; empty when it is quoted")
+    model: str = Field(
+        description="the local model that took part in the answer: it wrote it (or sentences the check dropped: "
+        "tokens_used counts them) or read the question (floor evidence+model); empty when the documents' quotes "
+        "and the evidence alone made it"
+    )
     note: str | None = Field(None, description="set when no document matched or sources were left out")
     answer_mode_used: AnswerModeUsed = Field(
         description="extractive: quoted sentences; generative: the model's answer, every sentence backed by "

@@ -1,20 +1,19 @@
 """The llm worker: local generation for grounded chat (``llm.chat``) and document analysis
 (``llm.analyze``).
 
-The model is loaded when it is needed and freed when it is not (:mod:`.residency`): by default in the
-first request that needs it (``[llm] load = "on_use"``; the converted copy for ctransformers is made once,
-on the first load), and it is unloaded after ``[llm] idle_unload_s`` without a request, or when the indexer's
-ingest releases it (``release.request``, before it sends chunks to the embedder: unless a chat used it within
-that time; :mod:`foldermind.workers.indexer.ingest.turns`). With
-``load = "at_start"`` it loads on a background thread after READY, and requests meanwhile fail with
-``MODEL_NOT_READY`` (retryable). A model that cannot load fails requests with ``MODEL_NOT_READY`` and the
-reason, and ``foldermind status`` shows the state on this worker's line. Chats and readings run on the serving
-thread, one at a time: a chat streams ``llm.chat.partial`` replies and stops at its deadline. A summary is a
-background job (the kernel hands one beside them) on a thread of its own, and gives the model's context to a chat
-or a reading between two of its steps (:mod:`.lanes`): a person never waits for more than a step of it. A summary
-kept waiting for the context until near its deadline answers ``MODEL_NOT_READY`` (retryable: the indexer asks
-again later). A generation stuck inside the native library is the broker's to end (a worker that overruns a job's
-deadline is replaced).
+The model is loaded when it is needed and freed when it is not (:mod:`.residency`): by default in the first request
+that needs it (``[llm] load = "on_use"``; the converted copy for ctransformers is made once, on the first load; a
+reading, ``llm.likely``, starts the load and is told ``MODEL_NOT_READY`` at once), and it is unloaded after ``[llm]
+idle_unload_s`` without a request, or when the indexer's ingest releases it (``release.request``, before it sends
+chunks to the embedder: unless a chat used it within that time; :mod:`foldermind.workers.indexer.ingest.turns`).
+With ``load = "at_start"`` it loads on a background thread after READY, and requests meanwhile fail with
+``MODEL_NOT_READY`` (retryable). A model that cannot load fails requests with ``MODEL_NOT_READY`` and the reason,
+and ``foldermind status`` shows the state on this worker's line. Chats and readings run on the serving thread, one
+at a time: a chat streams ``llm.chat.partial`` replies and stops at its deadline. A summary is a background job (the
+kernel hands one beside them) on a thread of its own, and gives the model's context to a chat or a reading between
+two of its steps (:mod:`.lanes`): a person never waits for more than a step of it. A summary kept waiting for the
+context until near its deadline answers ``MODEL_NOT_READY`` (retryable: the indexer asks again later). A generation
+stuck inside the native library is the broker's to end (a worker that overruns a job's deadline is replaced).
 """
 
 from __future__ import annotations
@@ -161,10 +160,11 @@ class LlmWorker(Worker):
         )
 
     @contextlib.contextmanager
-    def _using(self) -> Iterator[Backend]:
-        """The model for this request (loaded now if it was unloaded); ``MODEL_NOT_READY`` if it cannot be."""
+    def _using(self, wait: bool = True) -> Iterator[Backend]:
+        """The model for this request (loaded now if it was unloaded; unless ``wait``, loaded behind while this
+        request is told it is loading); ``MODEL_NOT_READY`` if it cannot be."""
         try:
-            with self.model.use() as backend:
+            with self.model.use(wait) as backend:
                 yield backend
         except NotReady as exc:
             if exc.state == "loading":
@@ -290,7 +290,9 @@ class LlmWorker(Worker):
         def late() -> bool:  # as a chat: stop before the caller's deadline, so it hears LLM_TIMEOUT from us
             return req.cancelled() or (bool(deadline) and time.time() > deadline - 0.5)
 
-        with self._using() as backend, self.lanes.foreground():
+        # An answer can do without the reading: it does not wait for a cold model's load (seconds, more on a busy
+        # machine or with the first conversion), which goes on behind for the next question.
+        with self._using(wait=False) as backend, self.lanes.foreground():
             try:
                 got = likelihood.likelihood(backend, req.body.question, req.body.text, self.chat_threads(), late)
             except likelihood.Late:

@@ -8,12 +8,13 @@ is a small state machine of its own, apart from the requests that use it::
     unloaded --use--> loading --> ready --idle_unload_s (or a release, unused)--> unloaded
                           \\--> failed  (sticky: the reason stays on the status line until a restart)
 
-``use()`` is the only way a request reaches the model. In ``unloaded`` it loads the model in the request
-itself (the first chat answer waits for the load, ~1-2 s for SmolLM2 on 2 cores, and the front door's
-quotes are out before that); in ``loading`` (a background load at start) and ``failed`` it raises
-:class:`NotReady` at once, so a caller falls back instead of waiting. While a request holds the model the
-unloader cannot free it: requests are counted under one lock (a chat and a summary may hold it at once, taking
-turns on its context: :mod:`.lanes`), and the unloader frees it only at a count of none.
+``use()`` is the only way a request reaches the model. In ``unloaded`` it loads the model in the request itself (the
+first chat answer waits for the load, ~1-2 s for SmolLM2 on 2 cores, and the front door's quotes are out before
+that), or, for a request that must not wait for it (``wait=False``: a reading the answer can do without), starts the
+load in the background and raises :class:`NotReady`; in ``loading`` (a background load) and ``failed`` it raises
+:class:`NotReady` at once, so a caller falls back instead of waiting. While a request holds the model the unloader
+cannot free it: requests are counted under one lock (a chat and a summary may hold it at once, taking turns on its
+context: :mod:`.lanes`), and the unloader frees it only at a count of none.
 """
 
 from __future__ import annotations
@@ -74,13 +75,17 @@ class Residency:
     def start(self, at_start: bool) -> None:
         """Begin: load in the background now if ``at_start``; watch for idleness if unloading is on."""
         if at_start:
-            self._move("loading")
-            threading.Thread(target=self._load_now, name="model-load", daemon=True).start()
+            self._load_behind()
         if self.idle_unload_s:
             threading.Thread(target=self._unload_when_idle, name="model-unload", daemon=True).start()
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def _load_behind(self) -> None:
+        """``unloaded`` -> ``loading``, the load on a thread of its own."""
+        self._move("loading")
+        threading.Thread(target=self._load_now, name="model-load", daemon=True).start()
 
     def _load_now(self) -> None:
         """``loading`` -> ``ready`` or ``failed``; the load's own exceptions become the reason."""
@@ -100,10 +105,13 @@ class Residency:
         log.info("model %s ready on %s in %.1f s", backend.model.name, backend.NAME, self.load_s)
 
     @contextlib.contextmanager
-    def use(self) -> Iterator[Backend]:
-        """The model for one request, loaded first if it is ``unloaded``; :class:`NotReady` if it cannot be."""
+    def use(self, wait: bool = True) -> Iterator[Backend]:
+        """The model for one request, loaded first if it is ``unloaded`` (or, unless ``wait``, loading behind
+        while this request is told :class:`NotReady`); :class:`NotReady` if it cannot be."""
         with self._lock:
-            if self.state == "unloaded":
+            if self.state == "unloaded" and not wait:
+                self._load_behind()
+            elif self.state == "unloaded":
                 self._move("loading")
                 self._load_now()
             backend = self.backend

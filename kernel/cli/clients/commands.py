@@ -282,7 +282,9 @@ def ask(
         how += f"; the model's answer was not used: {out['fallback_reason']}"
     if out.get("floor"):  # whether the local model also read a question the evidence only just answers
         how += f"; floor: {out['floor']}"
-    model = f"{used['prompt']} + {used['completion']} tokens, {out['model']}; " if out.get("model") else ""
+    # the model took part: it wrote (its tokens) or only read the question (floor evidence+model, no tokens)
+    tokens = f"{used['prompt']} + {used['completion']} tokens, " if used["prompt"] or used["completion"] else ""
+    model = f"{tokens}{out['model']}; " if out.get("model") else ""
     click.echo(f"-- {grounded} ({how}); {model}session {out['session_id']}", err=True)
 
 

@@ -104,8 +104,8 @@ class LlmPolicy(Strict):
     likely_wait_s: float = Field(
         20.0,
         gt=0,
-        description="The longest an answer waits for that reading; past it, or with the model absent or failed,"
-        " the evidence floor decides alone and the answer's note says so.",
+        description="The longest an answer waits for that reading; past it, or with the model absent, failed or not"
+        " loaded yet (its load starts then), the evidence floor decides alone and the answer's note says so.",
     )
     evidence_sources: int = Field(
         3,

@@ -41,12 +41,12 @@ from numpy.typing import NDArray
 
 from foldermind.protocol import frames
 from foldermind.protocol.client import BusClient
-from foldermind.protocol.errors import BusError, Fault, JobError
+from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import EmbedReply, EmbedRequest
 from foldermind.protocol.runtime.config import IngestPolicy, SearchPolicy
 from foldermind.protocol.runtime.home import model_cache_dir
 from foldermind.workers.embedding import model_files, onnx_int8, onnx_model
-from foldermind.workers.framework import memory
+from foldermind.workers.framework import memory, unanswered
 
 # Before the indexer imports usearch (its vector index, imported after this module): otherwise
 # loading onnxruntime later in this process crashes it. See onnx_model.init_cxx_locale.
@@ -277,7 +277,8 @@ class QueryEncoder:
                 "embedder", EmbedRequest([query]), EmbedReply, timeout=self.policy.query_embed_timeout_s
             )
         except BusError as exc:
-            return None, f"{local_why}; {embedder_failed(exc, self.policy.query_embed_timeout_s)}"
+            timeout_s = self.policy.query_embed_timeout_s
+            return None, f"{local_why}; {unanswered.why(exc, 'the embedder', 'encoding it', f'{timeout_s:g} s')}"
         body = reply.body
         if not reply.buffers or body.dim != ndim or body.count != 1:
             return None, f"{local_why}; the embedder answered no usable vector"
@@ -389,16 +390,3 @@ class QueryEncoder:
             "torch_loaded": "torch" in sys.modules,
             "cache": self.cache.describe(),
         }
-
-
-def embedder_failed(exc: BusError, timeout_s: float) -> str:
-    """Why the embedder gave the query no vector, in a person's words: it ends up in a search's or an answer's
-    note, where the bus's message ("deadline_exceeded: embed.request missed its deadline ...") means nothing."""
-    fault = exc.code.fault if isinstance(exc, JobError) else Fault.UNAVAILABLE
-    if fault is Fault.TIMEOUT:
-        return f"the embedder, busy or starting, did not answer within {timeout_s:g} s"
-    if fault is Fault.UNAVAILABLE:
-        return "the embedder is not running"
-    if fault is Fault.LOST:
-        return "the embedder was lost while encoding it"
-    return f"the embedder failed ({exc.code.value})" if isinstance(exc, JobError) else "the embedder failed"

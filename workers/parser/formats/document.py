@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 
 from foldermind.protocol.errors import ErrorCode
 from foldermind.workers.parser.formats import progress
@@ -156,6 +157,15 @@ def add_fields(
     if lines:
         builder.add("\n".join(lines), page=page, heading=heading)
         builder.blank()
+
+
+def table_row(header: Sequence[str], cells: Sequence[str]) -> str:
+    """A table's row as a person reads it out: each cell after its column's header (``Step: Copy; Time: 2 min``),
+    a cell under an empty header alone, empty cells left out. Not ``Copy | 2 min``, which in a quote says nothing
+    of what the figures are; each row is a block of its own (the caller's blank line), so a quote is one row."""
+    return "; ".join(
+        f"{name}: {cell}" if name else cell for name, cell in zip_longest(header, cells, fillvalue="") if cell
+    )
 
 
 def reason(exc: BaseException) -> str:

@@ -1,6 +1,7 @@
 """HTML (BeautifulSoup, lxml when it takes the input): visible text per block, ``<h1>``..``<h6>`` as
-heading paths, table rows as lines; scripts, styles, navs and hidden elements dropped; walked without
-recursion, since hostile pages nest deeply."""
+heading paths, a table's row a block of its own, each cell after its header (:func:`.document.table_row`, when
+the table's first row is all ``th``); scripts, styles, navs and hidden elements dropped; walked without recursion,
+since hostile pages nest deeply."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from foldermind.workers.parser.formats.document import (
     clean,
     normalize,
     reason,
+    table_row,
 )
 from foldermind.workers.parser.formats.txt import looks_binary
 
@@ -76,6 +78,8 @@ class _HtmlWalker:
         self.headings = Headings()
         self.buffer: list[str] = []
         self.first_h1: str | None = None
+        self.headers: dict[int, tuple[Any, list[str]]] = {}
+        """Each table's first row and, when every cell of it is a ``th``, its header (by the table's id)."""
 
     def flush(self) -> None:
         text = clean("".join(self.buffer))
@@ -132,9 +136,24 @@ class _HtmlWalker:
             self.builder.add(text, heading=path)
 
     def row(self, tr: Tag) -> None:
-        from bs4.element import Tag
-
+        """A table's row as :func:`.document.table_row` says it, after its table's header row (its first, when
+        every cell of it is a ``th``), a block of its own; the header row itself only when the table has no other."""
         self.flush()
-        cells = [" ".join(c.get_text(" ").split()) for c in tr.find_all(["td", "th"]) if isinstance(c, Tag)]
+        cells = _cells(tr)
+        table = tr.find_parent("table")
+        if table is not None and id(table) not in self.headers:  # once a table: a page may hold thousands of rows
+            first = table.find("tr")
+            heads = first is not None and first.find("td") is None and len(table.find_all("tr", limit=2)) == 2
+            self.headers[id(table)] = (first, _cells(first) if heads and first is not None else [])
+        first, header = self.headers.get(id(table), (tr, []))
+        if tr is first and header:
+            return  # said with each row
         if any(cells):
-            self.builder.add(" | ".join(cells), heading=self.headings.path)
+            self.builder.add(table_row(header, cells), heading=self.headings.path)
+            self.builder.blank()
+
+
+def _cells(tr: Tag) -> list[str]:
+    from bs4.element import Tag
+
+    return [" ".join(c.get_text(" ").split()) for c in tr.find_all(["td", "th"]) if isinstance(c, Tag)]

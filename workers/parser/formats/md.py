@@ -1,12 +1,13 @@
 """Markdown (``.md``, ``.markdown``, markdown-it-py): visible text per block; ``#``/``##``... headings
-make the heading paths; a front-matter or first ``#`` title is the document's title."""
+make the heading paths; a front-matter or first ``#`` title is the document's title; a table's body row is a
+block of its own, each cell after its column's header (:func:`.document.table_row`)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from foldermind.workers.parser.formats.document import Builder, Headings, ParsedDocument, clean, normalize
+from foldermind.workers.parser.formats.document import Builder, Headings, ParsedDocument, clean, normalize, table_row
 from foldermind.workers.parser.formats.txt import decode_text
 
 FORMAT = "md"
@@ -38,6 +39,9 @@ def parse_md(data: bytes) -> ParsedDocument:
     builder = Builder()
     headings = Headings()
     row: list[str] | None = None
+    header: list[str] = []
+    in_head = False
+    rows = 0
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -54,12 +58,22 @@ def parse_md(data: bytes) -> ParsedDocument:
                 builder.add(text, heading=path)
             i += 3  # heading_open, inline, heading_close
             continue
-        if kind == "tr_open":
+        if kind == "table_open":
+            header, rows = [], 0
+        elif kind == "tr_open":
             row = []
         elif kind == "tr_close" and row is not None:
-            if any(row):
-                builder.add(" | ".join(row), heading=headings.path)
+            if in_head:
+                header = row  # said with each body row; alone only when the table has none
+            elif any(row):
+                builder.add(table_row(header, row), heading=headings.path)
+                builder.blank()
+                rows += 1
             row = None
+        elif kind in ("thead_open", "thead_close"):
+            in_head = kind == "thead_open"
+        elif kind == "table_close" and not rows and any(header):
+            builder.add(table_row([], header), heading=headings.path)
         elif kind == "inline":
             text = clean(_md_inline(tok))
             if row is not None:
