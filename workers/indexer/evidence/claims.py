@@ -56,16 +56,15 @@ class ClaimChecker:
         self.vectors = vectors
 
     def check(self, body: CheckRequest) -> CheckReply:
-        given = sentences.content_terms(body.question)
+        asked = Asked(body.question, body.sources)
+        given = asked.given
         given_forms = sentences.fact_forms(body.question)
-        split_sources = [[s.text for s in sentences.split(src)] or [src] for src in body.sources]
+        split_sources = asked.groups
         source_terms = [sentences.content_terms(src) for src in body.sources]
         source_forms = [sentences.fact_forms(src) for src in body.sources]
         claim_texts = [str(c["text"]) for c in body.claims]
         flat = [s for group in split_sources for s in group]
         vectors, _why, _made = self.vectors(claim_texts + flat) if claim_texts else (None, "", 0)
-        asked = _weights(sentences.content_terms(body.question), flat)
-        thing = _asked_thing(body.question)
         checks: list[ClaimCheck] = []
         for i, claim in enumerate(body.claims):
             text = claim_texts[i]
@@ -88,9 +87,7 @@ class ClaimChecker:
                 same_sense = negations(text) == negations(quote)
                 ok = adds and not missing and coverage >= CLAIM_COVERAGE and same_sense
                 ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
-                lead = _lead_terms(split_sources[k], at)
-                backing = sentences.content_terms(quote) | lead
-                about = _share(asked, terms | backing) >= ABOUT_SHARE and thing(text, lead - given)
+                about = asked.about_at(text, k, at)
                 result = ClaimCheck(
                     supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing, about=about
                 )
@@ -125,6 +122,29 @@ class ClaimChecker:
         sims = vectors[start + first : start + len(groups[k])] @ vectors[claim]
         j = int(np.argmax(sims))
         return j + first, float(sims[j])
+
+
+class Asked:
+    """What a question asks, for the relevance test: its terms, each weighted by its idf over the sentences of the
+    sources (``groups``), and the kind of thing it asks for (:func:`_asked_thing`)."""
+
+    def __init__(self, question: str, sources: list[str]) -> None:
+        self.given = sentences.content_terms(question)
+        self.groups = [[s.text for s in sentences.split(src)] or [src] for src in sources]
+        self.weights = _weights(self.given, [s for group in self.groups for s in group])
+        self.thing = _asked_thing(question)
+
+    def about_at(self, text: str, k: int, at: int) -> bool:
+        """Whether claim ``text``, backed by sentence ``at`` of source ``k``, is about the question."""
+        lead = _lead_terms(self.groups[k], at)
+        backing = sentences.content_terms(self.groups[k][at]) | lead
+        return _share(self.weights, sentences.content_terms(text) | backing) >= ABOUT_SHARE and self.thing(
+            text, lead - self.given
+        )
+
+    def about(self, text: str, k: int, quote: str) -> bool:
+        """:meth:`about_at` for the backing sentence ``quote`` of source ``k`` (a kept check's)."""
+        return self.about_at(text, k, self.groups[k].index(quote))
 
 
 _WHICH = re.compile(r"\b(?:which|who|whom|whose)\b", re.IGNORECASE)
