@@ -779,3 +779,42 @@ def test_a_generated_sentence_is_never_backed_by_the_label_line_its_window_start
     claims = [{"text": "The Django 2.0.10 security release is released on January 4, 2019.", "sources": [0]}]
     (check,) = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
     assert check["supported"] and check["about"] and check["quote"] != "Django 2.0.10 release notes:", check
+
+
+def test_a_generated_sentence_is_about_the_question_by_its_own_words_its_source_holds_not_its_backing_s() -> None:
+    # The backing sentence names -E; the claim says what it says of chage in general: backed, not about -E. A claim
+    # that echoes the question's relation ("must live alongside my doctest sources for their fixtures to be found")
+    # of a name its source says something else of is backed by that source and about nothing it says.
+    from foldermind.protocol.messages import CheckRequest
+    from foldermind.workers.indexer.evidence.claims import ClaimChecker
+
+    question = "What does chage -E do?"
+    sources = [
+        "DESCRIPTION:\nThe chage command changes the number of days between password changes and the date of the "
+        "last password change.",
+        "Of its options, -E sets the date on which the account expires, and chage also changes the number of days "
+        "between password changes.",
+        "-l, --list\nShow account aging information.\n-m, --mindays MIN_DAYS\nThe chage command sets a minimum.",
+    ]
+    claims = [
+        {"text": "The chage command changes the number of days between password changes.", "sources": [1]},
+        {"text": "The -E option sets the date on which the account expires.", "sources": [1]},
+    ]
+    general, named = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
+    assert general["supported"] and not general["about"], general  # its backing names -E; the claim does not
+    assert named["supported"] and named["about"], named
+    question = "Which file must live alongside my doctest sources for their fixtures to be found?"
+    sources = [
+        "The ``usefixtures`` mark is supported when executing text doctest files.",
+        "Fixtures defined in a ``conftest.py`` file alongside the doctest sources are found.",
+    ]
+    claims = [
+        {
+            "text": "The ``usefixtures`` mark must live alongside my doctest sources for their fixtures to be found.",
+            "sources": [0],
+        },
+        {"text": "A ``conftest.py`` file alongside the doctest sources holds fixtures that are found.", "sources": [1]},
+    ]
+    echo, answer = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
+    assert echo["supported"] and not echo["about"], echo  # the relation is the question's, not its source's
+    assert answer["supported"] and answer["about"], answer

@@ -13,12 +13,14 @@ that cites none is tried against every source, and the first that passes support
 vector test is skipped and the reply says so in its checks' ``similarity`` (-1).
 
 Backed is not enough: a claim must also be about what the question asks (``about``): it states a thing of the kind
-the question asks for that the question lacks (a figure, a name: :func:`_asked_thing`), and the claim, the
-sentence that backs it and the term or label lines just before that sentence (a definition list's "-E,
---expiredate EXPIRE_DATE", a window's section name) hold :data:`ABOUT_SHARE` of the question's terms, each
+the question asks for that the question lacks (a figure, a name: :func:`_asked_thing`), and the claim's own terms
+that its source holds, with the term or label lines just before the sentence that backs it (a definition list's
+"-E, --expiredate EXPIRE_DATE", a window's section name), hold :data:`ABOUT_SHARE` of the question's terms, each
 weighted by its idf over the sources' sentences: the rare terms are the question's subject ("-E" in "What does
 chage -E do?"), the common ones its topic ("chage", in every source). "The chage command changes the number of
-days between password changes" is backed and about chage, not about -E.
+days between password changes" is backed and about chage, not about -E, even by a sentence that names -E too (the
+backing lends the claim none of its words); a question word the claim only echoes lends nothing where its source
+lacks it ("the usefixtures mark must live alongside my doctest sources" of a source that says it works in doctests).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from foldermind.workers.indexer.storage.keyword.terms import idf
 CLAIM_COVERAGE = 0.6
 CLAIM_SIMILARITY = 0.5
 ABOUT_SHARE = 0.5
-"""The idf-weighted share of the question's terms a claim and its backing must hold to be about the question."""
+"""The idf-weighted share of the question's terms a claim (with its backing's term lines) must hold to be about it."""
 LEAD_CHARS = 80
 """A line before the backing sentence this short that does not end a sentence, or ends with a colon, names what
 the sentence is about (a definition list's term, a section's name)."""
@@ -56,16 +58,15 @@ class ClaimChecker:
         self.vectors = vectors
 
     def check(self, body: CheckRequest) -> CheckReply:
-        given = sentences.content_terms(body.question)
+        asked = Asked(body.question, body.sources)
+        given = asked.given
         given_forms = sentences.fact_forms(body.question)
-        split_sources = [[s.text for s in sentences.split(src)] or [src] for src in body.sources]
+        split_sources = asked.groups
         source_terms = [sentences.content_terms(src) for src in body.sources]
         source_forms = [sentences.fact_forms(src) for src in body.sources]
         claim_texts = [str(c["text"]) for c in body.claims]
         flat = [s for group in split_sources for s in group]
         vectors, _why, _made = self.vectors(claim_texts + flat) if claim_texts else (None, "", 0)
-        asked = _weights(sentences.content_terms(body.question), flat)
-        thing = _asked_thing(body.question)
         checks: list[ClaimCheck] = []
         for i, claim in enumerate(body.claims):
             text = claim_texts[i]
@@ -88,9 +89,7 @@ class ClaimChecker:
                 same_sense = negations(text) == negations(quote)
                 ok = adds and not missing and coverage >= CLAIM_COVERAGE and same_sense
                 ok = ok and (vectors is None or similarity >= CLAIM_SIMILARITY)
-                lead = _lead_terms(split_sources[k], at)
-                backing = sentences.content_terms(quote) | lead
-                about = _share(asked, terms | backing) >= ABOUT_SHARE and thing(text, lead - given)
+                about = asked.about_at(text, k, at)
                 result = ClaimCheck(
                     supported=ok, source=k, quote=quote, similarity=round(similarity, 4), missing=missing, about=about
                 )
@@ -125,6 +124,29 @@ class ClaimChecker:
         sims = vectors[start + first : start + len(groups[k])] @ vectors[claim]
         j = int(np.argmax(sims))
         return j + first, float(sims[j])
+
+
+class Asked:
+    """What a question asks, for the relevance test: its terms, each weighted by its idf over the sentences of the
+    sources (``groups``), and the kind of thing it asks for (:func:`_asked_thing`)."""
+
+    def __init__(self, question: str, sources: list[str]) -> None:
+        self.given = sentences.content_terms(question)
+        self.groups = [[s.text for s in sentences.split(src)] or [src] for src in sources]
+        self.weights = _weights(self.given, [s for group in self.groups for s in group])
+        self.thing = _asked_thing(question)
+        self.held = [sentences.content_terms(src) for src in sources]
+
+    def about_at(self, text: str, k: int, at: int) -> bool:
+        """Whether claim ``text``, backed by sentence ``at`` of source ``k``, is about the question: by its own terms
+        that source ``k`` holds and the term or label lines before that sentence, never the sentence's own words."""
+        lead = _lead_terms(self.groups[k], at)
+        said = sentences.content_terms(text) & self.held[k]
+        return _share(self.weights, said | lead) >= ABOUT_SHARE and self.thing(text, lead - self.given)
+
+    def about(self, text: str, k: int, quote: str) -> bool:
+        """:meth:`about_at` for the backing sentence ``quote`` of source ``k`` (a kept check's)."""
+        return self.about_at(text, k, self.groups[k].index(quote))
 
 
 _WHICH = re.compile(r"\b(?:which|who|whom|whose)\b", re.IGNORECASE)
