@@ -170,11 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="keep every answer here")
     parser.add_argument("--replay", help="judge a kept --json again with this tree's claim checker (no kernel)")
     args = parser.parse_args(argv)
-    if args.replay:
-        results = replay(json.loads(Path(args.replay).read_text("utf-8")))
-    else:
-        ids = {i for i in args.ids.split(",") if i}
-        results = measure(Path(args.home).resolve(), args.batch, ids)
+    ids = {i for i in args.ids.split(",") if i}
+    kept = json.loads(Path(args.replay).read_text("utf-8")) if args.replay else None
+    results = replay(kept) if kept is not None else measure(Path(args.home).resolve(), args.batch, ids)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(render(results))
