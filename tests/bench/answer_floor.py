@@ -7,14 +7,14 @@ answer bench's 1,595 abstracts), the Django docs, the Debian manuals and pytest'
 corpus) as four Smart Folders, then asks, as ``chat_with_documents`` does in its extractive mode (the answers
 engine's own first step, :mod:`tests.bench.product_answers`: the indexer's ``evidence.request`` over five files, the
 quotes, the model's reading where the evidence floor is near refusing), every question of the no-answer sets
-(``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` .. ``noanswer4.jsonl``: greetings, questions on subjects no
+(``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` .. ``noanswer5.jsonl``: greetings, questions on subjects no
 document names, near misses and neighbours; its README) and every answerable factoid question of those corpora
-(``--only noanswer4``: that set's rows alone; ``--without noanswer4``: all but those). For each it keeps the reply's
+(``--only noanswer5``: that set's rows alone; ``--without noanswer5``: all but those). For each it keeps the reply's
 ``support`` (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, the
 answer's ``floor``, whether it was refused (by the evidence floor or the model), the floorless quotes' citations
 (``cited``), and for an answerable one whether the extractive answer (the quotes a user gets) holds the gold answer.
 Every answerable factoid set has been read before (tune .. fresh7): all tune; fresh answerable questions come from
-the shape bench's newest batch (``--shapes``). The no-answer rows' held-out part is the newest set, ``noanswer4``;
+the shape bench's newest batch (``--shapes``). The no-answer rows' held-out part is the newest set, ``noanswer5``;
 every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
@@ -60,11 +60,12 @@ NOANSWER = DATA / "noanswer.jsonl"
 NOANSWER2 = DATA / "noanswer2.jsonl"
 NOANSWER3 = DATA / "noanswer3.jsonl"
 NOANSWER4 = DATA / "noanswer4.jsonl"
-NOANSWER_HELD_OUT = "noanswer4"  # the newest no-answer set: held out; every earlier no-answer row is tune
+NOANSWER5 = DATA / "noanswer5.jsonl"
+NOANSWER_HELD_OUT = "noanswer5"  # the newest no-answer set: held out; every earlier no-answer row is tune
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS, PYTEST)
 HELD_OUT: tuple[str, ...] = ()  # every factoid set has been read: all tune
-SHAPE_HELD_OUT = (5,)  # the shape bench's batches never read before this session (its "batch" field)
+SHAPE_HELD_OUT = (6,)  # the shape bench's batches never read before this session (its "batch" field)
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
 Floor = tuple[float, float, float, float]
@@ -96,7 +97,7 @@ class Asked:
 
 
 def _noanswer_rows() -> list[dict[str, str]]:
-    sets = (NOANSWER, NOANSWER2, NOANSWER3, NOANSWER4)
+    sets = (NOANSWER, NOANSWER2, NOANSWER3, NOANSWER4, NOANSWER5)
     return [json.loads(line) for p in sets for line in p.read_text("utf-8").splitlines() if line]
 
 
