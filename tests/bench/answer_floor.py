@@ -7,14 +7,14 @@ answer bench's 1,595 abstracts), the Django docs, the Debian manuals and pytest'
 corpus) as four Smart Folders, then asks, as ``chat_with_documents`` does in its extractive mode (the answers
 engine's own first step, :mod:`tests.bench.product_answers`: the indexer's ``evidence.request`` over five files, the
 quotes, the model's reading where the evidence floor is near refusing), every question of the no-answer sets
-(``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` and ``noanswer3.jsonl``: greetings, questions on subjects no
+(``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` .. ``noanswer5.jsonl``: greetings, questions on subjects no
 document names, near misses and neighbours; its README) and every answerable factoid question of those corpora
-(``--only noanswer3``: that set's rows alone; ``--without noanswer3``: all but those). For each it keeps the reply's
+(``--only noanswer5``: that set's rows alone; ``--without noanswer5``: all but those). For each it keeps the reply's
 ``support`` (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, the
 answer's ``floor``, whether it was refused (by the evidence floor or the model), the floorless quotes' citations
 (``cited``), and for an answerable one whether the extractive answer (the quotes a user gets) holds the gold answer.
 Every answerable factoid set has been read before (tune .. fresh7): all tune; fresh answerable questions come from
-the shape bench's newest batch (``--shapes``). The no-answer rows' held-out part is the newest set, ``noanswer3``;
+the shape bench's newest batch (``--shapes``). The no-answer rows' held-out part is the newest set, ``noanswer5``;
 every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
@@ -59,11 +59,13 @@ from tests.config import merge
 NOANSWER = DATA / "noanswer.jsonl"
 NOANSWER2 = DATA / "noanswer2.jsonl"
 NOANSWER3 = DATA / "noanswer3.jsonl"
-NOANSWER_HELD_OUT = "noanswer3"  # the newest no-answer set: held out; every earlier no-answer row is tune
+NOANSWER4 = DATA / "noanswer4.jsonl"
+NOANSWER5 = DATA / "noanswer5.jsonl"
+NOANSWER_HELD_OUT = "noanswer5"  # the newest no-answer set: held out; every earlier no-answer row is tune
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS, PYTEST)
 HELD_OUT: tuple[str, ...] = ()  # every factoid set has been read: all tune
-SHAPE_HELD_OUT = (4,)  # the shape bench's batches never read before this session (its "batch" field)
+SHAPE_HELD_OUT = (6,)  # the shape bench's batches never read before this session (its "batch" field)
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
 Floor = tuple[float, float, float, float]
@@ -91,12 +93,12 @@ class Asked:
     floor: str = ""  # the answer's ``floor``: what judged that the documents answer ("" in a run kept before it)
     shape: str = ""  # a shape bench row's shape ("how", "paraphrase", ...); a factoid's is read from its question
     cited: list[dict[str, Any]] = field(default_factory=list)  # the floorless quotes' citations
+    note: str = ""  # the answer's note (says which check refused it)
 
 
 def _noanswer_rows() -> list[dict[str, str]]:
-    return [
-        json.loads(line) for p in (NOANSWER, NOANSWER2, NOANSWER3) for line in p.read_text("utf-8").splitlines() if line
-    ]
+    sets = (NOANSWER, NOANSWER2, NOANSWER3, NOANSWER4, NOANSWER5)
+    return [json.loads(line) for p in sets for line in p.read_text("utf-8").splitlines() if line]
 
 
 def _questions(only: str = "", without: str = "") -> list[Asked]:
@@ -158,6 +160,7 @@ def measure(home: Path | None, only: str = "", without: str = "") -> tuple[list[
                 a.support = dict(support)
                 a.supported = reply.supported
                 a.answer, a.refused, a.floor = got.quotes.answer, not got.answer.grounded, got.reading.floor
+                a.note = got.note or ""
                 # whether the quotes hold the gold is judged without the floor: what the floor takes away
                 quoted = asker.floorless(got)
                 a.cited = [c.model_dump() for c in quoted.citations]

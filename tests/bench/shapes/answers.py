@@ -53,6 +53,8 @@ def measure(home: Path, batch: int = 0) -> list[dict[str, Any]]:
                         "supported": reply.supported,  # the evidence floor's verdict
                         "refused": not quoted.grounded,  # the answer's: the evidence floor's or the model's
                         "floor": got.reading.floor,
+                        "note": got.note or "",  # says which check refused it
+                        "quotes_hold_gold": _holds(r, got.quotes),  # the evidence floor's quotes, before any refusal
                         "support": reply.support,
                         "holds_gold": _holds(r, quoted),
                         "cites_gold": any(c.file_path in gold for c in quoted.citations),
