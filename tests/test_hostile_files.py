@@ -264,9 +264,16 @@ def found(k: RunningKernel, query: str) -> set[str]:
     return {r["file_path"].rsplit("/", 1)[-1] for r in reply.results}
 
 
-def settled(k: RunningKernel) -> bool:
+def unsettled(k: RunningKernel) -> str:
+    """What keeps the folder from being settled (its state, counts and the indexer's note), or nothing once it
+    is ready: a step that never settles then says whether files wait for a parse or chunks for their vectors."""
     folders = ask(k, "indexer", FolderListRequest(), FolderListReply).folders
-    return bool(folders) and all(f["state"] == "ready" for f in folders)
+    if folders and all(f["state"] == "ready" for f in folders):
+        return ""
+    counts = ("state", "files_total", "files_indexed", "files_failed", "files_skipped", "chunks", "chunks_embedded")
+    shown = "; ".join(", ".join(f"{c} {f[c]}" for c in counts) for f in folders) or "no folder"
+    notes = {w["name"]: w["note"] for w in k.status().workers if w["name"] in ("indexer", "embedder", "llm")}
+    return f"never settled: {shown}; notes {notes}"
 
 
 def wait_matches(k: RunningKernel, expect: dict[str, Expect], timeout: float, what: str) -> None:
@@ -274,10 +281,12 @@ def wait_matches(k: RunningKernel, expect: dict[str, Expect], timeout: float, wh
     give_up = time.monotonic() + timeout
     problems: list[str] = ["never settled"]
     while time.monotonic() < give_up:
-        if settled(k):
+        if not (why := unsettled(k)):
             problems = check_states(k.root, expect)
             if not problems:
                 return
+        else:
+            problems = [why]
         time.sleep(0.2)
     raise AssertionError(f"{what}: after {timeout:g} s\n" + "\n".join(problems))
 

@@ -49,8 +49,10 @@ def home_option(func: F) -> F:
 
 
 def current_home() -> Home:
+    """The home of ``--home`` (or FOLDERMIND_HOME, or the platform's), reaching its running kernel's sockets
+    wherever they are (:meth:`Home.serving`: a kernel started with another XDG_RUNTIME_DIR)."""
     ctx = click.get_current_context()
-    return Home.resolve(ctx.meta.get("foldermind.home") or os.environ.get("FOLDERMIND_HOME") or None)
+    return Home.resolve(ctx.meta.get("foldermind.home") or os.environ.get("FOLDERMIND_HOME") or None).serving()
 
 
 def current_config(home: Home) -> SupervisorConfig:

@@ -165,7 +165,12 @@ def _announce_console(home: Home, config: SupervisorConfig, wait_s: float, link:
     if link:
         with connect(home) as client, suppress(BusError):
             reply = client.request("console", ConsoleLinkRequest(), ConsoleLinkReply, timeout=10).body
-            click.echo(f"console: {reply.link}  (signs you in once, within {reply.expires_s:g} s; later {opens})")
+            # A line of its own between blank ones, in one write: in `make run` the log lines fill the terminal
+            # around it, and a new user missed the link at the end of a long line among them.
+            click.echo(
+                f"\nconsole: open this link to sign in (it works once, within {reply.expires_s:g} s; later {opens}):"
+                f"\n{reply.link}\n"
+            )
             return
     click.echo(f"console: {info['url']}  ({opens})")
 

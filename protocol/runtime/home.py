@@ -15,7 +15,7 @@ import stat
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -232,6 +232,27 @@ class Home:
             return self.index_lock_file.read_text().strip() or "a folder it has not written yet"
         except OSError:
             return "a folder this user cannot read"
+
+    def serving(self) -> Home:
+        """This home as its running kernel's sockets are reached: itself, or when no kernel holds its runtime
+        folder but one holds its index from another (a command or bridge launched without the kernel's
+        XDG_RUNTIME_DIR), the same home with that folder, once it is safe (this user's own plain folder, 0700;
+        else :class:`UnsafeHomeError`)."""
+        if self.running_pid() is not None or not _held(self.index_lock_file):
+            return self
+        try:
+            folder = Path(self.index_lock_file.read_text().strip())
+        except OSError:
+            return self
+        if not folder.is_absolute() or folder == self.runtime_dir or not os.path.lexists(folder):
+            return self
+        _check_owned(folder)
+        if (mode := stat.S_IMODE(os.lstat(folder).st_mode)) != 0o700:
+            raise UnsafeHomeError(
+                f"the running kernel's sockets are in {folder}, which others may reach (mode {mode:o}, not 700):"
+                " refusing to use it; `chmod 700` it, or run foldermind with that kernel's XDG_RUNTIME_DIR"
+            )
+        return replace(self, runtime_dir=folder)
 
 
 def _held(lock_file: Path) -> bool:

@@ -24,7 +24,7 @@ from typing import IO, Any
 import anyio
 
 from foldermind.protocol.errors import ErrorCode
-from foldermind.protocol.runtime.home import Home
+from foldermind.protocol.runtime.home import Home, UnsafeHomeError
 from foldermind.protocol.runtime.token_store import TokenStore
 
 CALL_WAIT_S = 4.0
@@ -109,6 +109,7 @@ class Link:
     """The front door's URL and token as last read, read again on demand (:meth:`serving`, :meth:`reread_token`)."""
 
     def __init__(self, home: Home, key: str = "") -> None:
+        self.resolved = home  # as this process resolved it; ``home``: as its kernel is reached now (follow)
         self.home = home
         self.key = key  # a client key's name; "": the owner's token
         self.url: str | None = None
@@ -120,6 +121,7 @@ class Link:
         if none runs and ``start``), then None. Reads the token again too."""
         give_up = time.monotonic() + wait_s
         while True:
+            self.follow()
             url = serving_url(self.home)
             if url is not None:
                 self.url = url
@@ -130,6 +132,15 @@ class Link:
             if time.monotonic() >= give_up or (self.starter.failure and not self.starter.running()):
                 return None
             await anyio.sleep(0.1)
+
+    def follow(self) -> None:
+        """Reach the kernel that serves this home's index now, wherever its sockets are (a kernel started again
+        from a shell with another XDG_RUNTIME_DIR than this bridge's); an unsafe folder is not followed, and the
+        start the bridge then tries says why."""
+        try:
+            self.home = self.starter.home = self.resolved.serving()
+        except UnsafeHomeError:
+            self.home = self.starter.home = self.resolved
 
     async def reread_token(self) -> None:
         """Read the token again from the store (kept as it was when the store has none to give)."""
