@@ -6,7 +6,8 @@ copies of one indexed SciFact home (:func:`tests.bench.scifact.indexed_kernel` b
 written to a temporary directory (``git archive``) and its kernel runs them through ``PYTHONPATH`` (the
 ``foldermind`` names point there; the packages installed in this venv serve both). Each pass starts both kernels,
 waits ``--settle`` seconds (a start checks the folder), warms each up, then asks each SciFact claim of both in turn
-(the ``mcp`` SDK client, stateless, top 10), the order alternating claim by claim; the homes swap between passes.
+(the ``mcp`` SDK client, stateless, top 10), the order alternating claim by claim; the homes swap between passes,
+and which kernel starts first between pairs of passes (4 passes cover every order).
 Printed per pass and over all pairs: both medians, the median of the per-claim ratios (new / old) and differences,
 of ``query_ms`` and of the time outside the indexer, each front door's CPU per call over the pass (psutil; both over
 the same pass), and how many results (structured and text, less ``query_ms``) were identical. ``--call list`` asks
@@ -152,7 +153,13 @@ def main() -> int:
     with old_code(args.old) as code:
         for n in range(args.passes):
             homes = args.homes if n % 2 == 0 else args.homes[::-1]
-            kernels = {"old": start(homes[0], str(code)), "new": start(homes[1], None)}
+            # Which kernel starts first alternates too (every other pair of passes): at load 15-20 the one started
+            # second read slower even when both ran the same code (docs/benchmarks/search-path.md, s52-lat).
+            first = "old" if n % 4 < 2 else "new"
+            kernels: dict[str, Kernel] = {}
+            for who in (first, "new" if first == "old" else "old"):
+                home, code_path = (homes[0], str(code)) if who == "old" else (homes[1], None)
+                kernels[who] = start(home, code_path)
             try:
                 time.sleep(args.settle)
                 urls = {who: front_door(k.root) for who, k in kernels.items()}
@@ -163,7 +170,7 @@ def main() -> int:
                 for kernel in kernels.values():
                     kernel.stop()
             when = time.strftime("%H:%M:%S", time.gmtime())
-            swapped = ", homes swapped" if n % 2 else ""
+            swapped = (", homes swapped" if n % 2 else "") + f", {first} started first"
             say(line(f"pass {n + 1} ({when} UTC, load {load:.1f}{swapped})", got["old"], got["new"]))
             say(f"  results identical (less query_ms): {same}/{len(got['old'])}")
             ratio = cpu["new"] / cpu["old"]
