@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import cast
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -211,6 +212,25 @@ def test_a_passage_that_holds_more_of_the_question_lifts_its_sentences() -> None
     follow = evidence.EvidenceService._about("and how many patients?", "What did the radiosurgery trial find?", cands)
     alone = evidence.EvidenceService._about("and how many patients?", "", cands)
     assert alone[0] == alone[1] and follow[1] > follow[0] > 0
+
+
+def test_of_two_sentences_as_close_to_the_question_the_one_saying_more_than_it_ranks_first() -> None:
+    hit = _hit("/d/index.rst")
+    hit["text"] = (
+        "Companies can give money to the project.\n\n"
+        "Companies give money to the project through Open Collective and Tidelift."
+    )
+    question = "How can companies give money to the project?"
+    restated, answer = cands = evidence.EvidenceService._candidates([hit])
+    evidence.EvidenceService._cover(question, "", cands)
+    assert restated.coverage == answer.coverage > 0  # both hold every term of the question
+    for c in cands:
+        c.semantic = 0.7  # and are as close to it
+    assert evidence.EvidenceService._score(question, cands, {0: 1.0}) is False  # asks for no figure, default or name
+    assert answer.score > restated.score  # main scored them alike: the restatement came first
+    assert answer.score - restated.score == pytest.approx(evidence.NOVELTY * 3 / 7)  # 3 of its 7 terms are new
+    assert evidence.novelty(restated.terms, sentences.content_terms(question)) == 0.0
+    assert evidence.novelty(set(), {"money"}) == 0.0
 
 
 def test_a_figure_is_a_number_standing_as_one_not_the_digits_of_a_name() -> None:
