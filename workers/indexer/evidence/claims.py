@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.protocol.messages import CheckReply, CheckRequest, ClaimCheck
+from foldermind.workers import questions
 from foldermind.workers.indexer.evidence import sentences
 from foldermind.workers.indexer.storage.keyword.terms import idf
 
@@ -133,16 +134,21 @@ class Asked:
     def __init__(self, question: str, sources: list[str]) -> None:
         self.given = sentences.content_terms(question)
         self.groups = [[s.text for s in sentences.split(src)] or [src] for src in sources]
-        self.weights = _weights(self.given, [s for group in self.groups for s in group])
-        self.thing = _asked_thing(question)
+        weights = _weights(self.given, [s for group in self.groups for s in group])
+        self.asks = [(weights, _asked_thing(question))]
+        cut = [{t: weights[t] for t in sentences.content_terms(p) if t in weights} for p in questions.parts(question)]
+        if len(cut) > 1 and all(cut):
+            self.asks += [(w, _asked_thing(p)) for w, p in zip(cut, questions.parts(question), strict=True)]
         self.held = [sentences.content_terms(src) for src in sources]
 
     def about_at(self, text: str, k: int, at: int) -> bool:
-        """Whether claim ``text``, backed by sentence ``at`` of source ``k``, is about the question: by its own terms
-        that source ``k`` holds and the term or label lines before that sentence, never the sentence's own words."""
+        """Whether claim ``text``, backed by sentence ``at`` of source ``k``, is about the question (or one part of
+        a question that asks two things: :func:`~foldermind.workers.questions.parts`): by its own terms that source
+        ``k`` holds and the term or label lines before that sentence, never the sentence's own words."""
         lead = _lead_terms(self.groups[k], at)
         said = sentences.content_terms(text) & self.held[k]
-        return _share(self.weights, said | lead) >= ABOUT_SHARE and self.thing(text, lead - self.given)
+        new = lead - self.given
+        return any(_share(w, said | lead) >= ABOUT_SHARE and thing(text, new) for w, thing in self.asks)
 
     def about(self, text: str, k: int, quote: str) -> bool:
         """:meth:`about_at` for the backing sentence ``quote`` of source ``k`` (a kept check's)."""
