@@ -838,3 +838,39 @@ def test_a_generated_sentence_is_about_the_question_by_its_own_words_its_source_
     echo, answer = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
     assert echo["supported"] and not echo["about"], echo  # the relation is the question's, not its source's
     assert answer["supported"] and answer["about"], answer
+
+
+def test_a_generated_sentence_answering_one_part_of_a_two_part_question_is_about_it() -> None:
+    # The budget sentence holds every term of the part it answers, but the question's other part weighs more: its
+    # terms are rarer among the sentences shown. Judged against the whole question alone it would not be about it,
+    # and whether it is would turn on which other sentences happen to be shown.
+    from foldermind.protocol.messages import CheckRequest
+    from foldermind.workers import questions
+    from foldermind.workers.indexer.evidence.claims import ClaimChecker
+
+    question = "What is the budget for the obsidianwave project, and how much did the harbour cargo volumes grow?"
+    assert questions.parts(question) == [
+        "What is the budget for the obsidianwave project",
+        "how much did the harbour cargo volumes grow?",
+    ]
+    sources = [
+        "The obsidianwave project budget is forty thousand dollars. The obsidianwave project budget was approved in "
+        "March. The obsidianwave project budget covers two years.",
+        "Harbour cargo volumes grew by twelve percent over the year.",
+    ]
+    claims = [
+        {"text": "The budget for the obsidianwave project is forty thousand dollars.", "sources": [0]},
+        {"text": "Cargo volumes in the harbour grew by twelve percent over the year.", "sources": [1]},
+        {"text": "The budget was approved in March.", "sources": [0]},
+    ]
+    budget, cargo, approved = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
+    assert budget["supported"] and budget["about"], budget  # about the first part
+    assert cargo["supported"] and cargo["about"], cargo  # about the second, and states its figure
+    assert approved["supported"] and not approved["about"], approved  # a third of the first part, none of the other
+    # Not parts: a statement before the question, a clause inside it, a part with no term of its own.
+    for whole in (
+        "The native Win32 port of Aspell is no longer maintained; what is now the best way to get it on Windows?",
+        "Which glutamate receptor, when blocked, made N-acetylcysteine better at reducing cocaine seeking?",
+        "After how many years was the cumulative incidence of late severe infections reported, and what was it?",
+    ):
+        assert questions.parts(whole) == [whole]
