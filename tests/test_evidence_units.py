@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import cast
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -211,6 +212,25 @@ def test_a_passage_that_holds_more_of_the_question_lifts_its_sentences() -> None
     follow = evidence.EvidenceService._about("and how many patients?", "What did the radiosurgery trial find?", cands)
     alone = evidence.EvidenceService._about("and how many patients?", "", cands)
     assert alone[0] == alone[1] and follow[1] > follow[0] > 0
+
+
+def test_of_two_sentences_as_close_to_the_question_the_one_saying_more_than_it_ranks_first() -> None:
+    hit = _hit("/d/index.rst")
+    hit["text"] = (
+        "Companies can give money to the project.\n\n"
+        "Companies give money to the project through Open Collective and Tidelift."
+    )
+    question = "How can companies give money to the project?"
+    restated, answer = cands = evidence.EvidenceService._candidates([hit])
+    evidence.EvidenceService._cover(question, "", cands)
+    assert restated.coverage == answer.coverage > 0  # both hold every term of the question
+    for c in cands:
+        c.semantic = 0.7  # and are as close to it
+    assert evidence.EvidenceService._score(question, cands, {0: 1.0}) is False  # asks for no figure, default or name
+    assert answer.score > restated.score  # main scored them alike: the restatement came first
+    assert answer.score - restated.score == pytest.approx(evidence.NOVELTY * 3 / 7)  # 3 of its 7 terms are new
+    assert evidence.novelty(restated.terms, sentences.content_terms(question)) == 0.0
+    assert evidence.novelty(set(), {"money"}) == 0.0
 
 
 def test_a_figure_is_a_number_standing_as_one_not_the_digits_of_a_name() -> None:
@@ -818,3 +838,39 @@ def test_a_generated_sentence_is_about_the_question_by_its_own_words_its_source_
     echo, answer = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
     assert echo["supported"] and not echo["about"], echo  # the relation is the question's, not its source's
     assert answer["supported"] and answer["about"], answer
+
+
+def test_a_generated_sentence_answering_one_part_of_a_two_part_question_is_about_it() -> None:
+    # The budget sentence holds every term of the part it answers, but the question's other part weighs more: its
+    # terms are rarer among the sentences shown. Judged against the whole question alone it would not be about it,
+    # and whether it is would turn on which other sentences happen to be shown.
+    from foldermind.protocol.messages import CheckRequest
+    from foldermind.workers import questions
+    from foldermind.workers.indexer.evidence.claims import ClaimChecker
+
+    question = "What is the budget for the obsidianwave project, and how much did the harbour cargo volumes grow?"
+    assert questions.parts(question) == [
+        "What is the budget for the obsidianwave project",
+        "how much did the harbour cargo volumes grow?",
+    ]
+    sources = [
+        "The obsidianwave project budget is forty thousand dollars. The obsidianwave project budget was approved in "
+        "March. The obsidianwave project budget covers two years.",
+        "Harbour cargo volumes grew by twelve percent over the year.",
+    ]
+    claims = [
+        {"text": "The budget for the obsidianwave project is forty thousand dollars.", "sources": [0]},
+        {"text": "Cargo volumes in the harbour grew by twelve percent over the year.", "sources": [1]},
+        {"text": "The budget was approved in March.", "sources": [0]},
+    ]
+    budget, cargo, approved = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, sources)).checks  # type: ignore[arg-type]
+    assert budget["supported"] and budget["about"], budget  # about the first part
+    assert cargo["supported"] and cargo["about"], cargo  # about the second, and states its figure
+    assert approved["supported"] and not approved["about"], approved  # a third of the first part, none of the other
+    # Not parts: a statement before the question, a clause inside it, a part with no term of its own.
+    for whole in (
+        "The native Win32 port of Aspell is no longer maintained; what is now the best way to get it on Windows?",
+        "Which glutamate receptor, when blocked, made N-acetylcysteine better at reducing cocaine seeking?",
+        "After how many years was the cumulative incidence of late severe infections reported, and what was it?",
+    ):
+        assert questions.parts(whole) == [whole]

@@ -85,3 +85,21 @@ def plain_heading(heading: str) -> bool:
     no code. Such a heading names no thing; "chage", "apnumber", "SESSION_COOKIE_AGE", "SQLite" do."""
     found = heading.split()
     return bool(found) and heading[0].isupper() and all(_PLAIN_WORD.fullmatch(w.strip(",:;()")) for w in found)
+
+
+_PART_CUT = re.compile(
+    r"(?:[,;]?\s+(?:and|but)\s+|[?;]\s+)(?=(?:what|how|which|who|whom|whose|when|where|why)\b)", re.IGNORECASE
+)
+_ASKS = re.compile(
+    r"^\W*(?:what|how|which|who|whom|whose|when|where|why|is|are|was|were|do|does|did|can|could|will|would|should|"
+    r"has|have|had)\b",
+    re.IGNORECASE,
+)
+
+
+def parts(question: str) -> list[str]:
+    """The questions a question asks, cut where "and", "but" or a "?" is followed by a question word ("What is the
+    budget, and how much did cargo grow?"); the question whole when a piece does not start as a question does (a
+    statement before it: "The port is no longer maintained; what is now the best way ...?")."""
+    found = [p.strip() for p in _PART_CUT.split(question) if p.strip()]
+    return found if len(found) > 1 and all(_ASKS.match(p) for p in found) else [question]

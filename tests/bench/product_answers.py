@@ -28,6 +28,20 @@ WAIT_S = 600.0
 """How long a bench waits for the model's reading (the product's ``likely_wait_s`` is 20 s)."""
 
 
+def warm_up(bus: Bus, wait_s: float = 600) -> None:
+    """The model loaded: a reading does not wait for a cold model (it starts the load and is told the model is
+    loading), so one is asked for until it is read."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            bus.call_sync("llm", LikelyRequest("warm up", "the model loads"), LikelyReply, timeout=wait_s)
+            return
+        except JobError as exc:
+            if exc.code is not ErrorCode.MODEL_NOT_READY or not exc.retryable or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 class Asker:
     def __init__(self, endpoint: str, policy: LlmPolicy | None = None, max_files: int = MAX_FILES) -> None:
         self.policy = policy or LlmPolicy(likely_wait_s=WAIT_S)
@@ -36,17 +50,7 @@ class Asker:
         self.runner = asyncio.Runner()
 
     def warm_up(self, wait_s: float = 600) -> None:
-        """The model loaded: a reading does not wait for a cold model (it starts the load and is told the model is
-        loading), so one is asked for until it is read."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                self.bus.call_sync("llm", LikelyRequest("warm up", "the model loads"), LikelyReply, timeout=wait_s)
-                return
-            except JobError as exc:
-                if exc.code is not ErrorCode.MODEL_NOT_READY or not exc.retryable or time.monotonic() > deadline:
-                    raise
-            time.sleep(0.2)
+        warm_up(self.bus, wait_s)
 
     def ask(self, question: str) -> Quoted:
         """The extractive answer ``chat_with_documents`` gives ``question`` opening a conversation."""

@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from foldermind.protocol.messages import CheckReply, CheckRequest, EvidenceReply, LikelyReply, LikelyRequest, Message
+from foldermind.protocol.messages import CheckReply, CheckRequest, EvidenceReply, Message
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import quotes as composer
 from foldermind.workers.answers.engine import Chat
@@ -29,7 +29,7 @@ from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.indexer.evidence.claims import Asked
 from tests.bench.answer_about import judged
 from tests.bench.markdown import table
-from tests.bench.product_answers import MAX_FILES, WAIT_S
+from tests.bench.product_answers import MAX_FILES, WAIT_S, warm_up
 from tests.bench.shapes.corpora import CORPORA
 from tests.bench.shapes.kernel import indexed
 
@@ -71,7 +71,7 @@ def measure(home: Path, batch: int, ids: set[str] | None = None) -> list[dict[st
             bus = Recording(kernel.home.bus_endpoint, "bench-generative", deadline_s=CHAT_S)
             runner = asyncio.Runner()
             try:
-                bus.call_sync("llm", LikelyRequest("warm up", "the model loads"), LikelyReply, timeout=CHAT_S)
+                warm_up(bus, CHAT_S)
                 chat = Chat(bus, policy)
                 for r in mine:
                     gold = {str(Path(corpus.folder) / f) for f in r.get("files", [])}

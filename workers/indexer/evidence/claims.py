@@ -21,6 +21,9 @@ chage -E do?"), the common ones its topic ("chage", in every source). "The chage
 days between password changes" is backed and about chage, not about -E, even by a sentence that names -E too (the
 backing lends the claim none of its words); a question word the claim only echoes lends nothing where its source
 lacks it ("the usefixtures mark must live alongside my doctest sources" of a source that says it works in doctests).
+A question that asks two things ("What is the budget ..., and how much did cargo grow?") is judged part by part too
+(:func:`~foldermind.workers.questions.parts`): the budget's sentence is about its part, whatever the other part's
+terms weigh among the sentences that happen to be shown.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from foldermind.protocol.messages import CheckReply, CheckRequest, ClaimCheck
+from foldermind.workers import questions
 from foldermind.workers.indexer.evidence import sentences
 from foldermind.workers.indexer.storage.keyword.terms import idf
 
@@ -127,22 +131,29 @@ class ClaimChecker:
 
 
 class Asked:
-    """What a question asks, for the relevance test: its terms, each weighted by its idf over the sentences of the
-    sources (``groups``), and the kind of thing it asks for (:func:`_asked_thing`)."""
+    """What a question asks, for the relevance test (``asks``): its terms, each weighted by its idf over the sentences
+    of the sources (``groups``), and the kind of thing it asks for (:func:`_asked_thing`); the same for each of its
+    parts when it asks two things or more, each part holding a term the sources hold."""
 
     def __init__(self, question: str, sources: list[str]) -> None:
         self.given = sentences.content_terms(question)
         self.groups = [[s.text for s in sentences.split(src)] or [src] for src in sources]
-        self.weights = _weights(self.given, [s for group in self.groups for s in group])
-        self.thing = _asked_thing(question)
+        weights = _weights(self.given, [s for group in self.groups for s in group])
+        self.asks = [(weights, _asked_thing(question))]
+        parts = questions.parts(question)
+        cut = [{t: weights[t] for t in sentences.content_terms(p) if t in weights} for p in parts]
+        if len(parts) > 1 and all(cut):
+            self.asks += [(w, _asked_thing(p)) for w, p in zip(cut, parts, strict=True)]
         self.held = [sentences.content_terms(src) for src in sources]
 
     def about_at(self, text: str, k: int, at: int) -> bool:
-        """Whether claim ``text``, backed by sentence ``at`` of source ``k``, is about the question: by its own terms
-        that source ``k`` holds and the term or label lines before that sentence, never the sentence's own words."""
+        """Whether claim ``text``, backed by sentence ``at`` of source ``k``, is about the question (or one part of
+        a question that asks two things: :func:`~foldermind.workers.questions.parts`): by its own terms that source
+        ``k`` holds and the term or label lines before that sentence, never the sentence's own words."""
         lead = _lead_terms(self.groups[k], at)
         said = sentences.content_terms(text) & self.held[k]
-        return _share(self.weights, said | lead) >= ABOUT_SHARE and self.thing(text, lead - self.given)
+        new = lead - self.given
+        return any(_share(w, said | lead) >= ABOUT_SHARE and thing(text, new) for w, thing in self.asks)
 
     def about(self, text: str, k: int, quote: str) -> bool:
         """:meth:`about_at` for the backing sentence ``quote`` of source ``k`` (a kept check's)."""

@@ -16,8 +16,8 @@ coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`
 a question asked again, or a claim checked against a sentence already scored, costs no encode.
 
 A sentence holds the terms its abbreviations stand for (:func:`.sentences.abbreviations`). On top of that score,
-bonuses for what the question asks (a figure, a default, a name as code, a name the
-question lacks) and a penalty for a fragment; the quote of a sentence may take in a neighbour (:mod:`.reach`).
+bonuses for what the question asks (a figure, a default, a name as code, a name it lacks) and for what a sentence
+says beyond it (:data:`NOVELTY`), a penalty for a fragment; a quote may take in a neighbour (:mod:`.reach`).
 
 Checking a generated sentence against the passages is :mod:`.claims`, with the sentence vectors kept here.
 """
@@ -86,6 +86,9 @@ ENTITY_BONUS = 0.1
 "HoxD") when the question asks for a thing by name ("With which part of the cell ...", "Which transcription
 factor ..."; :func:`.sentences.asks_for_entity`): the sentences closest to such a question often restate it
 and name nothing new. Measured: docs/tuning.md#answer-evidence."""
+NOVELTY = 0.05
+"""Added times the share of a sentence's terms the question lacks (:func:`novelty`): the sentences closest to a question
+often restate it, the answer says more (a figure, a name, a step). Every shape: docs/benchmarks/answer-relevance.md."""
 FRAGMENT_PENALTY = 0.05
 """Taken from a "sentence" that does not end like one (a title, a heading, a table row): those restate a
 topic; they rarely hold the answer."""
@@ -130,6 +133,11 @@ class _Candidate:
     @property
     def sentence(self) -> Sentence:
         return self.siblings[self.at]
+
+
+def novelty(terms: set[str], asked: set[str]) -> float:
+    """The share of a sentence's content ``terms`` the question's (``asked``) lack; 0 for a sentence without any."""
+    return len(terms - asked) / len(terms) if terms else 0.0
 
 
 def _each_file_first(hits: list[SearchHit], ranked: list[_Candidate]) -> list[_Candidate]:
@@ -249,30 +257,12 @@ class EvidenceService:
         t_split = time.perf_counter()
         encoded, vectors_why = self._semantic(question, query, candidates)
         t_encode = time.perf_counter()
-        figure = sentences.asks_for_figure(question)
-        counted = sentences.counted(question)
-        default = sentences.asks_for_default(question)
-        name = sentences.asks_for_name(question)
-        entity = sentences.asks_for_entity(question)
-        about = self._about(question, body.context, candidates)
-        for c in candidates:
-            c.score = SEMANTIC * c.semantic + LEXICAL * c.coverage + PRIOR / (1 + c.passage)
-            c.score += PASSAGE * about[c.passage]
-            if figure and sentences.has_figure(c.sentence.text):
-                c.score += FIGURE_BONUS + (COUNTED_BONUS if sentences.counts(c.sentence.text, counted) else 0.0)
-            if default and sentences.states_default(c.sentence.text):
-                c.score += DEFAULT_BONUS
-            if name and (sentences.names_code(c.sentence.text, question) or sentences.heading_name(c.path, question)):
-                c.score += CODE_BONUS
-            if entity and sentences.names_new(c.sentence.text, question):
-                c.score += ENTITY_BONUS
-            if not sentences.finished(c.sentence.text):
-                c.score -= FRAGMENT_PENALTY
+        asks_a_thing = self._score(question, candidates, self._about(question, body.context, candidates))
         ranked = sorted(candidates, key=lambda c: c.score, reverse=True)
         spread = sentences.asks_whether(question)
         if spread:
             ranked = _each_file_first(hits, ranked)
-        asks_a_thing = figure or default or name or entity
+        figure = sentences.asks_for_figure(question)
         spans: list[EvidenceSpan] = []
         seen: set[str] = set()
         for c in ranked:
@@ -317,6 +307,27 @@ class EvidenceService:
             encoded=encoded,
             spread=spread,
         )
+
+    @staticmethod
+    def _score(question: str, candidates: list[_Candidate], about: dict[int, float]) -> bool:
+        """Scores the candidates (module docstring; ``about`` by passage); whether the question asks for a thing."""
+        figure, counted = sentences.asks_for_figure(question), sentences.counted(question)
+        default, name = sentences.asks_for_default(question), sentences.asks_for_name(question)
+        entity, asked = sentences.asks_for_entity(question), sentences.content_terms(question)
+        for c in candidates:
+            c.score = SEMANTIC * c.semantic + LEXICAL * c.coverage + PRIOR / (1 + c.passage)
+            c.score += PASSAGE * about[c.passage] + NOVELTY * novelty(c.terms, asked)
+            if figure and sentences.has_figure(c.sentence.text):
+                c.score += FIGURE_BONUS + (COUNTED_BONUS if sentences.counts(c.sentence.text, counted) else 0.0)
+            if default and sentences.states_default(c.sentence.text):
+                c.score += DEFAULT_BONUS
+            if name and (sentences.names_code(c.sentence.text, question) or sentences.heading_name(c.path, question)):
+                c.score += CODE_BONUS
+            if entity and sentences.names_new(c.sentence.text, question):
+                c.score += ENTITY_BONUS
+            if not sentences.finished(c.sentence.text):
+                c.score -= FRAGMENT_PENALTY
+        return figure or default or name or entity
 
     @staticmethod
     def _support(ranked: list[_Candidate], rare: dict[str, float], with_vectors: bool) -> dict[str, float]:
