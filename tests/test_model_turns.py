@@ -5,11 +5,13 @@ later releases the llm before its chunks go to the embedder (:mod:`foldermind.wo
 Real processes and the real models (all-MiniLM-L6-v2 on ONNX, SmolLM2-135M on ctransformers), both on demand
 with the default idle times (600 s): without the releases the embedder would wait out its 10 minutes beside
 the llm. The order is read from the workers' own log lines (millisecond timestamps): the embedder's model
-freed before the llm's is loaded, and the other way round for the saved file.
+freed before the llm's is loaded, and the other way round for the saved file, also when a summary is in hand
+as the file comes (the release stops it, retryable, and it is written later).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -19,6 +21,7 @@ import pytest
 
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import (
+    AnalyzeRequest,
     FolderAddReply,
     FolderAddRequest,
     FolderListReply,
@@ -131,6 +134,52 @@ def test_a_file_saved_after_the_summaries_began_is_embedded_once_the_llm_let_its
     # IDLE, or straight back to STARTING when later.txt's summary was already waiting as it exited (seen on a
     # quiet machine: the embedder's turn for one small file was over within the llm's 0.8 s exit).
     assert "exits until a request needs it" in k.collect_reason("llm", "STOPPING", timeout=30)
+
+
+def resident(k: RunningKernel, worker: str, ready: str | re.Pattern[str]) -> list[tuple[datetime, datetime]]:
+    """When ``worker`` held its model, from its log: from each ``ready`` line to the next line saying the model
+    was unloaded or the process stopped (or now, if neither came yet)."""
+    log = k.home.log_dir / f"{worker}.log"
+    spans, start = [], None
+    for line in log.read_text("utf-8", errors="replace").splitlines() if log.exists() else []:
+        at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") if line[:4].isdigit() else None
+        if at is None:
+            continue
+        if start is None and (ready.search(line) if isinstance(ready, re.Pattern) else ready in line):
+            start = at
+        elif start is not None and ("model unloaded" in line or "stopped cleanly" in line):
+            spans.append((start, at))
+            start = None
+    return spans if start is None else [*spans, (start, datetime.now())]
+
+
+def test_a_file_saved_while_a_summary_is_in_hand_stops_it_and_the_two_models_are_never_resident_together() -> None:
+    # Each summary waits 10 s in the llm worker before it starts (a test switch): the file comes while one is
+    # in hand. The release stops it (retryable, asked again 1 s after), before the embedder loads.
+    slow = {"workers": {"llm": {"env": {"FOLDERMIND_TEST_DELAY": f"{AnalyzeRequest.KIND}:10"}}}}
+    root = short_tmpdir("fmt-")
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "budget.txt").write_text(FILES["budget.txt"], encoding="utf-8")
+    try:
+        k = RunningKernel(root / "home", merge(CONFIG, slow, {"llm": {"analysis_retry_s": 1.0}})).start()
+        try:
+            client = k.client("turns-test")
+            client.request("indexer", FolderAddRequest(str(docs), "docs"), FolderAddReply, timeout=20)
+            wait_for(lambda: k.worker("llm")["in_flight"] > 0, 180, 0.2, "budget.txt's summary in the llm's hands")
+            (docs / "later.txt").write_text("A note saved later: the kickoff moved to May.", encoding="utf-8")
+            for name in ("budget.txt", "later.txt"):  # nothing lost: the stopped summary is written too
+                wait_for(functools.partial(summarised, k, docs / name), 300, 0.5, f"the llm's summary of {name}")
+            llm, embedder = resident(k, "llm", LLM_READY), resident(k, "embedder", EMBEDDER_READY)
+            assert llm and len(embedder) >= 2, (llm, embedder)  # the embedder came back for later.txt
+            both = [(a, b) for a in llm for b in embedder if a[0] < b[1] and b[0] < a[1]]
+            assert not both, f"both models resident at once: llm {llm}, embedder {embedder}"
+            lines = (k.home.log_dir / "llm.log").read_text("utf-8", errors="replace")
+            assert "llm released by" in lines
+        finally:
+            k.stop()
+    finally:
+        remove_tree(root)
 
 
 def test_summaries_after_a_restart_over_an_embedded_index_never_start_the_embedder() -> None:

@@ -316,7 +316,8 @@ class ErrorCode(StrEnum):
         "llm (`llm.chat.request`, `llm.analyze.request`, `llm.likely.request`), frontdoor",
         "The local model is still loading (then retryable), or could not be loaded; the message gives the "
         "reason (file missing, not a GGUF file, an architecture or tensor type the backend cannot run, ...). A "
-        "summary that chats and readings kept from the model until near its deadline: retryable.",
+        "summary that chats and readings kept from the model until near its deadline, or that its caller's release "
+        "stopped: retryable.",
     )
     PROMPT_TOO_LONG = (
         "prompt_too_long",

@@ -177,7 +177,8 @@ class ReleaseRequest(Message):
     asks the llm for summaries, and to the llm before it sends chunks to embed, so the two models are never
     resident together on its account. Unless another caller sent this worker a job within its model's idle
     time, the worker frees its model before it answers, and an on-demand worker then exits at once instead of
-    waiting out its idle time. Every worker answers; one without a model frees nothing."""
+    waiting out its idle time. A background job of the caller's in hand (a summary) stops first and fails
+    retryable. Every worker answers; one without a model frees nothing."""
 
 
 @message("release.reply")

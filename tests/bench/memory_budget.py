@@ -19,7 +19,7 @@
 3. **Saved while summarising**: a kernel with the default map and policy on that index (its summaries far from
    done): once the llm holds its model and the embedder has left, a new file is written, and the tree is
    sampled from then until the file's chunk is embedded and :data:`SAVED_AFTER_S` more (the indexer releases
-   the llm, after the summary in hand, before the embedder starts).
+   the llm before the embedder starts: the summary in hand stops, asked for again later).
 
 Memory is not moved by other processes' CPU load; the times are, and the report says what the machine did.
 """

@@ -9,7 +9,9 @@ Every worker answers ping, describe, echo and release.
 
 A caller done with a worker for now sends ``release.request``: unless another caller used it within
 :meth:`Worker.release_window_s`, the worker frees what it holds (:meth:`Worker.release`) and, on demand, asks
-to go at once. The process around it (the job loop, the heartbeat thread, rejoining) is
+to go at once. A background job of the releaser's in hand is withdrawn first (:meth:`Worker.withdrawn`: it
+ends retryable at its next step) and the release is answered once it ended, so what it held is freed too.
+The process around it (the job loop, the heartbeat thread, rejoining) is
 :mod:`foldermind.workers.framework.runner`, whose :func:`~foldermind.workers.framework.runner.run` starts it.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -107,6 +110,9 @@ class Worker:
         """Who sent this worker a job of its own (not ping, describe, echo or release), and when last."""
         self.released = False
         """A caller released it and no job came since: an on-demand worker asks to exit now."""
+        self._background: dict[str, str] = {}  # background jobs in hand (from the job thread on): id -> caller
+        self._withdrawing: set[str] = set()
+        self._background_ended = threading.Condition()
 
     def setup(self) -> None:
         """Runs before READY: keep it quick (load heavy things lazily, after READY)."""
@@ -161,6 +167,31 @@ class Worker:
     def on_echo(self, req: Request[EchoRequest]) -> Result:
         return EchoReply(data=req.body.data), req.buffers
 
+    def background_began(self, job_id: str, caller: str) -> None:
+        """On the job thread, as a background job is handed to its side thread."""
+        with self._background_ended:
+            self._background[job_id] = caller
+
+    def background_ended(self, job_id: str) -> None:
+        """On the side thread, as the job's handler returns (its answer is still to be sent)."""
+        with self._background_ended:
+            self._background.pop(job_id, None)
+            self._withdrawing.discard(job_id)
+            self._background_ended.notify_all()
+
+    def withdrawn(self, job_id: str) -> bool:
+        """A release of this job's caller asked it to stop: it ends at its next step, retryable, holding nothing."""
+        return job_id in self._withdrawing
+
+    def _withdraw(self, caller: str, deadline: float) -> bool:
+        """Withdraw ``caller``'s background jobs in hand and wait for them to end (until a second before the
+        release's ``deadline``, epoch seconds, 0 = none); False if one did not."""
+        with self._background_ended:
+            mine = {i for i, c in self._background.items() if c == caller}
+            self._withdrawing |= mine
+            timeout = max(0.0, deadline - time.time() - 1.0) if deadline else None
+            return self._background_ended.wait_for(lambda: not mine & self._background.keys(), timeout)
+
     def on_release(self, req: Request[ReleaseRequest]) -> Result:
         """Let go unless another caller needs what it holds: the releaser speaks for its own jobs only (the
         indexer's ingest, while a client's chat or the indexer's query encodes keep the model theirs)."""
@@ -168,6 +199,8 @@ class Worker:
         others = sorted(c for c, t in self.callers.items() if c != req.env.src and (not window or now - t < window))
         if others:
             return ReleaseReply(False, f"kept: also used by {', '.join(others)}")
+        if not self._withdraw(req.env.src, req.env.deadline):
+            return ReleaseReply(False, "kept: a background job of yours did not stop in time")
         self.release()
         self.released = True
         leaving = self.ctx.idle_exit_s > 0

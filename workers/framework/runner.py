@@ -234,8 +234,12 @@ class Runner:
             self.worker.released = False
         self.running.add(env.id)
         side = self.side
-        if side is not None and (env.kind in self.worker.side_by_side or env.kind in self.worker.background):
+        if side is not None and env.kind in self.worker.background:
             partial: Callable[[Message], None] = lambda msg: side.post(lambda: self._send_partial(env, msg))  # noqa: E731
+            self.worker.background_began(env.id, env.src)
+            side.submit(lambda: self._behind(env, body, packet.buffers, handler, partial))
+        elif side is not None and env.kind in self.worker.side_by_side:
+            partial = lambda msg: side.post(lambda: self._send_partial(env, msg))  # noqa: E731
             side.submit(lambda: self._handle(env, body, packet.buffers, handler, partial))
         else:
             self._handle(env, body, packet.buffers, handler, lambda msg: self._send_partial(env, msg))()
@@ -257,6 +261,15 @@ class Runner:
             failed = ErrorInfo(ErrorCode.INTERNAL, f"{env.kind} failed in {self.ctx.name}")
             return lambda: self._finish(env, failed)
         return lambda: self._finish(env, result)
+
+    def _behind(
+        self, env: Envelope, body: Message, buffers: list[Any], handler: Handler, partial: Callable[[Message], None]
+    ) -> Send:
+        """A background job on its side thread: a release waiting for it hears when its handler is done."""
+        try:
+            return self._handle(env, body, buffers, handler, partial)
+        finally:
+            self.worker.background_ended(env.id)
 
     def _finish(self, env: Envelope, outcome: Result | ErrorInfo) -> None:
         self.busy -= 1

@@ -5,7 +5,8 @@ The model is loaded when it is needed and freed when it is not (:mod:`.residency
 that needs it (``[llm] load = "on_use"``; the converted copy for ctransformers is made once, on the first load; a
 reading, ``llm.likely``, starts the load and is told ``MODEL_NOT_READY`` at once), and it is unloaded after ``[llm]
 idle_unload_s`` without a request, or when the indexer's ingest releases it (``release.request``, before it sends
-chunks to the embedder: unless a chat used it within that time; :mod:`foldermind.workers.indexer.ingest.turns`).
+chunks to the embedder: unless a chat used it within that time; :mod:`foldermind.workers.indexer.ingest.turns`); a
+summary of the ingest's in hand then stops at its next step, ``MODEL_NOT_READY`` retryable, before the model goes.
 With ``load = "at_start"`` it loads on a background thread after READY, and requests meanwhile fail with
 ``MODEL_NOT_READY`` (retryable). A model that cannot load fails requests with ``MODEL_NOT_READY`` and the reason,
 and ``foldermind status`` shows the state on this worker's line. Chats and readings run on the serving thread, one
@@ -316,15 +317,21 @@ class LlmWorker(Worker):
         self._noted()
         deadline = req.env.deadline
 
-        def gave_up() -> bool:  # while it waits for chats and readings: its caller went, or its deadline is near
-            return req.cancelled() or (bool(deadline) and time.time() > deadline - 1.0)
+        def stopped() -> bool:  # its caller went, or released the model (the summary is asked for again)
+            return req.cancelled() or self.withdrawn(req.env.id)
+
+        def gave_up() -> bool:  # while it waits for chats and readings: stopped, or its deadline is near
+            return stopped() or (bool(deadline) and time.time() > deadline - 1.0)
 
         try:
+            self._withdrawn(req)
             with self._using() as backend, self.lanes.background(gave_up):
-                return self._analyze(req, backend, gave_up)
+                self._withdrawn(req)  # released while the model loaded: freed before a token is made
+                return self._analyze(req, backend, gave_up, stopped)
         except Cancelled:
             if req.cancelled():
                 raise JobError(ErrorCode.CANCELLED, "cancelled while waiting for the model") from None
+            self._withdrawn(req)
             raise JobError(
                 ErrorCode.MODEL_NOT_READY, "the model was busy with questions until this summary's deadline", True
             ) from None
@@ -332,16 +339,24 @@ class LlmWorker(Worker):
             self.summarising = ""
             self._noted()
 
-    def _analyze(self, req: Request[AnalyzeRequest], backend: Backend, gave_up: Callable[[], bool]) -> Result:
+    def _withdrawn(self, req: Request[AnalyzeRequest]) -> None:
+        """Its caller released the model (the indexer hands the memory to the embedder): stop, retryable."""
+        if self.withdrawn(req.env.id) and not req.cancelled():
+            raise JobError(ErrorCode.MODEL_NOT_READY, "the model was released by its caller; ask again", True)
+
+    def _analyze(
+        self, req: Request[AnalyzeRequest], backend: Backend, gave_up: Callable[[], bool], stopped: Callable[[], bool]
+    ) -> Result:
         tokens = prompt.build_analysis(backend, req.body.file_name, req.body.text, self.policy.analysis_input_tokens)
         out = Generation()
         params = self._params(self.policy.analysis_max_tokens)
         params.step_aside = lambda: self.lanes.step_aside(gave_up)
         try:
-            text = "".join(backend.stream(tokens, params, out, req.cancelled))
+            text = "".join(backend.stream(tokens, params, out, stopped))
         except ContextOverflow as exc:
             raise JobError(ErrorCode.PROMPT_TOO_LONG, str(exc)) from None
         if out.finish == "cancelled":
+            self._withdrawn(req)
             raise JobError(ErrorCode.CANCELLED, f"cancelled by the caller after {out.completion_tokens} tokens")
         summary, entities = prompt.parse_analysis(text)
         return AnalyzeReply(

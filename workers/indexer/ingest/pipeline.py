@@ -101,7 +101,8 @@ class Pipeline(threading.Thread):
         self.data_dir = store.path.parent
         self.enricher = Enricher(store, llm_from_env())
         llm = self.enricher.policy
-        # A release to the llm waits behind the one summary it may be writing.
+        # A release to the llm stops the one summary it may be writing (asked again later) and is answered once
+        # the model is freed; it waits for the summary's next step, or a load in progress.
         idle = {EMBEDDER: policy.embed_idle_unload_s, LLM: llm.idle_unload_s}
         queries = search_from_env().query_encoder == "embedder"  # the embedder then serves searches too
         self.turns = Turns(idle, llm.analysis_timeout_s + 30, keep=frozenset({EMBEDDER} if queries else ()))

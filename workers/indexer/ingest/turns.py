@@ -8,10 +8,12 @@ docs/tuning.md#model-turns).
 
 So before the ingest thread sends one of them work, it sends the other a ``release.request`` if it used it
 since the last release (and the other's idle time has not already let it go), and waits for the answer: the
-released worker frees its model before it answers, and on demand exits at once. A worker another caller used
-within its idle time (a chat, queries through the embedder) keeps its model and says so; the ingest thread
-goes on either way. The wait costs indexing nothing in bulk (summaries never run while files wait); a file
-saved while a summary runs waits for that summary (seconds) before its chunks go to the embedder.
+released worker frees its model before it answers, and on demand exits at once. A summary the llm is writing for
+this thread stops at its next step (a token) and comes back retryable, asked again once the embedder is done.
+A worker another caller used within its idle time (a chat, queries through the embedder) keeps its model and
+says so; the ingest thread goes on either way. The wait costs indexing nothing in bulk (summaries never run
+while files wait); a file saved while a summary runs waits for its next token (or a load in progress) before
+its chunks go to the embedder.
 
 Nor is the embedder released when it encodes the indexer's queries (``[search] query_encoder = "embedder"``):
 a search may come at any moment, and one that found the model gone would wait for a start and a load (past
