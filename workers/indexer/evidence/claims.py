@@ -18,12 +18,9 @@ that its source holds, with the term or label lines just before the sentence tha
 "-E, --expiredate EXPIRE_DATE", a window's section name), hold :data:`ABOUT_SHARE` of the question's terms, each
 weighted by its idf over the sources' sentences: the rare terms are the question's subject ("-E" in "What does
 chage -E do?"), the common ones its topic ("chage", in every source). "The chage command changes the number of
-days between password changes" is backed and about chage, not about -E, even by a sentence that names -E too (the
-backing lends the claim none of its words); a question word the claim only echoes lends nothing where its source
-lacks it ("the usefixtures mark must live alongside my doctest sources" of a source that says it works in doctests).
-A question that asks two things ("What is the budget ..., and how much did cargo grow?") is judged part by part too
-(:func:`~foldermind.workers.questions.parts`): the budget's sentence is about its part, whatever the other part's
-terms weigh among the sentences that happen to be shown.
+days between password changes" is backed and about chage, not about -E, even by a sentence that names -E (the
+backing lends the claim none of its words; a word the claim only echoes lends nothing where its source lacks it).
+A question asking two things is judged part by part too (:class:`Asked`, :func:`~foldermind.workers.questions.parts`).
 """
 
 from __future__ import annotations
