@@ -1,19 +1,21 @@
 """The rules that write the shape bench's known-item queries (tests/bench/shapes/rules.py): seeded and
 repeatable, a scramble keeps the common words a person remembers, and the split is a hash of the id alone;
 and the bench's scores (tests/bench/shapes/run.py) on constructed outcomes; batch 2's question checks; a held-out
-batch (3) held out whole, every other row by its hash; keyword-list batches repeatable, held out, on fresh documents.
+batch (3) held out whole, every other row by its hash; keyword-list batches repeatable, held out, on fresh documents;
+the fifth corpus's known items (the same program, its own seed) checked mechanically, and its sets held out whole.
 The text is the project's own architecture notes, read by the real parser (a real document, not a stub)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.bench.shapes import generate, rules
-from tests.bench.shapes.corpora import Corpus
+from tests.bench.shapes.corpora import CELERY, Corpus
 from tests.bench.shapes.generate import HELD_OUT_BATCHES, KNOWN, _check_batch2, _check_split, draw_corpus
 from tests.bench.shapes.run import Outcome, Run, Scores, rank, separation
 from tests.bench.shapes.sets import DATA
@@ -190,3 +192,16 @@ def test_the_fifth_corpus_known_items_check_holds_on_a_fresh_draw_and_reports_a_
     moved = [{**rows[0], "query": "kombu rabbitmq broker"}, *rows[1:]]
     assert [p for p in check(moved) if "is not in" in p]
     assert [p for p in check(rows + rows[-1:]) if "more than 3" in p]
+
+
+def test_the_fifth_corpus_sets_on_disk_are_held_out_whole_and_within_their_rules() -> None:
+    known = generate.keyword_rows(generate.KNOWN4_FILE)
+    shapes = Counter(r["shape"] for r in known)
+    assert set(shapes) == set(rules.SHAPES) and max(shapes.values()) <= 25
+    questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text("utf-8").splitlines()]
+    batch8 = [r for r in questions if r.get("batch") == generate.CORPUS5_BATCH]
+    assert Counter(r["shape"] for r in batch8) == {"how": 12, "number": 8, "which": 8}
+    assert generate.CORPUS5_BATCH in HELD_OUT_BATCHES
+    for r in known + batch8:
+        assert (r["corpus"], r["split"], r["batch"]) == (CELERY, "held_out", generate.CORPUS5_BATCH), r["id"]
+    assert not [r for r in questions if r["corpus"] == CELERY and r.get("batch") != generate.CORPUS5_BATCH]
