@@ -1,4 +1,4 @@
-"""The four real corpora of the shape bench, as folders of files a kernel indexes, built by the bench itself.
+"""The real corpora of the shape bench, as folders of files a kernel indexes, built by the bench itself.
 
 - ``scifact``: SciFact's public half (``../shared/eval/scifact`` or ``$FOLDERMIND_SCIFACT``): every judged abstract
   and the first :data:`SCIFACT_DISTRACTORS` others, one ``<id>.txt`` file each, as the lookup bench indexes it
