@@ -1,8 +1,8 @@
 """The shape bench's pinned-sdist corpora (tests/bench/shapes/corpora.py): a documentation sdist other than the
 pinned one is refused, in the cache and after pip (real pip, offline: it is pointed at a local folder holding the
 wrong file), and so is one whose kept files are not the count the sets were written on; the pure autodoc stubs and
-the folders starting with ``_`` are left out; the fifth corpus runs only when named. The sdists here are built by
-the tests (real tar.gz files); nothing is downloaded."""
+the folders starting with ``_`` are left out; a bench runs all five corpora unless told which. The sdists here are
+built by the tests (real tar.gz files); nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -15,7 +15,18 @@ import pytest
 
 from tests.bench.kernels import BenchFailure
 from tests.bench.shapes import corpora
-from tests.bench.shapes.corpora import CELERY, CORPORA, SdistDocs, asked, autodoc_stub, extract_docs
+from tests.bench.shapes.corpora import (
+    CELERY,
+    CORPORA,
+    DJANGO,
+    MANUALS,
+    PYTEST,
+    SCIFACT,
+    SdistDocs,
+    asked,
+    autodoc_stub,
+    extract_docs,
+)
 
 STUB = """==========================================
  ``celery.backends.redis``
@@ -121,9 +132,8 @@ def test_a_wrong_sdist_in_the_cache_is_not_used_and_pip_refuses_one_with_another
     assert not list((tmp_path / "corpora").rglob("*.rst"))
 
 
-def test_the_fifth_corpus_runs_when_named_or_when_the_rows_asked_are_its_own() -> None:
-    assert CELERY not in CORPORA and CELERY in corpora.ALL_CORPORA
-    assert asked(None) == list(CORPORA)
-    assert asked(None, ["django-docs", "scifact"]) == list(CORPORA)
-    assert asked(None, [CELERY]) == [*CORPORA, CELERY]
+def test_a_bench_runs_all_five_corpora_unless_told_which() -> None:
+    assert CELERY not in CORPORA
+    assert corpora.ALL_CORPORA == (SCIFACT, MANUALS, DJANGO, PYTEST, CELERY)
+    assert asked(None) == asked(None, ["django-docs"]) == [*CORPORA, CELERY]
     assert asked([CELERY]) == [CELERY]

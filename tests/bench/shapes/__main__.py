@@ -21,7 +21,7 @@ from tests.bench.kernels import BenchFailure, say
 from tests.bench.lookup import dump
 from tests.bench.manuals import cache_dir
 from tests.bench.shapes import report, sets
-from tests.bench.shapes.corpora import ALL_CORPORA, CORPORA, SCIFACT, asked, build
+from tests.bench.shapes.corpora import ALL_CORPORA, SCIFACT, asked, build
 from tests.bench.shapes.kernel import corpus_root
 from tests.bench.shapes.run import MODES, Run, run_corpus
 from tests.bench.shapes.sets import ANY
@@ -33,7 +33,7 @@ DOC = REPO / "docs" / "benchmarks" / "shapes.md"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.shapes", description=__doc__.split("\n")[0])
     parser.add_argument("--home", default=str(cache_dir() / "shapes"), help="kept kernel homes and corpora")
-    named = f"default: {' '.join(CORPORA)}, and a further corpus whose rows --batch asks"
+    named = f"default: {' '.join(ALL_CORPORA)}"
     parser.add_argument("--corpus", nargs="+", choices=ALL_CORPORA, help=named)
     parser.add_argument("--shapes", nargs="+", choices=sets.SHAPES, default=list(sets.SHAPES))
     parser.add_argument("--split", choices=("tune", "held-out", "all"), default="tune")
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         scifact_files = (
             {p.name for p in build(SCIFACT, corpus_root(home), args.scifact_all).folder.glob("*.txt")}
-            if SCIFACT in (args.corpus or CORPORA)
+            if SCIFACT in (args.corpus or ALL_CORPORA)
             else None
         )
         items, dropped = sets.load(scifact_files)
