@@ -1,18 +1,21 @@
 """The rules that write the shape bench's known-item queries (tests/bench/shapes/rules.py): seeded and
 repeatable, a scramble keeps the common words a person remembers, and the split is a hash of the id alone;
 and the bench's scores (tests/bench/shapes/run.py) on constructed outcomes; batch 2's question checks; a held-out
-batch (3) held out whole, every other row by its hash; keyword-list batches repeatable, held out, on fresh documents.
+batch (3) held out whole, every other row by its hash; keyword-list batches repeatable, held out, on fresh documents;
+the fifth corpus's known items (the same program, its own seed) checked mechanically, and its sets held out whole.
 The text is the project's own architecture notes, read by the real parser (a real document, not a stub)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.bench.shapes import generate, rules
+from tests.bench.shapes.corpora import CELERY, Corpus
 from tests.bench.shapes.generate import HELD_OUT_BATCHES, KNOWN, _check_batch2, _check_split, draw_corpus
 from tests.bench.shapes.run import Outcome, Run, Scores, rank, separation
 from tests.bench.shapes.sets import DATA
@@ -89,6 +92,8 @@ def test_a_held_out_batch_is_held_out_whole_and_an_older_row_keeps_its_hash() ->
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 3}) == []
     assert _check_split({"id": tune_id, "split": "tune", "batch": 3})
     assert _check_split({"id": tune_id, "split": "tune", "batch": 5})  # batch 5 (session 52) likewise
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 8})  # the fifth corpus's batch (session 53)
+    assert _check_split({"id": tune_id, "split": "held_out", "batch": 8}) == []
     assert _check_split({"id": tune_id, "split": "tune", "batch": 2}) == []
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 2})
     assert _check_split({"id": tune_id, "split": "held_out"})
@@ -148,3 +153,55 @@ def test_every_keyword_list_batch_on_disk_is_held_out_and_on_documents_no_earlie
         for r in rows:
             assert r["split"] == "held_out" and r["batch"] == batch and r["shape"] == "keywords"
             assert r["file"] not in generate.used_for_keywords(r["corpus"], batch)
+
+
+def docs_corpus(tmp_path: Path) -> Path:
+    tmp_path.mkdir(exist_ok=True)
+    for name in ("architecture.md", "development.md", "reliability.md", "security.md", "tuning.md"):
+        shutil.copy(REPO / "docs" / name, tmp_path / name)
+    return tmp_path
+
+
+def test_a_held_out_known_item_set_is_the_same_program_with_its_own_seed_every_row_held_out(tmp_path: Path) -> None:
+    folder = docs_corpus(tmp_path)
+    rows = draw_corpus("docs", folder, 2, 53, 8)
+    assert rows == draw_corpus("docs", folder, 2, 53, 8)
+    assert {r["shape"] for r in rows} >= {"fragment", "scramble", "keywords"}
+    assert all(r["split"] == "held_out" and r["batch"] == 8 for r in rows)
+    assert [r["query"] for r in rows] != [r["query"] for r in draw_corpus("docs", folder, 2)]  # seed 38's draw
+    assert draw_corpus("docs", folder, 2) == draw_corpus("docs", folder, 2, rules.SEED)  # known.jsonl's unchanged
+
+
+def test_the_fifth_corpus_known_items_check_holds_on_a_fresh_draw_and_reports_a_changed_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = docs_corpus(tmp_path / "docs")
+    monkeypatch.setattr(generate, "build", lambda name, root: Corpus(name, folder, 5))
+    monkeypatch.setattr(generate, "KNOWN4", ("docs", 53))
+    monkeypatch.setattr(generate, "KNOWN4_FILE", tmp_path / "known4.jsonl")
+    rows = draw_corpus("docs", folder, 3, 53, generate.CORPUS5_BATCH)
+
+    def check(written: list[dict[str, object]]) -> list[str]:
+        (tmp_path / "known4.jsonl").write_text("".join(json.dumps(r) + "\n" for r in written), encoding="utf-8")
+        return generate.check_known4(tmp_path, per=3)
+
+    assert check(rows) == []
+    tune = [{**rows[0], "split": "tune"}, *rows[1:]]
+    assert [p for p in check(tune) if "not the rows a fresh draw writes" in p]
+    assert [p for p in check(tune) if p.startswith(f"{rows[0]['id']}: split 'tune'")]
+    moved = [{**rows[0], "query": "kombu rabbitmq broker"}, *rows[1:]]
+    assert [p for p in check(moved) if "is not in" in p]
+    assert [p for p in check(rows + rows[-1:]) if "more than 3" in p]
+
+
+def test_the_fifth_corpus_sets_on_disk_are_held_out_whole_and_within_their_rules() -> None:
+    known = generate.keyword_rows(generate.KNOWN4_FILE)
+    shapes = Counter(r["shape"] for r in known)
+    assert set(shapes) == set(rules.SHAPES) and max(shapes.values()) <= 25
+    questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text("utf-8").splitlines()]
+    batch8 = [r for r in questions if r.get("batch") == generate.CORPUS5_BATCH]
+    assert Counter(r["shape"] for r in batch8) == {"how": 12, "number": 8, "which": 8}
+    assert generate.CORPUS5_BATCH in HELD_OUT_BATCHES
+    for r in known + batch8:
+        assert (r["corpus"], r["split"], r["batch"]) == (CELERY, "held_out", generate.CORPUS5_BATCH), r["id"]
+    assert not [r for r in questions if r["corpus"] == CELERY and r.get("batch") != generate.CORPUS5_BATCH]

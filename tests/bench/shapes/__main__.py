@@ -21,9 +21,10 @@ from tests.bench.kernels import BenchFailure, say
 from tests.bench.lookup import dump
 from tests.bench.manuals import cache_dir
 from tests.bench.shapes import report, sets
-from tests.bench.shapes.corpora import CORPORA, SCIFACT, build
+from tests.bench.shapes.corpora import ALL_CORPORA, SCIFACT, asked, build
 from tests.bench.shapes.kernel import corpus_root
 from tests.bench.shapes.run import MODES, Run, run_corpus
+from tests.bench.shapes.sets import ANY
 from tests.bench.transports import REPO
 
 DOC = REPO / "docs" / "benchmarks" / "shapes.md"
@@ -32,7 +33,8 @@ DOC = REPO / "docs" / "benchmarks" / "shapes.md"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.shapes", description=__doc__.split("\n")[0])
     parser.add_argument("--home", default=str(cache_dir() / "shapes"), help="kept kernel homes and corpora")
-    parser.add_argument("--corpus", nargs="+", choices=CORPORA, default=list(CORPORA))
+    named = f"default: {' '.join(ALL_CORPORA)}"
+    parser.add_argument("--corpus", nargs="+", choices=ALL_CORPORA, help=named)
     parser.add_argument("--shapes", nargs="+", choices=sets.SHAPES, default=list(sets.SHAPES))
     parser.add_argument("--split", choices=("tune", "held-out", "all"), default="tune")
     parser.add_argument("--batch", type=int, default=0, help="only the written rows of this batch (default: all rows)")
@@ -48,15 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         scifact_files = (
             {p.name for p in build(SCIFACT, corpus_root(home), args.scifact_all).folder.glob("*.txt")}
-            if SCIFACT in args.corpus
+            if SCIFACT in (args.corpus or ALL_CORPORA)
             else None
         )
         items, dropped = sets.load(scifact_files)
         items = [i for i in items if i.shape in args.shapes and split in (i.split, "all")]
         items = [i for i in items if args.batch in (0, i.batch)]
         out = Run(lists={} if args.lists else None)
-        for corpus in args.corpus:
-            run_corpus(home, corpus, items, MODES, out, args.scifact_all)
+        for corpus in asked(args.corpus, [i.corpus for i in items] if args.batch else None):
+            if any(i.corpus in (corpus, ANY) for i in items):
+                run_corpus(home, corpus, items, MODES, out, args.scifact_all)
     except (BenchFailure, BusError) as exc:
         say(f"bench failed: {exc}")
         return 1

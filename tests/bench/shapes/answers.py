@@ -23,7 +23,7 @@ from typing import Any
 from foldermind.workers.answers import quotes as composer
 from tests.bench.markdown import table
 from tests.bench.product_answers import Asker
-from tests.bench.shapes.corpora import CORPORA
+from tests.bench.shapes.corpora import asked
 from tests.bench.shapes.kernel import indexed
 
 QUESTIONS = Path(__file__).parent / "data" / "questions.jsonl"
@@ -34,8 +34,10 @@ def measure(home: Path, batch: int = 0) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in QUESTIONS.read_text("utf-8").splitlines() if line.strip()]
     rows = [r for r in rows if batch in (0, r.get("batch", 1))]
     out: list[dict[str, Any]] = []
-    for name in CORPORA:
+    for name in asked(None, [r["corpus"] for r in rows] if batch else None):
         mine = [r for r in rows if r["corpus"] in (name, "*")]
+        if not mine:
+            continue
         with indexed(home, name) as (kernel, corpus, _index), Asker(kernel.home.bus_endpoint) as asker:
             asker.warm_up()
             for r in mine:

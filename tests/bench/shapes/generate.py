@@ -9,7 +9,8 @@ in turn gets the shape's rule (one query per document at most) until ``--per`` q
 documents run out. A query is ``{"id", "shape", "corpus", "split", "query", "file"}``: ``file`` the gold
 document's path under its corpus folder, ``split`` by :func:`.rules.split_of` of the id, ``id``
 ``<shape letter>-<corpus>-<nn>`` in order of drawing. ``--check`` checks the hand-written questions against the
-corpora (:func:`check_questions`). Nothing here runs a search.
+corpora (:func:`check_questions`). ``--known4`` draws the fifth corpus's known items by the same program with its own
+seed (:data:`KNOWN4`), ``--check-known4`` checks them (:func:`check_known4`). Nothing here runs a search.
 """
 
 from __future__ import annotations
@@ -26,22 +27,27 @@ from typing import Any
 from foldermind.workers.parser.formats import document_text
 from tests.bench.factoids import PARSE_LIMIT, _extracted
 from tests.bench.shapes import rules
-from tests.bench.shapes.corpora import CORPORA, DJANGO, MANUALS, PYTEST, SCIFACT, build, lookup_abstracts
+from tests.bench.shapes.corpora import CELERY, CORPORA, DJANGO, MANUALS, PYTEST, SCIFACT, build, lookup_abstracts
 
 DATA = Path(__file__).with_name("data")
 KNOWN = DATA / "known.jsonl"
 KNOWN2 = DATA / "known2.jsonl"
 KNOWN3 = DATA / "known3.jsonl"
+KNOWN4_FILE = DATA / "known4.jsonl"
 KEYWORD_BATCHES = {2: (KNOWN2, 50), 3: (KNOWN3, 51)}
 """Keyword-list batches (data/README.md): their file and seed, a seed no earlier batch used."""
 KEYWORDS_PER = 10  # keyword-list batches: queries per corpus
-QUESTION_DRAWS = {PYTEST: 71, DJANGO: 131, SCIFACT: 111, MANUALS: 89}
+CORPUS5_BATCH = 8  # the fifth corpus's held-out rows: known4.jsonl's known items and questions batch 8
+KNOWN4 = (CELERY, 53)  # its corpus and seed
+"""known4.jsonl (data/README.md): shapes a-e over the fifth corpus, by :func:`draw_corpus` with a seed no earlier set
+used; every row held out, of batch :data:`CORPUS5_BATCH`."""
+QUESTION_DRAWS = {PYTEST: 71, DJANGO: 131, SCIFACT: 111, MANUALS: 89, CELERY: 31}
 """How many passages of each corpus's draw the questions were read from (the first batch: 28, 16, 16, 14; batch 2:
 40, 33, 29, 40; batch 3: 59, 49, 46, 64; batch 4: 71, 72, 61, 84; batch 5: the manuals' and pytest's draws
 ended, Django's read to 117 and SciFact's to 93 for their questions; batch 6: Django's to 131, SciFact's to 111:
-data/README.md)."""
+data/README.md); batch 8: celery-docs' own draw to 31 of its 58)."""
 RUN = 6  # batches 2 and 3: a question repeats no run of this many consecutive words of its passage
-HELD_OUT_BATCHES = (3, 4, 5, 6)  # every row of these batches is held out, whatever its id's hash (data/README.md)
+HELD_OUT_BATCHES = (3, 4, 5, 6, 8)  # every row of these batches is held out, whatever its id's hash (data/README.md)
 LETTERS = dict(zip(rules.SHAPES, "abcde", strict=True))
 
 
@@ -69,18 +75,19 @@ def documents(corpus: str, folder: Path) -> tuple[list[str], list[str], list[str
     return paths, [extracted[p] for p in paths], raws
 
 
-def draw_corpus(corpus: str, folder: Path, per: int) -> list[dict[str, str]]:
+def draw_corpus(corpus: str, folder: Path, per: int, seed: int = rules.SEED, batch: int = 0) -> list[dict[str, Any]]:
+    """The known items of ``corpus``, ``per`` a shape at most; ``batch``: every row held out and of that batch."""
     paths, texts, raws = documents(corpus, folder)
     words = [rules.word_string(t) for t in texts]
     lowered = [t.lower() for t in texts]
     df, n_docs = rules.document_frequency(texts)
     heads = [rules.headings(r, t, heading_kind(corpus, p)) for p, t, r in zip(paths, texts, raws, strict=True)]
     head_count = Counter(h.lower() for hs in heads for h in set(hs))
-    out: list[dict[str, str]] = []
+    out: list[dict[str, Any]] = []
     for shape in rules.SHAPES:
         if shape == "command" and corpus == SCIFACT:
             continue  # abstracts have no command lines; their "--" is a dash ("--that")
-        rng = rules.rng_for(corpus, shape)
+        rng = random.Random(f"{seed}:{corpus}:{shape}")
         order = list(range(len(paths)))
         rng.shuffle(order)
         n = 0
@@ -104,16 +111,10 @@ def draw_corpus(corpus: str, folder: Path, per: int) -> list[dict[str, str]]:
                 query = rng.choice(own) if own else None
             if query:
                 qid = f"{LETTERS[shape]}-{corpus}-{n:02d}"
-                out.append(
-                    {
-                        "id": qid,
-                        "shape": shape,
-                        "corpus": corpus,
-                        "split": rules.split_of(qid),
-                        "query": query,
-                        "file": paths[i],
-                    }
-                )
+                row: dict[str, Any] = {"id": qid, "shape": shape, "corpus": corpus, "split": rules.split_of(qid)}
+                if batch:
+                    row |= {"split": "held_out", "batch": batch}
+                out.append(row | {"query": query, "file": paths[i]})
                 n += 1
     return out
 
@@ -171,6 +172,31 @@ def check_keywords(root: Path, batch: int) -> list[str]:
     return problems
 
 
+def check_known4(root: Path, per: int = 25) -> list[str]:
+    """What is wrong with ``known4.jsonl``: a row other than a fresh draw writes (the same program and seed, so every
+    row, its order, its document and its words), a split other than held out or a batch other than
+    :data:`CORPUS5_BATCH`, more than ``per`` rows of a shape, a query word (a command's text) not in its document."""
+    corpus, seed = KNOWN4
+    folder = build(corpus, root).folder
+    rows, problems = keyword_rows(KNOWN4_FILE), []
+    if rows != draw_corpus(corpus, folder, per, seed, CORPUS5_BATCH):
+        problems.append(f"{KNOWN4_FILE.name}: {len(rows)} rows, not the rows a fresh draw writes")
+    for shape, n in Counter(r["shape"] for r in rows).items():
+        if n > per:
+            problems.append(f"{KNOWN4_FILE.name}: {n} {shape} rows, more than {per}")
+    for row in rows:
+        if (row["split"], row.get("batch"), row["corpus"]) != ("held_out", CORPUS5_BATCH, corpus):
+            problems.append(f"{row['id']}: split {row['split']!r}, batch {row.get('batch')!r}, {row['corpus']}")
+        text = document_text(folder / row["file"], PARSE_LIMIT)
+        if row["shape"] == "command":
+            found = row["query"].lower() in text.lower()
+        else:
+            found = set(rules.word_string(row["query"]).lower().split()) <= set(rules.word_string(text).lower().split())
+        if not found:
+            problems.append(f"{row['id']}: {row['query']!r} is not in {row['file']}")
+    return problems
+
+
 def draw_passages(corpus: str, folder: Path, n: int) -> list[tuple[str, str]]:
     """``n`` seeded (document, passage) pairs to write questions from: documents drawn as for the shapes, a
     passage of ~120 words from a clean sentence on."""
@@ -206,7 +232,7 @@ def check_questions(root: Path, draws: dict[str, int]) -> list[str]:
             problems.append(f"{row['id']}: a gold file is missing")
         if row["answer"] and not any(re.search(row["answer"], t, re.IGNORECASE) for t in texts):
             problems.append(f"{row['id']}: no gold file holds {row['answer']!r}")
-        if row.get("batch") in (2, 3, 4, 5, 6):
+        if row.get("batch", 1) >= 2:
             problems += _check_batch2(row, texts[0] if row["drawn"] == row["files"][0] and texts else "", passages)
         problems += _check_split(row)
         if row["shape"] == "paraphrase":
@@ -255,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keywords2", action="store_true", help="write data/known2.jsonl (keyword lists, batch 2)")
     parser.add_argument("--keywords3", action="store_true", help="write data/known3.jsonl (keyword lists, batch 3)")
     parser.add_argument("--check-keywords", type=int, default=0, help="check keyword-list batch N's file")
+    parser.add_argument("--known4", action="store_true", help="write data/known4.jsonl (corpus 5's known items)")
+    parser.add_argument("--check-known4", action="store_true", help="check data/known4.jsonl")
     args = parser.parse_args(argv)
     root = Path(args.home).resolve() / "corpora"
     if args.check:
@@ -265,6 +293,16 @@ def main(argv: list[str] | None = None) -> int:
         problems = check_keywords(root, args.check_keywords)
         print("\n".join(problems) or f"keyword-list batch {args.check_keywords}: every check holds")
         return 1 if problems else 0
+    if args.check_known4:
+        problems = check_known4(root)
+        print("\n".join(problems) or f"{KNOWN4_FILE.name}: every check holds")
+        return 1 if problems else 0
+    if args.known4:
+        corpus, seed = KNOWN4
+        rows = draw_corpus(corpus, build(corpus, root).folder, args.per, seed, CORPUS5_BATCH)
+        KNOWN4_FILE.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        print(Counter(str(r["shape"]) for r in rows))
+        return 0
     if args.keywords2 or args.keywords3:
         batch = 3 if args.keywords3 else 2
         drawn = [r for name in args.corpus for r in draw_keywords(name, build(name, root).folder, KEYWORDS_PER, batch)]

@@ -30,7 +30,7 @@ from foldermind.workers.indexer.evidence.claims import Asked
 from tests.bench.answer_about import judged
 from tests.bench.markdown import table
 from tests.bench.product_answers import MAX_FILES, WAIT_S, warm_up
-from tests.bench.shapes.corpora import CORPORA
+from tests.bench.shapes.corpora import asked
 from tests.bench.shapes.kernel import indexed
 
 QUESTIONS = Path(__file__).parent / "data" / "questions.jsonl"
@@ -63,7 +63,7 @@ def measure(home: Path, batch: int, ids: set[str] | None = None) -> list[dict[st
     rows = [r for r in rows if r.get("batch", 1) == batch and r["shape"] != "none" and (not ids or r["id"] in ids)]
     policy = LlmPolicy(likely_wait_s=WAIT_S, timeout_s=CHAT_S)
     out: list[dict[str, Any]] = []
-    for name in CORPORA:
+    for name in asked(None, [r["corpus"] for r in rows]):
         mine = [r for r in rows if r["corpus"] == name]
         if not mine:
             continue

@@ -43,11 +43,11 @@ def main() -> None:
     """``python -m tests.bench.shapes.kernel HOME [CORPUS ...] [--scifact-all]``: index only (no query is run)."""
     import sys
 
-    from tests.bench.shapes.corpora import CORPORA
+    from tests.bench.shapes.corpora import ALL_CORPORA
 
     home = Path(sys.argv[1]).resolve()
     names = [a for a in sys.argv[2:] if not a.startswith("--")]
-    for name in names or CORPORA:
+    for name in names or ALL_CORPORA:
         with indexed(home, name, "--scifact-all" in sys.argv):
             pass
 
