@@ -1,8 +1,8 @@
 """Hybrid search over MCP, two builds side by side: an older commit's code and this tree's, asked in turn.
 
 ``python -m tests.bench.paired_kernels --old COMMIT --homes A B [--passes 4] [--queries 120] [--warmup 30]
-[--settle 20] [--call search|list]`` from the repository root, ``FOLDERMIND_SCIFACT`` set. ``A`` and ``B`` are
-copies of one indexed SciFact home (:func:`tests.bench.scifact.indexed_kernel` builds one). ``COMMIT``'s files are
+[--settle 20] [--call search|list] [--port N]`` from the repository root, ``FOLDERMIND_SCIFACT`` set. ``A`` and ``B``
+are copies of one indexed SciFact home (:func:`tests.bench.scifact.indexed_kernel` builds one). ``COMMIT``'s files are
 written to a temporary directory (``git archive``) and its kernel runs them through ``PYTHONPATH`` (the
 ``foldermind`` names point there; the packages installed in this venv serve both). Each pass starts both kernels,
 waits ``--settle`` seconds (a start checks the folder), warms each up, then asks each SciFact claim of both in turn
