@@ -1,8 +1,8 @@
 """Hybrid search over MCP, two builds side by side: an older commit's code and this tree's, asked in turn.
 
 ``python -m tests.bench.paired_kernels --old COMMIT --homes A B [--passes 4] [--queries 120] [--warmup 30]
-[--settle 20] [--call search|list]`` from the repository root, ``FOLDERMIND_SCIFACT`` set. ``A`` and ``B`` are
-copies of one indexed SciFact home (:func:`tests.bench.scifact.indexed_kernel` builds one). ``COMMIT``'s files are
+[--settle 20] [--call search|list] [--port N]`` from the repository root, ``FOLDERMIND_SCIFACT`` set. ``A`` and ``B``
+are copies of one indexed SciFact home (:func:`tests.bench.scifact.indexed_kernel` builds one). ``COMMIT``'s files are
 written to a temporary directory (``git archive``) and its kernel runs them through ``PYTHONPATH`` (the
 ``foldermind`` names point there; the packages installed in this venv serve both). Each pass starts both kernels,
 waits ``--settle`` seconds (a start checks the folder), warms each up, then asks each SciFact claim of both in turn
@@ -40,6 +40,7 @@ from tests.bench.kernels import Kernel, say
 from tests.bench.mcpclient import front_door, http_client, kernel_config, search_args
 from tests.bench.scifact import scifact_queries
 from tests.bench.transports import REPO
+from tests.config import merge
 
 Pair = tuple[float, float]
 """(client wall ms, the indexer's query_ms) of one call."""
@@ -59,13 +60,15 @@ def old_code(commit: str) -> Iterator[Path]:
         yield pkg.parent
 
 
-def start(home: Path, pythonpath: str | None) -> Kernel:
-    """A kernel on ``home`` running ``pythonpath``'s code (None: this tree's)."""
+def start(home: Path, pythonpath: str | None, port: int = 0) -> Kernel:
+    """A kernel on ``home`` running ``pythonpath``'s code (None: this tree's); ``port``: its front door's, the
+    console's the next (0: OS-assigned)."""
     before = os.environ.pop("PYTHONPATH", None)
     if pythonpath is not None:
         os.environ["PYTHONPATH"] = pythonpath
     try:
-        kernel = Kernel("old" if pythonpath else "new", kernel_config(), home)
+        ports = {"mcp": {"port": port}, "console": {"port": port + 1 if port else 0}}
+        kernel = Kernel("old" if pythonpath else "new", merge(kernel_config(), ports), home)
         kernel.start()
     finally:
         os.environ.pop("PYTHONPATH", None)
@@ -142,6 +145,7 @@ def main() -> int:
     ap.add_argument("--old", required=True, help="the commit to compare this tree with (e.g. main)")
     ap.add_argument("--homes", nargs=2, type=Path, required=True, help="two copies of one indexed SciFact home")
     ap.add_argument("--passes", type=int, default=4)
+    ap.add_argument("--port", type=int, default=0, help="the old kernel's front door (console +1), the new +2, +3")
     ap.add_argument("--queries", type=int, default=120, help="claims asked of both per pass, after the warm-up")
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--settle", type=float, default=20.0, help="seconds after both kernels started")
@@ -159,7 +163,8 @@ def main() -> int:
             kernels: dict[str, Kernel] = {}
             for who in (first, "new" if first == "old" else "old"):
                 home, code_path = (homes[0], str(code)) if who == "old" else (homes[1], None)
-                kernels[who] = start(home, code_path)
+                port = args.port + (2 if who == "new" else 0) if args.port else 0
+                kernels[who] = start(home, code_path, port)
             try:
                 time.sleep(args.settle)
                 urls = {who: front_door(k.root) for who, k in kernels.items()}
