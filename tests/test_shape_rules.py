@@ -92,6 +92,7 @@ def test_a_held_out_batch_is_held_out_whole_and_an_older_row_keeps_its_hash() ->
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 3}) == []
     assert _check_split({"id": tune_id, "split": "tune", "batch": 3})
     assert _check_split({"id": tune_id, "split": "tune", "batch": 5})  # batch 5 (session 52) likewise
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 7})  # and batch 7 (session 53)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 8})  # the fifth corpus's batch (session 53)
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 8}) == []
     assert _check_split({"id": tune_id, "split": "tune", "batch": 2}) == []
