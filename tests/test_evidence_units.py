@@ -874,3 +874,53 @@ def test_a_generated_sentence_answering_one_part_of_a_two_part_question_is_about
         "After how many years was the cumulative incidence of late severe infections reported, and what was it?",
     ):
         assert questions.parts(whole) == [whole]
+
+
+MODULES = (
+    "- celery.utils\n\n"
+    "    Utility functions used by the Celery code base.\n"
+    "    Much of it is there to be compatible across Python versions.\n\n"
+    "- celery.contrib\n\n"
+    "    Additional public code that doesn't fit into any other name-space.\n\n"
+    "* Portability fixes\n"
+    "* New abstract C and C++ API\n"
+)
+
+
+def test_a_bullet_that_is_only_a_term_is_quoted_with_the_paragraph_indented_under_it() -> None:
+    found = [s.text for s in sentences.split(MODULES, 1)]
+    described = _span_of(
+        MODULES, found.index("Additional public code that doesn't fit into any other name-space."), False
+    )
+    assert described["text"] == "celery.contrib Additional public code that doesn't fit into any other name-space."
+    assert (described["line_start"], described["line_end"]) == (6, 8)
+    term = _span_of(MODULES, found.index("celery.utils"), figure=False)  # the term brings its description
+    assert term["text"] == "celery.utils Utility functions used by the Celery code base."
+    second = _span_of(MODULES, found.index("Much of it is there to be compatible across Python versions."), False)
+    assert second["text"] == "Much of it is there to be compatible across Python versions."  # no term before it
+    item = _span_of(MODULES, found.index("New abstract C and C++ API"), figure=False)
+    assert item["text"] == "New abstract C and C++ API"  # items of one list at one indent are no term and description
+
+
+STEPS = (
+    "To use the admin monitor you need to do the following:\n\n"
+    "    1. Create the new database tables:\n\n"
+    "        .. code-block:: console\n\n"
+    "            $ python manage.py syncdb\n\n"
+    "    2. Start the snapshot camera:\n\n"
+    "            $ python manage.py celerycam\n\n"
+    "    3. Open up the admin to monitor your cluster.\n\n"
+    "The admin interface shows tasks and worker nodes.\n"
+)
+
+
+def test_a_colon_s_list_goes_on_over_numbered_items_whose_text_follows_the_number_on_its_line() -> None:
+    found = [s.text for s in sentences.split(STEPS, 1)]
+    assert found[1:3] == ["1.", "Create the new database tables:"]  # the number is a sentence of its own
+    quoted = _span_of(STEPS, 0, figure=False)
+    assert quoted["text"] == (
+        "To use the admin monitor you need to do the following: 1. Create the new database tables: "
+        ".. code-block:: console $ python manage.py syncdb 2. Start the snapshot camera: "
+        "$ python manage.py celerycam 3. Open up the admin to monitor your cluster."
+    )  # every step with the commands under it, and not the prose after the list
+    assert (quoted["line_start"], quoted["line_end"]) == (1, 13)

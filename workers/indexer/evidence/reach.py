@@ -37,8 +37,8 @@ def quoted(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bo
     """The sentences quoted for ``siblings[at]`` (first, last): :func:`_around`, after it what its last sentence
     introduces (:func:`_introduced`) or the rest of the list item it opens (:func:`_item_rest`, in the chunk's
     ``text``), and the sentences a back-reference links to it (:func:`_linked`)."""
-    first, last = _around(siblings, at, titles, figure)
-    last = _item_rest(siblings, _introduced(siblings, last, titles), text)
+    first, last = _around(siblings, at, titles, figure, text)
+    last = _item_rest(siblings, _introduced(siblings, last, titles, text), text)
     if first > 0 and _linked(siblings, first, titles):
         first -= 1
     if last + 1 < len(siblings) and _linked(siblings, last + 1, titles):
@@ -57,21 +57,24 @@ def _linked(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
     return whole and before.text.lower() not in titles
 
 
-def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str]) -> int:
+def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str], text: str = "") -> int:
     """The last sibling a quote ending at ``last`` takes in: a sentence ending with a colon brings the lines it
     introduces (the command of "... to expire in 180 days:", the items of "exits with the following values:"),
-    the first whatever it is, then each item of its list (:func:`_listed`), up to :data:`LIST_CHARS` in all; a
-    definition list's term brings its description (:func:`_describes`)."""
+    the first whatever it is, then each item of its list (:func:`_listed`) with the rest of an item
+    (:func:`_item_rest`: "1." / "Create the new database tables:" is one item, and the command under it an item
+    too), up to :data:`LIST_CHARS` in all; a definition list's term brings its description (:func:`_describes`)."""
     said = siblings[last].text
     if said.endswith(":"):
-        k, size = last + 1, 0
+        k, size, rest = last + 1, 0, last
         while k < len(siblings) and size + len(siblings[k].text) <= LIST_CHARS:
-            if k > last + 1 and not _listed(siblings[k], titles):
+            if k > last + 1 and k > rest and not _listed(siblings[k], titles):
                 break
+            if siblings[k].item:
+                rest = _item_rest(siblings, k, text)
             size += len(siblings[k].text)
             k += 1
         return k - 1
-    if last + 1 < len(siblings) and _describes(siblings, last + 1, titles):
+    if last + 1 < len(siblings) and _describes(siblings, last + 1, titles, text):
         return last + 1
     return last
 
@@ -126,7 +129,7 @@ def _introducer(siblings: list[Sentence], at: int, titles: frozenset[str]) -> in
     return None
 
 
-def _around(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool) -> tuple[int, int]:
+def _around(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool, text: str) -> tuple[int, int]:
     """The sentences around ``siblings[at]`` (first, last): from the sentence ending with a colon that introduces
     the list this line is an item of (a command, a list item: :func:`_introducer`); the term before it when it describes
     one (:func:`.sentences.is_term`: "--enable-gapcmon" / "This option enables building the GTK GUI
@@ -137,7 +140,7 @@ def _around(siblings: list[Sentence], at: int, titles: frozenset[str], figure: b
     earns the figure bonus: with the neighbours' too (for "The age of session cookies, in seconds." after
     "Default: 1209600 (2 weeks, ...)"), nearly every sentence of an abstract earned it, and fewer questions were
     answered (docs/tuning.md#answer-evidence)."""
-    if _described(siblings, at, titles):
+    if _described(siblings, at, titles, text):
         return at - 1, at  # a definition list's term and its description, quoted together
     introducer = _introducer(siblings, at, titles)
     if introducer is not None:
@@ -153,19 +156,35 @@ def _around(siblings: list[Sentence], at: int, titles: frozenset[str], figure: b
     return at, at
 
 
-def _described(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
+def _described(siblings: list[Sentence], at: int, titles: frozenset[str], text: str) -> bool:
     """Whether ``c`` describes the term on the line just before it: a short unfinished line
     (:func:`.sentences.is_term`) that is not a heading, i.e. neither a heading of its section (a parsed DOCX or
     Markdown heading is a line of its chunk, and the chunk's heading path names it) nor a paragraph of its own
     (a blank line or a title's underline after it). Either way, a title glued on ("Budget The budget for ...")
-    was quoted as if the document said it in one breath; the 180 tuning questions answer the same."""
-    return _describes(siblings, at, titles)
+    was quoted as if the document said it in one breath; the 180 tuning questions answer the same. A list item
+    that is only a term is one too when the paragraph after it (a blank line between or not) is indented deeper
+    than its bullet: "- celery.contrib" / "    Additional public code that doesn't fit into any other
+    name-space." (:func:`_bullet_term`)."""
+    return _describes(siblings, at, titles, text)
 
 
-def _describes(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
+def _describes(siblings: list[Sentence], at: int, titles: frozenset[str], text: str = "") -> bool:
     """Whether ``siblings[at]`` describes the term on the line just before it (see :func:`_described`)."""
-    if at == 0 or sentences.is_term(siblings[at].text) or siblings[at].item or siblings[at - 1].item:
-        return False  # a list's items are items, not a term and its description ("* Portability fixes")
+    if at == 0 or sentences.is_term(siblings[at].text) or siblings[at].item:
+        return False
     before = siblings[at - 1]
+    if before.item:
+        return _bullet_term(siblings, at, titles, text)  # else a list's items are items ("* Portability fixes")
     adjacent = siblings[at].line_start - before.line_end <= 1
     return adjacent and sentences.is_term(before.text) and before.text.lower() not in titles
+
+
+def _bullet_term(siblings: list[Sentence], at: int, titles: frozenset[str], text: str) -> bool:
+    """Whether the list item ``siblings[at - 1]`` is a term that ``siblings[at]`` describes: the item is a short
+    unfinished line of its own, and the description starts on the next line or after one blank line, indented
+    deeper than the item's bullet (a reST or Markdown definition written as a bullet list)."""
+    term, this = siblings[at - 1], siblings[at]
+    if not text or not sentences.is_term(term.text) or term.text.lower() in titles:
+        return False
+    near = term.line_end < this.line_start <= term.line_end + 2
+    return near and _indent(text, this.start) > _indent(text, term.start)
