@@ -49,7 +49,8 @@ from foldermind.workers.answers import quotes as composer
 from foldermind.workers.indexer.evidence import floor, sentences
 from tests.bench import machine
 from tests.bench.answers import SLOW_PARSES, Results, index_corpora
-from tests.bench.factoids import DATA, DJANGO, MANUALS, SCIFACT, Corpus, build_corpora, load_questions
+from tests.bench.factoids import CHECKED_FILES, DATA, DJANGO, MANUALS, SCIFACT, Corpus, Question, build_corpora
+from tests.bench.factoids import load_questions as load_factoids
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.mcpclient import kernel_config
 from tests.bench.product_answers import Asker
@@ -96,6 +97,11 @@ class Asked:
     shape: str = ""  # a shape bench row's shape ("how", "paraphrase", ...); a factoid's is read from its question
     cited: list[dict[str, Any]] = field(default_factory=list)  # the floorless quotes' citations
     note: str = ""  # the answer's note (says which check refused it)
+
+
+def load_questions(split: str = "all") -> list[Question]:
+    """Every answerable factoid question, ``who1`` included (its SciFact abstracts are among the first 1,500)."""
+    return load_factoids(split, paths=CHECKED_FILES)
 
 
 def _noanswer_rows() -> list[dict[str, str]]:
