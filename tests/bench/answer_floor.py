@@ -7,14 +7,15 @@ answer bench's 1,595 abstracts), the Django docs, the Debian manuals and pytest'
 corpus) as four Smart Folders, then asks, as ``chat_with_documents`` does in its extractive mode (the answers
 engine's own first step, :mod:`tests.bench.product_answers`: the indexer's ``evidence.request`` over five files, the
 quotes, the model's reading where the evidence floor is near refusing), every question of the no-answer sets
-(``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` .. ``noanswer5.jsonl``: greetings, questions on subjects no
+(``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` .. ``noanswer6.jsonl``: greetings, questions on subjects no
 document names, near misses and neighbours; its README) and every answerable factoid question of those corpora
-(``--only noanswer5``: that set's rows alone; ``--without noanswer5``: all but those). For each it keeps the reply's
+(``--only noanswer6``: that set's rows alone, with ``--factoids who1`` that split's answerable ones beside them;
+``--without noanswer6``: all but those). For each it keeps the reply's
 ``support`` (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, the
 answer's ``floor``, whether it was refused (by the evidence floor or the model), the floorless quotes' citations
 (``cited``), and for an answerable one whether the extractive answer (the quotes a user gets) holds the gold answer.
-Every answerable factoid set has been read before (tune .. fresh7): all tune; fresh answerable questions come from
-the shape bench's newest batch (``--shapes``). The no-answer rows' held-out part is the newest set, ``noanswer5``;
+Every answerable factoid set but ``who1`` has been read before (tune .. fresh7): tune; ``who1`` and the shape bench's
+newest batch (``--shapes``) are held out. The no-answer rows' held-out part is the newest set, ``noanswer6``;
 every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
@@ -48,7 +49,8 @@ from foldermind.workers.answers import quotes as composer
 from foldermind.workers.indexer.evidence import floor, sentences
 from tests.bench import machine
 from tests.bench.answers import SLOW_PARSES, Results, index_corpora
-from tests.bench.factoids import DATA, DJANGO, MANUALS, SCIFACT, Corpus, build_corpora, load_questions
+from tests.bench.factoids import CHECKED_FILES, DATA, DJANGO, MANUALS, SCIFACT, Corpus, Question, build_corpora
+from tests.bench.factoids import load_questions as load_factoids
 from tests.bench.kernels import BenchFailure, Kernel, say
 from tests.bench.mcpclient import kernel_config
 from tests.bench.product_answers import Asker
@@ -61,10 +63,11 @@ NOANSWER2 = DATA / "noanswer2.jsonl"
 NOANSWER3 = DATA / "noanswer3.jsonl"
 NOANSWER4 = DATA / "noanswer4.jsonl"
 NOANSWER5 = DATA / "noanswer5.jsonl"
-NOANSWER_HELD_OUT = "noanswer5"  # the newest no-answer set: held out; every earlier no-answer row is tune
+NOANSWER6 = DATA / "noanswer6.jsonl"
+NOANSWER_HELD_OUT = "noanswer6"  # the newest no-answer set: held out; every earlier no-answer row is tune
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS, PYTEST)
-HELD_OUT: tuple[str, ...] = ()  # every factoid set has been read: all tune
+HELD_OUT: tuple[str, ...] = ("who1",)  # the answerable "who" questions; every other factoid set has been read: tune
 SHAPE_HELD_OUT = (6,)  # the shape bench's batches never read before this session (its "batch" field)
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
@@ -96,18 +99,24 @@ class Asked:
     note: str = ""  # the answer's note (says which check refused it)
 
 
+def load_questions(split: str = "all") -> list[Question]:
+    """Every answerable factoid question, ``who1`` included (its SciFact abstracts are among the first 1,500)."""
+    return load_factoids(split, paths=CHECKED_FILES)
+
+
 def _noanswer_rows() -> list[dict[str, str]]:
-    sets = (NOANSWER, NOANSWER2, NOANSWER3, NOANSWER4, NOANSWER5)
+    sets = (NOANSWER, NOANSWER2, NOANSWER3, NOANSWER4, NOANSWER5, NOANSWER6)
     return [json.loads(line) for p in sets for line in p.read_text("utf-8").splitlines() if line]
 
 
-def _questions(only: str = "", without: str = "") -> list[Asked]:
+def _questions(only: str = "", without: str = "", factoids: str = "") -> list[Asked]:
     """Every question asked: the no-answer rows (of the set ``only`` alone when given, never of ``without``) and the
-    answerable ones."""
+    answerable ones (none with ``only``, unless ``factoids`` names a factoid split to ask beside it)."""
     rows = [r for r in _noanswer_rows() if (not only or r["split"] == only) and r["split"] != without]
     out = [Asked(r["id"], r["kind"], r["corpus"], _noanswer_split(r["split"]), r["question"]) for r in rows]
-    if not only:
-        out += [Asked(q.id, "answerable", q.corpus, _split(q.split), q.question) for q in load_questions()]
+    if not only or factoids:
+        chosen = load_questions(factoids) if factoids else load_questions()
+        out += [Asked(q.id, "answerable", q.corpus, _split(q.split), q.question) for q in chosen]
     return [a for a in out if a.corpus in (*CORPORA, "any")]
 
 
@@ -122,8 +131,8 @@ def splits() -> dict[str, str]:
 
 
 def _split(factoid_split: str) -> str:
-    """An answerable question's part here: every set read before (tune, held_out, fresh .. fresh6) is tune; the newest
-    set (fresh7) is held out."""
+    """An answerable question's part here: every set read before (tune, held_out, fresh .. fresh7) is tune; the
+    newest (who1) is held out."""
     return "held_out" if factoid_split in HELD_OUT else "tune"
 
 
@@ -134,8 +143,10 @@ def all_corpora(root: Path) -> dict[str, Corpus]:
     return corpora | {PYTEST: Corpus(pytest.name, pytest.folder, pytest.files)}
 
 
-def measure(home: Path | None, only: str = "", without: str = "") -> tuple[list[Asked], dict[str, Any]]:
-    asked = _questions(only, without)
+def measure(
+    home: Path | None, only: str = "", without: str = "", factoids: str = ""
+) -> tuple[list[Asked], dict[str, Any]]:
+    asked = _questions(only, without, factoids)
     gold = {q.id: q for q in load_questions()}
     kernel = Kernel("answer-floor", merge(kernel_config(), SLOW_PARSES), home)
     results = Results(machine=machine.facts(REPO), args={})
@@ -355,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", help="also judge on the shape bench's answers (its --json)")
     parser.add_argument("--only", default="", help="ask only this no-answer set's rows (e.g. noanswer2)")
     parser.add_argument("--without", default="", help="leave this no-answer set's rows out (e.g. the held-out one)")
+    parser.add_argument("--factoids", default="", help="with --only: also ask this factoid split's questions (who1)")
     parser.add_argument("--main", default="0.475,0.6,1.01,1", help="the floor before: cosine,share,unheld,rescue")
     parser.add_argument("--soft", action="store_true", help="also sweep the soft cover's floors on tune")
     parser.add_argument("--soft-at", type=float, help="read the soft cover's floor at this value on both halves")
@@ -371,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                 a.unheld_name = (a.support or {}).get("unheld_name", a.unheld_name)
                 a.clause = (a.support or {}).get("clause", a.clause)
         else:
-            asked, setup = measure(Path(args.home) if args.home else None, args.only, args.without)
+            asked, setup = measure(Path(args.home) if args.home else None, args.only, args.without, args.factoids)
             if args.json:
                 Path(args.json).write_text(json.dumps({"setup": setup, "asked": [asdict(a) for a in asked]}, indent=1))
     except BenchFailure as exc:
