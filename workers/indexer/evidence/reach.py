@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from foldermind.protocol.messages import EvidenceSpan, SearchHit
 from foldermind.workers.indexer.evidence import sentences
 from foldermind.workers.indexer.evidence.sentences import Sentence
 
@@ -169,3 +170,14 @@ def _describes(siblings: list[Sentence], at: int, titles: frozenset[str]) -> boo
     before = siblings[at - 1]
     adjacent = siblings[at].line_start - before.line_end <= 1
     return adjacent and sentences.is_term(before.text) and before.text.lower() not in titles
+
+
+def repeats(hits: list[SearchHit], spans: list[EvidenceSpan], span: EvidenceSpan) -> bool:
+    """Whether ``span``'s quote says again what one of ``spans`` says in the same file: two sentences whose quotes
+    take in each other (a term and its description, a back-reference and the sentence it points to) reach the same
+    lines, and an answer would cite them twice."""
+    path, text = hits[span["passage"]]["file_path"], span["text"].lower()
+    return any(
+        hits[s["passage"]]["file_path"] == path and (text in s["text"].lower() or s["text"].lower() in text)
+        for s in spans
+    )
