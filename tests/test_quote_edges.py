@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from foldermind.workers.indexer.evidence import sentences
+from foldermind.workers.indexer.evidence import reach, sentences
 from foldermind.workers.questions import small_talk
 from tests.test_answers import chat, check_markers, serving
+from tests.test_evidence_units import _hit, _span
 
 ENTRIES = [
     ("root", "Root is (typically) the superuser."),
@@ -78,6 +79,17 @@ def test_no_answer_cites_the_same_lines_twice(served: Any) -> None:
         for k, quote in enumerate(quotes):
             assert not any(quote in other or other in quote for other in quotes[:k]), (question, quotes)
         assert len(out["answer"].split("\u201d")) == len(quotes) + 1, out["answer"]  # each quote in the text once
+
+
+def test_a_quote_repeats_one_of_the_same_file_that_holds_it_or_that_it_holds() -> None:
+    hits = [_hit("/d/a.html"), _hit("/d/a.html"), _hit("/d/b.html")]  # two passages of a.html (chunks overlap)
+    taken = [_span(0, "games Many games are sgid to games. This is explained in Debian Policy.", 1.0)]
+    assert reach.repeats(hits, taken, _span(1, "Many games are sgid to games.", 0.9)) == 0  # held
+    assert reach.repeats(hits, taken, _span(0, taken[0]["text"], 0.9)) == 0  # the same
+    longer = _span(0, "games Many games are sgid to games. This is explained in Debian Policy. See man(1).", 0.8)
+    assert reach.repeats(hits, taken, longer) == 0  # holds it: evidence quotes it in the taken one's place
+    assert reach.repeats(hits, taken, _span(2, "Many games are sgid to games.", 0.9)) is None  # another file
+    assert reach.repeats(hits, taken, _span(0, "The man program runs as user man.", 0.9)) is None
 
 
 def test_a_sentence_ending_inside_closing_quotes_ends_there() -> None:

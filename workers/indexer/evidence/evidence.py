@@ -268,8 +268,11 @@ class EvidenceService:
                 continue
             seen.add(c.sentence.text.lower())
             span = self._span(hits, c, figure)
-            if not reach.repeats(hits, spans, span):
+            held = reach.repeats(hits, spans, span)
+            if held is None:
                 spans.append(span)
+            elif len(span["text"]) > len(spans[held]["text"]):  # it holds that quote: quoted whole, in its place
+                spans[held] = EvidenceSpan(**{**span, "score": spans[held]["score"]})
             if len(spans) >= max(1, min(body.max_spans, MAX_SPANS)):
                 break
         doc_freq, total = self.searches.bm25.term_stats(ENGLISH)

@@ -172,12 +172,12 @@ def _describes(siblings: list[Sentence], at: int, titles: frozenset[str]) -> boo
     return adjacent and sentences.is_term(before.text) and before.text.lower() not in titles
 
 
-def repeats(hits: list[SearchHit], spans: list[EvidenceSpan], span: EvidenceSpan) -> bool:
-    """Whether ``span``'s quote says again what one of ``spans`` says in the same file: two sentences whose quotes
-    take in each other (a term and its description, a back-reference and the sentence it points to) reach the same
-    lines, and an answer would cite them twice."""
+def repeats(hits: list[SearchHit], spans: list[EvidenceSpan], span: EvidenceSpan) -> int | None:
+    """The index of the span of ``spans`` that ``span``'s quote says again in the same file (it holds that quote, or
+    that quote holds it), or None: two sentences whose quotes take in each other (a term and its description, a
+    back-reference and the sentence it points to) reach the same lines, and an answer would cite them twice."""
     path, text = hits[span["passage"]]["file_path"], span["text"].lower()
-    return any(
-        hits[s["passage"]]["file_path"] == path and (text in s["text"].lower() or s["text"].lower() in text)
-        for s in spans
-    )
+    for k, s in enumerate(spans):
+        if hits[s["passage"]]["file_path"] == path and (text in s["text"].lower() or s["text"].lower() in text):
+            return k
+    return None
