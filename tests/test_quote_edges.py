@@ -87,7 +87,7 @@ def test_a_quote_repeats_one_of_the_same_file_that_holds_it_or_that_it_holds() -
     assert reach.repeats(hits, taken, _span(1, "Many games are sgid to games.", 0.9)) == 0  # held
     assert reach.repeats(hits, taken, _span(0, taken[0]["text"], 0.9)) == 0  # the same
     longer = _span(0, "games Many games are sgid to games. This is explained in Debian Policy. See man(1).", 0.8)
-    assert reach.repeats(hits, taken, longer) == 0  # holds it: evidence quotes it in the taken one's place
+    assert reach.repeats(hits, taken, longer) == 0  # holds it: skipped too (the better-scored quote stands)
     assert reach.repeats(hits, taken, _span(2, "Many games are sgid to games.", 0.9)) is None  # another file
     assert reach.repeats(hits, taken, _span(0, "The man program runs as user man.", 0.9)) is None
 

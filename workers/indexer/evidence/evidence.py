@@ -268,11 +268,8 @@ class EvidenceService:
                 continue
             seen.add(c.sentence.text.lower())
             span = self._span(hits, c, figure)
-            held = reach.repeats(hits, spans, span)
-            if held is None:
+            if reach.repeats(hits, spans, span) is None:  # else the answer would quote the same lines twice
                 spans.append(span)
-            elif len(span["text"]) > len(spans[held]["text"]):  # it holds that quote: quoted whole, in its place
-                spans[held] = EvidenceSpan(**{**span, "score": spans[held]["score"]})
             if len(spans) >= max(1, min(body.max_spans, MAX_SPANS)):
                 break
         doc_freq, total = self.searches.bm25.term_stats(ENGLISH)
