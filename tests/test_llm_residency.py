@@ -180,3 +180,39 @@ def test_a_request_that_must_not_wait_starts_the_load_behind_and_is_told_not_rea
     with residency.use(wait=False) as backend:  # loaded: served as any request
         assert backend is residency.backend
     assert states == ["loading", "ready"] and residency.loads == 1
+
+
+def test_a_request_that_must_not_wait_is_told_not_ready_while_another_request_loads_the_model() -> None:
+    """A summary's (or a chat's) request loads the model in itself, holding the residency's lock for the whole load
+    (13.8 s for the first conversion on a fresh install, the s53 walk): a reading then waited that long, and the
+    first answer after adding a folder took 18.6 s. The load here waits for the test's word (a slow load on purpose)."""
+    model = bundled_model()
+    go = threading.Event()
+
+    def slow_load() -> Backend:
+        go.wait(120)
+        return real_load(model)
+
+    residency = Residency(slow_load, idle_unload_s=0, on_change=lambda: None)
+    loader = threading.Thread(target=lambda: residency.use().__enter__(), daemon=True)
+    loader.start()
+    wait_for(lambda: residency.state == "loading", 30, 0.01, "the summary's load")
+    told: list[str] = []
+
+    def reading() -> None:
+        try:
+            with residency.use(wait=False):
+                told.append("served")
+        except NotReady as exc:
+            told.append(exc.state)
+
+    reader = threading.Thread(target=reading, daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: bool(told), 30, 0.01, "the reading told, with the load still waiting for its word")
+        assert told == ["loading"] and residency.state == "loading"
+    finally:
+        go.set()
+        loader.join(120)
+        reader.join(120)
+    assert residency.state == "ready" and residency.loads == 1

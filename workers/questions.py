@@ -103,3 +103,19 @@ def parts(question: str) -> list[str]:
     statement before it: "The port is no longer maintained; what is now the best way ...?")."""
     found = [p.strip() for p in _PART_CUT.split(question) if p.strip()]
     return found if len(found) > 1 and all(_ASKS.match(p) for p in found) else [question]
+
+
+_SMALL_TALK = frozenset(
+    ["hi", "hello", "hey", "hiya", "thanks", "thank", "thx", "cheers", "bye", "goodbye", "ok", "okay"]
+)
+_TALK_TOO = frozenset(
+    ["you", "very", "much", "so", "a", "lot", "there", "again", "all", "great", "good", "nice", "cool"]
+)
+
+
+def small_talk(question: str) -> bool:
+    """Whether a turn is only a greeting, thanks or an acknowledgement ("hi", "thank you so much!", "ok, great"): it
+    asks the documents nothing, even in a conversation, where a turn without a word of its own ("why?", "and the
+    other one?") leans on the question before it. Any other word makes it a question ("ok, and why?")."""
+    found = re.findall(r"[a-z]+", question.lower())
+    return any(w in _SMALL_TALK for w in found) and all(w in _SMALL_TALK or w in _TALK_TOO for w in found)

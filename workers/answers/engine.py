@@ -45,6 +45,7 @@ from foldermind.workers.answers import likely, schemas
 from foldermind.workers.answers import quotes as answers
 from foldermind.workers.answers.quotes import Composed, Evidence
 from foldermind.workers.framework.asyncbus import Bus
+from foldermind.workers.questions import small_talk
 
 QUESTION_MAX = 2000
 """The longest question an answer takes (characters), from an MCP client or the console."""
@@ -253,7 +254,8 @@ class Chat:
         mode: schemas.AnswerMode,
         on_progress: Callable[[ChatPartial], None] | None,
     ) -> schemas.ChatOutput:
-        previous = session.history[-1]["question"] if session.history else ""
+        # The question a follow-up leans on: the last that asked something ("hi" or "thanks" in between asks nothing).
+        previous = next((t["question"] for t in reversed(session.history) if not small_talk(t["question"])), "")
         first = await quote(self.bus, self.policy, query, previous, max_files)
         evidence, quoted, note, read = first.evidence, first.answer, first.note, first.reading
         shown = Shown(on_progress, self.policy.max_answer_tokens)

@@ -11,10 +11,11 @@ is a small state machine of its own, apart from the requests that use it::
 ``use()`` is the only way a request reaches the model. In ``unloaded`` it loads the model in the request itself (the
 first chat answer waits for the load, ~1-2 s for SmolLM2 on 2 cores, and the front door's quotes are out before
 that), or, for a request that must not wait for it (``wait=False``: a reading the answer can do without), starts the
-load in the background and raises :class:`NotReady`; in ``loading`` (a background load) and ``failed`` it raises
-:class:`NotReady` at once, so a caller falls back instead of waiting. While a request holds the model the unloader
-cannot free it: requests are counted under one lock (a chat and a summary may hold it at once, taking turns on its
-context: :mod:`.lanes`), and the unloader frees it only at a count of none.
+load in the background and raises :class:`NotReady`; in ``loading`` (a background load, or, for such a request, a
+load in another request) and ``failed`` it raises :class:`NotReady` at once, so a caller falls back instead of
+waiting. While a request holds the model the unloader cannot free it: requests are counted under one lock (a chat
+and a summary may hold it at once, taking turns on its context: :mod:`.lanes`), and the unloader frees it only at a
+count of none.
 """
 
 from __future__ import annotations
@@ -107,7 +108,10 @@ class Residency:
     @contextlib.contextmanager
     def use(self, wait: bool = True) -> Iterator[Backend]:
         """The model for one request, loaded first if it is ``unloaded`` (or, unless ``wait``, loading behind
-        while this request is told :class:`NotReady`); :class:`NotReady` if it cannot be."""
+        while this request is told :class:`NotReady`); :class:`NotReady` if it cannot be. A load in another request
+        (a summary's, a chat's) holds the lock for its whole length: one that must not wait is told at once."""
+        if not wait and self.state == "loading":
+            raise NotReady(self.state, self.reason)
         with self._lock:
             if self.state == "unloaded" and not wait:
                 self._load_behind()

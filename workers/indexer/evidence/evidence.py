@@ -9,11 +9,10 @@ read on to the end of the paragraph its chunk boundary cuts (:func:`continuation
 
 where coverage is the idf-weighted share of the question's content terms the sentence holds (idf over the
 candidate sentences, so a word every sentence has counts for little; a term only its heading path holds counts
-:data:`SECTION_WEIGHT` of its idf). Encoding every sentence would cost
-~9 ms each on one thread (MiniLM on ONNX Runtime, measured here), so only the :data:`ENCODE_AT_MOST` best by
-coverage and rank are encoded, and sentence vectors are kept (:data:`CACHE_SIZE`, in the query encoder's
-:class:`~.encoder.VectorCache`, keyed by model and text):
-a question asked again, or a claim checked against a sentence already scored, costs no encode.
+:data:`SECTION_WEIGHT` of its idf). Encoding every sentence would cost ~9 ms each on one thread (MiniLM on ONNX
+Runtime, measured here), so only the :data:`ENCODE_AT_MOST` best by coverage and rank are encoded, and sentence
+vectors are kept (:data:`CACHE_SIZE`, in the query encoder's :class:`~.encoder.VectorCache`, keyed by model and
+text): a question asked again, or a claim checked against a sentence already scored, costs no encode.
 
 A sentence holds the terms its abbreviations stand for (:func:`.sentences.abbreviations`). On top of that score,
 bonuses for what the question asks (a figure, a default, a name as code, a name it lacks) and for what a sentence
@@ -228,8 +227,7 @@ class EvidenceService:
         self.searches, self.encoder = searches, encoder
         self.cache = VectorCache(CACHE_SIZE)
 
-    # ---------------------------------------------------------------------------------------------
-    # choosing evidence
+    # choosing evidence ----------------------------------------------------------------------------
 
     def select(self, body: EvidenceRequest) -> EvidenceReply:
         t0 = time.perf_counter()
@@ -269,7 +267,9 @@ class EvidenceService:
             if c.sentence.text.lower() in seen or (asks_a_thing and _is_title(hits[c.passage], c)):
                 continue
             seen.add(c.sentence.text.lower())
-            spans.append(self._span(hits, c, figure))
+            span = self._span(hits, c, figure)
+            if reach.repeats(hits, spans, span) is None:  # else the answer would quote the same lines twice
+                spans.append(span)
             if len(spans) >= max(1, min(body.max_spans, MAX_SPANS)):
                 break
         doc_freq, total = self.searches.bm25.term_stats(ENGLISH)
@@ -281,10 +281,7 @@ class EvidenceService:
         if floor.needs_clauses(support) and not vectors_why:
             support["clause"], made = self._clause_cosine(question, query, ranked)
             encoded += made
-        # A first question without a single content term ("hi", "thanks!", "who are you?") asks the documents
-        # nothing, however close a sentence of acknowledgements comes; a follow-up leans on its context.
-        asks = bool(sentences.content_terms(question)) or bool(body.context.strip())
-        supported = asks and floor.answers_at_all(support)
+        supported = sentences.asks_anything(question, body.context) and floor.answers_at_all(support)
         note = found.note
         if vectors_why and candidates:
             note = f"sentences scored by their words only ({vectors_why})"

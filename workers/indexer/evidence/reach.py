@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from foldermind.protocol.messages import EvidenceSpan, SearchHit
 from foldermind.workers.indexer.evidence import sentences
 from foldermind.workers.indexer.evidence.sentences import Sentence
 
@@ -188,3 +189,14 @@ def _bullet_term(siblings: list[Sentence], at: int, titles: frozenset[str], text
         return False
     near = term.line_end < this.line_start <= term.line_end + 2
     return near and _indent(text, this.start) > _indent(text, term.start)
+
+
+def repeats(hits: list[SearchHit], spans: list[EvidenceSpan], span: EvidenceSpan) -> int | None:
+    """The index of the span of ``spans`` that ``span``'s quote says again in the same file (it holds that quote, or
+    that quote holds it), or None: two sentences whose quotes take in each other (a term and its description, a
+    back-reference and the sentence it points to) reach the same lines, and an answer would cite them twice."""
+    path, text = hits[span["passage"]]["file_path"], span["text"].lower()
+    for k, s in enumerate(spans):
+        if hits[s["passage"]]["file_path"] == path and (text in s["text"].lower() or s["text"].lower() in text):
+            return k
+    return None

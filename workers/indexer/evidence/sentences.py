@@ -6,9 +6,9 @@ extracted text, so its lines are the chunk's first line plus the line breaks bef
 
 Splitting: a sentence ends at ``.``, ``!``, ``?`` or ``…`` followed by white space and what can start a
 sentence (not after a known abbreviation such as ``e.g.`` or ``Fig.``), at a blank line, and at a single line
-break when the line before it looks finished (ends in a stop or a colon, or is short, as headings and list
-items are) or the next line starts a list item; a line of one repeated punctuation character (a title's
-underline) is a break of its own. Other line breaks are wrapping (PDF lines, hard-wrapped
+break when the line before it looks finished (ends in a stop or a colon, maybe inside closing quotes, or is
+short, as headings and list items are) or the next line starts a list item; a line of one repeated punctuation
+character (a title's underline) is a break of its own. Other line breaks are wrapping (PDF lines, hard-wrapped
 text) and are read as spaces. A sentence longer than :data:`MAX_CHARS` is cut at a ``;`` or ``,`` or a space.
 
 The kinds of question (``asks_*``, :func:`plain_heading`) are :mod:`foldermind.workers.questions`', shared with the
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from foldermind.workers.indexer.storage.keyword.terms import stems
-from foldermind.workers.questions import DEFAULT
+from foldermind.workers.questions import DEFAULT, small_talk
 from foldermind.workers.questions import asks_for_default as asks_for_default
 from foldermind.workers.questions import asks_for_entity as asks_for_entity
 from foldermind.workers.questions import asks_for_figure as asks_for_figure
@@ -52,6 +52,8 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022\u2023\u25aa]|\d{1,3}[.)]|#{1,6})\s")
 _ITEM = re.compile(r"(?:[-*\u2022\u2023\u25aa]|\d{1,3}[.)])\s")
 """A list item's bullet, where a sentence starts (a Markdown heading's ``#`` is not one)."""
 _SPACE = re.compile(r"\s+")
+_FINISHED = re.compile(r"[.!?:;\u2026][\"')\]\u201d\u2019]*$")
+"""A line that ends in a stop, after it maybe a closing quote or bracket (``... the system."``): finished."""
 _GOES_ON = re.compile(r"\s*[a-z0-9]")
 _LEAD = re.compile(r"^(?:#{1,6}\s+|[-*\u2022\u2023\u25aa]\s+|>\s+)+")
 _WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*%?", re.UNICODE)
@@ -130,7 +132,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
         if not body or _RULE.fullmatch(body):
             cuts.update((pos, end))
         elif end < len(text) and (
-            body[-1] in ".!?:;\u2026"
+            _FINISHED.search(body)
             or (len(body) <= SHORT_LINE and not _GOES_ON.match(nxt))
             or _BULLET.match(nxt)
             or not nxt.strip()
@@ -190,6 +192,13 @@ def words(text: str) -> list[str]:
 _FLAG = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
 """A one-letter option (``-E``, ``-l``): its letter alone is no term, but the option is the subject of "What does
 chage -E do?" and the line that defines it. Kept with its case (``-l`` is not ``-L``)."""
+
+
+def asks_anything(question: str, context: str) -> bool:
+    """Whether a turn asks the documents anything: a first question without a single content term ("hi", "thanks!",
+    "who are you?") does not, however close a sentence of acknowledgements comes; a follow-up leans on the question
+    before it (``context``), unless it is small talk (:func:`.questions.small_talk`: "hi" in a conversation)."""
+    return bool(content_terms(question)) or (bool(context.strip()) and not small_talk(question))
 
 
 def content_terms(text: str) -> set[str]:
