@@ -219,8 +219,10 @@ def test_the_budget_question_is_answered_from_budget_docx_in_every_mode(served: 
             assert progress and progress[0][0] == 1 and ANSWER in progress[0][1], progress
         quote = next(c for c in out["citations"] if c["file_name"] == "budget.docx")
         assert quote["location"]["line_start"] >= 1 and quote["location"]["heading"]
-        if mode == "extractive":  # the heading "Budget" above it is not glued on as a definition list's term
-            assert quote["quote"] == "The budget for the obsidianwave project is forty thousand dollars.", quote
+        if mode == "extractive":  # the heading "Budget" above it is not glued on as a definition list's term (the
+            # sentence after it, of its paragraph and scoring close to it, may follow: reach.NEXT_SHARE)
+            said = "The budget for the obsidianwave project is forty thousand dollars."
+            assert quote["quote"].startswith(said), quote
 
 
 UNBACKED = [

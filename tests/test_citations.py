@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from foldermind.workers.answers.engine import Sessions
-from foldermind.workers.indexer.evidence.evidence import pick_passages
+from foldermind.workers.indexer.evidence.passages import pick as pick_passages
 from foldermind.workers.llm import citations, prompt
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from foldermind.protocol.messages import ChunkInfo, EvidenceReply, EvidenceSpan, SearchHit
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import quotes as answers
-from foldermind.workers.indexer.evidence import evidence, floor, sentences
+from foldermind.workers.indexer.evidence import evidence, floor, passages, reach, sentences
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.llm.citations import MARKER
 from foldermind.workers.parser.chunker import chunk, load_tokenizer
@@ -233,6 +233,31 @@ def test_of_two_sentences_as_close_to_the_question_the_one_saying_more_than_it_r
     assert evidence.novelty(set(), {"money"}) == 0.0
 
 
+def test_the_best_sentence_brings_the_one_after_it_that_answers_and_that_one_is_not_quoted_twice() -> None:
+    hit = _hit("/d/settings.txt")
+    hit["text"] = (
+        "The check is done when accessing the request body and counts the whole request size. "
+        "You can set this to None to disable the check.\n\n"
+        "Uploads larger than this are streamed to a temporary file."
+    )
+    about, answer, apart = cands = evidence.EvidenceService._candidates([hit])
+    about.score, answer.score, apart.score = 1.0, 0.7, 0.65  # the sentence that says what it is about scores best
+
+    def quoted(most: int = 5) -> list[str]:
+        ranked = sorted(cands, key=lambda c: c.score, reverse=True)
+        return [s["text"] for s in evidence.EvidenceService._spans([hit], ranked, False, False, most)]
+
+    both = f"{about.sentence.text} {answer.sentence.text}"
+    assert quoted() == [both, apart.sentence.text]  # main quoted the first alone, then its answer on its own
+    assert quoted(1) == [both]
+    answer.score = 0.5  # under NEXT_SHARE of the best: a sentence about something else, not taken in
+    assert quoted() == [about.sentence.text, apart.sentence.text, answer.sentence.text]
+    about.score, apart.score, answer.score = 0.7, 1.0, 0.9  # the last sentence best: the next paragraph is not its
+    assert quoted()[0] == apart.sentence.text
+    assert not reach.goes_on(about.siblings, 1, frozenset()) and reach.goes_on(about.siblings, 0, frozenset())
+    assert not reach.goes_on(about.siblings, 0, frozenset({answer.sentence.text.lower()}))  # a heading is not
+
+
 def test_a_figure_is_a_number_standing_as_one_not_the_digits_of_a_name() -> None:
     for text in ("A total of 9,020 patients", "2.56% (95% CI)", "with 1 \u03bcg of rhAng-1", "a 32-character key"):
         assert sentences.has_figure(text), text
@@ -351,15 +376,15 @@ def test_a_passage_reads_on_into_the_next_chunk_to_the_end_of_the_paragraph_its_
     store, path, chunks = chunked_store(tmp_path, text, max_tokens=64)
     assert len(chunks) >= 3 and chunks[1]["char_start"] < chunks[0]["char_end"]  # a boundary inside the paragraph
     first = chunks[0]
-    more = evidence.continuation(store, hit_of(path, first))
+    more = passages.continuation(store, hit_of(path, first))
     assert more and text[first["char_start"] : first["char_end"] + len(more)] == first["text"] + more  # verbatim
     assert "\n\n" not in more and "new paragraph" not in more
-    assert len(more) <= evidence.CONTINUE_CHARS
+    assert len(more) <= passages.CONTINUE_CHARS
     # The paragraph's last chunk reads nothing on; nor a hit whose chunk changed since the search.
     last = next(c for c in chunks if "A new paragraph" in c["text"])
-    assert evidence.continuation(store, hit_of(path, last)) == ""
+    assert passages.continuation(store, hit_of(path, last)) == ""
     stale = cast(SearchHit, {**hit_of(path, first), "text": "something else"})
-    assert evidence.continuation(store, stale) == ""
+    assert passages.continuation(store, stale) == ""
 
 
 def test_a_default_question_is_asked_with_the_word_or_by_saying_nothing_is_set() -> None:

@@ -62,7 +62,7 @@ from foldermind.protocol.client import BusClient
 from foldermind.protocol.errors import BusError
 from foldermind.protocol.messages import ChatReply, ChatRequest, SearchReply, SearchRequest
 from foldermind.protocol.runtime.config import LlmPolicy, load
-from foldermind.workers.indexer.evidence.evidence import pick_passages
+from foldermind.workers.indexer.evidence.passages import pick as pick_passages
 from foldermind.workers.llm import prompt
 from foldermind.workers.llm.backends import Backend, Generation, GenParams, load_backend
 from foldermind.workers.llm.model_file import ModelFileError, bundled_model, inspect, prepare_for_ctransformers

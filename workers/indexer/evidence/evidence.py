@@ -1,7 +1,7 @@
 """``evidence.request``: the sentences that answer a question.
 
-Choosing evidence: a hybrid search picks the best chunks of the best files (:func:`pick_passages`); each is
-read on to the end of the paragraph its chunk boundary cuts (:func:`continuation`) and split into sentences
+Choosing evidence: a hybrid search picks the best chunks of the best files (:func:`.passages.pick`); each is
+read on to the end of the paragraph its chunk boundary cuts (:func:`.passages.continuation`) and split into sentences
 (:mod:`.sentences`, which keeps every sentence's lines). A sentence's score is
 
     SEMANTIC * cosine(question, sentence) + LEXICAL * coverage + PRIOR * 1 / (1 + chunk rank)
@@ -23,8 +23,6 @@ Checking a generated sentence against the passages is :mod:`.claims`, with the s
 
 from __future__ import annotations
 
-import itertools
-import re
 import time
 from dataclasses import dataclass
 
@@ -40,13 +38,12 @@ from foldermind.protocol.messages import (
     SearchRequest,
 )
 from foldermind.workers.embedding import model_files
-from foldermind.workers.indexer.evidence import floor, reach, sentences
+from foldermind.workers.indexer.evidence import floor, passages, reach, sentences
 from foldermind.workers.indexer.evidence.sentences import Sentence
 from foldermind.workers.indexer.search.encoder import QueryEncoder, VectorCache
 from foldermind.workers.indexer.search.search import MAX_QUERY_CHARS, SearchService
 from foldermind.workers.indexer.storage.keyword import terms as index_terms
 from foldermind.workers.indexer.storage.keyword.languages import ENGLISH
-from foldermind.workers.indexer.storage.store import Store
 
 SEMANTIC = 0.55
 LEXICAL = 0.35
@@ -102,11 +99,6 @@ again."""
 WINDOW_CHARS = 700
 MAX_FILES = 20
 MAX_SPANS = 12
-CONTINUE_CHARS = 600
-"""How far a passage is read on into the next chunk, to the end of the paragraph the chunk boundary cuts: a
-chunk ends where its tokens run out, and the answer is often the rest of that paragraph ("An exception to PEP
-8 is our rules on line lengths." / "... We allow up to 88 characters ..."; "PostgreSQL's defaults are 35 and"
-/ "15."). Measured with the short-line rule of :mod:`.sentences`: docs/tuning.md#answer-evidence."""
 
 
 @dataclass(slots=True)
@@ -167,61 +159,6 @@ def _is_title(hit: SearchHit, c: _Candidate) -> bool:
     return title.line_start == title.line_end and after.line_start - title.line_end > 1
 
 
-def _interleaved(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
-    """Two rankings taken in turns, each chunk once: a follow-up's passages are those its words with the previous
-    question's find ("and what does --inactive do?" after "What does chage -E do?": chage's page, its -E entry
-    first) and those its own words find (every page's --inactive entry); the previous question's terms then
-    choose among them (:data:`CONTEXT_WEIGHT`)."""
-    out: list[SearchHit] = []
-    seen: set[int] = set()
-    for hit in itertools.chain.from_iterable(itertools.zip_longest(first, second)):
-        if hit is not None and hit["chunk_id"] not in seen:
-            seen.add(hit["chunk_id"])
-            out.append(hit)
-    return out
-
-
-def pick_passages(hits: list[SearchHit], max_files: int, per_file: int) -> list[SearchHit]:
-    """The best chunks of the ``max_files`` best files, at most ``per_file`` each, in rank order."""
-    files: dict[str, int] = {}
-    picked: list[SearchHit] = []
-    for hit in hits:
-        n = files.get(hit["file_path"])
-        if n is None:
-            if len(files) == max_files:
-                continue
-            n = 0
-        if n < per_file:
-            files[hit["file_path"]] = n + 1
-            picked.append(hit)
-    return picked
-
-
-def continuation(store: Store, hit: SearchHit) -> str:
-    """The text after ``hit``'s chunk to the end of its paragraph (at most :data:`CONTINUE_CHARS`, ending
-    at a line or sentence end), when the next chunk carries on the same section (it overlaps this one;
-    a new section starts a chunk of its own); else nothing."""
-    doc = store.documents.get(hit["file_path"])
-    if doc is None:
-        return ""
-    pair = list(itertools.islice(store.chunks.from_ordinal(doc.id, int(hit["chunk_index"])), 2))
-    if len(pair) < 2 or pair[0].text != hit.get("text", ""):
-        return ""  # the last chunk, or the document changed since the search
-    this, after = pair
-    end = this.char_start + len(this.text)
-    if not this.char_start <= after.char_start < end:
-        return ""
-    rest = after.text[end - after.char_start :]
-    paragraph = re.search(r"\n[ \t]*\n", rest)
-    if paragraph is not None:
-        rest = rest[: paragraph.start()]
-    if len(rest) > CONTINUE_CHARS:
-        window = rest[:CONTINUE_CHARS]
-        stop = max(window.rfind(". "), window.rfind("\n"))
-        rest = window[: stop + 1] if stop > 0 else ""
-    return rest
-
-
 class EvidenceService:
     def __init__(self, searches: SearchService, encoder: QueryEncoder) -> None:
         self.searches, self.encoder = searches, encoder
@@ -240,15 +177,15 @@ class EvidenceService:
         depth = min(50, max(10, max_files * per_file * 3))
         found = self.searches.search(
             SearchRequest(query=query, mode="hybrid", top_k=depth, folder_id=body.folder_id, with_text=True),
-            spread=False,  # pick_passages takes each file's best passages itself
+            spread=False,  # passages.pick takes each file's best passages itself
         )
         results = found.results
         if query != question:  # a follow-up: the joined words find its subject, its own words what it asks of it
             alone = SearchRequest(query=question, mode="hybrid", top_k=depth, folder_id=body.folder_id, with_text=True)
-            results = _interleaved(results, self.searches.search(alone, spread=False).results)
-        hits = pick_passages(results, max_files, per_file)
+            results = passages.interleaved(results, self.searches.search(alone, spread=False).results)
+        hits = passages.pick(results, max_files, per_file)
         for hit in hits:
-            hit["text"] = hit.get("text", "") + continuation(self.searches.store, hit)
+            hit["text"] = hit.get("text", "") + passages.continuation(self.searches.store, hit)
         t_search = time.perf_counter()
         candidates = self._candidates(hits)
         self._cover(question, body.context, candidates)
@@ -261,17 +198,7 @@ class EvidenceService:
         if spread:
             ranked = _each_file_first(hits, ranked)
         figure = sentences.asks_for_figure(question)
-        spans: list[EvidenceSpan] = []
-        seen: set[str] = set()
-        for c in ranked:
-            if c.sentence.text.lower() in seen or (asks_a_thing and _is_title(hits[c.passage], c)):
-                continue
-            seen.add(c.sentence.text.lower())
-            span = self._span(hits, c, figure)
-            if reach.repeats(hits, spans, span) is None:  # else the answer would quote the same lines twice
-                spans.append(span)
-            if len(spans) >= max(1, min(body.max_spans, MAX_SPANS)):
-                break
+        spans = self._spans(hits, ranked, asks_a_thing, figure, max(1, min(body.max_spans, MAX_SPANS)))
         doc_freq, total = self.searches.bm25.term_stats(ENGLISH)
         rare = floor.rare_weights(question, body.context, CONTEXT_WEIGHT, doc_freq, total)
         support = self._support(ranked, rare, with_vectors=not vectors_why)
@@ -464,14 +391,40 @@ class EvidenceService:
         return self.searches.vectors.ndim, model_files.vectors_key(model, precision) if model else ""
 
     @staticmethod
-    def _span(hits: list[SearchHit], c: _Candidate, figure: bool) -> EvidenceSpan:
+    def _spans(
+        hits: list[SearchHit], ranked: list[_Candidate], thing: bool, figure: bool, most: int
+    ) -> list[EvidenceSpan]:
+        """The spans of the ``most`` best sentences of ``ranked``, each once: not one a better sentence's span holds
+        already, nor one whose quote holds or is held by an earlier one of its file (:func:`.reach.repeats`), nor a
+        title when the question asks for a ``thing``; the first takes in the sentence after it when that one goes on
+        from it and scores :data:`.reach.NEXT_SHARE` of it (:func:`.reach.goes_on`)."""
+        scores = {(c.passage, c.at): c.score for c in ranked}
+        spans: list[EvidenceSpan] = []
+        seen: set[str] = set()
+        for c in ranked:
+            if c.sentence.text.lower() in seen or (thing and _is_title(hits[c.passage], c)):
+                continue
+            if any(s["passage"] == c.passage and c.sentence.text in s["text"] for s in spans):
+                continue
+            seen.add(c.sentence.text.lower())
+            after = scores.get((c.passage, c.at + 1), 0.0)
+            then = not spans and after >= reach.NEXT_SHARE * c.score and reach.goes_on(c.siblings, c.at, c.titles)
+            span = EvidenceService._span(hits, c, figure, then)
+            if reach.repeats(hits, spans, span) is None:  # else the answer would quote the same lines twice
+                spans.append(span)
+            if len(spans) >= most:
+                break
+        return spans
+
+    @staticmethod
+    def _span(hits: list[SearchHit], c: _Candidate, figure: bool, then: bool = False) -> EvidenceSpan:
         """The span quoted for ``c``: its sentence, and its neighbours too when the question asks for a figure
         that the sentence lacks and a neighbour states: up to the first of the next :data:`.reach.FOLLOW_ON` that
         does ("Set list_max_show_all to ..." / "By default, this is set to 200."), else the one before (a
         settings entry's "Default: 259200" / "The number of seconds a password reset link is valid for."); its
         window is the sentence before and the one after that, line by line (an option's line stays its own)."""
         text = hits[c.passage].get("text", "")
-        first, last = reach.quoted(c.siblings, c.at, c.titles, figure, text)
+        first, last = reach.quoted(c.siblings, c.at, c.titles, figure, text, then)
         quoted = sentences.quote(text[c.siblings[first].start : c.siblings[last].end])
         before, after = c.siblings[max(0, first - 1)], c.siblings[min(len(c.siblings) - 1, last + 1)]
         window = "\n".join(line for line in map(sentences.quote, text[before.start : after.end].splitlines()) if line)

@@ -1,6 +1,7 @@
 """What a quote takes in around the sentence chosen for it (:func:`quoted`): the term a description describes, the
 figure a neighbour states for a figure question, the lines a sentence ending with a colon introduces (and, for an
-item of a list, the line that introduces it), the rest of a list item, and the sentence a back-reference points to.
+item of a list, the line that introduces it), the rest of a list item, the sentence a back-reference points to, and
+for the best sentence the one after it, when that one scores close to it (:data:`NEXT_SHARE`).
 
 A sentence is chosen by its score (:mod:`.evidence`); what a reader needs of it is sometimes on the lines next to
 it: "--enable-gapcmon" over "This option enables building the GTK GUI front-end.", "By default, this is set to
@@ -23,6 +24,11 @@ FOLLOW_ON = 2
 will display ..." / "By default, this is set to 200.")."""
 LIST_CHARS = 300
 """How much a sentence ending with a colon brings of the lines it introduces (:func:`_introduced`)."""
+NEXT_SHARE = 0.6
+"""The best sentence's quote takes in the sentence after it (:func:`goes_on`) when that one scores at least this share
+of it: the sentence closest to a question often says what it is about, the next one what it asks ("The check is done
+when accessing request.body ..." / "You can set this to None to disable the check."). Measured:
+docs/benchmarks/answer-relevance.md."""
 
 
 _BACK_REFERENCE = re.compile(
@@ -34,17 +40,29 @@ _BACK_REFERENCE = re.compile(
 """A sentence opening with a word or phrase that points to the sentence before it: its subject is there."""
 
 
-def quoted(siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool, text: str = "") -> tuple[int, int]:
+def quoted(
+    siblings: list[Sentence], at: int, titles: frozenset[str], figure: bool, text: str = "", then: bool = False
+) -> tuple[int, int]:
     """The sentences quoted for ``siblings[at]`` (first, last): :func:`_around`, after it what its last sentence
     introduces (:func:`_introduced`) or the rest of the list item it opens (:func:`_item_rest`, in the chunk's
-    ``text``), and the sentences a back-reference links to it (:func:`_linked`)."""
+    ``text``), the sentences a back-reference links to it (:func:`_linked`), and, ``then``, the sentence after it."""
     first, last = _around(siblings, at, titles, figure, text)
     last = _item_rest(siblings, _introduced(siblings, last, titles, text), text)
     if first > 0 and _linked(siblings, first, titles):
         first -= 1
     if last + 1 < len(siblings) and _linked(siblings, last + 1, titles):
         last += 1
-    return first, last
+    return first, max(last, at + 1) if then else last
+
+
+def goes_on(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
+    """Whether the sentence after ``siblings[at]`` goes on from it: a finished sentence of its paragraph (on the line
+    it ends or the next), not a heading."""
+    if at + 1 >= len(siblings):
+        return False
+    after = siblings[at + 1]
+    near = after.line_start - siblings[at].line_end <= 1
+    return near and sentences.finished(after.text) and after.text.lower() not in titles
 
 
 def _linked(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
