@@ -158,3 +158,31 @@ def test_a_follow_up_of_a_follow_up_keeps_the_first_question_s_subject(served: A
         out = ask(served, question, session)
         session = out["session_id"]
     assert out["grounded"] and "high score" in out["answer"], out  # was refused: it leaned on "and why?" alone
+
+
+def test_a_term_or_title_taken_in_over_its_description_is_set_off_by_a_colon() -> None:
+    text = (
+        "Chapter 2.\nUsers and Groups\nMany users have a corresponding group.\n"
+        "games\nMany games are sgid to games. This is explained in Debian Policy.\nman\n"
+    )
+    found = sentences.split(text)
+    at = [s.text for s in found].index("Many games are sgid to games.")
+    first, last = reach.quoted(found, at, frozenset(), False, text)
+    assert (first, last) == (at - 1, at + 1)  # the chosen sentence and what it takes in: unchanged
+    quote = "games: Many games are sgid to games. This is explained in Debian Policy."
+    assert reach.joined(found, first, last, frozenset(), text) == quote  # was "games Many games ..."
+    first, last = reach.quoted(found, 2, frozenset(), False, text)
+    assert (
+        reach.joined(found, first, last, frozenset(), text)
+        == "Users and Groups: Many users have a corresponding group."
+    )
+    assert (
+        reach.joined(found, at, at + 1, frozenset(), text)
+        == "Many games are sgid to games. This is explained in Debian Policy."
+    )
+
+
+def test_a_quoted_entry_reads_its_term_apart_from_its_description(served: Any) -> None:
+    out = ask(served, "Why are games sgid to games?")
+    games = [c["quote"] for c in out["citations"] if "high score" in c["quote"]]
+    assert games and all(not q.startswith("games Many") for q in games), out["citations"]
