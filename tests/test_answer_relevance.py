@@ -74,7 +74,7 @@ def test_what_chage_e_does_is_answered_about_e_in_every_mode_never_with_a_senten
 ) -> None:
     k, url, token, root = served
     quotes = chat(url, token, {"query": E_QUESTION, "answer_mode": "extractive"})
-    assert cites_chage(quotes, "-E, --expiredate EXPIRE_DATE Set the date"), quotes  # the option's entry
+    assert cites_chage(quotes, "-E, --expiredate EXPIRE_DATE: Set the date"), quotes  # the option's entry
     assert EXPIRY in quotes["answer"], quotes["answer"]
     for mode in ("generative", "auto"):  # the real model, whatever it writes: what is kept is about -E's expiry
         out = chat(url, token, {"query": E_QUESTION, "answer_mode": mode})

@@ -486,7 +486,7 @@ def test_an_option_described_under_its_own_line_is_quoted_with_its_description(s
     with cited_file(served, "configure.txt", manual, "Which configure option builds the GTK GUI front-end?") as out:
         assert "--enable-gapcmon" in out["answer"], out
         cited = next(c for c in out["citations"] if "GTK GUI" in c["quote"])
-        assert cited["quote"].startswith("--enable-gapcmon This option enables building"), cited
+        assert cited["quote"].startswith("--enable-gapcmon: This option enables building"), cited
         assert (cited["location"]["line_start"], cited["location"]["line_end"]) == (6, 7)
         check_markers(out)
 

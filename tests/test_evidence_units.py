@@ -462,12 +462,12 @@ def test_a_short_unfinished_line_before_a_description_is_its_term_and_is_quoted_
     assert not sentences.is_term("This option enables the USB driver.")
     assert not sentences.is_term("A heading of more than three words")
     quoted = _span_of(text, 3, figure=False)
-    assert quoted["text"] == "--enable-gapcmon This option enables building the GTK GUI front-end."
+    assert quoted["text"] == "--enable-gapcmon: This option enables building the GTK GUI front-end."
     assert (quoted["line_start"], quoted["line_end"]) == (3, 4)
     # the term brings its description too; a sentence after a finished one is quoted alone
     assert (
         _span_of(text, 2, figure=False)["text"]
-        == "--enable-gapcmon This option enables building the GTK GUI front-end."
+        == "--enable-gapcmon: This option enables building the GTK GUI front-end."
     )
     plain = "It is built.\nThe option enables the USB driver.\n"  # ("This option ..." would refer back to it)
     assert _span_of(plain, 1, figure=False)["text"] == "The option enables the USB driver."
@@ -592,7 +592,7 @@ def test_a_short_heading_before_a_sentence_is_not_quoted_as_its_term() -> None:
     # on the line just before its description and named by no heading, it is a definition list's term
     hit["text"] = text.replace("\nBudget\n", "\nBudget plan today\n")
     plain = evidence.EvidenceService._candidates([hit])
-    assert evidence.EvidenceService._span([hit], plain[2], figure=False)["text"].startswith("Budget plan today The")
+    assert evidence.EvidenceService._span([hit], plain[2], figure=False)["text"].startswith("Budget plan today: The")
 
 
 def test_a_yes_no_question_quotes_the_best_sentence_of_each_of_the_best_files() -> None:
@@ -698,7 +698,7 @@ def test_a_sentence_ending_with_a_colon_is_quoted_with_the_lines_it_introduces()
     term = _span_of(CHAGE_E, 0, figure=False)  # the option's line brings its description
     assert (
         term["text"]
-        == "-E, --expiredate EXPIRE_DATE Set the date on which the user's account will no longer be accessible."
+        == "-E, --expiredate EXPIRE_DATE: Set the date on which the user's account will no longer be accessible."
     )
 
 
@@ -917,10 +917,10 @@ def test_a_bullet_that_is_only_a_term_is_quoted_with_the_paragraph_indented_unde
     described = _span_of(
         MODULES, found.index("Additional public code that doesn't fit into any other name-space."), False
     )
-    assert described["text"] == "celery.contrib Additional public code that doesn't fit into any other name-space."
+    assert described["text"] == "celery.contrib: Additional public code that doesn't fit into any other name-space."
     assert (described["line_start"], described["line_end"]) == (6, 8)
     term = _span_of(MODULES, found.index("celery.utils"), figure=False)  # the term brings its description
-    assert term["text"] == "celery.utils Utility functions used by the Celery code base."
+    assert term["text"] == "celery.utils: Utility functions used by the Celery code base."
     second = _span_of(MODULES, found.index("Much of it is there to be compatible across Python versions."), False)
     assert second["text"] == "Much of it is there to be compatible across Python versions."  # no term before it
     item = _span_of(MODULES, found.index("New abstract C and C++ API"), figure=False)

@@ -1,7 +1,8 @@
 """Quotes a person reads on a page of short entries (an HTML definition list, as Debian's users-and-groups page):
 a quote never repeats one already given in the same answer (two of its sentences reaching the same lines); a
 sentence that ends in a stop inside closing quotes ends there, so the next entry's term is not glued to its end;
-and a greeting in the middle of a conversation asks the documents nothing. A real kernel, embedding model and MCP
+a greeting in the middle of a conversation asks the documents nothing; and a follow-up of a follow-up keeps the first
+question's subject. A real kernel, embedding model and MCP
 (`chat_with_documents`, extractive)."""
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from foldermind.protocol.messages import ChatTurn
+from foldermind.workers.answers.engine import subject
 from foldermind.workers.indexer.evidence import reach, sentences
-from foldermind.workers.questions import small_talk
+from foldermind.workers.questions import small_talk, words_of_its_own
 from tests.test_answers import chat, check_markers, serving
 from tests.test_evidence_units import _hit, _span
 
@@ -125,3 +128,61 @@ def test_a_greeting_in_a_conversation_asks_nothing_and_the_next_follow_up_keeps_
     assert hi["grounded"] is False and hi["citations"] == [], hi  # was the games quote, twice, grounded
     why = ask(served, "and why?", session)  # leans on the games question, not on "hi"
     assert why["grounded"] and "high score" in why["answer"], why
+
+
+def test_a_follow_up_leans_on_the_previous_question_as_it_was_resolved() -> None:
+    history: list[ChatTurn] = [
+        {"question": "What does the sync user's shell do?", "answer": "a"},
+        {"question": "Which group are games sgid to?", "answer": "b"},
+        {"question": "and why?", "answer": "c"},
+        {"question": "thanks", "answer": "d"},
+    ]
+    assert subject(history) == "Which group are games sgid to? and why?"  # "and why?" asked about games
+    assert subject(history[:2]) == "Which group are games sgid to?"  # a question naming something is its own subject
+    assert subject([{"question": "why? " * 200, "answer": ""}]) == ("why? " * 100).strip()  # the latest
+
+
+@pytest.mark.parametrize("question", ["why?", "and is that so?", "How?", "and what about that?"])
+def test_a_turn_that_names_nothing_has_no_words_of_its_own(question: str) -> None:
+    assert not words_of_its_own(question)
+
+
+@pytest.mark.parametrize("question", ["and which group do games use?", "what about -E?", "and in 2019?"])
+def test_a_turn_that_names_something_has_words_of_its_own(question: str) -> None:
+    assert words_of_its_own(question)
+
+
+def test_a_follow_up_of_a_follow_up_keeps_the_first_question_s_subject(served: Any) -> None:
+    session = None
+    for question in ("Which group are games sgid to?", "and why?", "is that so?"):
+        out = ask(served, question, session)
+        session = out["session_id"]
+    assert out["grounded"] and "high score" in out["answer"], out  # was refused: it leaned on "and why?" alone
+
+
+def test_a_term_or_title_taken_in_over_its_description_is_set_off_by_a_colon() -> None:
+    text = (
+        "Chapter 2.\nUsers and Groups\nMany users have a corresponding group.\n"
+        "games\nMany games are sgid to games. This is explained in Debian Policy.\nman\n"
+    )
+    found = sentences.split(text)
+    at = [s.text for s in found].index("Many games are sgid to games.")
+    first, last = reach.quoted(found, at, frozenset(), False, text)
+    assert (first, last) == (at - 1, at + 1)  # the chosen sentence and what it takes in: unchanged
+    quote = "games: Many games are sgid to games. This is explained in Debian Policy."
+    assert reach.joined(found, first, last, frozenset(), text) == quote  # was "games Many games ..."
+    first, last = reach.quoted(found, 2, frozenset(), False, text)
+    assert (
+        reach.joined(found, first, last, frozenset(), text)
+        == "Users and Groups: Many users have a corresponding group."
+    )
+    assert (
+        reach.joined(found, at, at + 1, frozenset(), text)
+        == "Many games are sgid to games. This is explained in Debian Policy."
+    )
+
+
+def test_a_quoted_entry_reads_its_term_apart_from_its_description(served: Any) -> None:
+    out = ask(served, "Why are games sgid to games?")
+    games = [c["quote"] for c in out["citations"] if "high score" in c["quote"]]
+    assert games and all(not q.startswith("games Many") for q in games), out["citations"]

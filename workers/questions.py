@@ -1,7 +1,7 @@
-"""What a question asks for, and which headings name nothing: pure text rules, shared by the indexer's evidence
-(:mod:`foldermind.workers.indexer.evidence.sentences`, :mod:`~foldermind.workers.indexer.evidence.evidence`) and the
-answer engine (:mod:`foldermind.workers.answers`), which reads a question's kind without loading the indexer (numpy,
-Tantivy, usearch) into the console or the front door.
+"""What a question asks for, which of its words name nothing, which headings name nothing: pure text rules, shared by
+the indexer's evidence (:mod:`foldermind.workers.indexer.evidence.sentences`,
+:mod:`~foldermind.workers.indexer.evidence.evidence`) and the answer engine (:mod:`foldermind.workers.answers`), which
+reads a question's kind without loading the indexer (numpy, Tantivy, usearch) into the console or the front door.
 """
 
 from __future__ import annotations
@@ -103,6 +103,32 @@ def parts(question: str) -> list[str]:
     statement before it: "The port is no longer maintained; what is now the best way ...?")."""
     found = [p.strip() for p in _PART_CUT.split(question) if p.strip()]
     return found if len(found) > 1 and all(_ASKS.match(p) for p in found) else [question]
+
+
+STOPWORDS = frozenset(
+    re.findall(
+        r"\S+",
+        """a about above after again against all also am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours yourself yourselves
+    shall may might must us upon whether within without via per among amongst across along around toward towards
+    tell say says said please know find according document documents source sources answer question
+    hi hello hey thanks thank thx bye goodbye ok okay cheers""",
+    )
+)
+"""Words that carry no content in a question to the documents: grammar, the talk around a request ("please tell
+me", "according to the documents") and greetings and thanks, which ask nothing."""
+
+
+def words_of_its_own(question: str) -> bool:
+    """Whether a turn names anything itself: a word that is not a stop word or a lone letter ("why?", "and is that
+    so?" name nothing; such a follow-up is about its conversation's subject only)."""
+    found = re.findall(r"[^\W_]+", question.lower())
+    flag = re.search(r"(?<![\w-])-[A-Za-z](?![\w-])", question) is not None  # "-E": an option, as content terms read it
+    return flag or any(w not in STOPWORDS and (len(w) > 1 or w.isdigit()) for w in found)
 
 
 _SMALL_TALK = frozenset(

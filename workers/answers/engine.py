@@ -15,8 +15,9 @@ Sessions live in this process's memory only, under keys namespaced by who asks (
 the asking client key's name, the console's ``console:``), so a session id can never name another caller's
 conversation; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond ``max_sessions``). Each
 holds an asyncio lock: one generation per session at a time, a second call on the same session waits its turn
-instead of racing (and a client cannot fan one session out into many). A follow-up is retrieved with the previous
-question in front of it (and alone), so "and the year before?" finds its subject.
+instead of racing (and a client cannot fan one session out into many). A follow-up is retrieved with its subject in
+front of it (and alone), so "and the year before?" finds it: the previous question as it was resolved (:func:`subject`;
+after "why?", the question "why?" asked about), so a follow-up of a follow-up keeps its subject.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from foldermind.workers.answers import likely, schemas
 from foldermind.workers.answers import quotes as answers
 from foldermind.workers.answers.quotes import Composed, Evidence
 from foldermind.workers.framework.asyncbus import Bus
-from foldermind.workers.questions import small_talk
+from foldermind.workers.questions import small_talk, words_of_its_own
 
 QUESTION_MAX = 2000
 """The longest question an answer takes (characters), from an MCP client or the console."""
@@ -55,6 +56,8 @@ CONTEXT_FILES = 5
 """Files an answer draws on unless the caller asks for another number."""
 HISTORY_TURNS = 6
 """Turns a session remembers; the llm worker keeps as many of the latest as fit its window."""
+SUBJECT_CHARS = 500
+"""The longest subject a follow-up is retrieved with (characters, the latest kept)."""
 
 TRANSIENT = frozenset({Fault.UNAVAILABLE, Fault.TIMEOUT, Fault.LOST})
 """A step's failures the caller did not cause: the chat reports them as the step's own code."""
@@ -79,11 +82,26 @@ def _generation_failed(exc: JobError) -> JobError:
     return JobError(ErrorCode.GENERATION_FAILED, exc.message)
 
 
+def subject(history: list[ChatTurn]) -> str:
+    """What the next turn of a conversation leans on: its previous question as it was resolved. A question that
+    names something (:func:`.questions.words_of_its_own`) is its own subject; one that names nothing ("why?", "is
+    that so?") was about the subject it leaned on, so that goes in front of it, back to the latest question that named
+    something. Small talk ("hi", "thanks") asked nothing and is passed over. The latest :data:`SUBJECT_CHARS`."""
+    asked: list[str] = []
+    for turn in reversed(history):
+        if small_talk(turn["question"]):
+            continue
+        asked.insert(0, turn["question"].strip())
+        if words_of_its_own(turn["question"]):
+            break
+    return " ".join(asked)[-SUBJECT_CHARS:].strip()
+
+
 def evidence_request(policy: LlmPolicy, question: str, context: str, max_files: int) -> EvidenceRequest:
-    """The ``evidence.request`` an answer sends: ``context`` is the previous question of its conversation."""
+    """The ``evidence.request`` an answer sends: ``context`` is the subject it leans on (:func:`subject`)."""
     return EvidenceRequest(
         question=question[:1000],
-        context=context[:500],
+        context=context[-SUBJECT_CHARS:],
         max_files=max_files,
         per_file=policy.chunks_per_file,
         max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
@@ -114,7 +132,7 @@ async def quote(bus: Bus, policy: LlmPolicy, question: str, previous: str, max_f
         raise _step_failed(exc, ErrorCode.RETRIEVAL_FAILED) from None
     evidence = Evidence(reply)
     quoted = answers.extractive(evidence, answers.Quoting.of(policy))
-    reading = await likely.read(bus, policy, question, previous[:500], reply, quoted)
+    reading = await likely.read(bus, policy, question, previous[-SUBJECT_CHARS:], reply, quoted)
     note = reply.note
     if not reply.passages:
         note = "no document matched the question"
@@ -254,8 +272,7 @@ class Chat:
         mode: schemas.AnswerMode,
         on_progress: Callable[[ChatPartial], None] | None,
     ) -> schemas.ChatOutput:
-        # The question a follow-up leans on: the last that asked something ("hi" or "thanks" in between asks nothing).
-        previous = next((t["question"] for t in reversed(session.history) if not small_talk(t["question"])), "")
+        previous = subject(session.history)
         first = await quote(self.bus, self.policy, query, previous, max_files)
         evidence, quoted, note, read = first.evidence, first.answer, first.note, first.reading
         shown = Shown(on_progress, self.policy.max_answer_tokens)

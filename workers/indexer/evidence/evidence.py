@@ -425,7 +425,7 @@ class EvidenceService:
         window is the sentence before and the one after that, line by line (an option's line stays its own)."""
         text = hits[c.passage].get("text", "")
         first, last = reach.quoted(c.siblings, c.at, c.titles, figure, text, then)
-        quoted = sentences.quote(text[c.siblings[first].start : c.siblings[last].end])
+        quoted = reach.joined(c.siblings, first, last, c.titles, text)
         before, after = c.siblings[max(0, first - 1)], c.siblings[min(len(c.siblings) - 1, last + 1)]
         window = "\n".join(line for line in map(sentences.quote, text[before.start : after.end].splitlines()) if line)
         w_first, w_last = before.line_start, after.line_end

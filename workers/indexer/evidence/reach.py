@@ -65,6 +65,18 @@ def goes_on(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
     return near and sentences.finished(after.text) and after.text.lower() not in titles
 
 
+def joined(siblings: list[Sentence], first: int, last: int, titles: frozenset[str], text: str) -> str:
+    """The quote of ``siblings[first..last]`` in the chunk's ``text``: its characters, white space collapsed, and a term
+    taken in over its description (:func:`_described`) set off by a colon, "games: Many games are sgid ...": the
+    line break between them read as a space glued the term to the quote ("games Many games ..."), a typo to a reader.
+    """
+    start = siblings[first].start
+    if first < last and _described(siblings, first + 1, titles, text):
+        term = sentences.quote(text[siblings[first].start : siblings[first].end])
+        return f"{term}: {sentences.quote(text[siblings[first + 1].start : siblings[last].end])}"
+    return sentences.quote(text[start : siblings[last].end])
+
+
 def _linked(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
     """Whether ``siblings[at]`` opens with a back-reference to the sentence just before it ("For this reason
     ...", "In this case ...", "These ..."), both being sentences of one paragraph (on adjacent lines, neither a

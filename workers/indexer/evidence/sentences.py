@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from foldermind.workers.indexer.storage.keyword.terms import stems
 from foldermind.workers.questions import DEFAULT, small_talk
+from foldermind.workers.questions import STOPWORDS as STOPWORDS
 from foldermind.workers.questions import asks_for_default as asks_for_default
 from foldermind.workers.questions import asks_for_entity as asks_for_entity
 from foldermind.workers.questions import asks_for_figure as asks_for_figure
@@ -59,20 +60,6 @@ _LEAD = re.compile(r"^(?:#{1,6}\s+|[-*\u2022\u2023\u25aa]\s+|>\s+)+")
 _WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*%?", re.UNICODE)
 _RULE = re.compile(r"([!-/:-@\[-`{-~])\1{2,}")
 """A line of one punctuation character (a reST title's adornment, a rule): never part of a sentence."""
-
-STOPWORDS = _wordset(
-    """a about above after again against all also am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have having
-    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
-    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
-    that the their theirs them themselves then there these they this those through to too under until up very
-    was we were what when where which while who whom why will with would you your yours yourself yourselves
-    shall may might must us upon whether within without via per among amongst across along around toward towards
-    tell say says said please know find according document documents source sources answer question
-    hi hello hey thanks thank thx bye goodbye ok okay cheers"""
-)
-"""Words that carry no content in a question to the documents: grammar, the talk around a request ("please tell
-me", "according to the documents") and greetings and thanks, which ask nothing."""
 
 NUMBER_WORDS = _wordset(
     """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
