@@ -152,16 +152,6 @@ def test_a_stdio_client_keeps_working_after_the_kernel_is_killed_and_started_aga
     survives(kernel, "legacy", kill_start)
 
 
-def test_calls_sent_while_the_front_door_restarts_are_answered_once_it_serves_again(kernel: RunningKernel) -> None:
-    """`foldermind restart frontdoor` with a client connected: the calls it sends meanwhile met a refused connection
-    (the old front door gone, its successor importing the SDK) and failed at once, CONNECTION_LOST; now they wait
-    for the new one (another port here: this home binds port 0) and are answered."""
-    for mode in ("legacy", "auto"):
-        before = int(mc.mcp_info(kernel.root)["pid"])
-        survives(kernel, mode, lambda: cli(kernel.root, "restart", "frontdoor"))
-        assert int(mc.mcp_info(kernel.root)["pid"]) != before  # a new front door answered
-
-
 def test_a_stdio_client_follows_a_restart_on_another_port(kernel: RunningKernel) -> None:
     override = kernel.home.supervisor_override
     config = override.read_text()

@@ -6,9 +6,8 @@ JSON body, which the SDK hands back to the client under the request's own id, an
 what happens to it (:class:`~.link.Link` reads the URL and the token again):
 
 - every request goes to where the front door serves now, with the token read last;
-- a refused connection (a stop, a kill, a restart, on another port or the same) reads where the front door serves
-  again, starting the supervisor if none runs, and tries there until one takes it; with none serving in time:
-  ``NOT_RUNNING``;
+- a refused connection (a stop, a kill, a restart on another port) reads where the front door serves again,
+  starting the supervisor if none runs, and tries there once; with none serving in time: ``NOT_RUNNING``;
 - a 401 (``token rotate``) reads the token again and tries once more; refused again: ``TOKEN_REFUSED``;
 - a 404 for the session (a restarted front door knows none of the old ones) opens a new session with the
   client's own ``initialize`` and tries once more. The bridge holds the session for its client: every request
@@ -23,17 +22,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
-import anyio
 import httpx2
 from mcp_types import INVALID_REQUEST
 
 from foldermind.kernel.cli.bridge.link import CALL_WAIT_S, BridgeFailure, Link
-
-RESTART_WAIT_S = 30.0
-"""How long a request the front door refused waits for one while the home's kernel runs: a restarted front door
-serves again once it has imported the MCP SDK and bound its port, seconds on a busy machine (slow is not hung)."""
 
 SESSION = "mcp-session-id"
 VERSION = "mcp-protocol-version"
@@ -119,29 +112,18 @@ class Guarded(httpx2.AsyncBaseTransport):
             request.headers[VERSION] = self.version
 
     async def _send(self, request: httpx2.Request) -> httpx2.Response | None:
-        """Send ``request``; where the connection is refused, again to where the front door serves now, until one
-        takes it: a refused request never reached a front door, so sending it again is safe. It waits
-        :data:`CALL_WAIT_S` for a front door, :data:`RESTART_WAIT_S` while the home's kernel runs (a front door
-        restarting: ``run/mcp.json`` may name the one that stopped until its successor binds). None when none
-        serves in time."""
+        """Send ``request``; where the connection is refused, once more to where the front door serves now
+        (None when none serves in time)."""
         try:
             return await self.inner.handle_async_request(request)
         except httpx2.ConnectError:
-            pass
-        start = time.monotonic()
-        while True:
-            wait_s = RESTART_WAIT_S if self.link.home.running_pid() is not None else CALL_WAIT_S
-            left = wait_s - (time.monotonic() - start)
             before = self.link.url
-            if left <= 0 or await self.link.serving(left) is None:
+            if await self.link.serving() is None:
                 return None
             if self.link.url != before:
                 print(f"foldermind: the front door serves at {self.link.url} now", file=sys.stderr, flush=True)
             self._dress(request, _method(await request.aread()) == "initialize")
-            try:
-                return await self.inner.handle_async_request(request)
-            except httpx2.ConnectError:
-                await anyio.sleep(0.1)
+            return await self.inner.handle_async_request(request)
 
     async def _stream(self, request: httpx2.Request) -> httpx2.Response:
         """A GET (the server's own stream) or DELETE, sent as it is to the front door serving now; a restart
