@@ -123,12 +123,21 @@ STOPWORDS = frozenset(
 me", "according to the documents") and greetings and thanks, which ask nothing."""
 
 
+FLAG = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
+"""A one-letter option (``-E``, ``-l``): its letter alone is no term, but the option is the subject of "What does
+chage -E do?" and the line that defines it. Kept with its case (``-l`` is not ``-L``)."""
+
+
+def carries_content(word: str) -> bool:
+    """Whether a lower-cased word carries content in a question: not a stop word, not a lone letter (a digit is)."""
+    return word not in STOPWORDS and (len(word) > 1 or word.isdigit())
+
+
 def words_of_its_own(question: str) -> bool:
-    """Whether a turn names anything itself: a word that is not a stop word or a lone letter ("why?", "and is that
-    so?" name nothing; such a follow-up is about its conversation's subject only)."""
+    """Whether a turn names anything itself: a word that carries content or a one-letter option ("why?", "and is
+    that so?" name nothing; such a follow-up is about its conversation's subject only)."""
     found = re.findall(r"[^\W_]+", question.lower())
-    flag = re.search(r"(?<![\w-])-[A-Za-z](?![\w-])", question) is not None  # "-E": an option, as content terms read it
-    return flag or any(w not in STOPWORDS and (len(w) > 1 or w.isdigit()) for w in found)
+    return FLAG.search(question) is not None or any(carries_content(w) for w in found)
 
 
 _SMALL_TALK = frozenset(

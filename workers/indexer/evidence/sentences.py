@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from foldermind.workers.indexer.storage.keyword.terms import stems
-from foldermind.workers.questions import DEFAULT, small_talk
+from foldermind.workers.questions import DEFAULT, FLAG, carries_content, small_talk
 from foldermind.workers.questions import STOPWORDS as STOPWORDS
 from foldermind.workers.questions import asks_for_default as asks_for_default
 from foldermind.workers.questions import asks_for_entity as asks_for_entity
@@ -176,11 +176,6 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-_FLAG = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
-"""A one-letter option (``-E``, ``-l``): its letter alone is no term, but the option is the subject of "What does
-chage -E do?" and the line that defines it. Kept with its case (``-l`` is not ``-L``)."""
-
-
 def asks_anything(question: str, context: str) -> bool:
     """Whether a turn asks the documents anything: a first question without a single content term ("hi", "thanks!",
     "who are you?") does not, however close a sentence of acknowledgements comes; a follow-up leans on the question
@@ -196,10 +191,10 @@ def content_terms(text: str) -> set[str]:
 def term_words(text: str) -> dict[str, str]:
     """Each of :func:`content_terms` with the word it was stemmed from (its first, lower-cased): a term is looked up
     in the index by its word, as the index stems it ("otherwise"), never by its stem ("otherwis" stems again)."""
-    out: dict[str, str] = {flag: flag for flag in _FLAG.findall(text)}
+    out: dict[str, str] = {flag: flag for flag in FLAG.findall(text)}
     for w in words(text):
         low = w.lower()
-        if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
+        if not carries_content(low):
             continue
         for term in stems(low) or (low,):
             out.setdefault(term, low)
@@ -239,7 +234,7 @@ def _name(word: str) -> bool:
 def name_terms(question: str) -> set[str]:
     """The terms of the question's names: words past its first written as names (capitalised, all capitals) or as
     code, and one-letter options ("Brotli", "MongoDB", "SMS", "-E"), not its everyday words."""
-    out = set(_FLAG.findall(question))
+    out = set(FLAG.findall(question))
     for w in words(question)[1:]:
         if _name(w) or _CODE.fullmatch(w):
             out.update(stems(w.lower()) or (w.lower(),))
