@@ -141,6 +141,25 @@ def test_text_without_a_known_suffix_is_found_and_excluded_files_are_not(
     assert "drafts/later.txt" not in states(show(k, folder_id))
 
 
+def test_a_folder_is_found_by_the_name_status_shows_unless_two_share_it(
+    world: tuple[RunningKernel, Path, str],
+) -> None:
+    k, docs, folder_id = world
+    assert show(k, "Docs") == show(k, folder_id)  # `status` shows "folder  Docs  PATH"
+    found = json.loads(cli(k.root, "search", "quokkas", "--folder", "Docs", "--mode", "keyword", "--json").stdout)
+    assert [Path(r["file_path"]).name for r in found["results"]] == ["README"], found
+    twin = docs.parent / "twin"
+    twin.mkdir()
+    cli(k.root, "folders", "add", str(twin), "--name", "Docs")
+    try:
+        refused = cli(k.root, "folders", "show", "Docs", check=False)
+        assert refused.returncode != 0 and "2 Smart Folders are named 'Docs'" in refused.stderr, refused
+        refused = cli(k.root, "search", "quokkas", "--folder", "Docs", check=False)
+        assert refused.returncode != 0 and "2 Smart Folders are named 'Docs'" in refused.stderr, refused
+    finally:
+        cli(k.root, "folders", "remove", str(twin))
+
+
 def test_summary_of_a_corrupt_pdf_says_it_failed_and_why(world: tuple[RunningKernel, Path, str]) -> None:
     k, docs, folder_id = world
     reason = states(show(k, folder_id, "--failed"))["broken.pdf"][1]
