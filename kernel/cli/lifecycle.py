@@ -65,7 +65,7 @@ def start(foreground: bool, port: int | None, detached: bool, demo_folder: str |
         os.environ["FOLDERMIND_MCP_PORT"] = str(port)
     pid = home.running_pid()
     if pid is not None:
-        click.echo(f"foldermind is already running (pid {pid}).")
+        _already_running(home, pid)
         return
     _refuse_shared_index(home)
     demo = os.path.abspath(demo_folder) if demo_folder else None
@@ -74,6 +74,16 @@ def start(foreground: bool, port: int | None, detached: bool, demo_folder: str |
     _start_background(home, config)
     if demo:
         _register_demo(home, demo)
+
+
+def _already_running(home: Home, pid: int | None) -> None:
+    """A second `start` (a second `make run`, its first terminal forgotten): where the running one serves."""
+    click.echo(f"foldermind is already running (pid {pid}).")
+    if (mcp := home.serving_mcp_info()) is not None:
+        click.echo(f"MCP: {mcp['url']}")
+    if (console := home.serving_console_info()) is not None:
+        click.echo(f"console: {console['url']}  (`{typed(home, 'console')}` opens it signed in)")
+    click.echo(f"`{typed(home, 'status')}` shows it; `{typed(home, 'stop')}` stops it.")
 
 
 def _refuse_shared_index(home: Home) -> None:
@@ -121,7 +131,7 @@ def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool,
     lock = KernelLock(home)
     if not lock.acquire():
         _refuse_shared_index(home)
-        click.echo(f"foldermind is already running (pid {home.running_pid()}).")
+        _already_running(home, home.running_pid())
         return 0
     logs.setup(
         home.log_file("kernel"),
