@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from foldermind.kernel.cli.common import (
+    DEMO_DESCRIPTION,
     chunks_line,
     connect,
     current_home,
@@ -70,6 +71,12 @@ def folders_add(path: str, name: str, description: str, wait: bool) -> None:
     home = current_home()
     folder = _call(home, "indexer", FolderAddRequest(os.path.abspath(path), name, description), FolderAddReply).folder
     click.echo(f"registered {folder['name']} ({folder['id']}): {folder['path']}")
+    demo = next((f for f in _folders(home) if f["description"] == DEMO_DESCRIPTION and f["id"] != folder["id"]), None)
+    if demo is not None:  # `make run`'s demo, foldermind's own pages, would come up in the searches of yours
+        click.echo(
+            f"the demo folder (foldermind's own docs) is still searched with yours:"
+            f" `{typed(home, 'folders', 'remove', demo['path'])}` takes it out"
+        )
     if wait:
         _wait_indexed(home, folder["id"])
 

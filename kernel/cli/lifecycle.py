@@ -16,6 +16,7 @@ import psutil
 from foldermind.kernel import __version__
 from foldermind.kernel.cli.clients.facts import CLIENTS
 from foldermind.kernel.cli.common import (
+    DEMO_DESCRIPTION,
     activate_hint,
     connect,
     current_config,
@@ -111,7 +112,7 @@ def _register_demo(home: Home, folder: str) -> None:
         if existing:
             return
         try:
-            client.request("indexer", FolderAddRequest(folder, "demo", "foldermind's own docs"), FolderAddReply)
+            client.request("indexer", FolderAddRequest(folder, "demo", DEMO_DESCRIPTION), FolderAddReply)
         except BusError as exc:
             click.echo(f"could not register the demo folder: {exc}", err=True)
             return
