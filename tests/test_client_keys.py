@@ -245,6 +245,9 @@ def test_every_call_leaves_an_activity_row_and_no_query_text_anywhere(world: dic
     listed = [e for e in json.loads(cli(k.root, "token", "list", "--json").stdout) if e["name"] == "work-agent"]
     assert [e["folders"] for e in listed] == [[world["ids"]["work"]]]
     assert listed[0]["last_used"] and "token" not in listed[0]
+    # The scope as the user named it ("--folders work"), not the bare id only (on main: "work-agent: ID; ...").
+    text = cli(k.root, "token", "list").stdout.splitlines()
+    assert any(line.startswith(f"work-agent: work ({world['ids']['work']}); created ") for line in text), text
 
 
 def test_a_revoked_key_is_refused_at_once_and_its_open_session_closed(world: dict[str, Any]) -> None:

@@ -146,6 +146,15 @@ def test_every_clients_snippet_parses_with_its_format_and_holds_the_documented_k
     assert vscode["inputs"] == [VSCODE_INPUT]
 
 
+def test_each_snippet_offers_the_install_of_its_own_form(env: tuple[Path, Path]) -> None:
+    # On main the URL form's snippet offered `config install --client zed`, which writes the command form.
+    _, fm = env
+    for name, form, install in (("zed", "--http", "--client zed --http"), ("cursor", "--stdio", "--client cursor")):
+        said = run(fm, "config", "snippet", "--client", name, form).stderr
+        line = next(x for x in said.splitlines() if x.startswith("# or let foldermind merge it in: "))
+        assert line.endswith(f"config install {install}`"), line
+
+
 def test_claude_desktop_gets_the_command_form_and_is_told_why_there_is_no_url_form(env: tuple[Path, Path]) -> None:
     _, fm = env
     default = run(fm, "config", "snippet", "--client", "claude-desktop")

@@ -63,6 +63,7 @@ def write_docs(root: Path) -> Path:
     (docs / "guide.md").write_text(f"# Setup\n\nInstall the package, then search your notes for a {MARKER}.\n")
     (docs / "fox.txt").write_text("The quick brown fox jumps over the lazy dog.\n")
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
+    (docs / "layers.psd").write_bytes(b"8BPS\x00\x01" * 50)  # a format no parser reads
     make_pdf(docs / "report.pdf", [["Cover page of the report"], [f"The {PDF_WORD} figures are on this page."]])
     (root / "outside.txt").write_text("secret text outside every Smart Folder\n")
     (docs / "escape.txt").symlink_to(root / "outside.txt")
@@ -161,6 +162,8 @@ def test_a_link_from_the_cli_signs_in_once_with_a_strict_cookie_and_the_overview
     assert "broken.pdf" in page and re.search(
         r'broken\.pdf</code> <span class="status">(failed|skipped)</span>: \S', page
     )
+    # And the files no parser reads, as `status` counts them (on main the page did not say).
+    assert '<p class="unsupported">1 not read (other formats: .psd 1)</p>' in page, page[-2500:]
 
 
 def test_foldermind_console_opens_a_fresh_link_in_the_default_browser(served: Any, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from tests.config import merge
-from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, only_workers, wait_found
+from tests.helpers import FAST_RESTART, ONE_PARSER, RunningKernel, cli, only_workers, wait_found
 
 REPO = Path(__file__).resolve().parents[1]
 NOANSWER = REPO / "tests" / "bench" / "factoid_data" / "noanswer2.jsonl"
@@ -38,5 +38,15 @@ def test_make_run_registers_a_demo_of_the_users_pages_without_the_benchmark_page
         k.start("--demo-folder", str(demo))
         wait_found(k, "pipx", {"README.md"}, 120, "the demo's README searchable")
         assert not k.search('"good evening"')["results"]
+        # The user's own first folder: told that the demo is still searched with it, and how to take it out.
+        mine = home_dir / "mine"
+        mine.mkdir()
+        said = cli(k.root, "folders", "add", str(mine)).stdout
+        assert "the demo folder (foldermind's own docs) is still searched with yours" in said, said
+        assert f"folders remove {demo.resolve()}` takes it out" in said, said
+        other = home_dir / "other"
+        other.mkdir()
+        cli(k.root, "folders", "remove", str(demo.resolve()))
+        assert "demo folder" not in cli(k.root, "folders", "add", str(other)).stdout  # once it is gone, nothing
     finally:
         k.stop()

@@ -40,6 +40,11 @@ def world() -> Iterator[tuple[RunningKernel, Path, str]]:
     (docs / "legacy.dat").write_text("Pangolins roll into a ball.\n", encoding="utf-16")  # a BOM, then NULs
     (docs / "drafts" / "secret.txt").write_text("Narwhals have one long tooth.\n")
     (docs / "old.bak").write_text("Walruses rest on the ice.\n")
+    # Links leading out of the folder, one named as a format a parser reads and one as none: no files of it.
+    (root / "elsewhere.txt").write_text("Not this folder's.\n")
+    (root / "elsewhere.bin").write_bytes(b"\x00\x01\x02\xff" * 300)
+    (docs / "linked-out.txt").symlink_to(root / "elsewhere.txt")
+    (docs / "linked-out.xyz").symlink_to(root / "elsewhere.bin")
     k = RunningKernel(root, merge(only_workers("watcher", "parser", "indexer", "frontdoor"), ONE_PARSER, RULES))
     try:
         k.start()
@@ -98,6 +103,18 @@ def test_folders_show_lists_each_file_with_its_state_and_reason(world: tuple[Run
     assert [line.split()[0] for line in unsupported_only[3:]] == ["unsupported"], unsupported_only
 
 
+def test_a_link_out_of_the_folder_is_not_listed_as_a_format_no_parser_reads(
+    world: tuple[RunningKernel, Path, str],
+) -> None:
+    k, _docs, folder_id = world
+    listing = show(k, folder_id)
+    got = states(listing)
+    assert "linked-out.txt" not in got and "linked-out.xyz" not in got, got
+    assert listing["folder"]["unsupported"] == {".xyz": 1}, listing["folder"]  # blob.xyz alone, no ".txt"
+    text = cli(k.root, "folders", "show", folder_id, "--unsupported").stdout
+    assert "no parser reads .txt files" not in text and "linked-out" not in text, text
+
+
 def test_status_and_folders_list_count_failed_and_skipped_apart(world: tuple[RunningKernel, Path, str]) -> None:
     k, _docs, _ = world
     counts = "1 failed, 1 skipped, 1 not read (other formats: .xyz 1)"
@@ -122,6 +139,25 @@ def test_text_without_a_known_suffix_is_found_and_excluded_files_are_not(
     assert keyword(k, "capybaras") == ["ChangeLog"]
     assert keyword(k, "okapis") == []
     assert "drafts/later.txt" not in states(show(k, folder_id))
+
+
+def test_a_folder_is_found_by_the_name_status_shows_unless_two_share_it(
+    world: tuple[RunningKernel, Path, str],
+) -> None:
+    k, docs, folder_id = world
+    assert show(k, "Docs") == show(k, folder_id)  # `status` shows "folder  Docs  PATH"
+    found = json.loads(cli(k.root, "search", "quokkas", "--folder", "Docs", "--mode", "keyword", "--json").stdout)
+    assert [Path(r["file_path"]).name for r in found["results"]] == ["README"], found
+    twin = docs.parent / "twin"
+    twin.mkdir()
+    cli(k.root, "folders", "add", str(twin), "--name", "Docs")
+    try:
+        refused = cli(k.root, "folders", "show", "Docs", check=False)
+        assert refused.returncode != 0 and "2 Smart Folders are named 'Docs'" in refused.stderr, refused
+        refused = cli(k.root, "search", "quokkas", "--folder", "Docs", check=False)
+        assert refused.returncode != 0 and "2 Smart Folders are named 'Docs'" in refused.stderr, refused
+    finally:
+        cli(k.root, "folders", "remove", str(twin))
 
 
 def test_summary_of_a_corrupt_pdf_says_it_failed_and_why(world: tuple[RunningKernel, Path, str]) -> None:

@@ -627,6 +627,14 @@ def test_malformed_documents_fail_with_the_reason(tmp_path: Path, maker: Callabl
     assert err.value.code == "parse_failed" and err.value.message.startswith(reason)
 
 
+def test_every_line_break_becomes_a_newline_nuls_go_and_lone_surrogates_are_replaced() -> None:
+    breaks = "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"
+    text = "".join(f"line {i}{b}" for i, b in enumerate(breaks)) + "a\x00b \ud800 é\u00a0end"
+    expected = "".join(f"line {i}\n" for i in range(len(breaks))) + "ab \ufffd é\u00a0end"
+    assert normalize(text) == expected
+    assert normalize("plain\nunchanged\ttext") == "plain\nunchanged\ttext"
+
+
 def test_text_with_a_few_invalid_bytes_and_nuls_is_text_but_mostly_nuls_is_not() -> None:
     text = decode_text("Café\n".encode() + b"odd \xff byte\x00\n" + b"plain line\n" * 30)
     assert text.startswith("Café\nodd \ufffd byte")

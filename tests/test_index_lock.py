@@ -46,7 +46,7 @@ def test_commands_from_another_sockets_folder_reach_the_kernel_that_serves_the_i
 
         second = foldermind(client, "start")  # finds the kernel, never starts a second one
         assert second.returncode == 0, second.stdout + second.stderr
-        assert second.stdout.strip() == f"foldermind is already running (pid {pid}).", second.stdout
+        assert second.stdout.splitlines()[0] == f"foldermind is already running (pid {pid}).", second.stdout
         status = foldermind(client, "status")  # on main: "foldermind is not running."
         assert status.returncode == 0, status.stdout + status.stderr
         assert status.stdout.startswith(f"kernel  pid {pid} "), status.stdout

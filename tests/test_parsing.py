@@ -26,6 +26,7 @@ from foldermind.workers.parser.chunker import chunk, load_tokenizer
 from foldermind.workers.parser.formats import (
     ENCRYPTED_PDF,
     NO_TEXT_PDF,
+    NOT_PDF,
     NOT_TEXT,
     ZIP_BOMB,
     ParsedDocument,
@@ -220,6 +221,13 @@ def test_corrupt_pdf(tmp_path: Path) -> None:
     assert err.code == "parse_failed"
     assert err.message.startswith("corrupt PDF: ")
     assert parse_error(write(tmp_path / "empty.pdf", b"")).message.startswith("corrupt PDF: ")
+
+
+def test_a_file_of_another_format_named_pdf_is_said_to_be_no_pdf(tmp_path: Path) -> None:
+    html = b"<!DOCTYPE html><html><body>Saved from a browser as report.pdf</body></html>"
+    assert parse_error(write(tmp_path / "report.pdf", html)).message == NOT_PDF
+    junk_first = b"\r\n" * 20 + make_pdf([["A header after some junk is still a PDF."]])
+    assert "still a PDF" in parse_file(write(tmp_path / "late.pdf", junk_first), 50 * MB).text
 
 
 # ------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from tests.helpers import (
     RunningKernel,
     cli,
     cli_process,
+    only_workers,
     remove_tree,
     short_tmpdir,
     status_json,
@@ -85,6 +86,27 @@ def test_status_json_has_the_spec_shape_and_every_worker_answers(kernel: Running
     for name in DEFAULT_MAP:
         assert name in text
     assert "whole tree" in text
+
+
+def test_a_second_start_says_where_the_running_one_serves_and_how_to_stop_it(home_dir: Path) -> None:
+    # A second `make run` in another terminal printed only "already running (pid N)".
+    k = RunningKernel(
+        home_dir,
+        merge(
+            FAST_RESTART, only_workers("indexer", "frontdoor", "console"), {"mcp": {"port": 0}, "console": {"port": 0}}
+        ),
+    )
+    try:
+        k.start()
+        mcp = k.status().mcp["url"]
+        console = wait_for(lambda: (k.status().console or {}).get("url"), 60, what="the console's URL in status")
+        for args in (("start",), ("start", "--foreground")):
+            out = cli(k.root, *args).stdout.splitlines()
+            assert out[0] == f"foldermind is already running (pid {k.kernel_pid}).", out
+            assert f"MCP: {mcp}" in out and any(line.startswith(f"console: {console}") for line in out), out
+            assert out[-1].endswith("stop` stops it."), out
+    finally:
+        k.stop()
 
 
 @pytest.mark.light_map

@@ -77,3 +77,19 @@ def test_a_job_that_does_not_stop_before_the_release_s_deadline_keeps_the_model_
     finally:
         deaf.set()
         job.join(30)
+
+
+def test_a_stop_withdraws_every_background_job_in_hand_whoever_asked_for_it() -> None:
+    # On main a summary in hand at Ctrl-C ran to its end, past the kernel's 5 s grace: the llm was SIGKILLed.
+    w, steps = worker(), list[str]()
+    jobs = []
+    for job_id, caller in (("s5", "indexer.ingest"), ("s6", "someone.else")):
+        w.background_began(job_id, caller)
+        jobs.append(summary(w, job_id, steps))
+        jobs[-1].start()
+    wait_for(lambda: steps, 30, 0.01, "the summaries making tokens")
+    w.withdraw_all()
+    for job in jobs:
+        job.join(30)
+    assert steps.count("stopped") == 2, steps
+    assert not w.withdrawn("s5") and not w.withdrawn("s6")  # forgotten once they ended

@@ -106,17 +106,28 @@ def document_name(path: str, root: str, rules: Rules = NO_RULES) -> bool:
     return may_be_document(path, root, rules) and rules.known_format(os.path.basename(path)) is not None
 
 
+def _inside(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip("/") + "/")
+
+
 def eligible_path(path: str, root: str, rules: Rules = NO_RULES) -> bool:
     """``path`` (inside ``root``) is eligible: it may be a document, it resolves, symlinks followed, to a
     regular file inside ``root``, and its name or (no known suffix) its first bytes say a format."""
     if not may_be_document(path, root, rules):
         return False
-
-    def inside(real: str) -> bool:
-        return real == root or real.startswith(root.rstrip("/") + "/")
-
     real = os.path.realpath(path)
-    return inside(real) and os.path.isfile(real) and rules.format_of(path, inside) is not None
+    return (
+        _inside(real, root) and os.path.isfile(real) and rules.format_of(path, lambda r: _inside(r, root)) is not None
+    )
+
+
+def unread_format(path: str, root: str, rules: Rules = NO_RULES) -> bool:
+    """``path``, not eligible, is a file of the folder that no parser reads: a regular file inside ``root``
+    (symlinks followed) whose name says no format. A link leading out of the folder is no file of it, and
+    one whose name says a format is no "format no parser reads" (it is left out as the module says)."""
+    real = os.path.realpath(path)
+    name = os.path.basename(path)
+    return _inside(real, root) and os.path.isfile(real) and not ignored_name(name) and rules.known_format(name) is None
 
 
 def sendable(path: str) -> bool:
@@ -167,7 +178,7 @@ def scan(
                         continue
                     st = entry.stat(follow_symlinks=True)
                     found.append(FileEntry(path=entry.path, size=st.st_size, mtime_ns=st.st_mtime_ns))
-                elif unsupported is not None and entry.is_file() and not ignored_name(entry.name):
+                elif unsupported is not None and unread_format(entry.path, root, rules):
                     suffix = suffix_of(entry.name)
                     unsupported[suffix] = unsupported.get(suffix, 0) + 1
                     if listed is not None and len(listed) < MAX_UNSUPPORTED_LISTED:

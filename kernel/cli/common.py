@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 NOT_RUNNING_EXIT = 3
+DEMO_DESCRIPTION = "foldermind's own docs"
+"""The description `start --demo-folder` (`make run`) registers its demo folder with: how it is told apart later."""
 
 
 def home_option(func: F) -> F:

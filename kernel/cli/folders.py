@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from foldermind.kernel.cli.common import (
+    DEMO_DESCRIPTION,
     chunks_line,
     connect,
     current_home,
@@ -70,6 +71,12 @@ def folders_add(path: str, name: str, description: str, wait: bool) -> None:
     home = current_home()
     folder = _call(home, "indexer", FolderAddRequest(os.path.abspath(path), name, description), FolderAddReply).folder
     click.echo(f"registered {folder['name']} ({folder['id']}): {folder['path']}")
+    demo = next((f for f in _folders(home) if f["description"] == DEMO_DESCRIPTION and f["id"] != folder["id"]), None)
+    if demo is not None:  # `make run`'s demo, foldermind's own pages, would come up in the searches of yours
+        click.echo(
+            f"the demo folder (foldermind's own docs) is still searched with yours:"
+            f" `{typed(home, 'folders', 'remove', demo['path'])}` takes it out"
+        )
     if wait:
         _wait_indexed(home, folder["id"])
 
@@ -220,14 +227,19 @@ PAGE = 500
 @click.option("--unsupported", is_flag=True, help="Files no parser reads (by suffix; the first 200 by name).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def folders_show(folder: str, failed: bool, skipped: bool, unsupported: bool, as_json: bool) -> None:
-    """Every file of the Smart Folder FOLDER (its id or path) with its state (indexed, pending, failed, skipped,
+    """Every file of the Smart Folder FOLDER (its id, path or name) with its state (indexed, pending, failed, skipped,
     unsupported) and the reason it is not indexed; --failed, --skipped, --unsupported show only those."""
     home = current_home()
     wanted = [s for s, on in zip(STATES, (failed, skipped, unsupported), strict=True) if on]
     target = os.path.realpath(folder) if os.path.isdir(folder) else folder  # as the indexer registers a path
-    info = next((f for f in _folders(home) if target in (f["id"], f["path"])), None)
+    known = _folders(home)
+    info = next((f for f in known if target in (f["id"], f["path"])), None)
+    named = [f for f in known if f["name"] == folder]
+    if info is None and len(named) == 1:  # its name, as `status` shows it, when no other folder has it
+        info = named[0]
     if info is None:
-        raise click.ClickException(f"no Smart Folder {folder!r}: {typed(home, 'folders', 'list')} shows them")
+        many = f"{len(named)} Smart Folders are named" if named else "no Smart Folder"
+        raise click.ClickException(f"{many} {folder!r}: {typed(home, 'folders', 'list')} shows them")
     files = _documents(home, info["id"], [s for s in wanted if s != "unsupported"]) if wanted != ["unsupported"] else []
     if not wanted or "unsupported" in wanted:
         status = _call(home, "indexer", IndexStatusRequest(max_failures=0, folder=info["id"]), IndexStatusReply)
@@ -286,7 +298,7 @@ def _unsupported(path: str) -> dict[str, Any]:
 @home_option
 @click.argument("folder")
 def folders_remove(folder: str) -> None:
-    """Unregister a Smart Folder (by id or path) and purge its index entries, with the criteria folders within
+    """Unregister a Smart Folder (by id, path or name) and purge its index entries, with the criteria folders within
     it; or remove a criteria folder (by id or name). Files are never touched."""
     home = current_home()
     target = os.path.abspath(folder) if os.path.exists(folder) else folder

@@ -16,6 +16,7 @@ import psutil
 from foldermind.kernel import __version__
 from foldermind.kernel.cli.clients.facts import CLIENTS
 from foldermind.kernel.cli.common import (
+    DEMO_DESCRIPTION,
     activate_hint,
     connect,
     current_config,
@@ -65,7 +66,7 @@ def start(foreground: bool, port: int | None, detached: bool, demo_folder: str |
         os.environ["FOLDERMIND_MCP_PORT"] = str(port)
     pid = home.running_pid()
     if pid is not None:
-        click.echo(f"foldermind is already running (pid {pid}).")
+        _already_running(home, pid)
         return
     _refuse_shared_index(home)
     demo = os.path.abspath(demo_folder) if demo_folder else None
@@ -74,6 +75,16 @@ def start(foreground: bool, port: int | None, detached: bool, demo_folder: str |
     _start_background(home, config)
     if demo:
         _register_demo(home, demo)
+
+
+def _already_running(home: Home, pid: int | None) -> None:
+    """A second `start` (a second `make run`, its first terminal forgotten): where the running one serves."""
+    click.echo(f"foldermind is already running (pid {pid}).")
+    if (mcp := home.serving_mcp_info()) is not None:
+        click.echo(f"MCP: {mcp['url']}")
+    if (console := home.serving_console_info()) is not None:
+        click.echo(f"console: {console['url']}  (`{typed(home, 'console')}` opens it signed in)")
+    click.echo(f"`{typed(home, 'status')}` shows it; `{typed(home, 'stop')}` stops it.")
 
 
 def _refuse_shared_index(home: Home) -> None:
@@ -101,7 +112,7 @@ def _register_demo(home: Home, folder: str) -> None:
         if existing:
             return
         try:
-            client.request("indexer", FolderAddRequest(folder, "demo", "foldermind's own docs"), FolderAddReply)
+            client.request("indexer", FolderAddRequest(folder, "demo", DEMO_DESCRIPTION), FolderAddReply)
         except BusError as exc:
             click.echo(f"could not register the demo folder: {exc}", err=True)
             return
@@ -121,7 +132,7 @@ def _run_foreground(home: Home, config: SupervisorConfig, log_to_terminal: bool,
     lock = KernelLock(home)
     if not lock.acquire():
         _refuse_shared_index(home)
-        click.echo(f"foldermind is already running (pid {home.running_pid()}).")
+        _already_running(home, home.running_pid())
         return 0
     logs.setup(
         home.log_file("kernel"),

@@ -183,6 +183,12 @@ class Worker:
         """A release of this job's caller asked it to stop: it ends at its next step, retryable, holding nothing."""
         return job_id in self._withdrawing
 
+    def withdraw_all(self) -> None:
+        """Stopping: every background job in hand ends at its next step, retryable (its caller asks again), rather
+        than run to its end past the kernel's grace and be killed (a summary at Ctrl-C)."""
+        with self._background_ended:
+            self._withdrawing |= set(self._background)
+
     def _withdraw(self, caller: str, deadline: float) -> bool:
         """Withdraw ``caller``'s background jobs in hand and wait for them to end (until a second before the
         release's ``deadline``, epoch seconds, 0 = none); False if one did not."""

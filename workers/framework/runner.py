@@ -6,11 +6,11 @@ kinds a worker marks ``side_by_side`` or ``background`` run on a few threads bes
 (:meth:`Worker.handlers`); a :class:`JobError` becomes a typed error reply, any other exception ``internal`` (the
 traceback stays in this worker's log).
 
-SIGTERM asks for a graceful stop: the job in hand finishes, a ``worker.disconnect`` is sent, then
-``teardown()`` runs. An on-demand worker (``idle_exit_s`` > 0) idle that long, or released, asks the kernel to
-go and serves on until the kernel agrees. A remote worker that the heartbeat thread
-(:mod:`foldermind.workers.framework.heartbeat`) finds cut off, or that the kernel dismisses as already lost, rejoins
-with new sockets (a new READY, same name, model kept).
+SIGTERM asks for a graceful stop: the job in hand finishes (a ``background`` one is withdrawn: it stops at its
+next step, retryable), a ``worker.disconnect`` is sent, then ``teardown()`` runs. An on-demand worker
+(``idle_exit_s`` > 0) idle that long, or released, asks the kernel to go and serves on until the kernel agrees. A
+remote worker that the heartbeat thread (:mod:`foldermind.workers.framework.heartbeat`) finds cut off, or that the
+kernel dismisses as already lost, rejoins with new sockets (a new READY, same name, model kept).
 """
 
 from __future__ import annotations
@@ -156,6 +156,7 @@ class Runner:
             self._ask_idle()
         dropped = self.rejoin and not self.signalled
         if self.side is not None and not dropped:
+            self.worker.withdraw_all()  # background jobs stop at their next step; side-by-side ones finish
             self.side.finish()  # the jobs in hand on side threads end and are answered, as the job thread's is
         if dropped:
             # The kernel dropped this member already; a goodbye could block on a socket with no peer.

@@ -343,7 +343,8 @@ class IndexerWorker(Worker):
 
     def on_folder_documents(self, req: Request[FolderDocumentsRequest]) -> Result:
         body, visible = req.body, visibility.current()
-        folder_id = self.store.folders.find(body.folder).id if body.folder else None
+        sees = None if visible is None else visible.sees_folder
+        folder_id = self.store.folders.find(body.folder, sees).id if body.folder else None
         if visible is not None and folder_id is not None and not visible.sees_folder(folder_id):
             raise visibility.hidden_folder(body.folder)
         limit = max(1, min(int(body.limit), MAX_DOCUMENT_PAGE))

@@ -275,7 +275,8 @@ class DocumentService:
     def status(self, body: IndexStatusRequest) -> IndexStatusReply:
         limit = body.max_failures if _is_int(body.max_failures) else 20
         visible = visibility.current()
-        folder_id = self.store.folders.find(body.folder).id if body.folder else None
+        sees = None if visible is None else visible.sees_folder
+        folder_id = self.store.folders.find(body.folder, sees).id if body.folder else None
         if visible is not None and folder_id is not None and folder_id not in visible.folders:
             raise visibility.hidden_folder(body.folder)
         shown = [f for f in self.store.folders.all() if visible is None or f.id in visible.folders]

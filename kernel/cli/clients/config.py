@@ -143,7 +143,8 @@ def config_snippet(name: str | None, stdio: bool, http: bool, as_json: bool) -> 
             click.echo(f"# {hint}", err=True)
         if name == "claude-code":
             click.echo(f"# or run: {claude_mcp_add(home, stdio, t)}", err=True)
-        click.echo(f"# or let foldermind merge it in: `{typed(home, 'config', 'install', '--client', name)}`", err=True)
+        install = typed(home, "config", "install", "--client", name, *([] if stdio else ["--http"]))  # the same form
+        click.echo(f"# or let foldermind merge it in: `{install}`", err=True)
     say_url_source(t, stdio)
 
 

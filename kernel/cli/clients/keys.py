@@ -8,6 +8,7 @@ Smart Folder ids, resolved here from ids or names through the running indexer.
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from typing import Any
 
 import click
@@ -19,6 +20,24 @@ from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime import activity as activity_rows
 from foldermind.protocol.runtime.client_keys import ClientKey, ClientKeyError, ClientKeys
 from foldermind.protocol.runtime.home import Home
+
+
+def folder_names(home: Home) -> dict[str, str]:
+    """Every Smart Folder's name by id (path and criteria folders), from the running indexer; {} when it is not
+    running."""
+    if home.running_pid() is None:
+        return {}
+    with connect(home) as client, suppress(BusError, JobError):
+        reply = client.request("indexer", FolderListRequest(with_criteria=True), FolderListReply, timeout=5).body
+        return {f["id"]: f["name"] for f in [*reply.folders, *reply.criteria]}
+    return {}
+
+
+def scope_text(ids: list[str] | tuple[str, ...] | None, names: dict[str, str], every: str = "every folder") -> str:
+    """A key's scope as people named it: "work (ID), taxwork (ID)" (an id alone for a folder ``names`` lacks)."""
+    if ids is None:
+        return every
+    return ", ".join(f"{names[i]} ({i})" if i in names else i for i in ids) or "no folder"
 
 
 def resolve_folders(home: Home, wanted: str | None) -> list[str] | None:
@@ -79,7 +98,7 @@ def token_add(name: str, folders: str | None, as_json: bool) -> None:
         click.echo(json.dumps({"name": key.name, "token": token, "folders": describe(key, None)["folders"]}))
         return
     click.echo(token)
-    scope = "every Smart Folder" if key.folders is None else f"Smart Folders {', '.join(key.folders) or '(none)'}"
+    scope = scope_text(key.folders, folder_names(home), "every Smart Folder")
     click.echo(f"key {key.name!r} made; it sees {scope}", err=True)
 
 
@@ -93,8 +112,9 @@ def token_list(as_json: bool) -> None:
         return
     if not keys:
         click.echo("no client keys (`foldermind token add NAME`); the owner's token sees every folder")
+    names = folder_names(home)
     for k in keys:
-        scope = "every folder" if k["folders"] is None else ", ".join(k["folders"]) or "(no folder)"
+        scope = scope_text(k["folders"], names)
         click.echo(f"{k['name']}: {scope}; created {k['created']}; last used {k['last_used'] or 'never'}")
 
 
@@ -169,9 +189,8 @@ def keys_summary(home: Home) -> tuple[str, str]:
     keys = ClientKeys(home).all()
     if not keys:
         return "info", "no client keys: every client holds the owner's token (`foldermind token add NAME`)"
-    listed = "; ".join(
-        f"{k.name} ({'every folder' if k.folders is None else ', '.join(k.folders) or 'no folder'})" for k in keys
-    )
+    names = folder_names(home)
+    listed = "; ".join(f"{k.name} ({scope_text(k.folders, names)})" for k in keys)
     return "info", f"{len(keys)} client key(s): {listed}"
 
 

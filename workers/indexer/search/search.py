@@ -183,7 +183,8 @@ class SearchService:
             return None, None
         visible = visibility.current()
         try:
-            found = self.store.folders.find(str(folder)).id  # an id or the folder's path
+            # an id, the folder's path or its name
+            found = self.store.folders.find(str(folder), None if visible is None else visible.sees_folder).id
             if visible is not None and not visible.sees_folder(found):
                 raise visibility.hidden_folder(str(folder))  # as a folder that does not exist
             return found, None

@@ -56,10 +56,21 @@ class Folders(Table):
             Folder(r["id"], r["name"], r["description"], r["path"], r["added_at"], r["last_organized_at"]) for r in rows
         ]
 
-    def find(self, id_or_path: str) -> Folder:
-        for folder in self.all():
+    def find(self, id_or_path: str, sees: Callable[[str], bool] | None = None) -> Folder:
+        """The folder by its id, its path, or its name when no other folder has that name (`status` and `folders
+        list` show names, and people type what they see); ``sees``: the folder ids a client key may see, the only
+        ones its names are looked up among (so a refusal says nothing of the others)."""
+        folders = self.all()
+        for folder in folders:
             if id_or_path in (folder.id, folder.path) or id_or_path.rstrip("/") == folder.path:
                 return folder
+        named = [f for f in folders if f.name == id_or_path and (sees is None or sees(f.id))]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise JobError(
+                ErrorCode.UNKNOWN_FOLDER, f"{len(named)} Smart Folders are named {id_or_path!r}: give its id or path"
+            )
         raise JobError(ErrorCode.UNKNOWN_FOLDER, f"no Smart Folder {id_or_path!r}")
 
     def containing(self, path: str) -> Folder | None:

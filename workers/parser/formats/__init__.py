@@ -49,12 +49,13 @@ from foldermind.workers.parser.formats.document import (
 )
 from foldermind.workers.parser.formats.docx import ZIP_BOMB
 from foldermind.workers.parser.formats.md import parse_md
-from foldermind.workers.parser.formats.pdf import ENCRYPTED_PDF, NO_TEXT_OCR, NO_TEXT_PDF
+from foldermind.workers.parser.formats.pdf import ENCRYPTED_PDF, NO_TEXT_OCR, NO_TEXT_PDF, NOT_PDF
 from foldermind.workers.parser.formats.txt import decode_text, parse_txt
 
 __all__ = [
     "ENCRYPTED_PDF",
     "FORMATS",
+    "NOT_PDF",
     "NOT_TEXT",
     "NO_TEXT_OCR",
     "NO_TEXT_PDF",

@@ -74,15 +74,23 @@ def extracted_text(segments: Sequence[Segment]) -> str:
     return "\n".join(seg.text for seg in segments)
 
 
-_LINE_BREAKS: dict[int, str | None] = {ord(c): "\n" for c in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
-_LINE_BREAKS[0] = None  # NUL characters are dropped
+_ODD = re.compile("[\x00\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""NUL (dropped) and the line breaks other than "\\n" (made "\\n")."""
 _SPACES = re.compile(r"[^\S\n]+")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
+def _odd(found: re.Match[str]) -> str:
+    return "" if found[0] == "\x00" else "\n"
+
+
 def normalize(text: str) -> str:
-    """Every line break as ``"\\n"``, no NUL characters, no lone surrogates (they cannot be sent as UTF-8)."""
-    return _SURROGATES.sub("\ufffd", text.replace("\r\n", "\n").translate(_LINE_BREAKS))
+    """Every line break as ``"\\n"``, no NUL characters, no lone surrogates (they cannot be sent as UTF-8).
+
+    A regex scan, not ``str.translate``: translate looks every character up in a dict while holding the GIL
+    (2.6 CPU-s for a 50 MB text, 18 s on a busy machine), and a parser that holds it that long misses its
+    heartbeats and is killed as hung (docs/benchmarks/ingest.md, "Long text files")."""
+    return _SURROGATES.sub("\ufffd", _ODD.sub(_odd, text.replace("\r\n", "\n")))
 
 
 def clean(text: str) -> str:

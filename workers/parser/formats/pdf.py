@@ -38,6 +38,9 @@ SUFFIXES = (".pdf",)
 NO_TEXT_PDF = "no extractable text (scanned?)"
 NO_TEXT_OCR = "no extractable text, none found by OCR either"
 ENCRYPTED_PDF = "encrypted PDF"
+NOT_PDF = "not a PDF: no %PDF- header in its first 1024 bytes (another format named .pdf?)"
+HEADER_WITHIN = 1024
+"""Readers accept a PDF whose header comes after some junk, within this many bytes (PDF 1.7, Annex H)."""
 MIN_TEXT_CHARS = 16
 """A page's text layer with fewer letters and digits than this is not usable: the page is read with OCR.
 Scanners stamp page numbers and dates on image pages; a real text page holds more than a line of words."""
@@ -57,6 +60,9 @@ def _parse_pdf(data: bytes, warnings: _PypdfWarnings) -> ParsedDocument:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
+    if data and b"%PDF-" not in data[:HEADER_WITHIN]:
+        # An HTML page or a Word file saved as .pdf: pypdf would call it a corrupt PDF ("Stream has ended").
+        raise ParseError(ErrorCode.PARSE_FAILED, NOT_PDF)
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
