@@ -76,14 +76,15 @@ FRESH5 = DATA / "fresh5.jsonl"
 FRESH6 = DATA / "fresh6.jsonl"
 FRESH7 = DATA / "fresh7.jsonl"
 WHO1 = DATA / "who1.jsonl"
+WHO2 = DATA / "who2.jsonl"
 QUESTION_FILES = (QUESTIONS, FRESH, FRESH2, FRESH3, FRESH4, FRESH5, FRESH6, FRESH7)
-CHECKED_FILES = (*QUESTION_FILES, WHO1)  # who1 is checked here and asked by the floor bench alone (answer_floor.py)
+CHECKED_FILES = (*QUESTION_FILES, WHO1, WHO2)  # who1, who2: checked here, asked by the floor bench alone
 
 SCIFACT = "scifact"
 DJANGO = "django-docs"
 MANUALS = "manuals"
 CORPORA = (SCIFACT, DJANGO, MANUALS)
-SPLITS = ("tune", "held_out", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "who1")
+SPLITS = ("tune", "held_out", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "who1", "who2")
 
 SCIFACT_DISTRACTORS = 1500
 """The first N abstracts are indexed beside the gold ones."""
