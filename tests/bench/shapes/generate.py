@@ -47,7 +47,7 @@ QUESTION_DRAWS = {PYTEST: 71, DJANGO: 172, SCIFACT: 150, MANUALS: 89, CELERY: 31
 ended, Django's read to 117 and SciFact's to 93 for their questions; batch 6: Django's to 131, SciFact's to 111;
 batch 7: Django's to 172, SciFact's to 150; batch 8: celery-docs' own draw to 31 of its 58: data/README.md)."""
 RUN = 6  # batches 2 and 3: a question repeats no run of this many consecutive words of its passage
-HELD_OUT_BATCHES = (3, 4, 5, 6, 7, 8)  # every row of these batches is held out, whatever its id's hash (data/README.md)
+HELD_OUT_BATCHES = (3, 4, 5, 6, 7, 8, 9)  # every row of these batches is held out, whatever its id's hash (data/README.md)
 LETTERS = dict(zip(rules.SHAPES, "abcde", strict=True))
 
 
