@@ -95,6 +95,7 @@ def test_a_held_out_batch_is_held_out_whole_and_an_older_row_keeps_its_hash() ->
     assert _check_split({"id": tune_id, "split": "tune", "batch": 7})  # and batch 7 (session 53)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 8})  # the fifth corpus's batch (session 53)
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 8}) == []
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 9})  # and batch 9 (session 54)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 2}) == []
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 2})
     assert _check_split({"id": tune_id, "split": "held_out"})
@@ -205,4 +206,15 @@ def test_the_fifth_corpus_sets_on_disk_are_held_out_whole_and_within_their_rules
     assert generate.CORPUS5_BATCH in HELD_OUT_BATCHES
     for r in known + batch8:
         assert (r["corpus"], r["split"], r["batch"]) == (CELERY, "held_out", generate.CORPUS5_BATCH), r["id"]
-    assert not [r for r in questions if r["corpus"] == CELERY and r.get("batch") != generate.CORPUS5_BATCH]
+    assert not [r for r in questions if r["corpus"] == CELERY and r.get("batch") not in (generate.CORPUS5_BATCH, 9)]
+
+
+def test_shape_batch_9_on_disk_is_held_out_whole_with_its_rules_quotas() -> None:
+    questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text("utf-8").splitlines()]
+    batch9 = [r for r in questions if r.get("batch") == 9]
+    assert 9 in HELD_OUT_BATCHES and all(r["split"] == "held_out" and r["source"] == "new" for r in batch9)
+    quotas = {CELERY: {"how": 10, "number": 7, "which": 7}}  # its draw's last 27 passages (data/README.md)
+    for corpus in (CELERY, "django-docs", "scifact"):
+        got = Counter(r["shape"] for r in batch9 if r["corpus"] == corpus)
+        assert got == quotas.get(corpus, {"how": 12, "number": 8, "which": 8}), corpus
+    assert all(r["drawn"] == r["files"][0] for r in batch9)
