@@ -10,15 +10,18 @@ import re
 
 _FIGURE_QUESTION = re.compile(
     r"\b(?:how\s+(?:many|much|long|old|large|big|far|often|tall|high|wide|deep|heavy|fast)|"
+    r"which\s+(?:[\w.-]+\s+){0,2}?(?:release|version)s?\b|"
     r"(?:what\s+(?:[\w-]+\s+){0,2}?|which\s+(?:[\w-]+\s+)?)(?:year|dose|dosage|percentage|proportion|share|size|number|amount|length|age|date|month|"
     r"day|time|limit|rate|duration|value|version|temperature)s?\b|when\b|at\s+most|up\s+to|"
     r"maximum|minimum|oldest|earliest|newest|by\s+default|default\s+(?:value|size|length|limit|timeout))",
     re.IGNORECASE,
 )
 """A question whose answer is a figure. "which" too, over at most one word ("Since which Aspell version",
-"Which version of glpk"; reference manuals are asked for versions, "which filter turns numbers" asks for a
-name), and "oldest", "earliest", "newest" (a version or a date), with a bare dotted version (".32") stating a
-figure (docs/tuning.md#answer-evidence)."""
+"Which version of glpk"; reference manuals are asked for versions, "which filter turns numbers" asks for a name),
+and over two for a version or a release ("Which Django 2.2 release", "In which Django security release": a release
+is a version), and "oldest", "earliest", "newest" (a version or a date), with a bare dotted version (".32") stating a
+figure (docs/tuning.md#answer-evidence, docs/benchmarks/answer-relevance.md)."""
+_NUMBER = re.compile(r"\d+(?:\.\d+)*")
 DEFAULT = re.compile(r"\bdefault(?:s|ed)?\b", re.IGNORECASE)
 """The word "default" in its forms (a text that states a default holds it too: :mod:`.indexer.sentences`)."""
 _DEFAULT_QUESTION = re.compile(
@@ -41,6 +44,11 @@ _NAME_QUESTION = re.compile(
 def asks_for_figure(question: str) -> bool:
     """Whether the question's answer is a figure: a count, an amount, a date, a default value."""
     return _FIGURE_QUESTION.search(question) is not None
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers ``text`` writes, as written ("4.1.6", "2023"): a version is one number, not three."""
+    return set(_NUMBER.findall(text))
 
 
 def asks_for_default(question: str) -> bool:

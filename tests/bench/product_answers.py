@@ -59,7 +59,7 @@ class Asker:
     def floorless(self, got: Quoted) -> composer.Composed:
         """The quotes ``got`` would give were its evidence judged to answer (what the evidence floor takes away)."""
         reply = dataclasses.replace(got.evidence.reply, supported=True)
-        return composer.extractive(composer.Evidence(reply), composer.Quoting.of(self.policy))
+        return composer.extractive(composer.Evidence(reply, got.evidence.question), composer.Quoting.of(self.policy))
 
     def close(self) -> None:
         self.runner.close()

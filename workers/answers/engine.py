@@ -130,7 +130,7 @@ async def quote(bus: Bus, policy: LlmPolicy, question: str, previous: str, max_f
         reply = await bus.call("indexer", evidence_request(policy, question, previous, max_files), EvidenceReply)
     except JobError as exc:
         raise _step_failed(exc, ErrorCode.RETRIEVAL_FAILED) from None
-    evidence = Evidence(reply)
+    evidence = Evidence(reply, question)
     quoted = answers.extractive(evidence, answers.Quoting.of(policy))
     reading = await likely.read(bus, policy, question, previous[-SUBJECT_CHARS:], reply, quoted)
     note = reply.note

@@ -10,7 +10,9 @@ quoted sentence, and carry that sentence as ``quote`` with its lines.
 A quote is labelled with the section it sits in (``apnumber: “For numbers 1-9, returns the number spelled
 out.” [1]``) when the quote does not name it: in a reference manual the term asked for is often only the
 heading, and "For numbers 1-9, ..." alone does not say which filter does it. The model sees the same label
-in front of each window, and a generated sentence is checked against the labelled window.
+in front of each window, and a generated sentence is checked against the labelled window. A figure question's quote
+is labelled with its page's title too when only that title states the figure (:meth:`Evidence.label`: "Django 4.1.6
+release notes > CVE-2023-23969: ...").
 """
 
 from __future__ import annotations
@@ -69,8 +71,10 @@ class Quoting:
 
 
 class Evidence:
-    def __init__(self, reply: EvidenceReply) -> None:
+    def __init__(self, reply: EvidenceReply, question: str = "") -> None:
         self.reply = reply
+        self.question = question
+        """What was asked (an extractive label names a figure question's page: :meth:`label`); "" when unknown."""
 
     @property
     def spans(self) -> list[EvidenceSpan]:
@@ -92,6 +96,23 @@ class Evidence:
         if not name or len(name) > SECTION_CHARS or _words(name) <= _words(span["text"]):
             return ""
         return name
+
+    def label(self, span: EvidenceSpan) -> str:
+        """What a quote is labelled with: its :meth:`section`, after its page's title when the question asks for a
+        figure that only that title states. A release page says its version in its title alone ("Django 4.1.6
+        release notes > CVE-2023-23969: ...": the section's label did not say which release fixed it): a title, not
+        already the label, with a number neither the question nor the quote writes."""
+        name = self.section(span)
+        if not self.question or not questions.asks_for_figure(self.question):
+            return name
+        heading = self.reply.passages[span["passage"]]["location"].get("heading") or ""
+        title = next((h.strip() for h in heading.split(" > ") if h.strip()), "")
+        if not title or title == name or " > " not in heading or len(title) > SECTION_CHARS:
+            return name
+        told = questions.numbers(self.question) | questions.numbers(span["text"])
+        if not questions.numbers(title) - told:
+            return name
+        return f"{title} > {name}" if name else title
 
     def window(self, span: EvidenceSpan) -> str:
         """The text a model is shown for ``span`` (and a generated sentence is checked against): its window,
@@ -190,8 +211,8 @@ def evidence_text(answer: str) -> str:
 
 def _quote(evidence: Evidence, span: EvidenceSpan, number: int) -> str:
     """``span`` quoted verbatim (its own bracketed numbers escaped: :func:`.citations.escape_markers`), after
-    its section's label, with its marker."""
-    name = evidence.section(span)
+    its label (:meth:`Evidence.label`), with its marker."""
+    name = evidence.label(span)
     return f"{name + ': ' if name else ''}\u201c{escape_markers(span['text'])}\u201d [{number}]"
 
 
