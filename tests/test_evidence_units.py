@@ -865,6 +865,46 @@ def test_a_generated_sentence_is_about_the_question_by_its_own_words_its_source_
     assert answer["supported"] and answer["about"], answer
 
 
+def test_the_thing_a_generated_sentence_names_for_a_which_or_number_question_must_be_its_backing_s() -> None:
+    # A fragment of the model's numbered list ("1." and a code name cut short) is backed by the label line before an
+    # enumeration (Django's generic relations page, as the model was shown it): its "1" is no count that line or the
+    # lines naming it state, so it is not about "How many ...?"; the sentence with "three" is. A paper's title written
+    # back for "Which protein ...?" holds capitalised words the sentence backing it lacks: not the name asked (Rb).
+    from foldermind.protocol.messages import CheckRequest
+    from foldermind.workers.indexer.evidence.claims import ClaimChecker
+
+    question = "How many parts are there to setting up a GenericForeignKey?"
+    page = (
+        "Generic relations:\n:class:`~django.db.models.ForeignKey` it would have to\nchoose one and only one model"
+        " to store tags for. The contenttypes\napplication provides a special field type (``GenericForeignKey``)"
+        " which\nworks around this and allows the relationship to be with any\nmodel:\n.. class:: GenericForeignKey"
+        "\nThere are three parts to setting up a\n:class:`~django.contrib.contenttypes.fields.GenericForeignKey`:\n1."
+    )
+    claims = [
+        {"text": "1.:class:`~django.contrib.contenttypes.fields.", "sources": [0]},
+        {"text": "There are three parts to setting up a GenericForeignKey.", "sources": [0]},
+    ]
+    fragment, count = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, [page])).checks  # type: ignore[arg-type]
+    assert fragment["supported"] and fragment["quote"].endswith("GenericForeignKey`:"), fragment  # the label line
+    assert not fragment["about"], fragment
+    assert count["supported"] and count["about"], count
+    question = "Which protein do E2f1-3 team up with to act as repressors in differentiating cells?"
+    abstract = (
+        "In differentiating cells E2f1-3 function in a complex with Rb as repressors to silence E2f targets. In"
+        " progenitor cells they switch to activators."
+    )
+    claims = [
+        {
+            "text": "E2F1-3 Switch from Activators in Progenitor Cells to Repressors in Differentiating Cells",
+            "sources": [],
+        },
+        {"text": "In differentiating cells E2f1-3 act as repressors in a complex with Rb.", "sources": []},
+    ]
+    title, named = ClaimChecker(_no_vectors).check(CheckRequest(question, claims, [abstract])).checks  # type: ignore[arg-type]
+    assert title["supported"] and "Rb" in title["quote"] and not title["about"], title
+    assert named["supported"] and named["about"], named
+
+
 def test_a_generated_sentence_answering_one_part_of_a_two_part_question_is_about_it() -> None:
     # The budget sentence holds every term of the part it answers, but the question's other part weighs more: its
     # terms are rarer among the sentences shown. Judged against the whole question alone it would not be about it,

@@ -13,13 +13,14 @@ that cites none is tried against every source, and the first that passes support
 vector test is skipped and the reply says so in its checks' ``similarity`` (-1).
 
 Backed is not enough: a claim must also be about what the question asks (``about``): it states a thing of the kind
-the question asks for that the question lacks (a figure, a name: :func:`_asked_thing`), and the claim's own terms
-that its source holds, with the term or label lines just before the sentence that backs it (a definition list's
-"-E, --expiredate EXPIRE_DATE", a window's section name), hold :data:`ABOUT_SHARE` of the question's terms, each
-weighted by its idf over the sources' sentences: the rare terms are the question's subject ("-E" in "What does
-chage -E do?"), the common ones its topic ("chage", in every source). "The chage command changes the number of
-days between password changes" is backed and about chage, not about -E, even by a sentence that names -E (the
-backing lends the claim none of its words; a word the claim only echoes lends nothing where its source lacks it).
+the question asks for that the question lacks and the text backing it states too (a figure, a name:
+:func:`_asked_thing`), and the claim's own terms that its source holds, with the term or label lines just before the
+sentence that backs it (a definition list's "-E, --expiredate EXPIRE_DATE", a window's section name), hold
+:data:`ABOUT_SHARE` of the question's terms, each weighted by its idf over the sources' sentences: the rare terms are
+the question's subject ("-E" in "What does chage -E do?"), the common ones its topic ("chage", in every source). "The
+chage command changes the number of days between password changes" is backed and about chage, not about -E, even by
+a sentence that names -E (the backing lends the claim none of its words; a word the claim only echoes lends nothing
+where its source lacks it).
 A question asking two things is judged part by part too (:class:`Asked`, :func:`~foldermind.workers.questions.parts`).
 """
 
@@ -147,10 +148,12 @@ class Asked:
         """Whether claim ``text``, backed by sentence ``at`` of source ``k``, is about the question (or one part of
         a question that asks two things: :func:`~foldermind.workers.questions.parts`): by its own terms that source
         ``k`` holds and the term or label lines before that sentence, never the sentence's own words."""
-        lead = _lead_terms(self.groups[k], at)
+        lines = _lead(self.groups[k], at)
+        lead = {t for line in lines for t in sentences.content_terms(line)}
         said = sentences.content_terms(text) & self.held[k]
         new = lead - self.given
-        return any(_share(w, said | lead) >= ABOUT_SHARE and thing(text, new) for w, thing in self.asks)
+        backing = " ".join([*lines, self.groups[k][at]])
+        return any(_share(w, said | lead) >= ABOUT_SHARE and thing(text, backing, new) for w, thing in self.asks)
 
     def about(self, text: str, k: int, quote: str) -> bool:
         """:meth:`about_at` for the backing sentence ``quote`` of source ``k`` (a kept check's)."""
@@ -162,19 +165,29 @@ _WHICH = re.compile(r"\b(?:which|who|whom|whose)\b", re.IGNORECASE)
 something does ("What does chage -E do?"), whose answer is a description."""
 
 
-def _asked_thing(question: str) -> Callable[[str, set[str]], bool]:
-    """Whether a claim states the kind of thing ``question`` asks for, one the question lacks (the tests the evidence
-    scoring uses): a figure; a name as code, or a term its backing's term line names (a name question); a name (an
-    entity question asked with "which" or "who"). Any claim will do for other questions. Called with the claim and
-    the terms of its backing's term or label lines that the question lacks."""
+def _asked_thing(question: str) -> Callable[[str, str, set[str]], bool]:
+    """Whether a claim states the kind of thing ``question`` asks for, one the question lacks and the text that backs
+    the claim states too (the tests the evidence scoring uses): a figure; a name as code, or a term its backing's term
+    line names (a name question); a name (an entity question asked with "which" or "who"). Any claim will do for other
+    questions. Called with the claim, its backing (the sentence that backs it with the term or label lines before it)
+    and the terms of those lines that the question lacks. A thing of the kind asked that the backing lacks is not what
+    the backing answers: "E2F1-3 Switch from Activators ..." (a title) backed by "... E2f1-3 function in a complex
+    with Rb as repressors ...", or "1." backed by a label line that counts nothing."""
     given = sentences.fact_forms(question)
     if sentences.asks_for_figure(question):
-        return lambda text, _new: any(_is_figure(f) for f in sentences.facts(text) - given)
+        return lambda text, backing, _new: any(
+            _is_figure(f) for f in (sentences.facts(text) - given) & sentences.fact_forms(backing)
+        )
     if sentences.asks_for_name(question):
-        return lambda text, new: sentences.names_code(text, question) or bool(sentences.content_terms(text) & new)
+        return lambda text, backing, new: (
+            any(sentences.holds_name(backing, n) for n in sentences.new_names(text, question, code_only=True))
+            or bool(sentences.content_terms(text) & new)
+        )
     if sentences.asks_for_entity(question) and _WHICH.search(question):
-        return lambda text, _new: sentences.names_new(text, question)
-    return lambda _text, _new: True
+        return lambda text, backing, _new: any(
+            sentences.holds_name(backing, n) for n in sentences.new_names(text, question)
+        )
+    return lambda _text, _backing, _new: True
 
 
 def _digits(fact: str) -> bool:
@@ -212,12 +225,14 @@ def _labelled(group: list[str]) -> bool:
     return len(group) > 1 and len(group[0]) <= LEAD_CHARS and group[0].endswith(":")
 
 
-def _lead_terms(group: list[str], at: int) -> set[str]:
-    """The terms of the lines right before the backing sentence ``group[at]`` that name its subject (a term, a
-    section's name: short, and unfinished or ending with a colon)."""
-    terms: set[str] = set()
-    k = at - 1
-    while k >= 0 and len(group[k]) <= LEAD_CHARS and (not sentences.finished(group[k]) or group[k].endswith(":")):
-        terms |= sentences.content_terms(group[k])
+def _lead(group: list[str], at: int) -> list[str]:
+    """The lines right before the backing sentence ``group[at]`` that name its subject (a term, a section's name:
+    short, and unfinished or ending with a colon), in order."""
+    k = at
+    while (
+        k > 0
+        and len(group[k - 1]) <= LEAD_CHARS
+        and (not sentences.finished(group[k - 1]) or group[k - 1].endswith(":"))
+    ):
         k -= 1
-    return terms
+    return group[k:at]

@@ -351,8 +351,7 @@ def states_default(text: str) -> bool:
 
 def names_code(text: str, question: str) -> bool:
     """Whether ``text`` holds a name written as code that the question does not already hold."""
-    asked = question.lower()
-    return any(m.group(0).strip("`\u2018\u2019").lower() not in asked for m in _CODE.finditer(text))
+    return bool(new_names(text, question, code_only=True))
 
 
 def heading_name(path: str, question: str) -> str:
@@ -369,11 +368,18 @@ def names_new(text: str, question: str) -> bool:
     ``RUNX1``, ``Phoenix``) or a name written as code (:func:`names_code`). A sentence that only restates the
     question's names ("Some aspects of heart disease were well known among young African Americans.") may be
     close to it in every word and still not answer it."""
-    asked = fact_forms(question)
-    found = words(text)
-    if any(_name(w) and w.lower() not in asked and not w.isdigit() for w in found[1:]):
-        return True
-    return names_code(text, question)
+    return bool(new_names(text, question))
+
+
+def new_names(text: str, question: str, code_only: bool = False) -> set[str]:
+    """The names ``text`` holds that the question does not, lower-cased: its names written as code (without their
+    quotes) and, unless ``code_only``, its capitalised words past its first (:func:`names_new`)."""
+    asked = question.lower()
+    out = {n for m in _CODE.finditer(text) if (n := m.group(0).strip("`\u2018\u2019").lower()) not in asked}
+    if not code_only:
+        forms = fact_forms(question)
+        out |= {w.lower() for w in words(text)[1:] if _name(w) and w.lower() not in forms and not w.isdigit()}
+    return out
 
 
 TERM_WORDS = 3
