@@ -4,15 +4,22 @@ file goes through its real parser and the stored-text preparation, as the indexe
 
 from __future__ import annotations
 
+import functools
 import re
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from foldermind.protocol.errors import JobError
+from foldermind.protocol.messages import FolderAddReply, FolderAddRequest, SummaryReply, SummaryRequest
 from foldermind.workers.indexer.analysis import analyze, infer_type
 from foldermind.workers.indexer.analysis.doctype import reads_as_document
 from foldermind.workers.indexer.analysis.text import prepare
 from foldermind.workers.parser.formats import html, txt
+from tests.config import merge
+from tests.helpers import FAST_RESTART, RunningKernel, remove_tree, short_tmpdir, wait_for
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -68,7 +75,58 @@ def test_a_page_that_is_only_code_is_still_source_code() -> None:
 
 def test_the_stored_analysis_of_the_how_to_does_not_call_it_code() -> None:
     parsed = html.parse_html((TESTS / "pages" / "zlib_how.html").read_bytes())
-    out = analyze(
-        path="/docs/zlib_how.html", fmt="html", title=parsed.title, texts=[parsed.text], folder_name="docs", mtime=0
-    )
+    out = analyze(path="/docs/zlib_how.html", fmt="html", title=parsed.title, texts=[parsed.text], mtime=0)
     assert out["type"] != "source_code", out["type"]
+
+
+NO_MODELS = merge(FAST_RESTART, {"workers": {"llm": {"enabled": False}, "embedder": {"enabled": False}}})
+CONTRACT = """Acme MSA Extension
+
+This extension of the Master Services Agreement is made on June 30, 2026 between Acme Corp and Globex LLC.
+The parties hereby agree that the term continues for twelve months. Either party may terminate it.
+Globex LLC shall indemnify Acme Corp. Governing law: the State of Delaware.
+"""
+
+
+def test_a_real_folders_documents_are_categorised_by_what_they_are_not_by_the_folders_name() -> None:
+    """A real kernel indexes a small folder of real pages (a manual page, the project's architecture notes, a pytest
+    how-to, zlib's annotated example) and a contract: each category comes from its document's type."""
+    root = short_tmpdir("fmty-")
+    kernel = RunningKernel(root, NO_MODELS)
+    try:
+        kernel.start()
+        folder = root / "walk-docs"
+        folder.mkdir()
+        files = {
+            "passwd.txt": TESTS / "manpages" / "passwd.txt",
+            "architecture.md": TESTS / "pages" / "architecture.md",
+            "skipping.rst": TESTS / "pytest_docs" / "skipping.rst",
+            "zlib_how.html": TESTS / "pages" / "zlib_how.html",
+        }
+        for name, source in files.items():
+            shutil.copyfile(source, folder / name)
+        (folder / "acme.txt").write_text(CONTRACT)
+        client = kernel.client("types-test")
+        client.request("indexer", FolderAddRequest(str(folder), "walk-docs"), FolderAddReply, timeout=20)
+
+        def analysed(name: str) -> dict[str, Any] | None:
+            try:
+                return client.request(
+                    "indexer", SummaryRequest(str(folder / name)), SummaryReply, timeout=20
+                ).body.analysis
+            except JobError:
+                return None
+
+        names = [*files, "acme.txt"]
+        got = {name: wait_for(functools.partial(analysed, name), 120, 0.2, f"{name} analysed") for name in names}
+        shelves = {name: (a["type"], a["category"]) for name, a in got.items()}
+        assert shelves == {
+            "passwd.txt": ("manual", "technical"),
+            "architecture.md": ("manual", "technical"),
+            "skipping.rst": ("notes", "notes"),
+            "zlib_how.html": ("notes", "notes"),
+            "acme.txt": ("contract", "legal"),
+        }, shelves
+    finally:
+        kernel.stop()
+        remove_tree(root)
