@@ -59,6 +59,9 @@ HISTORY_TURNS = 6
 SUBJECT_CHARS = 500
 """The longest subject a follow-up is retrieved with (characters, the latest kept)."""
 
+SMALL_TALK_NOTE = "a greeting or thanks, not a question about the documents: ask what they say about something"
+"""The note of small talk (:func:`.questions.small_talk`), which asks the documents nothing and is never grounded."""
+
 TRANSIENT = frozenset({Fault.UNAVAILABLE, Fault.TIMEOUT, Fault.LOST})
 """A step's failures the caller did not cause: the chat reports them as the step's own code."""
 
@@ -134,7 +137,9 @@ async def quote(bus: Bus, policy: LlmPolicy, question: str, previous: str, max_f
     quoted = answers.extractive(evidence, answers.Quoting.of(policy))
     reading = await likely.read(bus, policy, question, previous[-SUBJECT_CHARS:], reply, quoted)
     note = reply.note
-    if not reply.passages:
+    if not quoted.grounded and small_talk(question):
+        note = SMALL_TALK_NOTE
+    elif not reply.passages:
         note = "no document matched the question"
     elif not quoted.grounded or reading.refused:
         note = f"the closest passage (in {reply.passages[0]['file_name']}) does not answer the question"
