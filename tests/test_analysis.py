@@ -40,7 +40,6 @@ def run(text: str, **kw: Any) -> dict[str, Any]:
         "fmt": "txt",
         "title": None,
         "texts": [text],
-        "folder_name": "Inbox",
         "mtime": MTIME,
     }
     args.update(kw)
@@ -331,7 +330,7 @@ def test_suggested_name_from_title_or_keywords() -> None:
 
 
 def test_the_whole_result_is_json_shaped_and_confident_with_evidence() -> None:
-    rich = run(CONTRACT * 3 + "\nSigned June 30, 2026.", folder_name="Contracts", fmt="pdf", path="/d/a.pdf")
+    rich = run(CONTRACT * 3 + "\nSigned June 30, 2026.", fmt="pdf", path="/d/a.pdf")
     assert set(rich) == {
         "summary",
         "category",
@@ -344,11 +343,11 @@ def test_the_whole_result_is_json_shaped_and_confident_with_evidence() -> None:
         "confidence",
         "summary_model",
     }
-    assert rich["category"] == "Contracts" and rich["entity"] is None and rich["summary_model"] is None
+    assert rich["category"] == "legal" and rich["entity"] is None and rich["summary_model"] is None
     assert rich["type"] == "contract" and rich["date"] == "2026-06-30"
-    bare = run("Short note.", folder_name="Contracts")
+    bare = run("Short note.")
     assert 0 <= bare["confidence"] < rich["confidence"] <= 100
-    assert bare["type"] == "text_document"
+    assert bare["type"] == "text_document" and bare["category"] == "general"
 
 
 def test_empty_and_odd_input_gives_a_valid_result() -> None:
@@ -564,7 +563,7 @@ def test_end_to_end_analysis_follows_the_file(live: Kernel) -> None:
 
     first = wait_for(lambda: analysed(acme), 120, 0.1, "acme.txt analysed after indexing")
     assert first["file_path"] == str(acme)
-    assert first["category"] == "Contracts" and first["type"] == "contract" and first["date"] == "2026-06-30"
+    assert first["category"] == "legal" and first["type"] == "contract" and first["date"] == "2026-06-30"
     assert first["suggested_name"] == "2026-06-30-acme-msa-extension.txt"
     assert first["summary"].startswith("This extension of the Master Services Agreement is made on June 30, 2026")
     assert first["summary_model"] is None and first["entity"] is None

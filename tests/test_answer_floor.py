@@ -19,6 +19,7 @@ import pytest
 
 from foldermind.protocol.messages import EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
+from foldermind.workers.answers.engine import SMALL_TALK_NOTE
 from foldermind.workers.indexer.evidence import floor
 from tests.config import merge
 from tests.helpers import FAST_RESTART, NO_LLM, ONE_PARSER, RunningKernel, short_tmpdir
@@ -66,6 +67,8 @@ def test_hi_is_not_grounded(served: Any) -> None:
     out = chat(url, token, {"query": "hi", "answer_mode": "extractive"})
     assert out["grounded"] is False and out["citations"] == [], out
     assert out["answer"].startswith("The documents do not say"), out["answer"]
+    # small talk is told so, not that the closest passage missed the question
+    assert out["note"] == SMALL_TALK_NOTE and "closest passage" not in out["note"], out["note"]
 
 
 def test_a_question_on_the_page_s_subject_about_a_name_it_never_holds_is_refused(served: Any) -> None:

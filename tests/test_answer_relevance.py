@@ -19,6 +19,7 @@ import pytest
 
 from foldermind.protocol.messages import CheckReply, CheckRequest, Claim, EvidenceReply, EvidenceRequest
 from foldermind.protocol.runtime.config import LlmPolicy
+from foldermind.workers.answers.engine import SMALL_TALK_NOTE
 from foldermind.workers.answers.quotes import Evidence
 from tests.config import merge
 from tests.helpers import (
@@ -117,6 +118,7 @@ def test_a_greeting_is_not_grounded_in_any_mode(served: Any, greeting: str) -> N
             out = chat(url, token, {"query": greeting, "answer_mode": mode})
             assert out["grounded"] is False and out["citations"] == [], (mode, out)
             assert out["answer"].startswith("The documents do not say"), out["answer"]
+            assert out["note"] == SMALL_TALK_NOTE, (mode, out["note"])
             assert out["tokens_used"] == {"prompt": 0, "completion": 0}
 
 

@@ -170,3 +170,15 @@ def test_the_snippets_of_the_clients_page_import_neither_the_config_nor_the_json
     # Off macOS keyring's macOS backend module looked for its frameworks with ldconfig, gcc and ld (four
     # programs each) on every token read; nothing in a snippet needs another program.
     assert spawned_by(indexer_only) == [], spawned_by(indexer_only)
+
+
+def test_a_summary_from_a_terminal_asks_the_indexer_without_the_mcp_sdk(indexer_only: RunningKernel) -> None:
+    """``summary`` is a pure lookup: over the bus, as ``search``; its typed error reads as the tool's."""
+    missing = indexer_only.root / "never-indexed.txt"
+    done, heavy = loaded_by(
+        indexer_only, "summary", str(missing), watch=HEAVY - {"foldermind.kernel.cli.clients.commands"}
+    )
+    assert done.returncode == 1 and "INVALID_PATH: " in done.stderr and "not inside any Smart Folder" in done.stderr, (
+        done.stderr
+    )
+    assert not heavy, f"foldermind summary imported {sorted(heavy)}"

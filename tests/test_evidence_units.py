@@ -226,7 +226,8 @@ def test_of_two_sentences_as_close_to_the_question_the_one_saying_more_than_it_r
     assert restated.coverage == answer.coverage > 0  # both hold every term of the question
     for c in cands:
         c.semantic = 0.7  # and are as close to it
-    assert evidence.EvidenceService._score(question, cands, {0: 1.0}) is False  # asks for no figure, default or name
+    figure = sentences.asks_for_figure(question)
+    assert evidence.EvidenceService._score(question, cands, {0: 1.0}, figure) is False  # no figure, default or name
     assert answer.score > restated.score  # main scored them alike: the restatement came first
     assert answer.score - restated.score == pytest.approx(evidence.NOVELTY * 3 / 7)  # 3 of its 7 terms are new
     assert evidence.novelty(restated.terms, sentences.content_terms(question)) == 0.0

@@ -393,7 +393,7 @@ def test_find_similar_uses_stored_vectors_one_hit_per_document(world: World) -> 
 
 def test_summary_of_an_indexed_file_failed_files_have_none_and_paths_are_checked_first(world: World) -> None:
     reply = world.call(SummaryRequest(str(world.docs / "notes.txt")), SummaryReply)
-    assert reply.analysis["file_path"] == str(world.docs / "notes.txt") and reply.analysis["category"] == "docs"
+    assert reply.analysis["file_path"] == str(world.docs / "notes.txt") and reply.analysis["category"] == "general"
     err = world.error(SummaryRequest(str(world.docs / "broken.pdf")), SummaryReply)
     assert err.code == "file_not_analyzed" and "could not be indexed" in err.info.message  # and why
     assert "(failed: corrupt PDF" in err.info.message and "folders show" in err.info.message, err.info.message

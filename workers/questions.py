@@ -113,7 +113,11 @@ def parts(question: str) -> list[str]:
     return found if len(found) > 1 and all(_ASKS.match(p) for p in found) else [question]
 
 
-STOPWORDS = frozenset(
+GREETINGS = frozenset(
+    ["hi", "hello", "hey", "hiya", "thanks", "thank", "thx", "cheers", "bye", "goodbye", "ok", "okay"]
+)
+"""Greetings, thanks and acknowledgements: they ask nothing, alone (:func:`small_talk`) or in a question."""
+STOPWORDS = GREETINGS | frozenset(
     re.findall(
         r"\S+",
         """a about above after again against all also am an and any are as at be because been before being below
@@ -123,12 +127,11 @@ STOPWORDS = frozenset(
     that the their theirs them themselves then there these they this those through to too under until up very
     was we were what when where which while who whom why will with would you your yours yourself yourselves
     shall may might must us upon whether within without via per among amongst across along around toward towards
-    tell say says said please know find according document documents source sources answer question
-    hi hello hey thanks thank thx bye goodbye ok okay cheers""",
+    tell say says said please know find according document documents source sources answer question""",
     )
 )
 """Words that carry no content in a question to the documents: grammar, the talk around a request ("please tell
-me", "according to the documents") and greetings and thanks, which ask nothing."""
+me", "according to the documents") and the :data:`GREETINGS`."""
 
 
 FLAG = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
@@ -148,9 +151,6 @@ def words_of_its_own(question: str) -> bool:
     return FLAG.search(question) is not None or any(carries_content(w) for w in found)
 
 
-_SMALL_TALK = frozenset(
-    ["hi", "hello", "hey", "hiya", "thanks", "thank", "thx", "cheers", "bye", "goodbye", "ok", "okay"]
-)
 _TALK_TOO = frozenset(
     ["you", "very", "much", "so", "a", "lot", "there", "again", "all", "great", "good", "nice", "cool"]
 )
@@ -161,4 +161,4 @@ def small_talk(question: str) -> bool:
     asks the documents nothing, even in a conversation, where a turn without a word of its own ("why?", "and the
     other one?") leans on the question before it. Any other word makes it a question ("ok, and why?")."""
     found = re.findall(r"[a-z]+", question.lower())
-    return any(w in _SMALL_TALK for w in found) and all(w in _SMALL_TALK or w in _TALK_TOO for w in found)
+    return any(w in GREETINGS for w in found) and all(w in GREETINGS or w in _TALK_TOO for w in found)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,8 +42,11 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("mcp --help", ["mcp", "--help"]),
     ("config snippet --json", ["config", "snippet", "--json"]),
     ("doctor --json", ["doctor", "--json"]),
+    ("summary FILE", ["summary", "{root}/outside-every-folder.txt"]),
 ]
-"""The commands timed: (label, arguments after ``--home HOME``)."""
+"""The commands timed: (label, arguments after ``--home HOME``; ``{root}`` is the kernel's root). ``summary`` asks
+for a file outside every folder: the indexer's typed answer (INVALID_PATH, exit 1) after the same way there as a
+stored analysis takes, without indexing a folder first."""
 
 RAW: list[tuple[str, list[str]]] = [
     ("python -c pass", [sys.executable, "-c", "pass"]),
@@ -93,16 +97,24 @@ def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def _row(name: str, values: list[float]) -> str:
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of every child process waited for so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _row(name: str, values: list[float], cpu: list[float]) -> str:
     values = sorted(values)
     p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
-    return f"| {name} | {statistics.median(values):.0f} ms | {p95:.0f} ms | {len(values)} |"
+    spent = f"{statistics.median(cpu) * 1000:.0f} ms" if cpu else "-"
+    return f"| {name} | {statistics.median(values):.0f} ms | {p95:.0f} ms | {spent} | {len(values)} |"
 
 
 def run(reps: int, before: str | None) -> list[str]:
     facts = machine.facts(REPO)
-    config = merge(CONFIG, only_workers("frontdoor", "console"))
+    config = merge(CONFIG, only_workers("frontdoor", "console", "indexer"))
     times: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}  # the command's own CPU seconds: a figure the machine's load moves less
     with ExitStack() as stack:
         sides: dict[str, tuple[BenchKernel, dict[str, str], tuple[str, str]]] = {}
         for side, path in [("this tree", None), *([(f"before ({before})", before)] if before else [])]:
@@ -128,10 +140,15 @@ def run(reps: int, before: str | None) -> list[str]:
             for label, args in COMMANDS:
                 for side in order:
                     k, env, _ = sides[side]
-                    argv = [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root), *args]
-                    t0 = time.perf_counter()
+                    given = [a.format(root=k.root) for a in args]
+                    argv = [sys.executable, "-m", "foldermind.kernel.cli", "--home", str(k.root), *given]
+                    t0, c0 = time.perf_counter(), _children_cpu()
                     done = subprocess.run(argv, capture_output=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
                     times.setdefault(f"{label} [{side}]", []).append(_ms(t0))
+                    cpu.setdefault(f"{label} [{side}]", []).append(_children_cpu() - c0)
+                    if args[0] == "summary":  # the indexer's typed refusal, whichever way it was asked
+                        assert done.returncode == 1 and b"INVALID_PATH" in done.stderr, (argv, done.stderr)
+                        continue
                     assert done.returncode in (0, 3), (argv, done.returncode, done.stderr)  # 3: a finding in doctor
             for side in order:
                 k, env, _ = sides[side]
@@ -149,16 +166,16 @@ def run(reps: int, before: str | None) -> list[str]:
         "",
         "Made by `python -m tests.bench.cli_startup` (tests/bench/cli_startup.py). Each command is a new process, as",
         "the kernel starts one for the console's Clients page (`python -m foldermind.kernel.cli --home HOME ...`),",
-        "against a kernel running the front door and the console; the sides alternate in every round.",
+        "against a kernel running the front door, the console and the indexer; the sides alternate in every round.",
         "",
         "| | |",
         "|---|---|",
         *(f"| {key} | {value} |" for key, value in facts.items()),
         f"| load average after | {load_after} |",
         "",
-        "| what | median | p95 | n |",
-        "|---|---|---|---|",
-        *(_row(name, values) for name, values in times.items()),
+        "| what | median | p95 | CPU (median) | n |",
+        "|---|---|---|---|---|",
+        *(_row(name, values, cpu.get(name, [])) for name, values in times.items()),
     ]
     return lines
 

@@ -59,6 +59,9 @@ HISTORY_TURNS = 6
 SUBJECT_CHARS = 500
 """The longest subject a follow-up is retrieved with (characters, the latest kept)."""
 
+SMALL_TALK_NOTE = "a greeting or thanks, not a question about the documents: ask what they say about something"
+"""The note of small talk (:func:`.questions.small_talk`), which asks the documents nothing and is never grounded."""
+
 TRANSIENT = frozenset({Fault.UNAVAILABLE, Fault.TIMEOUT, Fault.LOST})
 """A step's failures the caller did not cause: the chat reports them as the step's own code."""
 
@@ -98,10 +101,11 @@ def subject(history: list[ChatTurn]) -> str:
 
 
 def evidence_request(policy: LlmPolicy, question: str, context: str, max_files: int) -> EvidenceRequest:
-    """The ``evidence.request`` an answer sends: ``context`` is the subject it leans on (:func:`subject`)."""
+    """The ``evidence.request`` an answer sends: ``context`` is the subject it leans on (:func:`subject`, which
+    keeps its latest :data:`SUBJECT_CHARS`), or ``""``."""
     return EvidenceRequest(
         question=question[:1000],
-        context=context[-SUBJECT_CHARS:],
+        context=context,
         max_files=max_files,
         per_file=policy.chunks_per_file,
         max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
@@ -125,16 +129,18 @@ class Quoted:
 
 async def quote(bus: Bus, policy: LlmPolicy, question: str, previous: str, max_files: int) -> Quoted:
     """Evidence, its quotes, and the model's reading where the evidence floor is near refusing: every answer's first
-    step (and the answer benches' own, so they measure what a user gets)."""
+    step (and the answer benches' own, so they measure what a user gets). ``previous``: :func:`subject`'s, or ``""``."""
     try:
         reply = await bus.call("indexer", evidence_request(policy, question, previous, max_files), EvidenceReply)
     except JobError as exc:
         raise _step_failed(exc, ErrorCode.RETRIEVAL_FAILED) from None
     evidence = Evidence(reply, question)
     quoted = answers.extractive(evidence, answers.Quoting.of(policy))
-    reading = await likely.read(bus, policy, question, previous[-SUBJECT_CHARS:], reply, quoted)
+    reading = await likely.read(bus, policy, question, previous, reply, quoted)
     note = reply.note
-    if not reply.passages:
+    if not quoted.grounded and small_talk(question):
+        note = SMALL_TALK_NOTE
+    elif not reply.passages:
         note = "no document matched the question"
     elif not quoted.grounded or reading.refused:
         note = f"the closest passage (in {reply.passages[0]['file_name']}) does not answer the question"

@@ -327,13 +327,37 @@ def _place(loc: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _analysis(path: str) -> dict[str, Any]:
+    """The stored analysis the get_document_summary tool serves, asked of the indexer over the bus as
+    ``search`` is: a pure lookup needs neither the front door nor the MCP SDK (~1 s of CPU to import;
+    docs/benchmarks/cli.md). Errors read as the tool's: ``FILE_NOT_ANALYZED: ...``."""
+    from foldermind.protocol.messages import SummaryReply, SummaryRequest
+    from foldermind.protocol.messages.indexer import iso_time
+
+    home = current_home()
+    if not kernel_running(home):
+        raise click.ClickException("foldermind is not running: `foldermind start` first")
+    with connect(home) as client:
+        try:
+            analysis = dict(
+                client.request("indexer", SummaryRequest(path=path), SummaryReply, timeout=30).body.analysis
+            )
+        except JobError as exc:
+            raise click.ClickException(f"{exc.code.mcp}: {exc.message}") from exc
+        except BusError as exc:
+            raise click.ClickException(f"the indexer did not answer: {exc}") from exc
+    at = analysis.get("analyzed_at")  # epoch seconds on the bus, ISO 8601 in every answer a user reads
+    analysis["analyzed_at"] = iso_time(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+    return analysis
+
+
 @click.command("summary")
 @home_option
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def summary(path: str, as_json: bool) -> None:
     """A file's stored analysis (the get_document_summary tool from a terminal)."""
-    out = _tool("get_document_summary", {"file_path": os.path.abspath(path)})
+    out = _analysis(os.path.abspath(path))
     if as_json:
         click.echo(json.dumps(out, indent=2, ensure_ascii=False))
         return

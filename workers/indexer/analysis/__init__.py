@@ -1,14 +1,15 @@
 """The deterministic half of document analysis: what ``get_document_summary`` serves before the LLM.
 
-Every field is a pure function of the document's text, title, format, Smart Folder and mtime (plus,
+Every field is a pure function of the document's text, title, format, path and mtime (plus,
 for keywords, how common each word is across the index). The indexer's ingest thread makes it from the
 stored chunks once nothing is left to parse or embed (:mod:`.analyzer`); writing new content drops the
 old analysis in the same transaction, so an analysis never describes content other than the indexed
 one. It costs milliseconds, reads at most :data:`MAX_CHARS` characters and never raises. The LLM worker
 later replaces the extractive ``summary`` and fills ``entity``; the other
 fields are small, readable rules, one module each: :mod:`.text` (the prepared text), :mod:`.summary`,
-:mod:`.dates`, :mod:`.doctype` (the type cues as a table), :mod:`.keywords`, :mod:`.entities` and
-:mod:`.names` (the suggested file name). This module puts them together (:func:`analyze`).
+:mod:`.dates`, :mod:`.doctype` (the type cues as a table), :mod:`.category` (the type's shelf),
+:mod:`.keywords`, :mod:`.entities` and :mod:`.names` (the suggested file name). This module puts them
+together (:func:`analyze`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypedDict
 
+from foldermind.workers.indexer.analysis.category import category_of
 from foldermind.workers.indexer.analysis.dates import find_date, mtime_date
 from foldermind.workers.indexer.analysis.doctype import infer_type
 from foldermind.workers.indexer.analysis.entities import key_entities
@@ -57,7 +59,6 @@ def analyze(
     fmt: str,
     title: str | None,
     texts: list[str],
-    folder_name: str,
     mtime: float,
     doc_freq: Callable[[str], int] | None = None,
     total_docs: int = 0,
@@ -95,7 +96,7 @@ def analyze(
     )
     return Analysis(
         summary=summary,
-        category=folder_name,
+        category=category_of(kind, by_rule),
         entity=None,
         type=kind,
         date=day,

@@ -40,7 +40,6 @@ def analyze_stored(store: Store, bm25: KeywordIndex, doc: DueDocument) -> Analys
         fmt=doc.format,
         title=doc.title,
         texts=[rebuild(head, head[0].char_start, head[0].line_start)] if head else [],
-        folder_name=doc.folder_name,
         mtime=doc.mtime_ns / 1e9,
         doc_freq=doc_freq,
         total_docs=total,

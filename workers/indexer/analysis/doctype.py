@@ -255,14 +255,53 @@ def _cue_in(cue: re.Pattern[str], text: str) -> bool:
     return False
 
 
+CODE_TYPE = "source_code"
+PLAIN_TEXT = frozenset({"txt", "text", ""})
+"""Formats a code file is read in: plain text. Every other format is a page made for reading (HTML, Markdown,
+PDF, Word, ...), as is reStructuredText (:data:`MARKUP_SUFFIXES`), which the plain-text parser reads."""
+MARKUP_SUFFIXES = frozenset({".rst"})
+PROSE_LINES = 2
+"""A page for reading that holds this many lines of prose is a document whatever code it shows (a how-to, an
+API manual): the code cues then name what it shows, not what it is."""
+_PLAIN = re.compile(r"[(\"'\u2018\u201c]?[A-Za-z][a-z]*(?:['\u2019][a-z]+)?[,.;:!?)\"'\u2019\u201d]*")
+_COMMENT = re.compile(r"\s*(?:[#*;%]|//|/\*|--|<!--)")
+
+
+def _prose(line: str) -> bool:
+    """A line of prose: at the margin (code indents its comments and docstrings), not a code comment, six words
+    or more, four in five plain words."""
+    words = line.split()
+    if len(words) < 6 or line[:1].isspace() or _COMMENT.match(line):
+        return False
+    return sum(1 for w in words if _PLAIN.fullmatch(w)) * 5 >= len(words) * 4
+
+
+def reads_as_document(head: str, fmt: str, path: str = "") -> bool:
+    """Whether a text is a page made for reading (not plain text, or a markup such as reStructuredText) that
+    holds prose (:data:`PROSE_LINES`): such a page is never typed as code."""
+    if fmt.lower() in PLAIN_TEXT and os.path.splitext(path)[1].lower() not in MARKUP_SUFFIXES:
+        return False
+    found = 0
+    for line in head.splitlines():
+        found += _prose(line)
+        if found >= PROSE_LINES:
+            return True
+    return False
+
+
 def infer_type(text: str, fmt: str, title: str | None = None, path: str = "") -> tuple[str, bool]:
-    """(type, whether a content rule chose it rather than the format)."""
+    """(type, whether a content rule chose it rather than the format). Code is a type of plain text only:
+    a page for reading with prose takes the next type its cues show (:func:`reads_as_document`)."""
     stem = re.sub(r"[-_.]+", " ", os.path.splitext(os.path.basename(path))[0])
     head = text if len(text) <= HEAD + TAIL else text[:HEAD] + "\n" + text[-TAIL:]
     haystack = f"{title or ''}\n{stem}\n{head}".lower()
-    best, best_hits = "", 0
+    found: list[tuple[int, str]] = []
     for name, cues, need in _TYPE_CUES:
         hits = sum(1 for alternatives in cues if any(_cue_in(cue, haystack) for cue in alternatives))
-        if hits >= need and hits > best_hits:
-            best, best_hits = name, hits
-    return (best, True) if best else (format_type(fmt), False)
+        if hits >= need:
+            found.append((hits, name))
+    if any(name == CODE_TYPE for _, name in found) and reads_as_document(head, fmt, path):
+        found = [(hits, name) for hits, name in found if name != CODE_TYPE]
+    # The most cues win; ties go to the earlier row (max keeps the first of equals).
+    best = max(found, key=lambda f: f[0], default=None)
+    return (best[1], True) if best else (format_type(fmt), False)

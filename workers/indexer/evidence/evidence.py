@@ -192,12 +192,12 @@ class EvidenceService:
         t_split = time.perf_counter()
         encoded, vectors_why = self._semantic(question, query, candidates)
         t_encode = time.perf_counter()
-        asks_a_thing = self._score(question, candidates, self._about(question, body.context, candidates))
+        figure = sentences.asks_for_figure(question)
+        asks_a_thing = self._score(question, candidates, self._about(question, body.context, candidates), figure)
         ranked = sorted(candidates, key=lambda c: c.score, reverse=True)
         spread = sentences.asks_whether(question)
         if spread:
             ranked = _each_file_first(hits, ranked)
-        figure = sentences.asks_for_figure(question)
         spans = self._spans(hits, ranked, asks_a_thing, figure, max(1, min(body.max_spans, MAX_SPANS)))
         doc_freq, total = self.searches.bm25.term_stats(ENGLISH)
         rare = floor.rare_weights(question, body.context, CONTEXT_WEIGHT, doc_freq, total)
@@ -233,9 +233,10 @@ class EvidenceService:
         )
 
     @staticmethod
-    def _score(question: str, candidates: list[_Candidate], about: dict[int, float]) -> bool:
-        """Scores the candidates (module docstring; ``about`` by passage); whether the question asks for a thing."""
-        figure, counted = sentences.asks_for_figure(question), sentences.counted(question)
+    def _score(question: str, candidates: list[_Candidate], about: dict[int, float], figure: bool) -> bool:
+        """Scores the candidates (module docstring; ``about`` by passage; ``figure``: the question asks for one,
+        :func:`.sentences.asks_for_figure`); whether the question asks for a thing."""
+        counted = sentences.counted(question)
         default, name = sentences.asks_for_default(question), sentences.asks_for_name(question)
         entity, asked = sentences.asks_for_entity(question), sentences.content_terms(question)
         for c in candidates:

@@ -29,13 +29,12 @@ class DueDocument:
     title: str | None
     mtime_ns: int
     language: str | None
-    folder_name: str
     written_at: float
     """When the content was written: the analysis's date (``analyzed_at``), however often it is made."""
 
 
 def _due_document(r: sqlite3.Row) -> DueDocument:
-    return DueDocument(int(r[0]), str(r[1]), r[2] or "", r[3], int(r[4]), r[5], str(r[6]), float(r[7]))
+    return DueDocument(int(r[0]), str(r[1]), r[2] or "", r[3], int(r[4]), r[5], float(r[6]))
 
 
 def analysis_map(fields: Mapping[str, Any], analyzed_at: float, file_path: str, language: str | None) -> dict[str, Any]:
@@ -47,7 +46,7 @@ def analysis_map(fields: Mapping[str, Any], analyzed_at: float, file_path: str, 
 
 class Analyses(Table):
     _DUE = (
-        "SELECT d.id, d.path, d.format, d.title, d.mtime_ns, d.language, f.name, q.written_at FROM analysis_due q "
+        "SELECT d.id, d.path, d.format, d.title, d.mtime_ns, d.language, q.written_at FROM analysis_due q "
         "JOIN documents d ON d.id = q.doc_id JOIN folders f ON f.id = d.folder_id WHERE d.status = 'indexed' "
     )
 
