@@ -191,3 +191,40 @@ def _unread(port: int) -> int:
                 if int(fields[1].rsplit(":", 1)[1], 16) == port and int(fields[4].split(":")[1], 16) > 0:
                     count += 1
     return count
+
+
+def test_a_call_in_flight_during_stop_is_not_sent_again_into_a_start(kernel: tuple[RunningKernel, Path]) -> None:
+    """`foldermind stop` while the old front door holds a read-only call: the bridge sends it again and waits
+    while the kernel stops, but a request it sends again never starts foldermind (the user stopped it): the call
+    gets NOT_RUNNING, and foldermind stays down until someone starts it."""
+    k, flag = kernel
+    flag.touch()
+    Path(f"{flag}.held").unlink(missing_ok=True)
+    seen: list[MCPError] = []
+
+    async def go() -> None:
+        async with mc.stdio_client(k.root, "legacy") as client:
+            await folders(client)
+            async with anyio.create_task_group() as tg:
+
+                async def search() -> None:
+                    with pytest.raises(MCPError) as refused:
+                        await client.call_tool("search_documents", {"query": "anything", "mode": "keyword"})
+                    seen.append(refused.value)
+
+                tg.start_soon(search)
+                held = Path(f"{flag}.held")
+                await anyio.to_thread.run_sync(lambda: wait_for(held.exists, 60, 0.05, "the search held"))
+                await anyio.to_thread.run_sync(lambda: cli(k.root, "stop", timeout=120))
+            assert k.home.running_pid() is None  # not started again by the bridge
+
+    try:
+        mc.run(go)
+    finally:
+        flag.unlink(missing_ok=True)
+        if k.home.running_pid() is None:
+            cli(k.root, "start", timeout=120)
+        k.kernel_pid = k.home.running_pid() or k.kernel_pid
+    error = seen[0].error
+    assert error.code == BridgeFailure.NOT_RUNNING.rpc, error
+    assert error.message.startswith("foldermind is not running: `foldermind start` starts it"), error

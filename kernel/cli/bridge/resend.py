@@ -10,8 +10,9 @@ next, only when running it twice does no harm:
 
 Any other is answered ``CONNECTION_LOST`` saying that it may or may not have run. A request goes again for at most
 :data:`RESEND_FOR_S` after its first loss, after a pause that grows (a front door that is stopping may still take
-it and cut it again); waiting for the new front door is the transport's (:class:`~.transport.Guarded`). A request
-the client cancelled (``notifications/cancelled``) is not sent again.
+it and cut it again); waiting for the new front door is the transport's (:class:`~.transport.Guarded`), which
+never starts the supervisor for a request sent again. A request the client cancelled (``notifications/cancelled``)
+is not sent again.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp.types import ListToolsResult
 from mcp_types import CONNECTION_CLOSED, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, RequestId
 from pydantic import ValidationError
 
 from foldermind.kernel.cli.bridge.link import BridgeFailure
+from foldermind.kernel.cli.bridge.transport import RESENT
 
 REPEATABLE = frozenset(
     {
@@ -149,7 +151,7 @@ class Resends:
         if self.upstream is None:
             return False
         try:
-            await self.upstream(SessionMessage(request))
+            await self.upstream(SessionMessage(request, metadata=ClientMessageMetadata(headers={RESENT: "1"})))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return False  # the connection is being opened again: the next try uses the new one
         return True

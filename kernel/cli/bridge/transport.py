@@ -34,6 +34,10 @@ from foldermind.kernel.cli.bridge.link import CALL_WAIT_S, RESTART_WAIT_S, Bridg
 SESSION = "mcp-session-id"
 VERSION = "mcp-protocol-version"
 REINIT_ID = "foldermind-bridge-reinitialize"
+RESENT = "x-foldermind-resent"
+"""Marks a request the bridge sends again (:mod:`.resend`): it waits for a front door but never starts the
+supervisor, so a call in flight during `foldermind stop` does not bring foldermind back (the client's next one
+does, as always). Taken off before the request leaves."""
 REFUSED = (
     "token refused: the front door refused the token in this home's token store, read again; "
     "`foldermind doctor` checks the setup"
@@ -55,13 +59,14 @@ class Guarded(httpx2.AsyncBaseTransport):
             return await self._stream(request)
         body = await request.aread()
         initialize = _method(body) == "initialize"
+        start = request.headers.pop(RESENT, None) is None  # the bridge's own resend never undoes a `stop`
         if initialize:
             self.initialize, self.session = body, None
         try:
-            if self.link.url is None and await self.link.serving(running_wait_s=RESTART_WAIT_S) is None:
+            if self.link.url is None and await self.link.serving(start=start, running_wait_s=RESTART_WAIT_S) is None:
                 return _failure(503, request, BridgeFailure.NOT_RUNNING, self.link.why_not_serving())
             self._dress(request, initialize)
-            response = await self._send(request)
+            response = await self._send(request, start)
             if response is None:
                 return _failure(503, request, BridgeFailure.NOT_RUNNING, self.link.why_not_serving())
             if response.status_code == 401:
@@ -115,12 +120,12 @@ class Guarded(httpx2.AsyncBaseTransport):
         elif self.version is not None and self.session is not None:
             request.headers[VERSION] = self.version
 
-    async def _send(self, request: httpx2.Request) -> httpx2.Response | None:
+    async def _send(self, request: httpx2.Request, start: bool) -> httpx2.Response | None:
         """Send ``request``; where the connection is refused, again to where the front door serves now, until one
         takes it: a refused request never reached a front door, so sending it again is always safe. It waits
         :data:`~.link.CALL_WAIT_S` for a front door, :data:`~.link.RESTART_WAIT_S` while the home's kernel runs
-        (``run/mcp.json`` names the front door that is stopping until it has stopped). None when none serves in
-        time."""
+        (``run/mcp.json`` names the front door that is stopping until it has stopped), starting the supervisor
+        if none runs and ``start``. None when none serves in time."""
         try:
             return await self.inner.handle_async_request(request)
         except httpx2.ConnectError:
@@ -131,7 +136,8 @@ class Guarded(httpx2.AsyncBaseTransport):
             waited = time.monotonic() - began
             if waited >= RESTART_WAIT_S:
                 return None
-            if await self.link.serving(max(0.0, CALL_WAIT_S - waited), running_wait_s=RESTART_WAIT_S - waited) is None:
+            wait_s = max(0.0, CALL_WAIT_S - waited)
+            if await self.link.serving(wait_s, start, running_wait_s=RESTART_WAIT_S - waited) is None:
                 return None
             if self.link.url != before:
                 print(f"foldermind: the front door serves at {self.link.url} now", file=sys.stderr, flush=True)
