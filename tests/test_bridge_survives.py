@@ -11,11 +11,8 @@ missing).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -239,45 +236,6 @@ def test_a_bridge_launched_where_foldermind_cannot_start_answers_why() -> None:
     assert message.startswith("foldermind is not running") and "supervisor.toml" in message, message
 
 
-def test_a_call_in_flight_when_the_front_door_dies_fails_at_once_with_a_retryable_error(kernel: RunningKernel) -> None:
-    """The front door is frozen (SIGSTOP) so that a call's request waits unread in its socket, then killed: the
-    call gets CONNECTION_LOST (retryable) as the connection breaks, and once the supervisor has started the
-    front door again, the same session's next call is answered."""
-    info = mc.mcp_info(kernel.root)
-    front, port = int(info["pid"]), int(info["port"])
-    seen: list[MCPError] = []
-
-    async def go() -> None:
-        async with mc.stdio_client(kernel.root, "legacy") as client:
-            await answers(client)
-            os.kill(front, signal.SIGSTOP)
-            try:
-                async with anyio.create_task_group() as tg:
-
-                    async def call() -> None:
-                        with pytest.raises(MCPError) as lost:
-                            await client.call_tool("list_smart_folders", {})
-                        seen.append(lost.value)
-
-                    tg.start_soon(call)
-                    await anyio.to_thread.run_sync(
-                        lambda: wait_for(lambda: _unread_bytes(port) > 0, 30, 0.05, "the call waiting unread")
-                    )
-                    kill9(front)
-            finally:
-                with contextlib.suppress(ProcessLookupError):
-                    kill9(front)
-            await anyio.to_thread.run_sync(
-                lambda: wait_for(lambda: mc.mcp_info(kernel.root)["pid"] != front, 60, 0.1, "the front door again")
-            )
-            await answers(client)
-
-    mc.run(go)
-    error = seen[0].error
-    assert error.code == BridgeFailure.CONNECTION_LOST.rpc, error
-    assert error.data == {"code": ErrorCode.CONNECTION_LOST.mcp, "retryable": True}, error
-
-
 def test_the_typescript_sdk_client_keeps_working_after_token_rotate_and_stop_and_start(kernel: RunningKernel) -> None:
     if shutil.which("node") is None:
         pytest.skip("node is not installed: the TypeScript SDK client cannot run here")
@@ -315,19 +273,6 @@ def _mcp_error(exc: BaseException) -> MCPError | None:
         return exc
     inner = exc.exceptions if isinstance(exc, BaseExceptionGroup) else ()
     return next((found for e in inner if (found := _mcp_error(e)) is not None), None)
-
-
-def _unread_bytes(port: int) -> int:
-    """Bytes waiting unread in the sockets of a local TCP ``port`` (Linux's /proc/net/tcp: a request sent to
-    a front door that cannot read it)."""
-    total = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError), open(table) as fh:
-            for line in list(fh)[1:]:
-                fields = line.split()
-                if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    total += int(fields[4].split(":")[1], 16)
-    return total
 
 
 def _alive(pid: int) -> bool:

@@ -29,6 +29,9 @@ from foldermind.protocol.runtime.token_store import TokenStore
 
 CALL_WAIT_S = 4.0
 """How long one request waits for a front door (and a start) before it is answered NOT_RUNNING."""
+RESTART_WAIT_S = 30.0
+"""How long one request waits for a front door while the home's kernel runs (a front door restarting imports the
+MCP SDK and binds its port again: seconds, more on a busy machine; slow is not hung)."""
 START_EVERY_S = 10.0
 """At most one supervisor start in this many seconds, whatever the client asks meanwhile."""
 
@@ -116,10 +119,11 @@ class Link:
         self.token: str | None = None
         self.starter = Starter(home)
 
-    async def serving(self, wait_s: float = CALL_WAIT_S, start: bool = True) -> str | None:
+    async def serving(self, wait_s: float = CALL_WAIT_S, start: bool = True, running_wait_s: float = 0.0) -> str | None:
         """The front door's URL, read again; while none serves, wait up to ``wait_s`` (starting the supervisor
-        if none runs and ``start``), then None. Reads the token again too."""
-        give_up = time.monotonic() + wait_s
+        if none runs and ``start``), or up to ``running_wait_s`` while the home's kernel runs (its front door
+        restarting), then None. Reads the token again too."""
+        began = time.monotonic()
         while True:
             self.follow()
             url = serving_url(self.home)
@@ -129,6 +133,8 @@ class Link:
                 return url
             if start and self.home.running_pid() is None:
                 self.starter.kick()
+            running = running_wait_s > wait_s and self.home.running_pid() is not None
+            give_up = began + (running_wait_s if running else wait_s)
             if time.monotonic() >= give_up or (self.starter.failure and not self.starter.running()):
                 return None
             await anyio.sleep(0.1)

@@ -7,11 +7,12 @@ index, one set of models and one rate limit per session, instead of each opening
 the models again. stdout carries the MCP stream only: everything this module says goes to stderr.
 
 Nothing a client writes stops it: a line that cannot be relayed is answered here (:mod:`.stdio_lines`), and
-what happens to one request on its way to the front door becomes that request's error
-(:mod:`.transport`). Nothing foldermind does stops it either: the URL and the token are read again
-when a request cannot use them (:mod:`.link`), so a rotated token, a stop and start, a killed kernel
-or a new port is followed, a supervisor that is not running is started, and a request that cannot be served
-in a few seconds gets a typed error; the client's session goes on.
+what happens to one request on its way to the front door becomes that request's error (:mod:`.transport`),
+unless its answer was lost and running it twice does no harm: then it is sent again (:mod:`.resend`). Nothing
+foldermind does stops it either: the URL and the token are read again when a request cannot use them
+(:mod:`.link`), so a rotated token, a stop and start, a restarted front door, a killed kernel or a new port is
+followed, a supervisor that is not running is started, and a request that cannot be served in time gets a typed
+error; the client's session goes on.
 """
 
 from __future__ import annotations
@@ -24,10 +25,19 @@ import httpx2
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
+from mcp_types import (
+    CONNECTION_CLOSED,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+)
 
 from foldermind.kernel.cli.bridge import stdio_lines
 from foldermind.kernel.cli.bridge.link import BridgeFailure, Link
+from foldermind.kernel.cli.bridge.resend import Resends
 from foldermind.kernel.cli.bridge.transport import Guarded
 from foldermind.protocol.runtime.home import Home
 
@@ -92,31 +102,41 @@ class ClientSide:
 
 
 async def relay(home: Home, link: Link, max_bytes: int) -> None:
-    """Copy messages both ways until the client closes stdin. A failure of the connection to the front door
-    answers the requests it held with a retryable error, and the bridge connects again: the client never
-    sees its session end."""
+    """Copy messages both ways until the client closes stdin. A request whose answer was lost is sent again when
+    that is safe (:mod:`.resend`), else answered with a typed error, and a connection to the front door that
+    fails is opened again: the client never sees its session end."""
     timeout = httpx2.Timeout(30.0, read=READ_S)
     client = ClientSide(max_bytes)
     pending: set[RequestId] = set()
+
+    async def owe(rid: RequestId, line: bytes) -> None:
+        await client.write(line)
+        pending.discard(rid)
+
+    resends = Resends(owe, lambda rid, why: _error_line(rid, BridgeFailure.CONNECTION_LOST, why))
     to_send, queued = anyio.create_memory_object_stream[SessionMessage](64)
     transport = Guarded(httpx2.AsyncHTTPTransport(), link)
     async with (
         httpx2.AsyncClient(timeout=timeout, transport=transport) as http,
         anyio.create_task_group() as tg,
     ):
+        resends.tasks = tg
         tg.start_soon(client.read, to_send)
         while True:
             try:
-                if await _connect(link.url or FALLBACK_URL, http, queued, client, pending):
+                if await _connect(link.url or FALLBACK_URL, http, queued, client, pending, resends):
                     break  # the client closed stdin
             except Exception as exc:
                 print(f"foldermind: the front door connection broke ({exc!r}); connecting again", file=sys.stderr)
             if client.gone:
                 break
+            why = "the connection to the front door broke before the answer came"
             for rid in sorted(pending, key=str):
-                why = "the connection to the front door broke before the answer came; ask again"
-                await client.write(_error_line(rid, BridgeFailure.CONNECTION_LOST, why))
-            pending.clear()
+                lost = JSONRPCError(jsonrpc="2.0", id=rid, error=ErrorData(code=CONNECTION_CLOSED, message=why))
+                if (flight := resends.lost(lost)) is not None:
+                    resends.start(flight, lost)
+                else:  # cancelled by the client: no answer is owed, but one ends its wait
+                    await owe(rid, _error_line(rid, BridgeFailure.CONNECTION_LOST, f"{why}; ask again"))
             await anyio.sleep(0.5)
         tg.cancel_scope.cancel()
 
@@ -137,6 +157,7 @@ async def _connect(
     queued: MemoryObjectReceiveStream[SessionMessage],
     client: ClientSide,
     pending: set[RequestId],
+    resends: Resends,
 ) -> bool:
     """One connection to the front door, relaying until the client closes stdin (True) or the SDK's transport
     ends (False: the bridge connects again)."""
@@ -148,9 +169,12 @@ async def _connect(
 
         async def up() -> None:
             nonlocal done
+            resends.upstream = to_server.send
             async for message in queued:
                 if isinstance(message.message, JSONRPCRequest):
                     pending.add(message.message.id)
+                if isinstance(message.message, JSONRPCRequest | JSONRPCNotification):
+                    resends.sent(message.message)
                 await to_server.send(message)
             with anyio.move_on_after(READ_S):  # stdin closed: the answers still owed go out first
                 while pending and not client.gone:
@@ -164,6 +188,11 @@ async def _connect(
                     print(f"foldermind: front door error: {message}", file=sys.stderr)
                     continue
                 reply = message.message
+                if isinstance(reply, JSONRPCError) and (flight := resends.lost(reply)) is not None:
+                    resends.start(flight, reply)  # sent again, or answered why not
+                    continue
+                if isinstance(reply, JSONRPCResponse | JSONRPCError) and resends.answered(reply):
+                    continue  # the bridge's own request
                 if isinstance(reply, JSONRPCError) and reply.error.code == CONNECTION_CLOSED:
                     # The SDK's word for a stream that broke mid-answer: the bridge's typed, retryable one.
                     why = f"the connection to the front door broke before the answer came ({reply.error.message})"

@@ -6,8 +6,9 @@ JSON body, which the SDK hands back to the client under the request's own id, an
 what happens to it (:class:`~.link.Link` reads the URL and the token again):
 
 - every request goes to where the front door serves now, with the token read last;
-- a refused connection (a stop, a kill, a restart on another port) reads where the front door serves again,
-  starting the supervisor if none runs, and tries there once; with none serving in time: ``NOT_RUNNING``;
+- a refused connection (a stop, a kill, a restart, on another port or the same) reads where the front door serves
+  again, starting the supervisor if none runs, and tries there until one takes it (a refused request never
+  reached a front door); with none serving in time: ``NOT_RUNNING``;
 - a 401 (``token rotate``) reads the token again and tries once more; refused again: ``TOKEN_REFUSED``;
 - a 404 for the session (a restarted front door knows none of the old ones) opens a new session with the
   client's own ``initialize`` and tries once more. The bridge holds the session for its client: every request
@@ -22,15 +23,21 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
+import anyio
 import httpx2
 from mcp_types import INVALID_REQUEST
 
-from foldermind.kernel.cli.bridge.link import CALL_WAIT_S, BridgeFailure, Link
+from foldermind.kernel.cli.bridge.link import CALL_WAIT_S, RESTART_WAIT_S, BridgeFailure, Link
 
 SESSION = "mcp-session-id"
 VERSION = "mcp-protocol-version"
 REINIT_ID = "foldermind-bridge-reinitialize"
+RESENT = "x-foldermind-resent"
+"""Marks a request the bridge sends again (:mod:`.resend`): it waits for a front door but never starts the
+supervisor, so a call in flight during `foldermind stop` does not bring foldermind back (the client's next one
+does, as always). Taken off before the request leaves."""
 REFUSED = (
     "token refused: the front door refused the token in this home's token store, read again; "
     "`foldermind doctor` checks the setup"
@@ -45,19 +52,21 @@ class Guarded(httpx2.AsyncBaseTransport):
         self.session: str | None = None
         """The session the front door serving now knows this client by (opened by its initialize or again)."""
         self.version: str | None = None
+        self.reopening = anyio.Lock()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.method != "POST":
             return await self._stream(request)
         body = await request.aread()
         initialize = _method(body) == "initialize"
+        start = request.headers.pop(RESENT, None) is None  # the bridge's own resend never undoes a `stop`
         if initialize:
             self.initialize, self.session = body, None
         try:
-            if self.link.url is None and await self.link.serving() is None:
+            if self.link.url is None and await self.link.serving(start=start, running_wait_s=RESTART_WAIT_S) is None:
                 return _failure(503, request, BridgeFailure.NOT_RUNNING, self.link.why_not_serving())
             self._dress(request, initialize)
-            response = await self._send(request)
+            response = await self._send(request, start)
             if response is None:
                 return _failure(503, request, BridgeFailure.NOT_RUNNING, self.link.why_not_serving())
             if response.status_code == 401:
@@ -69,7 +78,7 @@ class Guarded(httpx2.AsyncBaseTransport):
                 response = await self.inner.handle_async_request(request)
             if response.status_code == 404 and not initialize and self.session is not None:
                 await response.aclose()
-                if await self._reopen(request):
+                if await self._reopen_once(request):
                     self._dress(request, initialize)
                     response = await self.inner.handle_async_request(request)
                 else:
@@ -111,19 +120,32 @@ class Guarded(httpx2.AsyncBaseTransport):
         elif self.version is not None and self.session is not None:
             request.headers[VERSION] = self.version
 
-    async def _send(self, request: httpx2.Request) -> httpx2.Response | None:
-        """Send ``request``; where the connection is refused, once more to where the front door serves now
-        (None when none serves in time)."""
+    async def _send(self, request: httpx2.Request, start: bool) -> httpx2.Response | None:
+        """Send ``request``; where the connection is refused, again to where the front door serves now, until one
+        takes it: a refused request never reached a front door, so sending it again is always safe. It waits
+        :data:`~.link.CALL_WAIT_S` for a front door, :data:`~.link.RESTART_WAIT_S` while the home's kernel runs
+        (``run/mcp.json`` names the front door that is stopping until it has stopped), starting the supervisor
+        if none runs and ``start``. None when none serves in time."""
         try:
             return await self.inner.handle_async_request(request)
         except httpx2.ConnectError:
+            pass
+        began = time.monotonic()
+        while True:
             before = self.link.url
-            if await self.link.serving() is None:
+            waited = time.monotonic() - began
+            if waited >= RESTART_WAIT_S:
+                return None
+            wait_s = max(0.0, CALL_WAIT_S - waited)
+            if await self.link.serving(wait_s, start, running_wait_s=RESTART_WAIT_S - waited) is None:
                 return None
             if self.link.url != before:
                 print(f"foldermind: the front door serves at {self.link.url} now", file=sys.stderr, flush=True)
             self._dress(request, _method(await request.aread()) == "initialize")
-            return await self.inner.handle_async_request(request)
+            try:
+                return await self.inner.handle_async_request(request)
+            except httpx2.ConnectError:
+                await anyio.sleep(0.1)
 
     async def _stream(self, request: httpx2.Request) -> httpx2.Response:
         """A GET (the server's own stream) or DELETE, sent as it is to the front door serving now; a restart
@@ -151,6 +173,14 @@ class Guarded(httpx2.AsyncBaseTransport):
         401 first may have read the new one already)."""
         await self.link.reread_token()
         return refused.headers.get("authorization") != f"Bearer {self.link.token}"
+
+    async def _reopen_once(self, failed: httpx2.Request) -> bool:
+        """A new session, unless another request opened one since ``failed`` was sent (calls sent at once to a
+        restarted front door all meet its 404: one session is opened for them, not one each)."""
+        async with self.reopening:
+            if failed.headers.get(SESSION) != self.session:
+                return self.session is not None
+            return await self._reopen(failed)
 
     async def _reopen(self, failed: httpx2.Request) -> bool:
         """Open a new session with the client's own initialize; True once it is open."""
