@@ -35,6 +35,9 @@ def test_a_quarantined_file_whose_cause_is_fixed_is_indexed_after_folders_retry(
         files = wait_for(lambda: failed(home_dir, "docs") or None, 120, 0.5, "the stalled file quarantined")
         assert [f["path"] for f in files] == [str(stalled.resolve())]
         assert files[0]["reason"].startswith("quarantined: its parse made no progress"), files
+        listed = cli(home_dir, "folders", "show", "docs", "--failed").stdout.splitlines()
+        hint = f"folders retry {k.folders()[0]['id']}` parses the failed files again (after an upgrade or a fix)"
+        assert listed[-1].endswith(hint), listed
 
         # The cause is fixed and foldermind restarted (an upgrade): the file's bytes did not change, so it stays.
         flag.unlink()
