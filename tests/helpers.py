@@ -109,6 +109,22 @@ summary: whenever the ingest queue is idle the llm summarises every indexed file
 psutil on the process tree, 2026-12-02), which competes with the tests for the CPU. The deterministic analysis
 a summary test reads is the indexer's."""
 
+STALL_NEEDLE = "stalled-"
+"""A file whose name holds this stalls its parse, by :func:`stalling_parser`'s switch."""
+
+
+def stalling_parser(flag: Path, parse_timeout_s: float = 0.5) -> Config:
+    """The ingestion pipeline (watcher, one parser, indexer, fast restarts) whose parser holds a parse of a file
+    named with :data:`STALL_NEEDLE` while ``flag`` exists (``FOLDERMIND_TEST_PARSER_HOLD``: no page read, no CPU
+    used): cut off at its deadline twice, the file is quarantined."""
+    parser = {"count": 1, "env": {"FOLDERMIND_TEST_PARSER_HOLD": f"{STALL_NEEDLE}:{flag}"}}
+    return merge(
+        FAST_RESTART,
+        only_workers("watcher", "parser", "indexer"),
+        {"workers": {"parser": parser}, "ingest": {"parse_timeout_s": parse_timeout_s}, "bus": {"overrun_grace_s": 1}},
+    )
+
+
 SEARCH_OVER_BUS = merge(only_workers("watcher", "parser", "embedder", "indexer"), ONE_PARSER)
 """The ingestion pipeline alone, for a test home searched and read over the bus or through the CLI: no front
 door, no llm (see :data:`NO_LLM`), one parser."""

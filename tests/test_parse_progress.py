@@ -24,16 +24,15 @@ from pathlib import Path
 import pytest
 
 from foldermind.workers.parser.formats import ocr, progress
-from tests.config import merge
 from tests.filemakers import make_pdf
 from tests.helpers import (
-    FAST_RESTART,
+    STALL_NEEDLE,
     RunningKernel,
     cli,
     found,
-    only_workers,
     remove_tree,
     short_tmpdir,
+    stalling_parser,
     wait_for,
     wait_found,
 )
@@ -44,7 +43,6 @@ HOG_MAX_S = 240
 """A hog ends by itself after this long, should the test die before it kills them."""
 PAGES = 800
 FIRST, LAST = "aardvarkopening", "zanzibarfinale"
-STALL_NEEDLE = "stalled-"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -183,13 +181,7 @@ def pipeline(home_dir: Path) -> Iterator[tuple[RunningKernel, Path, Path]]:
     docs = root / "docs"
     docs.mkdir()
     flag = root / "hold-flag"
-    parser = {"count": 1, "env": {"FOLDERMIND_TEST_PARSER_HOLD": f"{STALL_NEEDLE}:{flag}"}}
-    config = merge(
-        FAST_RESTART,
-        only_workers("watcher", "parser", "indexer"),
-        {"workers": {"parser": parser}, "ingest": {"parse_timeout_s": PARSE_TIMEOUT_S}, "bus": {"overrun_grace_s": 1}},
-    )
-    k = RunningKernel(home_dir, config).start()
+    k = RunningKernel(home_dir, stalling_parser(flag, PARSE_TIMEOUT_S)).start()
     try:
         yield k, docs, flag
     finally:

@@ -1,4 +1,4 @@
-"""``foldermind folders add|add-criteria|list|show|remove`` and ``foldermind search``."""
+"""``foldermind folders add|add-criteria|list|show|retry|remove`` and ``foldermind search``."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ from foldermind.protocol.messages import (
     FolderListRequest,
     FolderRemoveReply,
     FolderRemoveRequest,
+    FolderRetryReply,
+    FolderRetryRequest,
     IndexStatusReply,
     IndexStatusRequest,
     SearchReply,
@@ -231,15 +233,7 @@ def folders_show(folder: str, failed: bool, skipped: bool, unsupported: bool, as
     unsupported) and the reason it is not indexed; --failed, --skipped, --unsupported show only those."""
     home = current_home()
     wanted = [s for s, on in zip(STATES, (failed, skipped, unsupported), strict=True) if on]
-    target = os.path.realpath(folder) if os.path.isdir(folder) else folder  # as the indexer registers a path
-    known = _folders(home)
-    info = next((f for f in known if target in (f["id"], f["path"])), None)
-    named = [f for f in known if f["name"] == folder]
-    if info is None and len(named) == 1:  # its name, as `status` shows it, when no other folder has it
-        info = named[0]
-    if info is None:
-        many = f"{len(named)} Smart Folders are named" if named else "no Smart Folder"
-        raise click.ClickException(f"{many} {folder!r}: {typed(home, 'folders', 'list')} shows them")
+    info = _resolve(home, folder)
     files = _documents(home, info["id"], [s for s in wanted if s != "unsupported"]) if wanted != ["unsupported"] else []
     if not wanted or "unsupported" in wanted:
         status = _call(home, "indexer", IndexStatusRequest(max_failures=0, folder=info["id"]), IndexStatusReply)
@@ -261,6 +255,24 @@ def folders_show(folder: str, failed: bool, skipped: bool, unsupported: bool, as
         click.echo(f"{f['state']:<12} {one_line(shown)}" + (f"  {one_line(f['reason'])}" if f["reason"] else ""))
     if not files:
         click.echo("no such files" if wanted else "no files yet")
+    if any(f["state"] == "failed" for f in files):  # failed until the file changes, but for this
+        retry = typed(home, "folders", "retry", info["id"])
+        click.echo(f"`{retry}` parses the failed files again (after an upgrade or a fix)")
+
+
+def _resolve(home: Home, folder: str) -> Any:
+    """The Smart Folder FOLDER names: its id, its path, or its name when no other folder has it (as `status` shows
+    it; a name that is also a folder here, `docs`, is still found)."""
+    target = os.path.realpath(folder) if os.path.isdir(folder) else folder  # as the indexer registers a path
+    known = _folders(home)
+    info = next((f for f in known if target in (f["id"], f["path"])), None)
+    named = [f for f in known if f["name"] == folder]
+    if info is None and len(named) == 1:
+        info = named[0]
+    if info is None:
+        many = f"{len(named)} Smart Folders are named" if named else "no Smart Folder"
+        raise click.ClickException(f"{many} {folder!r}: {typed(home, 'folders', 'list')} shows them")
+    return info
 
 
 def _folders(home: Home) -> list[Any]:
@@ -292,6 +304,27 @@ def _unsupported(path: str) -> dict[str, Any]:
         "reason": f"no parser reads {named}, and its first bytes are not text",
         "format": None,
     }
+
+
+@folders.command("retry")
+@home_option
+@click.argument("folder", required=False)
+def folders_retry(folder: str | None) -> None:
+    """Try the failed files of the Smart Folder FOLDER (its id, path or name; every folder without it) again: a
+    file quarantined after a parser failed on it twice stays so until it changes, or until this is run (once a
+    new foldermind or a fixed cause should read it)."""
+    home = current_home()
+    target = _resolve(home, folder)["id"] if folder else ""
+    reply = _call(home, "indexer", FolderRetryRequest(target), FolderRetryReply)
+    named = reply.folder
+    where = f"{named['name']} ({named['id']})" if named is not None else ""
+    if not reply.retried:
+        click.echo(f"no failed files in {where or 'any Smart Folder'}")
+        return
+    files = "1 failed file" if reply.retried == 1 else f"{reply.retried} failed files"
+    follow = typed(home, "folders", "show", named["id"], "--failed") if named is not None else typed(home, "status")
+    scope = f"of {where}" if where else "across the Smart Folders"
+    click.echo(f"{files} {scope} will be parsed again; `{follow}` shows how they fare")
 
 
 @folders.command("remove")

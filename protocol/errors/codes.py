@@ -276,7 +276,8 @@ class ErrorCode(StrEnum):
         "unknown_folder",
         Fault.REJECTED,
         False,
-        "indexer (`folders.remove.request`, `folders.documents.request`, `index.reconcile.request`)",
+        "indexer (`folders.remove.request`, `folders.retry.request`, `folders.documents.request`, "
+        "`index.reconcile.request`)",
         "No Smart Folder has that id or registered path (nor, for `folders.remove`, a criteria folder that id or "
         "name).",
     )

@@ -35,6 +35,8 @@ from foldermind.protocol.messages import (
     FolderListRequest,
     FolderRemoveReply,
     FolderRemoveRequest,
+    FolderRetryReply,
+    FolderRetryRequest,
     IndexStatusRequest,
     ReadDocumentRequest,
     ReconcileReply,
@@ -156,6 +158,7 @@ class IndexerWorker(Worker):
             route(FolderAddRequest, self.on_folder_add),
             route(FolderListRequest, self.on_folder_list),
             route(FolderRemoveRequest, self.on_folder_remove),
+            route(FolderRetryRequest, self.on_folder_retry),
             route(CriteriaAddRequest, self.on_criteria_add),
             route(FolderDocumentsRequest, self.on_folder_documents),
             route(ReconcileRequest, self.on_reconcile),
@@ -329,6 +332,14 @@ class IndexerWorker(Worker):
             "Smart Folder %s removed (%d documents purged, %d criteria folders)", folder.id, len(purged), len(inside)
         )
         return FolderRemoveReply(info, len(purged), removed)
+
+    def on_folder_retry(self, req: Request[FolderRetryRequest]) -> Result:
+        folder = self.store.folders.find(req.body.folder) if req.body.folder else None
+        with self._writing("trying failed files again"), self.store.tx(durable=True) as db:
+            retried = self.store.documents.retry_failed(db, folder.id if folder is not None else None)
+        self.pipeline.wake()
+        log.info("%d failed documents to be parsed again (%s)", retried, folder.id if folder else "every folder")
+        return FolderRetryReply(retried, self.folder_info(folder) if folder is not None else None)
 
     def on_criteria_add(self, req: Request[CriteriaAddRequest]) -> Result:
         saved = criteria.validate(req.body, self._folder_of)

@@ -46,6 +46,8 @@ from foldermind.protocol.messages.indexer.folders import (
     FolderListRequest,
     FolderRemoveReply,
     FolderRemoveRequest,
+    FolderRetryReply,
+    FolderRetryRequest,
 )
 from foldermind.protocol.messages.indexer.search import (
     Location,
@@ -104,6 +106,8 @@ __all__ = [
     "FolderListRequest",
     "FolderRemoveReply",
     "FolderRemoveRequest",
+    "FolderRetryReply",
+    "FolderRetryRequest",
     "FormatInfo",
     "IndexStatusReply",
     "IndexStatusRequest",

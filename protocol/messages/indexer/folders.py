@@ -1,4 +1,5 @@
-"""Smart Folders: adding, listing and removing them, and the documents recorded for each."""
+"""Smart Folders: adding, listing and removing them, the documents recorded for each, and trying its failed
+files again."""
 
 from __future__ import annotations
 
@@ -116,6 +117,28 @@ class FolderRemoveReply(Message):
     """The number of documents deleted."""
     criteria: list[CriteriaInfo] = field(default_factory=list)
     """The criteria folders removed: the one named, or those `within` the removed folder."""
+
+
+@message("folders.retry.request")
+@dataclass(slots=True)
+class FolderRetryRequest(Message):
+    """Try the failed files of one Smart Folder (or of every folder) again: each goes back to pending with its
+    attempts at zero, as a changed file does, so a file quarantined by a parser that since was fixed (or whose
+    cause was) is parsed anew. Errors: ``unknown_folder``."""
+
+    folder: str = ""
+    """The folder's id, registered path or name (as `folders.remove` takes it); `""`: every Smart Folder."""
+
+
+@message("folders.retry.reply")
+@dataclass(slots=True)
+class FolderRetryReply(Message):
+    """How many failed files went back to pending."""
+
+    retried: int
+    """The files that were `failed` and are now `pending` (0: none had failed)."""
+    folder: FolderInfo | None = None
+    """The named folder's `FolderInfo` after the change; `null` when every folder was asked."""
 
 
 class DocumentEntry(TypedDict):

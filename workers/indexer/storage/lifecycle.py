@@ -1,5 +1,6 @@
 """The documents' lifecycle (``documents``): recorded pending, parsed into chunks (whole, or page by page while
-``indexing``), indexed, failed or skipped, moved, touched, deleted; and the reads that pick the next to parse.
+``indexing``), indexed, failed (and tried again when asked) or skipped, moved, touched, deleted; and the reads that
+pick the next to parse.
 
 Every write that changes what the keyword index holds appends the document to ``journal`` in the same
 transaction (:class:`.journal.Journal` replays it into Tantivy), and a write of new content drops the
@@ -143,6 +144,17 @@ class Documents(Table):
     def reparse_all(self, db: sqlite3.Connection) -> int:
         """Every document to be parsed again (its chunks stay searchable until new ones replace them)."""
         cur = db.execute("UPDATE documents SET status = 'pending', attempts = 0, sha256 = NULL, error = NULL")
+        return cur.rowcount
+
+    def retry_failed(self, db: sqlite3.Connection, folder_id: str | None) -> int:
+        """The failed documents of the folder (of every folder with None) to be parsed again, as a changed file
+        is: a file quarantined stays so until its bytes change, which a fixed parser or cause does not do."""
+        where, args = ("AND folder_id = ?", (folder_id,)) if folder_id is not None else ("", ())
+        cur = db.execute(
+            f"UPDATE documents SET status = 'pending', attempts = 0, error = NULL, updated_at = ? "
+            f"WHERE status = 'failed' {where}",
+            (time.time(), *args),
+        )
         return cur.rowcount
 
     def requeue(self, doc_id: int) -> None:
