@@ -216,6 +216,10 @@ class Pipeline(threading.Thread):
         self.upkeep.maybe_save()
         if self.vectors.outgrown and self._idle():
             self.upkeep.full_graph()
+        elif self.vectors.wasted and self._idle():  # a deleted file's vectors out of the graph and the file
+            self.upkeep.compact()
+        if self._idle() and self.store.compact():  # a deleted file's pages back to the disk
+            log.info("database compacted: %d bytes", self.store.path.stat().st_size)
 
     def _wait_ms(self) -> int:
         """How long to wait for a reply or a wake-up before the next pass."""

@@ -103,12 +103,20 @@ class VectorUpkeep:
         """The vector index's draft graph, outgrown, replaced by a full one of SQLite's vectors (added in a
         shuffled order, as at a repair) and saved. Run when nothing is left to parse or embed: new work waits
         for it (~55k vectors take a few seconds: docs/tuning.md#vector-search)."""
+        self._rebuild(draft=False, why="vector index outgrew exact search: graph rebuilt full")
+
+    def compact(self) -> None:
+        """The graph rebuilt from SQLite's vectors without the slots of removed ones (:attr:`VectorIndex.wasted`),
+        a draft staying a draft, and saved: the file shrinks back after a big deletion. Run when idle, as
+        :meth:`full_graph`; searches go on over the old graph meanwhile."""
+        self._rebuild(draft=self.vectors.draft, why="vector index compacted: removed vectors dropped")
+
+    def _rebuild(self, draft: bool, why: str) -> None:
         started = time.monotonic()
         ids = insert_order(np.asarray(self.store.embeddings.ids(), dtype=np.uint64))
         read = (self._stored_units(ids[start : start + STORED_BATCH]) for start in range(0, len(ids), STORED_BATCH))
-        self.vectors.rebuilt(stored for stored in read if stored is not None)
-        took = time.monotonic() - started
-        log.info("vector index outgrew exact search: graph rebuilt full, %d vectors in %.1f s", len(self.vectors), took)
+        self.vectors.rebuilt((stored for stored in read if stored is not None), draft=draft)
+        log.info("%s, %d vectors in %.1f s", why, len(self.vectors), time.monotonic() - started)
         self.save()
 
     def _stored_units(self, ids: NDArray[np.uint64]) -> tuple[list[int], NDArray[np.float32]] | None:

@@ -168,9 +168,11 @@ class Database:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
             conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # before WAL: a new file only (see compact())
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
             conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute(f"PRAGMA journal_size_limit={FREE_MIN_BYTES}")  # a WAL grown by a big write shrinks back
             self._local.conn = conn
         return conn
 
@@ -222,6 +224,32 @@ class Database:
         db.execute(
             "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = ?", (key, value, value)
         )
+
+    def compact(self) -> bool:
+        """Give the file's free pages back to the disk once they are over :data:`FREE_SHARE` of it and
+        :data:`FREE_MIN_BYTES`: SQLite keeps a deleted document's pages for reuse, so the file never shrank.
+        A file made before ``auto_vacuum=INCREMENTAL`` is converted by one ``VACUUM`` (a full rewrite, once);
+        after that ``incremental_vacuum`` frees the pages. Then the WAL is checkpointed and truncated. Readers
+        (searches) go on meanwhile under WAL; writers wait. True when it compacted."""
+        db = self.db
+        free, pages, size = (int(db.execute(f"PRAGMA {p}").fetchone()[0]) for p in FREE_PRAGMAS)
+        if free * size < FREE_MIN_BYTES or free < pages * FREE_SHARE:
+            return False
+        if int(db.execute("PRAGMA auto_vacuum").fetchone()[0]) != INCREMENTAL:
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            db.execute("VACUUM")
+        else:
+            db.executescript("PRAGMA incremental_vacuum")  # execute() would free one page: a page a step
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return True
+
+
+FREE_SHARE = 0.25
+"""The share of the database file's pages that may sit free before :meth:`Database.compact` frees them."""
+FREE_MIN_BYTES = 4 << 20
+"""Free pages under this many bytes are left alone, however large their share of a small file."""
+FREE_PRAGMAS = ("freelist_count", "page_count", "page_size")
+INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 
 
 class Table:

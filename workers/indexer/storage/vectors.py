@@ -62,6 +62,11 @@ EXPANSION_ADD = 128
 """usearch's insert beam for a graph that searches walk (an index above ``exact_search_vectors``)."""
 DRAFT_EXPANSION_ADD = 32
 """The insert beam of a draft graph, which no search walks (see the module's docstring)."""
+REMOVED_SHARE = 0.25
+"""The share of the graph's slots that removed vectors may hold before :attr:`VectorIndex.wasted`: usearch keeps
+a removed vector's slot, in memory and in the file, until the graph is rebuilt."""
+REMOVED_MIN = 4096
+"""Removed vectors' slots under this many (~4 MB at 384 f16 dimensions with their links) are left alone."""
 DRAFT_MARKER = ".draft"
 """Beside a file saved as a draft (its name plus this)."""
 
@@ -139,16 +144,23 @@ class VectorIndex:
         until :meth:`rebuilt` puts a full graph in its place."""
         return self.draft and len(self.index) > self.exact_search_vectors
 
-    def rebuilt(self, batches: Iterable[tuple[list[int], NDArray[np.float32]]]) -> None:
-        """A full graph of the vectors ``batches`` yields (all this index should hold, as :meth:`add` takes them),
-        built beside this one while searches go on here, then put in its place. The caller is the only writer
-        meanwhile (the ingest thread); the two graphs are held at once until the swap."""
-        fresh = self._empty(self.ndim, draft=False)
+    @property
+    def wasted(self) -> bool:
+        """Whether removed vectors hold over :data:`REMOVED_SHARE` of the graph's slots (and :data:`REMOVED_MIN`)."""
+        with self._gate.read():
+            slots, live = int(self.index.stats.nodes), len(self.index)
+        return slots - live >= max(REMOVED_MIN, slots * REMOVED_SHARE)
+
+    def rebuilt(self, batches: Iterable[tuple[list[int], NDArray[np.float32]]], draft: bool = False) -> None:
+        """A graph (full, or a ``draft``) of the vectors ``batches`` yields (all this index should hold, as
+        :meth:`add` takes them), built beside this one while searches go on here, then put in its place. The
+        caller is the only writer meanwhile (the ingest thread); the two graphs are held at once until the swap."""
+        fresh = self._empty(self.ndim, draft=draft)
         for keys, vectors in batches:
             if keys:
                 fresh.add(np.asarray(keys, dtype=np.uint64), vectors)
         with self._gate.write():
-            self.index, self.draft, self.dirty = fresh, False, True
+            self.index, self.draft, self.dirty = fresh, draft, True
 
     def __len__(self) -> int:
         """How many unit vectors the index holds (a chunk has one or more)."""
