@@ -73,8 +73,9 @@ class Quoting:
 class Evidence:
     def __init__(self, reply: EvidenceReply, question: str = "") -> None:
         self.reply = reply
-        self.question = question
-        """What was asked (an extractive label names a figure question's page: :meth:`label`); "" when unknown."""
+        self.asked_numbers = questions.numbers(question) if question and questions.asks_for_figure(question) else None
+        """The numbers a figure question writes (an extractive label names its page: :meth:`label`); None when the
+        question asks for no figure or is unknown ("")."""
 
     @property
     def spans(self) -> list[EvidenceSpan]:
@@ -103,13 +104,13 @@ class Evidence:
         release notes > CVE-2023-23969: ...": the section's label did not say which release fixed it): a title, not
         already the label, with a number neither the question nor the quote writes."""
         name = self.section(span)
-        if not self.question or not questions.asks_for_figure(self.question):
+        if self.asked_numbers is None:
             return name
         heading = self.reply.passages[span["passage"]]["location"].get("heading") or ""
         title = next((h.strip() for h in heading.split(" > ") if h.strip()), "")
         if not title or title == name or " > " not in heading or len(title) > SECTION_CHARS:
             return name
-        told = questions.numbers(self.question) | questions.numbers(span["text"])
+        told = self.asked_numbers | questions.numbers(span["text"])
         if not questions.numbers(title) - told:
             return name
         return f"{title} > {name}" if name else title
