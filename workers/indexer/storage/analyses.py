@@ -47,7 +47,7 @@ def analysis_map(fields: Mapping[str, Any], analyzed_at: float, file_path: str, 
 class Analyses(Table):
     _DUE = (
         "SELECT d.id, d.path, d.format, d.title, d.mtime_ns, d.language, q.written_at FROM analysis_due q "
-        "JOIN documents d ON d.id = q.doc_id JOIN folders f ON f.id = d.folder_id WHERE d.status = 'indexed' "
+        "JOIN documents d ON d.id = q.doc_id WHERE d.status = 'indexed' "
     )
 
     def due(self, limit: int) -> list[DueDocument]:
