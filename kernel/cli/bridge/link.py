@@ -32,6 +32,8 @@ CALL_WAIT_S = 4.0
 RESTART_WAIT_S = 30.0
 """How long one request waits for a front door while the home's kernel runs (a front door restarting imports the
 MCP SDK and binds its port again: seconds, more on a busy machine; slow is not hung)."""
+BROKE = "the connection to the front door broke before the answer came"
+"""What a request whose answer was lost is told (its own error says what happened next)."""
 START_EVERY_S = 10.0
 """At most one supervisor start in this many seconds, whatever the client asks meanwhile."""
 

@@ -36,7 +36,7 @@ from mcp_types import (
 )
 
 from foldermind.kernel.cli.bridge import stdio_lines
-from foldermind.kernel.cli.bridge.link import BridgeFailure, Link
+from foldermind.kernel.cli.bridge.link import BROKE, BridgeFailure, Link
 from foldermind.kernel.cli.bridge.resend import Resends
 from foldermind.kernel.cli.bridge.transport import Guarded
 from foldermind.protocol.runtime.home import Home
@@ -130,7 +130,7 @@ async def relay(home: Home, link: Link, max_bytes: int) -> None:
                 print(f"foldermind: the front door connection broke ({exc!r}); connecting again", file=sys.stderr)
             if client.gone:
                 break
-            why = "the connection to the front door broke before the answer came"
+            why = BROKE
             for rid in sorted(pending, key=str):
                 lost = JSONRPCError(jsonrpc="2.0", id=rid, error=ErrorData(code=CONNECTION_CLOSED, message=why))
                 if (flight := resends.lost(lost)) is not None:
@@ -195,7 +195,7 @@ async def _connect(
                     continue  # the bridge's own request
                 if isinstance(reply, JSONRPCError) and reply.error.code == CONNECTION_CLOSED:
                     # The SDK's word for a stream that broke mid-answer: the bridge's typed, retryable one.
-                    why = f"the connection to the front door broke before the answer came ({reply.error.message})"
+                    why = f"{BROKE} ({reply.error.message})"
                     await client.write(_error_line(reply.id, BridgeFailure.CONNECTION_LOST, why + "; ask again"))
                 else:
                     await client.write(reply.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")

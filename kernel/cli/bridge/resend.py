@@ -30,7 +30,7 @@ from mcp.types import ListToolsResult
 from mcp_types import CONNECTION_CLOSED, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, RequestId
 from pydantic import ValidationError
 
-from foldermind.kernel.cli.bridge.link import BridgeFailure
+from foldermind.kernel.cli.bridge.link import BROKE, BridgeFailure
 from foldermind.kernel.cli.bridge.transport import RESENT
 
 REPEATABLE = frozenset(
@@ -119,7 +119,7 @@ class Resends:
         """Send a lost request again while that is safe and its time lasts, or answer why it was not."""
         request = flight.request
         flight.lost_at = flight.lost_at or time.monotonic()
-        tool = request.params.get("name") if request.method == "tools/call" and request.params else None
+        tool = _tool(request)
         while time.monotonic() - flight.lost_at < RESEND_FOR_S and await self._repeatable(request):
             await anyio.sleep(min(0.1 * 2**flight.tries, 2.0))
             flight.tries += 1
@@ -135,12 +135,12 @@ class Resends:
         if isinstance(tool, str) and not self.repeatable_tools.get(tool, False):
             marks = "does not mark" if self.learnt else "could not be asked whether it marks"
             why = (
-                f"the connection to the front door broke before the answer came ({reply.error.message}): the call "
+                f"{BROKE} ({reply.error.message}): the call "
                 f"may or may not have run; the server {marks} {tool!r} read-only or idempotent, so the bridge did "
                 "not send it again"
             )
         else:
-            why = f"the connection to the front door broke before the answer came ({reply.error.message}); ask again"
+            why = f"{BROKE} ({reply.error.message}); ask again"
         if flight.done is not None:
             flight.answer = reply
             flight.done.set()
@@ -159,7 +159,7 @@ class Resends:
     async def _repeatable(self, request: JSONRPCRequest) -> bool:
         if request.method in REPEATABLE:
             return True
-        name = request.params.get("name") if request.method == "tools/call" and request.params else None
+        name = _tool(request)
         if not isinstance(name, str):
             return False
         if name not in self.repeatable_tools:
@@ -201,3 +201,8 @@ class Resends:
         for tool in tools:
             marks = tool.annotations
             self.repeatable_tools[tool.name] = bool(marks and (marks.read_only_hint or marks.idempotent_hint))
+
+
+def _tool(request: JSONRPCRequest) -> Any:
+    """The tool a ``tools/call`` names (whatever the client wrote there), or None for any other request."""
+    return request.params.get("name") if request.method == "tools/call" and request.params else None
