@@ -72,7 +72,7 @@ class Quoting:
 
 class Evidence:
     def __init__(self, reply: EvidenceReply, question: str = "") -> None:
-        self.reply = reply
+        self.reply, self.question = reply, question
         self.asked_numbers = questions.numbers(question) if question and questions.asks_for_figure(question) else None
         """The numbers a figure question writes (an extractive label names its page: :meth:`label`); None when the
         question asks for no figure or is unknown ("")."""
