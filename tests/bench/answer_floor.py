@@ -14,9 +14,9 @@ document names, near misses and neighbours; its README) and every answerable fac
 ``support`` (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, the
 answer's ``floor``, whether it was refused (by the evidence floor or the model), the floorless quotes' citations
 (``cited``), and for an answerable one whether the extractive answer (the quotes a user gets) holds the gold answer.
-Every answerable factoid set but ``who3`` has been read before (tune .. fresh7, who1, who2): tune; ``who3`` and the shape
-bench's newest batch (``--shapes``) are held out. The no-answer rows' held-out part is the newest set, ``noanswer8``;
-every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
+Every answerable factoid set but ``who3`` has been read before (tune .. fresh7, who1, who2): tune; ``who3`` and the
+shape bench's newest batch (``--shapes``) are held out. The no-answer rows' held-out part is the newest set,
+``noanswer8``; every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
