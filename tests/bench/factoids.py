@@ -77,14 +77,28 @@ FRESH6 = DATA / "fresh6.jsonl"
 FRESH7 = DATA / "fresh7.jsonl"
 WHO1 = DATA / "who1.jsonl"
 WHO2 = DATA / "who2.jsonl"
+WHO3 = DATA / "who3.jsonl"
 QUESTION_FILES = (QUESTIONS, FRESH, FRESH2, FRESH3, FRESH4, FRESH5, FRESH6, FRESH7)
-CHECKED_FILES = (*QUESTION_FILES, WHO1, WHO2)  # who1, who2: checked here, asked by the floor bench alone
+CHECKED_FILES = (*QUESTION_FILES, WHO1, WHO2, WHO3)  # who1..who3: checked here, asked by the floor bench alone
 
 SCIFACT = "scifact"
 DJANGO = "django-docs"
 MANUALS = "manuals"
 CORPORA = (SCIFACT, DJANGO, MANUALS)
-SPLITS = ("tune", "held_out", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "who1", "who2")
+SPLITS = (
+    "tune",
+    "held_out",
+    "fresh",
+    "fresh2",
+    "fresh3",
+    "fresh4",
+    "fresh5",
+    "fresh6",
+    "fresh7",
+    "who1",
+    "who2",
+    "who3",
+)
 
 SCIFACT_DISTRACTORS = 1500
 """The first N abstracts are indexed beside the gold ones."""
