@@ -1,4 +1,5 @@
-"""The command line's client-setup commands, run by the kernel for the web console (``ctl.cli``).
+"""The command line's client-setup commands, run by the kernel for the web console (``ctl.cli``): the clients'
+snippets, ``doctor``, ``config install``, the test connection, and the client keys (``token list|add|revoke``).
 
 The client formats, ``doctor``'s checks and ``config install`` live in the command line, which no worker may
 import; the console asks the kernel, and the kernel runs the very command a user would type (``foldermind doctor
@@ -29,15 +30,38 @@ TIMEOUT_S = 180.0
 """A command still running after this long is killed (a test connection waits for the front door: seconds)."""
 MAX_RUNNING = 4
 CLIENT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+KEY_NAME = re.compile(r"\w[\w-]{0,62}")
+"""A key's name as far as the kernel checks it (after ``--``, never an option); ``token add`` checks the rest."""
+FOLDER_ID = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+MAX_FOLDERS = 1000
 
-TASKS: dict[str, Callable[[str], list[str]]] = {
-    "snippets": lambda _client: ["config", "snippet", "--json"],
-    "doctor": lambda _client: ["doctor", "--json"],
-    "install-preview": lambda client: ["config", "install", "--client", client, "--dry-run"],
-    "install": lambda client: ["config", "install", "--client", client],
-    "test-connection": lambda _client: ["test-connection"],
+TASKS: dict[str, Callable[[CliRequest], list[str]]] = {
+    "snippets": lambda _body: ["config", "snippet", "--json"],
+    "doctor": lambda _body: ["doctor", "--json"],
+    "install-preview": lambda body: ["config", "install", "--client", body.client, "--dry-run"],
+    "install": lambda body: ["config", "install", "--client", body.client],
+    "test-connection": lambda _body: ["test-connection"],
+    "keys": lambda _body: ["token", "list", "--json"],
+    "key-add": lambda body: ["token", "add", "--json", "--folders", ",".join(body.folders), "--", body.client],
+    "key-revoke": lambda body: ["token", "revoke", "--", body.client],
 }
-"""Task name -> the command's arguments (the command line checks the client name against its own table)."""
+"""Task name -> the command's arguments (the command line checks the client and key names against its own rules)."""
+
+
+def refused(body: CliRequest) -> str:
+    """Why the kernel will not run ``body``'s command ("" when it will)."""
+    if body.task not in TASKS:
+        return f"unknown task {body.task!r}: one of {', '.join(TASKS)}"
+    if body.task.startswith("install") and not CLIENT_NAME.fullmatch(body.client):
+        return f"{body.client!r} is not a client name"
+    if body.task.startswith("key-") and not KEY_NAME.fullmatch(body.client):
+        return f"{body.client!r} is not a key name"
+    if body.task == "key-add" and not 0 < len(body.folders) <= MAX_FOLDERS:
+        return f"a key made here sees 1 to {MAX_FOLDERS} Smart Folders, not {len(body.folders)}"
+    if body.task == "key-add" and not all(FOLDER_ID.fullmatch(f) for f in body.folders):
+        return "a key's folders are given by their ids"
+    return ""
+
 
 Done = tuple[bytes, Envelope, CliReply | JobError]
 
@@ -57,16 +81,14 @@ class Errands:
 
     def start(self, client: bytes, env: Envelope, body: CliRequest) -> None:
         """Start the command ``body`` asks for; its reply comes from :meth:`finished`. Raises :class:`JobError`
-        for an unknown task or client name, or when ``MAX_RUNNING`` already run."""
-        make = TASKS.get(body.task)
-        if make is None:
-            raise JobError(ErrorCode.BAD_REQUEST, f"unknown task {body.task!r}: one of {', '.join(TASKS)}")
-        if body.task.startswith("install") and not CLIENT_NAME.fullmatch(body.client):
-            raise JobError(ErrorCode.BAD_REQUEST, f"{body.client!r} is not a client name")
+        for a command :func:`refused` names, or when ``MAX_RUNNING`` already run."""
+        why = refused(body)
+        if why:
+            raise JobError(ErrorCode.BAD_REQUEST, why)
         if self._running >= MAX_RUNNING:
             raise JobError(ErrorCode.SERVICE_UNAVAILABLE, f"{MAX_RUNNING} setup commands already run: try again")
         home = ["--home", str(self.home.root)] if self.home.root is not None else []
-        argv = [sys.executable, "-m", "foldermind.kernel.cli", *home, *make(body.client)]
+        argv = [sys.executable, "-m", "foldermind.kernel.cli", *home, *TASKS[body.task](body)]
         self._running += 1
         threading.Thread(target=self._run, args=(client, env, argv), name=f"cli-{body.task}", daemon=True).start()
 

@@ -1,15 +1,16 @@
 // The web console in real headless Chromium (Debian's /usr/bin/chromium, driven by npm playwright-core): signs in
 // through the link `foldermind console --url` prints, reads the overview, searches, opens a hit's preview, asks,
-// restarts a worker, adds and removes a folder, copies a client's snippet, reads doctor's findings and tests the connection, and looks at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
+// restarts a worker, adds and removes a folder, copies a client's snippet, reads doctor's findings and tests the connection,
+// makes a scoped client key and revokes it, and looks at the console without a session in a second, fresh profile. Prints what it saw as one JSON line for
 // tests/test_console_browser.py. Run from the directory whose node_modules holds playwright-core.
-// Usage: node console_browser.mjs PYTHON HOME QUERY WORKER EXTRA_FOLDER PDF_QUERY [SCREENSHOT]
+// Usage: node console_browser.mjs PYTHON HOME QUERY WORKER EXTRA_FOLDER PDF_QUERY KEY_FOLDER [SCREENSHOT]
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-const [python, home, query, worker, extra, pdfQuery, screenshot] = process.argv.slice(2);
+const [python, home, query, worker, extra, pdfQuery, keyFolder, screenshot] = process.argv.slice(2);
 const ARGS = [
   "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
   "--disable-sync", "--no-first-run", "--disable-quic",
@@ -146,6 +147,34 @@ try {
   await page.waitForSelector("#test-result", WAIT);
   seen.tested = (await page.textContent("#test-result p")).trim();
 
+  // Keys: a key for the one folder, by its name; its token shown once (copied by its button), listed by folder name,
+  // then revoked after the confirming click.
+  await page.click('a[href="/keys"]');
+  await page.waitForSelector("#key-name", WAIT);
+  await page.fill("#key-name", "agent");
+  await page.check(`input[name="folder"][data-name="${keyFolder}"]`);
+  await page.click("#add-key");
+  await page.waitForSelector("#key-token", WAIT);
+  const token = (await page.textContent("#key-token")).trim();
+  seen.key = { made: (await page.textContent("#key-made")).trim(), token };
+  await page.click("#copy-key-token");
+  await page.waitForFunction(
+    () => document.querySelector("#copy-key-token").parentElement.querySelector(".copied").textContent !== "",
+    null,
+    WAIT,
+  );
+  seen.key.clipboard = await page.evaluate(() => navigator.clipboard.readText());
+  await page.click('main a[href="/keys"]');
+  await page.waitForSelector('#keys tr[data-key="agent"]', WAIT);
+  seen.key.rows = await page.$$eval("#keys tbody tr", (rows) =>
+    rows.map((r) => ({ name: r.dataset.key, sees: r.querySelector(".sees").textContent })),
+  );
+  seen.key.shownAgain = (await page.content()).includes(token);
+  await page.click('#keys tr[data-key="agent"] details.revoke summary');
+  await page.click("#revoke-agent");
+  await page.waitForSelector("#no-keys", WAIT);
+  seen.key.afterRevoke = await page.$$eval("#keys tbody tr", (rows) => rows.length);
+
   // The same link again, in this profile: refused.
   const again = await page.goto(signin);
   seen.reused = again.status();
@@ -164,6 +193,7 @@ try {
     heading: await page.textContent("h1"),
     workers: (await page.$$("#workers")).length,
   };
+  seen.anonymousKeys = (await page.goto(new URL("/keys", seen.base).href)).status();
 } finally {
   await fresh.context.close();
   rmSync(fresh.profile, { recursive: true, force: true });

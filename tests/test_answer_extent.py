@@ -163,3 +163,39 @@ def test_a_removed_feature_s_item_is_quoted_with_what_replaces_it_the_rest_of_it
     out = extractive(served, "What replaces the disabled attribute on test classes in pytest 2.0?")
     removed = next(c["quote"] for c in out["citations"] if 'removed the "disabled" attribute' in c["quote"])
     assert removed.endswith("Use the skipping and pytestmark mechanism to skip or xfail a test class."), out["answer"]
+
+
+SETTINGS = (  # Django 4.2.16, docs/topics/settings.txt (its reST as the text parser reads it)
+    "The basics\n==========\n\n"
+    "A settings file is just a Python module with module-level variables.\n\n"
+    "Here are a couple of example settings::\n\n"
+    '    ALLOWED_HOSTS = ["www.example.com"]\n'
+    "    DEBUG = False\n"
+    '    DEFAULT_FROM_EMAIL = "webmaster@example.com"\n\n'
+    ".. note::\n\n"
+    "    If you set :setting:`DEBUG` to ``False``, you also need to properly set\n"
+    "    the :setting:`ALLOWED_HOSTS` setting.\n\n"
+    "In your Django apps, use settings by importing the object\n"
+    "``django.conf.settings``. Example::\n\n"
+    "    from django.conf import settings\n\n"
+    "    if settings.DEBUG:\n"
+    "        # Do something\n"
+    "        ...\n\n"
+    "Note that ``django.conf.settings`` isn't a module -- it's an object.\n"
+)
+
+
+def test_a_rest_literal_block_is_quoted_line_by_line_after_the_sentence_that_introduces_it() -> None:
+    """walk2: a reST ``::`` block was run together into one line of prose."""
+    assert _quoted(SETTINGS, "Here are a couple of example settings") == (
+        "Here are a couple of example settings:\n"
+        'ALLOWED_HOSTS = ["www.example.com"]\n'
+        "DEBUG = False\n"
+        'DEFAULT_FROM_EMAIL = "webmaster@example.com"'
+    )
+    quote = _quoted(SETTINGS, "Example::")  # the whole block, its indentation within it kept
+    assert quote == "Example:\nfrom django.conf import settings\nif settings.DEBUG:\n    # Do something", quote
+    # Prose stays one line, and a quote without a literal block is as before.
+    assert _quoted(SETTINGS, "A settings file is just") == (
+        "A settings file is just a Python module with module-level variables."
+    )

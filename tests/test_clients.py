@@ -103,6 +103,8 @@ def expected_stdio(name: str, fm: Path, key: str = "") -> dict[str, Any]:
     args += ["--client", key] if key else []
     if name in ("claude-code", "vscode"):
         return {"type": "stdio", "command": exe, "args": args}
+    if name == "zed":  # Zed's releases from June 2025 (zed-industries/zed#32793) refuse a command entry without it
+        return {"source": "custom", "command": exe, "args": args}
     return {"command": exe, "args": args}
 
 

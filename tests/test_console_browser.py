@@ -2,8 +2,9 @@
 playwright-core): sign in through `foldermind console --url`, the workers and the folder listed and kept live, a
 search that finds a file with its words marked, its preview at the passage, an answer whose [1] opens its passage,
 a PDF hit's page image, Restart that changes a worker's pid, a folder added and removed, a client's snippet copied
-to the clipboard (read back) and a test connection that succeeds, the link refused the second time, and a browser
-without a session shown only how to sign in.
+to the clipboard (read back) and a test connection that succeeds, a client key made for one folder (its token shown
+once and copied, listed by the folder's name) and revoked, the link refused the second time, and a browser without a
+session shown only how to sign in (on the Keys page too).
 
 Needs Debian's /usr/bin/chromium and playwright-core (`make test` installs both, as it installs the MCP
 Inspector); without them the test is skipped and says which is missing."""
@@ -68,7 +69,18 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
         cli(k.root, "folders", "add", str(docs), "--wait", timeout=300)
         watcher = k.worker("watcher")["pid"]
         run = subprocess.run(
-            ["node", str(script), sys.executable, str(k.root), "zanzibar", "watcher", str(extra), "quasarfold", shot],
+            [
+                "node",
+                str(script),
+                sys.executable,
+                str(k.root),
+                "zanzibar",
+                "watcher",
+                str(extra),
+                "quasarfold",
+                "docs",
+                shot,
+            ],
             capture_output=True,
             text=True,
             timeout=300,
@@ -99,8 +111,13 @@ def test_a_browser_signs_in_sees_the_map_searches_and_restarts_a_worker() -> Non
         assert copied == {"url": mcp_url, "headers": {"Authorization": "Bearer ${env:FOLDERMIND_MCP_TOKEN}"}}
         assert {"home", "port", "console", "cursor"} <= set(seen["doctor"]), seen["doctor"]
         assert seen["tested"].startswith(f"Connected: connected to {mcp_url}"), seen["tested"]
+        key = seen["key"]
+        assert key["made"] == "Key agent was made; it sees docs." and key["clipboard"] == key["token"], key
+        assert key["rows"] == [{"name": "agent", "sees": "docs"}] and not key["shownAgain"], key
+        assert key["afterRevoke"] == 0 and json.loads(cli(k.root, "token", "list", "--json").stdout) == []
         assert seen["reused"] == 403
         assert seen["anonymous"] == {"status": 401, "heading": "Sign in", "workers": 0}
+        assert seen["anonymousKeys"] == 401
         # The page's own script ran without errors; the one console error is the reused link's 403.
         assert [e for e in seen["errors"] if "403" not in e] == [], seen["errors"]
     finally:

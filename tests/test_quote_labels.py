@@ -53,3 +53,27 @@ def test_which_release_asks_for_a_figure_over_up_to_two_words_and_which_filter_s
         assert questions.asks_for_figure(asked), asked
     assert not questions.asks_for_figure("Which filter turns numbers into words?")
     assert questions.numbers("Django 4.1.6 and 2023-23969") == {"4.1.6", "2023", "23969"}
+
+
+def test_quotes_under_one_section_say_its_label_once_and_follow_each_other() -> None:
+    """walk2: one answer repeated its section's title before each of three quotes."""
+    first, other = _hit("/d/humanize.txt"), _hit("/d/other.txt")
+    first["location"]["heading"] = "Humanize > apnumber"
+    other["location"]["heading"] = "Humanize > intcomma"
+    said = ["For numbers 1-9, returns the number spelled out.", "Otherwise, returns the number.", "It is a filter."]
+    spans = [_span(0, said[0], 0.9), _span(1, "Adds commas to an integer.", 0.85), _span(0, said[1], 0.84)]
+    spans.append(_span(0, said[2], 0.8))
+    reply = EvidenceReply(passages=[first, other], spans=spans, supported=True, mode_used="hybrid")
+    four = answers.Quoting(max_quotes=4, yes_no_files=5, yes_no_ratio=0.6)
+    got = answers.extractive(answers.Evidence(reply, "Which filter spells out numbers?"), four)
+    assert got.answer == (
+        f"apnumber: \u201c{said[0]}\u201d [1] \u201c{said[1]}\u201d [2] \u201c{said[2]}\u201d [3] "
+        "intcomma: \u201cAdds commas to an integer.\u201d [4]"
+    ), got.answer
+    assert [c.quote for c in got.citations] == [*said, "Adds commas to an integer."]
+    assert [c.id for c in got.citations] == [1, 2, 3, 4]
+    # Quotes without a label keep their places.
+    alone = [_span(0, said[0], 0.9), _span(1, "Adds commas to an integer.", 0.85), _span(0, said[1], 0.84)]
+    plain = EvidenceReply(passages=[_hit("/d/a.txt"), _hit("/d/b.txt")], spans=alone, supported=True, mode_used="x")
+    quoted = answers.extractive(answers.Evidence(plain, "Which filter?"), four)
+    assert [c.quote for c in quoted.citations] == [said[0], "Adds commas to an integer.", said[1]], quoted.answer

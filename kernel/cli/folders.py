@@ -43,6 +43,8 @@ from foldermind.protocol.messages import (
     SearchRequest,
 )
 from foldermind.protocol.messages.indexer import iso_time
+from foldermind.protocol.runtime import folder_names
+from foldermind.protocol.runtime.folder_names import Known
 from foldermind.protocol.runtime.home import Home
 
 
@@ -260,19 +262,19 @@ def folders_show(folder: str, failed: bool, skipped: bool, unsupported: bool, as
         click.echo(f"`{retry}` parses the failed files again (after an upgrade or a fix)")
 
 
-def _resolve(home: Home, folder: str) -> Any:
-    """The Smart Folder FOLDER names: its id, its path, or its name when no other folder has it (as `status` shows
-    it; a name that is also a folder here, `docs`, is still found)."""
-    target = os.path.realpath(folder) if os.path.isdir(folder) else folder  # as the indexer registers a path
-    known = _folders(home)
-    info = next((f for f in known if target in (f["id"], f["path"])), None)
-    named = [f for f in known if f["name"] == folder]
-    if info is None and len(named) == 1:
-        info = named[0]
-    if info is None:
-        many = f"{len(named)} Smart Folders are named" if named else "no Smart Folder"
-        raise click.ClickException(f"{many} {folder!r}: {typed(home, 'folders', 'list')} shows them")
-    return info
+def _resolve(home: Home, folder: str, criteria: bool = False) -> Any:
+    """The Smart Folder FOLDER names (its id, its path, or its name when no other folder has it; a name that is
+    also a directory here names the folder of that name: :func:`~foldermind.protocol.runtime.folder_names.choose`,
+    the indexer's rule); among the criteria folders too when ``criteria``."""
+    reply = _call(home, "indexer", FolderListRequest(with_criteria=criteria), FolderListReply, timeout=10)
+    known: list[Any] = [*reply.folders, *reply.criteria]
+    try:
+        chosen = folder_names.choose(
+            [Known(f["id"], f["name"], f.get("path", "")) for f in known], folder, folder_names.here(folder)
+        )
+        return known[chosen]
+    except folder_names.NotOneFolder as exc:
+        raise click.ClickException(f"{exc}: {typed(home, 'folders', 'list')} shows them") from None
 
 
 def _folders(home: Home) -> list[Any]:
@@ -334,8 +336,7 @@ def folders_remove(folder: str) -> None:
     """Unregister a Smart Folder (by id, path or name) and purge its index entries, with the criteria folders within
     it; or remove a criteria folder (by id or name). Files are never touched."""
     home = current_home()
-    target = os.path.abspath(folder) if os.path.exists(folder) else folder
-    reply = _call(home, "indexer", FolderRemoveRequest(target), FolderRemoveReply)
+    reply = _call(home, "indexer", FolderRemoveRequest(_resolve(home, folder, criteria=True)["id"]), FolderRemoveReply)
     gone = {c["id"] for c in reply.criteria} | ({reply.folder["id"]} if reply.folder is not None else set())
     from foldermind.protocol.runtime.client_keys import ClientKeys  # keyring: only for this command
 

@@ -155,10 +155,15 @@ class CliRequest(Message):
 
     task: str
     """`snippets` (`config snippet --json`: every client's entries), `doctor` (`doctor --json`), `install-preview`
-    (`config install --client CLIENT --dry-run`: the diff), `install` (`config install --client CLIENT`) or
-    `test-connection` (a real MCP tools/list round trip through the front door)."""
+    (`config install --client CLIENT --dry-run`: the diff), `install` (`config install --client CLIENT`),
+    `test-connection` (a real MCP tools/list round trip through the front door), `keys` (`token list --json`),
+    `key-add` (`token add CLIENT --folders FOLDERS --json`: its token is printed once) or `key-revoke` (`token
+    revoke CLIENT`)."""
     client: str = ""
-    """The client for `install-preview` and `install` (a `config install --client` name)."""
+    """The client for `install-preview` and `install` (a `config install --client` name), or the key's name for
+    `key-add` and `key-revoke`."""
+    folders: list[str] = field(default_factory=list)
+    """The Smart Folder ids a `key-add` key sees (at least one: the console makes scoped keys only)."""
 
 
 @message("ctl.cli.reply")

@@ -210,21 +210,26 @@ def evidence_text(answer: str) -> str:
     return _MARKERS.sub("", answer).strip()
 
 
-def _quote(evidence: Evidence, span: EvidenceSpan, number: int) -> str:
+def _quote(name: str, span: EvidenceSpan, number: int) -> str:
     """``span`` quoted verbatim (its own bracketed numbers escaped: :func:`.citations.escape_markers`), after
-    its label (:meth:`Evidence.label`), with its marker."""
-    name = evidence.label(span)
+    its label ``name`` ("": none), with its marker."""
     return f"{name + ': ' if name else ''}\u201c{escape_markers(span['text'])}\u201d [{number}]"
 
 
 def _quoted(evidence: Evidence, spans: list[EvidenceSpan], first: int) -> tuple[list[str], list[schemas.Citation]]:
-    """Each span quoted verbatim after its section's label, numbered from ``first``."""
+    """Each span quoted verbatim after its label (:meth:`Evidence.label`), numbered from ``first``. Quotes with the
+    same label follow the first of them and the label is said once ("apnumber: “...” [1] “...” [2]"), not before
+    each (three sentences of one section read as three sections)."""
+    groups: dict[str, list[EvidenceSpan]] = {}
+    for at, span in enumerate(spans):
+        groups.setdefault(evidence.label(span) or f"\0{at}", []).append(span)  # an unlabelled quote stands alone
     parts: list[str] = []
     citations: list[schemas.Citation] = []
-    for span in spans:
-        number = first + len(citations)
-        citations.append(evidence.citation(span, span["text"], number))
-        parts.append(_quote(evidence, span, number))
+    for name, group in groups.items():
+        for span in group:
+            number = first + len(citations)
+            citations.append(evidence.citation(span, span["text"], number))
+            parts.append(_quote("" if name.startswith("\0") or span is not group[0] else name, span, number))
     return parts, citations
 
 

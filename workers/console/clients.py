@@ -22,15 +22,15 @@ CLI_TIMEOUT_S = 200.0
 """Longer than the kernel lets a command run (kernel/errands.py), so its own answer comes first."""
 
 
-async def run(bus: Bus, task: str, client: str = "") -> CliReply | str:
+async def run(bus: Bus, task: str, client: str = "", folders: list[str] | None = None) -> CliReply | str:
     """The command's reply, or why the kernel could not run it."""
     try:
-        return await bus.call("kernel", CliRequest(task, client), CliReply, timeout=CLI_TIMEOUT_S)
+        return await bus.call("kernel", CliRequest(task, client, folders or []), CliReply, timeout=CLI_TIMEOUT_S)
     except JobError as exc:
         return exc.message
 
 
-def _failed(reply: CliReply) -> str:
+def failed(reply: CliReply) -> str:
     """The command's last line of error (click's ``Error: ...``), as a person reads it."""
     lines = [line.removeprefix("Error: ") for line in reply.stderr.splitlines() if line.strip()]
     return lines[-1] if lines else f"the command exited {reply.exit_code}"
@@ -55,7 +55,7 @@ class Setup:
 async def snippets(bus: Bus, setup: Setup) -> None:
     reply = await run(bus, "snippets")
     if isinstance(reply, str) or reply.exit_code != 0:
-        setup.problems.append(f"no snippets: {reply if isinstance(reply, str) else _failed(reply)}")
+        setup.problems.append(f"no snippets: {reply if isinstance(reply, str) else failed(reply)}")
         return
     setup.snippets = list(json.loads(reply.stdout))
 
@@ -68,7 +68,7 @@ async def doctor(bus: Bus, setup: Setup) -> None:
     try:  # exit status 1 when a check failed: the findings are whole all the same
         setup.checks = list(json.loads(reply.stdout)["checks"])
     except (ValueError, KeyError, TypeError):
-        setup.problems.append(f"doctor did not run: {_failed(reply)}")
+        setup.problems.append(f"doctor did not run: {failed(reply)}")
 
 
 @dataclass(slots=True)
@@ -103,7 +103,7 @@ async def install(bus: Bus, client: str, write: bool) -> Change:
         out.error = reply
         return out
     if reply.exit_code != 0:
-        out.error = _failed(reply)
+        out.error = failed(reply)
         return out
     said = [line for line in (reply.stdout + reply.stderr).splitlines() if line.strip()]
     if write or "nothing to change" in reply.stdout:
@@ -121,7 +121,7 @@ async def test_connection(bus: Bus) -> tuple[bool, list[str]]:
     if isinstance(reply, str):
         return False, [reply]
     if reply.exit_code != 0:
-        return False, [_failed(reply)]
+        return False, [failed(reply)]
     return True, [line.strip() for line in reply.stdout.splitlines() if line.strip()]
 
 

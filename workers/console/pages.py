@@ -1,11 +1,13 @@
 """The console's routes: sign-in, the overview (live over Server-Sent Events), search, a hit's preview, restart,
-adding and removing a Smart Folder, the clients' setup (:mod:`.clients`) and activity (:mod:`.activity`), and sign-out.
+adding and removing a Smart Folder, the clients' setup (:mod:`.clients`), their keys (:mod:`.keys`) and activity
+(:mod:`.activity`), and sign-out.
 
 Pages are rendered on the server from the package's Jinja templates (autoescaped: a file name or a snippet is text,
 never markup); the one script, ``static/console.js``, only swaps the live part of the overview as events arrive and
 copies a snippet, so every page also works without it. A page without a session shows how to sign in (401); a POST
 needs the session and its CSRF token, as well as the Origin :class:`~.auth.Gate` checked; one that writes a client's
-file or rotates the token is asked for again first (the diff, a confirmation).
+file, rotates the token or revokes a key is asked for again first (the diff, a confirmation). Only such a session
+manages keys: a client key opens no session, so a client holding one cannot reach these routes.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from foldermind.protocol.errors import JobError
 from foldermind.protocol.messages import RestartReply, RestartRequest
 from foldermind.protocol.runtime.config import ConsolePolicy, llm_from_env
 from foldermind.workers.answers.engine import Chat
-from foldermind.workers.console import activity, clients, views
+from foldermind.workers.console import activity, clients, keys, views
 from foldermind.workers.console.auth import Links, Session, Sessions, csrf_ok
 from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.framework.base import testing
@@ -62,6 +64,14 @@ def templates() -> jinja2.Environment:
     return env
 
 
+class Form(dict[str, str]):
+    """A posted form: each field's first value, and ``every`` value of a field given more than once (checkboxes)."""
+
+    def __init__(self, parsed: dict[str, list[str]]) -> None:
+        super().__init__({k: v[0] for k, v in parsed.items()})
+        self.every = parsed
+
+
 class Pages:
     def __init__(self, bus: Bus, links: Links, sessions: Sessions, policy: ConsolePolicy, port: int) -> None:
         self.bus, self.links, self.sessions, self.policy = bus, links, sessions, policy
@@ -87,6 +97,9 @@ class Pages:
                 Route("/clients/install", self.client_install, methods=["POST"]),
                 Route("/clients/test", self.client_test, methods=["POST"]),
                 Route("/clients/rotate", self.token_rotate, methods=["POST"]),
+                Route("/keys", self.keys),
+                Route("/keys/add", self.key_add, methods=["POST"]),
+                Route("/keys/revoke", self.key_revoke, methods=["POST"]),
                 Route("/restart", self.restart, methods=["POST"]),
                 Route("/signout", self.signout, methods=["POST"]),
                 Route("/folders/add", self.folder_add, methods=["POST"]),
@@ -240,13 +253,12 @@ class Pages:
 
         return EventSourceResponse(stream(), headers={"Cache-Control": "no-store"})
 
-    async def _posted(self, request: Request) -> tuple[Session, dict[str, str]] | Response:
+    async def _posted(self, request: Request) -> tuple[Session, Form] | Response:
         """The session and form of a POST, or the refusal: no session (401) or a CSRF token that does not match."""
         session = self.session(request)
         if session is None:
             return PlainTextResponse("sign in first\n", status_code=401)
-        body = await request.body()
-        form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+        form = Form(parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True))
         if not csrf_ok(session, form.get("csrf", "")):
             return PlainTextResponse("missing or wrong CSRF token: reload the page\n", status_code=403)
         return session, form
@@ -335,6 +347,39 @@ class Pages:
         return self.render(
             "rotate.html", 502 if problem else 200, asked=False, problem=problem, csrf=session.csrf, page="clients"
         )
+
+    async def keys(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.signed_out()
+        return await self._keys(session)
+
+    async def _keys(self, session: Session, problem: str = "", name: str = "") -> HTMLResponse:
+        shown = await keys.listed(self.bus)
+        status = 400 if problem else 200
+        return self.render(
+            "keys.html", status, shown=shown, problem=problem, typed=name, csrf=session.csrf, page="keys"
+        )
+
+    async def key_add(self, request: Request) -> Response:
+        """A scoped key, its token shown on this page only (it is never shown again)."""
+        posted = await self._posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, form = posted
+        name = form.get("name", "").strip()[:63]
+        made = await keys.add(self.bus, name, form.every.get("folder", [])[:1000])
+        if made.error:
+            return await self._keys(session, made.error, name)
+        return self.render("key_made.html", made=made, csrf=session.csrf, page="keys")
+
+    async def key_revoke(self, request: Request) -> Response:
+        posted = await self._posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, form = posted
+        problem = await keys.revoke(self.bus, form.get("name", "")[:63])
+        return await self._keys(session, problem) if problem else RedirectResponse("/keys", status_code=303)
 
     async def signout(self, request: Request) -> Response:
         posted = await self._posted(request)

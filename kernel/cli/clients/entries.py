@@ -76,6 +76,7 @@ def entry(client: Client, stdio: bool, target: Target) -> dict[str, Any]:
     """Our server's entry (the value under ``servers_key``/``foldermind``)."""
     if stdio or client.http is None:
         out: dict[str, Any] = {"type": "stdio"} if client.stdio_type else {}
+        out.update(client.stdio_extra)
         out.update(command=target.command[0], args=target.command[1:])
         return out
     http = client.http

@@ -56,6 +56,7 @@ class Client:
     unconfirmed: tuple[str, ...] = ()
     note: str = ""
     user_file_note: str = ""  # said only when the user-level file (not a project's) is the one written
+    stdio_extra: tuple[tuple[str, str], ...] = ()  # more fields its stdio entries carry (Zed's "source")
 
 
 TOKEN_ENV = "FOLDERMIND_MCP_TOKEN"
@@ -135,11 +136,15 @@ CLIENTS: dict[str, Client] = {
             user_path="zed/settings.json",
             project_path=".zed/settings.json",
             stdio_type=False,
+            stdio_extra=(("source", "custom"),),
             http=HttpForm(url_key="url", type_value=None, secret=Secret.LITERAL),
             where="zed: open settings (~/.config/zed/settings.json)",
             sources=(
                 'zed.dev/docs/ai/mcp ("context_servers": command/args/env, or url + headers; a url without'
                 " an Authorization header starts OAuth)",
+                'zed-industries/zed#32793 (June 2025: an entry is tagged by "source", "custom" or "extension";'
+                " the releases until the untagged settings (command or url) refuse a command entry without"
+                ' "source": "custom", which later ones ignore)',
             ),
             unconfirmed=("an env or secret mechanism for headers: none documented, so the token is written literally",),
         ),

@@ -19,6 +19,7 @@ from foldermind.protocol.messages import FolderListReply, FolderListRequest
 from foldermind.protocol.messages.indexer import iso_time
 from foldermind.protocol.runtime import activity as activity_rows
 from foldermind.protocol.runtime.client_keys import ClientKey, ClientKeyError, ClientKeys
+from foldermind.protocol.runtime.folder_names import Known, NotOneFolder, choose, here
 from foldermind.protocol.runtime.home import Home
 
 
@@ -41,7 +42,7 @@ def scope_text(ids: list[str] | tuple[str, ...] | None, names: dict[str, str], e
 
 
 def resolve_folders(home: Home, wanted: str | None) -> list[str] | None:
-    """The Smart Folder ids that ``wanted`` (ids or names, comma-separated) names; None when not given."""
+    """The Smart Folder ids that ``wanted`` (ids, paths or names, comma-separated) names; None when not given."""
     if wanted is None:
         return None
     asked = [w.strip() for w in wanted.split(",") if w.strip()]
@@ -53,16 +54,14 @@ def resolve_folders(home: Home, wanted: str | None) -> list[str] | None:
             reply = client.request("indexer", FolderListRequest(with_criteria=True), FolderListReply, timeout=20).body
         except (JobError, BusError) as exc:
             raise click.ClickException(f"the Smart Folders could not be listed: {exc}") from exc
-    known = [(f["id"], f["name"], f["path"]) for f in reply.folders] + [
-        (c["id"], c["name"], "") for c in reply.criteria
-    ]
+    known = [Known(f["id"], f["name"], f["path"]) for f in reply.folders]
+    known += [Known(c["id"], c["name"], "") for c in reply.criteria]
     ids: list[str] = []
     for name in asked:
-        found = [fid for fid, fname, path in known if name in (fid, fname) or (path and name.rstrip("/") == path)]
-        if len(found) != 1:
-            why = "no Smart Folder" if not found else "more than one Smart Folder"
-            raise click.ClickException(f"{why} is named {name!r} (`foldermind folders list`)")
-        ids.append(found[0])
+        try:
+            ids.append(known[choose(known, name, here(name))].id)
+        except NotOneFolder as exc:
+            raise click.ClickException(f"{exc} (`foldermind folders list`)") from None
     return list(dict.fromkeys(ids))
 
 

@@ -14,6 +14,7 @@ interactive mode." without "In this case, the default output file is out.eps." (
 from __future__ import annotations
 
 import re
+import textwrap
 
 from foldermind.protocol.messages import EvidenceSpan, SearchHit
 from foldermind.workers.indexer.evidence import sentences
@@ -74,7 +75,33 @@ def joined(siblings: list[Sentence], first: int, last: int, titles: frozenset[st
     if first < last and _described(siblings, first + 1, titles, text):
         term = sentences.quote(text[siblings[first].start : siblings[first].end])
         return f"{term}: {sentences.quote(text[siblings[first + 1].start : siblings[last].end])}"
-    return sentences.quote(text[start : siblings[last].end])
+    return _with_literal(text[start : siblings[last].end])
+
+
+_LITERAL = re.compile(r"::[ \t]*\n")
+"""The end of a reST paragraph that introduces a literal block: the lines indented under it, after a blank line."""
+
+
+def _with_literal(raw: str) -> str:
+    """``raw`` as a quote, a reST literal block in it kept line by line ("Here are a couple of example settings:" /
+    "ALLOWED_HOSTS = [...]" / "DEBUG = False"): its lines run together read as one sentence of prose. The "::" reads
+    as reST renders it: ":" after a word, nothing after a space or alone."""
+    found = _LITERAL.search(raw)
+    if found is None:
+        return sentences.quote(raw)
+    head, rest = raw[: found.start()], raw[found.end() :]
+    indent = _indent(raw, found.start())
+    block: list[str] = []
+    for line in rest.splitlines(keepends=True):
+        if line.strip() and len(line) - len(line.lstrip(" \t")) <= indent:
+            break
+        block.append(line)
+    lines = [line.rstrip() for line in textwrap.dedent("".join(block)).splitlines() if line.strip()]
+    if not lines:
+        return sentences.quote(raw)
+    said = sentences.quote(head) + (":" if head.strip() and not head[-1:].isspace() else "")
+    after = _with_literal(rest[len("".join(block)) :])
+    return "\n".join(part for part in (said, *lines, after) if part)
 
 
 def _linked(siblings: list[Sentence], at: int, titles: frozenset[str]) -> bool:
@@ -93,8 +120,18 @@ def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str], tex
     introduces (the command of "... to expire in 180 days:", the items of "exits with the following values:"),
     the first whatever it is, then each item of its list (:func:`_listed`) with the rest of an item
     (:func:`_item_rest`: "1." / "Create the new database tables:" is one item, and the command under it an item
-    too), up to :data:`LIST_CHARS` in all; a definition list's term brings its description (:func:`_describes`)."""
+    too), up to :data:`LIST_CHARS` in all; a reST "::" brings the lines of its literal block (indented under it); a
+    definition list's term brings its description (:func:`_describes`)."""
     said = siblings[last].text
+    if said.endswith("::") and text:  # a reST literal block: every line indented under it (code, not a list)
+        indent, k, size = _indent(text, siblings[last].start), last + 1, 0
+        while k < len(siblings) and size + len(siblings[k].text) <= LIST_CHARS:
+            if _indent(text, siblings[k].start) <= indent:
+                break
+            size += len(siblings[k].text)
+            k += 1
+        if k > last + 1:
+            return k - 1
     if said.endswith(":"):
         k, size, rest = last + 1, 0, last
         while k < len(siblings) and size + len(siblings[k].text) <= LIST_CHARS:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foldermind.protocol.errors import ErrorCode, JobError
+from foldermind.protocol.runtime import folder_names
+from foldermind.protocol.runtime.folder_names import Known
 from foldermind.workers.indexer.storage.database import STATUS_COUNTS, Table
 
 
@@ -57,21 +59,15 @@ class Folders(Table):
         ]
 
     def find(self, id_or_path: str, sees: Callable[[str], bool] | None = None) -> Folder:
-        """The folder by its id, its path, or its name when no other folder has that name (`status` and `folders
-        list` show names, and people type what they see); ``sees``: the folder ids a client key may see, the only
-        ones its names are looked up among (so a refusal says nothing of the others)."""
+        """The folder by its id, its path, or its name when no other folder has that name
+        (:func:`~foldermind.protocol.runtime.folder_names.choose`, the command line's rule too); ``sees``: the folder
+        ids a client key may see, the only ones its names are looked up among (so a refusal says nothing of the
+        others)."""
         folders = self.all()
-        for folder in folders:
-            if id_or_path in (folder.id, folder.path) or id_or_path.rstrip("/") == folder.path:
-                return folder
-        named = [f for f in folders if f.name == id_or_path and (sees is None or sees(f.id))]
-        if len(named) == 1:
-            return named[0]
-        if named:
-            raise JobError(
-                ErrorCode.UNKNOWN_FOLDER, f"{len(named)} Smart Folders are named {id_or_path!r}: give its id or path"
-            )
-        raise JobError(ErrorCode.UNKNOWN_FOLDER, f"no Smart Folder {id_or_path!r}")
+        try:
+            return folders[folder_names.choose([Known(f.id, f.name, f.path) for f in folders], id_or_path, sees=sees)]
+        except folder_names.NotOneFolder as exc:
+            raise JobError(ErrorCode.UNKNOWN_FOLDER, str(exc)) from None
 
     def containing(self, path: str) -> Folder | None:
         """The folder ``path`` is in (or is)."""
