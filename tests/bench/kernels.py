@@ -73,6 +73,16 @@ def echo_only_config() -> Config:
     )
 
 
+def _cpu_of(pids: list[int]) -> float:
+    """The CPU seconds the processes ``pids`` have used so far (those that have ended count nothing)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+    return total
+
+
 class BenchKernel:
     """``with BenchKernel(config) as k:`` runs ``foldermind start`` / ``stop`` around the block.
 
@@ -215,7 +225,11 @@ class Kernel:
             self.wait_running(timeout)
 
     def wait_running(self, timeout: float = 90.0) -> None:
-        give_up = time.monotonic() + timeout
+        """Wait until every worker is RUNNING (or IDLE: on demand). Slow is not hung: a worker still starting that
+        used CPU in the last ``timeout`` seconds keeps the wait going (a busy machine starts a front door in minutes),
+        up to ten times ``timeout`` in all."""
+        started = time.monotonic()
+        progress, used = started, 0.0
         with self.client("bench-start") as client:
             while True:
                 try:
@@ -224,10 +238,15 @@ class Kernel:
                     self.pids.update(w["pid"] for w in st.workers if w["pid"])
                     if states and all(s in ("RUNNING", "IDLE") for s in states.values()):  # IDLE: on demand
                         return
+                    starting = [w["pid"] for w in st.workers if w["pid"] and w["state"] not in ("RUNNING", "IDLE")]
+                    now_used = _cpu_of(starting)
+                    if now_used != used:
+                        progress, used = time.monotonic(), now_used
                 except BusError:
                     states = {}
-                if time.monotonic() > give_up:
-                    raise BenchFailure(f"{self.label}: workers not all RUNNING after {timeout:g} s: {states}")
+                now = time.monotonic()
+                if now - progress > timeout or now - started > 10 * timeout:
+                    raise BenchFailure(f"{self.label}: workers not all RUNNING after {now - started:.0f} s: {states}")
                 time.sleep(0.1)
 
     def remember_tree(self) -> None:
