@@ -133,7 +133,8 @@ class VectorUpkeep:
         return self.graph is not None and self.graph.is_alive()
 
     def _build(self, draft: bool, why: str) -> None:
-        if self.building:
+        last = self.graph
+        if last is not None and (last.is_alive() or time.monotonic() < last.failed_at + GraphBuild.RETRY_S):
             return
         self.graph = GraphBuild(self, draft, why)
         self.graph.start()
@@ -164,12 +165,15 @@ class GraphBuild(threading.Thread):
     """The building thread's nice value (Linux; its own, not the indexer's)."""
     JOIN_S = 10.0
     """How long a stopping ingest thread waits for it to notice (it looks between slices of vectors)."""
+    RETRY_S = 300.0
+    """After a rebuild failed (the graph in use stays), how long before the next one may start."""
 
     def __init__(self, upkeep: VectorUpkeep, draft: bool, why: str) -> None:
         super().__init__(name="vector-graph", daemon=True)
         self.upkeep, self.draft, self.why = upkeep, draft, why
         self.cancel = threading.Event()
         self.total = self.read = 0
+        self.failed_at = -self.RETRY_S
 
     def note(self) -> str:
         return f"vector graph being built beside the one in use: {self.read}/{self.total} chunks read"
@@ -182,6 +186,7 @@ class GraphBuild(threading.Thread):
             swapped = vectors.rebuilt(self._batches(), draft=self.draft, cancelled=self.cancel.is_set)
         except Exception as exc:  # SQLite holds every vector: the graph in use stays, and is built again later
             log.warning("vector graph not rebuilt (%s: %s); the graph in use stays", type(exc).__name__, exc)
+            self.failed_at = time.monotonic()
             return
         if swapped:
             log.info("%s, %d vectors in %.1f s", self.why, len(vectors), time.monotonic() - started)
