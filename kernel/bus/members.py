@@ -90,7 +90,7 @@ def pick(peers: Sequence[Peer], kind: str, waiting: int = 1, now: float | None =
     A busy member is free after what is left of the jobs it holds, from its time per job; but one whose job has
     already run longer than that (an image read by OCR among text files) is taken to need as long again: a
     job's time is the file's as much as the member's, and waiting on a fast member stuck in a slow job held
-    every other job back (docs/benchmarks/ingest.md#a-slow-file-held-the-pool-back)."""
+    every other job back (docs/benchmarks/ingest.md, "A slow file held the parser pool back")."""
     now = time.monotonic() if now is None else now
     best: Peer | None = None
     for p in peers:
