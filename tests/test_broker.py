@@ -30,6 +30,7 @@ from foldermind.protocol.messages import (
     WorkerReady,
 )
 from foldermind.protocol.runtime.config import BusPolicy
+from tests.helpers import wait_for
 
 
 class Membership:
@@ -449,10 +450,12 @@ def test_an_ipc_peer_whose_identity_passes_for_a_remote_one_is_dropped(bus: Bus)
 # scheduling: a pool of members of different speeds (a local one and one on another machine, say)
 
 
-def _measured(bus: Bus, fast: Worker, slow: Worker, caller: zmq.Socket[Any], slow_s: float) -> None:
+def _measured(
+    bus: Bus, fast: Worker, slow: Worker, caller: zmq.Socket[Any], slow_s: float, service: str = "embedder"
+) -> None:
     """One job each (neither measured yet: the least loaded takes it), the slow one taking ``slow_s``."""
-    bus.request(caller, "embedder")
-    bus.request(caller, "embedder")
+    bus.request(caller, service)
+    bus.request(caller, service)
     fast_job, slow_job = received(fast.jobs), received(slow.jobs)
     fast.answer(bus, fast_job)
     time.sleep(slow_s)
@@ -489,6 +492,29 @@ def test_a_slower_member_takes_its_share_of_a_long_queue_but_not_the_last_jobs_o
     for _ in range(int(took["embedder@box:1"] / took["embedder"]) + 3):
         bus.request(caller, "embedder")
     assert received(fast.jobs) and received(slow.jobs)
+
+
+def test_a_job_held_back_for_a_fast_member_goes_to_a_free_one_once_the_fast_ones_job_in_hand_outlasts_it(
+    bus: Bus,
+) -> None:
+    # walk2: parser#1, fast on text files, OCR'd an image for a minute while parser#2, measured slow on an image
+    # before, sat idle, and the parse window's other files waited for parser#1 (files indexed stood still).
+    fast, slow = bus.worker("parser", "parser"), bus.worker("parser@box:1", "parser")
+    caller = bus.socket(b"caller")
+    _measured(bus, fast, slow, caller, 0.3, "parser")
+    bus.request(caller, "parser")
+    in_hand = received(fast.jobs)  # the slow file, as it turns out
+    queued = bus.request(caller, "parser")
+    assert nothing_for(slow.jobs)  # held back: the fast one's job is young, and it would be done first
+
+    def handed_on() -> bool:
+        bus.tick(0.0, fast, slow)  # the broker's timers, both members beating
+        return bool(slow.jobs.poll(50))
+
+    wait_for(handed_on, 30, 0.05, "the held job handed to the free member")
+    assert received(slow.jobs).env.id == queued.id
+    fast.answer(bus, in_hand)
+    assert received(caller).env.cid != queued.id
 
 
 def test_a_member_that_fails_its_jobs_at_once_is_not_taken_for_the_fastest_but_serves_when_alone(bus: Bus) -> None:

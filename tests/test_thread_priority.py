@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from foldermind.workers.indexer.ingest.pipeline import lower_thread_priority
+from foldermind.workers.indexer.ingest.priority import lower_thread_priority
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice is Linux's")
 

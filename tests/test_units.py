@@ -4,6 +4,8 @@ index of one vector per chunk embedded again."""
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -257,9 +259,68 @@ def test_the_ingest_thread_replaces_an_outgrown_draft_by_a_full_graph_of_sqlites
         # The file lost: the draft filled again from SQLite, and saved.
         pipeline.upkeep.reconcile(pipeline.embeds.embedded_with)
         assert vectors.outgrown and vectors.marker.exists()
-        pipeline.upkeep.full_graph()
+        pipeline.upkeep.full_graph()  # on a thread of its own; the ingest thread's next step saves it
+        assert pipeline.upkeep.graph is not None
+        pipeline.upkeep.graph.join(60)
+        pipeline.upkeep.maybe_save()
         assert not vectors.draft and len(vectors) == 36 and not vectors.marker.exists()
         assert set(vectors.keys().tolist()) == set(ids)
         assert not VectorIndex(root / "v.usearch", 8, exact_search_vectors=30).draft
     finally:
         remove_tree(root)
+
+
+def test_a_graph_built_beside_takes_the_adds_and_removals_made_meanwhile_and_searches_never_stop(
+    tmp_path: Path,
+) -> None:
+    chunks = {i: _unit_vectors(2, 8, i) for i in range(60)}  # two units each
+    index = VectorIndex(tmp_path / "v.usearch", 8, exact_search_vectors=20)
+    for i in range(40):
+        index.add([i, i], chunks[i])
+    assert index.outgrown
+    halfway, go_on = threading.Event(), threading.Event()
+
+    def batches() -> Iterator[tuple[list[int], np.ndarray]]:
+        # What SQLite held when the rebuild began (chunks 0-39), in two reads; the second waits for the test.
+        yield [i for i in range(20) for _ in range(2)], np.vstack([chunks[i] for i in range(20)])
+        halfway.set()
+        go_on.wait(30)
+        yield [i for i in range(20, 40) for _ in range(2)], np.vstack([chunks[i] for i in range(20, 40)])
+
+    swapped: list[bool] = []
+    build = threading.Thread(target=lambda: swapped.append(index.rebuilt(batches())))
+    build.start()
+    assert halfway.wait(30)
+    # Meanwhile, on this thread (the ingest thread's part): new chunks, a chunk's vectors replaced, chunks gone.
+    for i in range(40, 60):
+        index.add([i, i], chunks[i])
+    index.add([5, 5], chunks[59])
+    index.remove([7, 30])
+    assert index.draft and {c for c, _ in index.search(chunks[45][0], 1)} == {45}  # the old graph answers
+    go_on.set()
+    build.join(30)
+    assert swapped == [True] and not index.draft
+    assert set(index.keys().tolist()) == set(range(60)) - {7, 30}
+    assert len(index) == 2 * 58
+    for i in (0, 25, 45, 59):
+        assert index.search(chunks[i][0], 1)[0][0] in ({5, 59} if i == 59 else {i})
+    assert index.search(chunks[5][0], 1)[0][1] < 0.99  # chunk 5's old vectors were replaced: nothing holds them
+    assert index.search(chunks[59][1], 2)[0][1] > 0.99
+
+
+def test_a_graph_built_beside_an_index_that_was_reset_meanwhile_is_dropped(tmp_path: Path) -> None:
+    index = VectorIndex(tmp_path / "v.usearch", 8, exact_search_vectors=10)
+    index.add(list(range(20)), _unit_vectors(20, 8, 1))
+    started = threading.Event()
+
+    def batches() -> Iterator[tuple[list[int], np.ndarray]]:
+        started.set()
+        index.reset(8)  # another model's vectors from now on (on the ingest thread, meanwhile)
+        yield list(range(20)), _unit_vectors(20, 8, 1)
+
+    assert not index.rebuilt(batches())
+    assert started.is_set() and len(index) == 0 and index.draft
+    cancelled = VectorIndex(tmp_path / "w.usearch", 8, exact_search_vectors=10)
+    cancelled.add(list(range(20)), _unit_vectors(20, 8, 1))
+    assert not cancelled.rebuilt([(list(range(20)), _unit_vectors(20, 8, 1))], cancelled=lambda: True)
+    assert cancelled.draft and len(cancelled) == 20

@@ -10,6 +10,7 @@ takes its share of a batch, but not the last jobs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -47,6 +48,7 @@ class Peer:
     took: dict[str, float] = field(default_factory=dict)  # by kind: seconds per job, a moving average
     done_share: dict[str, float] = field(default_factory=dict)  # by kind: jobs done (1) or failed by it (0), averaged
     last_reply: float = 0.0  # monotonic
+    began: float = 0.0  # monotonic: when it was last handed a job while it held none (in that job's lane)
 
     def held(self, kind: str) -> int:
         """The jobs it holds in ``kind``'s lane: its background job, or the others."""
@@ -79,11 +81,17 @@ class Peer:
             self.took[kind] = seconds if before is None else before + SPEED_WEIGHT * (seconds - before)
 
 
-def pick(peers: Sequence[Peer], kind: str, waiting: int = 1) -> Peer | None:
+def pick(peers: Sequence[Peer], kind: str, waiting: int = 1, now: float | None = None) -> Peer | None:
     """The free member that will be done with one more job of ``kind`` first (by capacity and measured speed;
     among members not measured yet, the least loaded), or None when none is free, or when the busy members
     would be done with the ``waiting`` jobs before that one finishes this job alone: a slower machine takes its
-    share of a batch while the faster ones are full, but not the last jobs, which they would finish sooner."""
+    share of a batch while the faster ones are full, but not the last jobs, which they would finish sooner.
+
+    A busy member is free after what is left of the jobs it holds, from its time per job; but one whose job has
+    already run longer than that (an image read by OCR among text files) is taken to need as long again: a
+    job's time is the file's as much as the member's, and waiting on a fast member stuck in a slow job held
+    every other job back (docs/benchmarks/ingest.md, "A slow file held the parser pool back")."""
+    now = time.monotonic() if now is None else now
     best: Peer | None = None
     for p in peers:
         if p.free_for(kind) and (
@@ -97,5 +105,7 @@ def pick(peers: Sequence[Peer], kind: str, waiting: int = 1) -> Peer | None:
     for p in peers:
         took = p.took.get(kind)
         if not p.free_for(kind) and took:
-            sooner += max(0, int(alone / took) - p.held(kind))
+            running = max(0.0, now - max(p.began, p.last_reply))  # its job in hand has run this long
+            busy = max(took * p.held(kind) - running, running)
+            sooner += max(0, int((alone - busy) / took))
     return None if alone > 0 and sooner >= waiting else best

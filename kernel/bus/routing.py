@@ -132,6 +132,8 @@ class Routing:
     def _assign(self, job: Job, peer: Peer) -> None:
         job.worker = peer
         job.assigned = time.monotonic()
+        if not peer.held(job.env.kind):
+            peer.began = job.assigned
         peer.jobs.add(job.env.id)
         if job.env.kind in peer.background:
             peer.behind.add(job.env.id)
@@ -288,6 +290,9 @@ class Routing:
         if now >= self._next_liveness_check:
             self._next_liveness_check = now + self.policy.heartbeat_interval_s / 2
             self._drop_silent_workers(now)
+            # A job held back for a busy member goes elsewhere once that member's job in hand outlasts it (pick).
+            for target in [t for t, queue in self.queues.items() if queue]:
+                self._pump(target)
 
     def _fail_missed_deadlines(self, now: float) -> None:
         for job in self.jobs.missed(now):

@@ -38,7 +38,9 @@ INDEXER_HOLD = PREFIX + "INDEXER_HOLD"
 """``INDEXER_HOLD=STAGE:FLAG[,STAGE:FLAG]``: the indexer holds at STAGE: ``vectors``, between the first and the
 second slice of an embedding reply's vectors; ``commit``, with the journal's documents given to Tantivy's writer
 and not yet committed; ``search``, in a search's handler; ``read``, before a pending file is opened to be hashed
-and sent to a parser. Only the first arrival at a stage holds (the others pass), so a test searches meanwhile."""
+and sent to a parser; ``graph``, in a rebuild of the vector graph beside the one in use, before it reads SQLite's
+vectors (at most :data:`HOLD_BESIDE_S`: nothing waits on that thread). Only the first arrival at a stage holds (the
+others pass), so a test searches meanwhile."""
 LLM_HANG = PREFIX + "LLM_HANG"
 """``LLM_HANG=hang|hang-once:PATH``: every chat generation blocks forever after its first token, as a wedged
 native call would; ``hang-once:PATH`` only the first generation that creates PATH (the replacement answers)."""
@@ -64,6 +66,8 @@ SWITCHES = (
 )
 
 HOLD_MAX_S = 30.0
+HOLD_BESIDE_S = 600.0
+"""The longest hold of a thread that holds nothing else back (the indexer's ``graph`` stage)."""
 
 
 _unknown = sorted(k for k in os.environ if k.startswith(PREFIX) and k not in SWITCHES)
@@ -104,12 +108,12 @@ def indexer_hold(stage: str) -> None:
             except FileExistsError:
                 return
             log.warning("%s: holding the indexer at %s until the test lets it go", INDEXER_HOLD, stage)
-            _hold(flag)
+            _hold(flag, HOLD_BESIDE_S if stage == "graph" else HOLD_MAX_S)
 
 
-def _hold(flag: str) -> None:
+def _hold(flag: str, most: float = HOLD_MAX_S) -> None:
     Path(f"{flag}.held").touch()
-    give_up = time.monotonic() + HOLD_MAX_S
+    give_up = time.monotonic() + most
     while os.path.exists(flag) and time.monotonic() < give_up:
         time.sleep(0.01)
 

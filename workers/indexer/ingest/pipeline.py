@@ -11,8 +11,6 @@ then a wait for replies or a wake-up; a step that fails is told once and retried
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +31,7 @@ from foldermind.workers.indexer.ingest.embeds import EmbedWindow
 from foldermind.workers.indexer.ingest.enrich import Enricher
 from foldermind.workers.indexer.ingest.journal import KeywordJournal
 from foldermind.workers.indexer.ingest.parses import ParseWindow
+from foldermind.workers.indexer.ingest.priority import lower_thread_priority
 from foldermind.workers.indexer.ingest.turns import EMBEDDER, LLM, Turns
 from foldermind.workers.indexer.ingest.upkeep import VectorUpkeep
 from foldermind.workers.indexer.storage.integrity import Damage, is_database_damage
@@ -56,24 +55,6 @@ def hold_at(stage: str) -> Callable[[], None] | None:
     from foldermind.workers.framework import faults
 
     return lambda: faults.indexer_hold(stage)
-
-
-def lower_thread_priority(nice: int) -> str:
-    """Give the calling thread at least ``nice`` (Linux, where a thread has a nice value of its own and the
-    threads it starts inherit it); returns what was done, for describe. Elsewhere it would renice the whole
-    indexer, searches included, so it is left alone there."""
-    if nice <= 0:
-        return "off"
-    if not sys.platform.startswith("linux"):
-        return f"not on {sys.platform}"
-    tid = threading.get_native_id()
-    try:
-        now = os.getpriority(os.PRIO_PROCESS, tid)
-        if now < nice:
-            os.setpriority(os.PRIO_PROCESS, tid, nice)
-    except OSError as exc:
-        return f"unchanged ({exc.strerror or exc})"
-    return str(max(now, nice))
 
 
 class Pipeline(threading.Thread):
@@ -110,7 +91,7 @@ class Pipeline(threading.Thread):
         self.journal = KeywordJournal(store, bm25, self.data_dir, hold_at("commit"))
         self.parses = ParseWindow(store, vectors, policy, self.journal, self.disk, hold_at("read"))
         self.embeds = EmbedWindow(store, vectors, policy, self.turns, self.disk.wrote, hold_at("vectors"))
-        self.upkeep = VectorUpkeep(store, vectors, self.data_dir, self.disk.wrote)
+        self.upkeep = VectorUpkeep(store, vectors, self.data_dir, self.disk.wrote, self.wake, hold_at("graph"))
         # Any other failure that repeats (a read-only data folder, a folder where an index file belongs): told
         # once, shown by status with its fix, retried with a growing backoff until a step goes through.
         self.fault = PersistentFault(self.data_dir, log)
@@ -196,6 +177,7 @@ class Pipeline(threading.Thread):
         finally:
             client.close()
             self._wake_recv.close(0)
+            self.upkeep.stop_building()
             try:
                 self.upkeep.save()
             except Exception as exc:  # SQLite holds every vector: the next start rebuilds the file
@@ -214,7 +196,9 @@ class Pipeline(threading.Thread):
         self._analysis_left = self._idle() and analyze_due(self.store, self.bm25) >= ANALYZE_SLICE
         self.enricher.fill(client, idle=self._idle, turns=self.turns)
         self.upkeep.maybe_save()
-        if self.vectors.outgrown and self._idle():
+        if self.upkeep.building:
+            pass  # new work goes on meanwhile: the graph is built on a thread of its own
+        elif self.vectors.outgrown and self._idle():
             self.upkeep.full_graph()
         elif self.vectors.wasted and self._idle():  # a deleted file's vectors out of the graph and the file
             self.upkeep.compact()

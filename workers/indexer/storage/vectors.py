@@ -15,9 +15,10 @@ vectors are added :data:`ADD_SLICE` at a time, and between two slices a waiting 
 (:class:`.gate.Gate`).
 
 While every search is exact the graph is never walked, so it is built as a draft (a narrow insert beam,
-:data:`DRAFT_EXPANSION_ADD`; a ``.draft`` marker file); once it outgrows the limit, the ingest thread builds a
-full graph from SQLite beside it at its first idle moment (:meth:`VectorIndex.rebuilt`) and puts it in its
-place; searches stay exact over a draft however large. Measured: docs/tuning.md#vector-search.
+:data:`DRAFT_EXPANSION_ADD`; a ``.draft`` marker file); once it outgrows the limit, a full graph is built from
+SQLite beside it (:meth:`VectorIndex.rebuilt`, on a thread of its own) while adds, removals and searches go on
+here; what changed here meanwhile is replayed into it, and it takes this one's place in one step. Searches stay
+exact over a draft however large. Measured: docs/tuning.md#vector-search.
 
 SQLite commits a batch's vectors before they are added here (a hit found here always has its vector in SQLite).
 Between the two, the batch's keys are :attr:`VectorIndex.arriving`, and a count of embedded chunks read from
@@ -67,6 +68,9 @@ REMOVED_SHARE = 0.25
 a removed vector's slot, in memory and in the file, until the graph is rebuilt."""
 REMOVED_MIN = 4096
 """Removed vectors' slots under this many (~4 MB at 384 f16 dimensions with their links) are left alone."""
+BUILD_SLICE = 256
+"""Vectors a graph built beside this one takes per call (:meth:`VectorIndex.rebuilt`): how soon it stops when
+asked to (usearch's add lets the GIL go meanwhile, so the ingest thread never waits on it)."""
 DRAFT_MARKER = ".draft"
 """Beside a file saved as a draft (its name plus this)."""
 
@@ -95,6 +99,10 @@ class VectorIndex:
         self.damaged: str | None = None
         """Why the file could not be loaded (it is refilled from SQLite), until it is."""
         self.marker = path.with_name(path.name + DRAFT_MARKER)
+        self._changes: list[tuple[NDArray[np.uint64], NDArray[np.float32] | None]] | None = None
+        """While a graph is built beside this one (:meth:`rebuilt`): every add (keys, vectors) and removal
+        (keys, None) made here since it began, in order."""
+        self._resets = 0
         # A file without the marker was built full (as every file was before drafts). usearch keeps neither beam in
         # the file: the draft's narrow one is the constructor's.
         self.draft = self.marker.exists() if path.exists() else self._draft_when_new()
@@ -126,6 +134,7 @@ class VectorIndex:
         return self.exact_search_vectors > 0
 
     def _start_afresh(self, ndim: int) -> None:
+        self._resets += 1  # a graph being built beside holds what this one no longer should
         self.draft = self._draft_when_new()
         self.index = self._empty(ndim)
         self.dirty = True
@@ -151,16 +160,49 @@ class VectorIndex:
             slots, live = int(self.index.stats.nodes), len(self.index)
         return slots - live >= max(REMOVED_MIN, slots * REMOVED_SHARE)
 
-    def rebuilt(self, batches: Iterable[tuple[list[int], NDArray[np.float32]]], draft: bool = False) -> None:
+    def rebuilt(
+        self,
+        batches: Iterable[tuple[list[int], NDArray[np.float32]]],
+        draft: bool = False,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> bool:
         """A graph (full, or a ``draft``) of the vectors ``batches`` yields (all this index should hold, as
-        :meth:`add` takes them), built beside this one while searches go on here, then put in its place. The
-        caller is the only writer meanwhile (the ingest thread); the two graphs are held at once until the swap."""
-        fresh = self._empty(self.ndim, draft=draft)
-        for keys, vectors in batches:
-            if keys:
-                fresh.add(np.asarray(keys, dtype=np.uint64), vectors)
+        :meth:`add` takes them; read lazily, after this starts recording), built beside this one while
+        searches, adds and removals go on here, then put in its place with what changed here meanwhile. Returns
+        whether it was (not when ``cancelled`` said so between two slices, or :meth:`reset` came first). One
+        rebuild at a time; the two graphs are held at once until the swap."""
         with self._gate.write():
-            self.index, self.draft, self.dirty = fresh, draft, True
+            self._changes, since = [], self._resets
+        try:
+            fresh = self._empty(self.ndim, draft=draft)
+            for keys, vectors in batches:
+                ids = np.asarray(keys, dtype=np.uint64)
+                for start in range(0, len(ids), BUILD_SLICE):
+                    if cancelled():
+                        return False
+                    fresh.add(ids[start : start + BUILD_SLICE], vectors[start : start + BUILD_SLICE], threads=1)
+            done = 0
+            while len(self._changes) - done > ADD_SLICE:  # the bulk of them outside the gate
+                if cancelled():
+                    return False
+                done = self._replay(fresh, done)
+            with self._gate.write():
+                if self._resets != since:
+                    return False
+                self._replay(fresh, done)
+                self.index, self.draft, self.dirty = fresh, draft, True
+                return True
+        finally:
+            with self._gate.write():
+                self._changes = None
+
+    def _replay(self, fresh: Index, done: int) -> int:
+        """Apply to ``fresh`` the changes recorded here from the ``done``-th on; returns how many there are now."""
+        changes = self._changes or []
+        end = len(changes)  # a list grows in one step under the GIL: what was appended before this is all there
+        for keys, vectors in changes[done:end]:
+            _replace(fresh, keys, vectors)
+        return end
 
     def __len__(self) -> int:
         """How many unit vectors the index holds (a chunk has one or more)."""
@@ -198,21 +240,24 @@ class VectorIndex:
             if n == 1 and between is not None:
                 between()
             part = ids[start:end]
-            chunks = np.unique(part)
             with self._gate.write():
-                present = np.fromiter((self.index.contains(int(k)) for k in chunks), dtype=bool, count=len(chunks))
-                if present.any():
-                    self.index.remove(chunks[present])
-                # One thread: the embedder is using the cores for the next batch meanwhile.
-                self.index.add(part, vectors[start:end], threads=1)
-                self.dirty = True
+                _replace(self.index, part, vectors[start:end])
+                self._changed(part, vectors[start:end])
 
     def remove(self, keys: list[int]) -> None:
         if not keys:
             return
+        ids = np.asarray(keys, dtype=np.uint64)
         with self._gate.write():
-            self.index.remove(np.asarray(keys, dtype=np.uint64))
-            self.dirty = True
+            self.index.remove(ids)
+            self._changed(ids, None)
+
+    def _changed(self, keys: NDArray[np.uint64], vectors: NDArray[np.float32] | None) -> None:
+        """Under the write gate: this index changed (``vectors`` None: the chunks ``keys`` removed); recorded
+        for a graph built beside it (:meth:`rebuilt`)."""
+        self.dirty = True
+        if self._changes is not None:
+            self._changes.append((keys, None if vectors is None else vectors.copy()))
 
     def search(self, vector: NDArray[np.float32], k: int, exact: bool = False) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity of its best unit) of the ``k`` nearest chunks, best first; ``exact``:
@@ -255,3 +300,17 @@ class VectorIndex:
                 self.marker.unlink(missing_ok=True)
             fsync_path(self.path.parent)  # the rename and the marker's change
             self.dirty = False
+
+
+def _replace(index: Index, keys: NDArray[np.uint64], vectors: NDArray[np.float32] | None) -> None:
+    """Set the vectors of the chunks ``keys`` names in ``index`` (a chunk's units side by side; they replace what
+    it had), or with ``vectors`` None remove them."""
+    if vectors is None:
+        index.remove(keys)
+        return
+    chunks = np.unique(keys)
+    present = np.fromiter((index.contains(int(k)) for k in chunks), dtype=bool, count=len(chunks))
+    if present.any():
+        index.remove(chunks[present])
+    # One thread: the embedder is using the cores for the next batch meanwhile.
+    index.add(keys, vectors, threads=1)
