@@ -1,13 +1,11 @@
 """A stopping worker's grace: wall time for a worker that waits, CPU time for one that works (slow is not hung).
 
-SIGTERM asks a worker to stop and it gets ``stop_grace_s`` to exit. When the grace runs out, a worker with a thread on
-a CPU or queued for one (state R), or whose threads were so at least half of the last period (Linux's per-thread
-``schedstat``, whose queued time shows only once a thread runs again), is working on a busy machine: it gets the grace
-again, until it has used ``stop_grace_s`` CPU-seconds since the stop, what one thread would have had in the grace on
-an idle machine. A worker asleep (hung
-in a call, waiting on a lock or a socket) is killed when the grace runs out, as one that spins on past its CPU
-time is. Where the counts cannot be read (another OS, a process gone) the grace is wall time alone.
-Measured: docs/architecture.md#stopping.
+SIGTERM asks a worker to stop and it gets ``stop_grace_s`` to exit. Meanwhile the kernel looks at its threads ten
+times per grace: a worker with a thread on a CPU or queued for one (Linux's state R) in at least half of the looks is
+working, slowly on a busy machine, and gets the grace again, until it has used ``stop_grace_s`` CPU-seconds since the
+stop (what one thread would have had in the grace on an idle machine). A worker asleep (hung in a call, waiting on a
+lock or a socket) is killed when the grace runs out, as one that computes on past its CPU time is. Where threads
+cannot be read (another OS, a process gone) the grace is wall time alone. Measured: docs/architecture.md#stopping.
 """
 
 from __future__ import annotations
@@ -17,26 +15,22 @@ from pathlib import Path
 
 import psutil
 
-BUSY_SHARE = 0.5
-"""The share of a period a worker's threads (summed) ran or waited for a CPU, from which it counts as working."""
+LOOKS = 10
+"""Looks at a stopping worker's threads per grace."""
 
 
-def cpu_wanted(pid: int) -> tuple[dict[int, int], bool] | None:
-    """Nanoseconds each thread of ``pid`` has run plus waited on a run queue, and whether one is runnable now (None
-    if unreadable)."""
-    counts: dict[int, int] = {}
-    runnable = False
+def runnable(pid: int) -> bool | None:
+    """Whether a thread of ``pid`` is on a CPU or queued for one (None if its threads cannot be read)."""
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return None
     for task in tasks:
-        with contextlib.suppress(OSError, ValueError, IndexError):  # a thread that ended meanwhile
-            ran, waited = task.joinpath("schedstat").read_text().split()[:2]
-            counts[int(task.name)] = int(ran) + int(waited)
+        with contextlib.suppress(OSError, ValueError):  # a thread that ended meanwhile
             stat = task.joinpath("stat").read_text()
-            runnable = runnable or stat[stat.rindex(")") + 2] == "R"
-    return (counts, runnable) if counts else None
+            if stat[stat.rindex(")") + 2 :].startswith("R"):
+                return True
+    return False
 
 
 def cpu_used(pid: int) -> float | None:
@@ -49,34 +43,40 @@ def cpu_used(pid: int) -> float | None:
 
 
 class Grace:
-    """One stop of one process: when its grace runs out, and whether it has earned another."""
+    """One stop of one process: when to look at it next, and whether it has earned more time."""
 
     def __init__(self, pid: int, seconds: float, now: float) -> None:
         self.pid, self.seconds = pid, seconds
-        self.due = now + seconds
+        self.end = now + seconds
         self.cpu_at_stop = cpu_used(pid)
-        self.mark, self.wanted = now, cpu_wanted(pid)
+        self.looks = self.working = 0
         self.extended = 0
         """How many times the grace was given again."""
         self.spent = False
-        """Whether it was let go on because it used its CPU time, not because it stopped working."""
+        """Whether it was working still when its CPU time ran out."""
 
-    def extend(self, now: float) -> bool:
-        """At :attr:`due`: True, with the next due set, if the process worked through the last period and has CPU
-        time left."""
-        wanted, used = cpu_wanted(self.pid), cpu_used(self.pid)
-        before, self.wanted = self.wanted, wanted
-        period, self.mark = max(now - self.mark, 1e-3), now
-        if wanted is None or before is None or used is None or self.cpu_at_stop is None:
-            return False
-        (now_counts, runnable), (then, _) = wanted, before
-        busy = sum(max(0, n - then.get(tid, 0)) for tid, n in now_counts.items()) / 1e9
-        if not runnable and busy < BUSY_SHARE * period:
+    @property
+    def due(self) -> float:
+        """When :meth:`step` wants to run next: the next look, or the grace's end."""
+        return min(self.end, self.end - self.seconds + (self.looks + 1) * self.seconds / LOOKS)
+
+    def step(self, now: float) -> bool:
+        """At :attr:`due`: look at the threads; False once the grace ran out and the worker is not working (or has
+        used its CPU time), so it is to be killed."""
+        seen = runnable(self.pid)
+        self.looks += 1
+        self.working += bool(seen)
+        if now < self.end:
+            return True
+        working = seen is not None and 2 * self.working >= self.looks
+        used = cpu_used(self.pid)
+        if not working or used is None or self.cpu_at_stop is None:
             return False
         if used - self.cpu_at_stop >= self.seconds:
             self.spent = True
             return False
-        self.due, self.extended = now + self.seconds, self.extended + 1
+        self.end, self.looks, self.working = now + self.seconds, 0, 0
+        self.extended += 1
         return True
 
     def used(self) -> float:

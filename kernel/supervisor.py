@@ -357,6 +357,7 @@ class Supervisor:
                     slot.proc.kill()
             elif slot.state is State.STOPPING and slot.proc is not None and not self._still_working(slot, now):
                 slot.stop_report = f"killed after {slot.policy.stop_grace_s:g} s grace{self._spent(slot)}"
+                log.warning("%s: %s", slot.name, slot.stop_report)
                 slot.proc.kill()
             elif slot.state is State.RUNNING and slot.proc is not None and not self._still_working(slot, now):
                 grace = f"{slot.policy.stop_grace_s:g} s{self._spent(slot)}"
@@ -370,17 +371,16 @@ class Supervisor:
         slot.due = slot.grace.due
 
     def _still_working(self, slot: Slot, now: float) -> bool:
-        """Its grace ran out: True, with a new due time, if it is working rather than hung (:mod:`.grace`)."""
+        """A look at a stopping worker (:mod:`.grace`): True, with its next due time, unless it is to be killed."""
         grace = slot.grace
-        if grace is None or slot.proc is None or grace.pid != slot.proc.pid or not grace.extend(now):
+        if grace is None or slot.proc is None or grace.pid != slot.proc.pid:
+            return False
+        extended = grace.extended
+        if not grace.step(now):
             return False
         slot.due = grace.due
-        if grace.extended == 1:
-            log.info(
-                "%s: slow to stop but working (%.2f CPU-s since asked): not killed while it works",
-                slot.name,
-                grace.used(),
-            )
+        if extended == 0 and grace.extended == 1:
+            log.info("%s: slow to stop but working (%.2f CPU-s so far): its grace goes on", slot.name, grace.used())
         return True
 
     @staticmethod

@@ -7,7 +7,8 @@ kinds a worker marks ``side_by_side`` or ``background`` run on a few threads bes
 traceback stays in this worker's log).
 
 SIGTERM asks for a graceful stop: the job in hand finishes (a ``background`` one is withdrawn: it stops at its
-next step, retryable), a ``worker.disconnect`` is sent, then ``teardown()`` runs. An on-demand worker
+next step, retryable), a ``worker.disconnect`` is sent, then ``teardown()`` runs, and the process leaves at once
+(:func:`leave`). An on-demand worker
 (``idle_exit_s`` > 0) idle that long, or released, asks the kernel to go and serves on until the kernel agrees. A
 remote worker that the heartbeat thread (:mod:`foldermind.workers.framework.heartbeat`) finds cut off, or that the
 kernel dismisses as already lost, rejoins with new sockets (a new READY, same name, model kept).
