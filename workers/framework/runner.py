@@ -7,11 +7,11 @@ kinds a worker marks ``side_by_side`` or ``background`` run on a few threads bes
 traceback stays in this worker's log).
 
 SIGTERM asks for a graceful stop: the job in hand finishes (a ``background`` one is withdrawn: it stops at its
-next step, retryable), a ``worker.disconnect`` is sent, then ``teardown()`` runs, and the process leaves at once
-(:func:`leave`). An on-demand worker
-(``idle_exit_s`` > 0) idle that long, or released, asks the kernel to go and serves on until the kernel agrees. A
-remote worker that the heartbeat thread (:mod:`foldermind.workers.framework.heartbeat`) finds cut off, or that the
-kernel dismisses as already lost, rejoins with new sockets (a new READY, same name, model kept).
+next step, retryable), a ``worker.disconnect`` is sent, ``teardown()`` runs, and the process leaves at once
+(:func:`leave`). An on-demand worker (``idle_exit_s`` > 0) idle that long, or released, asks the kernel to go and
+serves on until the kernel agrees. A remote worker that the heartbeat thread
+(:mod:`foldermind.workers.framework.heartbeat`) finds cut off, or that the kernel dismisses as already lost, rejoins
+with new sockets (a new READY, same name, model kept).
 """
 
 from __future__ import annotations
@@ -322,9 +322,9 @@ def _die_with_parent(kernel_pid: int) -> None:
 def leave(code: int) -> NoReturn:
     """End the worker process with ``code`` once :func:`run` has returned: the exit handlers run (logging's
     flush among them) and stdio is flushed, but the interpreter's finalization is skipped, and with it the join
-    of any thread that teardown left running. Freeing every module's objects costs the front door ~0.3 CPU-s,
-    which at load ~20 outlasted the kernel's stop grace after "stopped cleanly" (docs/architecture.md#stopping);
-    what a worker keeps is closed by its teardown, not by finalization."""
+    of any thread that teardown left running. Freeing every module's objects is work nobody needs that, on a busy
+    machine, outlasted the kernel's stop grace after "stopped cleanly" (docs/architecture.md#stopping); what a
+    worker keeps is closed by its teardown, not by finalization."""
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
