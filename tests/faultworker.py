@@ -15,9 +15,7 @@ Environment:
   with a cause).
 - ``FOLDERMIND_FAULT=slow_start``: wait ``FOLDERMIND_FAULT_SECONDS`` (default 3) before READY.
 - ``FOLDERMIND_FAULT=slow_stop``: its teardown computes for ``FOLDERMIND_FAULT_SECONDS`` CPU-seconds (a stop that
-  works for ever, or slowly: with ``FOLDERMIND_FAULT_STARVED=1`` it first holds itself and a CPU hog child of its
-  own to one CPU and takes nice 19, so it gets ~1.5% of that CPU while it is runnable all the time; the hog is
-  its own child because Linux's autogroups share the CPU between sessions whatever the nice values).
+  works for ever, or slowly after the ``starve`` action).
 - ``FOLDERMIND_FAULT_WHILE=PATH``: apply ``FOLDERMIND_FAULT`` only while PATH exists, so a test
   can end a crash loop by deleting the file and then ``foldermind restart`` the worker.
 - ``FOLDERMIND_CAPACITY=N``: take up to N jobs at once (benchmarks pipeline requests).
@@ -62,7 +60,10 @@ class FaultRequest(Message):
     heartbeat goes on), ``wait_cancel`` (wait up to ``seconds`` for a ``job.cancel``, then answer
     ``cancelled``), ``garbage`` (send non-protocol frames and a wrong-version message, then answer),
     ``exit`` (answer, then stop gracefully with status 0), ``linger`` (start a thread that is no daemon and
-    never ends, as a library's pool left running by a teardown: the interpreter would wait for it at exit).
+    never ends, as a library's pool left running by a teardown: the interpreter would wait for it at exit),
+    ``starve`` (hold the job thread and a CPU hog child of its own to one CPU, the thread at nice 19: it gets ~1.4%
+    of that CPU while runnable; the hog is its own child because Linux's autogroups share the CPU between sessions
+    whatever the nice values; the hog ends with the teardown or the process).
     """
 
     action: str
@@ -89,6 +90,7 @@ class TestWorker(Worker):
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         self.capacity = int(os.environ.get("FOLDERMIND_CAPACITY", "1"))
+        self.hog: subprocess.Popen[bytes] | None = None
 
     def setup(self) -> None:
         fault = os.environ.get("FOLDERMIND_FAULT", "")
@@ -113,14 +115,13 @@ class TestWorker(Worker):
     def teardown(self) -> None:
         if os.environ.get("FOLDERMIND_FAULT") == "slow_stop":
             seconds = float(os.environ.get("FOLDERMIND_FAULT_SECONDS", "3"))
-            hog = _starve() if os.environ.get("FOLDERMIND_FAULT_STARVED") else None
             log.warning("FOLDERMIND_FAULT=slow_stop: computing for %g CPU-s before the stop ends", seconds)
             until = time.thread_time() + seconds
             while time.thread_time() < until:
                 pass
-            if hog is not None:
-                hog.kill()
-                hog.wait()
+        if self.hog is not None:
+            self.hog.kill()
+            self.hog.wait()
 
     def details(self) -> dict[str, Any]:
         return {"fault": os.environ.get("FOLDERMIND_FAULT", "")}
@@ -150,6 +151,8 @@ class TestWorker(Worker):
             self._send_garbage()
         elif action == "exit":
             signal.raise_signal(signal.SIGTERM)
+        elif action == "starve":
+            self.hog = _starve()
         elif action == "linger":
             threading.Thread(target=threading.Event().wait, name="lingering", daemon=False).start()
         else:
