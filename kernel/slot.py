@@ -11,6 +11,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from foldermind.kernel.grace import Grace
 from foldermind.kernel.states import State
 from foldermind.protocol.runtime.config import RestartPolicy, WorkerSpec
 
@@ -49,6 +50,8 @@ class Slot:
     """Where the stderr log ended when the process started: what it wrote is after."""
 
     ext_pidfd: int | None = None
+    grace: Grace | None = None
+    """The stop grace of the process asked to stop (:mod:`foldermind.kernel.grace`)."""
 
     def failed_with(self, reason: str | None) -> None:
         self.last_error, self.error_at = reason, (time.time() if reason else None)

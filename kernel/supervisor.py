@@ -36,6 +36,7 @@ from typing import IO
 
 import psutil
 
+from foldermind.kernel.grace import Grace
 from foldermind.kernel.slot import AFTER_STOP_EXTERNAL, AFTER_STOP_IDLE, AFTER_STOP_RESPAWN, AFTER_STOP_REST, Slot
 from foldermind.kernel.states import IDLE_NOTE, TRANSITIONS, IllegalTransition, State
 from foldermind.protocol.runtime import logs
@@ -246,7 +247,7 @@ class Supervisor:
         if slot.external_pid is not None or slot.pid != pid or slot.proc is None:
             return False  # `slot.pid` is our child's only while it lives
         slot.after_stop = AFTER_STOP_IDLE
-        slot.due = time.monotonic() + slot.policy.stop_grace_s  # it exits by itself; killed if it does not
+        self._give_grace(slot)  # it exits by itself; killed if it does not
         self._set(slot, State.STOPPING, "idle: exits until a request needs it")
         return True
 
@@ -267,7 +268,7 @@ class Supervisor:
                 slot.proc.kill()  # the exit is handled when the pidfd fires (or on the next poll)
             else:
                 # It said goodbye on its own: give it the grace period to exit, then kill it.
-                slot.due = time.monotonic() + slot.policy.stop_grace_s
+                self._give_grace(slot)
 
     # ---------------------------------------------------------------------------------------
     # exits
@@ -283,7 +284,7 @@ class Supervisor:
         if code > 0 and (cause := logs.last_line(self.home.log_dir / f"{slot.name}.stderr.log", slot.stderr_at)):
             how = f"{how}: {cause}"
         now = time.monotonic()
-        slot.proc = None
+        slot.proc, slot.grace = None, None
         self.on_gone(slot.name, proc.pid, how)
         if slot.state is State.STOPPING:
             slot.stop_report = slot.stop_report or (f"{slot.kill_reason} ({how})" if slot.kill_reason else how)
@@ -354,12 +355,38 @@ class Supervisor:
                 elif slot.proc is not None:
                     slot.kill_reason = reason
                     slot.proc.kill()
-            elif slot.state is State.STOPPING and slot.proc is not None:
-                slot.stop_report = f"killed after {slot.policy.stop_grace_s:g} s grace"
+            elif slot.state is State.STOPPING and slot.proc is not None and not self._still_working(slot, now):
+                slot.stop_report = f"killed after {slot.policy.stop_grace_s:g} s grace{self._spent(slot)}"
+                log.warning("%s: %s", slot.name, slot.stop_report)
                 slot.proc.kill()
-            elif slot.state is State.RUNNING and slot.proc is not None:
-                slot.kill_reason = f"{slot.kill_reason}, then did not exit within {slot.policy.stop_grace_s:g} s"
+            elif slot.state is State.RUNNING and slot.proc is not None and not self._still_working(slot, now):
+                grace = f"{slot.policy.stop_grace_s:g} s{self._spent(slot)}"
+                slot.kill_reason = f"{slot.kill_reason}, then did not exit within {grace}"
                 slot.proc.kill()
+
+    def _give_grace(self, slot: Slot) -> None:
+        """Its process was asked to stop (or said it would): killed at ``slot.due`` unless it is still working."""
+        assert slot.proc is not None
+        slot.grace = Grace(slot.proc.pid, slot.policy.stop_grace_s, time.monotonic())
+        slot.due = slot.grace.due
+
+    def _still_working(self, slot: Slot, now: float) -> bool:
+        """A look at a stopping worker (:mod:`.grace`): True, with its next due time, unless it is to be killed."""
+        grace = slot.grace
+        if grace is None or slot.proc is None or grace.pid != slot.proc.pid:
+            return False
+        extended = grace.extended
+        if not grace.step(now):
+            return False
+        slot.due = grace.due
+        if extended == 0 and grace.extended == 1:
+            log.info("%s: slow to stop but working (%.2f CPU-s so far): its grace goes on", slot.name, grace.used())
+        return True
+
+    @staticmethod
+    def _spent(slot: Slot) -> str:
+        grace = slot.grace
+        return f", still working after {grace.used():.1f} CPU-s" if grace is not None and grace.spent else ""
 
     # ---------------------------------------------------------------------------------------
     # commands
@@ -369,7 +396,7 @@ class Supervisor:
         if slot.proc is None or slot.proc.returncode is not None:
             return
         slot.proc.send_signal(signal.SIGTERM)
-        slot.due = time.monotonic() + slot.policy.stop_grace_s
+        self._give_grace(slot)
         self._set(slot, State.STOPPING, reason)
 
     def targets(self, target: str) -> list[Slot]:

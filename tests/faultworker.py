@@ -14,6 +14,8 @@ Environment:
 - ``FOLDERMIND_FAULT=raise_on_start``: raise before READY, as a worker whose setup fails does (a crash loop
   with a cause).
 - ``FOLDERMIND_FAULT=slow_start``: wait ``FOLDERMIND_FAULT_SECONDS`` (default 3) before READY.
+- ``FOLDERMIND_FAULT=slow_stop``: its teardown computes for ``FOLDERMIND_FAULT_SECONDS`` CPU-seconds (a stop that
+  works for ever, or slowly after the ``starve`` action).
 - ``FOLDERMIND_FAULT_WHILE=PATH``: apply ``FOLDERMIND_FAULT`` only while PATH exists, so a test
   can end a crash loop by deleting the file and then ``foldermind restart`` the worker.
 - ``FOLDERMIND_CAPACITY=N``: take up to N jobs at once (benchmarks pipeline requests).
@@ -25,10 +27,15 @@ import ctypes
 import logging
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
@@ -52,7 +59,11 @@ class FaultRequest(Message):
     load, after a heartbeat has said so), ``hang_sleep`` (sleep ``seconds``; the
     heartbeat goes on), ``wait_cancel`` (wait up to ``seconds`` for a ``job.cancel``, then answer
     ``cancelled``), ``garbage`` (send non-protocol frames and a wrong-version message, then answer),
-    ``exit`` (answer, then stop gracefully with status 0).
+    ``exit`` (answer, then stop gracefully with status 0), ``linger`` (start a thread that is no daemon and
+    never ends, as a library's pool left running by a teardown: the interpreter would wait for it at exit),
+    ``starve`` (hold the job thread and a CPU hog child of its own to one CPU, the thread at nice 19: it gets ~1.4%
+    of that CPU while runnable; the hog is its own child because Linux's autogroups share the CPU between sessions
+    whatever the nice values; the hog ends with the teardown or the process).
     """
 
     action: str
@@ -79,6 +90,7 @@ class TestWorker(Worker):
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         self.capacity = int(os.environ.get("FOLDERMIND_CAPACITY", "1"))
+        self.hog: subprocess.Popen[bytes] | None = None
 
     def setup(self) -> None:
         fault = os.environ.get("FOLDERMIND_FAULT", "")
@@ -99,6 +111,17 @@ class TestWorker(Worker):
 
     def handlers(self) -> dict[str, Handler]:
         return dict([*super().handlers().items(), route(FaultRequest, self.on_fault)])
+
+    def teardown(self) -> None:
+        if os.environ.get("FOLDERMIND_FAULT") == "slow_stop":
+            seconds = float(os.environ.get("FOLDERMIND_FAULT_SECONDS", "3"))
+            log.warning("FOLDERMIND_FAULT=slow_stop: computing for %g CPU-s before the stop ends", seconds)
+            until = time.thread_time() + seconds
+            while time.thread_time() < until:
+                pass
+        if self.hog is not None:
+            self.hog.kill()
+            self.hog.wait()
 
     def details(self) -> dict[str, Any]:
         return {"fault": os.environ.get("FOLDERMIND_FAULT", "")}
@@ -128,6 +151,10 @@ class TestWorker(Worker):
             self._send_garbage()
         elif action == "exit":
             signal.raise_signal(signal.SIGTERM)
+        elif action == "starve":
+            self.hog = _starve()
+        elif action == "linger":
+            threading.Thread(target=threading.Event().wait, name="lingering", daemon=False).start()
         else:
             raise JobError(ErrorCode.BAD_REQUEST, f"unknown fault action {action!r}")
         return FaultReply(action=action, pid=os.getpid())
@@ -150,6 +177,19 @@ class TestWorker(Worker):
         ):
             frames.send_raw_for_tests(sock, junk)
         sock.close()
+
+
+def _starve() -> subprocess.Popen[bytes]:
+    """Hold this thread and a CPU hog (dying with this process) to one CPU, the hog spinning, this thread at nice 19."""
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    code = f"import ctypes, os\nctypes.CDLL(None).prctl(1, 9)\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    hog = subprocess.Popen([sys.executable, "-c", code])
+    hog_cpu = psutil.Process(hog.pid)
+    while sum(hog_cpu.cpu_times()[:2]) < 0.05:  # spinning: its interpreter has started
+        time.sleep(0.01)
+    os.setpriority(os.PRIO_PROCESS, 0, 19)  # this thread (Linux)
+    return hog
 
 
 def _hold_gil(seconds: float) -> None:

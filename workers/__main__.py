@@ -9,7 +9,7 @@ import importlib
 import sys
 
 from foldermind.workers.framework.base import Worker, WorkerContext
-from foldermind.workers.framework.runner import run
+from foldermind.workers.framework.runner import leave, run
 
 
 def load_worker_class(module_name: str) -> type[Worker]:
@@ -28,4 +28,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -7,14 +7,16 @@ kinds a worker marks ``side_by_side`` or ``background`` run on a few threads bes
 traceback stays in this worker's log).
 
 SIGTERM asks for a graceful stop: the job in hand finishes (a ``background`` one is withdrawn: it stops at its
-next step, retryable), a ``worker.disconnect`` is sent, then ``teardown()`` runs. An on-demand worker
-(``idle_exit_s`` > 0) idle that long, or released, asks the kernel to go and serves on until the kernel agrees. A
-remote worker that the heartbeat thread (:mod:`foldermind.workers.framework.heartbeat`) finds cut off, or that the
-kernel dismisses as already lost, rejoins with new sockets (a new READY, same name, model kept).
+next step, retryable), a ``worker.disconnect`` is sent, ``teardown()`` runs, and the process leaves at once
+(:func:`leave`). An on-demand worker (``idle_exit_s`` > 0) idle that long, or released, asks the kernel to go and
+serves on until the kernel agrees. A remote worker that the heartbeat thread
+(:mod:`foldermind.workers.framework.heartbeat`) finds cut off, or that the kernel dismisses as already lost, rejoins
+with new sockets (a new READY, same name, model kept).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import logging
@@ -25,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import zmq
 
@@ -176,6 +178,8 @@ class Runner:
         heartbeat.stopping.set()
         heartbeat.join(timeout=self.ctx.heartbeat_interval_s * 2)
         self.sock.close()
+        if not heartbeat.is_alive():  # its socket closed too: the goodbye goes out within the job socket's linger
+            self.zctx.term()
         log.info("%s stopped cleanly", self.ctx.name)
         return 0
 
@@ -313,6 +317,19 @@ def _die_with_parent(kernel_pid: int) -> None:
         return
     if os.getppid() != kernel_pid:  # the kernel died before prctl took effect
         os._exit(0)
+
+
+def leave(code: int) -> NoReturn:
+    """End the worker process with ``code`` once :func:`run` has returned: the exit handlers run (logging's
+    flush among them) and stdio is flushed, but the interpreter's finalization is skipped, and with it the join
+    of any thread that teardown left running. Freeing every module's objects is work nobody needs that, on a busy
+    machine, outlasted the kernel's stop grace after "stopped cleanly" (docs/architecture.md#stopping); what a
+    worker keeps is closed by its teardown, not by finalization."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def run(worker_cls: type[Worker], ctx: WorkerContext, configure_logging: bool = True) -> int:

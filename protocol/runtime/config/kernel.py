@@ -126,7 +126,10 @@ class RestartPolicy(Strict):
         description="A spawned worker must send READY within this time or it is killed and counted as a failure.",
     )
     stop_grace_s: float = Field(
-        5.0, ge=0, description="Stopping: SIGTERM, wait this long for a clean exit, then SIGKILL."
+        5.0,
+        ge=0,
+        description="Stopping: SIGTERM, wait this long for a clean exit, then SIGKILL; a worker still working on a"
+        " busy CPU gets it again, up to this many CPU-seconds.",
     )
 
 
