@@ -46,11 +46,13 @@ def test_a_kept_conversation_ends_its_idle_time_after_its_last_turn_counted_acro
     kept.save("mcp::a", turns(1))
     now[0] += 59
     assert Conversations(path, "mcp", 60, 10, clock=lambda: now[0]).load("mcp::a") == turns(1)
+    kept.save("mcp::b", turns(1))
     now[0] += 2
-    assert Conversations(path, "mcp", 60, 10, clock=lambda: now[0]).load("mcp::a") == []
-    kept.save("mcp::b", turns(1))  # any turn clears the ended ones from the file
-    rows = sqlite3.connect(path).execute("SELECT key FROM conversations").fetchall()
-    assert rows == [("mcp::b",)]
+    assert Conversations(path, "mcp", 60, 10, clock=lambda: now[0]).load("mcp::a") == []  # ended: a start deletes it
+    assert sqlite3.connect(path).execute("SELECT key FROM conversations").fetchall() == [("mcp::b",)]
+    now[0] += 59
+    kept.save("mcp::c", turns(1))  # and so does any turn
+    assert sqlite3.connect(path).execute("SELECT key FROM conversations").fetchall() == [("mcp::c",)]
 
 
 def test_beyond_the_bound_a_caller_kind_s_oldest_conversations_go_and_another_kind_s_stay(tmp_path: Path) -> None:

@@ -6,9 +6,10 @@ sign-ins: one row per conversation, keyed as :class:`.engine.Sessions` keys it (
 ``console::<id>``), with its latest turns (question and answer, at most :data:`.engine.HISTORY_TURNS`) and the
 wall-clock time of its last turn. A turn is written before its answer is returned (WAL, ``synchronous=NORMAL``: a
 process killed -9 loses nothing it committed), read back when a process meets a conversation it does not hold. A
-conversation ends ``[llm] session_ttl_s`` after its last turn, counted across restarts; beyond ``max_sessions`` a
-prefix's oldest go. The file is private to the user (0600), like the index it quotes. A store that cannot be opened
-or written leaves conversations in memory only, with a warning that names the error, never a question or an answer.
+conversation ends ``[llm] session_ttl_s`` after its last turn, counted across restarts, and is deleted (its text
+overwritten) at the next turn or start; beyond ``max_sessions`` a prefix's oldest go. The file is private to the
+user (0600), like the index it quotes. A store that cannot be opened or written leaves conversations in memory only,
+with a warning that names the error, never a question or an answer.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class Conversations:
             db = sqlite3.connect(path, timeout=5, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA secure_delete=ON")  # an ended conversation's text is overwritten, not left in free pages
             db.executescript(_SCHEMA)
+            db.execute("DELETE FROM conversations WHERE prefix = ? AND used < ?", (self.prefix, self._cutoff()))
         except (OSError, sqlite3.Error) as exc:
             log.warning("conversations kept in memory only: %s cannot be used (%s)", path, type(exc).__name__)
             return None
