@@ -11,9 +11,10 @@ answer (loading, failed, timed out, lost) or none of its sentences holds, the qu
 "the documents do not say", and no model call. ``auto`` asks the model only for the question shapes of
 ``[llm] auto_model_shapes``; a streaming client is sent the quotes, then only what the check kept (:class:`Shown`).
 
-Sessions live in this process's memory only, under keys namespaced by who asks (the front door's ``mcp:`` and
-the asking client key's name, the console's ``console:``), so a session id can never name another caller's
-conversation; they end after ``[llm] session_ttl_s`` idle (the oldest go first beyond ``max_sessions``). Each
+Sessions live in this process's memory, under keys namespaced by who asks (the front door's ``mcp:`` and the asking
+client key's name, the console's ``console:``), so a session id can never name another caller's conversation; their
+turns are kept in the home's SQLite too (:mod:`.conversations`), so a restarted process goes on with them. They end
+after ``[llm] session_ttl_s`` idle (the oldest go first beyond ``max_sessions``). Each
 holds an asyncio lock: one generation per session at a time, a second call on the same session waits its turn
 instead of racing (and a client cannot fan one session out into many). A follow-up is retrieved with its subject in
 front of it (and alone), so "and the year before?" finds it: the previous question as it was resolved (:func:`subject`;
@@ -28,6 +29,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from foldermind.protocol.errors import ErrorCode, Fault, JobError
 from foldermind.protocol.messages import (
@@ -44,6 +46,7 @@ from foldermind.protocol.messages import (
 from foldermind.protocol.runtime.config import LlmPolicy
 from foldermind.workers.answers import likely, schemas
 from foldermind.workers.answers import quotes as answers
+from foldermind.workers.answers.conversations import Conversations
 from foldermind.workers.answers.quotes import Composed, Evidence
 from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.questions import small_talk, words_of_its_own
@@ -191,7 +194,8 @@ def nobody() -> str:
 
 
 class Sessions:
-    """The conversations of one caller kind (``prefix``: ``mcp``, ``console``); ``owner`` names who asks now."""
+    """The conversations of one caller kind (``prefix``: ``mcp``, ``console``); ``owner`` names who asks now; ``kept``
+    holds their turns where a restart finds them."""
 
     def __init__(
         self,
@@ -200,9 +204,11 @@ class Sessions:
         clock: Callable[[], float] = time.monotonic,
         owner: Callable[[], str] = nobody,
         prefix: str = "mcp",
+        kept: Conversations | None = None,
     ) -> None:
         self.ttl_s, self.max_sessions, self.clock = ttl_s, max_sessions, clock
         self.owner, self.prefix = owner, prefix
+        self.kept = kept or Conversations(None, prefix, ttl_s, max_sessions)
         self._by_key: OrderedDict[str, Session] = OrderedDict()
 
     def key(self, session_id: str) -> str:
@@ -211,13 +217,14 @@ class Sessions:
         return f"{self.prefix}:{self.owner()}:{session_id}"
 
     def open(self, session_id: str | None) -> Session:
-        """The session named ``session_id`` (created when unknown or expired); a new ``<prefix>-<uuid>`` when absent."""
+        """The session named ``session_id`` (this process's, else the kept one, else a new one); a new
+        ``<prefix>-<uuid>`` when absent."""
         self.sweep()
         sid = session_id or f"{self.prefix}-{uuid.uuid4()}"
         key = self.key(sid)
         session = self._by_key.get(key)
         if session is None:
-            session = Session(id=sid, key=key)
+            session = Session(id=sid, key=key, history=self.kept.load(key) if session_id else [])
             self._by_key[key] = session
             while len(self._by_key) > self.max_sessions:
                 oldest = next((k for k, s in self._by_key.items() if not s.busy), None)
@@ -227,6 +234,10 @@ class Sessions:
         self._by_key.move_to_end(key)
         session.last_used = self.clock()
         return session
+
+    def keep(self, session: Session) -> None:
+        """Write the session's turns where a restarted process finds them (before its answer is returned)."""
+        self.kept.save(session.key, session.history)
 
     def sweep(self) -> None:
         cutoff = self.clock() - self.ttl_s
@@ -242,12 +253,22 @@ class Sessions:
 
 class Chat:
     """Answers over ``bus``: ``evidence.request`` and ``evidence.check.request`` to the indexer, ``llm.chat.request``
-    to the llm; ``owner`` and ``prefix`` namespace its sessions (:class:`Sessions`)."""
+    to the llm; ``owner`` and ``prefix`` namespace its sessions (:class:`Sessions`), whose turns are kept in the
+    SQLite file ``kept`` (:mod:`.conversations`; None: in memory only)."""
 
-    def __init__(self, bus: Bus, policy: LlmPolicy, owner: Callable[[], str] = nobody, prefix: str = "mcp") -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        policy: LlmPolicy,
+        owner: Callable[[], str] = nobody,
+        prefix: str = "mcp",
+        kept: Path | None = None,
+    ) -> None:
         self.bus = bus
         self.policy = policy
-        self.sessions = Sessions(policy.session_ttl_s, policy.max_sessions, owner=owner, prefix=prefix)
+        ttl_s, most = policy.session_ttl_s, policy.max_sessions
+        conversations = Conversations(kept, prefix, ttl_s, most)
+        self.sessions = Sessions(ttl_s, most, owner=owner, prefix=prefix, kept=conversations)
 
     async def answer(
         self,
@@ -368,6 +389,7 @@ class Chat:
         shown.rest(composed.answer)
         session.history.append({"question": query, "answer": composed.answer})
         del session.history[:-HISTORY_TURNS]
+        self.sessions.keep(session)
         return schemas.ChatOutput(
             answer=composed.answer,
             citations=composed.citations,

@@ -27,6 +27,7 @@ from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import ConsoleLinkReply, ConsoleLinkRequest
 from foldermind.protocol.runtime.config import console_from_env
 from foldermind.protocol.runtime.home import Home
+from foldermind.workers.answers import conversations
 from foldermind.workers.console.auth import SESSIONS_FILE, Gate, Links, Sessions
 from foldermind.workers.console.pages import Pages
 from foldermind.workers.framework.asyncbus import Bus
@@ -59,7 +60,8 @@ class ConsoleWorker(Worker):
         sock = bind(HOST, self.policy.port)
         self.port = sock.getsockname()[1]
         self.url = f"http://{HOST}:{self.port}/"
-        pages = Pages(self.bus, self.links, self.sessions, self.policy, self.port)
+        kept = self.home.data_dir / conversations.FILE
+        pages = Pages(self.bus, self.links, self.sessions, self.policy, self.port, kept)
         self.gate = Gate(
             pages.app(),
             hosts=loopback_hosts(self.port),

@@ -16,6 +16,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -73,9 +74,12 @@ class Form(dict[str, str]):
 
 
 class Pages:
-    def __init__(self, bus: Bus, links: Links, sessions: Sessions, policy: ConsolePolicy, port: int) -> None:
+    def __init__(
+        self, bus: Bus, links: Links, sessions: Sessions, policy: ConsolePolicy, port: int, kept: Path | None = None
+    ) -> None:
         self.bus, self.links, self.sessions, self.policy = bus, links, sessions, policy
-        self.chat = Chat(bus, llm_from_env(), prefix="console")  # chat_with_documents' engine, its own sessions
+        # chat_with_documents' engine, its own sessions (their turns kept in the SQLite file ``kept``)
+        self.chat = Chat(bus, llm_from_env(), prefix="console", kept=kept)
         self.cookie = f"foldermind_console_{port}"
         self.env = templates()
         self.static = static_files()

@@ -32,6 +32,7 @@ from foldermind.protocol.runtime.client_keys import ClientKeys
 from foldermind.protocol.runtime.config import activity_from_env, llm_from_env, mcp_from_env
 from foldermind.protocol.runtime.home import Home
 from foldermind.protocol.runtime.token_store import TokenPersistError, TokenStore
+from foldermind.workers.answers import conversations
 from foldermind.workers.framework.asyncbus import Bus
 from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.frontdoor import keyscope
@@ -86,7 +87,8 @@ class FrontdoorWorker(Worker):
         middleware = KeyMiddleware(
             self.activity, self._key_names, self._close_session, lambda: self.server.issued_sessions()
         )
-        self.server = build_server(self.bus, self.policy, _version(), llm_from_env(), middleware)
+        kept = self.home.data_dir / conversations.FILE
+        self.server = build_server(self.bus, self.policy, _version(), llm_from_env(), middleware, kept)
         self.guard = build_app(self.server, self.policy, self.port, lambda: self.tokens.current, self.keys.by_token)
         self.http = HttpServer(self.guard, sock, self.policy.request_timeout_s)
         self.http.start()

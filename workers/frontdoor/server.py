@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection, Iterable
+from pathlib import Path
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -133,8 +134,14 @@ class FoldermindServer(MCPServer[Any]):
 
 
 def build_server(
-    bus: Bus, policy: McpPolicy, version: str, llm: LlmPolicy | None = None, keys: KeyMiddleware | None = None
+    bus: Bus,
+    policy: McpPolicy,
+    version: str,
+    llm: LlmPolicy | None = None,
+    keys: KeyMiddleware | None = None,
+    conversations: Path | None = None,
 ) -> FoldermindServer:
+    """The MCP server; ``conversations``: the SQLite file chat sessions are kept in (None: memory only)."""
     server = FoldermindServer(
         Resources(bus),
         ChangeFeed(bus, lambda: server.issued_sessions()),
@@ -145,6 +152,6 @@ def build_server(
         version=version,
         log_level="WARNING",
     )
-    Tools(bus, policy, llm or LlmPolicy()).register(server)
+    Tools(bus, policy, llm or LlmPolicy(), conversations).register(server)
     Prompts(bus).register(server)
     return server

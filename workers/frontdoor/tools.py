@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -59,10 +60,10 @@ OptionalPath = Annotated[
 class Tools:
     """The tool handlers, bound to one bus and policy."""
 
-    def __init__(self, bus: Bus, policy: McpPolicy, llm: LlmPolicy) -> None:
+    def __init__(self, bus: Bus, policy: McpPolicy, llm: LlmPolicy, conversations: Path | None = None) -> None:
         self.bus = bus
         self.policy = policy
-        self.chat = Chat(bus, llm, owner=asker)
+        self.chat = Chat(bus, llm, owner=asker, kept=conversations)
         self.max_response = int(policy.max_response_mb * 1024 * 1024)
 
     def ok(self, model: BaseModel) -> CallToolResult:

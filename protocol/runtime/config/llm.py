@@ -141,7 +141,10 @@ class LlmPolicy(Strict):
         " gets that passage's marker; false = only the markers the model wrote (checked either way).",
     )
     session_ttl_s: float = Field(
-        3600.0, gt=0, description="MCP chat sessions live in memory only: dropped after this much idle time ..."
+        3600.0,
+        gt=0,
+        description="A chat conversation (its turns kept in the home's data/conversations.sqlite, so a restart"
+        " goes on with it) ends this long after its last turn ...",
     )
     max_sessions: int = Field(1000, ge=1, description="... and the oldest go beyond this many.")
     analysis: bool = Field(
