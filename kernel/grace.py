@@ -6,6 +6,7 @@ working, slowly on a busy machine, and gets the grace again, until it has used `
 stop (what one thread would have had in the grace on an idle machine). A worker asleep (hung in a call, waiting on a
 lock or a socket) is killed when the grace runs out, as one that computes on past its CPU time is. Where threads
 cannot be read (another OS, a process gone) the grace is wall time alone. Measured: docs/architecture.md#stopping.
+A starting worker's ``start_timeout_s`` is counted the same way: importing a model at load 40 is slow, not hung.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ States (supervisord's, made explicit; :mod:`foldermind.kernel.states`)::
         |                  |                       \\--too many restarts--> FAILED
         |                  \\--stop/restart--> STOPPING --exit--> EXITED (or STARTING again)
         |                  \\--idle (on demand)--> STOPPING --exit--> IDLE --a request--> STARTING
-        \\--no READY within start_timeout_s: killed, counted as a failure
+        \\--no READY within start_timeout_s (CPU-s while working: .grace): killed, a failure
 
 FAILED stays FAILED until ``foldermind restart``. Every change is published as an
 ``event.worker_state``.
@@ -157,7 +157,8 @@ class Supervisor:
         slot.external_pid = None
         slot.started_at = time.monotonic()
         slot.running_since = None
-        slot.due = slot.started_at + slot.policy.start_timeout_s
+        slot.grace = Grace(slot.proc.pid, slot.policy.start_timeout_s, slot.started_at)  # slow is not hung
+        slot.due = slot.grace.due
         slot.after_stop = AFTER_STOP_REST
         slot.stop_report = ""
         slot.kill_reason = None
@@ -203,7 +204,7 @@ class Supervisor:
         if slot.state is not State.STARTING:
             return False
         slot.running_since = time.monotonic()
-        slot.due = None
+        slot.due, slot.grace = None, None
         self._set(slot, State.RUNNING, "ready")
         return True
 
@@ -348,7 +349,9 @@ class Supervisor:
                 slot.restarts += 1
                 self.spawn(slot)
             elif slot.state is State.STARTING:
-                reason = f"no READY within {slot.policy.start_timeout_s:g} s"
+                if self._still_working(slot, now):
+                    continue
+                reason = f"no READY within {slot.policy.start_timeout_s:g} s{self._spent(slot)}"
                 if slot.external_pid is not None:
                     slot.failed_with(reason)
                     self._external_ended(slot, reason)
@@ -380,7 +383,8 @@ class Supervisor:
             return False
         slot.due = grace.due
         if extended == 0 and grace.extended == 1:
-            log.info("%s: slow to stop but working (%.2f CPU-s so far): its grace goes on", slot.name, grace.used())
+            what = "start" if slot.state is State.STARTING else "stop"
+            log.info("%s: slow to %s but working (%.2f CPU-s so far): its time goes on", slot.name, what, grace.used())
         return True
 
     @staticmethod

@@ -14,6 +14,8 @@ Environment:
 - ``FOLDERMIND_FAULT=raise_on_start``: raise before READY, as a worker whose setup fails does (a crash loop
   with a cause).
 - ``FOLDERMIND_FAULT=slow_start``: wait ``FOLDERMIND_FAULT_SECONDS`` (default 3) before READY.
+- ``FOLDERMIND_FAULT=starved_start``: compute ``FOLDERMIND_FAULT_SECONDS`` CPU-seconds on a starved CPU (as the
+  ``starve`` action) before READY: a start that is slow on a busy machine, not hung.
 - ``FOLDERMIND_FAULT=slow_stop``: its teardown computes for ``FOLDERMIND_FAULT_SECONDS`` CPU-seconds (a stop that
   works for ever, or slowly after the ``starve`` action).
 - ``FOLDERMIND_FAULT_WHILE=PATH``: apply ``FOLDERMIND_FAULT`` only while PATH exists, so a test
@@ -104,6 +106,12 @@ class TestWorker(Worker):
             raise RuntimeError("FOLDERMIND_FAULT=raise_on_start: the setup failed on purpose")
         if fault == "slow_start":
             time.sleep(float(os.environ.get("FOLDERMIND_FAULT_SECONDS", "3")))
+        if fault == "starved_start":
+            hog = _starve()
+            until = time.thread_time() + float(os.environ.get("FOLDERMIND_FAULT_SECONDS", "0.06"))
+            while time.thread_time() < until:
+                pass
+            hog.kill()
         if fault == "no_ready":
             log.error("FOLDERMIND_FAULT=no_ready: never sending READY")
             while True:

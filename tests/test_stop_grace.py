@@ -64,6 +64,20 @@ def test_a_worker_slow_to_stop_on_a_starved_cpu_is_not_killed_while_it_works(hom
         k.stop()
 
 
+def test_a_worker_slow_to_start_on_a_starved_cpu_is_not_killed_while_it_works(home_dir: Path) -> None:
+    # 0.06 CPU-s at ~1.4% of a CPU or less: over 4 s, past the 3 s start timeout, runnable all the time. On main the
+    # start timeout was wall time: "no READY within 3 s", killed, restarted, killed again.
+    env = {"FOLDERMIND_FAULT": "starved_start", "FOLDERMIND_FAULT_SECONDS": "0.06"}
+    config = merge(grace(3.0, env), {"workers": {"testworker": {"restart": {"start_timeout_s": 3.0}}}})
+    k = RunningKernel(home_dir, config).start()
+    try:
+        w = k.worker("testworker")
+        assert w["state"] == "RUNNING" and w["restarts"] == 0, w
+        assert "slow to start but working" in (k.home.log_dir / "kernel.log").read_text()
+    finally:
+        k.stop()
+
+
 def test_a_worker_that_computes_for_ever_after_the_stop_is_killed_once_it_used_its_grace_in_cpu_time(
     home_dir: Path,
 ) -> None:

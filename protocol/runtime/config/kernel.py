@@ -123,7 +123,8 @@ class RestartPolicy(Strict):
     start_timeout_s: float = Field(
         30.0,
         gt=0,
-        description="A spawned worker must send READY within this time or it is killed and counted as a failure.",
+        description="A spawned worker must send READY within this time or it is killed and counted as a failure; one"
+        " still working on a busy CPU gets it again, up to this many CPU-seconds.",
     )
     stop_grace_s: float = Field(
         5.0,
