@@ -111,12 +111,13 @@ def _noanswer_rows() -> list[dict[str, str]]:
     return [json.loads(line) for p in sets for line in p.read_text("utf-8").splitlines() if line]
 
 
-def _questions(only: str = "", without: str = "", factoids: str = "") -> list[Asked]:
+def _questions(only: str = "", without: str = "", factoids: str = "", answerable: bool = True) -> list[Asked]:
     """Every question asked: the no-answer rows (of the set ``only`` alone when given, never of ``without``) and the
-    answerable ones (none with ``only``, unless ``factoids`` names a factoid split to ask beside it)."""
+    answerable ones (none with ``only`` or without ``answerable``, unless ``factoids`` names a factoid split to ask
+    beside it)."""
     rows = [r for r in _noanswer_rows() if (not only or r["split"] == only) and r["split"] != without]
     out = [Asked(r["id"], r["kind"], r["corpus"], _noanswer_split(r["split"]), r["question"]) for r in rows]
-    if not only or factoids:
+    if (not only and answerable) or factoids:
         chosen = load_questions(factoids) if factoids else load_questions()
         out += [Asked(q.id, "answerable", q.corpus, _split(q.split), q.question) for q in chosen]
     return [a for a in out if a.corpus in (*CORPORA, "any")]
@@ -146,9 +147,16 @@ def all_corpora(root: Path) -> dict[str, Corpus]:
 
 
 def measure(
-    home: Path | None, only: str = "", without: str = "", factoids: str = ""
+    home: Path | None,
+    only: str = "",
+    without: str = "",
+    factoids: str = "",
+    answerable: bool = True,
+    reverse: bool = False,
 ) -> tuple[list[Asked], dict[str, Any]]:
-    asked = _questions(only, without, factoids)
+    """Ask the questions (``reverse``: last to first: an answer must not depend on the questions asked before it)."""
+    asked = _questions(only, without, factoids, answerable)
+    asked = asked[::-1] if reverse else asked
     gold = {q.id: q for q in load_questions()}
     kernel = Kernel("answer-floor", merge(kernel_config(), SLOW_PARSES), home)
     results = Results(machine=machine.facts(REPO), args={})
@@ -369,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="ask only this no-answer set's rows (e.g. noanswer2)")
     parser.add_argument("--without", default="", help="leave this no-answer set's rows out (e.g. the held-out one)")
     parser.add_argument("--factoids", default="", help="with --only: also ask this factoid split's questions (who3)")
+    parser.add_argument("--no-answerable", action="store_true", help="ask the no-answer rows only")
+    parser.add_argument("--reverse", action="store_true", help="ask the questions last to first")
     parser.add_argument("--main", default="0.475,0.6,1.01,1", help="the floor before: cosine,share,unheld,rescue")
     parser.add_argument("--soft", action="store_true", help="also sweep the soft cover's floors on tune")
     parser.add_argument("--soft-at", type=float, help="read the soft cover's floor at this value on both halves")
@@ -385,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                 a.unheld_name = (a.support or {}).get("unheld_name", a.unheld_name)
                 a.clause = (a.support or {}).get("clause", a.clause)
         else:
-            asked, setup = measure(Path(args.home) if args.home else None, args.only, args.without, args.factoids)
+            home = Path(args.home) if args.home else None
+            asked, setup = measure(home, args.only, args.without, args.factoids, not args.no_answerable, args.reverse)
             if args.json:
                 Path(args.json).write_text(json.dumps({"setup": setup, "asked": [asdict(a) for a in asked]}, indent=1))
     except BenchFailure as exc:

@@ -29,13 +29,15 @@ from tests.bench.shapes.kernel import indexed
 QUESTIONS = Path(__file__).parent / "data" / "questions.jsonl"
 
 
-def measure(home: Path, batch: int = 0) -> list[dict[str, Any]]:
-    """Every answer; ``batch``: only the rows of that batch (``none`` ones are batch 1), 0 for all."""
+def measure(home: Path, batch: int = 0, reverse: bool = False) -> list[dict[str, Any]]:
+    """Every answer; ``batch``: only the rows of that batch (``none`` ones are batch 1), 0 for all; ``reverse``: each
+    corpus's questions asked last to first (an answer must not depend on the questions asked before it)."""
     rows = [json.loads(line) for line in QUESTIONS.read_text("utf-8").splitlines() if line.strip()]
     rows = [r for r in rows if batch in (0, r.get("batch", 1))]
     out: list[dict[str, Any]] = []
     for name in asked(None, [r["corpus"] for r in rows] if batch else None):
         mine = [r for r in rows if r["corpus"] in (name, "*")]
+        mine = mine[::-1] if reverse else mine
         if not mine:
             continue
         with indexed(home, name) as (kernel, corpus, _index), Asker(kernel.home.bus_endpoint) as asker:
@@ -106,11 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="keep every answer here")
     parser.add_argument("--replay", help="score a kept --json again (no kernel)")
     parser.add_argument("--batch", type=int, default=0, help="only the rows of this batch (default: all)")
+    parser.add_argument("--reverse", action="store_true", help="ask each corpus's questions last to first")
     args = parser.parse_args(argv)
     if args.replay:
         results = json.loads(Path(args.replay).read_text("utf-8"))
     else:
-        results = measure(Path(args.home).resolve(), args.batch)
+        results = measure(Path(args.home).resolve(), args.batch, args.reverse)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(render(results))
