@@ -60,7 +60,7 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.protocol.runtime.config import ingest_from_env
-from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.ingest_rules import Rules, suffix_of
 from foldermind.workers.parser.formats import SUFFIXES
 
@@ -337,6 +337,10 @@ class WatcherWorker(Worker):
         unsupported: dict[str, int] = {}
         listed: list[str] = []
         files, skipped = scan(folder["path"], unsupported, self.rules, listed)
+        if testing():
+            from foldermind.workers.framework import faults
+
+            faults.watcher_hold()
         request = ReconcileRequest(
             folder_id=folder["id"], files=files, skipped=skipped, unsupported=unsupported, unsupported_files=listed
         )
