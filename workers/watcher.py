@@ -3,7 +3,9 @@
 On start (and on ``watch.sync``) it asks the indexer for the folders, reconciles each one against
 the database by sending the full list of eligible files (so changes made while foldermind was
 stopped are caught), and watches them. File events are debounced: a path is reported once it has
-been quiet for ``debounce_s``, so a file being written is indexed once, after it settles.
+been quiet for ``debounce_s``, so a file being written is indexed once, after it settles. Events of a folder
+being scanned are held until its reconcile is applied: the scan's list replaces the folder's rows, so a change
+sent before it (a file written after the scan listed its folder) would be undone, the file deleted as gone.
 
 What is not a regular file (a FIFO, a socket, a device, a symlink loop, a symlink leading out of the
 folder) is never a document: the scan does not list it and its events are dropped, so nothing ever
@@ -60,7 +62,7 @@ from foldermind.protocol.messages import (
     WatchSyncRequest,
 )
 from foldermind.protocol.runtime.config import ingest_from_env
-from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
+from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route, testing
 from foldermind.workers.ingest_rules import Rules, suffix_of
 from foldermind.workers.parser.formats import SUFFIXES
 
@@ -257,6 +259,8 @@ class WatcherWorker(Worker):
         self._observers: dict[str, Any] = {}
         self._folders: dict[str, FolderInfo] = {}
         self._reconciled: set[str] = set()
+        self._scanning: dict[str, int] = {}
+        """Folders (root -> scans in flight) whose events wait for their reconcile."""
         self._local = threading.local()
         self._stop = threading.Event()
 
@@ -334,15 +338,30 @@ class WatcherWorker(Worker):
     def reconcile(self, folder: FolderInfo) -> None:
         """Send the folder's full list of files to the indexer."""
         t0 = time.monotonic()
+        root = folder["path"]
         unsupported: dict[str, int] = {}
         listed: list[str] = []
-        files, skipped = scan(folder["path"], unsupported, self.rules, listed)
-        request = ReconcileRequest(
-            folder_id=folder["id"], files=files, skipped=skipped, unsupported=unsupported, unsupported_files=listed
-        )
-        reply = self.client().request("indexer", request, ReconcileReply, timeout=120).body
         with self._lock:
-            self._reconciled.add(folder["path"])
+            self._scanning[root] = self._scanning.get(root, 0) + 1
+        try:
+            files, skipped = scan(root, unsupported, self.rules, listed)
+            if testing():
+                from foldermind.workers.framework import faults
+
+                faults.watcher_hold()
+            request = ReconcileRequest(
+                folder_id=folder["id"], files=files, skipped=skipped, unsupported=unsupported, unsupported_files=listed
+            )
+            reply = self.client().request("indexer", request, ReconcileReply, timeout=120).body
+        finally:
+            with self._lock:
+                if self._scanning[root] > 1:
+                    self._scanning[root] -= 1
+                else:
+                    del self._scanning[root]
+                self._changed.notify()  # the events it held may be ripe
+        with self._lock:
+            self._reconciled.add(root)
         log.info(
             "folder %s: %d files scanned in %.2f s (%d new, %d changed, %d deleted, %d skipped, %d unsupported)",
             folder["id"],
@@ -368,20 +387,26 @@ class WatcherWorker(Worker):
             self._pending[key] = (event, time.monotonic())
             self._changed.notify()
 
+    def _held(self, event: ChangeEvent) -> bool:
+        """``event`` waits for the reconcile of a folder being scanned (called with the lock held)."""
+        paths = [event["path"], event.get("dest") or ""]
+        return any(p.startswith(root.rstrip("/") + "/") for root in self._scanning for p in paths)
+
     def _debounce_loop(self) -> None:
         # Sleeps until an event arrives or the oldest pending one settles: no ticking while idle.
         refused = 0  # deliveries refused in a row (an indexer restarting, a read-only index): back off, log less
         while not self._stop.is_set():
             with self._lock:
                 now = time.monotonic()
-                if not self._pending:
+                free = {k: t for k, (e, t) in self._pending.items() if not self._held(e)}
+                if not free:
                     self._changed.wait(timeout=60)
                     continue
-                oldest = min(t for _, t in self._pending.values())
+                oldest = min(free.values())
                 if now - oldest < self.policy.debounce_s:
                     self._changed.wait(timeout=self.policy.debounce_s - (now - oldest) + 0.01)
                     continue
-                ripe = [k for k, (_, t) in self._pending.items() if now - t >= self.policy.debounce_s]
+                ripe = [k for k, t in free.items() if now - t >= self.policy.debounce_s]
                 events = [self._pending.pop(k)[0] for k in ripe]
             if not events:
                 continue

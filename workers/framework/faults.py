@@ -50,6 +50,9 @@ number written in PATH replaces SECONDS."""
 LLM_SAY = PREFIX + "LLM_SAY"
 """``LLM_SAY=PATH``: while PATH exists, a chat answer is PATH's text instead of the model's (the model still loads
 and the prompt is still built), so a test feeds the answer check exactly the sentences it means to."""
+WATCHER_HOLD = PREFIX + "WATCHER_HOLD"
+"""``WATCHER_HOLD=FLAG``: the watcher holds after a folder's scan listed its files, before it sends the list to the
+indexer, so a test can change the folder between the scan and its reconcile, every time."""
 CONSOLE_HANG = PREFIX + "CONSOLE_HANG"
 """``CONSOLE_HANG=PATH``: while PATH exists, a console search page blocks the web server's event loop (at most
 :data:`HOLD_MAX_S`), as a page stuck in a blocking call would."""
@@ -62,6 +65,7 @@ SWITCHES = (
     LLM_HANG,
     LLM_SLOW,
     LLM_SAY,
+    WATCHER_HOLD,
     CONSOLE_HANG,
 )
 
@@ -109,6 +113,14 @@ def indexer_hold(stage: str) -> None:
                 return
             log.warning("%s: holding the indexer at %s until the test lets it go", INDEXER_HOLD, stage)
             _hold(flag, HOLD_BESIDE_S if stage == "graph" else HOLD_MAX_S)
+
+
+def watcher_hold() -> None:
+    """Hold the watcher's reconcile of a folder between its scan and its request while the switch's flag exists."""
+    flag = os.environ.get(WATCHER_HOLD, "")
+    if flag and os.path.exists(flag):
+        log.warning("%s: holding a folder's reconcile until the test lets it go", WATCHER_HOLD)
+        _hold(flag)
 
 
 def _hold(flag: str, most: float = HOLD_MAX_S) -> None:
