@@ -59,9 +59,11 @@ def apply(to: str, msg: Message) -> Message:
 
 
 def asker() -> str:
-    """The name of the client key asking now: the answer engine keeps each key's chat sessions apart by it."""
+    """The client key asking now: the answer engine keeps each key's chat sessions apart by it. Its name and the
+    time it was made, so a key revoked and made again under the same name starts with none of its predecessor's
+    conversations (kept in the home across restarts); a rotated token keeps them."""
     key = CLIENT.get()
-    return key.name if key is not None else ""
+    return f"{key.name}@{key.created!r}" if key is not None else ""
 
 
 def request_key(ctx: ServerRequestContext[Any, Any]) -> ClientKey | None:
