@@ -97,6 +97,7 @@ def test_a_held_out_batch_is_held_out_whole_and_an_older_row_keeps_its_hash() ->
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 8}) == []
     assert _check_split({"id": tune_id, "split": "tune", "batch": 9})  # and batch 9 (session 54)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 10})  # and batch 10 (session 55)
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 11})  # and batch 11 (session 55, for 56)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 2}) == []
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 2})
     assert _check_split({"id": tune_id, "split": "held_out"})
@@ -229,3 +230,13 @@ def test_shape_batch_10_on_disk_is_held_out_whole_with_its_rules_quotas() -> Non
         got = Counter(r["shape"] for r in batch10 if r["corpus"] == corpus)
         assert got == {"how": 20, "number": 10, "which": 10}, corpus
     assert len(batch10) == 80 and all(r["drawn"] == r["files"][0] for r in batch10)
+
+
+def test_shape_batch_11_on_disk_is_held_out_whole_with_its_rules_quotas() -> None:
+    questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text("utf-8").splitlines()]
+    batch11 = [r for r in questions if r.get("batch") == 11]
+    assert 11 in HELD_OUT_BATCHES and all(r["split"] == "held_out" and r["source"] == "new" for r in batch11)
+    for corpus in ("django-docs", "scifact"):
+        got = Counter(r["shape"] for r in batch11 if r["corpus"] == corpus)
+        assert got == {"how": 20, "number": 10, "which": 10}, corpus
+    assert len(batch11) == 80 and all(r["drawn"] == r["files"][0] for r in batch11)
