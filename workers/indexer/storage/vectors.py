@@ -10,9 +10,8 @@ for an exact search (a folder's, :mod:`.scoped`).
 SQLite keeps every vector (``chunks.vector``), so this file is a cache of them: it is saved atomically now and
 then, and on start it is brought back in line with SQLite (keys of deleted chunks removed, missing vectors added).
 
-A search never waits behind a whole embedding batch: usearch makes a search wait for an add in progress, so
-vectors are added :data:`ADD_SLICE` at a time, and between two slices a waiting search goes first
-(:class:`.gate.Gate`).
+A search never waits behind a whole embedding batch (usearch makes it wait for an add in progress): vectors are
+added :data:`ADD_SLICE` at a time, and between two slices a waiting search goes first (:class:`.gate.Gate`).
 
 While every search is exact the graph is never walked, so it is built as a draft (a narrow insert beam,
 :data:`DRAFT_EXPANSION_ADD`; a ``.draft`` marker file); once it outgrows the limit, a full graph is built from
