@@ -119,3 +119,15 @@ def test_the_vector_file_shrinks_once_removed_vectors_are_rebuilt_away(tmp_path:
     index.save()
     assert index.path.stat().st_size <= kept * 1.1
     assert not index.wasted and index.draft == draft and len(index) == 3000
+
+
+def test_opening_the_index_writes_nothing_so_a_restart_on_a_full_disk_opens_it(tmp_path: Path) -> None:
+    # Setting auto_vacuum on a file that has it writes a page to the WAL at every connection: an indexer killed on
+    # a full disk then failed to open its index at each restart and went FAILED (test_resource_faults' full-disk run).
+    path = tmp_path / "index.sqlite"
+    Database(path).db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = path.with_name("index.sqlite-wal")
+    assert wal.stat().st_size == 0
+    reopened = Database(path)  # a new process's open: its own connection, the schema checked, migrations run
+    assert int(reopened.db.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2  # INCREMENTAL, kept
+    assert wal.stat().st_size == 0, "opening the index wrote to it"

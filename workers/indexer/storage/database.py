@@ -168,7 +168,10 @@ class Database:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # before WAL: a new file only (see compact())
+            # Before WAL, and only when it differs: setting it on a file that has it writes a page (a disk-full
+            # restart then fails to open); a new file takes it, an old one once compact() vacuums it.
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != INCREMENTAL:
+                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
             conn.execute("PRAGMA foreign_keys=ON")
