@@ -222,21 +222,12 @@ def test_shape_batch_9_on_disk_is_held_out_whole_with_its_rules_quotas() -> None
     assert all(r["drawn"] == r["files"][0] for r in batch9)
 
 
-def test_shape_batch_10_on_disk_is_held_out_whole_with_its_rules_quotas() -> None:
+@pytest.mark.parametrize("batch", [10, 11])
+def test_shape_batches_10_and_11_on_disk_are_held_out_whole_with_their_rules_quotas(batch: int) -> None:
     questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text("utf-8").splitlines()]
-    batch10 = [r for r in questions if r.get("batch") == 10]
-    assert 10 in HELD_OUT_BATCHES and all(r["split"] == "held_out" and r["source"] == "new" for r in batch10)
+    rows = [r for r in questions if r.get("batch") == batch]
+    assert batch in HELD_OUT_BATCHES and all(r["split"] == "held_out" and r["source"] == "new" for r in rows)
     for corpus in ("django-docs", "scifact"):
-        got = Counter(r["shape"] for r in batch10 if r["corpus"] == corpus)
+        got = Counter(r["shape"] for r in rows if r["corpus"] == corpus)
         assert got == {"how": 20, "number": 10, "which": 10}, corpus
-    assert len(batch10) == 80 and all(r["drawn"] == r["files"][0] for r in batch10)
-
-
-def test_shape_batch_11_on_disk_is_held_out_whole_with_its_rules_quotas() -> None:
-    questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text("utf-8").splitlines()]
-    batch11 = [r for r in questions if r.get("batch") == 11]
-    assert 11 in HELD_OUT_BATCHES and all(r["split"] == "held_out" and r["source"] == "new" for r in batch11)
-    for corpus in ("django-docs", "scifact"):
-        got = Counter(r["shape"] for r in batch11 if r["corpus"] == corpus)
-        assert got == {"how": 20, "number": 10, "which": 10}, corpus
-    assert len(batch11) == 80 and all(r["drawn"] == r["files"][0] for r in batch11)
+    assert len(rows) == 80 and all(r["drawn"] == r["files"][0] for r in rows)
