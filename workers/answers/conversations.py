@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from foldermind.protocol.messages import ChatTurn
+from foldermind.protocol.runtime.private_sqlite import open_private
 
 log = logging.getLogger("foldermind.answers")
 
@@ -62,9 +62,7 @@ class Conversations:
 
     def _open(self, path: Path) -> sqlite3.Connection | None:
         try:
-            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # private before SQLite writes a byte
-            db = sqlite3.connect(path, timeout=5, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            db = open_private(path)
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA secure_delete=ON")  # an ended conversation's text is overwritten, not left in free pages
             db.executescript(_SCHEMA)

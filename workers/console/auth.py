@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import hmac
 import logging
-import os
 import secrets
 import sqlite3
 import threading
@@ -30,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from foldermind.protocol.runtime.private_sqlite import open_private
 
 log = logging.getLogger("foldermind.console")
 
@@ -117,10 +118,7 @@ class Sessions:
 
     def _open(self, path: Path) -> None:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # private before SQLite writes a byte
-            os.close(fd)
-            db = sqlite3.connect(path, timeout=5, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            db = open_private(path)
             db.execute("CREATE TABLE IF NOT EXISTS sessions (digest TEXT PRIMARY KEY, seen REAL NOT NULL)")
             cutoff = self._clock() - self.idle_s
             db.execute("DELETE FROM sessions WHERE seen < ?", (cutoff,))
