@@ -417,6 +417,44 @@ def test_a_repeated_query_is_served_from_the_cache(shared: Shared, monkeypatch: 
         enc.close()
 
 
+EVENTLET = "What kind of work is the Eventlet pool especially good at?"
+EVIDENCE = [  # sentences of Celery's docs that an evidence request encodes for that question (shape batch 8)
+    "With Eventlet you can efficiently spawn hundreds, or thousands of green threads.",
+    "Eventlet Workers Pool",
+    "Celery supports Eventlet as an alternative execution pool implementation and in some cases superior to prefork.",
+    "You may want a mix of both Eventlet and prefork workers, and route tasks according to compatibility or what works"
+    " best.",
+    "The prefork pool can take use of multiple processes, but how many is often limited to a few processes per CPU.",
+    "Generally, CPU-bound operations don't go well with Eventlet.",
+    "However, you need to ensure one task doesn't block the event loop too long.",
+]
+
+
+def test_an_int8_evidence_sentence_s_vector_is_the_same_whichever_sentences_are_encoded_with_it(shared: Shared) -> None:
+    # onnxruntime's dynamic quantisation scales a batch as a whole: a sentence encoded beside others got a vector that
+    # depended on them, its cosine with the question moving by up to 0.05 across the answer floor's threshold
+    # (docs/benchmarks/answer-relevance.md). A sentence's vector is a function of its text.
+    enc = QueryEncoder(
+        SearchPolicy(), IngestPolicy(embed_quantize="int8"), NO_BUS, "test-encoder", cache_dir=shared.data_dir
+    )
+    try:
+        settled(enc)
+        assert enc.backend == "onnx" and str(enc.precision).startswith("int8"), (enc.backend, enc.precision)
+        question, why = enc.encode(EVENTLET, 384, None)
+        assert question is not None, why
+        alone, why = enc.encode_sentences(EVIDENCE[:1], 384, None)
+        assert alone is not None, why
+        cosines = set()
+        for mates in (EVIDENCE[1:4], EVIDENCE[4:7], EVIDENCE[2:5], EVIDENCE[1:7]):
+            got, why = enc.encode_sentences([*mates, EVIDENCE[0]], 384, None)
+            assert got is not None, why
+            assert np.array_equal(got[-1], alone[0]), float(np.dot(got[-1], alone[0]))
+            cosines.add(float(np.dot(got[-1], question)))
+        assert len(cosines) == 1
+    finally:
+        enc.close()
+
+
 def test_vector_cache_is_lru_keyed_by_model_and_can_be_off() -> None:
     cache = VectorCache(2)
     one, two, three = (np.full(3, i, dtype=np.float32) for i in (1, 2, 3))

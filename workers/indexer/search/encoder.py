@@ -61,8 +61,11 @@ log = logging.getLogger("foldermind.indexer.encoder")
 State = Literal["off", "loading", "ready", "failed"]
 Backend = Literal["onnx", "torch"]
 
-SENTENCE_BATCH = 4
-"""Sentences encoded per call (see :meth:`QueryEncoder.encode_sentences`)."""
+SENTENCE_BATCH = 1
+"""Sentences encoded per call (see :meth:`QueryEncoder.encode_sentences`): one. The int8 copy's dynamic quantisation
+scales a batch as a whole, so a sentence encoded beside others got a vector that depended on them (its cosine with a
+question moved by up to 0.05, across the answer floor's thresholds); alone, its vector is a function of its text, and
+without padding it costs no more (docs/benchmarks/answer-relevance.md "Repeatable answers")."""
 
 
 class VectorCache:
@@ -296,8 +299,8 @@ class QueryEncoder:
     ) -> tuple[NDArray[np.float32] | None, str]:
         """Normalised vectors of short ``texts`` (evidence sentences, generated claims), one row each, made
         here only (never queued at the embedder behind indexing); ``None`` and why when the local model
-        cannot make vectors comparable with the index's. Texts go in length order, :data:`SENTENCE_BATCH` at a
-        time: sentences vary in length, and a padded batch pays for its longest (docs/tuning.md#embedder)."""
+        cannot make vectors comparable with the index's. Texts go :data:`SENTENCE_BATCH` at a time, in length order
+        (a padded batch pays for its longest: docs/tuning.md#embedder)."""
         if not texts:
             return np.zeros((0, ndim), dtype=np.float32), ""
         why = self._local_unusable(ndim, index_model)
