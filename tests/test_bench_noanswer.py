@@ -1,5 +1,5 @@
 """The no-answer sets' parts and check, as ``tests/bench/factoid_data/README.md`` fixes them: the newest set
-(``noanswer8``) is the floor bench's held-out part, every earlier no-answer row (and the shape bench's ``none``
+(``noanswer9``) is the floor bench's held-out part, every earlier no-answer row (and the shape bench's ``none``
 rows) tune; the check fails a row whose ``absent`` and ``present`` meet in one document, or whose ``present`` misses
 the document it was written from."""
 
@@ -13,7 +13,7 @@ from tests.bench import answer_floor, noanswer_check
 
 def test_the_newest_no_answer_set_is_held_out_and_every_earlier_row_is_tune() -> None:
     asked = [a for a in answer_floor._questions() if a.kind != "answerable"]
-    newest = {json.loads(line)["id"] for line in answer_floor.NOANSWER8.read_text("utf-8").splitlines() if line}
+    newest = {json.loads(line)["id"] for line in answer_floor.NOANSWER9.read_text("utf-8").splitlines() if line}
     earlier = {
         json.loads(line)["id"]
         for path in (
@@ -24,11 +24,12 @@ def test_the_newest_no_answer_set_is_held_out_and_every_earlier_row_is_tune() ->
             answer_floor.NOANSWER5,
             answer_floor.NOANSWER6,
             answer_floor.NOANSWER7,
+            answer_floor.NOANSWER8,
         )
         for line in path.read_text("utf-8").splitlines()
         if line
     }
-    assert len(newest) == 48 and len(earlier) == 90 + 48 + 48 + 48 + 48 + 48 + 48
+    assert len(newest) == 48 and len(earlier) == 90 + 48 + 48 + 48 + 48 + 48 + 48 + 48
     assert {a.id for a in asked} == newest | earlier
     assert {a.id for a in asked if a.split == "held_out"} == newest
     parts = answer_floor.splits()
@@ -36,11 +37,11 @@ def test_the_newest_no_answer_set_is_held_out_and_every_earlier_row_is_tune() ->
 
 
 def test_only_asks_the_named_set_alone_and_without_leaves_it_out() -> None:
-    asked = answer_floor._questions("noanswer8")
+    asked = answer_floor._questions("noanswer9")
     assert len(asked) == 48 and {a.split for a in asked} == {"held_out"}
-    rest = [a for a in answer_floor._questions("", "noanswer8") if a.kind != "answerable"]
+    rest = [a for a in answer_floor._questions("", "noanswer9") if a.kind != "answerable"]
     assert not {a.id for a in asked} & {a.id for a in rest} and {a.split for a in rest} == {"tune"}
-    beside = answer_floor._questions("noanswer8", factoids="who3")
+    beside = answer_floor._questions("noanswer9", factoids="who4")
     who = [a for a in beside if a.kind == "answerable"]
     assert len(beside) == 48 + 18 and len(who) == 18 and {a.split for a in who} == {"held_out"}
 

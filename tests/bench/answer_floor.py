@@ -7,16 +7,16 @@ answer bench's 1,595 abstracts), the Django docs, the Debian manuals and pytest'
 corpus) as four Smart Folders, then asks, as ``chat_with_documents`` does in its extractive mode (the answers
 engine's own first step, :mod:`tests.bench.product_answers`: the indexer's ``evidence.request`` over five files, the
 quotes, the model's reading where the evidence floor is near refusing), every question of the no-answer sets
-(``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` .. ``noanswer8.jsonl``: greetings, questions on subjects no
+(``factoid_data/noanswer.jsonl``, ``noanswer2.jsonl`` .. ``noanswer9.jsonl``: greetings, questions on subjects no
 document names, near misses and neighbours; its README) and every answerable factoid question of those corpora
-(``--only noanswer8``: that set's rows alone, with ``--factoids who3`` that split's answerable ones beside them;
-``--without noanswer8``: all but those). For each it keeps the reply's
+(``--only noanswer9``: that set's rows alone, with ``--factoids who4`` that split's answerable ones beside them;
+``--without noanswer9``: all but those). For each it keeps the reply's
 ``support`` (:mod:`foldermind.workers.indexer.evidence.floor`), ``supported`` as the running code judged it, the
 answer's ``floor``, whether it was refused (by the evidence floor or the model), the floorless quotes' citations
 (``cited``), and for an answerable one whether the extractive answer (the quotes a user gets) holds the gold answer.
-Every answerable factoid set but ``who3`` has been read before (tune .. fresh7, who1, who2): tune; ``who3`` and the
+Every answerable factoid set but ``who4`` has been read before (tune .. fresh7, who1 .. who3): tune; ``who4`` and the
 shape bench's newest batch (``--shapes``) are held out. The no-answer rows' held-out part is the newest set,
-``noanswer8``; every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
+``noanswer9``; every earlier no-answer row (and the shape bench's ``none`` rows) is tune.
 
 Then, offline, every floor of the grid is scored on the ``tune`` halves: no-answer questions refused, answerable
 ones whose gold answer is lost. A floor is (cosine, share, unheld name, rescue): supported when the best cosine
@@ -66,10 +66,11 @@ NOANSWER5 = DATA / "noanswer5.jsonl"
 NOANSWER6 = DATA / "noanswer6.jsonl"
 NOANSWER7 = DATA / "noanswer7.jsonl"
 NOANSWER8 = DATA / "noanswer8.jsonl"
-NOANSWER_HELD_OUT = "noanswer8"  # the newest no-answer set: held out; every earlier no-answer row is tune
+NOANSWER9 = DATA / "noanswer9.jsonl"
+NOANSWER_HELD_OUT = "noanswer9"  # the newest no-answer set: held out; every earlier no-answer row is tune
 REPORT = REPO / "docs" / "benchmarks" / "answer-relevance.md"
 CORPORA = (SCIFACT, DJANGO, MANUALS, PYTEST)
-HELD_OUT: tuple[str, ...] = ("who3",)  # the newest "who" questions; every other factoid set has been read: tune
+HELD_OUT: tuple[str, ...] = ("who4",)  # the newest "who" questions; every other factoid set has been read: tune
 SHAPE_HELD_OUT = (6,)  # the shape bench's batches never read before this session (its "batch" field)
 UNHELD_GRID = [round(0.30 + 0.05 * i, 2) for i in range(15)] + [1.01]  # 0.30 .. 1.00, and off
 RESCUE_GRID = [round(0.50 + 0.025 * i, 3) for i in range(21)]  # 0.50 .. 1.00 (1.00: no rescue)
@@ -102,12 +103,12 @@ class Asked:
 
 
 def load_questions(split: str = "all") -> list[Question]:
-    """Every answerable factoid question, ``who1`` .. ``who3`` included (their abstracts are among the first 1,500)."""
+    """Every answerable factoid question, ``who1`` .. ``who4`` included (their abstracts are among the first 1,500)."""
     return load_factoids(split, paths=CHECKED_FILES)
 
 
 def _noanswer_rows() -> list[dict[str, str]]:
-    sets = (NOANSWER, NOANSWER2, NOANSWER3, NOANSWER4, NOANSWER5, NOANSWER6, NOANSWER7, NOANSWER8)
+    sets = (NOANSWER, NOANSWER2, NOANSWER3, NOANSWER4, NOANSWER5, NOANSWER6, NOANSWER7, NOANSWER8, NOANSWER9)
     return [json.loads(line) for p in sets for line in p.read_text("utf-8").splitlines() if line]
 
 
@@ -135,7 +136,7 @@ def splits() -> dict[str, str]:
 
 def _split(factoid_split: str) -> str:
     """An answerable question's part here: every set read before (tune, held_out, fresh .. fresh7) is tune; the
-    newest (who3) is held out."""
+    newest (who4) is held out."""
     return "held_out" if factoid_split in HELD_OUT else "tune"
 
 
@@ -376,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", help="also judge on the shape bench's answers (its --json)")
     parser.add_argument("--only", default="", help="ask only this no-answer set's rows (e.g. noanswer2)")
     parser.add_argument("--without", default="", help="leave this no-answer set's rows out (e.g. the held-out one)")
-    parser.add_argument("--factoids", default="", help="with --only: also ask this factoid split's questions (who3)")
+    parser.add_argument("--factoids", default="", help="with --only: also ask this factoid split's questions (who4)")
     parser.add_argument("--no-answerable", action="store_true", help="ask the no-answer rows only")
     parser.add_argument("--reverse", action="store_true", help="ask the questions last to first")
     parser.add_argument("--main", default="0.475,0.6,1.01,1", help="the floor before: cosine,share,unheld,rescue")

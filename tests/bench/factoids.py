@@ -78,8 +78,9 @@ FRESH7 = DATA / "fresh7.jsonl"
 WHO1 = DATA / "who1.jsonl"
 WHO2 = DATA / "who2.jsonl"
 WHO3 = DATA / "who3.jsonl"
+WHO4 = DATA / "who4.jsonl"
 QUESTION_FILES = (QUESTIONS, FRESH, FRESH2, FRESH3, FRESH4, FRESH5, FRESH6, FRESH7)
-CHECKED_FILES = (*QUESTION_FILES, WHO1, WHO2, WHO3)  # who1..who3: checked here, asked by the floor bench alone
+CHECKED_FILES = (*QUESTION_FILES, WHO1, WHO2, WHO3, WHO4)  # who1..who4: checked here, asked by the floor bench alone
 
 SCIFACT = "scifact"
 DJANGO = "django-docs"
@@ -98,6 +99,7 @@ SPLITS = (
     "who1",
     "who2",
     "who3",
+    "who4",
 )
 
 SCIFACT_DISTRACTORS = 1500
