@@ -7,7 +7,7 @@ ferry that says where it sails and what it carries). A question that names a uni
 area), mass or volume asks for a figure in that dimension, so its quotes must hold a number with a unit of the same
 dimension ("15 minutes" for "how many seconds", "3 kB", "twelve per square millimetre"); else the documents do not
 say. No parameter: the units are the common names and symbols of each dimension. A yes-no question never asks for a
-measure. Why, and the tune figures: docs/benchmarks/answer-relevance.md, seventeenth pass.
+measure. Why, and the tune figures: docs/benchmarks/answer-relevance.md, "A figure in the unit asked".
 """
 
 from __future__ import annotations
