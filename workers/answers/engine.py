@@ -44,7 +44,7 @@ from foldermind.protocol.messages import (
     Message,
 )
 from foldermind.protocol.runtime.config import LlmPolicy
-from foldermind.workers.answers import likely, schemas
+from foldermind.workers.answers import likely, measure, schemas
 from foldermind.workers.answers import quotes as answers
 from foldermind.workers.answers.conversations import Conversations
 from foldermind.workers.answers.quotes import Composed, Evidence
@@ -140,6 +140,8 @@ async def quote(bus: Bus, policy: LlmPolicy, question: str, previous: str, max_f
     evidence = Evidence(reply, question)
     quoted = answers.extractive(evidence, answers.Quoting.of(policy))
     reading = await likely.read(bus, policy, question, previous, reply, quoted)
+    if quoted.grounded and not reading.refused and not measure.answers(question, quoted.answer):
+        reading = likely.Reading(True, reading.floor, measure.NOTE, reading.model)
     note = reply.note
     if not quoted.grounded and small_talk(question):
         note = SMALL_TALK_NOTE
