@@ -90,6 +90,8 @@ def test_the_dimensions_a_question_asks_a_figure_in(question: str, dimensions: s
         ("it took 5ms on average", {"time"}),
         ("a 3 kB header", {"data size"}),
         ("twelve plaques per square millimetre", {"length"}),
+        ("followed for a 4-year period", {"time"}),
+        ("the ten-minute window", {"time"}),
         ("the human 26S proteasome", set()),
         ("It should contain about as many words as possible", set()),
         ("differences larger than a month", set()),

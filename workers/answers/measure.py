@@ -51,6 +51,7 @@ _STATED = {
     name: re.compile(
         rf"(?<![\w.]){_NUMBER}(?:\s*(?:[-\u2013]|to|and|or)\s*{_NUMBER})?"
         rf"\s+(?:[\w-]+\s+){{0,2}}?(?:per\s+)?(?i:{_WORDS[name]})\b"
+        rf"|(?<![\w.]){_NUMBER}-(?i:{_WORDS[name]})\b"
         rf"|\d\s?(?:{symbols})\b"
     )
     for name, symbols in _SYMBOLS.items()
@@ -69,7 +70,8 @@ def asked(question: str) -> frozenset[str]:
 
 def stated(text: str) -> frozenset[str]:
     """The dimensions ``text`` states a figure in: a number (digits or a number word, or a range) with a unit word at
-    most two words after it, or a unit symbol right after its digits."""
+    most two words after it or joined to it by a hyphen ("a 4-year follow-up"), or a unit symbol right after its
+    digits."""
     return frozenset(name for name, pattern in _STATED.items() if pattern.search(text))
 
 
