@@ -98,6 +98,7 @@ def test_a_held_out_batch_is_held_out_whole_and_an_older_row_keeps_its_hash() ->
     assert _check_split({"id": tune_id, "split": "tune", "batch": 9})  # and batch 9 (session 54)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 10})  # and batch 10 (session 55)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 11})  # and batch 11 (session 55, for 56)
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 12})  # and batch 12 (session 56, for the next)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 2}) == []
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 2})
     assert _check_split({"id": tune_id, "split": "held_out"})
