@@ -18,8 +18,8 @@ from tests.bench.shapes import corpora
 from tests.bench.shapes.corpora import (
     CELERY,
     CORPORA,
-    FLASK,
     DJANGO,
+    FLASK,
     MANUALS,
     PYTEST,
     SCIFACT,
