@@ -232,3 +232,15 @@ def test_shape_batches_10_and_11_on_disk_are_held_out_whole_with_their_rules_quo
         got = Counter(r["shape"] for r in rows if r["corpus"] == corpus)
         assert got == {"how": 20, "number": 10, "which": 10}, corpus
     assert len(rows) == 80 and all(r["drawn"] == r["files"][0] for r in rows)
+
+
+def test_shape_batch_12_on_disk_is_held_out_whole_with_its_rules_quotas() -> None:
+    questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text("utf-8").splitlines()]
+    batch12 = [r for r in questions if r.get("batch") == 12]
+    assert 12 in HELD_OUT_BATCHES and all(r["split"] == "held_out" and r["source"] == "new" for r in batch12)
+    quotas = {"flask-docs": {"how": 20, "number": 6, "which": 10}}  # its draw's 68 passages held 6 numbers
+    for corpus in ("flask-docs", "scifact"):
+        got = Counter(r["shape"] for r in batch12 if r["corpus"] == corpus)
+        assert got == quotas.get(corpus, {"how": 20, "number": 10, "which": 10}), corpus
+    assert len(batch12) == 76 and all(r["drawn"] == r["files"][0] for r in batch12)
+    assert not [r for r in questions if r["corpus"] == "flask-docs" and r.get("batch") != 12]
