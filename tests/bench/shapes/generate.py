@@ -57,7 +57,8 @@ QUESTION_DRAWS = {PYTEST: 71, DJANGO: 354, SCIFACT: 419, MANUALS: 89, CELERY: 58
 ended, Django's read to 117 and SciFact's to 93 for their questions; batch 6: Django's to 131, SciFact's to 111;
 batch 7: Django's to 172, SciFact's to 150; batch 8: celery-docs' own draw to 31 of its 58; batch 9: Django's to 212,
 SciFact's to 190, celery-docs' to its end, 58; batch 10: Django's to 300, SciFact's to 240; batch 11: Django's to
-its end, 354, SciFact's to 309; batch 12: flask-docs' own draw to its end, 68, SciFact's to 419 (used to 366): data/README.md)."""
+its end, 354, SciFact's to 309; batch 12: flask-docs' own draw to its end, 68, SciFact's to 419 (used to 366):
+data/README.md)."""
 RUN = 6  # batches 2 and 3: a question repeats no run of this many consecutive words of its passage
 HELD_OUT_BATCHES = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12)  # every row held out, whatever its id's hash (data/README.md)
 LETTERS = dict(zip(rules.SHAPES, "abcde", strict=True))
