@@ -99,6 +99,7 @@ def test_a_held_out_batch_is_held_out_whole_and_an_older_row_keeps_its_hash() ->
     assert _check_split({"id": tune_id, "split": "tune", "batch": 10})  # and batch 10 (session 55)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 11})  # and batch 11 (session 55, for 56)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 12})  # and batch 12 (session 56, for the next)
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 13})  # and batch 13 (Flask's known items)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 2}) == []
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 2})
     assert _check_split({"id": tune_id, "split": "held_out"})
@@ -188,7 +189,7 @@ def test_the_fifth_corpus_known_items_check_holds_on_a_fresh_draw_and_reports_a_
 
     def check(written: list[dict[str, object]]) -> list[str]:
         (tmp_path / "known4.jsonl").write_text("".join(json.dumps(r) + "\n" for r in written), encoding="utf-8")
-        return generate.check_known4(tmp_path, per=3)
+        return generate.check_known(tmp_path, per=3)
 
     assert check(rows) == []
     tune = [{**rows[0], "split": "tune"}, *rows[1:]]
