@@ -245,3 +245,11 @@ def test_shape_batch_12_on_disk_is_held_out_whole_with_its_rules_quotas() -> Non
         assert got == quotas.get(corpus, {"how": 20, "number": 10, "which": 10}), corpus
     assert len(batch12) == 76 and all(r["drawn"] == r["files"][0] for r in batch12)
     assert not [r for r in questions if r["corpus"] == "flask-docs" and r.get("batch") != 12]
+
+
+def test_the_sixth_corpus_known_items_on_disk_are_held_out_whole_as_batch_13() -> None:
+    path, corpus, seed, batch = generate.known_set(5)
+    known = generate.keyword_rows(path)
+    assert (corpus, seed, batch) == ("flask-docs", 56, 13) and batch in HELD_OUT_BATCHES
+    assert Counter(r["shape"] for r in known) == dict.fromkeys(rules.SHAPES, 25)
+    assert all((r["corpus"], r["split"], r["batch"]) == (corpus, "held_out", batch) for r in known)
