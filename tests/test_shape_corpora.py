@@ -1,7 +1,7 @@
 """The shape bench's pinned-sdist corpora (tests/bench/shapes/corpora.py): a documentation sdist other than the
 pinned one is refused, in the cache and after pip (real pip, offline: it is pointed at a local folder holding the
 wrong file), and so is one whose kept files are not the count the sets were written on; the pure autodoc stubs and
-the folders starting with ``_`` are left out; a bench runs all five corpora unless told which. The sdists here are
+the folders starting with ``_`` are left out; a bench runs all six corpora unless told which. The sdists here are
 built by the tests (real tar.gz files); nothing is downloaded."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from tests.bench.shapes.corpora import (
     CELERY,
     CORPORA,
     DJANGO,
+    FLASK,
     MANUALS,
     PYTEST,
     SCIFACT,
@@ -132,8 +133,18 @@ def test_a_wrong_sdist_in_the_cache_is_not_used_and_pip_refuses_one_with_another
     assert not list((tmp_path / "corpora").rglob("*.rst"))
 
 
-def test_a_bench_runs_all_five_corpora_unless_told_which() -> None:
-    assert CELERY not in CORPORA
-    assert corpora.ALL_CORPORA == (SCIFACT, MANUALS, DJANGO, PYTEST, CELERY)
-    assert asked(None) == asked(None, ["django-docs"]) == [*CORPORA, CELERY]
-    assert asked([CELERY]) == [CELERY]
+def test_a_bench_runs_all_six_corpora_unless_told_which() -> None:
+    assert CELERY not in CORPORA and FLASK not in CORPORA
+    assert corpora.ALL_CORPORA == (SCIFACT, MANUALS, DJANGO, PYTEST, CELERY, FLASK)
+    assert asked(None) == asked(None, ["django-docs"]) == [*CORPORA, CELERY, FLASK]
+    assert asked([FLASK]) == [FLASK]
+
+
+def test_flasks_docs_are_pinned_and_kept_by_celerys_rule(tmp_path: Path) -> None:
+    docs = corpora.FLASK_DOCS
+    assert (docs.corpus, docs.package, docs.version, docs.under, docs.files) == (FLASK, "flask", "3.1.0", ("docs",), 75)
+    assert docs.keep is corpora.CELERY_DOCS.keep
+    sdist(tmp_path / "flask-3.1.0.tar.gz", FILES)  # another sdist under Flask's name
+    with pytest.raises(BenchFailure, match=r"is not the pinned flask 3\.1\.0"):
+        extract_docs(tmp_path / "flask-3.1.0.tar.gz", docs, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

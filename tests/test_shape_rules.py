@@ -98,6 +98,8 @@ def test_a_held_out_batch_is_held_out_whole_and_an_older_row_keeps_its_hash() ->
     assert _check_split({"id": tune_id, "split": "tune", "batch": 9})  # and batch 9 (session 54)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 10})  # and batch 10 (session 55)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 11})  # and batch 11 (session 55, for 56)
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 12})  # and batch 12 (session 56, for the next)
+    assert _check_split({"id": tune_id, "split": "tune", "batch": 13})  # and batch 13 (Flask's known items)
     assert _check_split({"id": tune_id, "split": "tune", "batch": 2}) == []
     assert _check_split({"id": tune_id, "split": "held_out", "batch": 2})
     assert _check_split({"id": tune_id, "split": "held_out"})
@@ -187,7 +189,7 @@ def test_the_fifth_corpus_known_items_check_holds_on_a_fresh_draw_and_reports_a_
 
     def check(written: list[dict[str, object]]) -> list[str]:
         (tmp_path / "known4.jsonl").write_text("".join(json.dumps(r) + "\n" for r in written), encoding="utf-8")
-        return generate.check_known4(tmp_path, per=3)
+        return generate.check_known(tmp_path, per=3)
 
     assert check(rows) == []
     tune = [{**rows[0], "split": "tune"}, *rows[1:]]
@@ -231,3 +233,23 @@ def test_shape_batches_10_and_11_on_disk_are_held_out_whole_with_their_rules_quo
         got = Counter(r["shape"] for r in rows if r["corpus"] == corpus)
         assert got == {"how": 20, "number": 10, "which": 10}, corpus
     assert len(rows) == 80 and all(r["drawn"] == r["files"][0] for r in rows)
+
+
+def test_shape_batch_12_on_disk_is_held_out_whole_with_its_rules_quotas() -> None:
+    questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text("utf-8").splitlines()]
+    batch12 = [r for r in questions if r.get("batch") == 12]
+    assert 12 in HELD_OUT_BATCHES and all(r["split"] == "held_out" and r["source"] == "new" for r in batch12)
+    quotas = {"flask-docs": {"how": 20, "number": 6, "which": 10}}  # its draw's 68 passages held 6 numbers
+    for corpus in ("flask-docs", "scifact"):
+        got = Counter(r["shape"] for r in batch12 if r["corpus"] == corpus)
+        assert got == quotas.get(corpus, {"how": 20, "number": 10, "which": 10}), corpus
+    assert len(batch12) == 76 and all(r["drawn"] == r["files"][0] for r in batch12)
+    assert not [r for r in questions if r["corpus"] == "flask-docs" and r.get("batch") != 12]
+
+
+def test_the_sixth_corpus_known_items_on_disk_are_held_out_whole_as_batch_13() -> None:
+    path, corpus, seed, batch = generate.known_set(5)
+    known = generate.keyword_rows(path)
+    assert (corpus, seed, batch) == ("flask-docs", 56, 13) and batch in HELD_OUT_BATCHES
+    assert Counter(r["shape"] for r in known) == dict.fromkeys(rules.SHAPES, 25)
+    assert all((r["corpus"], r["split"], r["batch"]) == (corpus, "held_out", batch) for r in known)

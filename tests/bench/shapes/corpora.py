@@ -1,4 +1,4 @@
-"""The real corpora of the shape bench, as folders of files a kernel indexes, built by the bench itself.
+"""The six real corpora of the shape bench, as folders of files a kernel indexes, built by the bench itself.
 
 - ``scifact``: SciFact's public half (``../shared/eval/scifact`` or ``$FOLDERMIND_SCIFACT``): every judged abstract
   and the first :data:`SCIFACT_DISTRACTORS` others, one ``<id>.txt`` file each, as the lookup bench indexes it
@@ -16,8 +16,13 @@
   file under ``docs/`` (folders starting with ``_`` or ``.`` left out) but the pure autodoc stubs
   (:func:`autodoc_stub`: a title and ``.. auto*::`` directives, whose text Sphinx pulls from the code at build
   time), 82 of 223 files; fetched and refused like pytest's. Licence: BSD 3-clause (the sdist's ``LICENSE``);
-  nothing of it is shipped. A bench runs all five unless told which (:data:`ALL_CORPORA`); :data:`CORPORA`, the
-  four the earlier sets were drawn over, is what those sets' generators run.
+  nothing of it is shipped.
+- ``flask-docs``: the sixth corpus, Flask 3.1.0's documentation as its sdist on PyPI ships it: every ``.rst`` file
+  under ``docs/`` (the same rule as Celery's; none is a stub), 75 files; fetched and refused like pytest's. Licence:
+  BSD 3-clause (the sdist's ``LICENSE.txt``); nothing of it is shipped.
+
+A bench runs all six unless told which (:data:`ALL_CORPORA`); :data:`CORPORA`, the four the earlier sets were drawn
+over, is what those sets' generators run.
 """
 
 from __future__ import annotations
@@ -43,9 +48,10 @@ MANUALS = "manuals"
 DJANGO = "django-docs"
 PYTEST = "pytest-docs"
 CELERY = "celery-docs"
+FLASK = "flask-docs"
 CORPORA = (SCIFACT, MANUALS, DJANGO, PYTEST)
 """The four corpora ``known.jsonl`` and the keyword-list batches were drawn over."""
-ALL_CORPORA = (*CORPORA, CELERY)
+ALL_CORPORA = (*CORPORA, CELERY, FLASK)
 """The corpora a bench runs unless told otherwise."""
 
 SCIFACT_DISTRACTORS = 1000
@@ -55,6 +61,9 @@ PYTEST_DOC_FILES = 247
 CELERY_VERSION = "5.4.0"
 CELERY_SDIST_SHA256 = "504a19140e8d3029d5acad88330c541d4c3f64c789d85f94756762d8bca7e706"
 CELERY_DOC_FILES = 82
+FLASK_VERSION = "3.1.0"
+FLASK_SDIST_SHA256 = "5f873c5184c897c8d9d1b05df1e3d01b14910ce69607a117bd3277098a5836ac"
+FLASK_DOC_FILES = 75
 MARKER = ".shapes-corpus"  # a hidden file: the watcher skips it
 
 
@@ -131,6 +140,7 @@ def prose(raw: str) -> bool:
 
 PYTEST_DOCS = SdistDocs(PYTEST, "pytest", PYTEST_VERSION, PYTEST_SDIST_SHA256, ("doc", "en"), PYTEST_DOC_FILES)
 CELERY_DOCS = SdistDocs(CELERY, "celery", CELERY_VERSION, CELERY_SDIST_SHA256, ("docs",), CELERY_DOC_FILES, prose)
+FLASK_DOCS = SdistDocs(FLASK, "flask", FLASK_VERSION, FLASK_SDIST_SHA256, ("docs",), FLASK_DOC_FILES, prose)
 
 
 def extract_docs(sdist: Path, docs: SdistDocs, folder: Path) -> int:
@@ -225,4 +235,6 @@ def build(name: str, root: Path, scifact_all: bool = False) -> Corpus:
         return pytest_corpus(root)
     if name == CELERY:
         return sdist_corpus(root, CELERY_DOCS)
+    if name == FLASK:
+        return sdist_corpus(root, FLASK_DOCS)
     raise ValueError(f"corpus must be one of {', '.join(ALL_CORPORA)}, not {name!r}")

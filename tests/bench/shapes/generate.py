@@ -10,7 +10,8 @@ documents run out. A query is ``{"id", "shape", "corpus", "split", "query", "fil
 document's path under its corpus folder, ``split`` by :func:`.rules.split_of` of the id, ``id``
 ``<shape letter>-<corpus>-<nn>`` in order of drawing. ``--check`` checks the hand-written questions against the
 corpora (:func:`check_questions`). ``--known4`` draws the fifth corpus's known items by the same program with its own
-seed (:data:`KNOWN4`), ``--check-known4`` checks them (:func:`check_known4`). Nothing here runs a search.
+seed (:data:`KNOWN4`), ``--check-known4`` checks them (:func:`check_known`); ``--known5`` and ``--check-known5`` the
+sixth's (:data:`KNOWN5`). Nothing here runs a search.
 """
 
 from __future__ import annotations
@@ -27,7 +28,17 @@ from typing import Any
 from foldermind.workers.parser.formats import document_text
 from tests.bench.factoids import PARSE_LIMIT, _extracted
 from tests.bench.shapes import rules
-from tests.bench.shapes.corpora import CELERY, CORPORA, DJANGO, MANUALS, PYTEST, SCIFACT, build, lookup_abstracts
+from tests.bench.shapes.corpora import (
+    CELERY,
+    CORPORA,
+    DJANGO,
+    FLASK,
+    MANUALS,
+    PYTEST,
+    SCIFACT,
+    build,
+    lookup_abstracts,
+)
 
 DATA = Path(__file__).with_name("data")
 KNOWN = DATA / "known.jsonl"
@@ -41,15 +52,19 @@ CORPUS5_BATCH = 8  # the fifth corpus's held-out rows: known4.jsonl's known item
 KNOWN4 = (CELERY, 53)  # its corpus and seed
 """known4.jsonl (data/README.md): shapes a-e over the fifth corpus, by :func:`draw_corpus` with a seed no earlier set
 used; every row held out, of batch :data:`CORPUS5_BATCH`."""
-QUESTION_DRAWS = {PYTEST: 71, DJANGO: 354, SCIFACT: 309, MANUALS: 89, CELERY: 58}
+KNOWN5_FILE = DATA / "known5.jsonl"
+KNOWN5 = (FLASK, 56)  # known5.jsonl: the sixth corpus's known items, the same program with a new seed
+FLASK_KNOWN_BATCH = 13  # its rows: every one held out, of this batch (data/README.md)
+QUESTION_DRAWS = {PYTEST: 71, DJANGO: 354, SCIFACT: 419, MANUALS: 89, CELERY: 58, FLASK: 68}
 """How many passages of each corpus's draw the questions were read from (the first batch: 28, 16, 16, 14; batch 2:
 40, 33, 29, 40; batch 3: 59, 49, 46, 64; batch 4: 71, 72, 61, 84; batch 5: the manuals' and pytest's draws
 ended, Django's read to 117 and SciFact's to 93 for their questions; batch 6: Django's to 131, SciFact's to 111;
 batch 7: Django's to 172, SciFact's to 150; batch 8: celery-docs' own draw to 31 of its 58; batch 9: Django's to 212,
 SciFact's to 190, celery-docs' to its end, 58; batch 10: Django's to 300, SciFact's to 240; batch 11: Django's to
-its end, 354, SciFact's to 309: data/README.md)."""
+its end, 354, SciFact's to 309; batch 12: flask-docs' own draw to its end, 68, SciFact's to 419 (used to 366):
+data/README.md)."""
 RUN = 6  # batches 2 and 3: a question repeats no run of this many consecutive words of its passage
-HELD_OUT_BATCHES = (3, 4, 5, 6, 7, 8, 9, 10, 11)  # every row held out, whatever its id's hash (data/README.md)
+HELD_OUT_BATCHES = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)  # every row held out, whatever its id's hash (data/README.md)
 LETTERS = dict(zip(rules.SHAPES, "abcde", strict=True))
 
 
@@ -174,20 +189,25 @@ def check_keywords(root: Path, batch: int) -> list[str]:
     return problems
 
 
-def check_known4(root: Path, per: int = 25) -> list[str]:
-    """What is wrong with ``known4.jsonl``: a row other than a fresh draw writes (the same program and seed, so every
-    row, its order, its document and its words), a split other than held out or a batch other than
-    :data:`CORPUS5_BATCH`, more than ``per`` rows of a shape, a query word (a command's text) not in its document."""
-    corpus, seed = KNOWN4
+def known_set(n: int) -> tuple[Path, str, int, int]:
+    """``known<n>.jsonl``'s file, corpus, seed and batch (4: the fifth corpus's, 5: the sixth's)."""
+    return (KNOWN4_FILE, *KNOWN4, CORPUS5_BATCH) if n == 4 else (KNOWN5_FILE, *KNOWN5, FLASK_KNOWN_BATCH)
+
+
+def check_known(root: Path, per: int = 25, n: int = 4) -> list[str]:
+    """What is wrong with ``known<n>.jsonl`` (:func:`known_set`): a row other than a fresh draw writes (the same program
+    and seed, so every row, its order, its document and its words), a split other than held out or a batch other than
+    its own, more than ``per`` rows of a shape, a query word (a command's text) not in its document."""
+    path, corpus, seed, batch = known_set(n)
     folder = build(corpus, root).folder
-    rows, problems = keyword_rows(KNOWN4_FILE), []
-    if rows != draw_corpus(corpus, folder, per, seed, CORPUS5_BATCH):
-        problems.append(f"{KNOWN4_FILE.name}: {len(rows)} rows, not the rows a fresh draw writes")
-    for shape, n in Counter(r["shape"] for r in rows).items():
-        if n > per:
-            problems.append(f"{KNOWN4_FILE.name}: {n} {shape} rows, more than {per}")
+    rows, problems = keyword_rows(path), []
+    if rows != draw_corpus(corpus, folder, per, seed, batch):
+        problems.append(f"{path.name}: {len(rows)} rows, not the rows a fresh draw writes")
+    for shape, count in Counter(r["shape"] for r in rows).items():
+        if count > per:
+            problems.append(f"{path.name}: {count} {shape} rows, more than {per}")
     for row in rows:
-        if (row["split"], row.get("batch"), row["corpus"]) != ("held_out", CORPUS5_BATCH, corpus):
+        if (row["split"], row.get("batch"), row["corpus"]) != ("held_out", batch, corpus):
             problems.append(f"{row['id']}: split {row['split']!r}, batch {row.get('batch')!r}, {row['corpus']}")
         text = document_text(folder / row["file"], PARSE_LIMIT)
         if row["shape"] == "command":
@@ -285,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-keywords", type=int, default=0, help="check keyword-list batch N's file")
     parser.add_argument("--known4", action="store_true", help="write data/known4.jsonl (corpus 5's known items)")
     parser.add_argument("--check-known4", action="store_true", help="check data/known4.jsonl")
+    parser.add_argument("--known5", action="store_true", help="write data/known5.jsonl (corpus 6's known items)")
+    parser.add_argument("--check-known5", action="store_true", help="check data/known5.jsonl")
     args = parser.parse_args(argv)
     root = Path(args.home).resolve() / "corpora"
     if args.check:
@@ -295,14 +317,15 @@ def main(argv: list[str] | None = None) -> int:
         problems = check_keywords(root, args.check_keywords)
         print("\n".join(problems) or f"keyword-list batch {args.check_keywords}: every check holds")
         return 1 if problems else 0
-    if args.check_known4:
-        problems = check_known4(root)
-        print("\n".join(problems) or f"{KNOWN4_FILE.name}: every check holds")
+    if args.check_known4 or args.check_known5:
+        path = known_set(5 if args.check_known5 else 4)[0]
+        problems = check_known(root, n=5 if args.check_known5 else 4)
+        print("\n".join(problems) or f"{path.name}: every check holds")
         return 1 if problems else 0
-    if args.known4:
-        corpus, seed = KNOWN4
-        rows = draw_corpus(corpus, build(corpus, root).folder, args.per, seed, CORPUS5_BATCH)
-        KNOWN4_FILE.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    if args.known4 or args.known5:
+        path, corpus, seed, batch = known_set(5 if args.known5 else 4)
+        rows = draw_corpus(corpus, build(corpus, root).folder, args.per, seed, batch)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         print(Counter(str(r["shape"]) for r in rows))
         return 0
     if args.keywords2 or args.keywords3:

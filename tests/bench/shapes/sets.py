@@ -27,7 +27,7 @@ QUESTION_SHAPES = ("how", "paraphrase", "claim", "which", "number", "none")
 SHAPES = KNOWN_SHAPES + QUESTION_SHAPES
 LETTER = dict(zip(SHAPES, "abcdefghijk", strict=True))
 ANY = "*"  # a ``none`` question is asked of every corpus
-KNOWN_FILES = ("known.jsonl", "known2.jsonl", "known3.jsonl", "known4.jsonl")  # the known-item rows, set by set
+KNOWN_FILES = ("known.jsonl", "known2.jsonl", "known3.jsonl", "known4.jsonl", "known5.jsonl")  # set by set
 
 
 @dataclass(frozen=True, slots=True)
