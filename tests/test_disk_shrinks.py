@@ -69,6 +69,29 @@ def test_the_index_on_disk_falls_back_near_its_size_after_a_big_file_is_deleted(
         k.stop()
 
 
+def test_a_deleted_file_gives_its_pages_back_while_no_embedder_can_take_its_chunks(home_dir: Path) -> None:
+    # No embedder runs and the retry is an hour away: the big file's chunks fetched for the first request stay
+    # unembedded. Held as work in hand, they kept the pipeline from ever being idle, so nothing was compacted.
+    docs = home_dir / "docs"
+    docs.mkdir()
+    rng = random.Random(11)
+    lines = (" ".join(rng.choices(WORDS, k=12)) + ".\n" for _ in range(60_000))
+    big = docs / "big.txt"
+    big.write_text("The bigfileword marks this file.\n" + "".join(lines))
+    data = home_dir / "data"
+    k = RunningKernel(home_dir, merge(PIPELINE, {"ingest": {"embed_retry_s": 3600.0}})).start()
+    try:
+        cli(home_dir, "folders", "add", str(docs), "--name", "Docs", "--wait", timeout=600)
+        wait_found(k, "bigfileword", {"big.txt"}, 600, "the big file indexed")
+        added = per_store(data)["sqlite"]
+        big.unlink()
+        wait_found(k, "bigfileword", set(), 120, "the big file gone from search")
+        wait_for(lambda: per_store(data)["sqlite"] < added // 4, 180, 0.5, "the database compacted")
+        assert added > 5_000_000, "the big file did not grow the database: the test measures nothing"
+    finally:
+        k.stop()
+
+
 def test_a_database_made_before_auto_vacuum_gives_its_free_pages_back_once_they_pass_the_share(tmp_path: Path) -> None:
     path = tmp_path / "index.sqlite"
     old = sqlite3.connect(path, isolation_level=None)  # as main made it: no auto_vacuum

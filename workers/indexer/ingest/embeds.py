@@ -160,6 +160,9 @@ class EmbedWindow:
 
     def _unavailable(self, why: str) -> None:
         self.error = why
+        # The fetched chunks stay unembedded in the store and are fetched again at the retry; kept here, they
+        # would count as work in hand (the pipeline never idle: no compaction, no analysis) and outlive deletes.
+        self.backlog = []
         self._retry_at = time.monotonic() + self.policy.embed_retry_s
 
     def configured_vectors(self) -> tuple[str, str] | None:
