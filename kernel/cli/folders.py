@@ -256,7 +256,7 @@ def folders_show(folder: str, failed: bool, skipped: bool, unsupported: bool, as
         shown = f["path"][len(root) :] if f["path"].startswith(root) else f["path"]
         click.echo(f"{f['state']:<12} {one_line(shown)}" + (f"  {one_line(f['reason'])}" if f["reason"] else ""))
     if not files:
-        click.echo("no such files" if wanted else "no files yet")
+        click.echo(f"no {' or '.join(wanted)} files" if wanted else "no files yet")
     if any(f["state"] == "failed" for f in files):  # failed until the file changes, but for this
         retry = typed(home, "folders", "retry", info["id"])
         click.echo(f"`{retry}` parses the failed files again (after an upgrade or a fix)")

@@ -254,7 +254,12 @@ class SearchService:
         if only is not None:  # the filter's documents lie in the scope already
             return self.scoped.search_keys(only.name, self.filters.keys(only), vector, depth)
         if scope is None:
-            return self.vectors.search(vector, depth)
+            # The vectors of chunks deleted since the file's last save (a folder just removed) are still in it: look
+            # past them, so that they do not fill the depth and leave the live chunks unfound until that save.
+            dead = set(self.store.embeddings.dead())
+            if not dead:
+                return self.vectors.search(vector, depth)
+            return [hit for hit in self.vectors.search(vector, depth + len(dead)) if hit[0] not in dead][:depth]
         return self.scoped.search(scope, vector, depth)
 
     def _query_vector(
