@@ -134,9 +134,65 @@ def test_a_sentence_naming_its_subject_by_abbreviation_covers_the_question_s_wor
     assert answer == max(by_text.values()), by_text
 
 
+CHKCONFIG = (  # Celery 5.4.0's docs (its sdist), history/changelog-2.4.rst: one item of the 2.4.0 changes
+    "* RHEL init-script: Changed worker start-up priority.\n\n"
+    "    The default start / stop priorities for MySQL on RHEL are:\n\n"
+    "    .. code-block:: console\n\n"
+    "        # chkconfig: - 64 36\n\n"
+    "    Therefore, if Celery is using a database as a broker / message store, it\n"
+    "    should be started after the database is up and running, otherwise errors\n"
+    "    will ensue. This commit changes the priority in the init-script to:\n\n"
+    "    .. code-block:: console\n\n"
+    "        # chkconfig: - 85 15\n\n"
+    "    which are the default recommended settings for 3-rd party applications\n"
+    "    and assure that Celery will be started after the database service & shut\n"
+    "    down before it terminates.\n"
+)
+FLASK_RUN = (  # Flask 3.1's docs, cli.rst, "Debug Mode", its sentence made to end with a colon, a :caption: added
+    "To enable debug mode, use the ``--debug`` option:\n\n"
+    ".. code-block:: console\n"
+    "    :caption: the debug server\n\n"
+    "     $ flask --app hello run --debug\n"
+    '      * Serving Flask app "hello"\n'
+    "      * Debug mode: on\n\n"
+    "The ``--debug`` option can also be passed to the top level ``flask`` command.\n"
+)
+
+
+def test_a_code_directive_s_lines_are_quoted_line_by_line_after_the_colon_that_introduces_them() -> None:
+    """walk2 (j-celery-docs-12): ".. code-block:: console" and its lines were run into the sentence before them."""
+    assert _quoted(CHKCONFIG, "This commit changes") == (
+        "Therefore, if Celery is using a database as a broker / message store, it should be started after the "
+        "database is up and running, otherwise errors will ensue. This commit changes the priority in the init-script "
+        "to:\n# chkconfig: - 85 15"
+    )
+    assert _quoted(CHKCONFIG, "The default start / stop") == (
+        "The default start / stop priorities for MySQL on RHEL are:\n# chkconfig: - 64 36"
+    )
+    # The directive's options are not its content, and its lines keep their indentation within the block.
+    quote = _quoted(FLASK_RUN, "To enable debug mode")
+    assert quote == (
+        "To enable debug mode, use the ``--debug`` option:\n"
+        '$ flask --app hello run --debug\n * Serving Flask app "hello"\n * Debug mode: on'
+    ), quote
+    # A prose directive is no code block, and a sentence not ending with a colon brings nothing.
+    assert _quoted(SETTINGS, "If you set") == (
+        "If you set :setting:`DEBUG` to ``False``, you also need to properly set the :setting:`ALLOWED_HOSTS` setting."
+    )
+    assert _quoted(FLASK_RUN, "The ``--debug`` option can also") == (
+        "The ``--debug`` option can also be passed to the top level ``flask`` command."
+    )
+
+
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, str]]:
-    files = {"4ti2-news.txt": NEWS, "gzip-middleware.txt": GZIP, "20649735.txt": ABSTRACT, "release-2.0.0.rst": RELEASE}
+    files = {
+        "4ti2-news.txt": NEWS,
+        "gzip-middleware.txt": GZIP,
+        "20649735.txt": ABSTRACT,
+        "release-2.0.0.rst": RELEASE,
+        "changelog-2.4.rst": CHKCONFIG,
+    }
     with serving(files) as url_token:
         yield url_token
 
@@ -199,3 +255,10 @@ def test_a_rest_literal_block_is_quoted_line_by_line_after_the_sentence_that_int
     assert _quoted(SETTINGS, "A settings file is just") == (
         "A settings file is just a Python module with module-level variables."
     )
+
+
+def test_a_code_directive_s_line_is_answered_as_a_line_of_its_own_under_its_colon_line(served: Any) -> None:
+    """End to end (the real text parser, index and evidence over MCP): walk2's ".. code-block:: console" quote."""
+    out = extractive(served, "What chkconfig start and stop priorities does the RHEL init script use now?")
+    quote = next(c["quote"] for c in out["citations"] if "85 15" in c["quote"])
+    assert quote.endswith("This commit changes the priority in the init-script to:\n# chkconfig: - 85 15"), quote

@@ -985,8 +985,8 @@ def test_a_colon_s_list_goes_on_over_numbered_items_whose_text_follows_the_numbe
     assert found[1:3] == ["1.", "Create the new database tables:"]  # the number is a sentence of its own
     quoted = _span_of(STEPS, 0, figure=False)
     assert quoted["text"] == (
-        "To use the admin monitor you need to do the following: 1. Create the new database tables: "
-        ".. code-block:: console $ python manage.py syncdb 2. Start the snapshot camera: "
-        "$ python manage.py celerycam 3. Open up the admin to monitor your cluster."
+        "To use the admin monitor you need to do the following: 1. Create the new database tables:\n"
+        "$ python manage.py syncdb\n"  # a code directive's lines are lines (test_answer_extent.py)
+        "2. Start the snapshot camera: $ python manage.py celerycam 3. Open up the admin to monitor your cluster."
     )  # every step with the commands under it, and not the prose after the list
     assert (quoted["line_start"], quoted["line_end"]) == (1, 13)

@@ -21,6 +21,7 @@ from wcmatch import glob as wcglob
 from foldermind.protocol.runtime.config import IngestPolicy
 from foldermind.workers import userfiles
 from foldermind.workers.parser.formats import SUFFIXES, ParseError, decode_text
+from foldermind.workers.parser.formats.image import SUFFIXES as IMAGE_SUFFIXES
 from foldermind.workers.parser.formats.txt import FORMAT as TEXT
 
 SNIFF_BYTES = 4096
@@ -48,6 +49,14 @@ def parse_format(path: str) -> str:
     """The format a parser is asked to read ``path``'s bytes as: ``""`` when its suffix says (the parser's own
     choice), else text (the watcher sent it as a text file)."""
     return "" if suffix_of(os.path.basename(path)) in SUFFIXES else TEXT
+
+
+def read_with_ocr(path: str) -> bool:
+    """``path`` is an image file, which a parser reads with OCR: about a minute on a busy machine where a text file
+    takes a second, so the indexer's parse window gives such files a lane of their own
+    (:mod:`foldermind.workers.indexer.ingest.parses`). A PDF is not one: its scanned pages are known only once read,
+    and each is written as it is read."""
+    return suffix_of(os.path.basename(path)) in IMAGE_SUFFIXES
 
 
 class Rules:

@@ -80,17 +80,29 @@ def joined(siblings: list[Sentence], first: int, last: int, titles: frozenset[st
 
 _LITERAL = re.compile(r"::[ \t]*\n")
 """The end of a reST paragraph that introduces a literal block: the lines indented under it, after a blank line."""
+_CODE = r"\.\.[ \t]+(?:code-block|code|sourcecode|parsed-literal|doctest|testcode|testoutput)::"
+"""A reST (Sphinx) directive whose content is code, shown as a literal block (``.. code-block:: console``); the
+others (``.. note::``) hold prose."""
+_DIRECTIVE = re.compile(rf"^[ \t]*{_CODE}[^\n]*\n", re.MULTILINE)
+_OPTIONS = re.compile(r"\A(?:[ \t]*:[\w-]+:[^\n]*\n)+")
+"""A directive's option lines, under it before its content (``:caption: hello.py``): not content."""
 
 
 def _with_literal(raw: str) -> str:
     """``raw`` as a quote, a reST literal block in it kept line by line ("Here are a couple of example settings:" /
     "ALLOWED_HOSTS = [...]" / "DEBUG = False"): its lines run together read as one sentence of prose. The "::" reads
-    as reST renders it: ":" after a word, nothing after a space or alone."""
-    found = _LITERAL.search(raw)
-    if found is None:
+    as reST renders it: ":" after a word, nothing after a space or alone. A code directive's content is such a
+    block, and the directive's own line (and options) is left out, as reST shows it."""
+    literal, directive = _LITERAL.search(raw), _DIRECTIVE.search(raw)
+    if directive is not None and (literal is None or directive.start() <= literal.start()):
+        head, rest, indent = raw[: directive.start()], raw[directive.end() :], _indent(raw, directive.end() - 1)
+        rest = _OPTIONS.sub("", rest, count=1)
+        said = sentences.quote(head)
+    elif literal is not None:
+        head, rest, indent = raw[: literal.start()], raw[literal.end() :], _indent(raw, literal.start())
+        said = sentences.quote(head) + (":" if head.strip() and not head[-1:].isspace() else "")
+    else:
         return sentences.quote(raw)
-    head, rest = raw[: found.start()], raw[found.end() :]
-    indent = _indent(raw, found.start())
     block: list[str] = []
     for line in rest.splitlines(keepends=True):
         if line.strip() and len(line) - len(line.lstrip(" \t")) <= indent:
@@ -99,7 +111,6 @@ def _with_literal(raw: str) -> str:
     lines = [line.rstrip() for line in textwrap.dedent("".join(block)).splitlines() if line.strip()]
     if not lines:
         return sentences.quote(raw)
-    said = sentences.quote(head) + (":" if head.strip() and not head[-1:].isspace() else "")
     after = _with_literal(rest[len("".join(block)) :])
     return "\n".join(part for part in (said, *lines, after) if part)
 
@@ -120,18 +131,16 @@ def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str], tex
     introduces (the command of "... to expire in 180 days:", the items of "exits with the following values:"),
     the first whatever it is, then each item of its list (:func:`_listed`) with the rest of an item
     (:func:`_item_rest`: "1." / "Create the new database tables:" is one item, and the command under it an item
-    too), up to :data:`LIST_CHARS` in all; a reST "::" brings the lines of its literal block (indented under it); a
-    definition list's term brings its description (:func:`_describes`)."""
+    too), up to :data:`LIST_CHARS` in all; a reST "::" brings the lines of its literal block (indented under it), and
+    a colon the content of the code directive after it; a definition list's term brings its description
+    (:func:`_describes`)."""
     said = siblings[last].text
-    if said.endswith("::") and text:  # a reST literal block: every line indented under it (code, not a list)
-        indent, k, size = _indent(text, siblings[last].start), last + 1, 0
-        while k < len(siblings) and size + len(siblings[k].text) <= LIST_CHARS:
-            if _indent(text, siblings[k].start) <= indent:
-                break
-            size += len(siblings[k].text)
-            k += 1
-        if k > last + 1:
-            return k - 1
+    # A reST literal block, or a code directive's content: every line indented under it (code, not a list).
+    if (said.endswith("::") or re.match(_CODE, said)) and text and (end := _block(siblings, last, text)) > last:
+        return end
+    code = last + 1 < len(siblings) and re.match(_CODE, siblings[last + 1].text) is not None
+    if said.endswith(":") and text and code and (end := _block(siblings, last + 1, text)) > last + 1:
+        return end  # "... to:" / ".. code-block:: console" / its lines
     if said.endswith(":"):
         k, size, rest = last + 1, 0, last
         while k < len(siblings) and size + len(siblings[k].text) <= LIST_CHARS:
@@ -145,6 +154,18 @@ def _introduced(siblings: list[Sentence], last: int, titles: frozenset[str], tex
     if last + 1 < len(siblings) and _describes(siblings, last + 1, titles, text):
         return last + 1
     return last
+
+
+def _block(siblings: list[Sentence], at: int, text: str) -> int:
+    """The last of the sentences after ``siblings[at]`` indented deeper than its line (a literal block's, or a
+    directive's content), up to :data:`LIST_CHARS` in all; ``at`` when none is."""
+    indent, k, size = _indent(text, siblings[at].start), at + 1, 0
+    while k < len(siblings) and size + len(siblings[k].text) <= LIST_CHARS:
+        if _indent(text, siblings[k].start) <= indent:
+            break
+        size += len(siblings[k].text)
+        k += 1
+    return k - 1
 
 
 def _item_rest(siblings: list[Sentence], last: int, text: str) -> int:

@@ -1,4 +1,5 @@
-"""The parse window: pending documents read and sent to the parser pool, ``parse_window`` at a time.
+"""The parse window: pending documents read and sent to the parser pool, ``parse_window`` at a time, in the
+folder's order; image files (OCR) in a lane of their own while other files wait (:data:`OCR_LANE`).
 
 A file is read from one descriptor opened and checked by :mod:`foldermind.workers.userfiles` (a link out of
 its Smart Folder is refused) and travels with the request: a parser never opens a path itself. A reply is
@@ -30,7 +31,7 @@ from foldermind.workers.indexer.storage.keyword import languages
 from foldermind.workers.indexer.storage.lifecycle import Document
 from foldermind.workers.indexer.storage.store import Store
 from foldermind.workers.indexer.storage.vectors import VectorIndex
-from foldermind.workers.ingest_rules import parse_format
+from foldermind.workers.ingest_rules import parse_format, read_with_ocr
 
 log = logging.getLogger("foldermind.indexer.pipeline")
 
@@ -61,6 +62,12 @@ class _Parse:
         return self.size, self.mtime_ns, self.ident
 
 
+OCR_LANE = 1
+"""Image files (read with OCR) in flight at once while other files wait: one takes a parser for about a minute on
+a busy machine, so two in folder order held both parsers of the default pool while text files waited behind them
+(docs/benchmarks/ingest.md)."""
+
+
 class ParseWindow:
     RETRY_S = 5.0
     """How long documents stay pending when no parser can take them, before they are sent again."""
@@ -87,10 +94,7 @@ class ParseWindow:
         room = self.policy.parse_window - len(self.inflight)
         if room <= 0 or time.monotonic() < self._retry_at:
             return
-        busy = {p.doc.id for p in self.inflight.values()}
-        for doc in self.store.documents.pending(room + len(busy)):
-            if doc.id in busy:
-                continue
+        for doc in self._next(room):
             if room <= 0:
                 break
             read = self._read(client, doc)
@@ -105,6 +109,19 @@ class ParseWindow:
             job = _Parse(doc, st.st_size, st.st_mtime_ns, digest, 1, userfiles.identity(st))
             self._send(client, job, data)
             room -= 1
+
+    def _next(self, room: int) -> list[Document]:
+        """The documents to send next, in the folder's order (by id), none already in flight; while other files
+        wait, image files keep to their lane: at most :data:`OCR_LANE` of them in flight, the rest of the window
+        the others'. An image waits only for the images before it; when only images wait, they fill the window."""
+        busy = {p.doc.id for p in self.inflight.values()}
+        text, ocr = (
+            [d for d in self.store.documents.pending(room + len(busy), ocr=lane) if d.id not in busy]
+            for lane in (False, True)
+        )
+        if text:
+            ocr = ocr[: max(0, OCR_LANE - sum(read_with_ocr(p.doc.path) for p in self.inflight.values()))]
+        return sorted(text + ocr, key=lambda d: d.id)[:room]
 
     def answered(self, client: BusClient, packet: frames.Packet) -> None:
         """A parser's partial, error or final reply to a parse in flight."""

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from foldermind.workers.ingest_rules import read_with_ocr
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS folders (
     id TEXT PRIMARY KEY,
@@ -45,6 +47,7 @@ CREATE TABLE IF NOT EXISTS documents (
     pages INTEGER,
     chunks INTEGER NOT NULL DEFAULT 0,
     updated_at REAL NOT NULL,
+    ocr INTEGER NOT NULL DEFAULT 0,           -- 1: an image file, read with OCR (ingest_rules.read_with_ocr)
     language TEXT                             -- detected (languages.py); NULL: not yet, the Tantivy replay does
 );
 CREATE INDEX IF NOT EXISTS documents_folder ON documents(folder_id, status);
@@ -143,10 +146,17 @@ def migrate(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE analysis ADD COLUMN enriched INTEGER NOT NULL DEFAULT 0")
     if "ocr_confidence" not in {str(r["name"]) for r in db.execute("PRAGMA table_info(chunks)")}:
         db.execute("ALTER TABLE chunks ADD COLUMN ocr_confidence REAL")
-    if "language" not in {str(r["name"]) for r in db.execute("PRAGMA table_info(documents)")}:
+    documents = {str(r["name"]) for r in db.execute("PRAGMA table_info(documents)")}
+    if "language" not in documents:
         db.execute("ALTER TABLE documents ADD COLUMN language TEXT")
-    # Here, not in SCHEMA: on an old database the column it covers does not exist before this.
+    if "ocr" not in documents:
+        db.execute("ALTER TABLE documents ADD COLUMN ocr INTEGER NOT NULL DEFAULT 0")
+        images = [(r[0],) for r in db.execute("SELECT id, path FROM documents") if read_with_ocr(r[1])]
+        db.executemany("UPDATE documents SET ocr = 1 WHERE id = ?", images)
+    # Here, not in SCHEMA: on an old database the columns they cover do not exist before this.
     db.execute("CREATE INDEX IF NOT EXISTS analysis_enrich ON analysis(enriched, analyzed_at)")
+    # The next files to parse of each lane (Documents.pending: image files have one of their own, parses.py).
+    db.execute("CREATE INDEX IF NOT EXISTS documents_pending_lane ON documents(ocr, id) WHERE status = 'pending'")
 
 
 class Database:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from foldermind.workers.indexer.storage.database import Table
+from foldermind.workers.ingest_rules import read_with_ocr
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +51,11 @@ class Documents(Table):
 
     def mark_pending(self, db: sqlite3.Connection, folder_id: str, path: str, size: int, mtime_ns: int) -> None:
         db.execute(
-            "INSERT INTO documents(folder_id, path, original_path, size, mtime_ns, status, attempts, updated_at) "
-            "VALUES(?, ?, ?, ?, ?, 'pending', 0, ?) "
+            "INSERT INTO documents(folder_id, path, original_path, size, mtime_ns, status, attempts, updated_at, ocr) "
+            "VALUES(?, ?, ?, ?, ?, 'pending', 0, ?, ?) "
             "ON CONFLICT(path) DO UPDATE SET status = 'pending', attempts = 0, error = NULL, "
-            "updated_at = excluded.updated_at",
-            (folder_id, path, path, size, mtime_ns, time.time()),
+            "updated_at = excluded.updated_at, ocr = excluded.ocr",
+            (folder_id, path, path, size, mtime_ns, time.time(), read_with_ocr(path)),
         )
 
     def mark_skipped(self, db: sqlite3.Connection, folder_id: str, path: str, reason: str) -> None:
@@ -86,8 +87,8 @@ class Documents(Table):
         replaced = [r[0] for r in db.execute("SELECT id FROM documents WHERE path = ?", (new,))]
         self.delete(db, replaced)  # a file moved over another
         db.execute(
-            "UPDATE documents SET path = ?, folder_id = ?, updated_at = ? WHERE id = ?",
-            (new, folder_id, time.time(), row[0]),
+            "UPDATE documents SET path = ?, folder_id = ?, updated_at = ?, ocr = ? WHERE id = ?",
+            (new, folder_id, time.time(), read_with_ocr(new), row[0]),
         )
         if os.path.splitext(old)[1].lower() != os.path.splitext(new)[1].lower():
             # The same bytes under another extension are another format (notes.txt -> notes.md): the
@@ -115,14 +116,16 @@ class Documents(Table):
         )
         return [r[0] for r in rows]
 
-    def pending(self, limit: int) -> list[Document]:
+    def pending(self, limit: int, ocr: bool | None = None) -> list[Document]:
         """The next documents to parse: pending, and ``indexing`` (pages indexed, the rest not yet; the caller
-        leaves out those whose parse runs): parsed again from the start, their pages searchable meanwhile."""
+        leaves out those whose parse runs): parsed again from the start, their pages searchable meanwhile.
+        ``ocr``: only image files (True), only the others (False), or all (None), each by id."""
         columns = "id, folder_id, path, size, mtime_ns, sha256, status, attempts"
+        lane, args = ("", ()) if ocr is None else (" AND ocr = ?", (int(ocr),))
         rows = self.db.execute(
-            f"SELECT {columns} FROM documents WHERE status = 'pending' UNION ALL "
-            f"SELECT {columns} FROM documents WHERE status = 'indexing' ORDER BY id LIMIT ?",
-            (limit,),
+            f"SELECT {columns} FROM documents WHERE status = 'pending'{lane} UNION ALL "
+            f"SELECT {columns} FROM documents WHERE status = 'indexing'{lane} ORDER BY id LIMIT ?",
+            (*args, *args, limit),
         )
         return [Document(*r) for r in rows]
 
