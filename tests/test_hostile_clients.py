@@ -122,7 +122,7 @@ TOOL_FIELDS: dict[str, tuple[str, ...]] = {
         "modified_after",
         "modified_before",
     ),
-    "chat_with_documents": ("query", "session_id", "max_context_files", "persona"),
+    "chat_with_documents": ("query", "session_id", "max_context_files", "persona", "smart_folder_id"),
     "list_smart_folders": (),
     "get_document_summary": ("file_path",),
     "read_document": ("file_path", "start_line", "end_line", "chunk_id", "before", "after", "unit"),

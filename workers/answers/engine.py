@@ -103,15 +103,18 @@ def subject(history: list[ChatTurn]) -> str:
     return " ".join(asked)[-SUBJECT_CHARS:].strip()
 
 
-def evidence_request(policy: LlmPolicy, question: str, context: str, max_files: int) -> EvidenceRequest:
+def evidence_request(
+    policy: LlmPolicy, question: str, context: str, max_files: int, folder_id: str | None = None
+) -> EvidenceRequest:
     """The ``evidence.request`` an answer sends: ``context`` is the subject it leans on (:func:`subject`, which
-    keeps its latest :data:`SUBJECT_CHARS`), or ``""``."""
+    keeps its latest :data:`SUBJECT_CHARS`), or ``""``; ``folder_id``: only that Smart Folder's documents."""
     return EvidenceRequest(
         question=question[:1000],
         context=context,
         max_files=max_files,
         per_file=policy.chunks_per_file,
         max_spans=max(policy.evidence_sources, policy.max_quotes, policy.yes_no_files),
+        folder_id=folder_id,
     )
 
 
@@ -130,11 +133,15 @@ class Quoted:
         return Composed(answers.NOT_FOUND) if self.reading.refused else self.quotes
 
 
-async def quote(bus: Bus, policy: LlmPolicy, question: str, previous: str, max_files: int) -> Quoted:
+async def quote(
+    bus: Bus, policy: LlmPolicy, question: str, previous: str, max_files: int, folder_id: str | None = None
+) -> Quoted:
     """Evidence, its quotes, and the model's reading where the evidence floor is near refusing: every answer's first
-    step (and the answer benches' own, so they measure what a user gets). ``previous``: :func:`subject`'s, or ``""``."""
+    step (and the answer benches' own, so they measure what a user gets). ``previous``: :func:`subject`'s, or ``""``;
+    ``folder_id``: only that Smart Folder's documents."""
+    request = evidence_request(policy, question, previous, max_files, folder_id)
     try:
-        reply = await bus.call("indexer", evidence_request(policy, question, previous, max_files), EvidenceReply)
+        reply = await bus.call("indexer", request, EvidenceReply)
     except JobError as exc:
         raise _step_failed(exc, ErrorCode.RETRIEVAL_FAILED) from None
     evidence = Evidence(reply, question)
@@ -280,13 +287,16 @@ class Chat:
         persona: str | None,
         on_progress: Callable[[ChatPartial], None] | None,
         answer_mode: schemas.AnswerMode | None = None,
+        folder_id: str | None = None,
     ) -> schemas.ChatOutput:
+        """The answer to ``query`` in the session ``session_id`` (a new one when None); ``folder_id``: its evidence
+        only from that Smart Folder (an id or path, a criteria folder's id or name: ``search.request``'s)."""
         session = self.sessions.open(session_id)
         session.busy += 1
         try:
             async with session.lock:
                 mode = answer_mode or self.policy.answer_mode
-                out = await self._answer(session, query, max_context_files, persona or "", mode, on_progress)
+                out = await self._answer(session, query, max_context_files, persona or "", mode, on_progress, folder_id)
                 session.last_used = self.sessions.clock()
                 return out
         finally:
@@ -300,9 +310,10 @@ class Chat:
         persona: str,
         mode: schemas.AnswerMode,
         on_progress: Callable[[ChatPartial], None] | None,
+        folder_id: str | None,
     ) -> schemas.ChatOutput:
         previous = subject(session.history)
-        first = await quote(self.bus, self.policy, query, previous, max_files)
+        first = await quote(self.bus, self.policy, query, previous, max_files, folder_id)
         evidence, quoted, note, read = first.evidence, first.answer, first.note, first.reading
         shown = Shown(on_progress, self.policy.max_answer_tokens)
         if not quoted.grounded or mode == "extractive":

@@ -204,11 +204,19 @@ class Tools:
                 "then the model's checked sentences when any survive"
             ),
         ] = None,
+        smart_folder_id: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description="answer from this Smart Folder only (see list_smart_folders; as search_documents')",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, schemas.ChatOutput]:
         """Ask a question about the documents. The answer quotes the sentences that answer it, or is the local
         model's answer with every sentence checked against a passage; [n] markers index `citations` (first-use
         order), each with the exact `quote` and its location. `grounded` is false when no passage answers
-        (the answer then says the documents do not say). Pass `session_id` back to continue a conversation.
+        (the answer then says the documents do not say). Pass `session_id` back to continue a conversation,
+        `smart_folder_id` to answer from one Smart Folder only.
         With a progress token, the answer comes as progress notifications too: the quotes at once, progress
         without text while the model writes, then the sentences the check kept; together, the final answer."""
         if not query.strip():
@@ -216,7 +224,9 @@ class Tools:
 
         progress = Progress(ctx)
         gone = client_gone(ctx.request_context.request)
-        answering = self.chat.answer(query, session_id, max_context_files, persona, progress, answer_mode)
+        answering = self.chat.answer(
+            query, session_id, max_context_files, persona, progress, answer_mode, smart_folder_id
+        )
         out = await until_gone(answering, gone)
         await progress.flush()  # the last piece of the answer goes before the result
         if out is None:  # nobody is left to read it; the generation was cancelled

@@ -248,12 +248,26 @@ def _tool(name: str, args: dict[str, Any], on_text: Any = None) -> dict[str, Any
     help="extractive: quote the documents (no model); generative: the model's checked answer; auto: both "
     "(default: [llm] answer_mode).",
 )
+@click.option(
+    "--folder",
+    "folder_id",
+    default=None,
+    help="Answer from this Smart Folder only (id or path; a criteria folder's id or name).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def ask(
-    question: str, session_id: str | None, max_files: int, persona: str | None, answer_mode: str | None, as_json: bool
+    question: str,
+    session_id: str | None,
+    max_files: int,
+    persona: str | None,
+    answer_mode: str | None,
+    folder_id: str | None,
+    as_json: bool,
 ) -> None:
     """Ask the documents a question (the chat_with_documents tool from a terminal)."""
     args: dict[str, Any] = {"query": question, "max_context_files": max_files}
+    if folder_id:
+        args["smart_folder_id"] = folder_id
     if session_id:
         args["session_id"] = session_id
     if persona:

@@ -50,7 +50,8 @@ class EvidenceRequest(Message):
     max_spans: int = 4
     """Sentences returned at most (1..12)."""
     folder_id: str | None = None
-    """Only this Smart Folder (an id or its path)."""
+    """Only this Smart Folder's documents, as `search.request`'s `folder_id` (`chat_with_documents`'
+    `smart_folder_id`, `foldermind ask --folder`)."""
     scope: list[str] | None = None
     """The Smart Folder ids (path or criteria) the asking MCP client's key sees, which the front door sets on every
     request it makes for a scoped key; `null`: every folder. A document outside is answered for as one outside
