@@ -21,7 +21,6 @@ from tests.keyworld import embedded, structured
 
 QUESTION = "When was the Oslo office opened?"
 YEARS = {"north": "2011", "south": "2019"}
-PORT = 19981
 
 
 def write_folder(root: Path, name: str) -> Path:
@@ -37,7 +36,7 @@ def write_folder(root: Path, name: str) -> Path:
 @pytest.fixture(scope="module")
 def world() -> Iterator[dict[str, Any]]:
     root = short_tmpdir()
-    config = merge(FAST_RESTART, ONE_PARSER, {"mcp": {"port": PORT, "rate_per_minute": 6000}}, NO_LLM)
+    config = merge(FAST_RESTART, ONE_PARSER, {"mcp": {"port": 0, "rate_per_minute": 6000}}, NO_LLM)
     k = RunningKernel(root / "home", config)
     folders = {name: write_folder(root, name) for name in YEARS}
     try:
