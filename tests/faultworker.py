@@ -16,6 +16,8 @@ Environment:
 - ``FOLDERMIND_FAULT=slow_start``: wait ``FOLDERMIND_FAULT_SECONDS`` (default 3) before READY.
 - ``FOLDERMIND_FAULT=starved_start``: compute ``FOLDERMIND_FAULT_SECONDS`` CPU-seconds on a starved CPU (as the
   ``starve`` action) before READY: a start that is slow on a busy machine, not hung.
+- ``FOLDERMIND_FAULT=held_import``: the import of this module waits while ``FOLDERMIND_FAULT_WHILE``'s file exists
+  (at most 60 s), having made ``<file>.held``: a worker still starting, as a front door importing its libraries.
 - ``FOLDERMIND_FAULT=slow_stop``: its teardown computes for ``FOLDERMIND_FAULT_SECONDS`` CPU-seconds (a stop that
   works for ever, or slowly after the ``starve`` action).
 - ``FOLDERMIND_FAULT_WHILE=PATH``: apply ``FOLDERMIND_FAULT`` only while PATH exists, so a test
@@ -210,3 +212,17 @@ def _hold_gil(seconds: float) -> None:
 
 
 WORKER = TestWorker
+
+
+def _held_import() -> None:
+    """``FOLDERMIND_FAULT=held_import`` (a test's worker environment only; a test importing this module has none)."""
+    flag = os.environ.get("FOLDERMIND_FAULT_WHILE", "")
+    if os.environ.get("FOLDERMIND_FAULT") != "held_import" or not flag:
+        return
+    Path(flag + ".held").touch()
+    until = time.monotonic() + 60
+    while os.path.exists(flag) and time.monotonic() < until:
+        time.sleep(0.02)
+
+
+_held_import()

@@ -82,7 +82,7 @@ def test_a_stale_generated_part_is_found_and_rewritten(tmp_path: Path) -> None:
     assert reference.main([str(stale), "--check"]) == 1
     assert reference.main([str(stale)]) == 0 and reference.main([str(stale), "--check"]) == 0
     fresh = stale.read_text()
-    assert "| an old table |" not in fresh and "| `worker_lost` | broker |" in fresh
+    assert "| an old table |" not in fresh and "| `worker_lost` | broker, llm " in fresh
     assert "| `uptime_s` | float | required | Seconds since the process started. |" in fresh
     assert "<!-- end generated -->\nhand-written\n<!-- generated: fields ping.reply -->" in fresh
 

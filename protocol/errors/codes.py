@@ -58,9 +58,10 @@ class ErrorCode(StrEnum):
         "worker_lost",
         Fault.LOST,
         True,
-        "broker",
+        "broker, llm (`llm.chat.request`, `llm.likely.request`)",
         "The worker holding the job died, disconnected, missed heartbeats, or was restarted or stood down. "
-        "The job may be retried.",
+        "The job may be retried. The llm worker asked to stop ends a chat answer or a reading in hand at its next "
+        "token with this code, rather than finish it first.",
         "SERVICE_UNAVAILABLE",
     )
     DEADLINE_EXCEEDED = (

@@ -31,7 +31,8 @@ class ChatRequest(Message):
     the most recent ``history`` turns as fit, leaving ``max_tokens`` (0 = ``[llm] max_answer_tokens``)
     for the answer. With ``stream`` set it sends ``llm.chat.partial`` replies (status ``partial``) while
     generating. Errors: ``model_not_ready`` (loading, retryable; or failed, with the reason),
-    ``prompt_too_long``, ``llm_timeout`` (the request's deadline passed while generating).
+    ``prompt_too_long``, ``llm_timeout`` (the request's deadline passed while generating), ``worker_lost``
+    (retryable: the worker was asked to stop, and ended the answer at its next token).
     """
 
     question: str

@@ -225,15 +225,16 @@ class Sessions:
         conversation, never theirs (whose turns quote documents it may not see)."""
         return f"{self.prefix}:{self.owner()}:{session_id}"
 
-    def open(self, session_id: str | None) -> Session:
+    def open(self, session_id: str | None, kept: list[ChatTurn] | None = None) -> Session:
         """The session named ``session_id`` (this process's, else the kept one, else a new one); a new
-        ``<prefix>-<uuid>`` when absent."""
+        ``<prefix>-<uuid>`` when absent. ``kept``: its turns as :meth:`kept_turns` read them (None: read now)."""
         self.sweep()
         sid = session_id or f"{self.prefix}-{uuid.uuid4()}"
         key = self.key(sid)
         session = self._by_key.get(key)
         if session is None:
-            session = Session(id=sid, key=key, history=self.kept.load(key) if session_id else [])
+            history = (self.kept.load(key) if kept is None else kept) if session_id else []
+            session = Session(id=sid, key=key, history=history)
             self._by_key[key] = session
             while len(self._by_key) > self.max_sessions:
                 oldest = next((k for k, s in self._by_key.items() if not s.busy), None)
@@ -247,6 +248,12 @@ class Sessions:
     def keep(self, session: Session) -> None:
         """Write the session's turns where a restarted process finds them (before its answer is returned)."""
         self.kept.save(session.key, session.history)
+
+    async def kept_turns(self, session_id: str | None) -> list[ChatTurn] | None:
+        """The kept turns of a session this process does not hold, read on a thread (None: none to read)."""
+        if not session_id or session_id in self:
+            return None
+        return await asyncio.to_thread(self.kept.load, self.key(session_id))
 
     def sweep(self) -> None:
         cutoff = self.clock() - self.ttl_s
@@ -291,7 +298,7 @@ class Chat:
     ) -> schemas.ChatOutput:
         """The answer to ``query`` in the session ``session_id`` (a new one when None); ``folder_id``: its evidence
         only from that Smart Folder (an id or path, a criteria folder's id or name: ``search.request``'s)."""
-        session = self.sessions.open(session_id)
+        session = self.sessions.open(session_id, await self.sessions.kept_turns(session_id))
         session.busy += 1
         try:
             async with session.lock:
@@ -317,30 +324,30 @@ class Chat:
         evidence, quoted, note, read = first.evidence, first.answer, first.note, first.reading
         shown = Shown(on_progress, self.policy.max_answer_tokens)
         if not quoted.grounded or mode == "extractive":
-            return self._done(session, query, quoted, "extractive", note, read, shown)
+            return await self._done(session, query, quoted, "extractive", note, read, shown)
         if mode == "auto":
             shown.quotes(quoted.answer)
             if not answers.model_adds(query, self.policy.auto_model_shapes):
-                return self._done(session, query, quoted, "extractive", note, read, shown)
+                return await self._done(session, query, quoted, "extractive", note, read, shown)
         try:
             generated, dropped, out = await self._generate(session, query, persona, evidence, shown)
         except JobError as failure:
             fallback = f"{failure.code.mcp}: {failure.message}"
-            return self._done(session, query, quoted, "fallback", note, read, shown, reason=fallback)
+            return await self._done(session, query, quoted, "fallback", note, read, shown, reason=fallback)
         if not generated.grounded:
             reason = (
                 f"UNSUPPORTED: none of the model's {dropped} sentence(s) is backed by a passage and about the question"
                 f" ({generated.aside} backed but about something else)"
             )
-            return self._done(session, query, quoted, "fallback", note, read, shown, dropped, reason, out)
+            return await self._done(session, query, quoted, "fallback", note, read, shown, dropped, reason, out)
         if mode == "auto" and not generated.carries:
             # Backed, but it states none of the best quote's figures or names: it talks around the question.
             note = note or "the model's answer added nothing to the quoted sentences"
-            return self._done(session, query, quoted, "extractive", note, read, shown, dropped, llm=out)
+            return await self._done(session, query, quoted, "extractive", note, read, shown, dropped, llm=out)
         used: schemas.AnswerModeUsed = "generative" if dropped == 0 else "generative+checked"
         if mode == "auto":
             generated = answers.after_quotes(quoted, generated)
-        return self._done(session, query, generated, used, note, read, shown, dropped, llm=out)
+        return await self._done(session, query, generated, used, note, read, shown, dropped, llm=out)
 
     async def _generate(
         self,
@@ -386,7 +393,7 @@ class Chat:
         composed.carries = check.carries
         return composed, dropped, reply
 
-    def _done(
+    async def _done(
         self,
         session: Session,
         query: str,
@@ -402,7 +409,9 @@ class Chat:
         shown.rest(composed.answer)
         session.history.append({"question": query, "answer": composed.answer})
         del session.history[:-HISTORY_TURNS]
-        self.sessions.keep(session)
+        # On a thread: the file's write lock may be another process's (the console's Ask, a backup) for seconds,
+        # and the front door's event loop serves every other client meanwhile.
+        await asyncio.to_thread(self.sessions.keep, session)
         return schemas.ChatOutput(
             answer=composed.answer,
             citations=composed.citations,

@@ -59,6 +59,7 @@ class Request(Generic[B]):
     buffers: list[Any]
     send_partial: Callable[[Message], None] | None = None
     is_cancelled: Callable[[], bool] | None = None
+    is_stopping: Callable[[], bool] | None = None
 
     def partial(self, msg: Message) -> None:
         """Send ``msg`` to the caller now, as a ``partial`` reply; the handler's result still ends the job."""
@@ -68,6 +69,11 @@ class Request(Generic[B]):
     def cancelled(self) -> bool:
         """The caller sent ``job.cancel`` for this job: a long handler may stop and raise ``cancelled``."""
         return self.is_cancelled is not None and self.is_cancelled()
+
+    def stopping(self) -> bool:
+        """The worker was asked to stop (a restart, ``foldermind stop``): a long handler may end the job at its next
+        step with a retryable ``worker_lost`` rather than run it to its end past the stop's grace."""
+        return self.is_stopping is not None and self.is_stopping()
 
 
 def route(kind: type[B], handler: Callable[[Request[B]], Result]) -> tuple[str, Handler]:

@@ -6,12 +6,13 @@ kinds a worker marks ``side_by_side`` or ``background`` run on a few threads bes
 (:meth:`Worker.handlers`); a :class:`JobError` becomes a typed error reply, any other exception ``internal`` (the
 traceback stays in this worker's log).
 
-SIGTERM asks for a graceful stop: the job in hand finishes (a ``background`` one is withdrawn: it stops at its
-next step, retryable), a ``worker.disconnect`` is sent, ``teardown()`` runs, and the process leaves at once
-(:func:`leave`). An on-demand worker (``idle_exit_s`` > 0) idle that long, or released, asks the kernel to go and
-serves on until the kernel agrees. A remote worker that the heartbeat thread
-(:mod:`foldermind.workers.framework.heartbeat`) finds cut off, or that the kernel dismisses as already lost, rejoins
-with new sockets (a new READY, same name, model kept).
+SIGTERM asks for a graceful stop: the job in hand finishes, or ends at its next step where its handler asks
+``req.stopping()`` (a chat answer: a retryable ``worker_lost``; a ``background`` job is withdrawn, retryable), a
+``worker.disconnect`` is sent, ``teardown()`` runs, and the process leaves at once (:func:`leave`); a SIGTERM before
+this loop starts ends it at once too (:mod:`foldermind.workers.__main__`). An on-demand worker (``idle_exit_s`` > 0)
+idle that long, or released, asks the kernel to go and serves on until the kernel agrees. A remote worker that the
+heartbeat thread (:mod:`foldermind.workers.framework.heartbeat`) finds cut off, or that the kernel dismisses as already
+lost, rejoins with new sockets (a new READY, same name, model kept).
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ class Runner:
 
     def status(self) -> tuple[str, int]:
         return self.worker.status_note, self.worker.progress()
+
+    def _stopping(self) -> bool:
+        return self.stop_requested
 
     def request_stop(self) -> None:
         self.stop_requested = True
@@ -256,7 +260,7 @@ class Runner:
         try:
             if env.kind in self.delays:
                 time.sleep(self.delays[env.kind])
-            result = handler(Request(env, body, buffers, partial, lambda: env.id in self.cancelled))
+            result = handler(Request(env, body, buffers, partial, lambda: env.id in self.cancelled, self._stopping))
         except JobError as exc:
             info = exc.info
             return lambda: self._finish(env, info)

@@ -10,7 +10,8 @@ summary of the ingest's in hand then stops at its next step, ``MODEL_NOT_READY``
 With ``load = "at_start"`` it loads on a background thread after READY, and requests meanwhile fail with
 ``MODEL_NOT_READY`` (retryable). A model that cannot load fails requests with ``MODEL_NOT_READY`` and the reason,
 and ``foldermind status`` shows the state on this worker's line. Chats and readings run on the serving thread, one
-at a time: a chat streams ``llm.chat.partial`` replies and stops at its deadline. A summary is a background job (the
+at a time: a chat streams ``llm.chat.partial`` replies and stops at its deadline, or at a stop of this worker
+(``worker_lost``, retryable: a stop does not wait for a whole answer). A summary is a background job (the
 kernel hands one beside them) on a thread of its own, and gives the model's context to a chat or a reading between
 two of its steps (:mod:`.lanes`): a person never waits for more than a step of it. A summary kept waiting for the
 context until near its deadline answers ``MODEL_NOT_READY`` (retryable: the indexer asks again later). A generation
@@ -225,10 +226,10 @@ class LlmWorker(Worker):
             pending.clear()
             last_sent = time.monotonic()
 
-        # Stop a little before the caller's deadline, so it hears LLM_TIMEOUT from us, not a lost worker;
-        # and at once when the caller gives the answer up (its MCP client went away).
+        # Stop a little before the caller's deadline, so it hears LLM_TIMEOUT from us, not a lost worker; and at once
+        # when the caller gives the answer up (its MCP client went away) or this worker is asked to stop.
         def late() -> bool:
-            return req.cancelled() or (bool(deadline) and time.time() > deadline - 0.5)
+            return req.cancelled() or req.stopping() or (bool(deadline) and time.time() > deadline - 0.5)
 
         try:
             params = self._params(max_tokens)
@@ -257,6 +258,9 @@ class LlmWorker(Worker):
             self.cancelled += 1
             log.info("chat answer cancelled by its caller after %d tokens", out.completion_tokens)
             raise JobError(ErrorCode.CANCELLED, f"cancelled by the caller after {out.completion_tokens} tokens")
+        if out.finish == "cancelled" and req.stopping():
+            log.info("chat answer stopped after %d tokens: the worker is stopping", out.completion_tokens)
+            raise _stopping(f"the chat answer was stopped after {out.completion_tokens} tokens")
         if out.finish == "cancelled":
             raise JobError(
                 ErrorCode.LLM_TIMEOUT, f"no answer within the deadline ({out.completion_tokens} tokens generated)"
@@ -289,7 +293,7 @@ class LlmWorker(Worker):
         deadline = req.env.deadline
 
         def late() -> bool:  # as a chat: stop before the caller's deadline, so it hears LLM_TIMEOUT from us
-            return req.cancelled() or (bool(deadline) and time.time() > deadline - 0.5)
+            return req.cancelled() or req.stopping() or (bool(deadline) and time.time() > deadline - 0.5)
 
         # An answer can do without the reading: it does not wait for a cold model's load (seconds, more on a busy
         # machine or with the first conversion), which goes on behind for the next question.
@@ -297,6 +301,8 @@ class LlmWorker(Worker):
             try:
                 got = likelihood.likelihood(backend, req.body.question, req.body.text, self.chat_threads(), late)
             except likelihood.Late:
+                if req.stopping():
+                    raise _stopping("the reading was stopped") from None
                 raise JobError(ErrorCode.LLM_TIMEOUT, "no query likelihood within the deadline") from None
             except likelihood.Unsupported as exc:
                 raise JobError(ErrorCode.GENERATION_FAILED, str(exc)) from None
@@ -366,6 +372,12 @@ class LlmWorker(Worker):
             prompt_tokens=len(tokens),
             completion_tokens=out.completion_tokens,
         )
+
+
+def _stopping(what: str) -> JobError:
+    """A job this worker ended because it was asked to stop (a restart, ``foldermind stop``): its caller may ask
+    again, and the worker that serves then answers."""
+    return JobError(ErrorCode.WORKER_LOST, f"the llm worker is stopping: {what}", retryable=True)
 
 
 WORKER = LlmWorker
