@@ -31,15 +31,20 @@ def per_store(data: Path) -> dict[str, int]:
     return out
 
 
+def write_big(path: Path, seed: int) -> None:
+    """~4 MB of random sentences of :data:`WORDS`, marked by the word "bigfileword"."""
+    rng = random.Random(seed)
+    lines = (" ".join(rng.choices(WORDS, k=12)) + ".\n" for _ in range(60_000))
+    path.write_text("The bigfileword marks this file.\n" + "".join(lines))
+
+
 def test_the_index_on_disk_falls_back_near_its_size_after_a_big_file_is_deleted(home_dir: Path) -> None:
     docs = home_dir / "docs"
     docs.mkdir()
     for i in range(8):
         (docs / f"small{i:02d}.txt").write_text(f"Small note {i} about the harbour and its keeper.\n" * 40)
-    rng = random.Random(7)
-    lines = (" ".join(rng.choices(WORDS, k=12)) + ".\n" for _ in range(60_000))
     big = docs / "big.txt"
-    big.write_text("The bigfileword marks this file.\n" + "".join(lines))  # ~4 MB
+    write_big(big, 7)
     big.rename(home_dir / "big.txt")  # kept aside until the small ones are in
     data = home_dir / "data"
     k = RunningKernel(home_dir, PIPELINE).start()
@@ -74,10 +79,8 @@ def test_a_deleted_file_gives_its_pages_back_while_no_embedder_can_take_its_chun
     # unembedded. Held as work in hand, they kept the pipeline from ever being idle, so nothing was compacted.
     docs = home_dir / "docs"
     docs.mkdir()
-    rng = random.Random(11)
-    lines = (" ".join(rng.choices(WORDS, k=12)) + ".\n" for _ in range(60_000))
     big = docs / "big.txt"
-    big.write_text("The bigfileword marks this file.\n" + "".join(lines))
+    write_big(big, 11)
     data = home_dir / "data"
     k = RunningKernel(home_dir, merge(PIPELINE, {"ingest": {"embed_retry_s": 3600.0}})).start()
     try:
