@@ -44,6 +44,7 @@ import psutil
 from foldermind.protocol import frames
 from foldermind.protocol.errors import ErrorCode, JobError
 from foldermind.protocol.messages import Message, message
+from foldermind.workers.framework import faults
 from foldermind.workers.framework.base import Handler, Request, Result, Worker, WorkerContext, route
 from foldermind.workers.framework.heartbeat import model_loads
 
@@ -219,10 +220,7 @@ def _held_import() -> None:
     flag = os.environ.get("FOLDERMIND_FAULT_WHILE", "")
     if os.environ.get("FOLDERMIND_FAULT") != "held_import" or not flag:
         return
-    Path(flag + ".held").touch()
-    until = time.monotonic() + 60
-    while os.path.exists(flag) and time.monotonic() < until:
-        time.sleep(0.02)
+    faults.hold_while(flag, 60)
 
 
 _held_import()

@@ -99,7 +99,7 @@ def parser_hold(path: Path, after: bool, pages: bool = False) -> None:
     if not sep or not needle or needle not in path.name or not os.path.exists(flag):
         return
     log.warning("%s: holding a parse until the test lets it go", name)
-    _hold(flag)
+    hold_while(flag)
 
 
 def indexer_hold(stage: str) -> None:
@@ -112,7 +112,7 @@ def indexer_hold(stage: str) -> None:
             except FileExistsError:
                 return
             log.warning("%s: holding the indexer at %s until the test lets it go", INDEXER_HOLD, stage)
-            _hold(flag, HOLD_BESIDE_S if stage == "graph" else HOLD_MAX_S)
+            hold_while(flag, HOLD_BESIDE_S if stage == "graph" else HOLD_MAX_S)
 
 
 def watcher_hold() -> None:
@@ -120,10 +120,11 @@ def watcher_hold() -> None:
     flag = os.environ.get(WATCHER_HOLD, "")
     if flag and os.path.exists(flag):
         log.warning("%s: holding a folder's reconcile until the test lets it go", WATCHER_HOLD)
-        _hold(flag)
+        hold_while(flag)
 
 
-def _hold(flag: str, most: float = HOLD_MAX_S) -> None:
+def hold_while(flag: str, most: float = HOLD_MAX_S) -> None:
+    """Wait while ``flag`` exists, at most ``most`` seconds, having made ``<flag>.held`` (the test waits for it)."""
     Path(f"{flag}.held").touch()
     give_up = time.monotonic() + most
     while os.path.exists(flag) and time.monotonic() < give_up:
@@ -171,4 +172,4 @@ def console_hang() -> None:
     flag = os.environ.get(CONSOLE_HANG, "")
     if flag and os.path.exists(flag):
         log.warning("%s: blocking the console's web server until the test lets it go", CONSOLE_HANG)
-        _hold(flag)
+        hold_while(flag)
